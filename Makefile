@@ -1,0 +1,140 @@
+# amp: the front door. `make` builds the library (static and shared), the CLI and amp.pc;
+# `make test` and `make demo` first install missing Debian packages (when run as root).
+#
+#   make [all]            build/libamp.a, build/libamp.so (soname libamp.so.0), build/amp, build/amp.pc
+#   make test             unit tests on every SIMD path, CLI golden tests, a pkg-config client build
+#   make test-sanitize    the same under ASan+UBSan (near-exhaustive sweeps instead of exhaustive ones)
+#   make demo             the main job: `amp explain`
+#   make bench            `amp bench convert` and the numpy comparison (bench/convert_vs_numpy.py)
+#   make fuzz             libFuzzer targets (clang); make fuzz-replay replays the committed corpus
+#   make install PREFIX=/usr/local [DESTDIR=...]
+
+VERSION_MAJOR := 0
+VERSION := 0.1.0
+BUILD ?= build
+PREFIX ?= /usr/local
+CC ?= cc
+ARCH := $(shell uname -m)
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla
+# No -ffast-math anywhere: amp's job includes detecting inf and NaN.
+OPT ?= -O2
+CPPFLAGS_AMP := -Iinclude -D_POSIX_C_SOURCE=200809L
+CFLAGS_AMP := -std=c11 $(OPT) -g -fPIC -fno-strict-aliasing $(WARN) $(CPPFLAGS_AMP) $(EXTRA_CFLAGS)
+LDLIBS_AMP := -lpthread -lm
+LDFLAGS_AMP := $(EXTRA_LDFLAGS)
+
+LIB_SRCS := $(shell find src -name '*.c' | sort)
+ifneq ($(ARCH),x86_64)
+LIB_SRCS := $(filter-out src/kernels/x86/%,$(LIB_SRCS))
+endif
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+CLI_SRCS := $(wildcard tools/amp/*.c)
+CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
+TEST_SRCS := $(wildcard tests/*.c)
+TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o)
+
+# Per-file ISA flags: only these translation units may contain AVX2/AVX-512 instructions, and
+# nothing calls into them unless run-time detection (src/cpu/cpu.c) says the CPU has them.
+ISA_AVX2 := -mavx2 -mfma -mf16c
+ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16
+$(BUILD)/obj/src/kernels/x86/%_avx2.o: CFLAGS_ISA := $(ISA_AVX2)
+$(BUILD)/obj/src/kernels/x86/%_avx512.o: CFLAGS_ISA := $(ISA_AVX512)
+
+.PHONY: all lib cli test test-sanitize demo bench fuzz fuzz-replay install uninstall clean deps
+all: lib cli $(BUILD)/amp.pc
+
+lib: $(BUILD)/libamp.a $(BUILD)/libamp.so
+cli: $(BUILD)/amp
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_AMP) $(CFLAGS_ISA) -MMD -MP -c $< -o $@
+
+$(BUILD)/libamp.a: $(LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libamp.so.$(VERSION): $(LIB_OBJS) src/libamp.map
+	$(CC) -shared -Wl,-soname,libamp.so.$(VERSION_MAJOR) -Wl,--version-script=src/libamp.map \
+	    -o $@ $(LIB_OBJS) $(LDFLAGS_AMP) $(LDLIBS_AMP)
+
+$(BUILD)/libamp.so: $(BUILD)/libamp.so.$(VERSION)
+	ln -sf libamp.so.$(VERSION) $(BUILD)/libamp.so.$(VERSION_MAJOR)
+	ln -sf libamp.so.$(VERSION) $@
+
+# The CLI links the static library so it runs from the build tree without LD_LIBRARY_PATH.
+$(BUILD)/amp: $(CLI_OBJS) $(BUILD)/libamp.a
+	$(CC) -o $@ $(CLI_OBJS) $(BUILD)/libamp.a $(LDFLAGS_AMP) $(LDLIBS_AMP)
+
+$(BUILD)/amp_tests: $(TEST_OBJS) $(BUILD)/libamp.a
+	$(CC) -o $@ $(TEST_OBJS) $(BUILD)/libamp.a $(LDFLAGS_AMP) $(LDLIBS_AMP)
+
+# amp.pc for the build tree: headers from the source tree, libraries (with an rpath) from $(BUILD).
+$(BUILD)/amp.pc: amp.pc.in Makefile
+	@mkdir -p $(BUILD)
+	sed -e 's|@PREFIX@|$(CURDIR)|' -e 's|@INCLUDEDIR@|$(CURDIR)/include|' -e 's|@LIBDIR@|$(abspath $(BUILD))|' \
+	    -e 's|@RPATH@|-Wl,-rpath,$(abspath $(BUILD))|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+deps:
+	@sh tools/install-deps.sh
+
+test: deps
+	$(MAKE) all $(BUILD)/amp_tests
+	BUILD=$(BUILD) sh tests/run.sh
+
+# ASan+UBSan build in its own tree; AMP_TEST_QUICK trades the 2^32 sweeps for strided ones.
+test-sanitize: deps
+	$(MAKE) BUILD=$(BUILD)/sanitize OPT=-O1 EXTRA_CFLAGS="$(SAN_FLAGS)" \
+	    EXTRA_LDFLAGS="-fsanitize=address,undefined" all $(BUILD)/sanitize/amp_tests
+	AMP_TEST_QUICK=1 BUILD=$(BUILD)/sanitize sh tests/run.sh
+
+demo: deps
+	$(MAKE) all
+	$(BUILD)/amp explain
+
+bench: all
+	$(BUILD)/amp bench convert
+	@if python3 -c 'import numpy' 2>/dev/null; then python3 bench/convert_vs_numpy.py --amp $(BUILD)/amp; \
+	 else echo "bench: numpy not installed (pip install numpy ml_dtypes) - skipping the numpy comparison"; fi
+
+FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+# libFuzzer targets: the library is rebuilt with clang and coverage instrumentation in its own tree.
+fuzz:
+	$(MAKE) BUILD=$(BUILD)/fuzz CC=clang OPT=-O1 EXTRA_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined" lib
+	for t in $(FUZZ_TARGETS); do \
+	  clang -std=c11 -O1 -g $(WARN) $(CPPFLAGS_AMP) -fsanitize=fuzzer,address,undefined \
+	    fuzz/fuzz_$$t.c $(BUILD)/fuzz/libamp.a $(LDLIBS_AMP) -o $(BUILD)/fuzz/$$t || exit 1; done
+	@echo "run e.g.: $(BUILD)/fuzz/convert fuzz/corpus/convert -max_total_time=60"
+
+# Replays the committed corpus through each target with a plain main(), under ASan+UBSan.
+fuzz-replay:
+	$(MAKE) BUILD=$(BUILD)/sanitize OPT=-O1 EXTRA_CFLAGS="$(SAN_FLAGS)" EXTRA_LDFLAGS="-fsanitize=address,undefined" lib
+	for t in $(FUZZ_TARGETS); do \
+	  $(CC) -std=c11 -O1 -g $(WARN) $(CPPFLAGS_AMP) $(SAN_FLAGS) fuzz/fuzz_$$t.c fuzz/replay_main.c \
+	    $(BUILD)/sanitize/libamp.a $(LDLIBS_AMP) -o $(BUILD)/sanitize/replay_$$t || exit 1; \
+	  $(BUILD)/sanitize/replay_$$t fuzz/corpus/$$t || exit 1; done
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include/amp $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/amp.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/amp/*.h $(DESTDIR)$(PREFIX)/include/amp/
+	install -m 644 $(BUILD)/libamp.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libamp.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libamp.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libamp.so.$(VERSION_MAJOR)
+	ln -sf libamp.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libamp.so
+	install -m 755 $(BUILD)/amp $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@INCLUDEDIR@|$(PREFIX)/include|' -e 's|@LIBDIR@|$(PREFIX)/lib|' \
+	    -e 's|@RPATH@||' -e 's|@VERSION@|$(VERSION)|' amp.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/amp.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/include/amp.h $(DESTDIR)$(PREFIX)/lib/libamp.* $(DESTDIR)$(PREFIX)/bin/amp \
+	    $(DESTDIR)$(PREFIX)/lib/pkgconfig/amp.pc
+	rm -rf $(DESTDIR)$(PREFIX)/include/amp
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_OBJS:.o=.d)

@@ -1,0 +1,12 @@
+/* amp: automatic mixed precision training in C. The umbrella header: include this one. */
+#ifndef AMP_H
+#define AMP_H
+
+#include "amp/version.h"
+#include "amp/status.h"
+#include "amp/log.h"
+#include "amp/dtype.h"
+#include "amp/formats.h"
+#include "amp/cpu.h"
+
+#endif /* AMP_H */

@@ -1,0 +1,45 @@
+/* Reference conversion kernels: plain loops over the scalar algorithms (formats/float_bits.h).
+ * Always built; every SIMD kernel is tested bit for bit against these. */
+#include <stdint.h>
+
+#include "../../formats/float_bits.h"
+#include "../convert_kernels.h"
+
+#define DEFINE_ENCODE(name, type, encoder, rule)                                         \
+    static void name(void *dst, const float *src, size_t n) {                            \
+        type *out = dst;                                                                  \
+        for (size_t i = 0; i < n; i++) out[i] = encoder(amp_f32_bits(src[i]), rule);      \
+    }
+#define DEFINE_DECODE(name, type, decoder)                                                \
+    static void name(float *dst, const void *src, size_t n) {                             \
+        const type *in = src;                                                             \
+        for (size_t i = 0; i < n; i++) dst[i] = amp_f32_from_bits(decoder(in[i]));        \
+    }
+
+DEFINE_ENCODE(encode_f16, uint16_t, amp_f16_encode, AMP_OVERFLOW_INF)
+DEFINE_ENCODE(encode_f16_sat, uint16_t, amp_f16_encode, AMP_OVERFLOW_SATURATE)
+DEFINE_ENCODE(encode_bf16, uint16_t, amp_bf16_encode, AMP_OVERFLOW_INF)
+DEFINE_ENCODE(encode_bf16_sat, uint16_t, amp_bf16_encode, AMP_OVERFLOW_SATURATE)
+DEFINE_ENCODE(encode_f8e4m3, uint8_t, amp_f8e4m3_encode, AMP_OVERFLOW_NAN)
+DEFINE_ENCODE(encode_f8e4m3_sat, uint8_t, amp_f8e4m3_encode, AMP_OVERFLOW_SATURATE)
+DEFINE_ENCODE(encode_f8e5m2, uint8_t, amp_f8e5m2_encode, AMP_OVERFLOW_INF)
+DEFINE_ENCODE(encode_f8e5m2_sat, uint8_t, amp_f8e5m2_encode, AMP_OVERFLOW_SATURATE)
+DEFINE_DECODE(decode_f16, uint16_t, amp_f16_decode)
+DEFINE_DECODE(decode_bf16, uint16_t, amp_bf16_decode)
+DEFINE_DECODE(decode_f8e4m3, uint8_t, amp_f8e4m3_decode)
+DEFINE_DECODE(decode_f8e5m2, uint8_t, amp_f8e5m2_decode)
+
+void amp_convert_kernels_ref(amp_convert_kernels *k) {
+    k->encode[AMP_F16][0] = encode_f16;
+    k->encode[AMP_F16][1] = encode_f16_sat;
+    k->encode[AMP_BF16][0] = encode_bf16;
+    k->encode[AMP_BF16][1] = encode_bf16_sat;
+    k->encode[AMP_F8E4M3][0] = encode_f8e4m3;
+    k->encode[AMP_F8E4M3][1] = encode_f8e4m3_sat;
+    k->encode[AMP_F8E5M2][0] = encode_f8e5m2;
+    k->encode[AMP_F8E5M2][1] = encode_f8e5m2_sat;
+    k->decode[AMP_F16] = decode_f16;
+    k->decode[AMP_BF16] = decode_bf16;
+    k->decode[AMP_F8E4M3] = decode_f8e4m3;
+    k->decode[AMP_F8E5M2] = decode_f8e5m2;
+}

@@ -1,0 +1,112 @@
+/* AVX2 + F16C conversion kernels, 8 fp32 lanes per step; tails (fewer than 8 elements) run the
+ * reference's scalar algorithm (formats/float_bits.h), so every element gets the same bits.
+ * The NaN and rounding fixes are those of convert_avx512.c, which explains them; MXCSR's DAZ is
+ * assumed clear (the default). */
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "../../formats/float_bits.h"
+#include "../convert_kernels.h"
+
+/* Packs eight 32-bit lanes holding values <= 0xFFFF into eight u16, in order. */
+static inline __m128i pack_u32_to_u16(__m256i r) {
+    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+
+/* The canonical NaN of a 16-bit format with each fp32 lane's sign: (sign << 15) | nan_bits. */
+static inline __m256i canonical_nan16(__m256i x, uint32_t nan_bits) {
+    return _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(x, 31), 15), _mm256_set1_epi32((int)nan_bits));
+}
+
+/* ---- fp16 ---- */
+
+static inline __m128i f16_from_f32x8(__m256 v, int saturate) {
+    if (saturate) { /* min/max return the second operand for NaN, so NaN lanes pass through */
+        const __m256 max = _mm256_set1_ps(65504.0f);
+        v = _mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), max), _mm256_min_ps(max, v));
+    }
+    __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    if (_mm256_movemask_ps(nan)) {
+        __m128i fix = pack_u32_to_u16(canonical_nan16(_mm256_castps_si256(v), 0x7E00u));
+        __m128i mask16 = _mm_packs_epi32(_mm256_castsi256_si128(_mm256_castps_si256(nan)),
+                                         _mm256_extracti128_si256(_mm256_castps_si256(nan), 1));
+        h = _mm_blendv_epi8(h, fix, mask16);
+    }
+    return h;
+}
+
+static inline void encode_f16_impl(void *dst, const float *src, size_t n, int saturate) {
+    uint16_t *out = dst;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm_storeu_si128((__m128i *)(out + i), f16_from_f32x8(_mm256_loadu_ps(src + i), saturate));
+    for (; i < n; i++) out[i] = amp_f16_encode(amp_f32_bits(src[i]), saturate ? AMP_OVERFLOW_SATURATE : AMP_OVERFLOW_INF);
+}
+static void encode_f16(void *dst, const float *src, size_t n) { encode_f16_impl(dst, src, n, 0); }
+static void encode_f16_sat(void *dst, const float *src, size_t n) { encode_f16_impl(dst, src, n, 1); }
+
+static void decode_f16(float *dst, const void *src, size_t n) {
+    const uint16_t *in = src;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(in + i));
+        __m256 f = _mm256_cvtph_ps(h);
+        __m256 nan = _mm256_cmp_ps(f, f, _CMP_UNORD_Q);
+        if (_mm256_movemask_ps(nan)) { /* rebuild NaNs by widening: VCVTPH2PS would quiet them */
+            __m256i w = _mm256_cvtepu16_epi32(h);
+            __m256i bits = _mm256_or_si256(
+                _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x8000)), 16),
+                _mm256_or_si256(_mm256_set1_epi32(0x7F800000), _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x3FF)), 13)));
+            f = _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), nan);
+        }
+        _mm256_storeu_ps(dst + i, f);
+    }
+    for (; i < n; i++) dst[i] = amp_f32_from_bits(amp_f16_decode(in[i]));
+}
+
+/* ---- bf16 ---- */
+
+static inline __m256i bf16_from_f32x8(__m256i x, int saturate) {
+    const __m256i one = _mm256_set1_epi32(1);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7FFF)), lsb), 16);
+    if (saturate) { /* magnitudes above the largest finite (including inf) clip to it */
+        __m256i mag = _mm256_and_si256(r, _mm256_set1_epi32(0x7FFF));
+        __m256i clipped = _mm256_min_epu32(mag, _mm256_set1_epi32(0x7F7F));
+        r = _mm256_or_si256(_mm256_and_si256(r, _mm256_set1_epi32(0x8000)), clipped);
+    }
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7FFFFFFF)), _mm256_set1_epi32(0x7F800000));
+    return _mm256_blendv_epi8(r, canonical_nan16(x, 0x7FC0u), nan);
+}
+
+static inline void encode_bf16_impl(void *dst, const float *src, size_t n, int saturate) {
+    uint16_t *out = dst;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i lo = bf16_from_f32x8(_mm256_loadu_si256((const __m256i *)(src + i)), saturate);
+        __m256i hi = bf16_from_f32x8(_mm256_loadu_si256((const __m256i *)(src + i + 8)), saturate);
+        /* packus interleaves 128-bit lanes; the permute restores element order */
+        _mm256_storeu_si256((__m256i *)(out + i), _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8));
+    }
+    for (; i < n; i++) out[i] = amp_bf16_encode(amp_f32_bits(src[i]), saturate ? AMP_OVERFLOW_SATURATE : AMP_OVERFLOW_INF);
+}
+static void encode_bf16(void *dst, const float *src, size_t n) { encode_bf16_impl(dst, src, n, 0); }
+static void encode_bf16_sat(void *dst, const float *src, size_t n) { encode_bf16_impl(dst, src, n, 1); }
+
+static void decode_bf16(float *dst, const void *src, size_t n) {
+    const uint16_t *in = src;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_si256((__m256i *)(dst + i),
+                            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(in + i))), 16));
+    for (; i < n; i++) dst[i] = amp_f32_from_bits(amp_bf16_decode(in[i]));
+}
+
+void amp_convert_kernels_avx2(amp_convert_kernels *k) {
+    k->encode[AMP_F16][0] = encode_f16;
+    k->encode[AMP_F16][1] = encode_f16_sat;
+    k->decode[AMP_F16] = decode_f16;
+    k->encode[AMP_BF16][0] = encode_bf16;
+    k->encode[AMP_BF16][1] = encode_bf16_sat;
+    k->decode[AMP_BF16] = decode_bf16;
+}

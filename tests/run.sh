@@ -1,0 +1,65 @@
+#!/bin/sh
+# Runs every test amp has and ends with one summary line, "N passed, N failed".
+#   1. build/amp_tests: the C unit tests (every SIMD path against the reference)
+#   2. tests/cli/*.sh: golden tests of the CLI (exit codes, stdout, stderr)
+#   3. a client program built against amp through pkg-config (static and shared)
+set -u
+BUILD=${BUILD:-build}
+export AMP="$BUILD/amp"
+total_pass=0
+total_fail=0
+
+# count LOGFILE STATUS: adds the "N passed, N failed" of a suite's last line to the totals.
+count() {
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "run.sh: $2 printed no summary line (exit status $3)" >&2
+        total_fail=$((total_fail + 1))
+        return
+    fi
+    p=${line%% passed*}
+    f=${line#*passed, }
+    f=${f%% failed*}
+    total_pass=$((total_pass + p))
+    total_fail=$((total_fail + f))
+    if [ "$3" != 0 ] && [ "$f" = 0 ]; then
+        echo "run.sh: $2 exited with status $3" >&2
+        total_fail=$((total_fail + 1))
+    fi
+}
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+echo "== unit tests ($BUILD/amp_tests)"
+rc=0
+"$BUILD/amp_tests" 2>&1 | tee "$log" || true
+rc=$(tail -n 1 "$log" | grep -q ' 0 failed' && echo 0 || echo 1)
+count "$log" amp_tests "$rc"
+
+for t in tests/cli/*.sh; do
+    [ "$(basename "$t")" = lib.sh ] && continue
+    echo "== $t"
+    rc=0
+    sh "$t" >"$log" 2>&1 || rc=$?
+    cat "$log"
+    count "$log" "$t" "$rc"
+done
+
+echo "== pkg-config client (examples/convert.c)"
+out="$BUILD/example_convert"
+if cc -std=c11 -Wall -Wextra -Werror examples/convert.c -o "$out-static" \
+       $(PKG_CONFIG_PATH="$BUILD" pkg-config --cflags amp) "$BUILD/libamp.a" \
+       $(PKG_CONFIG_PATH="$BUILD" pkg-config --libs --static amp | sed 's/-lamp//') \
+   && "$out-static" >/dev/null \
+   && cc -std=c11 -Wall -Wextra -Werror examples/convert.c -o "$out" \
+       $(PKG_CONFIG_PATH="$BUILD" pkg-config --cflags --libs --static amp) \
+   && "$out"; then
+    total_pass=$((total_pass + 1))
+else
+    echo "FAIL: building or running examples/convert.c through pkg-config" >&2
+    total_fail=$((total_fail + 1))
+fi
+
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" = 0 ]

@@ -1,0 +1,16 @@
+/* `amp bench <what>`: benchmarks are programs, run by hand, never timed tests. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench_util.h"
+#include "commands.h"
+
+int amp_cmd_bench(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0) {
+        FILE *out = argc < 2 ? stderr : stdout;
+        fprintf(out, "usage: amp bench convert [options]   conversion throughput next to memcpy (see --help)\n");
+        return argc < 2 ? AMP_EXIT_USAGE : AMP_EXIT_OK;
+    }
+    if (strcmp(argv[1], "convert") == 0) return amp_bench_convert(argc - 1, argv + 1);
+    return amp_usage_error("bench", "unknown benchmark '%s'", argv[1]);
+}

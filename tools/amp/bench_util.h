@@ -1,0 +1,18 @@
+/* Helpers shared by the CLI's benchmarks. */
+#ifndef AMP_TOOLS_BENCH_UTIL_H
+#define AMP_TOOLS_BENCH_UTIL_H
+
+#include <stddef.h>
+
+/* Seconds from a monotonic clock. */
+double amp_bench_now(void);
+/* Median of n values (sorts them in place). */
+double amp_bench_median(double *v, size_t n);
+/* The CPU's model name from /proc/cpuinfo, or "unknown CPU". */
+void amp_bench_cpu_name(char *buf, size_t size);
+/* Parses a whole-string positive integer in [lo, hi]; returns 0 on success, -1 otherwise. */
+int amp_parse_long(const char *s, long lo, long hi, long *out);
+
+int amp_bench_convert(int argc, char **argv);
+
+#endif

@@ -1,0 +1,19 @@
+/* The CLI's subcommands. Each takes the arguments after its name (argv[0] is the subcommand name)
+ * and returns the process exit status: 0 success, 1 failure while running, 2 bad usage or bad input. */
+#ifndef AMP_TOOLS_COMMANDS_H
+#define AMP_TOOLS_COMMANDS_H
+
+enum { AMP_EXIT_OK = 0, AMP_EXIT_FAILURE = 1, AMP_EXIT_USAGE = 2 };
+
+int amp_cmd_explain(int argc, char **argv);
+int amp_cmd_bench(int argc, char **argv);
+int amp_cmd_info(int argc, char **argv);
+
+/* Prints "amp: <message>" and the usage hint for `command` to stderr; returns AMP_EXIT_USAGE. */
+int amp_usage_error(const char *command, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+#endif

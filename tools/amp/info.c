@@ -1,0 +1,27 @@
+/* `amp info`: what this build and this machine offer. */
+#include <stdio.h>
+#include <string.h>
+
+#include "amp.h"
+#include "commands.h"
+
+int amp_cmd_info(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0) {
+            printf("usage: amp info\nPrints amp's version, the CPU features it detected and the SIMD path in use.\n");
+            return AMP_EXIT_OK;
+        }
+        return amp_usage_error("info", "unknown option '%s'", argv[i]);
+    }
+    const amp_cpu_features *f = amp_cpu_get_features();
+    printf("amp %s\n", amp_version());
+    printf("cpu features: avx=%d avx2=%d fma=%d f16c=%d avx512f=%d avx512bw=%d avx512vl=%d avx512dq=%d "
+           "avx512_bf16=%d avx512_fp16=%d\n",
+           f->avx, f->avx2, f->fma, f->f16c, f->avx512f, f->avx512bw, f->avx512vl, f->avx512dq, f->avx512_bf16,
+           f->avx512_fp16);
+    printf("simd paths:");
+    for (int i = 0; i < AMP_ISA_COUNT; i++)
+        printf(" %s%s", amp_isa_name((amp_isa)i), amp_isa_supported((amp_isa)i) ? "" : "(unsupported)");
+    printf("\nactive path: %s (best: %s)\n", amp_isa_name(amp_isa_active()), amp_isa_name(amp_isa_best()));
+    return AMP_EXIT_OK;
+}

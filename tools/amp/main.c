@@ -1,0 +1,56 @@
+/* amp: the command-line program, a thin client of the public API. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "amp.h"
+#include "commands.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    {"explain", amp_cmd_explain, "show, computed live, why mixed precision needs master weights, loss scaling and fp32 sums"},
+    {"bench", amp_cmd_bench, "measure kernels: `amp bench convert` (conversion GB/s next to memcpy)"},
+    {"info", amp_cmd_info, "print the version, CPU features and the SIMD path in use"},
+};
+enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
+
+static void print_usage(FILE *out) {
+    fprintf(out, "usage: amp <command> [options]\n\ncommands:\n");
+    for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n`amp <command> --help` describes a command's options. Environment: AMP_ISA=ref|avx2|avx512 forces a SIMD path.\n");
+}
+
+int amp_usage_error(const char *command, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "amp: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    if (command)
+        fprintf(stderr, " (try `amp %s --help`)\n", command);
+    else
+        fprintf(stderr, " (try `amp --help`)\n");
+    return AMP_EXIT_USAGE;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        print_usage(stderr);
+        return AMP_EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        print_usage(stdout);
+        return AMP_EXIT_OK;
+    }
+    if (strcmp(name, "--version") == 0) {
+        printf("amp %s\n", amp_version());
+        return AMP_EXIT_OK;
+    }
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (strcmp(name, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    return amp_usage_error(NULL, "unknown command '%s'", name);
+}
