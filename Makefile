@@ -55,8 +55,13 @@ $(BUILD)/libamp.a: $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libamp.so.$(VERSION): $(LIB_OBJS) src/libamp.map
-	$(CC) -shared -Wl,-soname,libamp.so.$(VERSION_MAJOR) -Wl,--version-script=src/libamp.map \
+# The shared library exports exactly the functions the public headers declare.
+$(BUILD)/libamp.map: include/amp.h $(wildcard include/amp/*.h) tools/gen-exports.sh
+	@mkdir -p $(BUILD)
+	sh tools/gen-exports.sh include/amp.h include/amp/*.h > $@
+
+$(BUILD)/libamp.so.$(VERSION): $(LIB_OBJS) $(BUILD)/libamp.map
+	$(CC) -shared -Wl,-soname,libamp.so.$(VERSION_MAJOR) -Wl,--version-script=$(BUILD)/libamp.map \
 	    -o $@ $(LIB_OBJS) $(LDFLAGS_AMP) $(LDLIBS_AMP)
 
 $(BUILD)/libamp.so: $(BUILD)/libamp.so.$(VERSION)
@@ -87,7 +92,7 @@ test: deps
 test-sanitize: deps
 	$(MAKE) BUILD=$(BUILD)/sanitize OPT=-O1 EXTRA_CFLAGS="$(SAN_FLAGS)" \
 	    EXTRA_LDFLAGS="-fsanitize=address,undefined" all $(BUILD)/sanitize/amp_tests
-	AMP_TEST_QUICK=1 BUILD=$(BUILD)/sanitize sh tests/run.sh
+	AMP_TEST_QUICK=1 BUILD=$(BUILD)/sanitize EXAMPLE_CFLAGS="-fsanitize=address,undefined" sh tests/run.sh
 
 demo: deps
 	$(MAKE) all

@@ -8,5 +8,9 @@
 #include "amp/dtype.h"
 #include "amp/formats.h"
 #include "amp/cpu.h"
+#include "amp/threads.h"
+#include "amp/gemm.h"
+#include "amp/tensor.h"
+#include "amp/ops.h"
 
 #endif /* AMP_H */

@@ -12,5 +12,6 @@ int amp_cmd_bench(int argc, char **argv) {
         return argc < 2 ? AMP_EXIT_USAGE : AMP_EXIT_OK;
     }
     if (strcmp(argv[1], "convert") == 0) return amp_bench_convert(argc - 1, argv + 1);
+    if (strcmp(argv[1], "gemm") == 0) return amp_bench_gemm(argc - 1, argv + 1);
     return amp_usage_error("bench", "unknown benchmark '%s'", argv[1]);
 }

@@ -14,5 +14,6 @@ void amp_bench_cpu_name(char *buf, size_t size);
 int amp_parse_long(const char *s, long lo, long hi, long *out);
 
 int amp_bench_convert(int argc, char **argv);
+int amp_bench_gemm(int argc, char **argv);
 
 #endif

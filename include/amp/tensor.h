@@ -1,0 +1,151 @@
+/* Tensors, the context that owns their memory, and reverse-mode autograd.
+ *
+ * Memory (STYLE.md, llm.c's layout):
+ *   - Parameters are declared with amp_param_new, then amp_ctx_alloc_params gives all of them one
+ *     contiguous buffer and their gradients a second one (zero-grad is one memset; a checkpoint is one
+ *     write). Persistent non-trainable state (batch-norm running statistics) lives in a third buffer,
+ *     declared with amp_buffer_new.
+ *   - Everything made during a step (activations, the autograd tape, intermediate gradients, op
+ *     scratch) comes from the context's arena. amp_ctx_reset starts a new step and rewinds the arena:
+ *     every tensor made since the last reset dies there. The arena grows while a step needs more and
+ *     then keeps its size, so a steady-state training step makes no heap allocation
+ *     (amp_ctx_heap_allocations counts them).
+ * Ownership: the context owns every tensor; users never free one. A tensor pointer stays valid until
+ * the next amp_ctx_reset (arena tensors) or amp_ctx_free (parameters and buffers).
+ *
+ * Errors are sticky (ggml's way): an op that fails records a status and a message in the context and
+ * returns NULL; an op given a NULL input returns NULL without overwriting the first error. Check
+ * amp_ctx_status once after building a graph. */
+#ifndef AMP_TENSOR_H
+#define AMP_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "ops_list.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { AMP_MAX_DIMS = 6 };
+
+typedef struct amp_ctx amp_ctx;
+typedef struct amp_node amp_node;
+typedef struct amp_tensor amp_tensor;
+
+struct amp_tensor {
+    amp_dtype dtype;
+    int ndim;
+    int64_t shape[AMP_MAX_DIMS];
+    int64_t stride[AMP_MAX_DIMS]; /* in elements; row-major contiguous unless a view made it otherwise */
+    void *data;                   /* first element; owned by the context */
+    const char *name;             /* parameters and buffers: the name given; others: NULL */
+
+    bool requires_grad;
+    bool is_leaf;        /* parameters and user-made tensors; op results are not leaves */
+    bool retains_grad;   /* a non-leaf whose grad is kept after backward (amp_tensor_retain_grad) */
+    amp_tensor *grad;    /* after backward: leaves with requires_grad, and retained non-leaves;
+                            same shape and dtype as the tensor */
+    amp_node *grad_fn;   /* the tape node that made this tensor, when autograd recorded one */
+
+    amp_op op;               /* the op that produced it (AMP_OP_NONE for leaves) */
+    amp_dtype compute_dtype; /* the dtype that op computed in: its inputs' dtype after any cast
+                                (accumulation is always fp32); autocast tests read this */
+};
+
+/* A caller-replaceable allocator (libuv's idea). alloc returns memory aligned to `align` (a power of
+ * two) or NULL; free accepts NULL. */
+typedef struct amp_allocator {
+    void *(*alloc)(size_t size, size_t align, void *user);
+    void (*free)(void *ptr, void *user);
+    void *user;
+} amp_allocator;
+
+typedef struct amp_ctx_config {
+    size_t arena_bytes;      /* initial arena size; it grows on demand (default 64 MiB) */
+    uint64_t seed;           /* seeds the context's generators (dropout) */
+    amp_allocator allocator; /* default: aligned malloc/free */
+} amp_ctx_config;
+
+amp_ctx_config amp_ctx_default_config(void);
+/* Creates a context. Returns AMP_OK, AMP_ERR_OUT_OF_MEMORY or AMP_ERR_INVALID_ARGUMENT. */
+int amp_ctx_create(const amp_ctx_config *config, amp_ctx **out);
+/* Frees the context and everything it owns. NULL is fine. */
+void amp_ctx_free(amp_ctx *ctx);
+
+/* The first error since the last clear (AMP_OK if none), and its message ("" if none). */
+int amp_ctx_status(const amp_ctx *ctx);
+const char *amp_ctx_error(const amp_ctx *ctx);
+void amp_ctx_clear_error(amp_ctx *ctx);
+
+/* Starts a new step: rewinds the arena (every non-parameter tensor dies) and clears the tape. */
+void amp_ctx_reset(amp_ctx *ctx);
+/* Heap allocations the context has made since creation (arena growth, parameter buffers). */
+uint64_t amp_ctx_heap_allocations(const amp_ctx *ctx);
+/* Bytes of arena in use now, and the high-water mark since creation. */
+size_t amp_ctx_arena_used(const amp_ctx *ctx);
+size_t amp_ctx_arena_peak(const amp_ctx *ctx);
+/* Random bits from the context's generator for `purpose` (0: dropout; others free for users):
+ * one independent stream per purpose, so drawing from one never shifts another. */
+uint64_t amp_ctx_random(amp_ctx *ctx, unsigned purpose);
+
+/* ---- parameters and buffers ---- */
+
+/* Declares a trainable parameter (a leaf with requires_grad). data is NULL until amp_ctx_alloc_params.
+ * After allocation no more parameters can be declared (AMP_ERR_INVALID_ARGUMENT). */
+amp_tensor *amp_param_new(amp_ctx *ctx, const char *name, amp_dtype dtype, int ndim, const int64_t *shape);
+/* Declares persistent state without a gradient (e.g. running statistics), allocated with the params. */
+amp_tensor *amp_buffer_new(amp_ctx *ctx, const char *name, amp_dtype dtype, int ndim, const int64_t *shape);
+/* Allocates one zeroed buffer for all parameters, one for their gradients and one for buffers. */
+int amp_ctx_alloc_params(amp_ctx *ctx);
+size_t amp_ctx_num_params(const amp_ctx *ctx);
+amp_tensor *amp_ctx_param(const amp_ctx *ctx, size_t index);
+/* The parameter and gradient buffers as flat byte ranges (for one-pass optimizers and checkpoints). */
+void *amp_ctx_param_memory(const amp_ctx *ctx, size_t *bytes);
+void *amp_ctx_grad_memory(const amp_ctx *ctx, size_t *bytes);
+/* Zeroes every parameter gradient (one memset). */
+void amp_zero_grad(amp_ctx *ctx);
+
+/* ---- arena tensors ---- */
+
+/* A new contiguous tensor in the arena with uninitialized data (a leaf, no grad). */
+amp_tensor *amp_tensor_new(amp_ctx *ctx, amp_dtype dtype, int ndim, const int64_t *shape);
+amp_tensor *amp_tensor_zeros(amp_ctx *ctx, amp_dtype dtype, int ndim, const int64_t *shape);
+/* A new tensor holding a copy of `data` (n elements of src_dtype, converted to dtype). */
+amp_tensor *amp_tensor_from(amp_ctx *ctx, amp_dtype dtype, int ndim, const int64_t *shape, const void *data,
+                            amp_dtype src_dtype);
+/* A scalar (0-dimensional) tensor. */
+amp_tensor *amp_tensor_scalar(amp_ctx *ctx, amp_dtype dtype, float value);
+/* Marks a leaf as requiring grad (inputs whose gradient a test or a diagnostic wants). */
+void amp_tensor_set_requires_grad(amp_tensor *t, bool requires_grad);
+/* Keeps a non-leaf's gradient after backward (PyTorch's retain_grad). */
+void amp_tensor_retain_grad(amp_tensor *t);
+
+int64_t amp_tensor_numel(const amp_tensor *t);
+bool amp_tensor_is_contiguous(const amp_tensor *t);
+/* Element i (row-major logical index) read as fp32; works for views. */
+float amp_tensor_get(const amp_tensor *t, int64_t i);
+/* Copies the tensor's elements, in row-major logical order, into dst as dst_dtype. */
+int amp_tensor_read(const amp_tensor *t, void *dst, amp_dtype dst_dtype);
+/* Overwrites the tensor's elements from src (numel elements of src_dtype, row-major). */
+int amp_tensor_write(amp_tensor *t, const void *src, amp_dtype src_dtype);
+
+/* ---- autograd ---- */
+
+/* Grad mode (on by default): while off, ops record nothing. Returns the previous mode. */
+bool amp_set_grad_enabled(amp_ctx *ctx, bool enabled);
+bool amp_grad_enabled(const amp_ctx *ctx);
+/* Back-propagates from `loss`: with seed == NULL the loss must have one element and its gradient is
+ * 1; otherwise seed has the loss's shape and is its gradient. Gradients accumulate (+=) into leaves'
+ * grad. Returns AMP_OK or an error (also recorded in the context). */
+int amp_backward(amp_ctx *ctx, amp_tensor *loss, const amp_tensor *seed);
+/* amp_backward with a scalar seed: d(loss)/d(loss) = seed. Loss scaling passes the scale here. */
+int amp_backward_scaled(amp_ctx *ctx, amp_tensor *loss, float seed);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AMP_TENSOR_H */

@@ -1,0 +1,205 @@
+/* The thread pool (see parallel.h): a fixed set of pthreads that wait for a "generation" counter to
+ * move, run their slice of the current job, and report back through a pending counter.
+ *
+ * Hand-off protocol. The caller holding `pool.busy` fills `pool.job`, then, under `pool.lock`,
+ * publishes a new `pool.ticket` (generation and slice count in one word) and broadcasts `pool.wake`.
+ * A worker sees the new ticket either while spinning (an acquire load) or after waking (under the
+ * lock). Only a worker whose slice is below the ticket's slice count reads `pool.job`, runs its
+ * slice and decrements `pool.pending`; the one that brings it to zero signals `pool.done` under the
+ * lock. The slice count travels in the ticket, not in the job, because a worker that sits a job out
+ * is not waited for, so the next owner may already be rewriting `pool.job` while it looks. The caller runs
+ * slice 0 meanwhile, then spins briefly and sleeps on `pool.done` until pending is zero. Every write
+ * of a task happens before the caller returns (release decrement, acquire load). */
+#include "parallel.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "log_internal.h"
+
+/* How long an idle thread polls before it sleeps: about 20-50 us on current x86 cores, enough to
+ * bridge the gap between two back-to-back kernel calls, short enough not to matter when idle. */
+enum { SPIN_ITERATIONS = 1 << 14 };
+enum { TICKET_SLICE_BITS = 10 }; /* holds n_slices <= AMP_MAX_THREADS */
+_Static_assert(AMP_MAX_THREADS < (1 << TICKET_SLICE_BITS), "the ticket's slice field is too narrow");
+
+typedef struct job {
+    amp_task_fn fn;
+    void *arg;
+    int64_t n_tasks;
+    int n_slices; /* T: slice s runs tasks [s*n/T, (s+1)*n/T) */
+} job;
+
+static struct {
+    pthread_mutex_t lock;  /* guards the condition variables' predicates and the worker list */
+    pthread_cond_t wake;   /* workers wait here for a new generation */
+    pthread_cond_t done;   /* the caller waits here for pending == 0 */
+    pthread_mutex_t busy;  /* held by the one caller that owns the pool during a job */
+    atomic_uint_fast64_t ticket; /* (generation << TICKET_SLICE_BITS) | n_slices of the latest job */
+    atomic_int pending;    /* workers still running the current job */
+    job job;               /* written by the owner before the generation bump, read-only after */
+    int n_workers;         /* worker w runs slice w + 1 */
+    pthread_t workers[AMP_MAX_THREADS - 1];
+    uint_fast64_t start_ticket[AMP_MAX_THREADS - 1]; /* written before pthread_create */
+} pool = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .wake = PTHREAD_COND_INITIALIZER,
+    .done = PTHREAD_COND_INITIALIZER,
+    .busy = PTHREAD_MUTEX_INITIALIZER,
+};
+
+/* >= 0 while this thread runs tasks of a parallel call: its thread_id there. */
+static _Thread_local int tls_thread_id = -1;
+
+/* ---- the thread count ---- */
+
+static atomic_int requested_threads; /* 0: not set, use the default */
+static int default_threads = 1;
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+
+static int online_cores(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) return 1;
+    return n > AMP_MAX_THREADS ? AMP_MAX_THREADS : (int)n;
+}
+
+/* AMP_NUM_THREADS, read once. A malformed value is reported and ignored: a typo must not silently
+ * turn a 32-core run into a 1-core one, nor be fatal. */
+static void read_default(void) {
+    default_threads = online_cores();
+    const char *env = getenv("AMP_NUM_THREADS");
+    if (!env || !*env) return;
+    char *end;
+    errno = 0;
+    long v = strtol(env, &end, 10);
+    if (errno || *end || v < 1) {
+        amp_logf(AMP_LOG_WARN, "AMP_NUM_THREADS=%s is not a positive integer; using %d threads", env,
+                 default_threads);
+        return;
+    }
+    if (v > AMP_MAX_THREADS) {
+        amp_logf(AMP_LOG_WARN, "AMP_NUM_THREADS=%s is above the maximum; using %d threads", env, AMP_MAX_THREADS);
+        v = AMP_MAX_THREADS;
+    }
+    default_threads = (int)v;
+}
+
+int amp_get_num_threads(void) {
+    int n = atomic_load_explicit(&requested_threads, memory_order_relaxed);
+    if (n > 0) return n;
+    pthread_once(&default_once, read_default);
+    return default_threads;
+}
+
+void amp_set_num_threads(int n) {
+    if (n > AMP_MAX_THREADS) n = AMP_MAX_THREADS;
+    atomic_store_explicit(&requested_threads, n < 1 ? 0 : n, memory_order_relaxed);
+}
+
+int amp_parallel_max_threads(void) { return tls_thread_id >= 0 ? 1 : amp_get_num_threads(); }
+
+bool amp_parallel_in_region(void) { return tls_thread_id >= 0; }
+
+/* ---- running a job ---- */
+
+static void run_slice(const job *j, int slice) {
+    const int64_t begin = j->n_tasks * slice / j->n_slices;
+    const int64_t end = j->n_tasks * (slice + 1) / j->n_slices;
+    for (int64_t t = begin; t < end; t++) j->fn(j->arg, t, slice);
+}
+
+static void *worker_main(void *p) {
+    const int slice = (int)(intptr_t)p + 1;
+    tls_thread_id = slice;
+    /* The ticket current when the owner created this worker, before it published its own job: the
+     * worker must run the next one, even if it starts after that was published. */
+    uint_fast64_t seen = pool.start_ticket[slice - 1];
+    for (;;) {
+        uint_fast64_t t = atomic_load_explicit(&pool.ticket, memory_order_acquire);
+        for (int i = 0; i < SPIN_ITERATIONS && t == seen; i++)
+            t = atomic_load_explicit(&pool.ticket, memory_order_acquire);
+        if (t == seen) {
+            pthread_mutex_lock(&pool.lock);
+            while ((t = atomic_load_explicit(&pool.ticket, memory_order_acquire)) == seen)
+                pthread_cond_wait(&pool.wake, &pool.lock);
+            pthread_mutex_unlock(&pool.lock);
+        }
+        seen = t;
+        const int n_slices = (int)(t & ((1u << TICKET_SLICE_BITS) - 1));
+        if (slice >= n_slices) continue; /* not needed this time, and not waited for */
+        run_slice(&pool.job, slice);
+        if (atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&pool.lock);
+            pthread_cond_signal(&pool.done);
+            pthread_mutex_unlock(&pool.lock);
+        }
+    }
+    return NULL;
+}
+
+/* Starts workers until there are `want` (called with pool.busy held). Returns how many exist: fewer
+ * when the OS refuses a thread, which costs speed, not correctness (the caller runs their slices). */
+static int ensure_workers(int want) {
+    while (pool.n_workers < want) {
+        pthread_t t;
+        pool.start_ticket[pool.n_workers] = atomic_load_explicit(&pool.ticket, memory_order_relaxed);
+        if (pthread_create(&t, NULL, worker_main, (void *)(intptr_t)pool.n_workers) != 0) {
+            amp_logf(AMP_LOG_WARN, "could not start a worker thread; running with %d threads", pool.n_workers + 1);
+            break;
+        }
+        pool.workers[pool.n_workers++] = t;
+    }
+    return pool.n_workers;
+}
+
+static void run_serial(int64_t n_tasks, amp_task_fn fn, void *arg, int thread_id) {
+    const int saved = tls_thread_id;
+    tls_thread_id = thread_id;
+    for (int64_t t = 0; t < n_tasks; t++) fn(arg, t, thread_id);
+    tls_thread_id = saved;
+}
+
+void amp_parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg) {
+    if (n_tasks <= 0) return;
+    if (tls_thread_id >= 0) { /* nested: serial on this thread, which keeps its thread_id */
+        run_serial(n_tasks, fn, arg, tls_thread_id);
+        return;
+    }
+    int64_t t64 = amp_get_num_threads();
+    if (t64 > n_tasks) t64 = n_tasks;
+    const int n_slices = (int)t64;
+    /* One thread, or another user thread owns the pool: serial. The bits are the same either way,
+     * because fn's output depends only on the task index. */
+    if (n_slices == 1 || pthread_mutex_trylock(&pool.busy) != 0) {
+        run_serial(n_tasks, fn, arg, 0);
+        return;
+    }
+    const int n_workers = ensure_workers(n_slices - 1);
+    const int by_workers = n_workers < n_slices - 1 ? n_workers : n_slices - 1;
+    pool.job = (job){.fn = fn, .arg = arg, .n_tasks = n_tasks, .n_slices = n_slices};
+    atomic_store_explicit(&pool.pending, by_workers, memory_order_relaxed);
+    pthread_mutex_lock(&pool.lock);
+    const uint_fast64_t generation = (atomic_load_explicit(&pool.ticket, memory_order_relaxed) >> TICKET_SLICE_BITS) + 1;
+    atomic_store_explicit(&pool.ticket, (generation << TICKET_SLICE_BITS) | (uint_fast64_t)n_slices,
+                          memory_order_release);
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.lock);
+
+    tls_thread_id = 0;
+    run_slice(&pool.job, 0);
+    for (int s = by_workers + 1; s < n_slices; s++) run_slice(&pool.job, s); /* slices of missing workers */
+    tls_thread_id = -1;
+
+    for (int i = 0; i < SPIN_ITERATIONS && atomic_load_explicit(&pool.pending, memory_order_acquire) != 0; i++) {
+    }
+    if (atomic_load_explicit(&pool.pending, memory_order_acquire) != 0) {
+        pthread_mutex_lock(&pool.lock);
+        while (atomic_load_explicit(&pool.pending, memory_order_acquire) != 0) pthread_cond_wait(&pool.done, &pool.lock);
+        pthread_mutex_unlock(&pool.lock);
+    }
+    pthread_mutex_unlock(&pool.busy);
+}

@@ -1,0 +1,42 @@
+/* Internal: the persistent thread pool behind every parallel kernel.
+ *
+ * One pool per process, created lazily by the first parallel call with more than one thread, grown
+ * when amp_set_num_threads asks for more. A parallel call splits [0, n_tasks) into T contiguous
+ * slices, T = min(amp_get_num_threads(), n_tasks): slice s is tasks [s*n/T, (s+1)*n/T), run in
+ * increasing order by one thread. The calling thread runs slice 0 and pool workers run the others.
+ * The partition depends only on n_tasks and T, never on timing, so an fn whose output depends only
+ * on the task index gives the same bits on every run (the determinism rule of STYLE.md).
+ *
+ * Rules for fn:
+ *   - tasks must write disjoint outputs; fn must not depend on thread_id for its arithmetic;
+ *   - thread_id (in [0, T)) names the thread within this call only. Two calls from two different
+ *     user threads can be at work at the same time (one holds the pool, the other runs serially), so
+ *     per-thread scratch belongs in thread-local storage, not in an array indexed by thread_id;
+ *   - fn may call amp_parallel_for again: a call from inside a parallel region runs its tasks
+ *     serially on the calling thread (same partition order, so the same bits) instead of deadlocking.
+ *
+ * Idle workers spin for a few tens of microseconds (so back-to-back calls, as in a training step,
+ * do not pay a wake-up each), then sleep on a condition variable. */
+#ifndef AMP_CORE_PARALLEL_H
+#define AMP_CORE_PARALLEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "amp/threads.h"
+
+typedef void (*amp_task_fn)(void *arg, int64_t task, int thread_id);
+
+/* Runs fn(arg, task, thread_id) once for every task in [0, n_tasks) and returns when all are done.
+ * n_tasks <= 0 does nothing. */
+void amp_parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg);
+
+/* The number of threads a parallel call started from this thread would use now (before the min
+ * with n_tasks): 1 inside a parallel region, amp_get_num_threads() elsewhere. Callers size their
+ * partitions with it. */
+int amp_parallel_max_threads(void);
+
+/* True while this thread runs tasks of a parallel call (the caller's own slice included). */
+bool amp_parallel_in_region(void);
+
+#endif /* AMP_CORE_PARALLEL_H */

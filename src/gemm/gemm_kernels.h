@@ -1,0 +1,89 @@
+/* Internal: GEMM micro-kernels and packing routines, one table per SIMD path (BLIS's design).
+ *
+ * The driver (gemm.c) blocks C = alpha op(A) op(B) + beta C into cache-sized pieces, packs each
+ * piece of op(A) and op(B) into "panels", and calls the micro-kernel on one mr x nr tile of C at a
+ * time:
+ *
+ *   A panel (mr x kc): for p in [0, kc): the mr values op(A)[i0 .. i0+mr, p], consecutive.
+ *   B panel (kc x nr): for p in [0, kc): the nr values op(B)[p, j0 .. j0+nr], consecutive.
+ *
+ * Both have the same layout once B is seen as its transpose, so one pack routine serves both:
+ * it packs `rows` rows of a matrix M (M = op(A), or M = op(B)^T) into ceil(rows / r) panels of r
+ * rows, padding the last panel's missing rows with zeros.
+ *
+ * Packed formats:
+ *   AMP_GEMM_PACKED_F32        fp32 values; the source dtype (f32, f16, bf16) is decoded exactly
+ *                              while packing (BLIS's "computation precision"), panel element
+ *                              (p, i) at offset p * r + i.
+ *   AMP_GEMM_PACKED_BF16_PAIRS for VDPBF16PS: k is taken two at a time and kc is padded to even
+ *                              with zeros; panel element (p, i) is the bf16 at offset
+ *                              (p / 2) * 2r + 2i + (p % 2), so one 32-bit word holds the pair
+ *                              (M[i, 2q], M[i, 2q+1]) that VDPBF16PS multiplies and sums.
+ *
+ * Micro-kernel contract (BLIS's): it computes the full mr x nr product of two packed panels over kc,
+ * then writes only the top-left m x n corner of the C tile (m <= mr, n <= nr):
+ *   C = alpha * AB + beta * C, and with beta == 0, C = alpha * AB without reading C.
+ * Each element's arithmetic is the same whatever its position in the tile and whatever m and n are,
+ * which is what makes the result independent of how C is split between threads. The transposed
+ * variant (ukernel_ct) writes tile element (i, j) to c[j * ldc + i], with the same arithmetic. */
+#ifndef AMP_GEMM_KERNELS_H
+#define AMP_GEMM_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "amp/cpu.h"
+#include "amp/dtype.h"
+
+typedef enum amp_gemm_packed {
+    AMP_GEMM_PACKED_F32 = 0,
+    AMP_GEMM_PACKED_BF16_PAIRS = 1,
+    AMP_GEMM_PACKED_COUNT
+} amp_gemm_packed;
+
+/* kc: the depth (elements of k, before pair padding); a: one A panel; b: one B panel;
+ * c: the tile's top-left element (row stride ldc); m <= mr, n <= nr: the part of the tile to write. */
+typedef void (*amp_gemm_ukernel_fn)(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n,
+                                    float alpha, float beta);
+
+/* Packs rows [0, rows) x columns [0, kc) of M, where M[i, p] = src[trans ? p * ld + i : i * ld + p],
+ * into panels of r rows at dst (ceil(rows / r) * r * round_up(kc, k_unit) packed elements). */
+typedef void (*amp_gemm_pack_fn)(void *dst, const void *src, int64_t ld, bool trans, int64_t rows, int64_t kc, int r);
+
+typedef struct amp_gemm_kernel {
+    const char *name;            /* "avx512 f32 12x32": path, packed format, tile */
+    amp_gemm_ukernel_fn ukernel; /* NULL for a dtype GEMM does not take */
+    amp_gemm_ukernel_fn ukernel_ct; /* the same product, stored to C^T: tile element (i, j) goes to
+                                     * c[j * ldc + i]; how the driver multiplies C^T = op(B)^T op(A)^T
+                                     * when n is too narrow for nr (gemm.c) */
+    amp_gemm_pack_fn pack;       /* from this entry's source dtype to `packed` */
+    amp_gemm_packed packed;
+    int mr, nr;                  /* register tile */
+    int k_unit;                  /* 1, or 2 for bf16 pairs */
+    int packed_size;             /* bytes per packed element */
+    int mc, kc, nc;              /* cache blocks (multiples of mr, k_unit, nr), from the per-path table */
+} amp_gemm_kernel;
+
+/* One entry per source dtype; only AMP_F32, AMP_F16 and AMP_BF16 are filled. */
+typedef struct amp_gemm_kernels {
+    amp_gemm_kernel for_dtype[AMP_DTYPE_COUNT];
+} amp_gemm_kernels;
+
+/* Fill the entries a path provides (everything but the cache blocks, which gemm_dispatch.c sets). */
+void amp_gemm_kernels_ref(amp_gemm_kernels *k);
+#if defined(__x86_64__)
+void amp_gemm_kernels_avx2(amp_gemm_kernels *k);
+void amp_gemm_kernels_avx512(amp_gemm_kernels *k); /* uses VDPBF16PS for bf16 when the CPU has it */
+#endif
+
+/* The kernel for (isa, dtype), or NULL when dtype is not a GEMM input type. isa must be supported. */
+const amp_gemm_kernel *amp_gemm_kernel_for(amp_isa isa, amp_dtype dtype);
+
+/* The oracle: a naive triple loop, one fp32 accumulator per element of C summed in increasing k,
+ * then c = alpha * acc + beta * c (beta == 0: c = alpha * acc; alpha == 0 or k == 0: c = beta * c,
+ * or 0 when beta == 0). Arguments must be valid (amp_gemm checks them). Used by the tests. */
+void amp_gemm_ref(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                  const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc);
+
+#endif /* AMP_GEMM_KERNELS_H */

@@ -1,0 +1,373 @@
+/* AVX-512 GEMM kernels (F/BW/VL, plus AVX512-BF16 for the bf16 kernel).
+ *
+ * Both micro-kernels hold a 12 x 32 tile of C in 24 zmm accumulators (12 rows x 2 vectors of 16
+ * columns), which leaves 8 of the 32 zmm registers for the two B vectors and the broadcasts of A.
+ * Per step over k they issue 24 independent multiply-adds against 2 B loads and 12 broadcast loads:
+ * many more independent chains than the FMA latency (4 cycles on Zen 4, whose zmm FMA issues once
+ * per cycle on two 256-bit pipes) needs, and few loads per flop.
+ *   f32 (also f16 and bf16 inputs without AVX512-BF16, decoded exactly while packing):
+ *       VFMADD231PS, one k per step.
+ *   bf16 with AVX512-BF16: VDPBF16PS, two k per step; each fp32 lane adds the two exact products
+ *       a[2q]*b[2q] and a[2q+1]*b[2q+1] to its accumulator. The instruction flushes subnormal
+ *       inputs and outputs to zero (Intel SDM: "DAZ and FTZ"), which amp/gemm.h documents.
+ * The C update is the same masked code for full and edge tiles, so an element's bits do not depend
+ * on its position in the tile. */
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "amp/cpu.h"
+#include "../../gemm/gemm_kernels.h"
+
+static inline float gemm_f16_to_f32(uint16_t h) { return _cvtsh_ss(h); } /* F16C: exact, keeps subnormals */
+
+#include "../../gemm/gemm_pack.h"
+
+enum { MR = 12, NR = 32 };
+
+#define GEMM_UNROLL _Pragma("GCC unroll 12")
+/* Loops over registers must be unrolled completely, or their arrays of vectors live on the stack. */
+#define UNROLL_ALL _Pragma("GCC unroll 16")
+
+/* ---- register-level helpers ---- */
+
+/* The first n lanes (none for n <= 0, all for n >= 16). */
+static inline __mmask16 mask16(int64_t n) {
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+
+/* In-register transpose: on return v[c] holds column c of the 16 x 16 input rows v[0..15]. */
+static inline __attribute__((always_inline)) void transpose16(__m512 v[16]) {
+    __m512 t[16];
+    UNROLL_ALL
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+    }
+    UNROLL_ALL
+    for (int g = 0; g < 4; g++) { /* v[4g + j], lane L: column 4L + j of rows 4g..4g+3 */
+        v[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        v[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+        v[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        v[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+    UNROLL_ALL
+    for (int j = 0; j < 4; j++) { /* gather the four row groups' 128-bit pieces of each column */
+        t[j] = _mm512_shuffle_f32x4(v[j], v[4 + j], 0x88);
+        t[j + 4] = _mm512_shuffle_f32x4(v[j], v[4 + j], 0xDD);
+        t[j + 8] = _mm512_shuffle_f32x4(v[8 + j], v[12 + j], 0x88);
+        t[j + 12] = _mm512_shuffle_f32x4(v[8 + j], v[12 + j], 0xDD);
+    }
+    UNROLL_ALL
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+        v[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xDD);
+        v[j + 4] = _mm512_shuffle_f32x4(t[j + 4], t[j + 12], 0x88);
+        v[j + 12] = _mm512_shuffle_f32x4(t[j + 4], t[j + 12], 0xDD);
+    }
+}
+
+/* ---- micro-kernels ---- */
+
+/* C tile update: rows below m, columns below n (masks); beta == 0 never reads C. */
+static inline __attribute__((always_inline)) void store_tile(__m512 acc[MR][2], float *c, int64_t ldc, int m, int n,
+                                                             float alpha, float beta) {
+    const __mmask16 k0 = mask16(n), k1 = mask16(n - 16);
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    if (beta == 0.0f) {
+        GEMM_UNROLL
+        for (int i = 0; i < MR; i++) {
+            if (i >= m) break;
+            _mm512_mask_storeu_ps(c + i * ldc, k0, _mm512_mul_ps(va, acc[i][0]));
+            _mm512_mask_storeu_ps(c + i * ldc + 16, k1, _mm512_mul_ps(va, acc[i][1]));
+        }
+    } else {
+        GEMM_UNROLL
+        for (int i = 0; i < MR; i++) {
+            if (i >= m) break;
+            float *ci = c + i * ldc;
+            const __m512 c0 = _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(k0, ci));
+            const __m512 c1 = _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(k1, ci + 16));
+            _mm512_mask_storeu_ps(ci, k0, _mm512_fmadd_ps(va, acc[i][0], c0));
+            _mm512_mask_storeu_ps(ci + 16, k1, _mm512_fmadd_ps(va, acc[i][1], c1));
+        }
+    }
+}
+
+/* The same update for a tile of C^T: tile element (i, j) is c[j * ldc + i]. Each half of the tile
+ * is transposed in registers (rows 12..15 zero), so tile column j becomes one masked 12-lane row
+ * of C; the arithmetic per element is the same as store_tile's. */
+static inline __attribute__((always_inline)) void store_tile_transposed(__m512 acc[MR][2], float *c, int64_t ldc,
+                                                                        int m, int n, float alpha, float beta) {
+    const __mmask16 km = mask16(m);
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    for (int h = 0; h < 2; h++) {
+        __m512 v[16];
+        UNROLL_ALL
+        for (int i = 0; i < 16; i++) v[i] = i < MR ? acc[i][h] : _mm512_setzero_ps();
+        transpose16(v);
+        UNROLL_ALL
+        for (int j = 0; j < 16; j++) {
+            if (16 * h + j >= n) break;
+            float *cj = c + (16 * h + j) * ldc;
+            const __m512 r = beta == 0.0f ? _mm512_mul_ps(va, v[j])
+                                          : _mm512_fmadd_ps(va, v[j], _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(km, cj)));
+            _mm512_mask_storeu_ps(cj, km, r);
+        }
+    }
+}
+
+/* Starts loading the C tile (each row's 128 bytes may straddle three lines) while the k loop runs:
+ * C is touched once per k block, usually from L3, and without this the update would stall. */
+static inline __attribute__((always_inline)) void prefetch_tile(const float *c, int64_t ldc, int m) {
+    GEMM_UNROLL
+    for (int i = 0; i < MR; i++) {
+        if (i >= m) break;
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + 31), _MM_HINT_T0);
+    }
+}
+
+static inline __attribute__((always_inline)) void compute_f32(int64_t kc, const float *a /* [kc][MR] */,
+                                                               const float *b /* [kc][NR] */, __m512 acc[MR][2]) {
+    GEMM_UNROLL
+    for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < kc; p++, a += MR, b += NR) {
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        GEMM_UNROLL
+        for (int i = 0; i < MR; i++) {
+            const __m512 ai = _mm512_set1_ps(a[i]);
+            acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void compute_bf16(int64_t kc, const int32_t *a /* [kc/2][MR] pairs */,
+                                                                const uint16_t *b /* [kc/2][NR][2] */,
+                                                                __m512 acc[MR][2]) {
+    GEMM_UNROLL
+    for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int64_t q = 0; q < (kc + 1) / 2; q++, a += MR, b += 2 * NR) {
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + NR);
+        GEMM_UNROLL
+        for (int i = 0; i < MR; i++) {
+            const __m512bh ai = (__m512bh)_mm512_set1_epi32(a[i]); /* one 32-bit word = one bf16 pair */
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
+        }
+    }
+}
+
+static void ukernel_f32(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
+                        float beta) {
+    __m512 acc[MR][2];
+    prefetch_tile(c, ldc, m);
+    compute_f32(kc, a, b, acc);
+    store_tile(acc, c, ldc, m, n, alpha, beta);
+}
+
+static void ukernel_f32_ct(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
+                           float beta) {
+    __m512 acc[MR][2];
+    compute_f32(kc, a, b, acc);
+    store_tile_transposed(acc, c, ldc, m, n, alpha, beta);
+}
+
+static void ukernel_bf16(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
+                         float beta) {
+    __m512 acc[MR][2];
+    prefetch_tile(c, ldc, m);
+    compute_bf16(kc, a, b, acc);
+    store_tile(acc, c, ldc, m, n, alpha, beta);
+}
+
+static void ukernel_bf16_ct(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n,
+                            float alpha, float beta) {
+    __m512 acc[MR][2];
+    compute_bf16(kc, a, b, acc);
+    store_tile_transposed(acc, c, ldc, m, n, alpha, beta);
+}
+
+/* ---- packing (formats in gemm_kernels.h) ----
+ *
+ * Two source layouts. "Contiguous" (trans): the r values a panel needs for one p are adjacent in
+ * memory, so each p is one or two (masked) vector loads and stores. "Strided" (!trans): each of the
+ * r panel rows is a contiguous source row, so 16 values of 16 rows are loaded and transposed in
+ * registers (16 x 16, 64 shuffles), which keeps every load and store a full vector instead of
+ * r scalar stores per p. Rows past `rows` and the pad of an odd kc are zeros. */
+
+/* Contiguous sources are packed PACK_ROW_BLOCK source rows at a time across all panels (see
+ * pack_f32_impl). Strided sources get no software prefetch: with a power-of-two ld, the 16 rows
+ * of a transpose share one L1 set, and prefetched lines only evict each other (measured on Zen 4:
+ * a 1024-float ld packs at 0.22 ns per element against 0.12 for ld = 1000, with or without
+ * prefetch). */
+enum { PACK_ROW_BLOCK = 4 };
+
+/* Up to 16 consecutive elements of dtype dt at src (n valid, the rest zero), decoded to fp32. */
+static inline __attribute__((always_inline)) __m512 load16(amp_dtype dt, const void *src, int64_t n) {
+    const __mmask16 k = mask16(n);
+    switch (dt) {
+    case AMP_F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, src));
+    case AMP_BF16: return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, src)), 16));
+    default: return _mm512_maskz_loadu_ps(k, src);
+    }
+}
+
+/* AMP_GEMM_PACKED_F32, strided source: panel rows [row0, row0 + n_rows) (n_rows <= 16) of one
+ * panel of width r, written at column offset row0 of dst[p][r]. */
+static inline __attribute__((always_inline)) void pack_f32_strided16(float *dst, const char *src, size_t esize,
+                                                                       amp_dtype dt, int64_t ld, int n_rows,
+                                                                       int64_t kc, int r, int row0) {
+    const __mmask16 store_mask = mask16(r - row0 < 16 ? r - row0 : 16);
+    for (int64_t p = 0; p < kc; p += 16) {
+        const int64_t np = kc - p < 16 ? kc - p : 16;
+        __m512 v[16];
+        UNROLL_ALL
+        for (int i = 0; i < 16; i++)
+            v[i] = i < n_rows ? load16(dt, src + ((size_t)(row0 + i) * (size_t)ld + (size_t)p) * esize, np)
+                              : _mm512_setzero_ps();
+        transpose16(v);
+        UNROLL_ALL
+        for (int c = 0; c < 16; c++) /* constant indices keep v[] in registers */
+            if (c < np) _mm512_mask_storeu_ps(dst + (p + c) * r + row0, store_mask, v[c]);
+    }
+}
+
+static inline __attribute__((always_inline)) void pack_f32_impl(float *dst, const void *src, amp_dtype dt, int64_t ld,
+                                                                 bool trans, int64_t rows, int64_t kc, int r) {
+    const size_t esize = dt == AMP_F32 ? 4 : 2;
+    const char *s = src;
+    if (trans) {
+        /* A few source rows at a time across every panel: the reads stream along whole rows (what
+         * hardware prefetchers follow) instead of jumping a row, often a page, per vector; 3x
+         * faster than panel by panel when the source is in L3. */
+        for (int64_t p0 = 0; p0 < kc; p0 += PACK_ROW_BLOCK) {
+            const int64_t p1 = kc - p0 < PACK_ROW_BLOCK ? kc : p0 + PACK_ROW_BLOCK;
+            for (int64_t i0 = 0; i0 < rows; i0 += r) {
+                const int ri = rows - i0 < r ? (int)(rows - i0) : r;
+                float *panel = dst + i0 * kc; /* panel i0 / r starts at (i0 / r) * r * kc */
+                for (int64_t p = p0; p < p1; p++) {
+                    const char *row = s + ((size_t)p * (size_t)ld + (size_t)i0) * esize;
+                    for (int c = 0; c < r; c += 16)
+                        _mm512_mask_storeu_ps(panel + p * r + c, mask16(r - c), load16(dt, row + (size_t)c * esize, ri - c));
+                }
+            }
+        }
+        return;
+    }
+    for (int64_t i0 = 0; i0 < rows; i0 += r, dst += (int64_t)r * kc) {
+        const int ri = rows - i0 < r ? (int)(rows - i0) : r;
+        for (int row0 = 0; row0 < r; row0 += 16)
+            pack_f32_strided16(dst, s + (size_t)i0 * (size_t)ld * esize, esize, dt, ld,
+                               ri - row0 < 0 ? 0 : ri - row0 < 16 ? ri - row0 : 16, kc, r, row0);
+    }
+}
+
+#define PACK_F32_FN(name, dtype)                                                                          \
+    static void name(void *dst, const void *src, int64_t ld, bool trans, int64_t rows, int64_t kc, int r) { \
+        if (r == MR)                                                                                      \
+            pack_f32_impl(dst, src, dtype, ld, trans, rows, kc, MR);                                      \
+        else if (r == NR)                                                                                 \
+            pack_f32_impl(dst, src, dtype, ld, trans, rows, kc, NR);                                      \
+        else                                                                                              \
+            gemm_pack_f32_generic(dst, src, dtype, ld, trans, rows, kc, r);                               \
+    }
+PACK_F32_FN(pack_f32, AMP_F32)
+PACK_F32_FN(pack_f16, AMP_F16)
+PACK_F32_FN(pack_bf16_to_f32, AMP_BF16)
+
+/* AMP_GEMM_PACKED_BF16_PAIRS. Strided source: a pair is one 32-bit word of a source row, so the
+ * panel is the fp32 transpose above applied to words (the odd kc's last word is masked to its low
+ * half). Contiguous source: rows 2q and 2q+1 are interleaved element by element. */
+static inline __attribute__((always_inline)) void pack_pairs_impl(uint16_t *dst, const uint16_t *src, int64_t ld,
+                                                                   bool trans, int64_t rows, int64_t kc, int r) {
+    const int64_t kq = (kc + 1) / 2;
+    if (trans) {
+        /* word j of the result: low half from a[j], high half from b[j] (j < 16 per half) */
+        const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38,
+                                            6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+        const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+        /* as in pack_f32_impl: a few source rows (PACK_ROW_BLOCK / 2 pairs of rows) across all panels */
+        for (int64_t q0 = 0; q0 < kq; q0 += PACK_ROW_BLOCK / 2) {
+            const int64_t q1 = kq - q0 < PACK_ROW_BLOCK / 2 ? kq : q0 + PACK_ROW_BLOCK / 2;
+            for (int64_t i0 = 0; i0 < rows; i0 += r) {
+                const int ri = rows - i0 < r ? (int)(rows - i0) : r;
+                uint16_t *panel = dst + 2 * i0 * kq; /* panel i0 / r starts at (i0 / r) * 2r * kq */
+                for (int64_t q = q0; q < q1; q++) {
+                    const uint16_t *s0 = src + 2 * q * ld + i0, *s1 = s0 + ld;
+                    const bool has_odd = 2 * q + 1 < kc;
+                    for (int c = 0; c < r; c += 32) { /* 32 source columns -> 32 words = 64 u16 */
+                        const int n = ri - c < 0 ? 0 : ri - c < 32 ? ri - c : 32;
+                        const __mmask32 k = n >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << n) - 1u);
+                        const __m512i a = _mm512_maskz_loadu_epi16(k, s0 + c);
+                        const __m512i b = has_odd ? _mm512_maskz_loadu_epi16(k, s1 + c) : _mm512_setzero_si512();
+                        const int w = r - c < 32 ? r - c : 32; /* words to write */
+                        uint16_t *d = panel + 2 * (q * r + c);
+                        _mm512_mask_storeu_epi32(d, mask16(w), _mm512_permutex2var_epi16(a, lo, b));
+                        if (w > 16) _mm512_mask_storeu_epi32(d + 32, mask16(w - 16), _mm512_permutex2var_epi16(a, hi, b));
+                    }
+                }
+            }
+        }
+        return;
+    }
+    for (int64_t i0 = 0; i0 < rows; i0 += r, dst += 2 * (int64_t)r * kq) {
+        const int ri = rows - i0 < r ? (int)(rows - i0) : r;
+        for (int row0 = 0; row0 < r; row0 += 16) {
+            const int n_rows = ri - row0 < 0 ? 0 : ri - row0 < 16 ? ri - row0 : 16;
+            const __mmask16 store_mask = mask16(r - row0 < 16 ? r - row0 : 16);
+            for (int64_t q = 0; q < kq; q += 16) {
+                const int64_t nq = kq - q < 16 ? kq - q : 16;
+                const int64_t nelem = kc - 2 * q < 32 ? kc - 2 * q : 32;
+                const __mmask32 k = nelem >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << nelem) - 1u);
+                __m512 v[16];
+                UNROLL_ALL
+                for (int i = 0; i < 16; i++)
+                    v[i] = i < n_rows ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(
+                                            k, src + (size_t)(i0 + row0 + i) * (size_t)ld + 2 * (size_t)q))
+                                      : _mm512_setzero_ps();
+                transpose16(v);
+                UNROLL_ALL
+                for (int c = 0; c < 16; c++)
+                    if (c < nq) _mm512_mask_storeu_ps((float *)(void *)(dst + 2 * ((q + c) * r + row0)), store_mask, v[c]);
+            }
+        }
+    }
+}
+
+static void pack_bf16_pairs(void *dst, const void *src, int64_t ld, bool trans, int64_t rows, int64_t kc, int r) {
+    if (r == MR)
+        pack_pairs_impl(dst, src, ld, trans, rows, kc, MR);
+    else if (r == NR)
+        pack_pairs_impl(dst, src, ld, trans, rows, kc, NR);
+    else
+        gemm_pack_bf16_pairs_generic(dst, src, ld, trans, rows, kc, r);
+}
+
+void amp_gemm_kernels_avx512(amp_gemm_kernels *k) {
+    const amp_gemm_kernel f32 = {
+        .ukernel = ukernel_f32, .ukernel_ct = ukernel_f32_ct, .packed = AMP_GEMM_PACKED_F32, .mr = MR, .nr = NR,
+        .k_unit = 1, .packed_size = 4};
+    k->for_dtype[AMP_F32] = f32;
+    k->for_dtype[AMP_F32].name = "avx512 f32 12x32";
+    k->for_dtype[AMP_F32].pack = pack_f32;
+    k->for_dtype[AMP_F16] = f32;
+    k->for_dtype[AMP_F16].name = "avx512 f16->f32 12x32";
+    k->for_dtype[AMP_F16].pack = pack_f16;
+    if (amp_cpu_get_features()->avx512_bf16) {
+        k->for_dtype[AMP_BF16] = (amp_gemm_kernel){.name = "avx512-bf16 bf16 12x32",
+                                                   .ukernel = ukernel_bf16,
+                                                   .ukernel_ct = ukernel_bf16_ct,
+                                                   .pack = pack_bf16_pairs,
+                                                   .packed = AMP_GEMM_PACKED_BF16_PAIRS,
+                                                   .mr = MR,
+                                                   .nr = NR,
+                                                   .k_unit = 2,
+                                                   .packed_size = 2};
+    } else {
+        k->for_dtype[AMP_BF16] = f32;
+        k->for_dtype[AMP_BF16].name = "avx512 bf16->f32 12x32";
+        k->for_dtype[AMP_BF16].pack = pack_bf16_to_f32;
+    }
+}

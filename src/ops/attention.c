@@ -1,0 +1,151 @@
+/* Fused causal scaled-dot-product attention: q, k, v [B, Hh, T, D] -> O [B, Hh, T, D],
+ *
+ *     S = q k^T / sqrt(D)   (S_ij = -inf for j > i: position i sees positions 0..i)
+ *     P = softmax(S) over j,   O = P v.
+ *
+ * Per (batch, head): S comes from amp_gemm in the compute dtype (q, k, v promoted to one dtype) with
+ * the 1/sqrt(D) applied as its fp32 alpha; the mask and a max-subtracted softmax run in fp32; P is
+ * rounded to the compute dtype, the operand of the second GEMM, and O = P v is rounded once.
+ *
+ * Saved for backward: P, in the compute dtype ([B, Hh, T, T]), not recomputed. It is exactly the
+ * operand the forward GEMM multiplied v by, so dV = P^T dO is the gradient of the function computed,
+ * and it is the operand dV's GEMM needs anyway; storing it narrow halves its memory against fp32.
+ * Recomputing it (FlashAttention) would save that memory at the cost of a third GEMM per head; at the
+ * sequence lengths amp trains, T^2 per head is small.
+ *
+ * Backward, per (batch, head), with dO read in the compute dtype (as matmul's backward does):
+ *     dV = P^T dO,  dP = dO V^T,  dS = P (dP - rowsum(dP P))  (fp32; masked entries are 0),
+ *     dQ = dS K / sqrt(D),  dK = dS^T Q / sqrt(D)   (dS rounded once to the compute dtype).
+ * q, k and v may be one tensor (self-attention on a shared projection): each input's gradient is
+ * accumulated separately, so they add up. */
+#include <math.h>
+#include <string.h>
+
+#include "amp/formats.h"
+#include "amp/gemm.h"
+#include "op_util.h"
+
+#define OP AMP_OP_ATTENTION
+
+static int64_t ld(int64_t n) { return n > 0 ? n : 1; }
+
+static int attn_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                     const void *a, int64_t lda, const void *b, int64_t ldb, float *c) {
+    int st = amp_gemm(dt, ta, tb, m, n, k, alpha, a, ld(lda), b, ld(ldb), 0.0f, c, ld(n));
+    if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(OP), amp_status_str(st));
+    return st;
+}
+
+static float attn_scale(int64_t d) { return d > 0 ? (float)(1.0 / sqrt((double)d)) : 1.0f; }
+
+/* in[]: q, k, v (contiguous, compute dtype). i[]: BH (batch * heads), T, D. saved: P [BH, T, T] in the
+ * compute dtype. */
+static void attention_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *q = node->in[0], *k = node->in[1], *v = node->in[2];
+    const int64_t BH = node->i[0], T = node->i[1], D = node->i[2];
+    const amp_dtype dt = node->out->compute_dtype;
+    const size_t es = amp_dtype_size(dt);
+    const float scale = attn_scale(D);
+    const bool need_s = q->requires_grad || k->requires_grad;
+
+    /* dO in the compute dtype, contiguous [BH, T, D] */
+    const amp_tensor *go = node->out->grad;
+    const void *dout = go->data;
+    if (go->dtype != dt || !amp_tensor_is_contiguous(go)) {
+        void *tmp = amp_scratch_alloc(ctx, (size_t)ld(BH * T * D) * es);
+        if (!tmp) return;
+        amp_tensor_read(go, tmp, dt);
+        dout = tmp;
+    }
+    float *dq = q->requires_grad ? amp_f32_scratch(ctx, BH * T * D) : NULL;
+    float *dk = k->requires_grad ? amp_f32_scratch(ctx, BH * T * D) : NULL;
+    float *dv = v->requires_grad ? amp_f32_scratch(ctx, BH * T * D) : NULL;
+    float *dp = need_s ? amp_f32_scratch(ctx, T * T) : NULL;  /* dP, then dS in place */
+    float *pf = need_s ? amp_f32_scratch(ctx, T * T) : NULL;  /* P as fp32 */
+    void *ds = need_s && dt != AMP_F32 ? amp_scratch_alloc(ctx, (size_t)ld(T * T) * es) : dp; /* dS in dt */
+    if (ctx->status != AMP_OK) return;
+
+    for (int64_t bh = 0; bh < BH; bh++) {
+        const size_t off = (size_t)(bh * T * D) * es;
+        const unsigned char *qb = (const unsigned char *)q->data + off, *kb = (const unsigned char *)k->data + off;
+        const unsigned char *vb = (const unsigned char *)v->data + off, *gb = (const unsigned char *)dout + off;
+        const void *pb = (const unsigned char *)node->saved + (size_t)(bh * T * T) * es;
+        if (dv && attn_gemm(ctx, dt, true, false, T, D, T, 1.0f, pb, T, gb, D, dv + bh * T * D)) return;
+        if (!need_s) continue;
+        if (attn_gemm(ctx, dt, false, true, T, T, D, 1.0f, gb, D, vb, D, dp)) return; /* dP = dO V^T */
+        amp_convert(pf, AMP_F32, pb, dt, (size_t)(T * T));
+        for (int64_t i = 0; i < T; i++) {
+            float *dr = dp + i * T;
+            const float *pr = pf + i * T;
+            float r = 0.0f;
+            for (int64_t j = 0; j <= i; j++) r += pr[j] * dr[j];
+            for (int64_t j = 0; j <= i; j++) dr[j] = pr[j] * (dr[j] - r);
+            for (int64_t j = i + 1; j < T; j++) dr[j] = 0.0f;
+        }
+        if (dt != AMP_F32) amp_convert(ds, dt, dp, AMP_F32, (size_t)(T * T));
+        if (dq && attn_gemm(ctx, dt, false, false, T, D, T, scale, ds, T, kb, D, dq + bh * T * D)) return;
+        if (dk && attn_gemm(ctx, dt, true, false, T, D, T, scale, ds, T, qb, D, dk + bh * T * D)) return;
+    }
+    if (dq) amp_grad_accumulate(ctx, q, dq);
+    if (dk) amp_grad_accumulate(ctx, k, dk);
+    if (dv) amp_grad_accumulate(ctx, v, dv);
+}
+
+amp_tensor *amp_causal_attention(amp_ctx *ctx, amp_tensor *q, amp_tensor *k, amp_tensor *v) {
+    if (!amp_op_input_ok(ctx, OP, q) || !amp_op_input_ok(ctx, OP, k) || !amp_op_input_ok(ctx, OP, v)) return NULL;
+    if (q->ndim != 4 || !amp_same_shape(q, k) || !amp_same_shape(q, v)) {
+        char sq[64], sk[64], sv[64];
+        return amp_op_fail(ctx, OP, "q %s, k %s and v %s must share one shape [B, H, T, D]",
+                           amp_shape_str(q, sq, sizeof sq), amp_shape_str(k, sk, sizeof sk),
+                           amp_shape_str(v, sv, sizeof sv));
+    }
+    const amp_dtype dt = amp_promote(amp_promote(q->dtype, k->dtype), v->dtype);
+    if (!(q = amp_contiguous(ctx, amp_op_as(ctx, q, dt))) || !(k = amp_contiguous(ctx, amp_op_as(ctx, k, dt))) ||
+        !(v = amp_contiguous(ctx, amp_op_as(ctx, v, dt))))
+        return NULL;
+    const int64_t BH = q->shape[0] * q->shape[1], T = q->shape[2], D = q->shape[3];
+    const size_t es = amp_dtype_size(dt);
+    const float scale = attn_scale(D);
+    amp_tensor *out = amp_ctx_new_tensor(ctx, dt, 4, q->shape, true);
+    if (!out) return NULL;
+
+    /* P for every head goes straight to the arena when backward will need it (the test is
+     * amp_autograd_record's), else one head's worth of scratch is reused. */
+    const bool keep_p = ctx->grad_enabled && (q->requires_grad || k->requires_grad || v->requires_grad);
+    void *p_all = keep_p ? amp_ctx_alloc(ctx, (size_t)ld(BH * T * T) * es) : NULL;
+    amp_arena_mark mk = amp_scratch_mark(ctx);
+    float *o = dt == AMP_F32 ? out->data : amp_f32_scratch(ctx, BH * T * D);
+    float *s = amp_f32_scratch(ctx, T * T);
+    void *p_one = keep_p ? NULL : amp_scratch_alloc(ctx, (size_t)ld(T * T) * es);
+    if (ctx->status != AMP_OK) {
+        amp_scratch_release(ctx, mk);
+        return NULL;
+    }
+    for (int64_t bh = 0; bh < BH; bh++) {
+        const size_t off = (size_t)(bh * T * D) * es;
+        const unsigned char *qb = (const unsigned char *)q->data + off, *kb = (const unsigned char *)k->data + off;
+        const unsigned char *vb = (const unsigned char *)v->data + off;
+        void *pb = keep_p ? (unsigned char *)p_all + (size_t)(bh * T * T) * es : p_one;
+        if (attn_gemm(ctx, dt, false, true, T, T, D, scale, qb, D, kb, D, s)) break; /* S = q k^T / sqrt(D) */
+        for (int64_t i = 0; i < T; i++) { /* softmax over j <= i; P_ij = 0 for j > i */
+            float *row = s + i * T, m = row[0], sum = 0.0f;
+            for (int64_t j = 1; j <= i; j++) m = row[j] > m ? row[j] : m;
+            for (int64_t j = 0; j <= i; j++) sum += (row[j] = expf(row[j] - m));
+            for (int64_t j = 0; j <= i; j++) row[j] /= sum;
+            for (int64_t j = i + 1; j < T; j++) row[j] = 0.0f;
+        }
+        if (dt == AMP_F32) memcpy(pb, s, (size_t)(T * T) * sizeof *s);
+        else amp_convert(pb, dt, s, AMP_F32, (size_t)(T * T));
+        if (attn_gemm(ctx, dt, false, false, T, D, T, 1.0f, pb, T, vb, D, o + bh * T * D)) break; /* O = P v */
+    }
+    if (ctx->status == AMP_OK && dt != AMP_F32) amp_store_f32(ctx, out, o);
+    amp_scratch_release(ctx, mk);
+    if (ctx->status != AMP_OK) return NULL;
+    amp_tensor *in[3] = {q, k, v};
+    amp_node *node = amp_autograd_record(ctx, OP, dt, out, in, 3, attention_backward);
+    if (node) {
+        node->saved = p_all;
+        node->i[0] = BH, node->i[1] = T, node->i[2] = D;
+    }
+    return out;
+}

@@ -1,0 +1,153 @@
+/* Elementwise add, sub, mul, div with NumPy/PyTorch broadcasting, and multiplication by a scalar.
+ * Inputs are promoted to a common dtype (through amp_cast, so gradients flow back in each input's
+ * own dtype); arithmetic is fp32; the result is rounded once. */
+#include <string.h>
+
+#include "op_util.h"
+
+typedef struct {
+    int ndim;
+    int64_t shape[AMP_MAX_DIMS];
+    int64_t sa[AMP_MAX_DIMS], sb[AMP_MAX_DIMS]; /* element strides of a and b in the output's index
+                                                   space; 0 along broadcast dimensions */
+} bcast;
+
+/* Right-aligned broadcasting; false when a dimension pair is neither equal nor 1. */
+static bool make_bcast(const amp_tensor *a, const amp_tensor *b, bcast *bc) {
+    const int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    int64_t ca[AMP_MAX_DIMS], cb[AMP_MAX_DIMS]; /* contiguous strides of a and b */
+    amp_contiguous_strides(a->ndim, a->shape, ca);
+    amp_contiguous_strides(b->ndim, b->shape, cb);
+    bc->ndim = nd;
+    for (int i = 0; i < nd; i++) {
+        const int ia = i - (nd - a->ndim), ib = i - (nd - b->ndim);
+        const int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+        if (da != db && da != 1 && db != 1) return false;
+        bc->shape[i] = da > db ? da : db;
+        if (da == 0 || db == 0) bc->shape[i] = 0;
+        bc->sa[i] = (ia >= 0 && da != 1) ? ca[ia] : 0;
+        bc->sb[i] = (ib >= 0 && db != 1) ? cb[ib] : 0;
+    }
+    return true;
+}
+
+/* Calls body(i, ia, ib) for every output element i with the matching a and b element indices. */
+#define BCAST_FOR(bc, n, body)                                                        \
+    do {                                                                              \
+        int64_t idx_[AMP_MAX_DIMS] = {0}, ia = 0, ib = 0;                             \
+        for (int64_t i = 0; i < (n); i++) {                                           \
+            body;                                                                     \
+            for (int d_ = (bc)->ndim - 1; d_ >= 0; d_--) {                            \
+                ia += (bc)->sa[d_], ib += (bc)->sb[d_];                               \
+                if (++idx_[d_] < (bc)->shape[d_]) break;                              \
+                ia -= (bc)->sa[d_] * idx_[d_], ib -= (bc)->sb[d_] * idx_[d_];         \
+                idx_[d_] = 0;                                                         \
+            }                                                                         \
+        }                                                                             \
+    } while (0)
+
+static void binary_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *a = node->in[0], *b = node->in[1];
+    const bcast *bc = node->saved;
+    const int64_t n = amp_tensor_numel(node->out);
+    const float *g = amp_grad_out(ctx, node);
+    const float *av = amp_f32_view(ctx, a), *bv = amp_f32_view(ctx, b);
+    float *da = a->requires_grad ? amp_f32_scratch(ctx, amp_tensor_numel(a)) : NULL;
+    float *db = b->requires_grad ? amp_f32_scratch(ctx, amp_tensor_numel(b)) : NULL;
+    if (!g || !av || !bv || ctx->status != AMP_OK) return;
+    if (da) memset(da, 0, (size_t)amp_tensor_numel(a) * sizeof *da);
+    if (db) memset(db, 0, (size_t)amp_tensor_numel(b) * sizeof *db);
+    switch (node->op) {
+    case AMP_OP_ADD:
+        BCAST_FOR(bc, n, { if (da) da[ia] += g[i]; if (db) db[ib] += g[i]; });
+        break;
+    case AMP_OP_SUB:
+        BCAST_FOR(bc, n, { if (da) da[ia] += g[i]; if (db) db[ib] -= g[i]; });
+        break;
+    case AMP_OP_MUL:
+        BCAST_FOR(bc, n, { if (da) da[ia] += g[i] * bv[ib]; if (db) db[ib] += g[i] * av[ia]; });
+        break;
+    default: /* div: d(a/b)/da = 1/b, d(a/b)/db = -a/b^2 */
+        BCAST_FOR(bc, n, {
+            if (da) da[ia] += g[i] / bv[ib];
+            if (db) db[ib] -= g[i] * av[ia] / (bv[ib] * bv[ib]);
+        });
+        break;
+    }
+    if (da) amp_grad_accumulate(ctx, a, da);
+    if (db) amp_grad_accumulate(ctx, b, db);
+}
+
+static amp_tensor *binary(amp_ctx *ctx, amp_op op, amp_tensor *a, amp_tensor *b) {
+    if (!amp_op_input_ok(ctx, op, a) || !amp_op_input_ok(ctx, op, b)) return NULL;
+    bcast bc;
+    if (!make_bcast(a, b, &bc)) {
+        char sa[64], sb[64];
+        return amp_op_fail(ctx, op, "shapes %s and %s do not broadcast", amp_shape_str(a, sa, sizeof sa),
+                           amp_shape_str(b, sb, sizeof sb));
+    }
+    const amp_dtype dtype = amp_promote(a->dtype, b->dtype);
+    if (!(a = amp_op_as(ctx, a, dtype)) || !(b = amp_op_as(ctx, b, dtype))) return NULL;
+    amp_tensor *out = amp_ctx_new_tensor(ctx, dtype, bc.ndim, bc.shape, true);
+    if (!out) return NULL;
+    const int64_t n = amp_tensor_numel(out);
+    amp_arena_mark m = amp_scratch_mark(ctx);
+    const float *av = amp_f32_view(ctx, a), *bv = amp_f32_view(ctx, b);
+    float *y = dtype == AMP_F32 ? out->data : amp_f32_scratch(ctx, n);
+    if (!av || !bv || !y) {
+        amp_scratch_release(ctx, m);
+        return NULL;
+    }
+    switch (op) {
+    case AMP_OP_ADD: BCAST_FOR(&bc, n, y[i] = av[ia] + bv[ib]); break;
+    case AMP_OP_SUB: BCAST_FOR(&bc, n, y[i] = av[ia] - bv[ib]); break;
+    case AMP_OP_MUL: BCAST_FOR(&bc, n, y[i] = av[ia] * bv[ib]); break;
+    default: BCAST_FOR(&bc, n, y[i] = av[ia] / bv[ib]); break;
+    }
+    if (dtype != AMP_F32) amp_store_f32(ctx, out, y);
+    amp_scratch_release(ctx, m);
+    amp_tensor *in[2] = {a, b};
+    amp_node *node = amp_autograd_record(ctx, op, dtype, out, in, 2, binary_backward);
+    if (node) {
+        bcast *saved = amp_ctx_alloc(ctx, sizeof bc);
+        if (!saved) return NULL;
+        *saved = bc;
+        node->saved = saved;
+    }
+    return out;
+}
+
+amp_tensor *amp_add(amp_ctx *ctx, amp_tensor *a, amp_tensor *b) { return binary(ctx, AMP_OP_ADD, a, b); }
+amp_tensor *amp_sub(amp_ctx *ctx, amp_tensor *a, amp_tensor *b) { return binary(ctx, AMP_OP_SUB, a, b); }
+amp_tensor *amp_mul(amp_ctx *ctx, amp_tensor *a, amp_tensor *b) { return binary(ctx, AMP_OP_MUL, a, b); }
+amp_tensor *amp_div(amp_ctx *ctx, amp_tensor *a, amp_tensor *b) { return binary(ctx, AMP_OP_DIV, a, b); }
+
+/* ---- scale ---- */
+
+static void scale_backward(amp_ctx *ctx, amp_node *node) {
+    const int64_t n = amp_tensor_numel(node->out);
+    const float *g = amp_grad_out(ctx, node);
+    float *dx = amp_f32_scratch(ctx, n);
+    if (!g || !dx) return;
+    for (int64_t i = 0; i < n; i++) dx[i] = g[i] * node->f[0];
+    amp_grad_accumulate(ctx, node->in[0], dx);
+}
+
+amp_tensor *amp_scale(amp_ctx *ctx, amp_tensor *x, float s) {
+    if (!amp_op_input_ok(ctx, AMP_OP_SCALE, x)) return NULL;
+    amp_tensor *out = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
+    if (!out) return NULL;
+    const int64_t n = amp_tensor_numel(x);
+    amp_arena_mark m = amp_scratch_mark(ctx);
+    float *y = amp_f32_copy(ctx, x);
+    if (!y) {
+        amp_scratch_release(ctx, m);
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++) y[i] *= s;
+    amp_store_f32(ctx, out, y);
+    amp_scratch_release(ctx, m);
+    amp_node *node = amp_autograd_record(ctx, AMP_OP_SCALE, x->dtype, out, &x, 1, scale_backward);
+    if (node) node->f[0] = s;
+    return out;
+}

@@ -1,0 +1,146 @@
+/* Losses: cross-entropy over class logits and mean squared error. Both return a 0-dim fp32 tensor
+ * (losses are fp32, as under PyTorch's autocast), computed in fp32 straight from inputs of any float
+ * dtype (no cast node); gradients reach the inputs in their own dtypes. compute_dtype is the inputs'
+ * dtype (mse: the two promoted), following amp_tensor's definition; the arithmetic is fp32 throughout.
+ * An empty batch gives 0/0 = NaN, as PyTorch's mean reduction does. */
+#include <string.h>
+#include <math.h>
+
+#include "op_util.h"
+
+/* ---- cross-entropy ----
+ * loss = mean over n of logsumexp(x[n, :]) - x[n, t_n], with the log-softmax fused and stabilized by
+ * each row's maximum. Saved for backward (arena): the targets (copied: the caller may reuse its array)
+ * and, per row, the maximum and log(sum exp(x - max)), so softmax = exp((x - max) - logsum) is
+ * recomputed from the logits without a second pass for the sums and without losing accuracy when the
+ * logits are large (x - max is exact; max + logsum would round away the small part). */
+
+typedef struct {
+    int32_t *targets; /* [N] */
+    float *stats;     /* [N][2]: max, log(sum exp(x - max)) */
+} ce_saved;
+
+static void cross_entropy_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *logits = node->in[0];
+    const ce_saved *s = node->saved;
+    const int64_t N = node->i[0], C = node->i[1];
+    const float *g = amp_grad_out(ctx, node);
+    const float *x = amp_f32_view(ctx, logits);
+    float *dx = amp_f32_scratch(ctx, N * C);
+    if (!g || !x || !dx) return;
+    const float k = g[0] / (float)N; /* d mean / d loss_n, times the incoming gradient */
+    for (int64_t n = 0; n < N; n++) {
+        const float mx = s->stats[2 * n], logsum = s->stats[2 * n + 1];
+        for (int64_t c = 0; c < C; c++) {
+            const float p = expf((x[n * C + c] - mx) - logsum);
+            dx[n * C + c] = (c == s->targets[n] ? p - 1.0f : p) * k;
+        }
+    }
+    amp_grad_accumulate(ctx, logits, dx);
+}
+
+amp_tensor *amp_cross_entropy(amp_ctx *ctx, amp_tensor *logits, const int32_t *targets) {
+    const amp_op op = AMP_OP_CROSS_ENTROPY;
+    if (!amp_op_input_ok(ctx, op, logits)) return NULL;
+    if (logits->ndim != 2) {
+        char sh[64];
+        return amp_op_fail(ctx, op, "logits must be [N, C], not %s", amp_shape_str(logits, sh, sizeof sh));
+    }
+    const int64_t N = logits->shape[0], C = logits->shape[1];
+    if (N > 0 && !targets) {
+        amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "cross_entropy: targets is NULL");
+        return NULL;
+    }
+    for (int64_t n = 0; n < N; n++)
+        if (targets[n] < 0 || targets[n] >= C)
+            return amp_op_fail(ctx, op, "target %d at index %lld is outside [0, %lld)", (int)targets[n],
+                               (long long)n, (long long)C);
+    amp_tensor *out = amp_ctx_new_tensor(ctx, AMP_F32, 0, NULL, true);
+    if (!out) return NULL;
+    amp_arena_mark m = amp_scratch_mark(ctx);
+    const float *x = amp_f32_view(ctx, logits);
+    float *stats = amp_f32_scratch(ctx, 2 * N);
+    if (!x || !stats) {
+        amp_scratch_release(ctx, m);
+        return NULL;
+    }
+    float acc = 0.0f;
+    for (int64_t n = 0; n < N; n++) {
+        const float *row = x + n * C;
+        float mx = -INFINITY, sum = 0.0f;
+        for (int64_t c = 0; c < C; c++)
+            if (row[c] > mx) mx = row[c]; /* skips NaN, whose exp makes the sum NaN */
+        for (int64_t c = 0; c < C; c++) sum += expf(row[c] - mx);
+        const float logsum = logf(sum);
+        stats[2 * n] = mx, stats[2 * n + 1] = logsum;
+        acc += logsum - (row[targets[n]] - mx); /* -log_softmax(x)[n, t_n] */
+    }
+    *(float *)out->data = acc / (float)N;
+    amp_node *node = amp_autograd_record(ctx, op, logits->dtype, out, &logits, 1, cross_entropy_backward);
+    if (node) {
+        ce_saved *s = amp_ctx_alloc(ctx, sizeof *s);
+        int32_t *t = amp_ctx_alloc(ctx, (size_t)(N > 0 ? N : 1) * sizeof *t);
+        float *st = amp_ctx_alloc(ctx, (size_t)(N > 0 ? 2 * N : 1) * sizeof *st);
+        if (!s || !t || !st) {
+            amp_scratch_release(ctx, m);
+            return NULL;
+        }
+        if (N > 0) {
+            memcpy(t, targets, (size_t)N * sizeof *t);
+            memcpy(st, stats, (size_t)(2 * N) * sizeof *st);
+        }
+        s->targets = t, s->stats = st;
+        node->saved = s;
+        node->i[0] = N, node->i[1] = C;
+    }
+    amp_scratch_release(ctx, m);
+    return out;
+}
+
+/* ---- mean squared error ----
+ * loss = mean((pred - target)^2); d/dpred = 2 (pred - target) / n * g, d/dtarget = its negative.
+ * Backward reads both inputs (the node holds them); nothing else is saved. */
+
+static void mse_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *pred = node->in[0], *target = node->in[1];
+    const int64_t n = amp_tensor_numel(pred);
+    const float *g = amp_grad_out(ctx, node);
+    const float *p = amp_f32_view(ctx, pred), *t = amp_f32_view(ctx, target);
+    float *dp = amp_f32_scratch(ctx, n), *dt = target->requires_grad ? amp_f32_scratch(ctx, n) : NULL;
+    if (!g || !p || !t || !dp || (target->requires_grad && !dt)) return;
+    const float k = 2.0f * g[0] / (float)n;
+    for (int64_t i = 0; i < n; i++) dp[i] = (p[i] - t[i]) * k;
+    if (dt)
+        for (int64_t i = 0; i < n; i++) dt[i] = -dp[i];
+    amp_grad_accumulate(ctx, pred, dp);
+    if (dt) amp_grad_accumulate(ctx, target, dt);
+}
+
+amp_tensor *amp_mse_loss(amp_ctx *ctx, amp_tensor *pred, amp_tensor *target) {
+    const amp_op op = AMP_OP_MSE_LOSS;
+    if (!amp_op_input_ok(ctx, op, pred) || !amp_op_input_ok(ctx, op, target)) return NULL;
+    if (!amp_same_shape(pred, target)) {
+        char a[64], b[64];
+        return amp_op_fail(ctx, op, "pred %s and target %s must have the same shape",
+                           amp_shape_str(pred, a, sizeof a), amp_shape_str(target, b, sizeof b));
+    }
+    amp_tensor *out = amp_ctx_new_tensor(ctx, AMP_F32, 0, NULL, true);
+    if (!out) return NULL;
+    const int64_t n = amp_tensor_numel(pred);
+    amp_arena_mark m = amp_scratch_mark(ctx);
+    const float *p = amp_f32_view(ctx, pred), *t = amp_f32_view(ctx, target);
+    if (!p || !t) {
+        amp_scratch_release(ctx, m);
+        return NULL;
+    }
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        const float d = p[i] - t[i];
+        acc += d * d;
+    }
+    *(float *)out->data = acc / (float)n;
+    amp_scratch_release(ctx, m);
+    amp_tensor *in[2] = {pred, target};
+    amp_autograd_record(ctx, op, amp_promote(pred->dtype, target->dtype), out, in, 2, mse_backward);
+    return out;
+}

@@ -1,0 +1,254 @@
+/* One fused LSTM step, PyTorch's LSTMCell:
+ *
+ *     gates [B, 4H] = x [B, I] W_ih^T [I, 4H] + b_ih + h [B, H] W_hh^T [H, 4H] + b_hh
+ *     i, f, g, o    = sigmoid, sigmoid, tanh, sigmoid of the four [B, H] column blocks, in that order
+ *     c' = f c + i g,   h' = o tanh(c')
+ *
+ * Forward: both GEMMs run in the compute dtype (x, h, the weights and biases promoted to one dtype,
+ * like every op) and accumulate into one fp32 gate buffer; the biases and all gate math are fp32;
+ * h' and c' are each rounded once to the compute dtype.
+ *
+ * Two outputs on a one-output tape. The fused node produces one hidden tensor hc [2, B, H] (hc[0] is
+ * h', hc[1] is c'), and h_next and c_next are two contiguous views of its halves, each recorded as a
+ * small node whose backward copies its gradient into that half of hc's gradient. The views are
+ * recorded after hc, so the engine (newest-first) runs both of them before the fused node, which then
+ * sees dh' and dc' together and runs the whole backward once: one pointwise pass, one set of GEMMs.
+ * The halves are disjoint, so collecting them in hc's gradient adds only zeros: no extra rounding. An
+ * output that received no gradient contributes zeros. All three tensors report op AMP_OP_LSTM_CELL.
+ *
+ * Saved for backward (fp32, [B, 5H]): the four gate activations and tanh(c'). They are read only by
+ * the pointwise backward, never by a GEMM, and the derivatives s (1 - s) and 1 - t^2 cancel badly
+ * when s or t is near 1: from an activation rounded to bf16 (8 bits), 1 - s for s = 0.996 would have
+ * no correct bit. fp32 costs 5BH floats, small next to the GEMM operands of the step.
+ *
+ * Backward: the gate gradient dG [B, 4H] is formed in fp32, rounded once to the compute dtype for the
+ * GEMMs (as matmul's backward reads its output gradient in that dtype), then
+ *     dx = dG W_ih,  dh = dG W_hh,  dW_ih = dG^T x,  dW_hh = dG^T h   (fp32 accumulation)
+ *     db_ih = db_hh = column sums of the fp32 dG,   dc = dc'_total f. */
+#include <math.h>
+#include <string.h>
+
+#include "amp/formats.h"
+#include "amp/gemm.h"
+#include "op_util.h"
+
+#define OP AMP_OP_LSTM_CELL
+
+/* A leading dimension for amp_gemm: at least 1 even for an empty row. */
+static int64_t ld(int64_t n) { return n > 0 ? n : 1; }
+
+static int lstm_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
+                     int64_t lda, const void *b, int64_t ldb, float beta, float *c) {
+    int st = amp_gemm(dt, ta, tb, m, n, k, 1.0f, a, ld(lda), b, ld(ldb), beta, c, ld(n));
+    if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(OP), amp_status_str(st));
+    return st;
+}
+
+static float sigmoid_f32(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* ---- the views h_next = hc[0], c_next = hc[1] ---- */
+
+/* i[0]: which half (0: h', 1: c'). */
+static void lstm_view_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *hc = node->in[0];
+    const int64_t half = amp_tensor_numel(node->out);
+    const float *g = amp_grad_out(ctx, node);
+    float *full = amp_f32_scratch(ctx, 2 * half);
+    if (!g || !full) return;
+    memset(full, 0, (size_t)(2 * half) * sizeof *full);
+    memcpy(full + node->i[0] * half, g, (size_t)half * sizeof *full);
+    amp_grad_accumulate(ctx, hc, full);
+}
+
+static amp_tensor *lstm_view(amp_ctx *ctx, amp_tensor *hc, int which) {
+    amp_tensor *v = amp_ctx_new_tensor(ctx, hc->dtype, 2, hc->shape + 1, false);
+    if (!v) return NULL;
+    const int64_t half = hc->shape[1] * hc->shape[2];
+    v->data = (unsigned char *)hc->data + (size_t)(which * half) * amp_dtype_size(hc->dtype);
+    amp_node *node = amp_autograd_record(ctx, OP, hc->compute_dtype, v, &hc, 1, lstm_view_backward);
+    if (node) node->i[0] = which;
+    return v;
+}
+
+/* ---- the fused cell ---- */
+
+/* in[]: x, h, c, w_ih, w_hh, then the biases that are present. i[]: B, I, H, index of b_ih in in[] or
+ * -1, index of b_hh or -1. saved: fp32 [B, 5H], row b = i, f, g, o activations then tanh(c'). */
+static void lstm_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *x = node->in[0], *h = node->in[1], *c = node->in[2], *w_ih = node->in[3], *w_hh = node->in[4];
+    amp_tensor *b_ih = node->i[3] >= 0 ? node->in[node->i[3]] : NULL;
+    amp_tensor *b_hh = node->i[4] >= 0 ? node->in[node->i[4]] : NULL;
+    const int64_t B = node->i[0], I = node->i[1], H = node->i[2], G = 4 * H;
+    const amp_dtype dt = node->out->compute_dtype;
+    const float *saved = node->saved;
+    const float *g = amp_grad_out(ctx, node); /* [2, B, H]: dh', then dc' */
+    const float *cv = amp_f32_view(ctx, c);
+    float *dgates = amp_f32_scratch(ctx, B * G);
+    float *dc = amp_f32_scratch(ctx, B * H);
+    if (!g || !cv || !dgates || !dc) return;
+
+    for (int64_t b = 0; b < B; b++) {
+        const float *act = saved + b * 5 * H, *tc = act + G;
+        float *dgr = dgates + b * G;
+        for (int64_t j = 0; j < H; j++) {
+            const float gi = act[j], gf = act[H + j], gg = act[2 * H + j], go = act[3 * H + j], t = tc[j];
+            const float dh_out = g[b * H + j];
+            /* c' reaches the loss directly (dc') and through h' = o tanh(c') */
+            const float dct = g[B * H + b * H + j] + dh_out * go * (1.0f - t * t);
+            dgr[j] = dct * gg * gi * (1.0f - gi);
+            dgr[H + j] = dct * cv[b * H + j] * gf * (1.0f - gf);
+            dgr[2 * H + j] = dct * gi * (1.0f - gg * gg);
+            dgr[3 * H + j] = dh_out * t * go * (1.0f - go);
+            dc[b * H + j] = dct * gf;
+        }
+    }
+    amp_grad_accumulate(ctx, c, dc);
+
+    /* The GEMM operand: dG in the compute dtype (the fp32 buffer itself for fp32). */
+    const void *dg = dgates;
+    if (dt != AMP_F32) {
+        void *tmp = amp_scratch_alloc(ctx, (size_t)(B * G) * amp_dtype_size(dt));
+        if (!tmp) return;
+        amp_convert(tmp, dt, dgates, AMP_F32, (size_t)(B * G));
+        dg = tmp;
+    }
+    if (x->requires_grad) { /* dx [B, I] = dG [B, 4H] W_ih [4H, I] */
+        float *dx = amp_f32_scratch(ctx, B * I);
+        if (!dx || lstm_gemm(ctx, dt, false, false, B, I, G, dg, G, w_ih->data, I, 0.0f, dx)) return;
+        amp_grad_accumulate(ctx, x, dx);
+    }
+    if (h->requires_grad) { /* dh [B, H] = dG W_hh [4H, H] */
+        float *dh = amp_f32_scratch(ctx, B * H);
+        if (!dh || lstm_gemm(ctx, dt, false, false, B, H, G, dg, G, w_hh->data, H, 0.0f, dh)) return;
+        amp_grad_accumulate(ctx, h, dh);
+    }
+    if (w_ih->requires_grad) { /* dW_ih [4H, I] = dG^T x [B, I] */
+        float *dw = amp_f32_scratch(ctx, G * I);
+        if (!dw || lstm_gemm(ctx, dt, true, false, G, I, B, dg, G, x->data, I, 0.0f, dw)) return;
+        amp_grad_accumulate(ctx, w_ih, dw);
+    }
+    if (w_hh->requires_grad) { /* dW_hh [4H, H] = dG^T h [B, H] */
+        float *dw = amp_f32_scratch(ctx, G * H);
+        if (!dw || lstm_gemm(ctx, dt, true, false, G, H, B, dg, G, h->data, H, 0.0f, dw)) return;
+        amp_grad_accumulate(ctx, w_hh, dw);
+    }
+    if ((b_ih && b_ih->requires_grad) || (b_hh && b_hh->requires_grad)) { /* column sums, fp32 */
+        float *db = amp_f32_scratch(ctx, G);
+        if (!db) return;
+        memset(db, 0, (size_t)G * sizeof *db);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j = 0; j < G; j++) db[j] += dgates[b * G + j];
+        amp_grad_accumulate(ctx, b_ih, db);
+        amp_grad_accumulate(ctx, b_hh, db);
+    }
+}
+
+/* True when t is [d0, d1] (d1 < 0: any) ; records the error otherwise. */
+static bool check_shape(amp_ctx *ctx, const amp_tensor *t, const char *what, int ndim, int64_t d0, int64_t d1) {
+    bool ok = t->ndim == ndim && t->shape[0] == d0 && (ndim == 1 || d1 < 0 || t->shape[1] == d1);
+    if (!ok) {
+        char s[64];
+        if (ndim == 1)
+            amp_op_fail(ctx, OP, "%s has shape %s, want [%lld]", what, amp_shape_str(t, s, sizeof s), (long long)d0);
+        else
+            amp_op_fail(ctx, OP, "%s has shape %s, want [%lld, %lld]", what, amp_shape_str(t, s, sizeof s),
+                        (long long)d0, (long long)d1);
+    }
+    return ok;
+}
+
+int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp_tensor *w_ih, amp_tensor *w_hh,
+                  amp_tensor *b_ih, amp_tensor *b_hh, amp_tensor **h_next, amp_tensor **c_next) {
+    if (h_next) *h_next = NULL;
+    if (c_next) *c_next = NULL;
+    if (!ctx) return AMP_ERR_NULL_POINTER;
+    if (!h_next || !c_next) {
+        amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "%s: h_next or c_next is NULL", amp_op_name(OP));
+        return ctx->status; /* the first error stays */
+    }
+    amp_tensor *ts[5] = {x, h, c, w_ih, w_hh};
+    for (int t = 0; t < 5; t++)
+        if (!amp_op_input_ok(ctx, OP, ts[t])) return ctx->status;
+    if ((b_ih && !amp_op_input_ok(ctx, OP, b_ih)) || (b_hh && !amp_op_input_ok(ctx, OP, b_hh))) return ctx->status;
+
+    if (x->ndim != 2 || h->ndim != 2) {
+        char sx[64], sh[64];
+        amp_op_fail(ctx, OP, "x %s and h %s must be [B, I] and [B, H]", amp_shape_str(x, sx, sizeof sx),
+                    amp_shape_str(h, sh, sizeof sh));
+        return ctx->status;
+    }
+    const int64_t B = x->shape[0], I = x->shape[1], H = h->shape[1], G = 4 * H;
+    if (!check_shape(ctx, h, "h", 2, B, H) || !check_shape(ctx, c, "c", 2, B, H) ||
+        !check_shape(ctx, w_ih, "w_ih", 2, G, I) || !check_shape(ctx, w_hh, "w_hh", 2, G, H) ||
+        (b_ih && !check_shape(ctx, b_ih, "b_ih", 1, G, -1)) || (b_hh && !check_shape(ctx, b_hh, "b_hh", 1, G, -1)))
+        return ctx->status;
+
+    amp_dtype dt = amp_promote(amp_promote(x->dtype, h->dtype), amp_promote(c->dtype, w_ih->dtype));
+    dt = amp_promote(dt, w_hh->dtype);
+    if (b_ih) dt = amp_promote(dt, b_ih->dtype);
+    if (b_hh) dt = amp_promote(dt, b_hh->dtype);
+    /* The GEMM operands contiguous in dt (casts and copies are recorded, so gradients reach the
+     * originals in their own dtypes); c and the biases are only read as fp32. */
+    if (!(x = amp_contiguous(ctx, amp_op_as(ctx, x, dt))) || !(h = amp_contiguous(ctx, amp_op_as(ctx, h, dt))) ||
+        !(c = amp_op_as(ctx, c, dt)) || !(w_ih = amp_contiguous(ctx, amp_op_as(ctx, w_ih, dt))) ||
+        !(w_hh = amp_contiguous(ctx, amp_op_as(ctx, w_hh, dt))))
+        return ctx->status;
+    if ((b_ih && !(b_ih = amp_op_as(ctx, b_ih, dt))) || (b_hh && !(b_hh = amp_op_as(ctx, b_hh, dt))))
+        return ctx->status;
+
+    amp_tensor *hc = amp_ctx_new_tensor(ctx, dt, 3, (const int64_t[]){2, B, H}, true);
+    if (!hc) return ctx->status;
+    amp_arena_mark mk = amp_scratch_mark(ctx);
+    float *gates = amp_f32_scratch(ctx, B * G);
+    float *saved = amp_f32_scratch(ctx, B * 5 * H); /* activations and tanh(c'), see the top */
+    float *out = amp_f32_scratch(ctx, 2 * B * H);   /* h', c' in fp32 before the one rounding */
+    const float *cv = gates && saved && out ? amp_f32_view(ctx, c) : NULL;
+    const float *bi = b_ih && cv ? amp_f32_view(ctx, b_ih) : NULL;
+    const float *bh = b_hh && cv ? amp_f32_view(ctx, b_hh) : NULL;
+    if (!cv || (b_ih && !bi) || (b_hh && !bh) ||
+        lstm_gemm(ctx, dt, false, true, B, G, I, x->data, I, w_ih->data, I, 0.0f, gates) ||
+        lstm_gemm(ctx, dt, false, true, B, G, H, h->data, H, w_hh->data, H, 1.0f, gates)) {
+        amp_scratch_release(ctx, mk);
+        return ctx->status;
+    }
+    for (int64_t b = 0; b < B; b++) {
+        float *gr = gates + b * G, *act = saved + b * 5 * H, *tc = act + G;
+        for (int64_t j = 0; j < G; j++) {
+            float v = gr[j];
+            if (bi) v += bi[j];
+            if (bh) v += bh[j];
+            act[j] = (j >= 2 * H && j < 3 * H) ? tanhf(v) : sigmoid_f32(v);
+        }
+        for (int64_t j = 0; j < H; j++) {
+            const float cn = act[H + j] * cv[b * H + j] + act[j] * act[2 * H + j];
+            tc[j] = tanhf(cn);
+            out[b * H + j] = act[3 * H + j] * tc[j];
+            out[B * H + b * H + j] = cn;
+        }
+    }
+    amp_store_f32(ctx, hc, out);
+
+    amp_tensor *in[7] = {x, h, c, w_ih, w_hh};
+    int n_in = 5;
+    const int64_t i_bih = b_ih ? n_in : -1;
+    if (b_ih) in[n_in++] = b_ih;
+    const int64_t i_bhh = b_hh ? n_in : -1;
+    if (b_hh) in[n_in++] = b_hh;
+    amp_node *node = amp_autograd_record(ctx, OP, dt, hc, in, n_in, lstm_backward);
+    if (node) {
+        float *keep = amp_ctx_alloc(ctx, (size_t)(B * 5 * H > 0 ? B * 5 * H : 1) * sizeof *keep);
+        if (keep) {
+            memcpy(keep, saved, (size_t)(B * 5 * H) * sizeof *keep);
+            node->saved = keep;
+            node->i[0] = B, node->i[1] = I, node->i[2] = H, node->i[3] = i_bih, node->i[4] = i_bhh;
+        }
+    }
+    amp_scratch_release(ctx, mk);
+    if (ctx->status != AMP_OK) return ctx->status;
+
+    amp_tensor *hn = lstm_view(ctx, hc, 0), *cn = lstm_view(ctx, hc, 1);
+    if (!hn || !cn) return ctx->status;
+    *h_next = hn;
+    *c_next = cn;
+    return AMP_OK;
+}

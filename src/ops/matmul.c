@@ -1,0 +1,203 @@
+/* matmul and linear on amp_gemm: operands in the compute dtype (f32, f16 or bf16), products
+ * accumulated in fp32, the result rounded once (after the bias is added, for linear). Backward runs
+ * two more GEMMs in the same dtype: the output gradient is stored in that dtype already, so reading
+ * it as such loses nothing. */
+#include <string.h>
+
+#include "amp/gemm.h"
+#include "op_util.h"
+
+/* A matrix operand: the last two dims of a tensor, row-major or (a transposed view) column-major. */
+typedef struct {
+    const void *data;
+    bool trans; /* stored as the transpose: element (r, c) at data[c * ld + r] */
+    int64_t ld;
+} mat;
+
+static bool as_matrix(const amp_tensor *t, mat *out) {
+    const int nd = t->ndim;
+    const int64_t rows = t->shape[nd - 2], cols = t->shape[nd - 1];
+    if (nd != 2) return false;
+    if (t->stride[1] == 1 && (t->stride[0] >= cols || rows <= 1)) {
+        *out = (mat){t->data, false, rows <= 1 ? (cols > 0 ? cols : 1) : t->stride[0]};
+        return true;
+    }
+    if (t->stride[0] == 1 && (t->stride[1] >= rows || cols <= 1)) {
+        *out = (mat){t->data, true, cols <= 1 ? (rows > 0 ? rows : 1) : t->stride[1]};
+        return true;
+    }
+    return false;
+}
+
+static int gemm(amp_ctx *ctx, amp_op op, amp_dtype dt, mat a, bool ta, mat b, bool tb, int64_t m, int64_t n,
+                int64_t k, float *c, float beta) {
+    int st = amp_gemm(dt, a.trans != ta, b.trans != tb, m, n, k, 1.0f, a.data, a.ld, b.data, b.ld, beta, c,
+                      n > 0 ? n : 1);
+    if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(op), amp_status_str(st));
+    return st;
+}
+
+/* The output gradient of a node as a row-major matrix in the compute dtype. */
+static mat grad_matrix(amp_ctx *ctx, const amp_node *node, int64_t cols, amp_dtype dt) {
+    const amp_tensor *g = node->out->grad;
+    if (g->dtype == dt && amp_tensor_is_contiguous(g)) return (mat){g->data, false, cols > 0 ? cols : 1};
+    void *tmp = amp_scratch_alloc(ctx, (size_t)amp_tensor_numel(g) * amp_dtype_size(dt));
+    if (tmp) amp_tensor_read(g, tmp, dt);
+    return (mat){tmp, false, cols > 0 ? cols : 1};
+}
+
+/* ---- matmul ---- */
+
+/* The matrix descriptor of a recorded operand: a 2-D tensor (possibly a transposed view) or batch
+ * element i of a contiguous batched one. */
+static mat operand(const amp_tensor *t, int64_t i, int64_t rows, int64_t cols) {
+    mat d;
+    if (t->ndim == 2 && as_matrix(t, &d)) return d;
+    return (mat){(const char *)t->data + (size_t)(i * rows * cols) * amp_dtype_size(t->dtype), false,
+                 cols > 0 ? cols : 1};
+}
+
+/* saved i[]: batch, m, n, k, b_batched */
+static void matmul_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *a = node->in[0], *b = node->in[1];
+    const int64_t batch = node->i[0], m = node->i[1], n = node->i[2], k = node->i[3];
+    const bool b_batched = node->i[4] != 0;
+    const amp_dtype dt = node->out->compute_dtype;
+    const size_t es = amp_dtype_size(dt);
+    mat g = grad_matrix(ctx, node, n, dt);
+    if (!g.data) return;
+    /* With a shared (2-D) b, a's batch folds into the rows: one GEMM each way. */
+    const int64_t nb = b_batched ? batch : 1, rows = b_batched ? m : batch * m;
+    if (a->requires_grad) { /* dA = G B^T */
+        float *da = amp_f32_scratch(ctx, batch * m * k);
+        if (!da) return;
+        for (int64_t i = 0; i < nb; i++) {
+            mat gi = {(const char *)g.data + (size_t)(i * rows * n) * es, false, g.ld};
+            if (gemm(ctx, AMP_OP_MATMUL, dt, gi, false, operand(b, i, k, n), true, rows, k, n, da + i * rows * k, 0.0f))
+                return;
+        }
+        amp_grad_accumulate(ctx, a, da);
+    }
+    if (b->requires_grad) { /* dB = A^T G */
+        float *db = amp_f32_scratch(ctx, nb * k * n);
+        if (!db) return;
+        for (int64_t i = 0; i < nb; i++) {
+            mat gi = {(const char *)g.data + (size_t)(i * rows * n) * es, false, g.ld};
+            if (gemm(ctx, AMP_OP_MATMUL, dt, operand(a, i, rows, k), true, gi, false, k, n, rows, db + i * k * n, 0.0f))
+                return;
+        }
+        amp_grad_accumulate(ctx, b, db);
+    }
+}
+
+amp_tensor *amp_matmul(amp_ctx *ctx, amp_tensor *a, amp_tensor *b) {
+    if (!amp_op_input_ok(ctx, AMP_OP_MATMUL, a) || !amp_op_input_ok(ctx, AMP_OP_MATMUL, b)) return NULL;
+    char sa[64], sb[64];
+    if (a->ndim < 2 || b->ndim < 2)
+        return amp_op_fail(ctx, AMP_OP_MATMUL, "needs matrices, got %s and %s", amp_shape_str(a, sa, sizeof sa),
+                           amp_shape_str(b, sb, sizeof sb));
+    const int64_t m = a->shape[a->ndim - 2], k = a->shape[a->ndim - 1], n = b->shape[b->ndim - 1];
+    bool shapes_ok = b->shape[b->ndim - 2] == k && (b->ndim == 2 || b->ndim == a->ndim);
+    for (int i = 0; shapes_ok && b->ndim > 2 && i < a->ndim - 2; i++) shapes_ok = a->shape[i] == b->shape[i];
+    if (!shapes_ok)
+        return amp_op_fail(ctx, AMP_OP_MATMUL, "shapes %s and %s do not multiply", amp_shape_str(a, sa, sizeof sa),
+                           amp_shape_str(b, sb, sizeof sb));
+    const amp_dtype dt = amp_promote(a->dtype, b->dtype);
+    if (!(a = amp_op_as(ctx, a, dt)) || !(b = amp_op_as(ctx, b, dt))) return NULL;
+    const int64_t batch = amp_shape_numel(a->ndim - 2, a->shape);
+    const bool b_batched = b->ndim > 2;
+    /* 2-D operands may be transposed views (GEMM reads them as they are); others are made contiguous. */
+    mat tmp;
+    if (!(a->ndim == 2 && as_matrix(a, &tmp)) && !(a = amp_contiguous(ctx, a))) return NULL;
+    if (!(b->ndim == 2 && as_matrix(b, &tmp)) && !(b = amp_contiguous(ctx, b))) return NULL;
+    int64_t shape[AMP_MAX_DIMS];
+    memcpy(shape, a->shape, sizeof shape);
+    shape[a->ndim - 1] = n;
+    amp_tensor *out = amp_ctx_new_tensor(ctx, dt, a->ndim, shape, true);
+    if (!out) return NULL;
+    amp_arena_mark mk = amp_scratch_mark(ctx);
+    float *c = dt == AMP_F32 ? out->data : amp_f32_scratch(ctx, batch * m * n);
+    const int64_t nb = b_batched ? batch : 1, rows = b_batched ? m : batch * m;
+    for (int64_t i = 0; c && i < nb; i++)
+        if (gemm(ctx, AMP_OP_MATMUL, dt, operand(a, i, rows, k), false, operand(b, i, k, n), false, rows, n, k,
+                 c + i * rows * n, 0.0f))
+            break;
+    if (c && dt != AMP_F32 && ctx->status == AMP_OK) amp_store_f32(ctx, out, c);
+    amp_scratch_release(ctx, mk);
+    if (ctx->status != AMP_OK) return NULL;
+    amp_tensor *in[2] = {a, b};
+    amp_node *node = amp_autograd_record(ctx, AMP_OP_MATMUL, dt, out, in, 2, matmul_backward);
+    if (node) node->i[0] = batch, node->i[1] = m, node->i[2] = n, node->i[3] = k, node->i[4] = b_batched;
+    return out;
+}
+
+/* ---- linear ---- */
+
+/* saved i[]: rows (the flattened leading dims), in, out */
+static void linear_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *x = node->in[0], *w = node->in[1], *bias = node->n_in > 2 ? node->in[2] : NULL;
+    const int64_t rows = node->i[0], in_f = node->i[1], out_f = node->i[2];
+    const amp_dtype dt = node->out->compute_dtype;
+    mat g = grad_matrix(ctx, node, out_f, dt);
+    if (!g.data) return;
+    mat xm = {x->data, false, in_f > 0 ? in_f : 1}, wm = {w->data, false, in_f > 0 ? in_f : 1};
+    if (x->requires_grad) { /* dx [rows, in] = G [rows, out] W [out, in] */
+        float *dx = amp_f32_scratch(ctx, rows * in_f);
+        if (!dx || gemm(ctx, AMP_OP_LINEAR, dt, g, false, wm, false, rows, in_f, out_f, dx, 0.0f)) return;
+        amp_grad_accumulate(ctx, x, dx);
+    }
+    if (w->requires_grad) { /* dW [out, in] = G^T [out, rows] x [rows, in] */
+        float *dw = amp_f32_scratch(ctx, out_f * in_f);
+        if (!dw || gemm(ctx, AMP_OP_LINEAR, dt, g, true, xm, false, out_f, in_f, rows, dw, 0.0f)) return;
+        amp_grad_accumulate(ctx, w, dw);
+    }
+    if (bias && bias->requires_grad) { /* db = column sums of G, in fp32 */
+        const float *gf = amp_grad_out(ctx, node);
+        float *db = amp_f32_scratch(ctx, out_f);
+        if (!gf || !db) return;
+        memset(db, 0, (size_t)out_f * sizeof *db);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < out_f; j++) db[j] += gf[r * out_f + j];
+        amp_grad_accumulate(ctx, bias, db);
+    }
+}
+
+amp_tensor *amp_linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias) {
+    if (!amp_op_input_ok(ctx, AMP_OP_LINEAR, x) || !amp_op_input_ok(ctx, AMP_OP_LINEAR, weight)) return NULL;
+    if (bias && !amp_op_input_ok(ctx, AMP_OP_LINEAR, bias)) return NULL;
+    char sx[64], sw[64];
+    const int64_t in_f = x->ndim ? x->shape[x->ndim - 1] : 0;
+    if (x->ndim < 1 || weight->ndim != 2 || weight->shape[1] != in_f)
+        return amp_op_fail(ctx, AMP_OP_LINEAR, "input %s does not match weight %s ([out, in])",
+                           amp_shape_str(x, sx, sizeof sx), amp_shape_str(weight, sw, sizeof sw));
+    const int64_t out_f = weight->shape[0];
+    if (bias && (bias->ndim != 1 || bias->shape[0] != out_f))
+        return amp_op_fail(ctx, AMP_OP_LINEAR, "bias %s does not match %lld outputs", amp_shape_str(bias, sx, sizeof sx),
+                           (long long)out_f);
+    amp_dtype dt = amp_promote(x->dtype, weight->dtype);
+    if (bias) dt = amp_promote(dt, bias->dtype);
+    if (!(x = amp_op_as(ctx, x, dt)) || !(weight = amp_op_as(ctx, weight, dt))) return NULL;
+    if (bias && !(bias = amp_op_as(ctx, bias, dt))) return NULL;
+    if (!(x = amp_contiguous(ctx, x)) || !(weight = amp_contiguous(ctx, weight))) return NULL;
+    const int64_t rows = amp_shape_numel(x->ndim - 1, x->shape);
+    int64_t shape[AMP_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = out_f;
+    amp_tensor *out = amp_ctx_new_tensor(ctx, dt, x->ndim, shape, true);
+    if (!out) return NULL;
+    amp_arena_mark mk = amp_scratch_mark(ctx);
+    float *c = dt == AMP_F32 ? out->data : amp_f32_scratch(ctx, rows * out_f);
+    mat xm = {x->data, false, in_f > 0 ? in_f : 1}, wm = {weight->data, false, in_f > 0 ? in_f : 1};
+    if (c && gemm(ctx, AMP_OP_LINEAR, dt, xm, false, wm, true, rows, out_f, in_f, c, 0.0f) == AMP_OK && bias) {
+        const float *bv = amp_f32_view(ctx, bias); /* added in fp32 before the single rounding */
+        for (int64_t r = 0; bv && r < rows; r++)
+            for (int64_t j = 0; j < out_f; j++) c[r * out_f + j] += bv[j];
+    }
+    if (c && dt != AMP_F32 && ctx->status == AMP_OK) amp_store_f32(ctx, out, c);
+    amp_scratch_release(ctx, mk);
+    if (ctx->status != AMP_OK) return NULL;
+    amp_tensor *in[3] = {x, weight, bias};
+    amp_node *node = amp_autograd_record(ctx, AMP_OP_LINEAR, dt, out, in, bias ? 3 : 2, linear_backward);
+    if (node) node->i[0] = rows, node->i[1] = in_f, node->i[2] = out_f;
+    return out;
+}

@@ -1,0 +1,295 @@
+/* Layer norm and batch norm. Statistics (means, variances, reciprocal standard deviations) and every
+ * sum are fp32 whatever the compute dtype; the result is rounded once to it. Weight and bias are
+ * promoted with x like any op's inputs (amp_promote); batch norm's running statistics are state, not
+ * operands: they never change the compute dtype and are read and written in their own dtype. */
+#include <math.h>
+#include <string.h>
+
+#include "op_util.h"
+
+/* Copies n floats from scratch into the arena (data a node keeps until backward). */
+static float *keep_floats(amp_ctx *ctx, const float *src, int64_t n) {
+    float *dst = amp_ctx_alloc(ctx, (size_t)(n > 0 ? n : 1) * sizeof *dst);
+    if (dst && n > 0) memcpy(dst, src, (size_t)n * sizeof *dst);
+    return dst;
+}
+
+/* The fp32 destination of a forward pass: the output itself when it is fp32 (it is contiguous),
+ * else scratch that amp_store_f32 rounds into it. */
+static float *f32_result(amp_ctx *ctx, amp_tensor *out) {
+    return out->dtype == AMP_F32 ? out->data : amp_f32_scratch(ctx, amp_tensor_numel(out));
+}
+
+/* An affine parameter (weight or bias) must be 1-D of length n. */
+static bool affine_ok(amp_ctx *ctx, amp_op op, const amp_tensor *p, const char *what, int64_t n) {
+    if (!p) return true;
+    if (!amp_op_input_ok(ctx, op, p)) return false;
+    if (p->ndim != 1 || p->shape[0] != n) {
+        char s[64];
+        amp_op_fail(ctx, op, "%s %s must have shape [%lld]", what, amp_shape_str(p, s, sizeof s), (long long)n);
+        return false;
+    }
+    return true;
+}
+
+/* ---- layer norm ----
+ * x [rows, D] (leading dims flattened), per row: mean, var = mean((x - mean)^2) (biased, two passes),
+ * rstd = 1/sqrt(var + eps), y = (x - mean) * rstd * w + b. Backward, with xhat = (x - mean) * rstd and
+ * gw = dy * w: dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), dw = sum_rows dy * xhat,
+ * db = sum_rows dy. */
+
+typedef struct {
+    float *mean, *rstd; /* [rows] */
+} norm_saved;
+
+/* saved i[]: rows, D */
+static void layer_norm_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    const int64_t rows = node->i[0], d = node->i[1];
+    const norm_saved *s = node->saved;
+    const float *g = amp_grad_out(ctx, node), *xv = amp_f32_view(ctx, x);
+    const float *wv = w ? amp_f32_view(ctx, w) : NULL;
+    const bool need_dx = x->requires_grad, need_dw = w && w->requires_grad, need_db = b && b->requires_grad;
+    float *dx = need_dx ? amp_f32_scratch(ctx, rows * d) : NULL;
+    float *dw = need_dw ? amp_f32_scratch(ctx, d) : NULL, *db = need_db ? amp_f32_scratch(ctx, d) : NULL;
+    if (!g || !xv || (w && !wv) || ctx->status != AMP_OK) return;
+    if (dw) memset(dw, 0, (size_t)d * sizeof *dw);
+    if (db) memset(db, 0, (size_t)d * sizeof *db);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = xv + r * d, *gr = g + r * d;
+        const float mean = s->mean[r], rstd = s->rstd[r];
+        if (dx) {
+            float sum_gw = 0.0f, sum_gwx = 0.0f;
+            for (int64_t j = 0; j < d; j++) {
+                const float gw = gr[j] * (wv ? wv[j] : 1.0f), xhat = (xr[j] - mean) * rstd;
+                sum_gw += gw;
+                sum_gwx += gw * xhat;
+            }
+            const float a = sum_gw / (float)d, c = sum_gwx / (float)d;
+            float *dxr = dx + r * d;
+            for (int64_t j = 0; j < d; j++) {
+                const float gw = gr[j] * (wv ? wv[j] : 1.0f), xhat = (xr[j] - mean) * rstd;
+                dxr[j] = rstd * (gw - a - xhat * c);
+            }
+        }
+        for (int64_t j = 0; (dw || db) && j < d; j++) {
+            if (dw) dw[j] += gr[j] * (xr[j] - mean) * rstd;
+            if (db) db[j] += gr[j];
+        }
+    }
+    if (dx) amp_grad_accumulate(ctx, x, dx);
+    if (dw) amp_grad_accumulate(ctx, w, dw);
+    if (db) amp_grad_accumulate(ctx, b, db);
+}
+
+amp_tensor *amp_layer_norm(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias, float eps) {
+    const amp_op op = AMP_OP_LAYER_NORM;
+    if (!amp_op_input_ok(ctx, op, x)) return NULL;
+    if (x->ndim < 1) return amp_op_fail(ctx, op, "needs at least one dimension, got a 0-dimensional tensor");
+    const int64_t d = x->shape[x->ndim - 1], rows = amp_shape_numel(x->ndim - 1, x->shape);
+    if (!affine_ok(ctx, op, weight, "weight", d) || !affine_ok(ctx, op, bias, "bias", d)) return NULL;
+    amp_dtype dt = x->dtype;
+    if (weight) dt = amp_promote(dt, weight->dtype);
+    if (bias) dt = amp_promote(dt, bias->dtype);
+    if (!(x = amp_op_as(ctx, x, dt))) return NULL;
+    if (weight && !(weight = amp_op_as(ctx, weight, dt))) return NULL;
+    if (bias && !(bias = amp_op_as(ctx, bias, dt))) return NULL;
+
+    amp_tensor *out = amp_ctx_new_tensor(ctx, dt, x->ndim, x->shape, true);
+    if (!out) return NULL;
+    amp_arena_mark m = amp_scratch_mark(ctx);
+    const float *xv = amp_f32_view(ctx, x);
+    const float *wv = weight ? amp_f32_view(ctx, weight) : NULL, *bv = bias ? amp_f32_view(ctx, bias) : NULL;
+    float *y = f32_result(ctx, out);
+    float *mean = amp_f32_scratch(ctx, rows), *rstd = amp_f32_scratch(ctx, rows);
+    if (!xv || (weight && !wv) || (bias && !bv) || !y || !mean || !rstd) {
+        amp_scratch_release(ctx, m);
+        return NULL;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = xv + r * d;
+        float sum = 0.0f, sq = 0.0f;
+        for (int64_t j = 0; j < d; j++) sum += xr[j];
+        const float mu = sum / (float)d;
+        for (int64_t j = 0; j < d; j++) sq += (xr[j] - mu) * (xr[j] - mu);
+        const float rs = 1.0f / sqrtf(sq / (float)d + eps);
+        mean[r] = mu, rstd[r] = rs;
+        float *yr = y + r * d;
+        for (int64_t j = 0; j < d; j++) {
+            float v = (xr[j] - mu) * rs;
+            if (wv) v *= wv[j];
+            if (bv) v += bv[j];
+            yr[j] = v;
+        }
+    }
+    if (dt != AMP_F32) amp_store_f32(ctx, out, y);
+    amp_tensor *in[3] = {x, weight, bias};
+    amp_node *node = amp_autograd_record(ctx, op, dt, out, in, 3, layer_norm_backward);
+    if (node) {
+        norm_saved *s = amp_ctx_alloc(ctx, sizeof *s);
+        if (s) s->mean = keep_floats(ctx, mean, rows), s->rstd = keep_floats(ctx, rstd, rows);
+        node->saved = s;
+        node->i[0] = rows, node->i[1] = d;
+        node->f[0] = eps;
+    }
+    amp_scratch_release(ctx, m);
+    return ctx->status == AMP_OK ? out : NULL;
+}
+
+/* ---- batch norm ----
+ * x [N, C] or [N, C, H, W] seen as [N, C, S] (S = H*W, or 1); per channel c over n = N*S values.
+ * Training: mean and biased variance of the batch normalize; backward, with xhat and gw as above,
+ * dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) over the channel's n values. Evaluation: the
+ * running statistics normalize, so y is affine in x: dx = gw * rstd. Either way dw = sum dy * xhat,
+ * db = sum dy. */
+
+/* A running statistic: NULL, or a float tensor of shape [C]; not differentiated. */
+static bool running_ok(amp_ctx *ctx, const amp_tensor *r, const char *what, int64_t c) {
+    if (!r) return true;
+    if (!amp_op_input_ok(ctx, AMP_OP_BATCH_NORM, r)) return false;
+    if (r->ndim != 1 || r->shape[0] != c) {
+        char s[64];
+        amp_op_fail(ctx, AMP_OP_BATCH_NORM, "%s %s must have shape [%lld]", what, amp_shape_str(r, s, sizeof s),
+                    (long long)c);
+        return false;
+    }
+    return true;
+}
+
+/* saved i[]: N, C, S, training */
+static void batch_norm_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
+    const int64_t nb = node->i[0], ch = node->i[1], sp = node->i[2];
+    const bool training = node->i[3] != 0;
+    const float n = (float)(nb * sp);
+    const norm_saved *s = node->saved;
+    const float *g = amp_grad_out(ctx, node), *xv = amp_f32_view(ctx, x);
+    const float *wv = w ? amp_f32_view(ctx, w) : NULL;
+    const bool need_dx = x->requires_grad, need_dw = w && w->requires_grad, need_db = b && b->requires_grad;
+    float *dx = need_dx ? amp_f32_scratch(ctx, nb * ch * sp) : NULL;
+    float *dw = need_dw ? amp_f32_scratch(ctx, ch) : NULL, *db = need_db ? amp_f32_scratch(ctx, ch) : NULL;
+    if (!g || !xv || (w && !wv) || ctx->status != AMP_OK) return;
+    for (int64_t c = 0; c < ch; c++) {
+        const float mean = s->mean[c], rstd = s->rstd[c], wc = wv ? wv[c] : 1.0f;
+        float sum_g = 0.0f, sum_gx = 0.0f; /* sums of dy and dy * xhat over the channel */
+        for (int64_t i = 0; i < nb; i++) {
+            const int64_t base = (i * ch + c) * sp;
+            for (int64_t k = 0; k < sp; k++) {
+                sum_g += g[base + k];
+                sum_gx += g[base + k] * ((xv[base + k] - mean) * rstd);
+            }
+        }
+        if (dw) dw[c] = sum_gx;
+        if (db) db[c] = sum_g;
+        if (!dx) continue;
+        /* training: gw - mean(gw) - xhat mean(gw xhat) with gw = w dy, w factored out */
+        const float a = training ? sum_g / n : 0.0f, q = training ? sum_gx / n : 0.0f, scale = wc * rstd;
+        for (int64_t i = 0; i < nb; i++) {
+            const int64_t base = (i * ch + c) * sp;
+            for (int64_t k = 0; k < sp; k++) {
+                const float xhat = (xv[base + k] - mean) * rstd;
+                dx[base + k] = scale * (g[base + k] - a - xhat * q);
+            }
+        }
+    }
+    if (dx) amp_grad_accumulate(ctx, x, dx);
+    if (dw) amp_grad_accumulate(ctx, w, dw);
+    if (db) amp_grad_accumulate(ctx, b, db);
+}
+
+amp_tensor *amp_batch_norm(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias, amp_tensor *running_mean,
+                           amp_tensor *running_var, bool training, float momentum, float eps) {
+    const amp_op op = AMP_OP_BATCH_NORM;
+    if (!amp_op_input_ok(ctx, op, x)) return NULL;
+    char sx[64];
+    if (x->ndim != 2 && x->ndim != 4)
+        return amp_op_fail(ctx, op, "x %s must be [N, C] or [N, C, H, W]", amp_shape_str(x, sx, sizeof sx));
+    const int64_t nb = x->shape[0], ch = x->shape[1], sp = x->ndim == 4 ? x->shape[2] * x->shape[3] : 1;
+    if (!affine_ok(ctx, op, weight, "weight", ch) || !affine_ok(ctx, op, bias, "bias", ch)) return NULL;
+    if (!running_ok(ctx, running_mean, "running_mean", ch) || !running_ok(ctx, running_var, "running_var", ch))
+        return NULL;
+    const int64_t count = nb * sp; /* values per channel */
+    if (training && count <= 1)    /* PyTorch's check: a variance needs two values */
+        return amp_op_fail(ctx, op, "expected more than 1 value per channel when training, got input %s",
+                           amp_shape_str(x, sx, sizeof sx));
+    if (!training && (!running_mean || !running_var))
+        return amp_op_fail(ctx, op, "evaluation mode needs running_mean and running_var (got NULL)");
+    amp_dtype dt = x->dtype;
+    if (weight) dt = amp_promote(dt, weight->dtype);
+    if (bias) dt = amp_promote(dt, bias->dtype);
+    if (!(x = amp_op_as(ctx, x, dt))) return NULL;
+    if (weight && !(weight = amp_op_as(ctx, weight, dt))) return NULL;
+    if (bias && !(bias = amp_op_as(ctx, bias, dt))) return NULL;
+
+    amp_tensor *out = amp_ctx_new_tensor(ctx, dt, x->ndim, x->shape, true);
+    if (!out) return NULL;
+    amp_arena_mark m = amp_scratch_mark(ctx);
+    const float *xv = amp_f32_view(ctx, x);
+    const float *wv = weight ? amp_f32_view(ctx, weight) : NULL, *bv = bias ? amp_f32_view(ctx, bias) : NULL;
+    float *y = f32_result(ctx, out);
+    float *mean = amp_f32_scratch(ctx, ch), *rstd = amp_f32_scratch(ctx, ch);
+    if (!xv || (weight && !wv) || (bias && !bv) || !y || !mean || !rstd) {
+        amp_scratch_release(ctx, m);
+        return NULL;
+    }
+    if (training) {
+        float *var = amp_f32_scratch(ctx, ch);
+        if (!var) {
+            amp_scratch_release(ctx, m);
+            return NULL;
+        }
+        for (int64_t c = 0; c < ch; c++) {
+            float sum = 0.0f, sq = 0.0f;
+            for (int64_t i = 0; i < nb; i++)
+                for (int64_t k = 0; k < sp; k++) sum += xv[(i * ch + c) * sp + k];
+            const float mu = sum / (float)count;
+            for (int64_t i = 0; i < nb; i++)
+                for (int64_t k = 0; k < sp; k++) {
+                    const float dev = xv[(i * ch + c) * sp + k] - mu;
+                    sq += dev * dev;
+                }
+            mean[c] = mu, var[c] = sq / (float)count;
+            rstd[c] = 1.0f / sqrtf(var[c] + eps);
+        }
+        /* running = (1 - momentum) running + momentum stat, with the unbiased variance (PyTorch,
+         * torch.nn.BatchNorm2d). Updated in place, in the buffer's own dtype. */
+        const float unbias = (float)count / (float)(count - 1);
+        amp_tensor *const run[2] = {running_mean, running_var};
+        for (int r = 0; r < 2; r++) {
+            if (!run[r]) continue;
+            float *upd = amp_f32_copy(ctx, run[r]);
+            if (!upd) {
+                amp_scratch_release(ctx, m);
+                return NULL;
+            }
+            for (int64_t c = 0; c < ch; c++)
+                upd[c] = (1.0f - momentum) * upd[c] + momentum * (r == 0 ? mean[c] : var[c] * unbias);
+            amp_store_f32(ctx, run[r], upd);
+        }
+    } else {
+        const float *rm = amp_f32_view(ctx, running_mean), *rv = amp_f32_view(ctx, running_var);
+        if (!rm || !rv) {
+            amp_scratch_release(ctx, m);
+            return NULL;
+        }
+        for (int64_t c = 0; c < ch; c++) mean[c] = rm[c], rstd[c] = 1.0f / sqrtf(rv[c] + eps);
+    }
+    for (int64_t i = 0; i < nb; i++)
+        for (int64_t c = 0; c < ch; c++) {
+            const float mu = mean[c], rs = rstd[c], wc = wv ? wv[c] : 1.0f, bc = bv ? bv[c] : 0.0f;
+            const int64_t base = (i * ch + c) * sp;
+            for (int64_t k = 0; k < sp; k++) y[base + k] = (xv[base + k] - mu) * rs * wc + bc;
+        }
+    if (dt != AMP_F32) amp_store_f32(ctx, out, y);
+    amp_tensor *in[3] = {x, weight, bias};
+    amp_node *node = amp_autograd_record(ctx, op, dt, out, in, 3, batch_norm_backward);
+    if (node) {
+        norm_saved *s = amp_ctx_alloc(ctx, sizeof *s);
+        if (s) s->mean = keep_floats(ctx, mean, ch), s->rstd = keep_floats(ctx, rstd, ch);
+        node->saved = s;
+        node->i[0] = nb, node->i[1] = ch, node->i[2] = sp, node->i[3] = training;
+        node->f[0] = eps, node->f[1] = momentum;
+    }
+    amp_scratch_release(ctx, m);
+    return ctx->status == AMP_OK ? out : NULL;
+}

@@ -1,0 +1,26 @@
+/* Internal: the checks and conventions every op shares. */
+#ifndef AMP_OP_UTIL_H
+#define AMP_OP_UTIL_H
+
+#include <stdbool.h>
+
+#include "../tensor/autograd.h"
+
+/* False (and an error recorded unless one is already there) when x is NULL or not a float dtype
+ * ops can compute in (F32, F16, BF16). */
+bool amp_op_input_ok(amp_ctx *ctx, amp_op op, const amp_tensor *x);
+/* The dtype two inputs compute in: equal dtypes stay, anything with F32 is F32, F16 with BF16 is F32
+ * (neither holds the other). */
+amp_dtype amp_promote(amp_dtype a, amp_dtype b);
+/* A dim in [-ndim, ndim) normalized to [0, ndim), or -1 (error recorded) when out of range. */
+int amp_op_dim(amp_ctx *ctx, amp_op op, const amp_tensor *x, int dim);
+/* Records "op: message" as an invalid-argument error; returns NULL for `return amp_op_fail(...)`. */
+amp_tensor *amp_op_fail(amp_ctx *ctx, amp_op op, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* x itself when it already has `dtype`, else a differentiable cast (amp_cast). */
+amp_tensor *amp_op_as(amp_ctx *ctx, amp_tensor *x, amp_dtype dtype);
+
+#endif

@@ -1,0 +1,193 @@
+/* Elementwise activations and functions of one tensor (relu, gelu, tanh, sigmoid, pow, exp, log) and
+ * dropout. The result has the input's dtype; each element is computed in fp32 and rounded once.
+ *
+ * What backward reads (nothing is copied for it: the node already holds both tensors, which live in
+ * the arena until amp_ctx_reset):
+ *   exp: the output y (node->out), as PyTorch does: exp' = y, one rounding away from exact.
+ *   the others: the input x (node->in[0]); pow's exponent in node->f[0]. tanh and sigmoid too, unlike
+ *     PyTorch's 1 - y^2 and y(1-y): near saturation those cancel, and with y rounded to f16/bf16 the
+ *     derivative loses most of its digits (bf16, x = 4: y(1-y) is off by up to 11%); from x,
+ *     sigmoid' = e/(1+e)^2 with e = exp(-|x|) (and tanh'(x) = 4 sigmoid'(2x)) has no cancellation.
+ *   dropout: a bitmask (one bit per element, 1 = kept) in the arena, node->saved, and the scale
+ *     1/(1-p) in node->f[0].
+ * No clamping: NaN and infinities go through the fp32 formulas as IEEE arithmetic takes them (log of a
+ * negative is NaN, log(0) is -inf, gelu(-inf) = -inf * 0 is NaN, as in PyTorch). */
+#include <math.h>
+#include <string.h>
+
+#include "op_util.h"
+
+/* 1/sqrt(2) and 1/sqrt(2*pi), for gelu's Gaussian CDF and density. */
+#define AMP_INV_SQRT2 0.70710678118654752440f
+#define AMP_INV_SQRT_2PI 0.39894228040143267794f
+
+/* Phi(x) = erfc(-x/sqrt 2)/2, the standard normal CDF. It is x/2 * (1 + erf(x/sqrt 2)) rewritten
+ * with erfc, which keeps full relative accuracy in the left tail where 1 + erf cancels. */
+static float normal_cdf(float x) { return 0.5f * erfcf(-x * AMP_INV_SQRT2); }
+static float normal_pdf(float x) { return AMP_INV_SQRT_2PI * expf(-0.5f * x * x); }
+
+static float sigmoid_f32(float x) {
+    /* Both branches keep full relative accuracy: exp never overflows toward the side that matters. */
+    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
+    const float e = expf(x);
+    return e / (1.0f + e); /* also x = NaN: NaN */
+}
+
+/* sigmoid'(x) = sigmoid(x) sigmoid(-x) = e/(1+e)^2 with e = exp(-|x|) in (0, 1]: no cancellation, 0 at
+ * +-inf, NaN at NaN. */
+static float sigmoid_grad_f32(float x) {
+    const float e = expf(-fabsf(x)), d = 1.0f + e;
+    return e / (d * d);
+}
+
+static void unary_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *x = node->in[0];
+    const int64_t n = amp_tensor_numel(x);
+    const float *g = amp_grad_out(ctx, node);
+    const float *v = amp_f32_view(ctx, node->op == AMP_OP_EXP ? node->out : x); /* y for exp, else x */
+    float *dx = amp_f32_scratch(ctx, n);
+    if (!g || !v || !dx) return;
+    switch (node->op) {
+    case AMP_OP_RELU:
+        /* PyTorch's threshold_backward: 0 where x <= 0 (x = 0 included), g elsewhere (NaN x passes g) */
+        for (int64_t i = 0; i < n; i++) dx[i] = v[i] <= 0.0f ? 0.0f : g[i];
+        break;
+    case AMP_OP_GELU: /* d/dx x Phi(x) = Phi(x) + x phi(x) */
+        for (int64_t i = 0; i < n; i++) dx[i] = g[i] * (normal_cdf(v[i]) + v[i] * normal_pdf(v[i]));
+        break;
+    case AMP_OP_TANH: /* 1 - tanh^2 = 4 e/(1+e)^2, e = exp(-2|x|) */
+        for (int64_t i = 0; i < n; i++) dx[i] = g[i] * (4.0f * sigmoid_grad_f32(2.0f * v[i]));
+        break;
+    case AMP_OP_SIGMOID:
+        for (int64_t i = 0; i < n; i++) dx[i] = g[i] * sigmoid_grad_f32(v[i]);
+        break;
+    case AMP_OP_POW: {
+        const float e = node->f[0];
+        /* PyTorch's pow_backward: exponent 0 gives a zero gradient (not 0 * x^-1, NaN/inf at x = 0) */
+        if (e == 0.0f)
+            memset(dx, 0, (size_t)n * sizeof *dx);
+        else
+            for (int64_t i = 0; i < n; i++) dx[i] = g[i] * (e * powf(v[i], e - 1.0f));
+        break;
+    }
+    case AMP_OP_EXP:
+        for (int64_t i = 0; i < n; i++) dx[i] = g[i] * v[i];
+        break;
+    default: /* log */
+        for (int64_t i = 0; i < n; i++) dx[i] = g[i] / v[i];
+        break;
+    }
+    amp_grad_accumulate(ctx, x, dx);
+}
+
+static amp_tensor *unary(amp_ctx *ctx, amp_op op, amp_tensor *x, float exponent) {
+    if (!amp_op_input_ok(ctx, op, x)) return NULL;
+    amp_tensor *out = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
+    if (!out) return NULL;
+    const int64_t n = amp_tensor_numel(x);
+    amp_arena_mark m = amp_scratch_mark(ctx);
+    const float *xv = amp_f32_view(ctx, x);
+    float *y = x->dtype == AMP_F32 ? out->data : amp_f32_scratch(ctx, n); /* fp32 results in place */
+    if (!xv || !y) {
+        amp_scratch_release(ctx, m);
+        return NULL;
+    }
+    switch (op) {
+    case AMP_OP_RELU: /* x > 0 ? x : 0, but NaN stays NaN (fmaxf would drop it) */
+        for (int64_t i = 0; i < n; i++) y[i] = (xv[i] > 0.0f || isnan(xv[i])) ? xv[i] : 0.0f;
+        break;
+    case AMP_OP_GELU:
+        for (int64_t i = 0; i < n; i++) y[i] = xv[i] * normal_cdf(xv[i]);
+        break;
+    case AMP_OP_TANH:
+        for (int64_t i = 0; i < n; i++) y[i] = tanhf(xv[i]);
+        break;
+    case AMP_OP_SIGMOID:
+        for (int64_t i = 0; i < n; i++) y[i] = sigmoid_f32(xv[i]);
+        break;
+    case AMP_OP_POW:
+        for (int64_t i = 0; i < n; i++) y[i] = powf(xv[i], exponent);
+        break;
+    case AMP_OP_EXP:
+        for (int64_t i = 0; i < n; i++) y[i] = expf(xv[i]);
+        break;
+    default: /* log */
+        for (int64_t i = 0; i < n; i++) y[i] = logf(xv[i]);
+        break;
+    }
+    if (x->dtype != AMP_F32) amp_store_f32(ctx, out, y);
+    amp_scratch_release(ctx, m);
+    amp_node *node = amp_autograd_record(ctx, op, x->dtype, out, &x, 1, unary_backward);
+    if (node) node->f[0] = exponent;
+    return out;
+}
+
+amp_tensor *amp_relu(amp_ctx *ctx, amp_tensor *x) { return unary(ctx, AMP_OP_RELU, x, 0.0f); }
+amp_tensor *amp_gelu(amp_ctx *ctx, amp_tensor *x) { return unary(ctx, AMP_OP_GELU, x, 0.0f); }
+amp_tensor *amp_tanh(amp_ctx *ctx, amp_tensor *x) { return unary(ctx, AMP_OP_TANH, x, 0.0f); }
+amp_tensor *amp_sigmoid(amp_ctx *ctx, amp_tensor *x) { return unary(ctx, AMP_OP_SIGMOID, x, 0.0f); }
+amp_tensor *amp_pow(amp_ctx *ctx, amp_tensor *x, float exponent) { return unary(ctx, AMP_OP_POW, x, exponent); }
+amp_tensor *amp_exp(amp_ctx *ctx, amp_tensor *x) { return unary(ctx, AMP_OP_EXP, x, 0.0f); }
+amp_tensor *amp_log(amp_ctx *ctx, amp_tensor *x) { return unary(ctx, AMP_OP_LOG, x, 0.0f); }
+
+/* ---- dropout ----
+ * Element i is kept when the top 32 bits of the i-th draw from the dropout stream are >= p * 2^32,
+ * so it is dropped with probability p (to within 2^-32) and the mask depends only on the stream's
+ * state: the same ctx seed and the same sequence of dropout calls give the same masks. y = x * m with
+ * m = 1/(1-p) or 0, a multiplication even where dropped, so NaN and inf inputs give NaN there as in
+ * PyTorch (x * mask * scale) instead of vanishing. */
+
+static bool mask_bit(const uint64_t *mask, int64_t i) { return (mask[i >> 6] >> (i & 63)) & 1u; }
+
+static void dropout_backward(amp_ctx *ctx, amp_node *node) {
+    const int64_t n = amp_tensor_numel(node->out);
+    const uint64_t *mask = node->saved;
+    const float scale = node->f[0];
+    const float *g = amp_grad_out(ctx, node);
+    float *dx = amp_f32_scratch(ctx, n);
+    if (!g || !dx) return;
+    for (int64_t i = 0; i < n; i++) dx[i] = g[i] * (mask_bit(mask, i) ? scale : 0.0f);
+    amp_grad_accumulate(ctx, node->in[0], dx);
+}
+
+amp_tensor *amp_dropout(amp_ctx *ctx, amp_tensor *x, float p, bool training) {
+    if (!amp_op_input_ok(ctx, AMP_OP_DROPOUT, x)) return NULL;
+    if (!(p >= 0.0f && p <= 1.0f)) /* NaN too */
+        return amp_op_fail(ctx, AMP_OP_DROPOUT, "p = %g is outside [0, 1]", (double)p);
+    /* Identity: x itself, like PyTorch's eval-mode dropout (no copy, no node; x keeps its own op). */
+    if (!training || p == 0.0f) return x;
+    amp_tensor *out = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
+    if (!out) return NULL;
+    const int64_t n = amp_tensor_numel(x), words = (n + 63) / 64;
+    /* p == 1 drops everything (scale 0 instead of 1/0) and draws nothing. */
+    const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    /* p * 2^32 is exact in double; the cast drops a fraction only for p < 2^-9 (an error < 2^-32) */
+    const uint64_t threshold = (uint64_t)ldexp((double)p, 32);
+    amp_arena_mark m = amp_scratch_mark(ctx);
+    const float *xv = amp_f32_view(ctx, x);
+    float *y = x->dtype == AMP_F32 ? out->data : amp_f32_scratch(ctx, n);
+    uint64_t *mask = amp_scratch_alloc(ctx, (size_t)(words > 0 ? words : 1) * sizeof *mask);
+    if (!xv || !y || !mask) {
+        amp_scratch_release(ctx, m);
+        return NULL;
+    }
+    memset(mask, 0, (size_t)words * sizeof *mask);
+    if (p < 1.0f)
+        for (int64_t i = 0; i < n; i++)
+            if ((amp_ctx_random(ctx, 0) >> 32) >= threshold) mask[i >> 6] |= (uint64_t)1 << (i & 63);
+    for (int64_t i = 0; i < n; i++) y[i] = xv[i] * (mask_bit(mask, i) ? scale : 0.0f);
+    if (x->dtype != AMP_F32) amp_store_f32(ctx, out, y);
+    amp_node *node = amp_autograd_record(ctx, AMP_OP_DROPOUT, x->dtype, out, &x, 1, dropout_backward);
+    if (node) {
+        uint64_t *saved = amp_ctx_alloc(ctx, (size_t)(words > 0 ? words : 1) * sizeof *saved);
+        if (!saved) {
+            amp_scratch_release(ctx, m);
+            return NULL;
+        }
+        memcpy(saved, mask, (size_t)words * sizeof *saved);
+        node->saved = saved;
+        node->f[0] = scale;
+    }
+    amp_scratch_release(ctx, m);
+    return out;
+}

@@ -1,0 +1,146 @@
+/* The tape, the backward engine, gradient accumulation and fp32 staging. */
+#include <string.h>
+
+#include "amp/formats.h"
+#include "autograd.h"
+
+bool amp_autograd_will_record(const amp_ctx *ctx, amp_tensor *const *in, int n_in) {
+    if (!ctx->grad_enabled) return false;
+    for (int i = 0; i < n_in; i++)
+        if (in[i] && in[i]->requires_grad) return true;
+    return false;
+}
+
+amp_node *amp_autograd_record(amp_ctx *ctx, amp_op op, amp_dtype compute_dtype, amp_tensor *out,
+                              amp_tensor *const *in, int n_in, amp_backward_fn backward) {
+    out->op = op;
+    out->compute_dtype = compute_dtype;
+    out->is_leaf = false;
+    if (!amp_autograd_will_record(ctx, in, n_in)) return NULL;
+    amp_node *node = amp_ctx_alloc(ctx, sizeof *node);
+    if (!node) return NULL;
+    memset(node, 0, sizeof *node);
+    node->op = op;
+    node->backward = backward;
+    node->out = out;
+    node->n_in = n_in;
+    for (int i = 0; i < n_in; i++) node->in[i] = in[i];
+    node->prev = ctx->tape;
+    ctx->tape = node;
+    out->requires_grad = true;
+    out->grad_fn = node;
+    return node;
+}
+
+int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g) {
+    if (!t || !t->requires_grad) return AMP_OK;
+    const int64_t n = amp_tensor_numel(t);
+    if (!t->grad) {
+        /* First gradient: a contiguous tensor of t's shape and dtype, rounded once. Parameters always
+         * have one (in the gradient buffer), so this is an arena tensor. */
+        amp_tensor *grad = amp_ctx_new_tensor(ctx, t->dtype, t->ndim, t->shape, true);
+        if (!grad) return ctx->status;
+        amp_convert(grad->data, grad->dtype, g, AMP_F32, (size_t)n);
+        t->grad = grad;
+        return AMP_OK;
+    }
+    amp_tensor *grad = t->grad;
+    if (grad->dtype == AMP_F32) {
+        float *d = grad->data;
+        for (int64_t i = 0; i < n; i++) d[i] += g[i];
+        return AMP_OK;
+    }
+    amp_arena_mark m = amp_scratch_mark(ctx);
+    float *acc = amp_f32_scratch(ctx, n);
+    if (acc) {
+        amp_convert(acc, AMP_F32, grad->data, grad->dtype, (size_t)n);
+        for (int64_t i = 0; i < n; i++) acc[i] += g[i];
+        amp_convert(grad->data, grad->dtype, acc, AMP_F32, (size_t)n);
+    }
+    amp_scratch_release(ctx, m);
+    return ctx->status;
+}
+
+float *amp_f32_scratch(amp_ctx *ctx, int64_t n) {
+    return amp_scratch_alloc(ctx, (size_t)(n > 0 ? n : 1) * sizeof(float));
+}
+
+float *amp_f32_copy(amp_ctx *ctx, const amp_tensor *t) {
+    float *p = amp_f32_scratch(ctx, amp_tensor_numel(t));
+    if (p && amp_tensor_read(t, p, AMP_F32) != AMP_OK) {
+        amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "cannot read a tensor of dtype %s", amp_dtype_name(t->dtype));
+        return NULL;
+    }
+    return p;
+}
+
+const float *amp_f32_view(amp_ctx *ctx, const amp_tensor *t) {
+    if (t->dtype == AMP_F32 && amp_tensor_is_contiguous(t)) return t->data;
+    return amp_f32_copy(ctx, t);
+}
+
+int amp_store_f32(amp_ctx *ctx, amp_tensor *t, const float *src) {
+    int st = amp_tensor_write(t, src, AMP_F32);
+    if (st != AMP_OK) amp_ctx_fail(ctx, st, "cannot store into a tensor of dtype %s", amp_dtype_name(t->dtype));
+    return st;
+}
+
+const float *amp_grad_out(amp_ctx *ctx, const amp_node *node) { return amp_f32_view(ctx, node->out->grad); }
+
+/* ---- backward ---- */
+
+static int run_backward(amp_ctx *ctx, amp_tensor *loss, const float *seed) {
+    if (!ctx || !loss) return ctx ? amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "backward: loss is NULL") : AMP_ERR_NULL_POINTER;
+    if (ctx->status != AMP_OK) return ctx->status;
+    if (!loss->requires_grad)
+        return amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT,
+                            "backward: the loss does not require grad (no parameter or input with requires_grad "
+                            "reached it, or grad mode was off)");
+    amp_arena_mark m = amp_scratch_mark(ctx);
+    /* The seed becomes the loss's gradient (kept only if the loss is a leaf or retains its grad). */
+    if (!loss->is_leaf) loss->grad = NULL;
+    int st = amp_grad_accumulate(ctx, loss, seed);
+    amp_scratch_release(ctx, m);
+    if (st != AMP_OK) return st;
+    for (amp_node *node = ctx->tape; node; node = node->prev) {
+        amp_tensor *out = node->out;
+        if (!out->grad) continue; /* no gradient reached this node */
+        m = amp_scratch_mark(ctx);
+        node->backward(ctx, node);
+        amp_scratch_release(ctx, m);
+        if (ctx->status != AMP_OK) return ctx->status;
+        if (!out->retains_grad) out->grad = NULL; /* PyTorch frees non-leaf gradients after use */
+    }
+    return ctx->status;
+}
+
+int amp_backward(amp_ctx *ctx, amp_tensor *loss, const amp_tensor *seed) {
+    if (!ctx) return AMP_ERR_NULL_POINTER;
+    if (!loss) return amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "backward: loss is NULL");
+    if (!seed) {
+        if (amp_tensor_numel(loss) != 1)
+            return amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT,
+                                "backward: the loss has %lld elements; pass a seed gradient of its shape",
+                                (long long)amp_tensor_numel(loss));
+        return amp_backward_scaled(ctx, loss, 1.0f);
+    }
+    if (!amp_same_shape(loss, seed)) {
+        char a[64], b[64];
+        return amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "backward: seed shape %s differs from the loss's %s",
+                            amp_shape_str(seed, b, sizeof b), amp_shape_str(loss, a, sizeof a));
+    }
+    amp_arena_mark m = amp_scratch_mark(ctx);
+    const float *s = amp_f32_view(ctx, seed);
+    int st = s ? run_backward(ctx, loss, s) : ctx->status;
+    amp_scratch_release(ctx, m);
+    return st;
+}
+
+int amp_backward_scaled(amp_ctx *ctx, amp_tensor *loss, float seed) {
+    if (!ctx) return AMP_ERR_NULL_POINTER;
+    if (!loss) return amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "backward: loss is NULL");
+    if (amp_tensor_numel(loss) != 1)
+        return amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "backward: a scalar seed needs a one-element loss, not %lld",
+                            (long long)amp_tensor_numel(loss));
+    return run_backward(ctx, loss, &seed);
+}

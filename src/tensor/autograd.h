@@ -1,0 +1,37 @@
+/* Internal: what ops need from autograd, and fp32 staging of tensor data.
+ *
+ * An op computes its result, then calls amp_autograd_record, which appends a node to the tape when
+ * grad mode is on and an input requires grad. Backward walks the tape newest-first (eager recording
+ * is already a topological order) and calls each node whose output received a gradient. */
+#ifndef AMP_AUTOGRAD_H
+#define AMP_AUTOGRAD_H
+
+#include "ctx_internal.h"
+
+/* Marks `out` as the result of `op` computed in `compute_dtype`, and records a node when needed.
+ * Returns the node (fill its saved data, f[], i[]) or NULL when nothing was recorded (or on OOM,
+ * which is recorded in the context). */
+amp_node *amp_autograd_record(amp_ctx *ctx, amp_op op, amp_dtype compute_dtype, amp_tensor *out,
+                              amp_tensor *const *in, int n_in, amp_backward_fn backward);
+
+/* True when amp_autograd_record would record a node for these inputs now (grad mode on and an input
+ * requires grad): ops that save data for backward straight into the arena ask this first. */
+bool amp_autograd_will_record(const amp_ctx *ctx, amp_tensor *const *in, int n_in);
+
+/* Adds g (numel(t) fp32 values in row-major logical order) into t's gradient, rounding once to the
+ * gradient's dtype (t's dtype). Does nothing when t is NULL or does not require grad. */
+int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g);
+
+/* fp32 staging (scratch memory: valid until the caller's scratch release). */
+/* t's elements, contiguous fp32 in row-major logical order; may return t->data itself: read only. */
+const float *amp_f32_view(amp_ctx *ctx, const amp_tensor *t);
+/* A writable copy of t's elements as contiguous fp32. */
+float *amp_f32_copy(amp_ctx *ctx, const amp_tensor *t);
+/* Uninitialized fp32 scratch for n values. */
+float *amp_f32_scratch(amp_ctx *ctx, int64_t n);
+/* Writes numel(t) fp32 values into contiguous t, rounding to t's dtype. */
+int amp_store_f32(amp_ctx *ctx, amp_tensor *t, const float *src);
+/* The gradient flowing into node->out, as contiguous fp32 (read only). */
+const float *amp_grad_out(amp_ctx *ctx, const amp_node *node);
+
+#endif

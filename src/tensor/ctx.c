@@ -1,0 +1,281 @@
+/* The context: allocator, arena, sticky errors, parameters and buffers, random streams. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctx_internal.h"
+
+static void *default_alloc(size_t size, size_t align, void *user) {
+    (void)user;
+    void *p = NULL;
+    if (align < sizeof(void *)) align = sizeof(void *);
+    if (size == 0) size = align;
+    return posix_memalign(&p, align, size) == 0 ? p : NULL;
+}
+
+static void default_free(void *ptr, void *user) {
+    (void)user;
+    free(ptr);
+}
+
+amp_ctx_config amp_ctx_default_config(void) {
+    amp_ctx_config c;
+    memset(&c, 0, sizeof c);
+    c.arena_bytes = (size_t)64 << 20;
+    c.seed = 0;
+    c.allocator.alloc = default_alloc;
+    c.allocator.free = default_free;
+    return c;
+}
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+int amp_ctx_create(const amp_ctx_config *config, amp_ctx **out) {
+    if (!out) return AMP_ERR_NULL_POINTER;
+    *out = NULL;
+    amp_ctx_config cfg = config ? *config : amp_ctx_default_config();
+    if (!cfg.allocator.alloc || !cfg.allocator.free) {
+        if (cfg.allocator.alloc || cfg.allocator.free) return AMP_ERR_INVALID_ARGUMENT; /* half a pair */
+        cfg.allocator.alloc = default_alloc;
+        cfg.allocator.free = default_free;
+    }
+    amp_ctx *ctx = cfg.allocator.alloc(sizeof *ctx, 64, cfg.allocator.user);
+    if (!ctx) return AMP_ERR_OUT_OF_MEMORY;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->allocator = cfg.allocator;
+    ctx->grad_enabled = true;
+    if (amp_arena_init(&ctx->arena, &ctx->allocator, cfg.arena_bytes) != 0) {
+        cfg.allocator.free(ctx, cfg.allocator.user);
+        return AMP_ERR_OUT_OF_MEMORY;
+    }
+    if (amp_arena_init(&ctx->scratch, &ctx->allocator, cfg.arena_bytes / 4) != 0) {
+        amp_arena_destroy(&ctx->arena);
+        cfg.allocator.free(ctx, cfg.allocator.user);
+        return AMP_ERR_OUT_OF_MEMORY;
+    }
+    for (int i = 0; i < AMP_RNG_STREAMS; i++) {
+        uint64_t s = cfg.seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(i + 1));
+        ctx->rng[i] = splitmix64(&s);
+    }
+    *out = ctx;
+    return AMP_OK;
+}
+
+static void free_slots(amp_ctx *ctx, amp_param_slot *slots, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        ctx->allocator.free(slots[i].tensor, ctx->allocator.user);
+        ctx->allocator.free(slots[i].grad, ctx->allocator.user);
+    }
+    ctx->allocator.free(slots, ctx->allocator.user);
+}
+
+void amp_ctx_free(amp_ctx *ctx) {
+    if (!ctx) return;
+    free_slots(ctx, ctx->params, ctx->n_params);
+    free_slots(ctx, ctx->buffers, ctx->n_buffers);
+    ctx->allocator.free(ctx->param_memory, ctx->allocator.user);
+    ctx->allocator.free(ctx->grad_memory, ctx->allocator.user);
+    ctx->allocator.free(ctx->buffer_memory, ctx->allocator.user);
+    amp_arena_destroy(&ctx->arena);
+    amp_arena_destroy(&ctx->scratch);
+    ctx->allocator.free(ctx, ctx->allocator.user);
+}
+
+int amp_ctx_fail(amp_ctx *ctx, int status, const char *fmt, ...) {
+    if (ctx->status == AMP_OK) {
+        ctx->status = status;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+int amp_ctx_status(const amp_ctx *ctx) { return ctx ? ctx->status : AMP_ERR_NULL_POINTER; }
+const char *amp_ctx_error(const amp_ctx *ctx) { return ctx ? ctx->error : "null context"; }
+void amp_ctx_clear_error(amp_ctx *ctx) {
+    ctx->status = AMP_OK;
+    ctx->error[0] = '\0';
+}
+
+void *amp_ctx_alloc(amp_ctx *ctx, size_t bytes) {
+    void *p = amp_arena_alloc(&ctx->arena, bytes);
+    if (!p) amp_ctx_fail(ctx, AMP_ERR_OUT_OF_MEMORY, "out of memory: the arena could not grow by %zu bytes", bytes);
+    return p;
+}
+
+void *amp_scratch_alloc(amp_ctx *ctx, size_t bytes) {
+    void *p = amp_arena_alloc(&ctx->scratch, bytes);
+    if (!p) amp_ctx_fail(ctx, AMP_ERR_OUT_OF_MEMORY, "out of memory: scratch could not grow by %zu bytes", bytes);
+    return p;
+}
+
+void amp_ctx_reset(amp_ctx *ctx) {
+    amp_arena_reset(&ctx->arena);
+    amp_arena_reset(&ctx->scratch);
+    ctx->tape = NULL;
+}
+
+uint64_t amp_ctx_heap_allocations(const amp_ctx *ctx) {
+    return ctx->arena.heap_allocations + ctx->scratch.heap_allocations + ctx->persistent_allocations;
+}
+size_t amp_ctx_arena_used(const amp_ctx *ctx) { return amp_arena_used(&ctx->arena); }
+size_t amp_ctx_arena_peak(const amp_ctx *ctx) { return ctx->arena.peak; }
+
+uint64_t amp_ctx_random(amp_ctx *ctx, unsigned purpose) {
+    return splitmix64(&ctx->rng[purpose % AMP_RNG_STREAMS]);
+}
+
+bool amp_set_grad_enabled(amp_ctx *ctx, bool enabled) {
+    bool prev = ctx->grad_enabled;
+    ctx->grad_enabled = enabled;
+    return prev;
+}
+bool amp_grad_enabled(const amp_ctx *ctx) { return ctx->grad_enabled; }
+
+/* ---- parameters and buffers ---- */
+
+static bool valid_shape(amp_ctx *ctx, const char *what, amp_dtype dtype, int ndim, const int64_t *shape) {
+    if ((unsigned)dtype >= AMP_DTYPE_COUNT) {
+        amp_ctx_fail(ctx, AMP_ERR_UNSUPPORTED_DTYPE, "%s: invalid dtype %d", what, (int)dtype);
+        return false;
+    }
+    if (ndim < 0 || ndim > AMP_MAX_DIMS || (ndim > 0 && !shape)) {
+        amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "%s: %d dimensions (at most %d)", what, ndim, AMP_MAX_DIMS);
+        return false;
+    }
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || (shape[i] > 0 && n > INT64_MAX / 16 / shape[i])) {
+            amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "%s: bad dimension %lld", what, (long long)shape[i]);
+            return false;
+        }
+        n *= shape[i];
+    }
+    return true;
+}
+
+static amp_tensor *declare(amp_ctx *ctx, bool trainable, const char *name, amp_dtype dtype, int ndim,
+                           const int64_t *shape) {
+    const char *what = trainable ? "amp_param_new" : "amp_buffer_new";
+    if (!ctx) return NULL;
+    if (ctx->params_allocated) {
+        amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "%s: parameters are already allocated", what);
+        return NULL;
+    }
+    if (!valid_shape(ctx, what, dtype, ndim, shape)) return NULL;
+    amp_param_slot **slots = trainable ? &ctx->params : &ctx->buffers;
+    size_t *n = trainable ? &ctx->n_params : &ctx->n_buffers, *cap = trainable ? &ctx->cap_params : &ctx->cap_buffers;
+    if (*n == *cap) {
+        size_t new_cap = *cap ? *cap * 2 : 16;
+        amp_param_slot *grown = ctx->allocator.alloc(new_cap * sizeof *grown, 64, ctx->allocator.user);
+        if (!grown) {
+            amp_ctx_fail(ctx, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
+            return NULL;
+        }
+        ctx->persistent_allocations++;
+        if (*n) memcpy(grown, *slots, *n * sizeof *grown);
+        ctx->allocator.free(*slots, ctx->allocator.user);
+        *slots = grown;
+        *cap = new_cap;
+    }
+    amp_tensor *t = ctx->allocator.alloc(sizeof *t, 64, ctx->allocator.user);
+    amp_tensor *g = trainable ? ctx->allocator.alloc(sizeof *g, 64, ctx->allocator.user) : NULL;
+    if (!t || (trainable && !g)) {
+        ctx->allocator.free(t, ctx->allocator.user);
+        ctx->allocator.free(g, ctx->allocator.user);
+        amp_ctx_fail(ctx, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", what);
+        return NULL;
+    }
+    ctx->persistent_allocations += trainable ? 2 : 1;
+    memset(t, 0, sizeof *t);
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    amp_contiguous_strides(ndim, t->shape, t->stride);
+    t->name = name;
+    t->is_leaf = true;
+    t->requires_grad = trainable;
+    t->compute_dtype = dtype;
+    if (g) {
+        *g = *t;
+        g->requires_grad = false;
+        g->name = NULL;
+        t->grad = g;
+    }
+    (*slots)[(*n)++] = (amp_param_slot){t, g, 0};
+    return t;
+}
+
+amp_tensor *amp_param_new(amp_ctx *ctx, const char *name, amp_dtype dtype, int ndim, const int64_t *shape) {
+    return declare(ctx, true, name, dtype, ndim, shape);
+}
+
+amp_tensor *amp_buffer_new(amp_ctx *ctx, const char *name, amp_dtype dtype, int ndim, const int64_t *shape) {
+    return declare(ctx, false, name, dtype, ndim, shape);
+}
+
+/* Lays the slots out back to back, each 64-byte aligned; returns the total bytes. */
+static size_t layout(amp_param_slot *slots, size_t n) {
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        slots[i].offset = off;
+        size_t bytes = (size_t)amp_tensor_numel(slots[i].tensor) * amp_dtype_size(slots[i].tensor->dtype);
+        off += (bytes + 63) & ~(size_t)63;
+    }
+    return off;
+}
+
+int amp_ctx_alloc_params(amp_ctx *ctx) {
+    if (!ctx) return AMP_ERR_NULL_POINTER;
+    if (ctx->status != AMP_OK) return ctx->status;
+    if (ctx->params_allocated) return amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "parameters already allocated");
+    ctx->param_bytes = layout(ctx->params, ctx->n_params);
+    ctx->buffer_bytes = layout(ctx->buffers, ctx->n_buffers);
+    const size_t pb = ctx->param_bytes ? ctx->param_bytes : 64, bb = ctx->buffer_bytes ? ctx->buffer_bytes : 64;
+    ctx->param_memory = ctx->allocator.alloc(pb, 64, ctx->allocator.user);
+    ctx->grad_memory = ctx->allocator.alloc(pb, 64, ctx->allocator.user);
+    ctx->buffer_memory = ctx->allocator.alloc(bb, 64, ctx->allocator.user);
+    if (!ctx->param_memory || !ctx->grad_memory || !ctx->buffer_memory) {
+        ctx->allocator.free(ctx->param_memory, ctx->allocator.user);
+        ctx->allocator.free(ctx->grad_memory, ctx->allocator.user);
+        ctx->allocator.free(ctx->buffer_memory, ctx->allocator.user);
+        ctx->param_memory = ctx->grad_memory = ctx->buffer_memory = NULL;
+        return amp_ctx_fail(ctx, AMP_ERR_OUT_OF_MEMORY, "out of memory for %zu bytes of parameters", pb);
+    }
+    ctx->persistent_allocations += 3;
+    memset(ctx->param_memory, 0, pb);
+    memset(ctx->grad_memory, 0, pb);
+    memset(ctx->buffer_memory, 0, bb);
+    for (size_t i = 0; i < ctx->n_params; i++) {
+        ctx->params[i].tensor->data = (unsigned char *)ctx->param_memory + ctx->params[i].offset;
+        ctx->params[i].grad->data = (unsigned char *)ctx->grad_memory + ctx->params[i].offset;
+    }
+    for (size_t i = 0; i < ctx->n_buffers; i++)
+        ctx->buffers[i].tensor->data = (unsigned char *)ctx->buffer_memory + ctx->buffers[i].offset;
+    ctx->params_allocated = true;
+    return AMP_OK;
+}
+
+size_t amp_ctx_num_params(const amp_ctx *ctx) { return ctx ? ctx->n_params : 0; }
+amp_tensor *amp_ctx_param(const amp_ctx *ctx, size_t index) {
+    return (ctx && index < ctx->n_params) ? ctx->params[index].tensor : NULL;
+}
+void *amp_ctx_param_memory(const amp_ctx *ctx, size_t *bytes) {
+    if (bytes) *bytes = ctx->param_bytes;
+    return ctx->param_memory;
+}
+void *amp_ctx_grad_memory(const amp_ctx *ctx, size_t *bytes) {
+    if (bytes) *bytes = ctx->param_bytes;
+    return ctx->grad_memory;
+}
+void amp_zero_grad(amp_ctx *ctx) {
+    if (ctx && ctx->grad_memory) memset(ctx->grad_memory, 0, ctx->param_bytes);
+}

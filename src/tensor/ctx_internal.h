@@ -1,0 +1,80 @@
+/* Internal: the context's layout, shared by src/tensor and src/ops. */
+#ifndef AMP_CTX_INTERNAL_H
+#define AMP_CTX_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "amp/ops.h"
+#include "amp/status.h"
+#include "amp/tensor.h"
+#include "arena.h"
+
+enum { AMP_RNG_STREAMS = 8, AMP_NODE_MAX_INPUTS = 8 };
+
+typedef void (*amp_backward_fn)(amp_ctx *ctx, amp_node *node);
+
+/* One recorded op on the tape. Backward reads out->grad and accumulates into in[i]'s gradients. */
+struct amp_node {
+    amp_op op;
+    amp_backward_fn backward;
+    amp_tensor *out;
+    amp_tensor *in[AMP_NODE_MAX_INPUTS];
+    int n_in;
+    void *saved;      /* op-specific data in the arena (masks, statistics, indices) */
+    float f[4];       /* op scalars (scale, exponent, eps, ...) */
+    int64_t i[8];     /* op integers (dims, stride, padding, ...) */
+    amp_node *prev;   /* the tape, newest first */
+};
+
+/* A declared parameter or buffer. */
+typedef struct amp_param_slot {
+    amp_tensor *tensor;
+    amp_tensor *grad; /* NULL for buffers */
+    size_t offset;    /* bytes into the role's buffer */
+} amp_param_slot;
+
+struct amp_ctx {
+    amp_allocator allocator;
+    amp_arena arena;   /* the step's tensors, tape and gradients; rewound by amp_ctx_reset */
+    amp_arena scratch; /* op-local temporaries, stack discipline (amp_scratch_mark/release) */
+    int status;
+    char error[256];
+    bool grad_enabled;
+    amp_node *tape;
+
+    amp_param_slot *params, *buffers;
+    size_t n_params, cap_params, n_buffers, cap_buffers;
+    bool params_allocated;
+    void *param_memory, *grad_memory, *buffer_memory;
+    size_t param_bytes, buffer_bytes;
+    uint64_t persistent_allocations;
+
+    uint64_t rng[AMP_RNG_STREAMS];
+};
+
+/* Records the first error (later ones are dropped) and returns `status`. */
+int amp_ctx_fail(amp_ctx *ctx, int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Arena memory for this step; records AMP_ERR_OUT_OF_MEMORY and returns NULL on failure. */
+void *amp_ctx_alloc(amp_ctx *ctx, size_t bytes);
+/* Op-local temporary memory: take a mark on entry, release it before returning. */
+void *amp_scratch_alloc(amp_ctx *ctx, size_t bytes);
+static inline amp_arena_mark amp_scratch_mark(amp_ctx *ctx) { return amp_arena_get_mark(&ctx->scratch); }
+static inline void amp_scratch_release(amp_ctx *ctx, amp_arena_mark m) { amp_arena_release(&ctx->scratch, m); }
+
+/* A fresh arena tensor struct with contiguous strides; data allocated unless `with_data` is false. */
+amp_tensor *amp_ctx_new_tensor(amp_ctx *ctx, amp_dtype dtype, int ndim, const int64_t *shape, bool with_data);
+
+/* Shape helpers. */
+int64_t amp_shape_numel(int ndim, const int64_t *shape);
+void amp_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
+bool amp_same_shape(const amp_tensor *a, const amp_tensor *b);
+/* "[2, 3, 4]" into buf. */
+const char *amp_shape_str(const amp_tensor *t, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,475 @@
+/* amp_gemm on every SIMD path against two oracles, its edge cases and statuses, its determinism,
+ * and the thread pool under it.
+ *
+ * Oracles. (1) amp_gemm_ref, the naive fp32 triple loop (the reference twin). (2) A naive GEMM in
+ * double: every input is exact in fp32 once decoded (f16 and bf16 decode exactly), each product of
+ * two fp32 values is exact in double (24 + 24 <= 53 significant bits) and the double sum's own error
+ * (about k 2^-53 sum|ab|) is negligible next to the bound below, so it stands for the exact result.
+ *
+ * Tolerance, from the arithmetic. The only rounding amp does is fp32's (unit roundoff u = 2^-24):
+ * along the path from one product a_p b_p to c, at most k - 1 roundings in the sum of its k block
+ * (one more when the product itself is rounded, i.e. without FMA), at most one per later k block
+ * added into c (fewer than k blocks), and at most two for alpha * sum + beta * c. That is at most
+ * 2(k + 2) roundings, so by the usual recursive-summation bound (Higham, Accuracy and Stability of
+ * Numerical Algorithms, 2nd ed., section 3.1: |error| <= gamma_n sum|terms|, gamma_n = nu/(1-nu)):
+ *     |c - c_exact| <= 2 (k + 4) u (|alpha| sum_p |a_ip b_pj| + |beta c_ij|)
+ * with (k + 4) instead of (k + 2) absorbing gamma's 1/(1 - nu) and the double oracle's error.
+ * Against the fp32 twin, whose error obeys the same bound, the difference is at most twice that.
+ * The bf16 path with VDPBF16PS flushes subnormals; the test data keeps every product and partial
+ * sum out of the subnormal range (inputs are 0 or of magnitude >= 2^-8, so products are multiples
+ * of 2^-34 for bf16 and 2^-46 for fp16: a nonzero partial sum is never below 2^-46).
+ *
+ * Determinism. Every element is computed by one thread in a k order fixed by the path and the shape,
+ * and tiles do the same arithmetic whatever their position (src/gemm/gemm.c), so amp guarantees the
+ * same bits for any thread count, and this file tests exactly that: 1, 2 and 3 threads, and repeated
+ * calls, give identical bits. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "test_util.h"
+#include "tests.h"
+#include "../src/core/parallel.h"
+#include "../src/gemm/gemm_kernels.h"
+
+static const amp_dtype gemm_dtypes[] = {AMP_F32, AMP_F16, AMP_BF16};
+enum { N_GEMM_DTYPES = 3 };
+
+/* One test problem: op(A) is m x k, op(B) is k x n; the leading dimensions exceed the row by pad. */
+typedef struct problem {
+    int64_t m, n, k;
+    bool trans_a, trans_b;
+    int64_t pad; /* extra elements per row of A, B and C (C's extras are a guard band) */
+    float alpha, beta;
+} problem;
+
+/* Inputs and expected values of one problem for one dtype. */
+typedef struct fixture {
+    problem pr;
+    amp_dtype dt;
+    int64_t lda, ldb, ldc, a_rows, b_rows;
+    void *a, *b;          /* stored in dt */
+    float *af, *bf;       /* the same values decoded to fp32 (exact) */
+    float *c0;            /* C before the call ([m][ldc]; NaN where beta == 0, guard values past n) */
+    double *exact, *bound; /* [m][n]: the double oracle and the tolerance */
+    float *twin;          /* amp_gemm_ref's result, [m][ldc] */
+} fixture;
+
+static float random_value(test_rng *rng, amp_dtype dt) {
+    /* sign * (1 + f) * 2^e with e in [-8, 1]: inside every format's normal range; one in 16 is zero */
+    const uint64_t r = test_rng_next(rng);
+    if ((r & 15) == 0) return 0.0f;
+    const float mant = 1.0f + (float)(r >> 41) / (float)(1u << 23);
+    const float v = ldexpf(mant, (int)((r >> 4) % 10) - 8) * ((r >> 8) & 1 ? -1.0f : 1.0f);
+    /* rounding to dt and back gives a value dt holds exactly (and keeps it >= 2^-8 in magnitude) */
+    switch (dt) {
+    case AMP_F16: return amp_fp16_to_fp32(amp_fp16_from_fp32(v));
+    case AMP_BF16: return amp_bf16_to_fp32(amp_bf16_from_fp32(v));
+    default: return v;
+    }
+}
+
+static void store_value(amp_dtype dt, void *buf, size_t i, float v) {
+    if (dt == AMP_F32)
+        ((float *)buf)[i] = v;
+    else
+        ((uint16_t *)buf)[i] = dt == AMP_F16 ? amp_fp16_from_fp32(v) : amp_bf16_from_fp32(v);
+}
+
+static void fixture_free(fixture *f) {
+    free(f->a), free(f->b), free(f->af), free(f->bf), free(f->c0), free(f->exact), free(f->bound), free(f->twin);
+    memset(f, 0, sizeof *f);
+}
+
+static bool fixture_init(fixture *f, const problem *pr, amp_dtype dt, test_rng *rng) {
+    memset(f, 0, sizeof *f);
+    f->pr = *pr;
+    f->dt = dt;
+    const int64_t m = pr->m, n = pr->n, k = pr->k;
+    f->a_rows = pr->trans_a ? k : m;
+    f->lda = (pr->trans_a ? m : k) + pr->pad;
+    f->b_rows = pr->trans_b ? n : k;
+    f->ldb = (pr->trans_b ? k : n) + pr->pad;
+    f->ldc = n + pr->pad;
+    const size_t na = (size_t)(f->a_rows * f->lda), nb = (size_t)(f->b_rows * f->ldb), nc = (size_t)(m * f->ldc);
+    const size_t es = amp_dtype_size(dt);
+    f->a = malloc(na * es + 1), f->b = malloc(nb * es + 1);
+    f->af = malloc(na * sizeof(float) + 1), f->bf = malloc(nb * sizeof(float) + 1);
+    f->c0 = malloc(nc * sizeof(float) + 1), f->twin = malloc(nc * sizeof(float) + 1);
+    f->exact = malloc((size_t)(m * n) * sizeof(double) + 1), f->bound = malloc((size_t)(m * n) * sizeof(double) + 1);
+    if (!CHECK(f->a && f->b && f->af && f->bf && f->c0 && f->twin && f->exact && f->bound)) {
+        fixture_free(f);
+        return false;
+    }
+    for (size_t i = 0; i < na; i++) store_value(dt, f->a, i, f->af[i] = random_value(rng, dt));
+    for (size_t i = 0; i < nb; i++) store_value(dt, f->b, i, f->bf[i] = random_value(rng, dt));
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < f->ldc; j++)
+            f->c0[i * f->ldc + j] = j >= n ? 1234.5f + (float)j /* guard */
+                                    : pr->beta == 0.0f ? NAN
+                                                       : random_value(rng, AMP_F32);
+    const double u = ldexp(1.0, -24);
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j = 0; j < n; j++) {
+            double sum = 0.0, abs_sum = 0.0;
+            for (int64_t p = 0; p < k; p++) {
+                const double x = f->af[pr->trans_a ? p * f->lda + i : i * f->lda + p];
+                const double y = f->bf[pr->trans_b ? j * f->ldb + p : p * f->ldb + j];
+                sum += x * y;
+                abs_sum += fabs(x * y);
+            }
+            const double cij = pr->beta == 0.0f ? 0.0 : (double)f->c0[i * f->ldc + j];
+            f->exact[i * n + j] = (double)pr->alpha * sum + (double)pr->beta * cij;
+            f->bound[i * n + j] = 2.0 * (double)(k + 4) * u * (fabs((double)pr->alpha) * abs_sum + fabs((double)pr->beta * cij));
+        }
+    }
+    memcpy(f->twin, f->c0, nc * sizeof(float));
+    amp_gemm_ref(dt, pr->trans_a, pr->trans_b, m, n, k, pr->alpha, f->a, f->lda, f->b, f->ldb, pr->beta, f->twin,
+                 f->ldc);
+    return true;
+}
+
+/* Checks C against both oracles and the guard band; counts one check per problem when all agree. */
+static void check_result(const fixture *f, const float *c, const char *who) {
+    const problem *pr = &f->pr;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < pr->m; i++) {
+        for (int64_t j = 0; j < f->ldc; j++) {
+            const float got = c[i * f->ldc + j];
+            bool ok;
+            if (j >= pr->n) {
+                ok = f32_bits(got) == f32_bits(f->c0[i * f->ldc + j]);
+            } else {
+                const double err = fabs((double)got - f->exact[i * pr->n + j]);
+                const double twin_err = fabs((double)got - (double)f->twin[i * f->ldc + j]);
+                ok = !isnan(got) && err <= f->bound[i * pr->n + j] && twin_err <= 2.0 * f->bound[i * pr->n + j];
+            }
+            if (!ok && bad++ < 3)
+                CHECK_MSG(false,
+                          "%s %s %lldx%lldx%lld ta=%d tb=%d pad=%lld alpha=%g beta=%g: c[%lld][%lld] = %.9g, "
+                          "exact %.9g (bound %.3g), twin %.9g%s",
+                          who, amp_dtype_name(f->dt), (long long)pr->m, (long long)pr->n, (long long)pr->k,
+                          pr->trans_a, pr->trans_b, (long long)pr->pad, (double)pr->alpha, (double)pr->beta,
+                          (long long)i, (long long)j, (double)got,
+                          j < pr->n ? f->exact[i * pr->n + j] : 0.0, j < pr->n ? f->bound[i * pr->n + j] : 0.0,
+                          j < pr->n ? (double)f->twin[i * f->ldc + j] : (double)f->c0[i * f->ldc + j],
+                          j >= pr->n ? " (guard band past n overwritten)" : "");
+        }
+    }
+    if (bad == 0) harness_pass(1);
+}
+
+/* Runs amp_gemm on the active path and checks it. */
+static void run_and_check(const fixture *f, const char *who) {
+    const problem *pr = &f->pr;
+    const size_t nc = (size_t)(pr->m * f->ldc);
+    float *c = malloc(nc * sizeof(float) + 1);
+    if (!CHECK(c)) return;
+    memcpy(c, f->c0, nc * sizeof(float));
+    const int st = amp_gemm(f->dt, pr->trans_a, pr->trans_b, pr->m, pr->n, pr->k, pr->alpha, f->a, f->lda, f->b,
+                            f->ldb, pr->beta, c, f->ldc);
+    if (CHECK_MSG(st == AMP_OK, "%s: amp_gemm returned %d", who, st)) check_result(f, c, who);
+    free(c);
+}
+
+/* Awkward sizes: single elements, primes, one off the 12x32, 6x16 and 4x16 tiles either way, and
+ * sizes past each cache block (k > kc = 256, 512 or 1024, m > mc = 144, n > nc = 2048). */
+static const int64_t base_shapes[][3] = {
+    {1, 1, 1},    {7, 13, 17},  {31, 1, 29},  {1, 97, 5},   {12, 32, 64}, {13, 33, 65}, {11, 31, 63},
+    {6, 16, 8},   {5, 15, 3},   {4, 17, 2},   {48, 64, 1},  {25, 70, 300}, {300, 40, 20}, {37, 41, 530}, {5, 19, 1100}, {100, 7, 50}, {130, 10, 33}, /* narrow C: computed as C^T */
+};
+enum { N_BASE_SHAPES = sizeof base_shapes / sizeof base_shapes[0] };
+
+static const float alphas[] = {1.0f, -1.5f, 0.25f, 1.0f};
+static const float betas[] = {0.0f, 1.0f, 0.5f, 0.0f};
+
+void test_gemm_vs_reference(void) {
+    const uint64_t seed = harness_seed();
+    harness_note("seed %llu (AMP_TEST_SEED=%llu replays it)", (unsigned long long)seed, (unsigned long long)seed);
+    amp_isa isas[AMP_ISA_COUNT];
+    const int n_isas = test_supported_isas(isas);
+    int index = 0;
+    for (int s = 0; s <= N_BASE_SHAPES; s++) {
+        for (int t = 0; t < 4; t++, index++) {
+            problem pr = {.trans_a = t & 1, .trans_b = (t >> 1) & 1, .pad = (index % 3) * 3 % 7,
+                          .alpha = alphas[index % 4], .beta = betas[(index / 4 + index) % 4]};
+            if (s < N_BASE_SHAPES) {
+                pr.m = base_shapes[s][0], pr.n = base_shapes[s][1], pr.k = base_shapes[s][2];
+            } else { /* n past nc = 2048: one transpose combination each way is enough */
+                if (t == 1 || t == 2) continue;
+                pr.m = 13, pr.n = 2061, pr.k = 67;
+            }
+            for (int d = 0; d < N_GEMM_DTYPES; d++) {
+                test_rng rng = {seed ^ (uint64_t)(index * 31 + d)};
+                fixture f;
+                if (!fixture_init(&f, &pr, gemm_dtypes[d], &rng)) return;
+                check_result(&f, f.twin, "the fp32 twin"); /* the oracles agree with each other */
+                for (int i = 0; i < n_isas; i++) {
+                    if (!test_isa_begin(isas[i])) continue;
+                    run_and_check(&f, amp_isa_name(isas[i]));
+                }
+                test_isa_end();
+                fixture_free(&f);
+            }
+        }
+    }
+}
+
+/* k == 0, m or n == 0, alpha == 0 (A and B unread), NaN and infinity propagation. */
+void test_gemm_edge_cases(void) {
+    amp_isa isas[AMP_ISA_COUNT];
+    const int n_isas = test_supported_isas(isas);
+    for (int i = 0; i < n_isas; i++) {
+        if (!test_isa_begin(isas[i])) continue;
+        for (int d = 0; d < N_GEMM_DTYPES; d++) {
+            const amp_dtype dt = gemm_dtypes[d];
+            uint32_t a[64], b[64]; /* big enough for every dtype: 3 x 5 and 5 x 4 elements */
+            memset(a, 0, sizeof a), memset(b, 0, sizeof b);
+            for (int e = 0; e < 20; e++) store_value(dt, a, (size_t)e, 1.0f), store_value(dt, b, (size_t)e, 2.0f);
+            float c[3 * 4];
+
+            /* k == 0: C = beta C; beta == 0 overwrites NaN with zeros */
+            for (int e = 0; e < 12; e++) c[e] = NAN;
+            CHECK_EQ_INT(amp_gemm(dt, false, false, 3, 4, 0, 1.0f, a, 0, b, 4, 0.0f, c, 4), AMP_OK);
+            for (int e = 0; e < 12; e++) CHECK_EQ_BITS(f32_bits(c[e]), 0u, "k=0 beta=0 c[%d]", e);
+            for (int e = 0; e < 12; e++) c[e] = (float)e;
+            CHECK_EQ_INT(amp_gemm(dt, false, false, 3, 4, 0, 1.0f, NULL, 0, NULL, 4, 0.5f, c, 4), AMP_OK);
+            for (int e = 0; e < 12; e++) CHECK_EQ_BITS(f32_bits(c[e]), f32_bits(0.5f * (float)e), "k=0 beta=0.5 c[%d]", e);
+
+            /* m == 0 or n == 0: nothing is touched, NULL is fine where there are no elements */
+            CHECK_EQ_INT(amp_gemm(dt, false, false, 0, 4, 5, 1.0f, NULL, 5, b, 4, 0.0f, NULL, 4), AMP_OK);
+            c[0] = 7.0f;
+            CHECK_EQ_INT(amp_gemm(dt, false, false, 3, 0, 5, 1.0f, a, 5, NULL, 0, 0.0f, c, 0), AMP_OK);
+            CHECK_EQ_BITS(f32_bits(c[0]), f32_bits(7.0f), "n=0 leaves C alone");
+
+            /* alpha == 0: A and B are not read, so their NaNs do not reach C */
+            uint32_t nan_a[64];
+            for (int e = 0; e < 64; e++) nan_a[e] = 0x7FC07FC0u; /* NaN in f32, bf16 and f16 (0x7FC0) */
+            for (int e = 0; e < 12; e++) c[e] = 2.0f;
+            CHECK_EQ_INT(amp_gemm(dt, false, false, 3, 4, 5, 0.0f, nan_a, 5, nan_a, 4, 0.5f, c, 4), AMP_OK);
+            for (int e = 0; e < 12; e++) CHECK_EQ_BITS(f32_bits(c[e]), f32_bits(1.0f), "alpha=0 c[%d]", e);
+
+            /* a NaN in row 1 of A poisons row 1 of C only; infinity * 0 is NaN too */
+            store_value(dt, a, 5 + 2, NAN);
+            CHECK_EQ_INT(amp_gemm(dt, false, false, 3, 4, 5, 1.0f, a, 5, b, 4, 0.0f, c, 4), AMP_OK);
+            for (int e = 0; e < 12; e++) {
+                if (e / 4 == 1)
+                    CHECK_MSG(isnan(c[e]), "%s %s: NaN in row 1 of A, c[%d] = %g", amp_isa_name(isas[i]),
+                              amp_dtype_name(dt), e, (double)c[e]);
+                else
+                    CHECK_EQ_BITS(f32_bits(c[e]), f32_bits(10.0f), "%s %s: rows without NaN c[%d]",
+                                  amp_isa_name(isas[i]), amp_dtype_name(dt), e);
+            }
+            store_value(dt, a, 5 + 2, INFINITY);
+            store_value(dt, b, 2 * 4 + 3, 0.0f); /* row 2 of B, column 3 */
+            CHECK_EQ_INT(amp_gemm(dt, false, false, 3, 4, 5, 1.0f, a, 5, b, 4, 0.0f, c, 4), AMP_OK);
+            CHECK_MSG(isnan(c[1 * 4 + 3]), "inf * 0 gives NaN: %g", (double)c[7]);
+            CHECK_MSG(isinf(c[1 * 4 + 0]) && c[4] > 0, "inf * 2 + finite gives +inf: %g", (double)c[4]);
+        }
+    }
+    test_isa_end();
+}
+
+/* Same bits for 1, 2 and 3 threads and for repeated calls, on every path and dtype. */
+void test_gemm_determinism(void) {
+    const int64_t m = harness_quick() ? 150 : 301, n = 157, k = harness_quick() ? 300 : 530;
+    test_rng rng = {harness_seed() ^ 0xD5u};
+    amp_isa isas[AMP_ISA_COUNT];
+    const int n_isas = test_supported_isas(isas);
+    problem pr = {.m = m, .n = n, .k = k, .trans_a = false, .trans_b = true, .pad = 1, .alpha = 0.75f, .beta = 0.5f};
+    float *c[2] = {malloc((size_t)(m * (n + 1)) * sizeof(float)), malloc((size_t)(m * (n + 1)) * sizeof(float))};
+    if (!CHECK(c[0] && c[1])) goto done;
+    for (int d = 0; d < N_GEMM_DTYPES; d++) {
+        fixture f;
+        if (!fixture_init(&f, &pr, gemm_dtypes[d], &rng)) goto done;
+        for (int i = 0; i < n_isas; i++) {
+            if (!test_isa_begin(isas[i])) continue;
+            const int threads[] = {1, 1, 2, 3, 2};
+            for (int t = 0; t < 5; t++) {
+                amp_set_num_threads(threads[t]);
+                float *out = c[t == 0 ? 0 : 1];
+                memcpy(out, f.c0, (size_t)(m * f.ldc) * sizeof(float));
+                CHECK_EQ_INT(amp_gemm(f.dt, pr.trans_a, pr.trans_b, m, n, k, pr.alpha, f.a, f.lda, f.b, f.ldb,
+                                      pr.beta, out, f.ldc),
+                             AMP_OK);
+                if (t == 0) {
+                    check_result(&f, out, amp_isa_name(isas[i]));
+                    continue;
+                }
+                CHECK_MSG(memcmp(c[0], c[1], (size_t)(m * f.ldc) * sizeof(float)) == 0,
+                          "%s %s: %d threads gave other bits than 1 thread", amp_isa_name(isas[i]),
+                          amp_dtype_name(f.dt), threads[t]);
+            }
+        }
+        test_isa_end();
+        fixture_free(&f);
+    }
+done:
+    amp_set_num_threads(0);
+    free(c[0]), free(c[1]);
+}
+
+/* The ref path runs the blocked driver with a plain-C micro-kernel that adds in the oracle's order
+ * without FMA, so where k fits one k block it must match the oracle bit for bit (on x86-64, whose
+ * baseline has no FMA for the compiler to contract into). */
+void test_gemm_ref_path_is_the_oracle(void) {
+#if defined(__x86_64__)
+    test_rng rng = {harness_seed() ^ 0x1234u};
+    for (int d = 0; d < N_GEMM_DTYPES; d++) {
+        const amp_gemm_kernel *kern = amp_gemm_kernel_for(AMP_ISA_REF, gemm_dtypes[d]);
+        if (!CHECK(kern)) return;
+        const problem pr = {.m = 29, .n = 37, .k = kern->kc, .trans_a = true, .pad = 2, .alpha = 1.25f, .beta = 0.5f};
+        fixture f;
+        if (!fixture_init(&f, &pr, gemm_dtypes[d], &rng)) return;
+        float *c = malloc((size_t)(pr.m * f.ldc) * sizeof(float));
+        if (CHECK(c) && test_isa_begin(AMP_ISA_REF)) {
+            memcpy(c, f.c0, (size_t)(pr.m * f.ldc) * sizeof(float));
+            CHECK_EQ_INT(amp_gemm(f.dt, pr.trans_a, pr.trans_b, pr.m, pr.n, pr.k, pr.alpha, f.a, f.lda, f.b, f.ldb,
+                                  pr.beta, c, f.ldc),
+                         AMP_OK);
+            CHECK_MSG(memcmp(c, f.twin, (size_t)(pr.m * f.ldc) * sizeof(float)) == 0,
+                      "ref path %s differs from amp_gemm_ref", amp_dtype_name(f.dt));
+        }
+        test_isa_end();
+        free(c);
+        fixture_free(&f);
+    }
+#else
+    harness_note("not x86-64: the compiler may contract the ref kernels differently; skipped");
+    harness_pass(1);
+#endif
+}
+
+void test_gemm_arguments(void) {
+    float a[16] = {0}, b[16] = {0}, c[16] = {0};
+    /* dtype first, then sizes and strides, then pointers */
+    CHECK_EQ_INT(amp_gemm(AMP_F8E4M3, false, false, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2), AMP_ERR_UNSUPPORTED_DTYPE);
+    CHECK_EQ_INT(amp_gemm((amp_dtype)99, false, false, 2, 2, 2, 1, a, 2, b, 2, 0, c, 2), AMP_ERR_UNSUPPORTED_DTYPE);
+    CHECK_EQ_INT(amp_gemm(AMP_F8E5M2, false, false, -1, 2, 2, 1, NULL, 2, b, 2, 0, c, 2), AMP_ERR_UNSUPPORTED_DTYPE);
+    CHECK_EQ_INT(amp_gemm(AMP_F32, false, false, -1, 2, 2, 1, a, 2, b, 2, 0, c, 2), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(amp_gemm(AMP_F32, false, false, 2, -1, 2, 1, a, 2, b, 2, 0, c, 2), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(amp_gemm(AMP_F32, false, false, 2, 2, -1, 1, a, 2, b, 2, 0, c, 2), AMP_ERR_INVALID_ARGUMENT);
+    /* A is m x k (lda >= k) or, transposed, k x m (lda >= m): here m = 2, n = 3, k = 4 */
+    CHECK_EQ_INT(amp_gemm(AMP_F32, false, false, 2, 3, 4, 1, a, 3, b, 3, 0, c, 3), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(amp_gemm(AMP_F32, false, false, 2, 3, 4, 1, a, 4, b, 3, 0, c, 3), AMP_OK);
+    CHECK_EQ_INT(amp_gemm(AMP_F32, true, false, 2, 3, 4, 1, a, 1, b, 3, 0, c, 3), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(amp_gemm(AMP_F32, true, false, 2, 3, 4, 1, a, 2, b, 3, 0, c, 3), AMP_OK);
+    /* B is k x n (ldb >= n) or n x k (ldb >= k) */
+    CHECK_EQ_INT(amp_gemm(AMP_F32, false, false, 2, 3, 4, 1, a, 4, b, 2, 0, c, 3), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(amp_gemm(AMP_F32, false, true, 2, 3, 4, 1, a, 4, b, 3, 0, c, 3), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(amp_gemm(AMP_F32, false, true, 2, 3, 4, 1, a, 4, b, 4, 0, c, 3), AMP_OK);
+    /* C is m x n (ldc >= n); negative strides are always invalid */
+    CHECK_EQ_INT(amp_gemm(AMP_F32, false, false, 2, 3, 4, 1, a, 4, b, 3, 0, c, 2), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(amp_gemm(AMP_F32, false, false, 0, 0, 0, 1, a, -1, b, 0, 0, c, 0), AMP_ERR_INVALID_ARGUMENT);
+    /* a matrix whose last element cannot be addressed */
+    CHECK_EQ_INT(amp_gemm(AMP_F32, false, false, INT64_C(1) << 40, 1, INT64_C(1) << 30, 1, a, INT64_C(1) << 30, b,
+                          1, 0, c, 1),
+                 AMP_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(amp_gemm(AMP_BF16, false, false, 1, INT64_MAX, 1, 1, a, 1, b, INT64_MAX, 0, c, INT64_MAX),
+                 AMP_ERR_INVALID_ARGUMENT);
+    /* NULL with elements to read or write */
+    CHECK_EQ_INT(amp_gemm(AMP_F32, false, false, 2, 3, 4, 1, NULL, 4, b, 3, 0, c, 3), AMP_ERR_NULL_POINTER);
+    CHECK_EQ_INT(amp_gemm(AMP_F16, false, false, 2, 3, 4, 1, a, 4, NULL, 3, 0, c, 3), AMP_ERR_NULL_POINTER);
+    CHECK_EQ_INT(amp_gemm(AMP_BF16, false, false, 2, 3, 4, 1, a, 4, b, 3, 0, NULL, 3), AMP_ERR_NULL_POINTER);
+    CHECK_EQ_INT(amp_gemm(AMP_F32, false, false, 2, 3, 0, 1, NULL, 0, NULL, 3, 0, c, 3), AMP_OK);
+}
+
+/* ---- the thread pool ---- */
+
+typedef struct pool_probe {
+    atomic_int runs[1000];
+    atomic_int bad_thread_id;
+    atomic_int nested_runs;
+    int threads;
+    bool nest;
+} pool_probe;
+
+static void count_nested(void *arg, int64_t task, int thread_id) {
+    (void)task, (void)thread_id;
+    atomic_fetch_add(&((pool_probe *)arg)->nested_runs, 1);
+}
+
+static void count_task(void *arg, int64_t task, int thread_id) {
+    pool_probe *p = arg;
+    atomic_fetch_add(&p->runs[task], 1);
+    if (thread_id < 0 || thread_id >= p->threads || !amp_parallel_in_region()) atomic_fetch_add(&p->bad_thread_id, 1);
+    if (p->nest) amp_parallel_for(7, count_nested, p); /* serial inside a region: must not deadlock */
+}
+
+/* Two user threads multiplying at once: one gets the pool, the other runs serially. */
+typedef struct concurrent_call {
+    const fixture *f;
+    float *c;
+    int status;
+} concurrent_call;
+
+static void *concurrent_gemm(void *arg) {
+    concurrent_call *call = arg;
+    const problem *pr = &call->f->pr;
+    for (int r = 0; r < 5 && call->status == AMP_OK; r++)
+        call->status = amp_gemm(call->f->dt, pr->trans_a, pr->trans_b, pr->m, pr->n, pr->k, pr->alpha, call->f->a,
+                                call->f->lda, call->f->b, call->f->ldb, 0.0f, call->c, call->f->ldc);
+    return NULL;
+}
+
+void test_parallel_pool(void) {
+    amp_set_num_threads(3);
+    CHECK_EQ_INT(amp_get_num_threads(), 3);
+    CHECK_EQ_INT(amp_parallel_max_threads(), 3);
+    amp_set_num_threads(AMP_MAX_THREADS + 5);
+    CHECK_EQ_INT(amp_get_num_threads(), AMP_MAX_THREADS);
+    amp_set_num_threads(0);
+    CHECK(amp_get_num_threads() >= 1);
+    CHECK(!amp_parallel_in_region());
+
+    static pool_probe probe;
+    const int64_t task_counts[] = {1, 2, 3, 999, 1000};
+    for (int threads = 1; threads <= 4; threads++) {
+        for (int nest = 0; nest < 2; nest++) {
+            for (size_t t = 0; t < sizeof task_counts / sizeof task_counts[0]; t++) {
+                const int64_t n_tasks = task_counts[t];
+                memset(&probe, 0, sizeof probe);
+                probe.threads = threads;
+                probe.nest = nest;
+                amp_set_num_threads(threads);
+                amp_parallel_for(n_tasks, count_task, &probe);
+                int64_t wrong = 0;
+                for (int64_t i = 0; i < 1000; i++) wrong += atomic_load(&probe.runs[i]) != (i < n_tasks);
+                CHECK_MSG(wrong == 0, "%d threads, %lld tasks: %lld tasks ran other than once", threads,
+                          (long long)n_tasks, (long long)wrong);
+                CHECK_EQ_INT(atomic_load(&probe.bad_thread_id), 0);
+                CHECK_EQ_INT(atomic_load(&probe.nested_runs), nest ? 7 * n_tasks : 0);
+            }
+        }
+    }
+    CHECK(!amp_parallel_in_region());
+
+    /* concurrent callers: each result must be the bits a lone call gives */
+    test_rng rng = {harness_seed() ^ 0x77u};
+    const problem pr = {.m = 140, .n = 150, .k = 160, .alpha = 1.0f}; /* 6.7 Mflop: big enough for 2 threads */
+    fixture f;
+    if (!fixture_init(&f, &pr, AMP_F32, &rng)) return;
+    amp_set_num_threads(2);
+    const size_t bytes = (size_t)(pr.m * f.ldc) * sizeof(float);
+    float *want = malloc(bytes), *got[2] = {malloc(bytes), malloc(bytes)};
+    if (CHECK(want && got[0] && got[1])) {
+        CHECK_EQ_INT(amp_gemm(AMP_F32, false, false, pr.m, pr.n, pr.k, 1.0f, f.a, f.lda, f.b, f.ldb, 0.0f, want, f.ldc),
+                     AMP_OK);
+        concurrent_call calls[2] = {{&f, got[0], AMP_OK}, {&f, got[1], AMP_OK}};
+        pthread_t th[2];
+        bool started[2];
+        for (int i = 0; i < 2; i++) started[i] = pthread_create(&th[i], NULL, concurrent_gemm, &calls[i]) == 0;
+        for (int i = 0; i < 2; i++) {
+            if (!CHECK(started[i])) continue;
+            pthread_join(th[i], NULL);
+            CHECK_EQ_INT(calls[i].status, AMP_OK);
+            CHECK_MSG(memcmp(want, got[i], bytes) == 0, "concurrent caller %d got other bits", i);
+        }
+    }
+    free(want), free(got[0]), free(got[1]);
+    fixture_free(&f);
+    amp_set_num_threads(0);
+}

@@ -1,0 +1,461 @@
+/* conv2d, max/avg pooling and embedding against double-precision references written here
+ * (gradcheck.h), in f32, f16 and bf16; plus the behaviours a gradient check cannot see: max pooling's
+ * ties and NaNs, conv2d's batch chunking, dtype promotion, errors.
+ *
+ * Tolerances (factors of the dtype's unit roundoff u, see gradcheck.h), per dtype because the error
+ * sources differ:
+ *   - f16, bf16: every operand amp reads (inputs, the seed gradient) is representable and is what the
+ *     reference sees, and amp accumulates in fp32, so the error is the one rounding of each result
+ *     (<= u/2 |ref|) plus fp32 noise far below u. LOWP_FACTOR 2. Measured over 1400 seeds: at most
+ *     0.50 u (in units of u * (max|ref| + |ref|)); the gathers (embedding, max pool) are exact.
+ *   - f32: the fp32 noise of the sums is the whole error: an n-term sum is off by about sqrt(n) u
+ *     times the size of its terms, and gradcheck scales tolerances by the largest |result|, which a
+ *     cancelling sum can make small: conv2d's bias gradient sums N*H'*W' seed values of both signs.
+ *     Measured over 1400 seeds: median <= 1.7 u; worst 58 u with 2 output channels (both bias
+ *     gradients happened to cancel), 23 u with the 3 or more channels used below. F32_FACTOR 256
+ *     (1.5e-5 of the largest value) is still far below what a wrong index or a missing term costs
+ *     (>= 1e-2). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gradcheck.h"
+#include "harness.h"
+#include "tests.h"
+
+#define LOWP_FACTOR 2
+#define F32_FACTOR 256
+
+/* f32 first at f32_factor, then f16 and bf16 at the check's own (low-precision) factors: the two
+ * error sources differ too much for one factor of u to fit both (see the top of this file). */
+static void run_dtypes(gradcheck c, double f32_factor) {
+    gradcheck f32 = c;
+    f32.rtol_factor = f32.atol_factor = f32_factor;
+    gradcheck_run(&f32, AMP_F32);
+    gradcheck_run(&c, AMP_F16);
+    gradcheck_run(&c, AMP_BF16);
+}
+
+/* ---- conv2d ---- */
+
+/* Uniform in [-0.5, 0.5) with 24 bits (exact in fp32), from a 64-bit LCG (Knuth's MMIX constants). */
+static float next_uniform(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)(*s >> 40) / 16777216.0f - 0.5f;
+}
+
+typedef struct {
+    int n, c, h, w, o, kh, kw, stride, pad;
+    bool bias;
+} conv_user;
+
+static int conv_out(int size, int k, int stride, int pad) { return (size + 2 * pad - k) / stride + 1; }
+
+static amp_tensor *build_conv(amp_ctx *ctx, amp_tensor *const *in, const void *user) {
+    const conv_user *u = user;
+    amp_tensor *out = amp_conv2d(ctx, in[0], in[1], u->bias ? in[2] : NULL, u->stride, u->pad);
+    if (out) {
+        CHECK_EQ_INT(out->op, AMP_OP_CONV2D);
+        CHECK_EQ_INT(out->compute_dtype, in[0]->dtype);
+        CHECK_EQ_INT(out->shape[2], conv_out(u->h, u->kh, u->stride, u->pad));
+        CHECK_EQ_INT(out->shape[3], conv_out(u->w, u->kw, u->stride, u->pad));
+    }
+    return out;
+}
+
+/* The direct definition: y[b,o,oy,ox] = bias[o] + sum_{c,ky,kx} x[b,c,oy*s-p+ky,ox*s-p+kx] w[o,c,ky,kx]. */
+static void ref_conv(const double *const *in, double *out, const void *user) {
+    const conv_user *u = user;
+    const int oh = conv_out(u->h, u->kh, u->stride, u->pad), ow = conv_out(u->w, u->kw, u->stride, u->pad);
+    for (int b = 0; b < u->n; b++)
+        for (int o = 0; o < u->o; o++)
+            for (int oy = 0; oy < oh; oy++)
+                for (int ox = 0; ox < ow; ox++) {
+                    double s = u->bias ? in[2][o] : 0.0;
+                    for (int c = 0; c < u->c; c++)
+                        for (int ky = 0; ky < u->kh; ky++)
+                            for (int kx = 0; kx < u->kw; kx++) {
+                                const int iy = oy * u->stride - u->pad + ky, ix = ox * u->stride - u->pad + kx;
+                                if (iy < 0 || iy >= u->h || ix < 0 || ix >= u->w) continue;
+                                s += in[0][((b * u->c + c) * u->h + iy) * u->w + ix] *
+                                     in[1][((o * u->c + c) * u->kh + ky) * u->kw + kx];
+                            }
+                    out[((b * u->o + o) * oh + oy) * ow + ox] = s;
+                }
+}
+
+/* Batch chunking: with 11 images of 16 x 64 x 64 and a 5x5 kernel the fp32 columns take 6.6 MB per
+ * image, so forward runs in chunks of 10 + 1 images and backward (columns plus their gradient) in
+ * chunks of 5 + 5 + 1. Checked against the direct definition, in double, elementwise. */
+static void check_conv_chunked(void) {
+    enum { N = 11, C = 16, H = 64, W = 64, K = 5, PAD = 2, HW = H * W };
+    amp_ctx *ctx = NULL;
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
+    float *xs = malloc(sizeof(float) * N * C * HW), ws[C * K * K], *gs = malloc(sizeof(float) * N * HW);
+    double *y = calloc(N * HW, sizeof(double)), *dx = calloc((size_t)N * C * HW, sizeof(double));
+    double dw[C * K * K] = {0}, db = 0;
+    float *got = malloc(sizeof(float) * N * C * HW);
+    uint64_t s = harness_seed();
+    for (int i = 0; i < N * C * HW; i++) xs[i] = next_uniform(&s);
+    for (int i = 0; i < C * K * K; i++) ws[i] = next_uniform(&s);
+    for (int i = 0; i < N * HW; i++) gs[i] = next_uniform(&s);
+    const float bias = 0.25f;
+    amp_tensor *x = amp_tensor_from(ctx, AMP_F32, 4, (const int64_t[]){N, C, H, W}, xs, AMP_F32);
+    amp_tensor *w = amp_tensor_from(ctx, AMP_F32, 4, (const int64_t[]){1, C, K, K}, ws, AMP_F32);
+    amp_tensor *b = amp_tensor_from(ctx, AMP_F32, 1, (const int64_t[]){1}, &bias, AMP_F32);
+    amp_tensor_set_requires_grad(x, true);
+    amp_tensor_set_requires_grad(w, true);
+    amp_tensor_set_requires_grad(b, true);
+    amp_tensor *out = amp_conv2d(ctx, x, w, b, 1, PAD);
+    amp_tensor *seed = amp_tensor_from(ctx, AMP_F32, 4, (const int64_t[]){N, 1, H, W}, gs, AMP_F32);
+    if (!CHECK_MSG(out && amp_backward(ctx, out, seed) == AMP_OK, "chunked conv failed: %s", amp_ctx_error(ctx)))
+        goto done;
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+            for (int ky = 0; ky < K; ky++)
+                for (int kx = 0; kx < K; kx++) {
+                    const double wv = ws[(c * K + ky) * K + kx];
+                    for (int oy = 0; oy < H; oy++) {
+                        const int iy = oy - PAD + ky;
+                        if (iy < 0 || iy >= H) continue;
+                        for (int ox = 0; ox < W; ox++) {
+                            const int ix = ox - PAD + kx;
+                            if (ix < 0 || ix >= W) continue;
+                            const size_t xi = ((size_t)(n * C + c) * H + iy) * W + ix,
+                                         yi = (size_t)n * HW + oy * W + ox;
+                            y[yi] += xs[xi] * wv;
+                            dx[xi] += gs[yi] * wv;
+                            dw[(c * K + ky) * K + kx] += gs[yi] * (double)xs[xi];
+                        }
+                    }
+                }
+    for (int i = 0; i < N * HW; i++) db += gs[i];
+    /* 400-term fp32 dot products (forward), 25-term (dx), 45056-term (dw): sqrt(n) u32 with margin */
+    int bad = 0;
+    amp_tensor_read(out, got, AMP_F32);
+    for (int i = 0; i < N * HW && bad < 3; i++)
+        if (!(fabs(got[i] - (y[i] + bias)) <= 1e-5))
+            bad++, CHECK_MSG(false, "y[%d] %.9g, want %.9g", i, got[i], y[i] + bias);
+    amp_tensor_read(x->grad, got, AMP_F32);
+    for (int i = 0; i < N * C * HW && bad < 3; i++)
+        if (!(fabs(got[i] - dx[i]) <= 1e-5)) bad++, CHECK_MSG(false, "dx[%d] %.9g, want %.9g", i, got[i], dx[i]);
+    amp_tensor_read(w->grad, got, AMP_F32);
+    for (int i = 0; i < C * K * K && bad < 3; i++)
+        if (!(fabs(got[i] - dw[i]) <= 1e-3)) bad++, CHECK_MSG(false, "dw[%d] %.9g, want %.9g", i, got[i], dw[i]);
+    CHECK_MSG(fabs(amp_tensor_get(b->grad, 0) - db) <= 1e-3, "db %.9g, want %.9g", amp_tensor_get(b->grad, 0), db);
+    CHECK(bad == 0);
+done:
+    free(xs), free(gs), free(y), free(dx), free(got);
+    amp_ctx_free(ctx);
+}
+
+/* The passes around the GEMMs run on the thread pool, one task per image or channel, and GEMM's bits
+ * do not depend on the thread count: so neither do conv2d's, forward or backward, in any dtype. */
+static void check_conv_thread_invariance(void) {
+    enum { N = 4, C = 8, H = 16, W = 16, O = 16, K = 3 };
+    const int saved_threads = amp_get_num_threads();
+    float *xs = malloc(sizeof(float) * N * C * H * W), ws[O * C * K * K], *gs = malloc(sizeof(float) * N * O * H * W);
+    uint64_t s = harness_seed();
+    for (int i = 0; i < N * C * H * W; i++) xs[i] = next_uniform(&s);
+    for (int i = 0; i < O * C * K * K; i++) ws[i] = next_uniform(&s);
+    for (int i = 0; i < N * O * H * W; i++) gs[i] = next_uniform(&s);
+    for (int d = 0; d < 3; d++) {
+        const amp_dtype dt = d == 0 ? AMP_F32 : d == 1 ? AMP_F16 : AMP_BF16;
+        const size_t es = amp_dtype_size(dt);
+        unsigned char *first[4] = {0};
+        const int threads[2] = {1, 3};
+        for (int r = 0; r < 2; r++) {
+            amp_set_num_threads(threads[r]);
+            amp_ctx *ctx = NULL;
+            if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) break;
+            amp_tensor *x = amp_tensor_from(ctx, dt, 4, (const int64_t[]){N, C, H, W}, xs, AMP_F32);
+            amp_tensor *w = amp_tensor_from(ctx, dt, 4, (const int64_t[]){O, C, K, K}, ws, AMP_F32);
+            amp_tensor *b = amp_tensor_from(ctx, dt, 1, (const int64_t[]){O}, ws, AMP_F32);
+            amp_tensor_set_requires_grad(x, true);
+            amp_tensor_set_requires_grad(w, true);
+            amp_tensor_set_requires_grad(b, true);
+            amp_tensor *y = amp_conv2d(ctx, x, w, b, 1, 1);
+            amp_tensor *seed = amp_tensor_from(ctx, dt, 4, (const int64_t[]){N, O, H, W}, gs, AMP_F32);
+            if (CHECK_MSG(y && amp_backward(ctx, y, seed) == AMP_OK, "%s", amp_ctx_error(ctx))) {
+                const amp_tensor *res[4] = {y, x->grad, w->grad, b->grad};
+                for (int q = 0; q < 4; q++) {
+                    const size_t bytes = (size_t)amp_tensor_numel(res[q]) * es;
+                    if (r == 0) {
+                        first[q] = malloc(bytes);
+                        memcpy(first[q], res[q]->data, bytes);
+                    } else if (first[q]) {
+                        CHECK_MSG(memcmp(first[q], res[q]->data, bytes) == 0, "%s: result %d differs with 3 threads",
+                                  amp_dtype_name(dt), q);
+                    }
+                }
+            }
+            amp_ctx_free(ctx);
+        }
+        for (int q = 0; q < 4; q++) free(first[q]);
+    }
+    amp_set_num_threads(saved_threads);
+    free(xs), free(gs);
+}
+
+void test_ops_conv2d(void) {
+    static const conv_user users[] = {
+        {2, 3, 5, 5, 4, 3, 3, 1, 1, true},  /* 3x3, padding 1, N > 1, C > 1 */
+        {2, 2, 7, 6, 3, 3, 2, 2, 2, false}, /* non-square kernel and image, stride 2, padding 2, no bias */
+        {3, 2, 6, 5, 4, 1, 1, 2, 0, true},  /* 1x1, stride 2 */
+        {1, 1, 8, 8, 3, 5, 5, 1, 2, true},  /* the cnn's first layer shape, small */
+        {2, 2, 5, 5, 3, 3, 3, 3, 1, true},  /* stride 3 (windows skip pixels) */
+    };
+    const char *names[] = {"conv2d 3x3 pad 1", "conv2d 3x2 stride 2 pad 2", "conv2d 1x1 stride 2", "conv2d 5x5 pad 2",
+                           "conv2d stride 3"};
+    for (size_t v = 0; v < sizeof users / sizeof users[0]; v++) {
+        const conv_user *u = &users[v];
+        gradcheck c = {.name = names[v],
+                       .n_inputs = u->bias ? 3 : 2,
+                       .build = build_conv,
+                       .reference = ref_conv,
+                       .user = u,
+                       .rtol_factor = LOWP_FACTOR};
+        c.inputs[0] = (gradcheck_input){.ndim = 4, .shape = {u->n, u->c, u->h, u->w}};
+        c.inputs[1] = (gradcheck_input){.ndim = 4, .shape = {u->o, u->c, u->kh, u->kw}};
+        c.inputs[2] = (gradcheck_input){.ndim = 1, .shape = {u->o}};
+        run_dtypes(c, F32_FACTOR);
+    }
+    check_conv_chunked();
+    check_conv_thread_invariance();
+
+    amp_ctx *ctx = NULL;
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
+    /* promotion: bf16 x with an f32 weight computes and returns f32; f16 with f16 stays f16 */
+    amp_tensor *xb = amp_tensor_zeros(ctx, AMP_BF16, 4, (const int64_t[]){1, 2, 4, 4});
+    amp_tensor *wf = amp_tensor_zeros(ctx, AMP_F32, 4, (const int64_t[]){3, 2, 3, 3});
+    amp_tensor *y = amp_conv2d(ctx, xb, wf, NULL, 1, 0);
+    if (CHECK(y != NULL)) {
+        CHECK_EQ_INT(y->dtype, AMP_F32);
+        CHECK_EQ_INT(y->compute_dtype, AMP_F32);
+    }
+    amp_tensor *xh = amp_tensor_zeros(ctx, AMP_F16, 4, (const int64_t[]){1, 2, 4, 4});
+    amp_tensor *wh = amp_tensor_zeros(ctx, AMP_F16, 4, (const int64_t[]){3, 2, 3, 3});
+    y = amp_conv2d(ctx, xh, wh, NULL, 1, 1);
+    if (CHECK(y != NULL)) {
+        CHECK_EQ_INT(y->dtype, AMP_F16);
+        CHECK_EQ_INT(y->compute_dtype, AMP_F16);
+    }
+    /* NaN reaches exactly the outputs whose window covers it: x[0,0,0,0] with a 3x3 kernel, pad 0 */
+    float ones[32];
+    for (int i = 0; i < 32; i++) ones[i] = 1.0f;
+    ones[0] = NAN;
+    amp_tensor *xn = amp_tensor_from(ctx, AMP_F32, 4, (const int64_t[]){1, 2, 4, 4}, ones, AMP_F32);
+    amp_tensor *w1 = amp_tensor_from(ctx, AMP_F32, 4, (const int64_t[]){1, 2, 3, 3}, ones + 1, AMP_F32);
+    y = amp_conv2d(ctx, xn, w1, NULL, 1, 0);
+    if (CHECK(y != NULL)) {
+        CHECK(isnan(amp_tensor_get(y, 0)));
+        for (int i = 1; i < 4; i++) CHECK_MSG(amp_tensor_get(y, i) == 18.0f, "y[%d] = %g", i, amp_tensor_get(y, i));
+    }
+    /* errors: channel mismatch, kernel larger than the padded input, stride 0 */
+    CHECK(amp_conv2d(ctx, xh, amp_tensor_zeros(ctx, AMP_F16, 4, (const int64_t[]){3, 1, 3, 3}), NULL, 1, 0) == NULL);
+    CHECK_EQ_INT(amp_ctx_status(ctx), AMP_ERR_INVALID_ARGUMENT);
+    amp_ctx_clear_error(ctx);
+    CHECK(amp_conv2d(ctx, xh, amp_tensor_zeros(ctx, AMP_F16, 4, (const int64_t[]){3, 2, 7, 3}), NULL, 1, 1) == NULL);
+    CHECK_EQ_INT(amp_ctx_status(ctx), AMP_ERR_INVALID_ARGUMENT);
+    amp_ctx_clear_error(ctx);
+    CHECK(amp_conv2d(ctx, xh, wh, NULL, 0, 1) == NULL);
+    CHECK_EQ_INT(amp_ctx_status(ctx), AMP_ERR_INVALID_ARGUMENT);
+    amp_ctx_free(ctx);
+}
+
+/* ---- pooling ---- */
+
+typedef struct {
+    int ndim;         /* 3 or 4 */
+    int planes, h, w; /* planes = N*C (or C for 3-D) */
+    int64_t lead[2];  /* N, C (or C) */
+    int kernel, stride;
+    bool max;
+} pool_user;
+
+/* Max pooling is differentiable only away from ties, and random draws in bf16 (8 significant bits)
+ * tie often. So the pooled tensor is x + base, x in [-0.25, 0.25] from the gradcheck and base a fixed
+ * permutation of 0, 1, ..., H*W-1 in every plane: values in a window differ by at least
+ * 1 - 0.5 - (two roundings of at most 0.125 in bf16 below 64) > 0, so no window ties, and the
+ * argmax moves around the window from one output to the next. */
+static float pool_base(const pool_user *u, int i) { return (float)(((i % (u->h * u->w)) * 37) % (u->h * u->w)); }
+
+static amp_tensor *build_pool(amp_ctx *ctx, amp_tensor *const *in, const void *user) {
+    const pool_user *u = user;
+    amp_tensor *x = in[0];
+    if (u->max) {
+        const int n = u->planes * u->h * u->w;
+        float *base = malloc(sizeof(float) * (size_t)n);
+        for (int i = 0; i < n; i++) base[i] = pool_base(u, i);
+        amp_tensor *bt = amp_tensor_from(ctx, x->dtype, x->ndim, x->shape, base, AMP_F32);
+        free(base);
+        x = amp_add(ctx, x, bt);
+    }
+    amp_tensor *out =
+        u->max ? amp_max_pool2d(ctx, x, u->kernel, u->stride) : amp_avg_pool2d(ctx, x, u->kernel, u->stride);
+    if (out) {
+        CHECK_EQ_INT(out->op, u->max ? AMP_OP_MAX_POOL2D : AMP_OP_AVG_POOL2D);
+        CHECK_EQ_INT(out->compute_dtype, in[0]->dtype);
+        CHECK_EQ_INT(out->dtype, in[0]->dtype);
+    }
+    return out;
+}
+
+static void ref_pool(const double *const *in, double *out, const void *user) {
+    const pool_user *u = user;
+    const int oh = (u->h - u->kernel) / u->stride + 1, ow = (u->w - u->kernel) / u->stride + 1;
+    for (int p = 0; p < u->planes; p++)
+        for (int oy = 0; oy < oh; oy++)
+            for (int ox = 0; ox < ow; ox++) {
+                double acc = u->max ? -INFINITY : 0.0;
+                for (int ky = 0; ky < u->kernel; ky++)
+                    for (int kx = 0; kx < u->kernel; kx++) {
+                        const int i = (p * u->h + oy * u->stride + ky) * u->w + ox * u->stride + kx;
+                        if (u->max)
+                            acc = fmax(acc, in[0][i] + pool_base(u, i));
+                        else
+                            acc += in[0][i];
+                    }
+                out[(p * oh + oy) * ow + ox] = u->max ? acc : acc / (u->kernel * u->kernel);
+            }
+}
+
+/* Ties (the first maximum in the window wins, as in PyTorch's CPU kernel), NaN (wins and propagates),
+ * a window of -inf (the output is -inf, the gradient goes to its first element). */
+static void check_max_pool_ties(void) {
+    amp_ctx *ctx = NULL;
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
+    /* one 4x4 plane, kernel 2 stride 2: windows {0,1,4,5} {2,3,6,7} {8,9,12,13} {10,11,14,15} */
+    const float xs[16] = {1, 3, 2, NAN, 3, 3, 5, 2, -INFINITY, -INFINITY, 0, 7, -INFINITY, -INFINITY, 7, 7};
+    for (int d = 0; d < 3; d++) {
+        const amp_dtype dt = d == 0 ? AMP_F32 : d == 1 ? AMP_F16 : AMP_BF16;
+        amp_tensor *x = amp_tensor_from(ctx, dt, 4, (const int64_t[]){1, 1, 4, 4}, xs, AMP_F32);
+        amp_tensor_set_requires_grad(x, true);
+        amp_tensor *y = amp_max_pool2d(ctx, x, 2, 2);
+        if (!CHECK(y != NULL)) break;
+        CHECK(amp_tensor_get(y, 0) == 3.0f);
+        CHECK(isnan(amp_tensor_get(y, 1)));
+        CHECK(amp_tensor_get(y, 2) == -INFINITY);
+        CHECK(amp_tensor_get(y, 3) == 7.0f);
+        const float seed[4] = {1, 2, 4, 8};
+        CHECK(amp_backward(ctx, y, amp_tensor_from(ctx, dt, 4, (const int64_t[]){1, 1, 2, 2}, seed, AMP_F32)) ==
+              AMP_OK);
+        /* window 0: 3 at 1 and 4, 5 -> index 1; window 1: NaN at 3; window 2: all -inf -> index 8;
+         * window 3: 7 at 11, 14, 15 -> index 11 */
+        float want[16] = {0};
+        want[1] = 1, want[3] = 2, want[8] = 4, want[11] = 8;
+        for (int i = 0; i < 16; i++)
+            CHECK_MSG(amp_tensor_get(x->grad, i) == want[i], "%s dx[%d] = %g, want %g", amp_dtype_name(dt), i,
+                      amp_tensor_get(x->grad, i), want[i]);
+        amp_ctx_reset(ctx);
+    }
+    amp_ctx_free(ctx);
+}
+
+void test_ops_pool2d(void) {
+    static const pool_user users[] = {
+        {4, 4, 6, 6, {2, 2}, 2, 2, true},  {4, 2, 7, 7, {1, 2}, 3, 2, true},  {4, 6, 5, 4, {2, 3}, 2, 1, true},
+        {3, 2, 5, 5, {2, 0}, 3, 1, true},  {4, 4, 6, 6, {2, 2}, 2, 2, false}, {4, 2, 7, 7, {1, 2}, 3, 2, false},
+        {4, 6, 5, 4, {2, 3}, 2, 1, false}, {3, 2, 5, 5, {2, 0}, 3, 1, false}, {4, 2, 5, 7, {1, 2}, 2, 3, false},
+    };
+    const char *names[] = {"max_pool2d k2 s2",     "max_pool2d k3 s2",     "max_pool2d k2 s1 (overlap)",
+                           "max_pool2d 3-D k3 s1", "avg_pool2d k2 s2",     "avg_pool2d k3 s2",
+                           "avg_pool2d k2 s1",     "avg_pool2d 3-D k3 s1", "avg_pool2d k2 s3 (gaps)"};
+    for (size_t v = 0; v < sizeof users / sizeof users[0]; v++) {
+        const pool_user *u = &users[v];
+        gradcheck c = {.name = names[v],
+                       .n_inputs = 1,
+                       .build = build_pool,
+                       .reference = ref_pool,
+                       .user = u,
+                       .rtol_factor = LOWP_FACTOR};
+        c.inputs[0].ndim = u->ndim;
+        if (u->ndim == 4)
+            c.inputs[0] = (gradcheck_input){.ndim = 4, .shape = {u->lead[0], u->lead[1], u->h, u->w}};
+        else
+            c.inputs[0] = (gradcheck_input){.ndim = 3, .shape = {u->lead[0], u->h, u->w}};
+        if (u->max) c.inputs[0].lo = -0.25f, c.inputs[0].hi = 0.25f;
+        run_dtypes(c, F32_FACTOR);
+    }
+    check_max_pool_ties();
+
+    amp_ctx *ctx = NULL;
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
+    amp_tensor *x = amp_tensor_zeros(ctx, AMP_F32, 4, (const int64_t[]){1, 1, 3, 3});
+    CHECK(amp_max_pool2d(ctx, x, 4, 1) == NULL); /* kernel larger than the input */
+    CHECK_EQ_INT(amp_ctx_status(ctx), AMP_ERR_INVALID_ARGUMENT);
+    amp_ctx_clear_error(ctx);
+    CHECK(amp_avg_pool2d(ctx, x, 2, 0) == NULL); /* stride 0 */
+    CHECK_EQ_INT(amp_ctx_status(ctx), AMP_ERR_INVALID_ARGUMENT);
+    amp_ctx_clear_error(ctx);
+    amp_tensor *y = amp_avg_pool2d(ctx, x, 2, 2); /* floor mode: 3 -> 1 */
+    if (CHECK(y != NULL)) CHECK(y->shape[2] == 1 && y->shape[3] == 1);
+    amp_ctx_free(ctx);
+}
+
+/* ---- embedding ---- */
+
+enum { EMB_V = 5, EMB_D = 3, EMB_T = 6 };
+static const int32_t emb_ids[EMB_T] = {1, 4, 1, 0, 4, 1}; /* 1 three times, 4 twice, 2 and 3 never */
+
+static amp_tensor *build_embedding(amp_ctx *ctx, amp_tensor *const *in, const void *user) {
+    (void)user;
+    amp_tensor *out = amp_embedding(ctx, in[0], emb_ids, 2, (const int64_t[]){2, 3});
+    if (out) {
+        CHECK_EQ_INT(out->op, AMP_OP_EMBEDDING);
+        CHECK_EQ_INT(out->compute_dtype, in[0]->dtype);
+        CHECK_EQ_INT(out->dtype, in[0]->dtype);
+        CHECK(out->ndim == 3 && out->shape[0] == 2 && out->shape[1] == 3 && out->shape[2] == EMB_D);
+    }
+    return out;
+}
+
+static void ref_embedding(const double *const *in, double *out, const void *user) {
+    (void)user;
+    for (int t = 0; t < EMB_T; t++)
+        for (int j = 0; j < EMB_D; j++) out[t * EMB_D + j] = in[0][emb_ids[t] * EMB_D + j];
+}
+
+void test_ops_embedding(void) {
+    gradcheck c = {.name = "embedding",
+                   .n_inputs = 1,
+                   .inputs = {{.ndim = 2, .shape = {EMB_V, EMB_D}}},
+                   .build = build_embedding,
+                   .reference = ref_embedding,
+                   .rtol_factor = LOWP_FACTOR};
+    run_dtypes(c, F32_FACTOR);
+
+    amp_ctx *ctx = NULL;
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
+    const float wv[6] = {1, 2, 3, 4, 5, 6};
+    amp_tensor *w = amp_tensor_from(ctx, AMP_BF16, 2, (const int64_t[]){3, 2}, wv, AMP_F32);
+    /* the ids are copied: changing the caller's array after the forward does not change backward */
+    int32_t ids[3] = {2, 2, 0};
+    amp_tensor_set_requires_grad(w, true);
+    amp_tensor *y = amp_embedding(ctx, w, ids, 1, (const int64_t[]){3});
+    ids[0] = ids[1] = 1;
+    if (CHECK(y != NULL)) {
+        CHECK(amp_tensor_get(y, 0) == 5.0f && amp_tensor_get(y, 1) == 6.0f && amp_tensor_get(y, 4) == 1.0f);
+        const float seed[6] = {1, 1, 0.5f, 0.5f, 2, 2};
+        CHECK(amp_backward(ctx, y, amp_tensor_from(ctx, AMP_BF16, 2, (const int64_t[]){3, 2}, seed, AMP_F32)) ==
+              AMP_OK);
+        const float want[6] = {2, 2, 0, 0, 1.5f, 1.5f};
+        for (int i = 0; i < 6; i++)
+            CHECK_MSG(amp_tensor_get(w->grad, i) == want[i], "dw[%d] = %g", i, amp_tensor_get(w->grad, i));
+    }
+    /* an index outside [0, V) is an error that names it */
+    const int32_t bad[2] = {0, 3};
+    CHECK(amp_embedding(ctx, w, bad, 1, (const int64_t[]){2}) == NULL);
+    CHECK_EQ_INT(amp_ctx_status(ctx), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(amp_ctx_error(ctx), "index 3") != NULL, "error: %s", amp_ctx_error(ctx));
+    amp_ctx_clear_error(ctx);
+    const int32_t neg[1] = {-1};
+    CHECK(amp_embedding(ctx, w, neg, 1, (const int64_t[]){1}) == NULL);
+    CHECK_MSG(strstr(amp_ctx_error(ctx), "index -1") != NULL, "error: %s", amp_ctx_error(ctx));
+    amp_ctx_clear_error(ctx);
+    /* a 0-dimensional index gives one row [D] */
+    const int32_t one = 1;
+    y = amp_embedding(ctx, w, &one, 0, NULL);
+    if (CHECK(y != NULL)) CHECK(y->ndim == 1 && y->shape[0] == 2 && amp_tensor_get(y, 1) == 4.0f);
+    amp_ctx_free(ctx);
+}

@@ -1,0 +1,233 @@
+/* Gradient checks of the core ops (shape, elementwise with broadcasting, reductions, matmul, linear)
+ * against double-precision references written here, in f32, f16 and bf16. */
+#include <math.h>
+#include <string.h>
+
+#include "gradcheck.h"
+#include "harness.h"
+#include "tests.h"
+
+/* ---- elementwise binary with broadcasting: a [2,3,4] op b [3,1] ---- */
+
+typedef struct {
+    amp_tensor *(*op)(amp_ctx *, amp_tensor *, amp_tensor *);
+    char sym;
+} binary_user;
+
+static amp_tensor *build_binary(amp_ctx *ctx, amp_tensor *const *in, const void *user) {
+    return ((const binary_user *)user)->op(ctx, in[0], in[1]);
+}
+
+static void ref_binary(const double *const *in, double *out, const void *user) {
+    const char s = ((const binary_user *)user)->sym;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++) {
+                const double a = in[0][(i * 3 + j) * 4 + k], b = in[1][j];
+                out[(i * 3 + j) * 4 + k] = s == '+' ? a + b : s == '-' ? a - b : s == '*' ? a * b : a / b;
+            }
+}
+
+void test_ops_binary_broadcast(void) {
+    const binary_user users[4] = {{amp_add, '+'}, {amp_sub, '-'}, {amp_mul, '*'}, {amp_div, '/'}};
+    const char *names[4] = {"add", "sub", "mul", "div"};
+    for (int i = 0; i < 4; i++) {
+        gradcheck c = {.name = names[i],
+                       .n_inputs = 2,
+                       .inputs = {{.ndim = 3, .shape = {2, 3, 4}}, {.ndim = 2, .shape = {3, 1}, .lo = 0.5f, .hi = 2.0f}},
+                       .build = build_binary,
+                       .reference = ref_binary,
+                       .user = &users[i],
+                       .rtol_factor = 8};
+        gradcheck_run_all_dtypes(&c);
+    }
+}
+
+/* ---- scale, sum, mean ---- */
+
+static amp_tensor *build_scale(amp_ctx *ctx, amp_tensor *const *in, const void *user) {
+    (void)user;
+    return amp_scale(ctx, in[0], -2.5f);
+}
+static void ref_scale(const double *const *in, double *out, const void *user) {
+    (void)user;
+    for (int i = 0; i < 12; i++) out[i] = -2.5 * in[0][i];
+}
+
+typedef struct {
+    int dim;
+    bool keepdim, mean, all;
+} reduce_user;
+
+static amp_tensor *build_reduce(amp_ctx *ctx, amp_tensor *const *in, const void *user) {
+    const reduce_user *r = user;
+    if (r->all) return r->mean ? amp_mean_all(ctx, in[0]) : amp_sum_all(ctx, in[0]);
+    return r->mean ? amp_mean(ctx, in[0], r->dim, r->keepdim) : amp_sum(ctx, in[0], r->dim, r->keepdim);
+}
+
+/* x [3,4,5] reduced over dim (0, 1, 2 or -1) or over everything. */
+static void ref_reduce(const double *const *in, double *out, const void *user) {
+    const reduce_user *r = user;
+    const int shape[3] = {3, 4, 5};
+    if (r->all) {
+        double s = 0;
+        for (int i = 0; i < 60; i++) s += in[0][i];
+        out[0] = r->mean ? s / 60 : s;
+        return;
+    }
+    const int d = r->dim < 0 ? r->dim + 3 : r->dim;
+    int outer = 1, inner = 1;
+    for (int i = 0; i < d; i++) outer *= shape[i];
+    for (int i = d + 1; i < 3; i++) inner *= shape[i];
+    for (int o = 0; o < outer; o++)
+        for (int i = 0; i < inner; i++) {
+            double s = 0;
+            for (int l = 0; l < shape[d]; l++) s += in[0][(o * shape[d] + l) * inner + i];
+            out[o * inner + i] = r->mean ? s / shape[d] : s;
+        }
+}
+
+void test_ops_scale_reduce(void) {
+    gradcheck sc = {.name = "scale", .n_inputs = 1, .inputs = {{.ndim = 2, .shape = {3, 4}}}, .build = build_scale,
+                    .reference = ref_scale, .rtol_factor = 2};
+    gradcheck_run_all_dtypes(&sc);
+    const reduce_user users[] = {{0, false, false, false}, {1, true, false, false}, {-1, false, true, false},
+                                 {2, true, true, false},   {0, false, false, true}, {0, false, true, true}};
+    const char *names[] = {"sum dim 0", "sum dim 1 keepdim", "mean dim -1", "mean dim 2 keepdim", "sum_all",
+                           "mean_all"};
+    for (size_t i = 0; i < sizeof users / sizeof users[0]; i++) {
+        /* A sequential fp32 sum of up to 60 terms of size <= 1 errs by up to 60 * 2^-24 * sum|x| in
+         * absolute terms however much the terms cancel, so the absolute floor is the term count;
+         * the result is then rounded once to the dtype (rtol u). */
+        gradcheck c = {.name = names[i], .n_inputs = 1, .inputs = {{.ndim = 3, .shape = {3, 4, 5}}}, .build = build_reduce,
+                       .reference = ref_reduce, .user = &users[i], .rtol_factor = 4, .atol_factor = 4,
+                       .atol_floor = 60};
+        gradcheck_run_all_dtypes(&c);
+    }
+}
+
+/* ---- shape ops: reshape, flatten, transpose, concat, cast ---- */
+
+static amp_tensor *build_transpose_mul(amp_ctx *ctx, amp_tensor *const *in, const void *user) {
+    (void)user;
+    /* transpose x [2,3,4] to [4,3,2] (a view), then use it elementwise against y [4,3,2] */
+    amp_tensor *t = amp_transpose(ctx, in[0], 0, 2);
+    return amp_mul(ctx, t, in[1]);
+}
+static void ref_transpose_mul(const double *const *in, double *out, const void *user) {
+    (void)user;
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 3; b++)
+            for (int c = 0; c < 2; c++) out[(a * 3 + b) * 2 + c] = in[0][(c * 3 + b) * 4 + a] * in[1][(a * 3 + b) * 2 + c];
+}
+
+static amp_tensor *build_reshape_concat(amp_ctx *ctx, amp_tensor *const *in, const void *user) {
+    (void)user;
+    /* flatten x [2,3,2] from dim 1 -> [2,6]; reshape y [3,4] -> [2,-1] = [2,6]; concat along dim 1 */
+    amp_tensor *xs[2] = {amp_flatten(ctx, in[0], 1), amp_reshape(ctx, in[1], 2, (const int64_t[]){2, -1})};
+    amp_tensor *cat = amp_concat(ctx, xs, 2, 1);
+    return amp_scale(ctx, cat, 3.0f);
+}
+static void ref_reshape_concat(const double *const *in, double *out, const void *user) {
+    (void)user;
+    for (int r = 0; r < 2; r++)
+        for (int j = 0; j < 12; j++) out[r * 12 + j] = 3.0 * (j < 6 ? in[0][r * 6 + j] : in[1][r * 6 + j - 6]);
+}
+
+static amp_tensor *build_cast(amp_ctx *ctx, amp_tensor *const *in, const void *user) {
+    (void)user;
+    /* to fp32 and back to the input's dtype: both casts are exact here */
+    amp_tensor *up = amp_cast(ctx, in[0], AMP_F32);
+    return amp_cast(ctx, amp_scale(ctx, up, 0.5f), in[0]->dtype);
+}
+static void ref_cast(const double *const *in, double *out, const void *user) {
+    (void)user;
+    for (int i = 0; i < 6; i++) out[i] = 0.5 * in[0][i];
+}
+
+void test_ops_shape(void) {
+    gradcheck t = {.name = "transpose", .n_inputs = 2, .inputs = {{.ndim = 3, .shape = {2, 3, 4}}, {.ndim = 3, .shape = {4, 3, 2}}},
+                   .build = build_transpose_mul, .reference = ref_transpose_mul, .rtol_factor = 2};
+    gradcheck_run_all_dtypes(&t);
+    gradcheck rc = {.name = "reshape+concat", .n_inputs = 2, .inputs = {{.ndim = 3, .shape = {2, 3, 2}}, {.ndim = 2, .shape = {3, 4}}},
+                    .build = build_reshape_concat, .reference = ref_reshape_concat, .rtol_factor = 2};
+    gradcheck_run_all_dtypes(&rc);
+    gradcheck cs = {.name = "cast", .n_inputs = 1, .inputs = {{.ndim = 1, .shape = {6}}}, .build = build_cast, .reference = ref_cast,
+                    .rtol_factor = 1};
+    gradcheck_run_all_dtypes(&cs);
+}
+
+/* ---- matmul and linear ---- */
+
+typedef struct {
+    int variant; /* 0: a [5,7] b [7,3]; 1: a^T view; 2: batched [2,5,7]x[2,7,3]; 3: batched a, shared b */
+} matmul_user;
+
+static amp_tensor *build_matmul(amp_ctx *ctx, amp_tensor *const *in, const void *user) {
+    const int v = ((const matmul_user *)user)->variant;
+    if (v == 1) return amp_matmul(ctx, amp_transpose(ctx, in[0], 0, 1), in[1]); /* in[0] is [7,5] */
+    return amp_matmul(ctx, in[0], in[1]);
+}
+
+static void ref_matmul(const double *const *in, double *out, const void *user) {
+    const int v = ((const matmul_user *)user)->variant;
+    const int batches = v >= 2 ? 2 : 1;
+    for (int bt = 0; bt < batches; bt++)
+        for (int i = 0; i < 5; i++)
+            for (int j = 0; j < 3; j++) {
+                double s = 0;
+                for (int p = 0; p < 7; p++) {
+                    const double a = v == 1 ? in[0][p * 5 + i] : in[0][bt * 35 + i * 7 + p];
+                    const double b = v == 2 ? in[1][bt * 21 + p * 3 + j] : in[1][p * 3 + j];
+                    s += a * b;
+                }
+                out[bt * 15 + i * 3 + j] = s;
+            }
+}
+
+typedef struct {
+    bool bias;
+} linear_user;
+
+static amp_tensor *build_linear(amp_ctx *ctx, amp_tensor *const *in, const void *user) {
+    return amp_linear(ctx, in[0], in[1], ((const linear_user *)user)->bias ? in[2] : NULL);
+}
+
+/* x [2,3,6] @ w [4,6]^T + b [4] */
+static void ref_linear(const double *const *in, double *out, const void *user) {
+    const bool bias = ((const linear_user *)user)->bias;
+    for (int r = 0; r < 6; r++)
+        for (int o = 0; o < 4; o++) {
+            double s = bias ? in[2][o] : 0.0;
+            for (int i = 0; i < 6; i++) s += in[0][r * 6 + i] * in[1][o * 6 + i];
+            out[r * 4 + o] = s;
+        }
+}
+
+void test_ops_matmul_linear(void) {
+    const matmul_user mu[4] = {{0}, {1}, {2}, {3}};
+#define IN(n, ...) {.ndim = n, .shape = {__VA_ARGS__}}
+    const gradcheck_input shapes[4][2] = {{IN(2, 5, 7), IN(2, 7, 3)},
+                                          {IN(2, 7, 5), IN(2, 7, 3)},
+                                          {IN(3, 2, 5, 7), IN(3, 2, 7, 3)},
+                                          {IN(3, 2, 5, 7), IN(2, 7, 3)}};
+#undef IN
+    const char *names[4] = {"matmul", "matmul a^T view", "matmul batched", "matmul batched a, shared b"};
+    for (int v = 0; v < 4; v++) {
+        /* 7-term dot products in fp32, output rounded once; backward GEMMs read the rounded gradient
+         * and inputs exactly, so the gradient error is one rounding plus fp32 sums: factor 8. */
+        gradcheck c = {.name = names[v], .n_inputs = 2, .build = build_matmul, .reference = ref_matmul,
+                       .user = &mu[v], .rtol_factor = 8, .atol_factor = 8};
+        c.inputs[0] = shapes[v][0];
+        c.inputs[1] = shapes[v][1];
+        gradcheck_run_all_dtypes(&c);
+    }
+    const linear_user with = {true}, without = {false};
+    gradcheck l = {.name = "linear", .n_inputs = 3, .inputs = {{.ndim = 3, .shape = {2, 3, 6}}, {.ndim = 2, .shape = {4, 6}}, {.ndim = 1, .shape = {4}}},
+                   .build = build_linear, .reference = ref_linear, .user = &with, .rtol_factor = 8, .atol_factor = 8};
+    gradcheck_run_all_dtypes(&l);
+    gradcheck l2 = {.name = "linear no bias", .n_inputs = 2, .inputs = {{.ndim = 3, .shape = {2, 3, 6}}, {.ndim = 2, .shape = {4, 6}}},
+                    .build = build_linear, .reference = ref_linear, .user = &without, .rtol_factor = 8,
+                    .atol_factor = 8};
+    gradcheck_run_all_dtypes(&l2);
+}

@@ -1,0 +1,97 @@
+/* Shared test helpers (see test_util.h). */
+#include "test_util.h"
+
+#include <unistd.h>
+
+#include "harness.h"
+
+uint64_t test_rng_next(test_rng *rng) {
+    uint64_t z = (rng->state += 0x9E3779B97F4A7C15u);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return z ^ (z >> 31);
+}
+
+uint32_t test_rng_below(test_rng *rng, uint32_t bound) { return (uint32_t)(test_rng_next(rng) % bound); }
+
+uint32_t test_elem_get(amp_dtype dtype, const void *buf, size_t i) {
+    switch (amp_dtype_size(dtype)) {
+    case 4: return ((const uint32_t *)buf)[i];
+    case 2: return ((const uint16_t *)buf)[i];
+    default: return ((const uint8_t *)buf)[i];
+    }
+}
+
+void test_elem_set(amp_dtype dtype, void *buf, size_t i, uint32_t bits) {
+    switch (amp_dtype_size(dtype)) {
+    case 4: ((uint32_t *)buf)[i] = bits; break;
+    case 2: ((uint16_t *)buf)[i] = (uint16_t)bits; break;
+    default: ((uint8_t *)buf)[i] = (uint8_t)bits; break;
+    }
+}
+
+uint32_t test_scalar_decode(amp_dtype dtype, uint32_t bits) {
+    switch (dtype) {
+    case AMP_F16: return f32_bits(amp_fp16_to_fp32((uint16_t)bits));
+    case AMP_BF16: return f32_bits(amp_bf16_to_fp32((uint16_t)bits));
+    case AMP_F8E4M3: return f32_bits(amp_fp8e4m3_to_fp32((uint8_t)bits));
+    case AMP_F8E5M2: return f32_bits(amp_fp8e5m2_to_fp32((uint8_t)bits));
+    default: return 0xDEADBEEFu;
+    }
+}
+
+uint32_t test_scalar_encode(amp_dtype dtype, float x, bool saturate) {
+    switch (dtype) {
+    case AMP_F16: return saturate ? amp_fp16_from_fp32_sat(x) : amp_fp16_from_fp32(x);
+    case AMP_BF16: return saturate ? amp_bf16_from_fp32_sat(x) : amp_bf16_from_fp32(x);
+    case AMP_F8E4M3: return saturate ? amp_fp8e4m3_from_fp32_sat(x) : amp_fp8e4m3_from_fp32(x);
+    case AMP_F8E5M2: return saturate ? amp_fp8e5m2_from_fp32_sat(x) : amp_fp8e5m2_from_fp32(x);
+    default: return 0xDEADBEEFu;
+    }
+}
+
+int test_convert(bool saturate, void *dst, amp_dtype dst_dtype, const void *src, amp_dtype src_dtype, size_t n) {
+    if (saturate) return amp_convert_sat(dst, dst_dtype, src, src_dtype, n);
+    return amp_convert(dst, dst_dtype, src, src_dtype, n);
+}
+
+const char *test_convert_name(bool saturate) { return saturate ? "amp_convert_sat" : "amp_convert"; }
+
+/* The path to restore, saved by the first test_isa_begin after a test_isa_end. */
+static int saved_isa = -1;
+
+bool test_isa_begin(int isa) {
+    if (saved_isa < 0) saved_isa = (int)amp_isa_active();
+    if (!amp_isa_supported((amp_isa)isa)) {
+        /* Said once per test, however many loops over the ISAs the test runs. Holds the test's index
+         * plus one, so that 0 means never. */
+        static size_t noted_in_test[AMP_ISA_COUNT];
+        if ((unsigned)isa < AMP_ISA_COUNT && noted_in_test[isa] != harness_current_test() + 1) {
+            noted_in_test[isa] = harness_current_test() + 1;
+            harness_note("isa %s: not supported by this CPU, skipped", amp_isa_name((amp_isa)isa));
+        }
+        return false;
+    }
+    const int status = amp_isa_set((amp_isa)isa);
+    CHECK_MSG(status == AMP_OK, "amp_isa_set(%s) returned %d", amp_isa_name((amp_isa)isa), status);
+    CHECK_MSG(amp_isa_active() == (amp_isa)isa, "amp_isa_active() is %s after amp_isa_set(%s)",
+              amp_isa_name(amp_isa_active()), amp_isa_name((amp_isa)isa));
+    return status == AMP_OK;
+}
+
+void test_isa_end(void) {
+    if (saved_isa >= 0) amp_isa_set((amp_isa)saved_isa);
+    saved_isa = -1;
+}
+
+int test_supported_isas(amp_isa out[AMP_ISA_COUNT]) {
+    int count = 0;
+    for (int isa = 0; isa < AMP_ISA_COUNT; isa++)
+        if (amp_isa_supported((amp_isa)isa)) out[count++] = (amp_isa)isa;
+    return count;
+}
+
+int test_thread_count(void) {
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (n > 256 ? 256 : (int)n);
+}

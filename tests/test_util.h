@@ -1,0 +1,60 @@
+/* Helpers shared by the test files: bit casts, a seeded generator, element access by dtype, and the
+ * loop over every SIMD path this CPU supports. */
+#ifndef AMP_TESTS_TEST_UTIL_H
+#define AMP_TESTS_TEST_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "amp.h"
+
+static inline uint32_t f32_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static inline float f32_from_bits(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* splitmix64 (Steele, Lea, Flood 2014): tiny, fast, and every seed is a good one. */
+typedef struct test_rng {
+    uint64_t state;
+} test_rng;
+
+uint64_t test_rng_next(test_rng *rng);
+/* Uniform in [0, bound), bound > 0 (the slight modulo bias does not matter for test data). */
+uint32_t test_rng_below(test_rng *rng, uint32_t bound);
+
+/* Element i of a buffer of `dtype` as an unsigned bit pattern, and the reverse. */
+uint32_t test_elem_get(amp_dtype dtype, const void *buf, size_t i);
+void test_elem_set(amp_dtype dtype, void *buf, size_t i, uint32_t bits);
+
+/* The library's public scalar functions, chosen by dtype (narrow dtypes only): decode gives the fp32
+ * bit pattern, encode the narrow pattern. */
+uint32_t test_scalar_decode(amp_dtype dtype, uint32_t bits);
+uint32_t test_scalar_encode(amp_dtype dtype, float x, bool saturate);
+
+/* amp_convert_sat when `saturate`, else amp_convert; and that function's name, for messages. */
+int test_convert(bool saturate, void *dst, amp_dtype dst_dtype, const void *src, amp_dtype src_dtype, size_t n);
+const char *test_convert_name(bool saturate);
+
+/* The ISA loop: test_isa_begin(isa) makes `isa` active and returns true, or notes that this CPU
+ * cannot run it and returns false. test_isa_end() restores the path that was active before the
+ * first test_isa_begin of the loop (the best one, unless AMP_ISA chose another). Usage:
+ *     for (int isa = 0; isa < AMP_ISA_COUNT; isa++) { if (!test_isa_begin(isa)) continue; ... }
+ *     test_isa_end(); */
+bool test_isa_begin(int isa);
+void test_isa_end(void);
+/* Fills `out` with the supported paths; returns how many (at least 1: ref). */
+int test_supported_isas(amp_isa out[AMP_ISA_COUNT]);
+
+/* Threads for the sweeps: sysconf(_SC_NPROCESSORS_ONLN), at least 1. */
+int test_thread_count(void);
+
+#endif /* AMP_TESTS_TEST_UTIL_H */

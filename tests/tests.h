@@ -1,0 +1,86 @@
+/* Every test function, one per line, grouped by file; tests/main.c lists them in its table. */
+#ifndef AMP_TESTS_TESTS_H
+#define AMP_TESTS_TESTS_H
+
+/* test_reference.c: the oracle itself, against closed forms (a wrong oracle hides library bugs) */
+void test_reference_formats(void);
+void test_reference_round_trip(void);
+
+/* test_api_tables.c: ISA selection, the dtype traits table, status strings */
+void test_isa_selection(void);
+void test_dtype_info(void);
+void test_status_strings(void);
+
+/* test_decode.c: narrow -> fp32 */
+void test_decode_literals(void);
+void test_decode_exhaustive(void);
+
+/* test_encode_edges.c: fp32 -> narrow, hand-derived boundary cases */
+void test_encode_edge_cases(void);
+
+/* test_encode_sweep.c: fp32 -> narrow, all 2^32 inputs (strided under AMP_TEST_QUICK) */
+void test_encode_sweep(void);
+
+/* test_narrow_to_narrow.c: narrow -> narrow, identity copies, in-place conversion */
+void test_narrow_to_narrow(void);
+void test_identity_copies(void);
+
+/* test_convert_api.c: amp_convert's lengths, alignments, guard regions and statuses */
+void test_convert_lengths_offsets(void);
+void test_convert_status(void);
+
+/* test_ops_core.c: core ops against double references (gradcheck.h) */
+void test_ops_binary_broadcast(void);
+void test_ops_scale_reduce(void);
+void test_ops_shape(void);
+void test_ops_matmul_linear(void);
+
+/* test_tensor_core.c: context, arena, parameters, autograd engine */
+void test_tensor_params_and_steady_state(void);
+void test_tensor_grad_mode_and_retain(void);
+void test_tensor_errors_are_sticky(void);
+void test_tensor_allocation_failure(void);
+void test_tensor_views_and_access(void);
+
+/* test_ops_lstm_attention.c: the fused LSTM cell and causal attention */
+void test_ops_lstm_cell(void);
+void test_ops_lstm_cell_api(void);
+void test_ops_causal_attention(void);
+void test_ops_attention_api(void);
+
+/* test_ops_activation.c: relu, gelu, tanh, sigmoid, pow, exp, log, dropout */
+void test_ops_unary(void);
+void test_ops_unary_meta(void);
+void test_ops_unary_nonfinite(void);
+void test_ops_dropout(void);
+
+/* test_ops_softmax_loss.c: softmax, log_softmax, cross_entropy, mse_loss */
+void test_ops_softmax(void);
+void test_ops_softmax_edges(void);
+void test_ops_losses(void);
+void test_ops_losses_edges(void);
+
+/* test_gemm.c: amp_gemm on every path against the fp32 twin and a double oracle, edge cases,
+ * statuses, bit-identical results for any thread count; the thread pool */
+void test_gemm_vs_reference(void);
+void test_gemm_edge_cases(void);
+void test_gemm_determinism(void);
+void test_gemm_ref_path_is_the_oracle(void);
+void test_gemm_arguments(void);
+void test_parallel_pool(void);
+
+/* test_ops_norm.c: layer_norm, batch_norm (running statistics, evaluation mode) */
+void test_ops_layer_norm(void);
+void test_ops_batch_norm(void);
+
+/* test_ops_conv_pool.c: conv2d (batch chunking), max/avg pooling (ties, NaN), embedding */
+void test_ops_conv2d(void);
+void test_ops_pool2d(void);
+void test_ops_embedding(void);
+
+/* test_golden_pytorch.c: MLP, CNN, LSTM cell, attention against PyTorch fixtures (tests/fixtures/);
+ * the fixture reader's strictness */
+void test_fixture_reader(void);
+void test_golden_pytorch(void);
+
+#endif /* AMP_TESTS_TESTS_H */

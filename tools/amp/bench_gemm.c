@@ -1,0 +1,376 @@
+/* `amp bench gemm`: amp_gemm's GFLOP/s on the shapes that matter, next to two yardsticks measured
+ * in the same run: the core's peak and OpenBLAS.
+ *
+ * Peak. A loop of independent register-only multiply-adds (12 accumulators, more than latency x
+ * throughput needs on current cores) gives the FMA peak of one core; a loop of VDPBF16PS gives the
+ * bf16 peak, where the CPU has AVX512-BF16. The ratio printed for f32 and f16 is against the FMA
+ * peak (both run FMA micro-kernels), for bf16 against the VDPBF16PS peak when amp uses it. With T
+ * threads the ratio is against T times the one-core peak. The loops are inline assembly (this file
+ * is built without ISA flags; the target attribute only lets the assembler accept the mnemonics)
+ * and run only when amp_cpu_get_features() says the CPU has the instructions.
+ *
+ * OpenBLAS. libopenblas.so.0 is opened at run time (dlopen), so amp never links against it; when it
+ * is absent the table says so. It runs cblas_sgemm on the same fp32 data with the same thread count.
+ *
+ * GFLOP/s = 2mnk / time, the median of --repeats timed calls after one untimed warm-up; amp and
+ * OpenBLAS alternate call by call so that drift on a shared machine hits both alike. */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "amp.h"
+#include "bench_util.h"
+#include "commands.h"
+
+/* ---- the core's peak ---- */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HAVE_PEAK_LOOPS 1
+/* 12 chains of `insn` on zmm0..zmm11 (or ymm), inputs zmm12/zmm13 (zero: no denormal slow paths). */
+#define PEAK_BODY(insn, r)                                                                                  \
+    "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"                                                                   \
+    "vmovaps %%zmm0, %%zmm1\n\tvmovaps %%zmm0, %%zmm2\n\tvmovaps %%zmm0, %%zmm3\n\t"                      \
+    "vmovaps %%zmm0, %%zmm4\n\tvmovaps %%zmm0, %%zmm5\n\tvmovaps %%zmm0, %%zmm6\n\t"                      \
+    "vmovaps %%zmm0, %%zmm7\n\tvmovaps %%zmm0, %%zmm8\n\tvmovaps %%zmm0, %%zmm9\n\t"                      \
+    "vmovaps %%zmm0, %%zmm10\n\tvmovaps %%zmm0, %%zmm11\n\tvmovaps %%zmm0, %%zmm12\n\t"                   \
+    "vmovaps %%zmm0, %%zmm13\n\t"                                                                          \
+    "1:\n\t" insn " %%" r "12, %%" r "13, %%" r "0\n\t" insn " %%" r "12, %%" r "13, %%" r "1\n\t" insn      \
+    " %%" r "12, %%" r "13, %%" r "2\n\t" insn " %%" r "12, %%" r "13, %%" r "3\n\t" insn " %%" r "12, %%" r \
+    "13, %%" r "4\n\t" insn " %%" r "12, %%" r "13, %%" r "5\n\t" insn " %%" r "12, %%" r "13, %%" r "6\n\t"   \
+    insn " %%" r "12, %%" r "13, %%" r "7\n\t" insn " %%" r "12, %%" r "13, %%" r "8\n\t" insn " %%" r       \
+    "12, %%" r "13, %%" r "9\n\t" insn " %%" r "12, %%" r "13, %%" r "10\n\t" insn " %%" r "12, %%" r        \
+    "13, %%" r "11\n\t"                                                                                    \
+    "dec %0\n\tjnz 1b\n\tvzeroupper"
+#define PEAK_CLOBBERS                                                                                      \
+    "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", \
+        "xmm13", "cc"
+
+__attribute__((target("avx512f"))) static void loop_fma_zmm(long iters) {
+    __asm__ volatile(PEAK_BODY("vfmadd231ps", "zmm") : "+r"(iters) : : PEAK_CLOBBERS);
+}
+__attribute__((target("avx2,fma"))) static void loop_fma_ymm(long iters) { /* AVX2 only: ymm throughout */
+    __asm__ volatile("vpxor %%ymm0, %%ymm0, %%ymm0\n\t"
+                     "vmovaps %%ymm0, %%ymm1\n\tvmovaps %%ymm0, %%ymm2\n\tvmovaps %%ymm0, %%ymm3\n\t"
+                     "vmovaps %%ymm0, %%ymm4\n\tvmovaps %%ymm0, %%ymm5\n\tvmovaps %%ymm0, %%ymm6\n\t"
+                     "vmovaps %%ymm0, %%ymm7\n\tvmovaps %%ymm0, %%ymm8\n\tvmovaps %%ymm0, %%ymm9\n\t"
+                     "vmovaps %%ymm0, %%ymm10\n\tvmovaps %%ymm0, %%ymm11\n\tvmovaps %%ymm0, %%ymm12\n\t"
+                     "vmovaps %%ymm0, %%ymm13\n\t"
+                     "1:\n\t"
+                     "vfmadd231ps %%ymm12, %%ymm13, %%ymm0\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm1\n\t"
+                     "vfmadd231ps %%ymm12, %%ymm13, %%ymm2\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm3\n\t"
+                     "vfmadd231ps %%ymm12, %%ymm13, %%ymm4\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm5\n\t"
+                     "vfmadd231ps %%ymm12, %%ymm13, %%ymm6\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm7\n\t"
+                     "vfmadd231ps %%ymm12, %%ymm13, %%ymm8\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm9\n\t"
+                     "vfmadd231ps %%ymm12, %%ymm13, %%ymm10\n\tvfmadd231ps %%ymm12, %%ymm13, %%ymm11\n\t"
+                     "dec %0\n\tjnz 1b\n\tvzeroupper"
+                     : "+r"(iters)
+                     :
+                     : PEAK_CLOBBERS);
+}
+__attribute__((target("avx512f,avx512bf16"))) static void loop_dpbf16_zmm(long iters) {
+    __asm__ volatile(PEAK_BODY("vdpbf16ps", "zmm") : "+r"(iters) : : PEAK_CLOBBERS);
+}
+#else
+#define HAVE_PEAK_LOOPS 0
+#endif
+
+typedef enum { PEAK_FMA512, PEAK_FMA256, PEAK_DPBF16, PEAK_KINDS } peak_kind;
+static const char *const peak_names[PEAK_KINDS] = {"fma zmm", "fma ymm", "vdpbf16ps zmm"};
+/* flops per loop iteration: 12 instructions x lanes x (2 per FMA, 4 per VDPBF16PS lane: 2 mul, 2 add) */
+static const double peak_flops_per_iter[PEAK_KINDS] = {12 * 16 * 2, 12 * 8 * 2, 12 * 16 * 4};
+
+/* One-core GFLOP/s of a peak loop (median of 5 runs of ~20 ms), or 0 when this CPU lacks it. */
+static double measure_peak(peak_kind kind) {
+#if HAVE_PEAK_LOOPS
+    const amp_cpu_features *f = amp_cpu_get_features();
+    void (*loop)(long) = NULL;
+    if (kind == PEAK_FMA512 && f->avx512f) loop = loop_fma_zmm;
+    if (kind == PEAK_FMA256 && f->avx2 && f->fma) loop = loop_fma_ymm;
+    if (kind == PEAK_DPBF16 && f->avx512_bf16) loop = loop_dpbf16_zmm;
+    if (!loop) return 0.0;
+    long iters = 1 << 16;
+    double t = 0.0;
+    while (t < 0.02) { /* calibrate to ~20 ms, long enough for the clock to settle */
+        iters *= 2;
+        double t0 = amp_bench_now();
+        loop(iters);
+        t = amp_bench_now() - t0;
+    }
+    double runs[5];
+    for (int r = 0; r < 5; r++) {
+        double t0 = amp_bench_now();
+        loop(iters);
+        runs[r] = amp_bench_now() - t0;
+    }
+    return (double)iters * peak_flops_per_iter[kind] / amp_bench_median(runs, 5) / 1e9;
+#else
+    (void)kind;
+    return 0.0;
+#endif
+}
+
+/* ---- OpenBLAS, found at run time ---- */
+
+enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 }; /* cblas.h's values */
+typedef void (*cblas_sgemm_fn)(int layout, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                               int lda, const float *b, int ldb, float beta, float *c, int ldc);
+typedef void (*openblas_set_threads_fn)(int n);
+
+typedef struct openblas {
+    void *handle;
+    cblas_sgemm_fn sgemm;
+} openblas;
+
+static void *symbol(void *handle, const char *name) { return handle ? dlsym(handle, name) : NULL; }
+
+static openblas openblas_open(int threads) {
+    openblas ob = {dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL), NULL};
+    void *sgemm = symbol(ob.handle, "cblas_sgemm"), *set_threads = symbol(ob.handle, "openblas_set_num_threads");
+    if (!sgemm) {
+        if (ob.handle) dlclose(ob.handle);
+        ob.handle = NULL;
+        return ob;
+    }
+    memcpy(&ob.sgemm, &sgemm, sizeof sgemm); /* POSIX guarantees object and function pointers convert */
+    if (set_threads) {
+        openblas_set_threads_fn fn;
+        memcpy(&fn, &set_threads, sizeof fn);
+        fn(threads);
+    }
+    return ob;
+}
+
+/* ---- the benchmark ---- */
+
+typedef struct shape {
+    long m, n, k;
+} shape;
+
+/* The square reference shape, then the MLP/CNN shapes of the training examples: batch 256 through
+ * 784 -> 1024 -> 1024 -> 10 layers, and a 128 x 1024 x 3136 (7x7x64 flattened) layer. */
+static const shape default_shapes[] = {
+    {1024, 1024, 1024}, {256, 1024, 784}, {256, 1024, 1024}, {256, 10, 1024}, {128, 1024, 3136},
+};
+enum { MAX_SHAPES = 32 };
+
+/* op(A) op(B): the forward product and the two transposed forms backward passes use. */
+static const struct {
+    const char *name;
+    bool trans_a, trans_b;
+} ops[] = {{"A*B", false, false}, {"A^T*B", true, false}, {"A*B^T", false, true}};
+enum { N_OPS = sizeof ops / sizeof ops[0] };
+
+static const amp_dtype dtypes[] = {AMP_F32, AMP_F16, AMP_BF16};
+enum { N_DTYPES = sizeof dtypes / sizeof dtypes[0] };
+
+static int usage(void) {
+    printf("usage: amp bench gemm [--threads N] [--shape MxNxK]... [--repeats N] [--json]\n"
+           "  --threads N     threads for amp and OpenBLAS (default: amp's setting, %d here)\n"
+           "  --shape MxNxK   C is MxN, the inner dimension K; repeatable (default: 1024x1024x1024,\n"
+           "                  256x1024x784, 256x1024x1024, 256x10x1024, 128x1024x3136)\n"
+           "  --repeats N     timed calls per figure; the median is reported (default 7)\n"
+           "  --json          one JSON object on the last line instead of the table\n"
+           "Each shape runs as A*B, A^T*B and A*B^T (same M, N, K; A or B stored transposed), for\n"
+           "f32, f16 and bf16 inputs (fp32 accumulation and output). GFLOP/s = 2MNK / median time.\n"
+           "'peak' is threads x the one-core peak measured here: an FMA loop for f32 and f16, a\n"
+           "VDPBF16PS loop for bf16 where the CPU has AVX512-BF16. OpenBLAS (cblas_sgemm, f32) is\n"
+           "loaded at run time when installed.\n",
+           amp_get_num_threads());
+    return AMP_EXIT_OK;
+}
+
+static int parse_shape(const char *s, shape *out) {
+    char *end;
+    long v[3];
+    for (int i = 0; i < 3; i++) {
+        if (*s < '0' || *s > '9') return -1;
+        v[i] = strtol(s, &end, 10);
+        if (v[i] < 1 || v[i] > 65536 || (i < 2 && *end != 'x') || (i == 2 && *end)) return -1;
+        s = end + 1;
+    }
+    *out = (shape){v[0], v[1], v[2]};
+    return 0;
+}
+
+/* Values uniform in [-1, 1) with 8 significant bits, so that f32, f16 and bf16 hold the same data. */
+static void fill(float *x, size_t n, uint64_t seed) {
+    for (size_t i = 0; i < n; i++) {
+        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        x[i] = (float)((int)(seed >> 56) - 128) / 128.0f;
+    }
+}
+
+typedef struct result {
+    double amp_s, openblas_s; /* median seconds; openblas_s 0 when not measured */
+} result;
+
+static int run_shape(const shape *sh, const openblas *ob, long repeats, result res[N_OPS][N_DTYPES]) {
+    const size_t m = (size_t)sh->m, n = (size_t)sh->n, k = (size_t)sh->k;
+    float *a32 = malloc(m * k * sizeof(float)), *b32 = malloc(k * n * sizeof(float));
+    float *c = malloc(m * n * sizeof(float));
+    uint16_t *a16 = malloc(m * k * 2), *b16 = malloc(k * n * 2);
+    double *t_amp = malloc((size_t)repeats * sizeof(double)), *t_ob = malloc((size_t)repeats * sizeof(double));
+    int status = a32 && b32 && c && a16 && b16 && t_amp && t_ob ? AMP_OK : AMP_ERR_OUT_OF_MEMORY;
+    if (status == AMP_OK) {
+        fill(a32, m * k, 0x9E3779B97F4A7C15ull);
+        fill(b32, k * n, 0xD1B54A32D192ED03ull);
+    }
+    for (int d = 0; d < N_DTYPES && status == AMP_OK; d++) {
+        const amp_dtype dt = dtypes[d];
+        const void *a = a32, *b = b32;
+        if (dt != AMP_F32) {
+            amp_convert(a16, dt, a32, AMP_F32, m * k); /* exact: the data has 8 significant bits */
+            amp_convert(b16, dt, b32, AMP_F32, k * n);
+            a = a16, b = b16;
+        }
+        for (int o = 0; o < N_OPS && status == AMP_OK; o++) {
+            /* A stored m x k (or k x m when transposed), B stored k x n (or n x k), no padding */
+            const long lda = ops[o].trans_a ? sh->m : sh->k, ldb = ops[o].trans_b ? sh->k : sh->n;
+            const bool with_ob = ob->sgemm && dt == AMP_F32;
+            for (long r = -1; r < repeats && status == AMP_OK; r++) { /* r == -1: warm-up */
+                double t0 = amp_bench_now();
+                status = amp_gemm(dt, ops[o].trans_a, ops[o].trans_b, sh->m, sh->n, sh->k, 1.0f, a, lda, b, ldb,
+                                  0.0f, c, sh->n);
+                double t1 = amp_bench_now();
+                if (r >= 0) t_amp[r] = t1 - t0;
+                if (with_ob) {
+                    t0 = amp_bench_now();
+                    ob->sgemm(CBLAS_ROW_MAJOR, ops[o].trans_a ? CBLAS_TRANS : CBLAS_NO_TRANS,
+                              ops[o].trans_b ? CBLAS_TRANS : CBLAS_NO_TRANS, (int)sh->m, (int)sh->n, (int)sh->k, 1.0f,
+                              a32, (int)lda, b32, (int)ldb, 0.0f, c, (int)sh->n);
+                    t1 = amp_bench_now();
+                    if (r >= 0) t_ob[r] = t1 - t0;
+                }
+            }
+            res[o][d].amp_s = amp_bench_median(t_amp, (size_t)repeats);
+            res[o][d].openblas_s = with_ob ? amp_bench_median(t_ob, (size_t)repeats) : 0.0;
+        }
+    }
+    free(a32), free(b32), free(c), free(a16), free(b16), free(t_amp), free(t_ob);
+    return status;
+}
+
+int amp_bench_gemm(int argc, char **argv) {
+    long threads = amp_get_num_threads(), repeats = 7;
+    int json = 0, n_shapes = 0;
+    shape shapes[MAX_SHAPES];
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0) return usage();
+        if (strcmp(arg, "--json") == 0) {
+            json = 1;
+        } else if (strcmp(arg, "--threads") == 0 || strcmp(arg, "--repeats") == 0) {
+            long *dst = arg[2] == 't' ? &threads : &repeats;
+            if (i + 1 >= argc || amp_parse_long(argv[i + 1], 1, arg[2] == 't' ? AMP_MAX_THREADS : 1000, dst) != 0)
+                return amp_usage_error("bench", "%s needs a positive integer", arg);
+            i++;
+        } else if (strcmp(arg, "--shape") == 0) {
+            if (i + 1 >= argc || parse_shape(argv[i + 1], &shapes[n_shapes]) != 0)
+                return amp_usage_error("bench", "--shape needs MxNxK with each size in 1..65536");
+            if (++n_shapes == MAX_SHAPES) return amp_usage_error("bench", "at most %d --shape options", MAX_SHAPES);
+            i++;
+        } else {
+            return amp_usage_error("bench", "unknown option '%s'", arg);
+        }
+    }
+    if (n_shapes == 0) {
+        n_shapes = (int)(sizeof default_shapes / sizeof default_shapes[0]);
+        memcpy(shapes, default_shapes, sizeof default_shapes);
+    }
+    amp_set_num_threads((int)threads);
+    const amp_isa isa = amp_isa_active();
+    const amp_cpu_features *f = amp_cpu_get_features();
+
+    /* The peak each dtype's ratio is taken against, for the path amp runs. */
+    double peak[PEAK_KINDS];
+    for (int p = 0; p < PEAK_KINDS; p++) peak[p] = measure_peak((peak_kind)p);
+    const peak_kind fma_kind = isa == AMP_ISA_AVX512 ? PEAK_FMA512 : PEAK_FMA256;
+    const peak_kind kind_of[N_DTYPES] = {fma_kind, fma_kind,
+                                         isa == AMP_ISA_AVX512 && f->avx512_bf16 ? PEAK_DPBF16 : fma_kind};
+
+    openblas ob = openblas_open((int)threads);
+    result(*res)[N_OPS][N_DTYPES] = calloc((size_t)n_shapes, sizeof *res);
+    if (!res) {
+        fprintf(stderr, "amp: out of memory\n");
+        return AMP_EXIT_FAILURE;
+    }
+    for (int s = 0; s < n_shapes; s++) {
+        const int status = run_shape(&shapes[s], &ob, repeats, res[s]);
+        if (status != AMP_OK) {
+            fprintf(stderr, "amp: amp_gemm failed on %ldx%ldx%ld: %s\n", shapes[s].m, shapes[s].n, shapes[s].k,
+                    amp_status_str(status));
+            free(res);
+            if (ob.handle) dlclose(ob.handle);
+            return AMP_EXIT_FAILURE;
+        }
+    }
+
+    /* The peak is a constant of the core: measured again after the run, the larger figure is the
+     * one less disturbed by whatever else the machine was doing. */
+    for (int p = 0; p < PEAK_KINDS; p++) {
+        const double again = measure_peak((peak_kind)p);
+        if (again > peak[p]) peak[p] = again;
+    }
+    char cpu[256];
+    amp_bench_cpu_name(cpu, sizeof cpu);
+    if (json) {
+        printf("{\"bench\":\"gemm\",\"version\":\"%s\",\"cpu\":\"%s\",\"isa\":\"%s\",\"threads\":%ld,\"repeats\":%ld,"
+               "\"peak_gflops_per_core\":{\"fma_zmm\":%.1f,\"fma_ymm\":%.1f,\"vdpbf16ps_zmm\":%.1f},"
+               "\"openblas\":%s,\"results\":[",
+               amp_version(), cpu, amp_isa_name(isa), threads, repeats, peak[PEAK_FMA512], peak[PEAK_FMA256],
+               peak[PEAK_DPBF16], ob.sgemm ? "true" : "false");
+    } else {
+        printf("amp %s bench gemm: %ld thread%s, path %s, median of %ld\n", amp_version(), threads,
+               threads == 1 ? "" : "s", amp_isa_name(isa), repeats);
+        printf("cpu: %s\n", cpu);
+        printf("one-core peak:");
+        for (int p = 0; p < PEAK_KINDS; p++)
+            if (peak[p] > 0) printf("  %s %.1f GFLOP/s", peak_names[p], peak[p]);
+        printf("\n");
+        if (ob.sgemm)
+            printf("openblas: cblas_sgemm from libopenblas.so.0, %ld thread%s\n", threads, threads == 1 ? "" : "s");
+        else
+            printf("openblas: not installed (apt-get install libopenblas0)\n");
+        printf("\n%-16s %-6s %-5s %9s %9s %8s %11s %9s\n", "MxNxK", "op", "dtype", "ms", "GFLOP/s", "of peak",
+               "openblas", "vs blas");
+    }
+    int first = 1;
+    for (int s = 0; s < n_shapes; s++) {
+        const shape *sh = &shapes[s];
+        const double flops = 2.0 * (double)sh->m * (double)sh->n * (double)sh->k;
+        char name[48];
+        snprintf(name, sizeof name, "%ldx%ldx%ld", sh->m, sh->n, sh->k);
+        for (int o = 0; o < N_OPS; o++) {
+            const double ob_gflops = res[s][o][0].openblas_s > 0 ? flops / res[s][o][0].openblas_s / 1e9 : 0.0;
+            for (int d = 0; d < N_DTYPES; d++) {
+                const double gflops = flops / res[s][o][d].amp_s / 1e9;
+                const double pk = peak[kind_of[d]] * (double)threads;
+                if (json) {
+                    printf("%s{\"m\":%ld,\"n\":%ld,\"k\":%ld,\"op\":\"%s\",\"dtype\":\"%s\",\"ms\":%.4f,\"gflops\":%.2f,"
+                           "\"peak\":\"%s\",\"of_peak\":%.4f,\"openblas_gflops\":%.2f,\"vs_openblas\":%.4f}",
+                           first ? "" : ",", sh->m, sh->n, sh->k, ops[o].name, amp_dtype_name(dtypes[d]),
+                           res[s][o][d].amp_s * 1e3, gflops, peak_names[kind_of[d]], pk > 0 ? gflops / pk : 0.0,
+                           ob_gflops, ob_gflops > 0 ? gflops / ob_gflops : 0.0);
+                    first = 0;
+                    continue;
+                }
+                printf("%-16s %-6s %-5s %9.3f %9.1f", name, ops[o].name, amp_dtype_name(dtypes[d]),
+                       res[s][o][d].amp_s * 1e3, gflops);
+                if (pk > 0)
+                    printf(" %7.0f%%", 100.0 * gflops / pk);
+                else
+                    printf(" %8s", "-");
+                if (ob_gflops > 0)
+                    printf(" %11.1f %8.2fx\n", ob_gflops, gflops / ob_gflops);
+                else
+                    printf(" %11s %9s\n", "-", "-");
+            }
+        }
+    }
+    if (json) printf("]}\n");
+    free(res);
+    if (ob.handle) dlclose(ob.handle);
+    return AMP_EXIT_OK;
+}
