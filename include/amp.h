@@ -12,5 +12,6 @@
 #include "amp/gemm.h"
 #include "amp/tensor.h"
 #include "amp/ops.h"
+#include "amp/autocast.h"
 
 #endif /* AMP_H */

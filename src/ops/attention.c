@@ -93,6 +93,9 @@ static void attention_backward(amp_ctx *ctx, amp_node *node) {
 
 amp_tensor *amp_causal_attention(amp_ctx *ctx, amp_tensor *q, amp_tensor *k, amp_tensor *v) {
     if (!amp_op_input_ok(ctx, OP, q) || !amp_op_input_ok(ctx, OP, k) || !amp_op_input_ok(ctx, OP, v)) return NULL;
+    amp_tensor *cast_in[3] = {q, k, v};
+    if (!amp_autocast_inputs(ctx, OP, cast_in, 3)) return NULL;
+    q = cast_in[0], k = cast_in[1], v = cast_in[2];
     if (q->ndim != 4 || !amp_same_shape(q, k) || !amp_same_shape(q, v)) {
         char sq[64], sk[64], sv[64];
         return amp_op_fail(ctx, OP, "q %s, k %s and v %s must share one shape [B, H, T, D]",

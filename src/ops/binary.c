@@ -80,6 +80,9 @@ static void binary_backward(amp_ctx *ctx, amp_node *node) {
 
 static amp_tensor *binary(amp_ctx *ctx, amp_op op, amp_tensor *a, amp_tensor *b) {
     if (!amp_op_input_ok(ctx, op, a) || !amp_op_input_ok(ctx, op, b)) return NULL;
+    amp_tensor *cast_in[2] = {a, b};
+    if (!amp_autocast_inputs(ctx, op, cast_in, 2)) return NULL;
+    a = cast_in[0], b = cast_in[1];
     bcast bc;
     if (!make_bcast(a, b, &bc)) {
         char sa[64], sb[64];
@@ -134,7 +137,7 @@ static void scale_backward(amp_ctx *ctx, amp_node *node) {
 }
 
 amp_tensor *amp_scale(amp_ctx *ctx, amp_tensor *x, float s) {
-    if (!amp_op_input_ok(ctx, AMP_OP_SCALE, x)) return NULL;
+    if (!amp_op_input_ok(ctx, AMP_OP_SCALE, x) || !amp_autocast_inputs(ctx, AMP_OP_SCALE, &x, 1)) return NULL;
     amp_tensor *out = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
     if (!out) return NULL;
     const int64_t n = amp_tensor_numel(x);

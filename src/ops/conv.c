@@ -262,6 +262,9 @@ amp_tensor *amp_conv2d(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tens
     const amp_op op = AMP_OP_CONV2D;
     if (!amp_op_input_ok(ctx, op, x) || !amp_op_input_ok(ctx, op, weight)) return NULL;
     if (bias && !amp_op_input_ok(ctx, op, bias)) return NULL;
+    amp_tensor *cast_in[3] = {x, weight, bias};
+    if (!amp_autocast_inputs(ctx, op, cast_in, 3)) return NULL;
+    x = cast_in[0], weight = cast_in[1], bias = cast_in[2];
     char sx[64], sw[64];
     if (x->ndim != 4 || weight->ndim != 4 || weight->shape[1] != x->shape[1])
         return amp_op_fail(ctx, op, "input %s ([N, C, H, W]) does not match weight %s ([O, C, KH, KW])",

@@ -29,7 +29,7 @@ static void embedding_backward(amp_ctx *ctx, amp_node *node) {
 
 amp_tensor *amp_embedding(amp_ctx *ctx, amp_tensor *weight, const int32_t *indices, int ndim, const int64_t *shape) {
     const amp_op op = AMP_OP_EMBEDDING;
-    if (!amp_op_input_ok(ctx, op, weight)) return NULL;
+    if (!amp_op_input_ok(ctx, op, weight) || !amp_autocast_inputs(ctx, op, &weight, 1)) return NULL;
     char sw[64];
     if (weight->ndim != 2)
         return amp_op_fail(ctx, op, "weight %s must be [V, D]", amp_shape_str(weight, sw, sizeof sw));

@@ -41,7 +41,7 @@ static void cross_entropy_backward(amp_ctx *ctx, amp_node *node) {
 
 amp_tensor *amp_cross_entropy(amp_ctx *ctx, amp_tensor *logits, const int32_t *targets) {
     const amp_op op = AMP_OP_CROSS_ENTROPY;
-    if (!amp_op_input_ok(ctx, op, logits)) return NULL;
+    if (!amp_op_input_ok(ctx, op, logits) || !amp_autocast_inputs(ctx, op, &logits, 1)) return NULL;
     if (logits->ndim != 2) {
         char sh[64];
         return amp_op_fail(ctx, op, "logits must be [N, C], not %s", amp_shape_str(logits, sh, sizeof sh));
@@ -119,6 +119,9 @@ static void mse_backward(amp_ctx *ctx, amp_node *node) {
 amp_tensor *amp_mse_loss(amp_ctx *ctx, amp_tensor *pred, amp_tensor *target) {
     const amp_op op = AMP_OP_MSE_LOSS;
     if (!amp_op_input_ok(ctx, op, pred) || !amp_op_input_ok(ctx, op, target)) return NULL;
+    amp_tensor *cast_in[2] = {pred, target};
+    if (!amp_autocast_inputs(ctx, op, cast_in, 2)) return NULL;
+    pred = cast_in[0], target = cast_in[1];
     if (!amp_same_shape(pred, target)) {
         char a[64], b[64];
         return amp_op_fail(ctx, op, "pred %s and target %s must have the same shape",

@@ -170,6 +170,10 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
     for (int t = 0; t < 5; t++)
         if (!amp_op_input_ok(ctx, OP, ts[t])) return ctx->status;
     if ((b_ih && !amp_op_input_ok(ctx, OP, b_ih)) || (b_hh && !amp_op_input_ok(ctx, OP, b_hh))) return ctx->status;
+    amp_tensor *cast_in[7] = {x, h, c, w_ih, w_hh, b_ih, b_hh};
+    if (!amp_autocast_inputs(ctx, OP, cast_in, 7)) return ctx->status;
+    x = cast_in[0], h = cast_in[1], c = cast_in[2], w_ih = cast_in[3], w_hh = cast_in[4];
+    b_ih = cast_in[5], b_hh = cast_in[6];
 
     if (x->ndim != 2 || h->ndim != 2) {
         char sx[64], sh[64];

@@ -92,6 +92,9 @@ static void matmul_backward(amp_ctx *ctx, amp_node *node) {
 
 amp_tensor *amp_matmul(amp_ctx *ctx, amp_tensor *a, amp_tensor *b) {
     if (!amp_op_input_ok(ctx, AMP_OP_MATMUL, a) || !amp_op_input_ok(ctx, AMP_OP_MATMUL, b)) return NULL;
+    amp_tensor *cast_in[2] = {a, b};
+    if (!amp_autocast_inputs(ctx, AMP_OP_MATMUL, cast_in, 2)) return NULL;
+    a = cast_in[0], b = cast_in[1];
     char sa[64], sb[64];
     if (a->ndim < 2 || b->ndim < 2)
         return amp_op_fail(ctx, AMP_OP_MATMUL, "needs matrices, got %s and %s", amp_shape_str(a, sa, sizeof sa),
@@ -165,6 +168,9 @@ static void linear_backward(amp_ctx *ctx, amp_node *node) {
 amp_tensor *amp_linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias) {
     if (!amp_op_input_ok(ctx, AMP_OP_LINEAR, x) || !amp_op_input_ok(ctx, AMP_OP_LINEAR, weight)) return NULL;
     if (bias && !amp_op_input_ok(ctx, AMP_OP_LINEAR, bias)) return NULL;
+    amp_tensor *cast_in[3] = {x, weight, bias};
+    if (!amp_autocast_inputs(ctx, AMP_OP_LINEAR, cast_in, 3)) return NULL;
+    x = cast_in[0], weight = cast_in[1], bias = cast_in[2];
     char sx[64], sw[64];
     const int64_t in_f = x->ndim ? x->shape[x->ndim - 1] : 0;
     if (x->ndim < 1 || weight->ndim != 2 || weight->shape[1] != in_f)

@@ -88,6 +88,9 @@ amp_tensor *amp_layer_norm(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_
     if (x->ndim < 1) return amp_op_fail(ctx, op, "needs at least one dimension, got a 0-dimensional tensor");
     const int64_t d = x->shape[x->ndim - 1], rows = amp_shape_numel(x->ndim - 1, x->shape);
     if (!affine_ok(ctx, op, weight, "weight", d) || !affine_ok(ctx, op, bias, "bias", d)) return NULL;
+    amp_tensor *cast_in[3] = {x, weight, bias};
+    if (!amp_autocast_inputs(ctx, op, cast_in, 3)) return NULL;
+    x = cast_in[0], weight = cast_in[1], bias = cast_in[2];
     amp_dtype dt = x->dtype;
     if (weight) dt = amp_promote(dt, weight->dtype);
     if (bias) dt = amp_promote(dt, bias->dtype);
@@ -208,6 +211,9 @@ amp_tensor *amp_batch_norm(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_
     if (!affine_ok(ctx, op, weight, "weight", ch) || !affine_ok(ctx, op, bias, "bias", ch)) return NULL;
     if (!running_ok(ctx, running_mean, "running_mean", ch) || !running_ok(ctx, running_var, "running_var", ch))
         return NULL;
+    amp_tensor *cast_in[3] = {x, weight, bias}; /* never the running statistics: they are state, not inputs */
+    if (!amp_autocast_inputs(ctx, op, cast_in, 3)) return NULL;
+    x = cast_in[0], weight = cast_in[1], bias = cast_in[2];
     const int64_t count = nb * sp; /* values per channel */
     if (training && count <= 1)    /* PyTorch's check: a variance needs two values */
         return amp_op_fail(ctx, op, "expected more than 1 value per channel when training, got input %s",

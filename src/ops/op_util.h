@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 
+#include "../autocast/autocast_internal.h"
 #include "../tensor/autograd.h"
 
 /* False (and an error recorded unless one is already there) when x is NULL or not a float dtype

@@ -68,7 +68,9 @@ static void max_pool_backward(amp_ctx *ctx, amp_node *node) {
 amp_tensor *amp_max_pool2d(amp_ctx *ctx, amp_tensor *x, int kernel, int stride) {
     const amp_op op = AMP_OP_MAX_POOL2D;
     pool_geom pg;
-    if (!amp_op_input_ok(ctx, op, x) || !pool_geometry(ctx, op, x, kernel, stride, &pg)) return NULL;
+    if (!amp_op_input_ok(ctx, op, x) || !amp_autocast_inputs(ctx, op, &x, 1) ||
+        !pool_geometry(ctx, op, x, kernel, stride, &pg))
+        return NULL;
     amp_tensor *out = pool_output(ctx, x, &pg);
     if (!out) return NULL;
     const int64_t n_out = pg.planes * pg.oh * pg.ow;
@@ -133,7 +135,9 @@ static void avg_pool_backward(amp_ctx *ctx, amp_node *node) {
 amp_tensor *amp_avg_pool2d(amp_ctx *ctx, amp_tensor *x, int kernel, int stride) {
     const amp_op op = AMP_OP_AVG_POOL2D;
     pool_geom pg;
-    if (!amp_op_input_ok(ctx, op, x) || !pool_geometry(ctx, op, x, kernel, stride, &pg)) return NULL;
+    if (!amp_op_input_ok(ctx, op, x) || !amp_autocast_inputs(ctx, op, &x, 1) ||
+        !pool_geometry(ctx, op, x, kernel, stride, &pg))
+        return NULL;
     amp_tensor *out = pool_output(ctx, x, &pg);
     if (!out) return NULL;
     const int64_t n_out = pg.planes * pg.oh * pg.ow;

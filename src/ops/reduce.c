@@ -26,7 +26,7 @@ static void reduce_backward(amp_ctx *ctx, amp_node *node) {
 }
 
 static amp_tensor *reduce(amp_ctx *ctx, amp_op op, amp_tensor *x, int dim, bool keepdim, bool all) {
-    if (!amp_op_input_ok(ctx, op, x)) return NULL;
+    if (!amp_op_input_ok(ctx, op, x) || !amp_autocast_inputs(ctx, op, &x, 1)) return NULL;
     int64_t outer, len, inner, shape[AMP_MAX_DIMS];
     int ndim = 0;
     if (all) {

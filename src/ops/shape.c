@@ -178,8 +178,12 @@ amp_tensor *amp_concat(amp_ctx *ctx, amp_tensor *const *xs, int n, int dim) {
         dtype = amp_promote(dtype, xs[t]->dtype);
     }
     amp_tensor *in[AMP_NODE_MAX_INPUTS];
+    for (int t = 0; t < n; t++) in[t] = xs[t];
+    if (!amp_autocast_inputs(ctx, AMP_OP_CONCAT, in, n)) return NULL;
+    dtype = in[0]->dtype;
+    for (int t = 1; t < n; t++) dtype = amp_promote(dtype, in[t]->dtype);
     for (int t = 0; t < n; t++)
-        if (!(in[t] = amp_op_as(ctx, xs[t], dtype))) return NULL;
+        if (!(in[t] = amp_op_as(ctx, in[t], dtype))) return NULL;
     amp_tensor *out = amp_ctx_new_tensor(ctx, dtype, xs[0]->ndim, shape, true);
     if (!out) return NULL;
     int64_t outer, inner, offset = 0;

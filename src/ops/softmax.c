@@ -45,7 +45,7 @@ static void softmax_backward(amp_ctx *ctx, amp_node *node) {
 }
 
 static amp_tensor *softmax(amp_ctx *ctx, amp_op op, amp_tensor *x, int dim) {
-    if (!amp_op_input_ok(ctx, op, x)) return NULL;
+    if (!amp_op_input_ok(ctx, op, x) || !amp_autocast_inputs(ctx, op, &x, 1)) return NULL;
     int64_t outer = 1, len = 1, inner = 1;
     if (x->ndim > 0 || (dim != 0 && dim != -1)) { /* a 0-dim x takes dim 0 or -1 (one element), as PyTorch */
         const int d = amp_op_dim(ctx, op, x, dim);

@@ -81,7 +81,7 @@ static void unary_backward(amp_ctx *ctx, amp_node *node) {
 }
 
 static amp_tensor *unary(amp_ctx *ctx, amp_op op, amp_tensor *x, float exponent) {
-    if (!amp_op_input_ok(ctx, op, x)) return NULL;
+    if (!amp_op_input_ok(ctx, op, x) || !amp_autocast_inputs(ctx, op, &x, 1)) return NULL;
     amp_tensor *out = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
     if (!out) return NULL;
     const int64_t n = amp_tensor_numel(x);
@@ -151,7 +151,7 @@ static void dropout_backward(amp_ctx *ctx, amp_node *node) {
 }
 
 amp_tensor *amp_dropout(amp_ctx *ctx, amp_tensor *x, float p, bool training) {
-    if (!amp_op_input_ok(ctx, AMP_OP_DROPOUT, x)) return NULL;
+    if (!amp_op_input_ok(ctx, AMP_OP_DROPOUT, x) || !amp_autocast_inputs(ctx, AMP_OP_DROPOUT, &x, 1)) return NULL;
     if (!(p >= 0.0f && p <= 1.0f)) /* NaN too */
         return amp_op_fail(ctx, AMP_OP_DROPOUT, "p = %g is outside [0, 1]", (double)p);
     /* Identity: x itself, like PyTorch's eval-mode dropout (no copy, no node; x keeps its own op). */

@@ -121,6 +121,7 @@ void amp_ctx_reset(amp_ctx *ctx) {
     amp_arena_reset(&ctx->arena);
     amp_arena_reset(&ctx->scratch);
     ctx->tape = NULL;
+    ctx->generation++;
 }
 
 uint64_t amp_ctx_heap_allocations(const amp_ctx *ctx) {

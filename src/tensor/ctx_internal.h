@@ -42,6 +42,7 @@ struct amp_ctx {
     char error[256];
     bool grad_enabled;
     amp_node *tape;
+    uint64_t generation; /* steps since creation: amp_ctx_reset increments it (autocast's cache keys on it) */
 
     amp_param_slot *params, *buffers;
     size_t n_params, cap_params, n_buffers, cap_buffers;

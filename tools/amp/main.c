@@ -13,6 +13,7 @@ static const struct {
 } commands[] = {
     {"explain", amp_cmd_explain, "show, computed live, why mixed precision needs master weights, loss scaling and fp32 sums"},
     {"bench", amp_cmd_bench, "measure kernels: `amp bench convert` (conversion GB/s next to memcpy)"},
+    {"policy", amp_cmd_policy, "print the autocast policy table beside PyTorch's CUDA and CPU lists"},
     {"info", amp_cmd_info, "print the version, CPU features and the SIMD path in use"},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };

@@ -1,0 +1,139 @@
+/* Autocast regions (thread-local state) and the cast cache. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tensor/ctx_internal.h"
+#include "amp/ops.h"
+#include "autocast_internal.h"
+
+enum { MAX_DEPTH = 64 };
+
+typedef struct {
+    const amp_tensor *src;
+    const amp_ctx *ctx;
+    uint64_t generation; /* the ctx's step: casts live in its arena, which a reset rewinds */
+    amp_dtype dtype;
+    bool grad;           /* made with grad mode on (so it carries a node back to src) */
+    amp_tensor *cast;
+} cache_entry;
+
+typedef struct {
+    int depth;
+    bool enabled[MAX_DEPTH + 1];
+    amp_dtype dtype[MAX_DEPTH + 1];
+    bool cache_off;
+    cache_entry *cache;
+    size_t n_cache, cap_cache;
+    unsigned long long hits, stores;
+    bool applying; /* inside amp_autocast_inputs: the casts it makes are not autocast again */
+} autocast_state;
+
+static _Thread_local autocast_state state;
+
+int amp_autocast_enter(amp_dtype dtype) {
+    if (dtype != AMP_F16 && dtype != AMP_BF16) return AMP_ERR_UNSUPPORTED_DTYPE;
+    if (state.depth == MAX_DEPTH) return AMP_ERR_INVALID_ARGUMENT;
+    state.depth++;
+    state.enabled[state.depth] = true;
+    state.dtype[state.depth] = dtype;
+    return AMP_OK;
+}
+
+int amp_autocast_enter_disabled(void) {
+    if (state.depth == MAX_DEPTH) return AMP_ERR_INVALID_ARGUMENT;
+    state.depth++;
+    state.enabled[state.depth] = false;
+    state.dtype[state.depth] = AMP_F32;
+    return AMP_OK;
+}
+
+int amp_autocast_exit(void) {
+    if (state.depth == 0) return AMP_ERR_INVALID_ARGUMENT;
+    state.depth--;
+    if (state.depth == 0) amp_autocast_clear_cache(); /* PyTorch: cleared when the outermost exits */
+    return AMP_OK;
+}
+
+bool amp_autocast_enabled(void) { return state.depth > 0 && state.enabled[state.depth]; }
+amp_dtype amp_autocast_dtype(void) { return amp_autocast_enabled() ? state.dtype[state.depth] : AMP_F32; }
+int amp_autocast_depth(void) { return state.depth; }
+void amp_autocast_set_cache_enabled(bool enabled) { state.cache_off = !enabled; }
+
+/* Keeps the entries' memory: the cache is emptied every step, and a steady-state step must not
+ * allocate. (The table is per thread, from malloc, and lives as long as the thread.) */
+void amp_autocast_clear_cache(void) { state.n_cache = 0; }
+
+void amp_autocast_cache_stats(unsigned long long *hits, unsigned long long *stores) {
+    if (hits) *hits = state.hits;
+    if (stores) *stores = state.stores;
+}
+
+/* PyTorch's cacheable rule: casting an fp32 leaf that requires grad down to the region's dtype. */
+static bool cacheable(const amp_tensor *x, amp_dtype to) {
+    return !state.cache_off && x->dtype == AMP_F32 && x->is_leaf && x->requires_grad && to == amp_autocast_dtype();
+}
+
+static amp_tensor *cast_to(amp_ctx *ctx, amp_tensor *x, amp_dtype to) {
+    if (x->dtype == to) return x;
+    if (!cacheable(x, to)) return amp_cast(ctx, x, to);
+    const bool grad = amp_grad_enabled(ctx);
+    for (size_t i = 0; i < state.n_cache; i++) {
+        cache_entry *e = &state.cache[i];
+        if (e->src == x && e->dtype == to && e->ctx == ctx && e->generation == ctx->generation && e->grad == grad) {
+            state.hits++;
+            return e->cast;
+        }
+    }
+    amp_tensor *c = amp_cast(ctx, x, to);
+    if (!c) return NULL;
+    /* Drop entries of older steps (their arena memory is gone) before growing. */
+    size_t kept = 0;
+    for (size_t i = 0; i < state.n_cache; i++)
+        if (state.cache[i].ctx != ctx || state.cache[i].generation == ctx->generation) state.cache[kept++] = state.cache[i];
+    state.n_cache = kept;
+    if (state.n_cache == state.cap_cache) {
+        size_t cap = state.cap_cache ? state.cap_cache * 2 : 64;
+        cache_entry *grown = realloc(state.cache, cap * sizeof *grown);
+        if (!grown) return c; /* no cache: still correct */
+        state.cache = grown;
+        state.cap_cache = cap;
+    }
+    state.cache[state.n_cache++] = (cache_entry){x, ctx, ctx->generation, to, grad, c};
+    state.stores++;
+    return c;
+}
+
+static bool is_float(const amp_tensor *t) {
+    return t->dtype == AMP_F32 || t->dtype == AMP_F16 || t->dtype == AMP_BF16;
+}
+
+bool amp_autocast_inputs(amp_ctx *ctx, amp_op op, amp_tensor **in, int n) {
+    if (!amp_autocast_enabled() || state.applying) return true;
+    const amp_cast_policy policy = amp_autocast_get_policy(op);
+    if (policy == AMP_POLICY_NONE) return true;
+    amp_dtype to = amp_autocast_dtype();
+    if (policy == AMP_POLICY_FP32) {
+        to = AMP_F32;
+    } else if (policy == AMP_POLICY_PROMOTE) {
+        /* PyTorch's prioritize(): start at the region's dtype; any f32 makes it f32; two different low
+         * dtypes make it f32 too (PyTorch raises there). */
+        to = AMP_DTYPE_COUNT;
+        for (int i = 0; i < n; i++) {
+            if (!in[i] || !is_float(in[i])) continue;
+            to = (to == AMP_DTYPE_COUNT || to == in[i]->dtype) ? in[i]->dtype : AMP_F32;
+        }
+        if (to == AMP_DTYPE_COUNT) return true;
+    }
+    bool ok = true;
+    state.applying = true;
+    for (int i = 0; ok && i < n; i++) {
+        if (!in[i] || !is_float(in[i]) || in[i]->dtype == to) continue;
+        amp_tensor *c = cast_to(ctx, in[i], to);
+        if (c)
+            in[i] = c;
+        else
+            ok = false;
+    }
+    state.applying = false;
+    return ok;
+}

@@ -1,0 +1,170 @@
+/* Autocast: regions, the policy table, output dtypes, fp32 parameter gradients, the cast cache and
+ * its no-grad pitfall. */
+#include <string.h>
+
+#include "harness.h"
+#include "tests.h"
+#include "amp.h"
+
+typedef struct {
+    amp_ctx *ctx;
+    amp_tensor *w, *b;
+} model;
+
+static model make_model(void) {
+    model m = {0};
+    amp_ctx_config cfg = amp_ctx_default_config();
+    cfg.arena_bytes = 1 << 20;
+    CHECK(amp_ctx_create(&cfg, &m.ctx) == AMP_OK);
+    m.w = amp_param_new(m.ctx, "w", AMP_F32, 2, (const int64_t[]){3, 4});
+    m.b = amp_param_new(m.ctx, "b", AMP_F32, 1, (const int64_t[]){3});
+    CHECK(amp_ctx_alloc_params(m.ctx) == AMP_OK);
+    for (int i = 0; i < 12; i++) ((float *)m.w->data)[i] = 0.25f * (float)(i % 5) - 0.5f;
+    for (int i = 0; i < 3; i++) ((float *)m.b->data)[i] = 0.1f * (float)i;
+    return m;
+}
+
+static amp_tensor *input(amp_ctx *ctx) {
+    const float x[8] = {1, -2, 0.5f, 3, 0.25f, 1, -1, 2};
+    return amp_tensor_from(ctx, AMP_F32, 2, (const int64_t[]){2, 4}, x, AMP_F32);
+}
+
+void test_autocast_regions(void) {
+    CHECK(!amp_autocast_enabled() && amp_autocast_dtype() == AMP_F32 && amp_autocast_depth() == 0);
+    CHECK_EQ_INT(amp_autocast_exit(), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(amp_autocast_enter(AMP_F32), AMP_ERR_UNSUPPORTED_DTYPE);
+    CHECK_EQ_INT(amp_autocast_enter(AMP_F8E4M3), AMP_ERR_UNSUPPORTED_DTYPE);
+    CHECK(amp_autocast_depth() == 0);
+    CHECK_EQ_INT(amp_autocast_enter(AMP_BF16), AMP_OK);
+    CHECK(amp_autocast_enabled() && amp_autocast_dtype() == AMP_BF16);
+    CHECK_EQ_INT(amp_autocast_enter(AMP_F16), AMP_OK); /* a nested region may change the dtype */
+    CHECK(amp_autocast_dtype() == AMP_F16 && amp_autocast_depth() == 2);
+    CHECK_EQ_INT(amp_autocast_enter_disabled(), AMP_OK);
+    CHECK(!amp_autocast_enabled() && amp_autocast_dtype() == AMP_F32 && amp_autocast_depth() == 3);
+    CHECK_EQ_INT(amp_autocast_exit(), AMP_OK);
+    CHECK(amp_autocast_dtype() == AMP_F16);
+    CHECK_EQ_INT(amp_autocast_exit(), AMP_OK);
+    CHECK(amp_autocast_dtype() == AMP_BF16);
+    CHECK_EQ_INT(amp_autocast_exit(), AMP_OK);
+    CHECK(!amp_autocast_enabled());
+}
+
+void test_autocast_policies_and_dtypes(void) {
+    CHECK_EQ_INT(amp_autocast_load_policy_table(AMP_POLICY_TABLE_CUDA), AMP_OK);
+    CHECK(amp_autocast_get_policy(AMP_OP_LINEAR) == AMP_POLICY_LOWER);
+    CHECK(amp_autocast_get_policy(AMP_OP_SOFTMAX) == AMP_POLICY_FP32);
+    CHECK(amp_autocast_get_policy(AMP_OP_RELU) == AMP_POLICY_NONE);
+    CHECK(amp_autocast_get_policy(AMP_OP_ADD) == AMP_POLICY_PROMOTE);
+    CHECK(amp_autocast_get_policy(AMP_OP_MEAN) == AMP_POLICY_FP32);
+    CHECK(amp_autocast_pytorch_policy(AMP_POLICY_TABLE_CUDA, AMP_OP_MEAN) == AMP_POLICY_NONE);
+    CHECK(strlen(amp_autocast_policy_note(AMP_OP_MEAN)) > 0 && strlen(amp_autocast_policy_note(AMP_OP_LINEAR)) == 0);
+    CHECK_STR_EQ(amp_cast_policy_name(AMP_POLICY_PROMOTE), "promote");
+    CHECK_EQ_INT(amp_autocast_set_policy(AMP_OP_COUNT, AMP_POLICY_NONE), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(amp_autocast_set_policy(AMP_OP_CAST, AMP_POLICY_LOWER), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(amp_autocast_set_policy(AMP_OP_RESHAPE, AMP_POLICY_FP32), AMP_ERR_INVALID_ARGUMENT);
+
+    const amp_dtype lows[2] = {AMP_BF16, AMP_F16};
+    for (int d = 0; d < 2; d++) {
+        model m = make_model();
+        amp_tensor *x = input(m.ctx);
+        amp_autocast_enter(lows[d]);
+        amp_tensor *h = amp_linear(m.ctx, x, m.w, m.b);   /* lower */
+        amp_tensor *r = amp_relu(m.ctx, h);                /* none: stays low */
+        amp_tensor *s = amp_softmax(m.ctx, r, 1);          /* fp32 */
+        amp_tensor *sum = amp_add(m.ctx, r, s);            /* promote: low + f32 = f32 */
+        amp_tensor *e = amp_exp(m.ctx, r);                 /* fp32 */
+        const int32_t y[2] = {0, 2};
+        amp_tensor *loss = amp_cross_entropy(m.ctx, r, y); /* fp32 */
+        amp_autocast_exit();
+        CHECK_MSG(amp_ctx_status(m.ctx) == AMP_OK, "%s", amp_ctx_error(m.ctx));
+        if (!loss) break;
+        CHECK(h->dtype == lows[d] && h->compute_dtype == lows[d] && h->op == AMP_OP_LINEAR);
+        CHECK(r->dtype == lows[d] && r->compute_dtype == lows[d]);
+        CHECK(s->dtype == AMP_F32 && s->compute_dtype == AMP_F32);
+        CHECK(sum->dtype == AMP_F32);
+        CHECK(e->dtype == AMP_F32);
+        CHECK(loss->dtype == AMP_F32 && loss->compute_dtype == AMP_F32);
+        /* Outside the region ops run in their inputs' dtype again. */
+        amp_tensor *h2 = amp_linear(m.ctx, x, m.w, m.b);
+        CHECK(h2->dtype == AMP_F32 && h2->compute_dtype == AMP_F32);
+        /* Backward: parameter gradients are fp32 (the casts' backward converts them) and nonzero. */
+        CHECK_EQ_INT(amp_backward(m.ctx, loss, NULL), AMP_OK);
+        CHECK(m.w->grad->dtype == AMP_F32);
+        float gsum = 0;
+        for (int i = 0; i < 12; i++) gsum += ((float *)m.w->grad->data)[i] * ((float *)m.w->grad->data)[i];
+        CHECK(gsum > 0);
+        amp_ctx_free(m.ctx);
+    }
+
+    /* Runtime policy changes: linear in fp32 inside a bf16 region. */
+    model m = make_model();
+    CHECK_EQ_INT(amp_autocast_set_policy(AMP_OP_LINEAR, AMP_POLICY_FP32), AMP_OK);
+    amp_autocast_enter(AMP_BF16);
+    amp_tensor *h = amp_linear(m.ctx, amp_cast(m.ctx, input(m.ctx), AMP_BF16), m.w, m.b);
+    CHECK(h && h->dtype == AMP_F32);
+    /* The CPU table: softmax unlisted, so a bf16 input stays bf16. */
+    amp_autocast_load_policy_table(AMP_POLICY_TABLE_CPU);
+    amp_tensor *hb = amp_linear(m.ctx, input(m.ctx), m.w, m.b);
+    amp_tensor *s = amp_softmax(m.ctx, hb, 1);
+    CHECK(hb && hb->dtype == AMP_BF16 && s && s->dtype == AMP_BF16);
+    /* A disabled sub-region runs in fp32. */
+    amp_autocast_enter_disabled();
+    amp_tensor *hf = amp_linear(m.ctx, input(m.ctx), m.w, m.b);
+    CHECK(hf && hf->dtype == AMP_F32);
+    amp_autocast_exit();
+    amp_autocast_exit();
+    amp_autocast_load_policy_table(AMP_POLICY_TABLE_CUDA);
+    amp_ctx_free(m.ctx);
+}
+
+void test_autocast_cast_cache(void) {
+    model m = make_model();
+    unsigned long long hits0, stores0, hits, stores;
+    amp_autocast_cache_stats(&hits0, &stores0);
+    amp_autocast_enter(AMP_BF16);
+    amp_tensor *x = input(m.ctx);
+    amp_tensor *h1 = amp_linear(m.ctx, x, m.w, NULL);
+    amp_tensor *h2 = amp_linear(m.ctx, x, m.w, NULL);
+    amp_autocast_cache_stats(&hits, &stores);
+    /* w cast once and reused; x (not a leaf requiring grad) is cast each time, uncached */
+    CHECK_EQ_INT(stores - stores0, 1);
+    CHECK_EQ_INT(hits - hits0, 1);
+    amp_autocast_exit();
+    /* A new outermost region starts with an empty cache. */
+    amp_autocast_enter(AMP_BF16);
+    amp_linear(m.ctx, x, m.w, NULL);
+    amp_autocast_cache_stats(&hits, &stores);
+    CHECK_EQ_INT(stores - stores0, 2);
+    amp_autocast_exit();
+    amp_tensor *loss = amp_sum_all(m.ctx, amp_add(m.ctx, h1, h2));
+    CHECK_EQ_INT(amp_backward(m.ctx, loss, NULL), AMP_OK);
+    /* d/dw sum(x w^T) twice: both uses reach w through the one cached cast */
+    float g0 = ((float *)m.w->grad->data)[0];
+    CHECK_MSG(g0 == 2.0f * (1.0f + 0.25f), "dL/dw[0][0] = %g, want 2.5", (double)g0);
+
+    /* PyTorch's pitfall (#65766): a cast first made under no-grad must not be reused under grad. */
+    amp_ctx_reset(m.ctx);
+    amp_zero_grad(m.ctx);
+    amp_autocast_enter(AMP_BF16);
+    bool was = amp_set_grad_enabled(m.ctx, false);
+    amp_linear(m.ctx, input(m.ctx), m.w, NULL); /* e.g. an evaluation pass inside the region */
+    amp_set_grad_enabled(m.ctx, was);
+    amp_tensor *y = amp_linear(m.ctx, input(m.ctx), m.w, NULL);
+    amp_autocast_exit();
+    CHECK(y && y->requires_grad);
+    CHECK_EQ_INT(amp_backward(m.ctx, amp_sum_all(m.ctx, y), NULL), AMP_OK);
+    CHECK_MSG(((float *)m.w->grad->data)[0] == 1.25f, "w got gradient %g after a no-grad cast, want 1.25",
+              (double)((float *)m.w->grad->data)[0]);
+
+    /* The cache can be turned off. */
+    amp_autocast_set_cache_enabled(false);
+    amp_autocast_cache_stats(&hits0, &stores0);
+    amp_autocast_enter(AMP_BF16);
+    amp_linear(m.ctx, input(m.ctx), m.w, NULL);
+    amp_linear(m.ctx, input(m.ctx), m.w, NULL);
+    amp_autocast_exit();
+    amp_autocast_cache_stats(&hits, &stores);
+    CHECK(hits == hits0 && stores == stores0);
+    amp_autocast_set_cache_enabled(true);
+    amp_ctx_free(m.ctx);
+}
