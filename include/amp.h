@@ -13,5 +13,8 @@
 #include "amp/tensor.h"
 #include "amp/ops.h"
 #include "amp/autocast.h"
+#include "amp/optim.h"
+#include "amp/scaler.h"
+#include "amp/precision.h"
 
 #endif /* AMP_H */

@@ -2,7 +2,7 @@
 # Runs every test amp has and ends with one summary line, "N passed, N failed".
 #   1. build/amp_tests: the C unit tests (every SIMD path against the reference)
 #   2. tests/cli/*.sh: golden tests of the CLI (exit codes, stdout, stderr)
-#   3. a client program built against amp through pkg-config (static and shared)
+#   3. every examples/*.c built against amp through pkg-config and run
 set -u
 BUILD=${BUILD:-build}
 export AMP="$BUILD/amp"
@@ -46,20 +46,30 @@ for t in tests/cli/*.sh; do
     count "$log" "$t" "$rc"
 done
 
-echo "== pkg-config client (examples/convert.c)"
-out="$BUILD/example_convert"
+# Every example is a client built through pkg-config against the shared library (the build tree's
+# amp.pc carries an rpath) and must run successfully; convert.c is also linked statically.
 # EXAMPLE_CFLAGS: the sanitizer run links the instrumented library and needs its runtime flags.
 flags=${EXAMPLE_CFLAGS:-}
-if cc -std=c11 -Wall -Wextra -Werror $flags examples/convert.c -o "$out-static" \
-       $(PKG_CONFIG_PATH="$BUILD" pkg-config --cflags amp) "$BUILD/libamp.a" \
-       $(PKG_CONFIG_PATH="$BUILD" pkg-config --libs --static amp | sed 's/-lamp//') \
-   && "$out-static" >/dev/null \
-   && cc -std=c11 -Wall -Wextra -Werror $flags examples/convert.c -o "$out" \
-       $(PKG_CONFIG_PATH="$BUILD" pkg-config --cflags --libs --static amp) \
-   && "$out"; then
+cflags=$(PKG_CONFIG_PATH="$BUILD" pkg-config --cflags amp)
+libs=$(PKG_CONFIG_PATH="$BUILD" pkg-config --libs --static amp)
+for ex in examples/*.c; do
+    name=$(basename "$ex" .c)
+    echo "== example $name (pkg-config client)"
+    if cc -std=c11 -Wall -Wextra -Werror $flags "$ex" -o "$BUILD/example_$name" $cflags $libs \
+       && "$BUILD/example_$name"; then
+        total_pass=$((total_pass + 1))
+    else
+        echo "FAIL: example $name (built with: cc $ex \$(pkg-config --cflags --libs --static amp))" >&2
+        total_fail=$((total_fail + 1))
+    fi
+done
+echo "== example convert, linked statically"
+if cc -std=c11 -Wall -Wextra -Werror $flags examples/convert.c -o "$BUILD/example_convert_static" $cflags \
+       "$BUILD/libamp.a" $(PKG_CONFIG_PATH="$BUILD" pkg-config --libs-only-other --static amp) -lpthread -lm \
+   && "$BUILD/example_convert_static" >/dev/null; then
     total_pass=$((total_pass + 1))
 else
-    echo "FAIL: building or running examples/convert.c through pkg-config" >&2
+    echo "FAIL: examples/convert.c against libamp.a" >&2
     total_fail=$((total_fail + 1))
 fi
 

@@ -168,3 +168,26 @@ void test_autocast_cast_cache(void) {
     amp_autocast_set_cache_enabled(true);
     amp_ctx_free(m.ctx);
 }
+
+void test_precision_presets(void) {
+    const char *names[] = {"fp32", "amp-fp16", "amp-bf16", "fp16-master", "fp16-pure", "bf16-pure"};
+    for (int i = 0; i < AMP_PRECISION_COUNT; i++) {
+        amp_precision p;
+        CHECK_EQ_INT(amp_precision_from_name(names[i], &p), AMP_OK);
+        CHECK_EQ_INT(p, i);
+        const amp_precision_info *info = amp_precision_get_info(p);
+        CHECK(info && strcmp(info->name, names[i]) == 0 && strlen(info->summary) > 0);
+    }
+    amp_precision p;
+    CHECK_EQ_INT(amp_precision_from_name("fp8", &p), AMP_ERR_INVALID_ARGUMENT);
+    CHECK(amp_precision_get_info(AMP_PRECISION_COUNT) == NULL);
+    /* The facts the presets encode (Apex O1/O2/O3 and PyTorch AMP). */
+    const amp_precision_info *o1 = amp_precision_get_info(AMP_PRECISION_AMP_FP16);
+    CHECK(o1->param_dtype == AMP_F32 && o1->autocast_dtype == AMP_F16 && o1->dynamic_scaling && !o1->master_weights);
+    const amp_precision_info *bf = amp_precision_get_info(AMP_PRECISION_AMP_BF16);
+    CHECK(bf->autocast_dtype == AMP_BF16 && !bf->dynamic_scaling);
+    const amp_precision_info *o2 = amp_precision_get_info(AMP_PRECISION_FP16_MASTER);
+    CHECK(o2->param_dtype == AMP_F16 && o2->master_weights && o2->batch_norm_fp32 && o2->dynamic_scaling);
+    const amp_precision_info *o3 = amp_precision_get_info(AMP_PRECISION_FP16_PURE);
+    CHECK(o3->param_dtype == AMP_F16 && !o3->master_weights && !o3->dynamic_scaling && !o3->batch_norm_fp32);
+}

@@ -53,7 +53,7 @@ typedef struct golden_tol {
     double f32, bf16, f16;
 } golden_tol;
 
-/* An amp leaf made from (part of) a fixture tensor: rows [row0, row0 + rows) of its first dim. */
+/* An amp leaf made from a fixture tensor, or from a block of its rows starting at element offset. */
 typedef struct golden_piece {
     amp_tensor *t;
     const fixture_tensor *src;
@@ -96,13 +96,16 @@ static const fixture_tensor *need(golden *g, const char *name, bool is_int) {
     return t;
 }
 
-/* Declares parameter `name` (fixture tensor "param.<name>") as rows [row0, row0 + rows) of its first
- * dimension; rows < 0 means all of it. */
-static amp_tensor *param_rows(golden *g, const char *name, int64_t row0, int64_t rows) {
+/* Declares the amp parameter `amp_name` (a literal: amp keeps the pointer) holding rows
+ * [row0, row0 + rows) of the first dimension of fixture tensor "param.<name>"; rows < 0: all of it. */
+static amp_tensor *param_rows(golden *g, const char *name, const char *amp_name, int64_t row0, int64_t rows) {
     char full[FIXTURE_MAX_NAME + 8];
     snprintf(full, sizeof full, "param.%s", name);
     const fixture_tensor *src = need(g, full, false);
-    if (!src || g->n_params == GOLDEN_MAX_PIECES) return NULL;
+    if (!src || !CHECK(g->n_params < GOLDEN_MAX_PIECES)) {
+        g->ok = false;
+        return NULL;
+    }
     int64_t shape[AMP_MAX_DIMS];
     memcpy(shape, src->shape, sizeof shape);
     if (rows >= 0) {
@@ -116,12 +119,13 @@ static amp_tensor *param_rows(golden *g, const char *name, int64_t row0, int64_t
         row0 = 0;
     }
     const int64_t row_size = src->ndim ? src->numel / src->shape[0] : 1;
-    amp_tensor *t = amp_param_new(g->ctx, name, g->dtype, src->ndim, shape);
+    amp_tensor *t = amp_param_new(g->ctx, amp_name, g->dtype, src->ndim, shape);
     g->params[g->n_params++] = (golden_piece){.t = t, .src = src, .offset = row0 * row_size};
     return t;
 }
 
-static amp_tensor *param(golden *g, const char *name) { return param_rows(g, name, 0, -1); }
+/* A whole parameter, named in amp as in PyTorch. */
+static amp_tensor *param(golden *g, const char *name) { return param_rows(g, name, name, 0, -1); }
 
 /* Allocates the parameters and writes their values (exact in the dtype: no rounding happens). */
 static bool alloc_params(golden *g) {
@@ -140,7 +144,7 @@ static amp_tensor *leaf(golden *g, const char *kind, const char *name) {
     const fixture_tensor *src = need(g, full, false);
     if (!src) return NULL;
     amp_tensor *t = amp_tensor_from(g->ctx, g->dtype, src->ndim, src->shape, src->values, AMP_F32);
-    if (t && !strcmp(kind, "input") && g->n_inputs < GOLDEN_MAX_PIECES) {
+    if (t && !strcmp(kind, "input") && CHECK(g->n_inputs < GOLDEN_MAX_PIECES)) {
         amp_tensor_set_requires_grad(t, true);
         g->inputs[g->n_inputs++] = (golden_piece){.t = t, .src = src, .offset = 0};
     }
@@ -219,10 +223,12 @@ static amp_tensor *build_lstm_cell(golden *g) {
 static amp_tensor *build_attention(golden *g) {
     enum { B = 2, T = 6, C = 8, HEADS = 2 };
     amp_tensor *lw = param(g, "ln.weight"), *lb = param(g, "ln.bias");
+    static const char *const w_names[3] = {"q.weight", "k.weight", "v.weight"};
+    static const char *const b_names[3] = {"q.bias", "k.bias", "v.bias"};
     amp_tensor *w[3], *b[3];
     for (int i = 0; i < 3; i++) {
-        w[i] = param_rows(g, "qkv.weight", i * C, C);
-        b[i] = param_rows(g, "qkv.bias", i * C, C);
+        w[i] = param_rows(g, "qkv.weight", w_names[i], i * C, C);
+        b[i] = param_rows(g, "qkv.bias", b_names[i], i * C, C);
     }
     amp_tensor *pw = param(g, "proj.weight"), *pb = param(g, "proj.bias");
     if (!alloc_params(g)) return NULL;
@@ -349,9 +355,11 @@ static void compare(const golden *g, const golden_tol *tol, const fixture_tensor
     double err = 0, scale = 0;
     int64_t at = 0;
     for (int64_t i = 0; i < ref->numel; i++) {
-        const double r = ref->values[i], d = fabs((double)got[i] - r);
+        const double r = ref->values[i];
+        double d = fabs((double)got[i] - r);
+        if (d != d) d = INFINITY; /* a NaN from amp fails, and is the entry reported */
         if (fabs(r) > scale) scale = fabs(r);
-        if (!(d <= err)) err = d, at = i; /* NaN in got lands here and stays */
+        if (d > err) err = d, at = i;
     }
     const double ratio = scale > 0 ? err / (u * scale) : (err == 0 ? 0 : INFINITY);
     if (verbose())

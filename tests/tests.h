@@ -83,4 +83,34 @@ void test_ops_embedding(void);
 void test_fixture_reader(void);
 void test_golden_pytorch(void);
 
+/* test_autocast.c: regions, policies, dtypes, the cast cache */
+void test_autocast_regions(void);
+void test_autocast_policies_and_dtypes(void);
+void test_autocast_cast_cache(void);
+void test_precision_presets(void);
+
+/* test_optim.c: SGD, Adam, AdamW against torch.optim fixtures; clip_grad_norm_ and the lr schedules
+ * against torch; fp32 master weights; stochastic rounding; the fused step; arguments, allocations */
+void test_optim_vs_pytorch(void);
+void test_optim_clip_vs_pytorch(void);
+void test_optim_lr_schedules(void);
+void test_optim_master_weights(void);
+void test_optim_stochastic_rounding(void);
+void test_optim_fused_step(void);
+void test_optim_arguments(void);
+
+/* test_scaler.c: the GradScaler's kernels (every path vs the reference, and vs PyTorch), training
+ * loops replayed against torch.amp.GradScaler, the state machine, saving/loading, the extras */
+void test_scaler_kernels_vs_reference(void);
+void test_scaler_kernels_pytorch(void);
+void test_scaler_sequences_pytorch(void);
+void test_scaler_state_machine(void);
+void test_scaler_config_and_disabled(void);
+void test_scaler_state_io(void);
+void test_scaler_hysteresis(void);
+void test_scaler_min_max_floor(void);
+void test_scaler_safe_mode(void);
+void test_scaler_fused_step(void);
+void test_scaler_fp16_gradients(void);
+
 #endif /* AMP_TESTS_TESTS_H */

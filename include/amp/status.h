@@ -17,7 +17,9 @@ extern "C" {
     X(AMP_ERR_UNSUPPORTED_ISA,  -4, "instruction set not supported by this CPU")    \
     X(AMP_ERR_OUT_OF_MEMORY,    -5, "out of memory")                                \
     X(AMP_ERR_IO,               -6, "input/output error")                           \
-    X(AMP_ERR_FORMAT,           -7, "malformed input")
+    X(AMP_ERR_FORMAT,           -7, "malformed input")                              \
+    X(AMP_ERR_STATE,            -8, "call not allowed in the current state")       \
+    X(AMP_ERR_SCALE_FLOOR,      -9, "loss scale stuck at its floor")
 
 typedef enum amp_status {
 #define AMP_STATUS_ENUM_(name, value, text) name = value,

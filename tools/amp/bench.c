@@ -13,5 +13,6 @@ int amp_cmd_bench(int argc, char **argv) {
     }
     if (strcmp(argv[1], "convert") == 0) return amp_bench_convert(argc - 1, argv + 1);
     if (strcmp(argv[1], "gemm") == 0) return amp_bench_gemm(argc - 1, argv + 1);
+    if (strcmp(argv[1], "unscale") == 0) return amp_bench_unscale(argc - 1, argv + 1);
     return amp_usage_error("bench", "unknown benchmark '%s'", argv[1]);
 }

@@ -15,5 +15,6 @@ int amp_parse_long(const char *s, long lo, long hi, long *out);
 
 int amp_bench_convert(int argc, char **argv);
 int amp_bench_gemm(int argc, char **argv);
+int amp_bench_unscale(int argc, char **argv);
 
 #endif

@@ -1,0 +1,118 @@
+/* The optimizer's element loops with AVX2 + FMA, eight floats at a time, and the choice of path.
+ *
+ * Each loop is its scalar twin (sgd.c, adam.c, fused.c) operation for operation: the same IEEE
+ * operations on each element, in the same order, with the same fused multiply-adds (fmaf there,
+ * _mm256_fmadd_ps here) and nothing else fused, so every path gives the same bits; the tests run
+ * both. The remainder of a loop (n % 8 elements) goes to the scalar twin.
+ * Only functions marked with the target attribute use AVX2; optim_kernels_active() calls them only
+ * when the CPU (and the AMP_ISA choice) allows. */
+#include <math.h>
+
+#include "amp/cpu.h"
+#include "optim_internal.h"
+
+/* Nothing may fuse but the explicit _mm256_fmadd_ps: clang by its pragma; GCC by the build's ISO mode
+ * (-std=c11 means -ffp-contract=off). The tests compare this path with the scalar one bit for bit. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#if defined(OPTIM_HAVE_AVX2)
+#include <immintrin.h>
+
+#define OPTIM_AVX2 __attribute__((target("avx2,fma")))
+
+OPTIM_AVX2 void optim_sgd_update_avx2(const optim_sgd_scalars *s, float *p, const float *g, float *buf, int64_t n) {
+    const __m256 wd = _mm256_set1_ps(s->weight_decay), mom = _mm256_set1_ps(s->momentum);
+    const __m256 damp1 = _mm256_set1_ps(s->one_minus_damp), neg_lr = _mm256_set1_ps(s->neg_lr);
+    const bool decay = s->weight_decay != 0.0f;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 pi = _mm256_loadu_ps(p + i);
+        __m256 d = _mm256_loadu_ps(g + i);
+        if (decay) d = _mm256_fmadd_ps(pi, wd, d);
+        __m256 step = d;
+        if (s->use_momentum) {
+            const __m256 b = s->first ? d : _mm256_fmadd_ps(d, damp1, _mm256_mul_ps(_mm256_loadu_ps(buf + i), mom));
+            _mm256_storeu_ps(buf + i, b);
+            step = s->nesterov ? _mm256_fmadd_ps(b, mom, d) : b;
+        }
+        _mm256_storeu_ps(p + i, _mm256_fmadd_ps(step, neg_lr, pi));
+    }
+    if (i < n) optim_sgd_update(s, p + i, g + i, buf ? buf + i : NULL, n - i);
+}
+
+OPTIM_AVX2 void optim_adam_update_avx2(const optim_adam_scalars *s, float *p, const float *g, float *m, float *v,
+                                       int64_t n) {
+    const __m256 wd = _mm256_set1_ps(s->weight_decay), decay = _mm256_set1_ps(s->decay_factor);
+    const __m256 w = _mm256_set1_ps(s->lerp_weight), w_minus_1 = _mm256_set1_ps(s->lerp_weight - 1.0f);
+    const __m256 b2 = _mm256_set1_ps(s->beta2), value2 = _mm256_set1_ps(s->one_minus_beta2);
+    const __m256 bc2 = _mm256_set1_ps(s->bc2_sqrt), eps = _mm256_set1_ps(s->eps);
+    const __m256 neg_step = _mm256_set1_ps(s->neg_step_size);
+    const bool small = fabsf(s->lerp_weight) < 0.5f, l2 = s->weight_decay != 0.0f;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 param = _mm256_loadu_ps(p + i);
+        if (s->decoupled) param = _mm256_mul_ps(param, decay);
+        __m256 grad = _mm256_loadu_ps(g + i);
+        if (l2) grad = _mm256_fmadd_ps(param, wd, grad);
+        const __m256 mi0 = _mm256_loadu_ps(m + i);
+        const __m256 diff = _mm256_sub_ps(grad, mi0);
+        const __m256 mi = small ? _mm256_fmadd_ps(w, diff, mi0) : _mm256_fmadd_ps(w_minus_1, diff, grad);
+        const __m256 vi = _mm256_fmadd_ps(_mm256_mul_ps(value2, grad), grad, _mm256_mul_ps(_mm256_loadu_ps(v + i), b2));
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc2), eps);
+        _mm256_storeu_ps(p + i, _mm256_add_ps(param, _mm256_div_ps(_mm256_mul_ps(neg_step, mi), denom)));
+    }
+    if (i < n) optim_adam_update(s, p + i, g + i, m + i, v + i, n - i);
+}
+
+OPTIM_AVX2 void optim_sum_squares_avx2(const float *g, int64_t n, float inv_scale, double acc[OPTIM_LANES]) {
+    __m256d lo = _mm256_loadu_pd(acc), hi = _mm256_loadu_pd(acc + 4); /* lanes 0-3 and 4-7 */
+    const __m256 inv = _mm256_set1_ps(inv_scale);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 u = _mm256_mul_ps(_mm256_loadu_ps(g + i), inv);
+        const __m256d u_lo = _mm256_cvtps_pd(_mm256_castps256_ps128(u)),
+                      u_hi = _mm256_cvtps_pd(_mm256_extractf128_ps(u, 1));
+        lo = _mm256_add_pd(lo, _mm256_mul_pd(u_lo, u_lo));
+        hi = _mm256_add_pd(hi, _mm256_mul_pd(u_hi, u_hi));
+    }
+    _mm256_storeu_pd(acc, lo);
+    _mm256_storeu_pd(acc + 4, hi);
+    if (i < n) optim_sum_squares(g + i, n - i, inv_scale, acc); /* i is a multiple of 8: lanes line up */
+}
+
+OPTIM_AVX2 void optim_scale_avx2(float *dst, const float *src, int64_t n, float a, float b) {
+    const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(src + i), va), vb));
+    if (i < n) optim_scale(dst + i, src + i, n - i, a, b);
+}
+#endif /* OPTIM_HAVE_AVX2 */
+
+static const optim_kernels kernels_ref = {
+    .sgd = optim_sgd_update,
+    .adam = optim_adam_update,
+    .sum_squares = optim_sum_squares,
+    .scale = optim_scale,
+};
+
+#if defined(OPTIM_HAVE_AVX2)
+static const optim_kernels kernels_avx2 = {
+    .sgd = optim_sgd_update_avx2,
+    .adam = optim_adam_update_avx2,
+    .sum_squares = optim_sum_squares_avx2,
+    .scale = optim_scale_avx2,
+};
+#endif
+
+const optim_kernels *optim_kernels_active(void) {
+#if defined(OPTIM_HAVE_AVX2)
+    /* AMP_ISA_AVX2 means AVX2 + FMA + F16C (amp/cpu.h); AVX-512 machines take the AVX2 loops. */
+    if (amp_isa_active() >= AMP_ISA_AVX2) return &kernels_avx2;
+#endif
+    return &kernels_ref;
+}
