@@ -60,6 +60,7 @@ static const harness_test all_tests[] = {
     TEST(autocast_policies_and_dtypes),
     TEST(autocast_cast_cache),
     TEST(precision_presets),
+    TEST(autocast_vs_pytorch_cpu),
     TEST(scaler_kernels_vs_reference),
     TEST(scaler_kernels_pytorch),
     TEST(scaler_fp16_gradients),

@@ -1,5 +1,7 @@
 /* Autocast: regions, the policy table, output dtypes, fp32 parameter gradients, the cast cache and
  * its no-grad pitfall. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -190,4 +192,86 @@ void test_precision_presets(void) {
     CHECK(o2->param_dtype == AMP_F16 && o2->master_weights && o2->batch_norm_fp32 && o2->dynamic_scaling);
     const amp_precision_info *o3 = amp_precision_get_info(AMP_PRECISION_FP16_PURE);
     CHECK(o3->param_dtype == AMP_F16 && !o3->master_weights && !o3->dynamic_scaling && !o3->batch_norm_fp32);
+}
+
+/* ---- PyTorch's CPU autocast, op by op (tests/fixtures/autocast_cpu_dtypes.txt) ---- */
+
+static amp_tensor *act(amp_ctx *ctx, amp_dtype dt, int ndim, const int64_t *shape) {
+    amp_tensor *t = amp_tensor_zeros(ctx, dt, ndim, shape);
+    if (t) /* nonzero, positive values: log and the norms stay finite */
+        for (int64_t i = 0; i < amp_tensor_numel(t); i++) {
+            const float v = 0.5f + 0.125f * (float)(i % 7);
+            amp_convert((char *)t->data + i * (int64_t)amp_dtype_size(dt), dt, &v, AMP_F32, 1);
+        }
+    return t;
+}
+
+/* Runs the op the fixture names, on inputs of dtype dt and fp32 parameters, as the generator did. */
+static amp_tensor *run_named_op(amp_ctx *ctx, const char *op, amp_dtype dt) {
+#define X(...) act(ctx, dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]){__VA_ARGS__})
+#define W(...) act(ctx, AMP_F32, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (const int64_t[]){__VA_ARGS__})
+    static const int32_t targets[4] = {0, 1, 2, 3}, ids[2] = {0, 2};
+    if (!strcmp(op, "add")) return amp_add(ctx, X(2, 3), X(2, 3));
+    if (!strcmp(op, "mul")) return amp_mul(ctx, X(2, 3), X(2, 3));
+    if (!strcmp(op, "concat")) return amp_concat(ctx, (amp_tensor *const[]){X(2, 3), X(2, 3)}, 2, 1);
+    if (!strcmp(op, "matmul")) return amp_matmul(ctx, X(2, 3), X(3, 4));
+    if (!strcmp(op, "linear")) return amp_linear(ctx, X(2, 3), W(4, 3), W(4));
+    if (!strcmp(op, "relu")) return amp_relu(ctx, X(2, 3));
+    if (!strcmp(op, "gelu")) return amp_gelu(ctx, X(2, 3));
+    if (!strcmp(op, "tanh")) return amp_tanh(ctx, X(2, 3));
+    if (!strcmp(op, "sigmoid")) return amp_sigmoid(ctx, X(2, 3));
+    if (!strcmp(op, "exp")) return amp_exp(ctx, X(2, 3));
+    if (!strcmp(op, "log")) return amp_log(ctx, X(2, 3));
+    if (!strcmp(op, "pow")) return amp_pow(ctx, X(2, 3), 2.0f);
+    if (!strcmp(op, "sum")) return amp_sum(ctx, X(2, 3), 1, false);
+    if (!strcmp(op, "mean")) return amp_mean(ctx, X(2, 3), 1, false);
+    if (!strcmp(op, "softmax")) return amp_softmax(ctx, X(2, 3), 1);
+    if (!strcmp(op, "log_softmax")) return amp_log_softmax(ctx, X(2, 3), 1);
+    if (!strcmp(op, "cross_entropy")) return amp_cross_entropy(ctx, X(4, 5), targets);
+    if (!strcmp(op, "mse_loss")) return amp_mse_loss(ctx, X(2, 3), X(2, 3));
+    if (!strcmp(op, "layer_norm")) return amp_layer_norm(ctx, X(2, 3), W(3), W(3), 1e-5f);
+    if (!strcmp(op, "conv2d")) return amp_conv2d(ctx, X(1, 2, 5, 5), W(3, 2, 3, 3), W(3), 1, 1);
+    if (!strcmp(op, "max_pool2d")) return amp_max_pool2d(ctx, X(1, 2, 4, 4), 2, 2);
+    if (!strcmp(op, "avg_pool2d")) return amp_avg_pool2d(ctx, X(1, 2, 4, 4), 2, 2);
+    if (!strcmp(op, "embedding")) return amp_embedding(ctx, X(4, 3), ids, 1, (const int64_t[]){2});
+    if (!strcmp(op, "attention")) return amp_causal_attention(ctx, X(1, 2, 4, 3), X(1, 2, 4, 3), X(1, 2, 4, 3));
+#undef X
+#undef W
+    return NULL;
+}
+
+void test_autocast_vs_pytorch_cpu(void) {
+    const char *dir = getenv("AMP_FIXTURE_DIR");
+    char path[512];
+    snprintf(path, sizeof path, "%s/autocast_cpu_dtypes.txt", dir && *dir ? dir : "tests/fixtures");
+    FILE *f = fopen(path, "r");
+    if (!CHECK_MSG(f != NULL, "cannot open %s", path)) return;
+    amp_ctx *ctx = NULL;
+    CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK);
+    amp_autocast_load_policy_table(AMP_POLICY_TABLE_CPU);
+    char line[256];
+    int cases = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || line[0] == '\n') continue;
+        char op[32], ac[8], in[8], want[8];
+        if (!CHECK_MSG(sscanf(line, "%31s %7s %7s %7s", op, ac, in, want) == 4, "bad line: %s", line)) continue;
+        amp_dtype acd, ind, wantd;
+        if (!CHECK(amp_dtype_from_name(ac, &acd) == AMP_OK && amp_dtype_from_name(in, &ind) == AMP_OK &&
+                   amp_dtype_from_name(want, &wantd) == AMP_OK))
+            continue;
+        amp_ctx_reset(ctx);
+        amp_autocast_enter(acd);
+        amp_tensor *out = run_named_op(ctx, op, ind);
+        amp_autocast_exit();
+        if (CHECK_MSG(out != NULL, "%s under %s autocast with %s inputs failed: %s", op, ac, in, amp_ctx_error(ctx)))
+            CHECK_MSG(out->dtype == wantd, "%s under %s autocast with %s inputs: amp gives %s, PyTorch %s", op, ac, in,
+                      amp_dtype_name(out->dtype), want);
+        amp_ctx_clear_error(ctx);
+        cases++;
+    }
+    fclose(f);
+    amp_autocast_load_policy_table(AMP_POLICY_TABLE_CUDA);
+    harness_note("%d op/dtype cases from %s", cases, path);
+    CHECK(cases >= 96);
+    amp_ctx_free(ctx);
 }

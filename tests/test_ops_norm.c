@@ -1,5 +1,5 @@
 /* Layer norm and batch norm against double-precision references written here (gradcheck.h), in f32,
- * f16 and bf16; batch norm's running statistics against their closed form; errors, dtype promotion
+ * f16 and bf16; batch norm's running statistics against their closed form; errors, mixed dtypes
  * and NaN propagation.
  *
  * Tolerances (factors of the dtype's unit roundoff u, see gradcheck.h), per dtype because the error
@@ -92,16 +92,16 @@ void test_ops_layer_norm(void) {
 
     amp_ctx *ctx = NULL;
     if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
-    /* promotion: f16 x with an f32 weight computes (and returns) f32 */
+    /* mixed dtypes, PyTorch's rule for norms: f16 x with an f32 weight computes and returns f16 */
     const float xs[8] = {1, 2, 3, 4, -1, 0, 1, NAN};
     amp_tensor *x = amp_tensor_from(ctx, AMP_F16, 2, (const int64_t[]){2, 4}, xs, AMP_F32);
     amp_tensor *w = amp_tensor_from(ctx, AMP_F32, 1, (const int64_t[]){4}, (const float[]){1, 1, 1, 1}, AMP_F32);
     amp_tensor *y = amp_layer_norm(ctx, x, w, NULL, EPS);
     if (CHECK(y != NULL)) {
-        CHECK_EQ_INT(y->dtype, AMP_F32);
-        CHECK_EQ_INT(y->compute_dtype, AMP_F32);
-        /* row 0: mean 2.5, var 1.25: (1 - 2.5) / sqrt(1.25 + eps) */
-        CHECK(fabsf(amp_tensor_get(y, 0) - (float)(-1.5 / sqrt(1.25 + 1e-5))) < 1e-6f);
+        CHECK_EQ_INT(y->dtype, AMP_F16);
+        CHECK_EQ_INT(y->compute_dtype, AMP_F16);
+        /* row 0: mean 2.5, var 1.25: (1 - 2.5) / sqrt(1.25 + eps), rounded once to f16 */
+        CHECK(amp_tensor_get(y, 0) == amp_fp16_to_fp32(amp_fp16_from_fp32((float)(-1.5 / sqrt(1.25 + 1e-5)))));
         /* a NaN poisons its own row only */
         for (int j = 4; j < 8; j++) CHECK_MSG(isnan(amp_tensor_get(y, j)), "element %d not NaN", j);
         for (int j = 0; j < 4; j++) CHECK(isfinite(amp_tensor_get(y, j)));
@@ -254,10 +254,10 @@ void test_ops_batch_norm(void) {
     amp_tensor *x = amp_tensor_zeros(ctx, AMP_F32, 2, (const int64_t[]){4, 3});
     amp_tensor *w16 = amp_tensor_zeros(ctx, AMP_BF16, 1, (const int64_t[]){3});
     amp_tensor *xb = amp_tensor_zeros(ctx, AMP_BF16, 2, (const int64_t[]){4, 3});
-    /* promotion: bf16 x with an f32 weight computes in f32 */
+    /* mixed dtypes (Apex O2's fp32 batch norm): bf16 x with an f32 weight computes in bf16 */
     amp_tensor *w32 = amp_tensor_zeros(ctx, AMP_F32, 1, (const int64_t[]){3});
     amp_tensor *y = amp_batch_norm(ctx, xb, w32, NULL, NULL, NULL, true, 0.1f, EPS);
-    if (CHECK(y != NULL)) CHECK_EQ_INT(y->compute_dtype, AMP_F32);
+    if (CHECK(y != NULL)) CHECK_EQ_INT(y->compute_dtype, AMP_BF16);
     y = amp_batch_norm(ctx, xb, w16, NULL, NULL, NULL, true, 0.1f, EPS);
     if (CHECK(y != NULL)) {
         CHECK_EQ_INT(y->compute_dtype, AMP_BF16);

@@ -88,6 +88,7 @@ void test_autocast_regions(void);
 void test_autocast_policies_and_dtypes(void);
 void test_autocast_cast_cache(void);
 void test_precision_presets(void);
+void test_autocast_vs_pytorch_cpu(void);
 
 /* test_optim.c: SGD, Adam, AdamW against torch.optim fixtures; clip_grad_norm_ and the lr schedules
  * against torch; fp32 master weights; stochastic rounding; the fused step; arguments, allocations */

@@ -1,7 +1,8 @@
 /* Layer norm and batch norm. Statistics (means, variances, reciprocal standard deviations) and every
- * sum are fp32 whatever the compute dtype; the result is rounded once to it. Weight and bias are
- * promoted with x like any op's inputs (amp_promote); batch norm's running statistics are state, not
- * operands: they never change the compute dtype and are read and written in their own dtype. */
+ * sum are fp32 whatever the compute dtype; the result is rounded once to it. The compute dtype is x's:
+ * weight and bias may have another dtype (PyTorch allows fp32 affine parameters with bf16/fp16 inputs)
+ * and are read exactly in fp32; batch norm's running statistics are state, not operands, read and
+ * written in their own dtype. */
 #include <math.h>
 #include <string.h>
 
@@ -91,12 +92,10 @@ amp_tensor *amp_layer_norm(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_
     amp_tensor *cast_in[3] = {x, weight, bias};
     if (!amp_autocast_inputs(ctx, op, cast_in, 3)) return NULL;
     x = cast_in[0], weight = cast_in[1], bias = cast_in[2];
-    amp_dtype dt = x->dtype;
-    if (weight) dt = amp_promote(dt, weight->dtype);
-    if (bias) dt = amp_promote(dt, bias->dtype);
-    if (!(x = amp_op_as(ctx, x, dt))) return NULL;
-    if (weight && !(weight = amp_op_as(ctx, weight, dt))) return NULL;
-    if (bias && !(bias = amp_op_as(ctx, bias, dt))) return NULL;
+    /* PyTorch's mixed-dtype rule for norms: the result has x's dtype; weight and bias are read as they
+     * are (fp32 affine parameters with low-precision activations is Apex O2's "batch-norm in fp32") and
+     * get their gradients in their own dtype. */
+    const amp_dtype dt = x->dtype;
 
     amp_tensor *out = amp_ctx_new_tensor(ctx, dt, x->ndim, x->shape, true);
     if (!out) return NULL;
@@ -220,12 +219,10 @@ amp_tensor *amp_batch_norm(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_
                            amp_shape_str(x, sx, sizeof sx));
     if (!training && (!running_mean || !running_var))
         return amp_op_fail(ctx, op, "evaluation mode needs running_mean and running_var (got NULL)");
-    amp_dtype dt = x->dtype;
-    if (weight) dt = amp_promote(dt, weight->dtype);
-    if (bias) dt = amp_promote(dt, bias->dtype);
-    if (!(x = amp_op_as(ctx, x, dt))) return NULL;
-    if (weight && !(weight = amp_op_as(ctx, weight, dt))) return NULL;
-    if (bias && !(bias = amp_op_as(ctx, bias, dt))) return NULL;
+    /* PyTorch's mixed-dtype rule for norms: the result has x's dtype; weight and bias are read as they
+     * are (fp32 affine parameters with low-precision activations is Apex O2's "batch-norm in fp32") and
+     * get their gradients in their own dtype. */
+    const amp_dtype dt = x->dtype;
 
     amp_tensor *out = amp_ctx_new_tensor(ctx, dt, x->ndim, x->shape, true);
     if (!out) return NULL;
