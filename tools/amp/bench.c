@@ -8,7 +8,10 @@
 int amp_cmd_bench(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
         FILE *out = argc < 2 ? stderr : stdout;
-        fprintf(out, "usage: amp bench convert [options]   conversion throughput next to memcpy (see --help)\n");
+        fprintf(out, "usage: amp bench <benchmark> [options]   (amp bench <benchmark> --help for its options)\n"
+                     "  convert   conversion GB/s for every format pair and SIMD path, next to memcpy\n"
+                     "  gemm      amp_gemm GFLOP/s next to the core's measured FMA/VDPBF16PS peak and OpenBLAS\n"
+                     "  unscale   GradScaler unscale + inf/NaN check GB/s, next to memcpy\n");
         return argc < 2 ? AMP_EXIT_USAGE : AMP_EXIT_OK;
     }
     if (strcmp(argv[1], "convert") == 0) return amp_bench_convert(argc - 1, argv + 1);
