@@ -26,8 +26,11 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "test_util.h"
@@ -123,7 +126,8 @@ static bool fixture_init(fixture *f, const problem *pr, amp_dtype dt, test_rng *
             }
             const double cij = pr->beta == 0.0f ? 0.0 : (double)f->c0[i * f->ldc + j];
             f->exact[i * n + j] = (double)pr->alpha * sum + (double)pr->beta * cij;
-            f->bound[i * n + j] = 2.0 * (double)(k + 4) * u * (fabs((double)pr->alpha) * abs_sum + fabs((double)pr->beta * cij));
+            f->bound[i * n + j] =
+                2.0 * (double)(k + 4) * u * (fabs((double)pr->alpha) * abs_sum + fabs((double)pr->beta * cij));
         }
     }
     memcpy(f->twin, f->c0, nc * sizeof(float));
@@ -178,8 +182,9 @@ static void run_and_check(const fixture *f, const char *who) {
 /* Awkward sizes: single elements, primes, one off the 12x32, 6x16 and 4x16 tiles either way, and
  * sizes past each cache block (k > kc = 256, 512 or 1024, m > mc = 144, n > nc = 2048). */
 static const int64_t base_shapes[][3] = {
-    {1, 1, 1},    {7, 13, 17},  {31, 1, 29},  {1, 97, 5},   {12, 32, 64}, {13, 33, 65}, {11, 31, 63},
-    {6, 16, 8},   {5, 15, 3},   {4, 17, 2},   {48, 64, 1},  {25, 70, 300}, {300, 40, 20}, {37, 41, 530}, {5, 19, 1100}, {100, 7, 50}, {130, 10, 33}, /* narrow C: computed as C^T */
+    {1, 1, 1},     {7, 13, 17},   {31, 1, 29},   {1, 97, 5},    {12, 32, 64},  {13, 33, 65},  {11, 31, 63},
+    {6, 16, 8},    {5, 15, 3},    {4, 17, 2},    {48, 64, 1},   {25, 70, 300}, {300, 40, 20}, {37, 41, 530},
+    {5, 19, 1100}, {100, 7, 50},  {130, 10, 33}, /* the last two (and 31x1x29): narrow C, computed as C^T */
 };
 enum { N_BASE_SHAPES = sizeof base_shapes / sizeof base_shapes[0] };
 
@@ -237,7 +242,8 @@ void test_gemm_edge_cases(void) {
             for (int e = 0; e < 12; e++) CHECK_EQ_BITS(f32_bits(c[e]), 0u, "k=0 beta=0 c[%d]", e);
             for (int e = 0; e < 12; e++) c[e] = (float)e;
             CHECK_EQ_INT(amp_gemm(dt, false, false, 3, 4, 0, 1.0f, NULL, 0, NULL, 4, 0.5f, c, 4), AMP_OK);
-            for (int e = 0; e < 12; e++) CHECK_EQ_BITS(f32_bits(c[e]), f32_bits(0.5f * (float)e), "k=0 beta=0.5 c[%d]", e);
+            for (int e = 0; e < 12; e++)
+                CHECK_EQ_BITS(f32_bits(c[e]), f32_bits(0.5f * (float)e), "k=0 beta=0.5 c[%d]", e);
 
             /* m == 0 or n == 0: nothing is touched, NULL is fine where there are no elements */
             CHECK_EQ_INT(amp_gemm(dt, false, false, 0, 4, 5, 1.0f, NULL, 5, b, 4, 0.0f, NULL, 4), AMP_OK);
@@ -268,48 +274,69 @@ void test_gemm_edge_cases(void) {
             CHECK_EQ_INT(amp_gemm(dt, false, false, 3, 4, 5, 1.0f, a, 5, b, 4, 0.0f, c, 4), AMP_OK);
             CHECK_MSG(isnan(c[1 * 4 + 3]), "inf * 0 gives NaN: %g", (double)c[7]);
             CHECK_MSG(isinf(c[1 * 4 + 0]) && c[4] > 0, "inf * 2 + finite gives +inf: %g", (double)c[4]);
+
+            /* subnormal inputs are kept by the f32 and f16 paths; bf16 with VDPBF16PS flushes them
+             * to zero, as amp/gemm.h says, and the other bf16 paths keep them:
+             * 1 x 1 x 2, a = (3 x 2^-24 for f16, else 2^-130; 0), b = (2^10; 1) */
+            const float tiny = dt == AMP_F16 ? ldexpf(3.0f, -24) : ldexpf(1.0f, -130);
+            store_value(dt, a, 0, tiny), store_value(dt, a, 1, 0.0f);
+            store_value(dt, b, 0, 1024.0f), store_value(dt, b, 1, 1.0f);
+            c[0] = NAN;
+            CHECK_EQ_INT(amp_gemm(dt, false, false, 1, 1, 2, 1.0f, a, 2, b, 1, 0.0f, c, 1), AMP_OK);
+            const bool may_flush = dt == AMP_BF16 && isas[i] == AMP_ISA_AVX512 && amp_cpu_get_features()->avx512_bf16;
+            CHECK_MSG(f32_bits(c[0]) == f32_bits(tiny * 1024.0f) || (may_flush && f32_bits(c[0]) == 0),
+                      "%s %s: subnormal input: got %g, want %g", amp_isa_name(isas[i]), amp_dtype_name(dt),
+                      (double)c[0], (double)(tiny * 1024.0f));
         }
     }
     test_isa_end();
 }
 
-/* Same bits for 1, 2 and 3 threads and for repeated calls, on every path and dtype. */
+/* Same bits for 1, 2 and 3 threads and for repeated calls, on every path and dtype, for a C
+ * computed directly and for a narrow C computed as C^T. Each product is large enough (2mnk above
+ * 3 x 2^21 flops) that amp_gemm really uses 3 threads when asked. */
 void test_gemm_determinism(void) {
-    const int64_t m = harness_quick() ? 150 : 301, n = 157, k = harness_quick() ? 300 : 530;
+    const bool quick = harness_quick();
+    const problem problems[] = {
+        {.m = quick ? 150 : 301, .n = 157, .k = quick ? 300 : 530, .trans_b = true, .pad = 1, .alpha = 0.75f,
+         .beta = 0.5f},
+        {.m = 520, .n = 9, .k = 700, .trans_a = true, .pad = 2, .alpha = 1.0f, .beta = 0.0f},
+    };
     test_rng rng = {harness_seed() ^ 0xD5u};
     amp_isa isas[AMP_ISA_COUNT];
     const int n_isas = test_supported_isas(isas);
-    problem pr = {.m = m, .n = n, .k = k, .trans_a = false, .trans_b = true, .pad = 1, .alpha = 0.75f, .beta = 0.5f};
-    float *c[2] = {malloc((size_t)(m * (n + 1)) * sizeof(float)), malloc((size_t)(m * (n + 1)) * sizeof(float))};
-    if (!CHECK(c[0] && c[1])) goto done;
-    for (int d = 0; d < N_GEMM_DTYPES; d++) {
-        fixture f;
-        if (!fixture_init(&f, &pr, gemm_dtypes[d], &rng)) goto done;
-        for (int i = 0; i < n_isas; i++) {
-            if (!test_isa_begin(isas[i])) continue;
-            const int threads[] = {1, 1, 2, 3, 2};
-            for (int t = 0; t < 5; t++) {
-                amp_set_num_threads(threads[t]);
-                float *out = c[t == 0 ? 0 : 1];
-                memcpy(out, f.c0, (size_t)(m * f.ldc) * sizeof(float));
-                CHECK_EQ_INT(amp_gemm(f.dt, pr.trans_a, pr.trans_b, m, n, k, pr.alpha, f.a, f.lda, f.b, f.ldb,
-                                      pr.beta, out, f.ldc),
-                             AMP_OK);
-                if (t == 0) {
-                    check_result(&f, out, amp_isa_name(isas[i]));
-                    continue;
+    for (size_t q = 0; q < sizeof problems / sizeof problems[0]; q++) {
+        const problem *pr = &problems[q];
+        for (int d = 0; d < N_GEMM_DTYPES; d++) {
+            fixture f;
+            if (!fixture_init(&f, pr, gemm_dtypes[d], &rng)) return;
+            const size_t bytes = (size_t)(pr->m * f.ldc) * sizeof(float);
+            float *c[2] = {malloc(bytes), malloc(bytes)};
+            for (int i = 0; i < n_isas && CHECK(c[0] && c[1]); i++) {
+                if (!test_isa_begin(isas[i])) continue;
+                const int threads[] = {1, 1, 2, 3, 2};
+                for (int t = 0; t < 5; t++) {
+                    amp_set_num_threads(threads[t]);
+                    float *out = c[t == 0 ? 0 : 1];
+                    memcpy(out, f.c0, bytes);
+                    CHECK_EQ_INT(amp_gemm(f.dt, pr->trans_a, pr->trans_b, pr->m, pr->n, pr->k, pr->alpha, f.a, f.lda,
+                                          f.b, f.ldb, pr->beta, out, f.ldc),
+                                 AMP_OK);
+                    if (t == 0)
+                        check_result(&f, out, amp_isa_name(isas[i]));
+                    else
+                        CHECK_MSG(memcmp(c[0], c[1], bytes) == 0,
+                                  "%s %s %lldx%lldx%lld: %d threads gave other bits than 1",
+                                  amp_isa_name(isas[i]), amp_dtype_name(f.dt), (long long)pr->m, (long long)pr->n,
+                                  (long long)pr->k, threads[t]);
                 }
-                CHECK_MSG(memcmp(c[0], c[1], (size_t)(m * f.ldc) * sizeof(float)) == 0,
-                          "%s %s: %d threads gave other bits than 1 thread", amp_isa_name(isas[i]),
-                          amp_dtype_name(f.dt), threads[t]);
             }
+            test_isa_end();
+            amp_set_num_threads(0);
+            free(c[0]), free(c[1]);
+            fixture_free(&f);
         }
-        test_isa_end();
-        fixture_free(&f);
     }
-done:
-    amp_set_num_threads(0);
-    free(c[0]), free(c[1]);
 }
 
 /* The ref path runs the blocked driver with a plain-C micro-kernel that adds in the oracle's order
@@ -470,6 +497,36 @@ void test_parallel_pool(void) {
         }
     }
     free(want), free(got[0]), free(got[1]);
+
+    /* a forked child starts with no workers and must not wait for the parent's (alarm: a hang
+     * becomes a failure instead of a stuck test run). ThreadSanitizer cannot start threads in the
+     * child of a multithreaded process, so it skips this. */
+#if defined(__SANITIZE_THREAD__)
+#define GEMM_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GEMM_TEST_TSAN 1
+#endif
+#endif
+#if defined(GEMM_TEST_TSAN)
+    harness_note("ThreadSanitizer build: fork test skipped");
+    const pid_t child = -2;
+#else
+    fflush(stdout);
+    const pid_t child = fork();
+#endif
+    if (child == 0) {
+        alarm(20);
+        float *c = malloc((size_t)(pr.m * f.ldc) * sizeof(float));
+        const int st = c ? amp_gemm(AMP_F32, false, false, pr.m, pr.n, pr.k, 1.0f, f.a, f.lda, f.b, f.ldb, 0.0f, c,
+                                    f.ldc)
+                         : AMP_ERR_OUT_OF_MEMORY;
+        _exit(st == AMP_OK ? 0 : 1);
+    }
+    int wstatus = 0;
+    if (child != -2 && CHECK(child > 0) && CHECK(waitpid(child, &wstatus, 0) == child))
+        CHECK_MSG(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0, "amp_gemm in a forked child: wait status %d",
+                  wstatus);
     fixture_free(&f);
     amp_set_num_threads(0);
 }

@@ -14,14 +14,14 @@ typedef struct blocks {
  * gemm.c keep one mr x kc A panel in L1 and stream kc x nr B panels from the kc x nc B block:
  *   kc:  the A panel, mr * kc * packed_size, stays within about 2/3 of a 32-48 KiB L1D; a large
  *        kc also means fewer passes over C (one read-modify-write of C per k block);
- *   nc:  the B block, kc * nc * packed_size (4-8 MiB here), lives in L3; a large nc means A is
+ *   nc:  the B block, kc * nc * packed_size (4 MiB here), lives in L3; a large nc means A is
  *        packed fewer times (once per nc columns);
  *   mc:  only sets how much of A is packed at a time (mc * kc * packed_size, in L2).
  * Tuned on AMD Zen 4 (32 KiB L1D, 1 MiB L2 per core, 32 MiB L3) with `amp bench gemm`: at
- * 1024^3 on one core, kc = 512 (f32) and 1024 (bf16 pairs: 512 pairs) gave 92-94% of peak, kc =
+ * 1024^3 on one core, kc = 512 (f32) and 1024 (bf16 pairs: 512 pairs) gave 90-94% of peak, kc =
  * 256 about 5% less. Each value is rounded down to a multiple of the tile it blocks. The AVX2
- * kernel's A panel is half as wide (6 rows), so its kc may be twice as large; the ref path's
- * values only need to be sane. */
+ * kernel's A panel has 6 rows, so kc = 512 keeps it at 12 KiB; the ref path's values only need
+ * to be sane. */
 static const blocks block_table[AMP_ISA_COUNT][AMP_GEMM_PACKED_COUNT] = {
     [AMP_ISA_REF] = {[AMP_GEMM_PACKED_F32] = {.mc = 128, .kc = 256, .nc = 2048},
                      [AMP_GEMM_PACKED_BF16_PAIRS] = {.mc = 128, .kc = 256, .nc = 2048}},

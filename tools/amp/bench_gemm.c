@@ -12,9 +12,10 @@
  * OpenBLAS. libopenblas.so.0 is opened at run time (dlopen), so amp never links against it; when it
  * is absent the table says so. It runs cblas_sgemm on the same fp32 data with the same thread count.
  *
- * GFLOP/s = 2mnk / time, the median of --repeats timed calls after one untimed warm-up; amp and
- * OpenBLAS alternate call by call so that drift on a shared machine hits both alike. */
+ * GFLOP/s = 2mnk / time, the median of --repeats timed calls after one untimed warm-up. All of
+ * amp's figures are taken before OpenBLAS's (see run_shape). */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,23 +82,38 @@ static const char *const peak_names[PEAK_KINDS] = {"fma zmm", "fma ymm", "vdpbf1
 /* flops per loop iteration: 12 instructions x lanes x (2 per FMA, 4 per VDPBF16PS lane: 2 mul, 2 add) */
 static const double peak_flops_per_iter[PEAK_KINDS] = {12 * 16 * 2, 12 * 8 * 2, 12 * 16 * 4};
 
-/* One-core GFLOP/s of a peak loop (median of 5 runs of ~20 ms), or 0 when this CPU lacks it. */
-static double measure_peak(peak_kind kind) {
+typedef void (*peak_loop_fn)(long iters);
+
+static peak_loop_fn peak_loop(peak_kind kind) {
 #if HAVE_PEAK_LOOPS
     const amp_cpu_features *f = amp_cpu_get_features();
-    void (*loop)(long) = NULL;
-    if (kind == PEAK_FMA512 && f->avx512f) loop = loop_fma_zmm;
-    if (kind == PEAK_FMA256 && f->avx2 && f->fma) loop = loop_fma_ymm;
-    if (kind == PEAK_DPBF16 && f->avx512_bf16) loop = loop_dpbf16_zmm;
-    if (!loop) return 0.0;
+    if (kind == PEAK_FMA512 && f->avx512f) return loop_fma_zmm;
+    if (kind == PEAK_FMA256 && f->avx2 && f->fma) return loop_fma_ymm;
+    if (kind == PEAK_DPBF16 && f->avx512_bf16) return loop_dpbf16_zmm;
+#else
+    (void)kind;
+#endif
+    return NULL;
+}
+
+/* Iterations of `loop` that take about 20 ms on one core: long enough for the clock to settle. */
+static long calibrate(peak_loop_fn loop) {
     long iters = 1 << 16;
     double t = 0.0;
-    while (t < 0.02) { /* calibrate to ~20 ms, long enough for the clock to settle */
+    while (t < 0.02) {
         iters *= 2;
         double t0 = amp_bench_now();
         loop(iters);
         t = amp_bench_now() - t0;
     }
+    return iters;
+}
+
+/* One-core GFLOP/s of a peak loop (median of 5 runs of ~20 ms), or 0 when this CPU lacks it. */
+static double measure_peak(peak_kind kind) {
+    const peak_loop_fn loop = peak_loop(kind);
+    if (!loop) return 0.0;
+    const long iters = calibrate(loop);
     double runs[5];
     for (int r = 0; r < 5; r++) {
         double t0 = amp_bench_now();
@@ -105,10 +121,38 @@ static double measure_peak(peak_kind kind) {
         runs[r] = amp_bench_now() - t0;
     }
     return (double)iters * peak_flops_per_iter[kind] / amp_bench_median(runs, 5) / 1e9;
-#else
-    (void)kind;
-    return 0.0;
-#endif
+}
+
+typedef struct peak_thread {
+    peak_loop_fn loop;
+    long iters;
+} peak_thread;
+
+static void *run_peak_thread(void *arg) {
+    const peak_thread *pt = arg;
+    pt->loop(pt->iters);
+    return NULL;
+}
+
+/* GFLOP/s of `threads` copies of the loop at once: shows whether the cores amp runs on are real
+ * cores (twice one core's peak for two) or SMT siblings sharing one core's FMA units. */
+static double measure_peak_threads(peak_kind kind, int threads) {
+    const peak_loop_fn loop = peak_loop(kind);
+    if (!loop || threads < 2) return 0.0;
+    peak_thread pt = {loop, calibrate(loop)};
+    pthread_t *th = malloc((size_t)threads * sizeof *th);
+    if (!th) return 0.0;
+    double runs[3];
+    for (int r = 0; r < 3; r++) {
+        int started = 0;
+        const double t0 = amp_bench_now();
+        while (started < threads - 1 && pthread_create(&th[started], NULL, run_peak_thread, &pt) == 0) started++;
+        loop(pt.iters);
+        for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+        runs[r] = (amp_bench_now() - t0) / (double)(started + 1);
+    }
+    free(th);
+    return (double)pt.iters * peak_flops_per_iter[kind] / amp_bench_median(runs, 3) / 1e9;
 }
 
 /* ---- OpenBLAS, found at run time ---- */
@@ -206,18 +250,21 @@ typedef struct result {
     double amp_s, openblas_s; /* median seconds; openblas_s 0 when not measured */
 } result;
 
+/* Times amp (ob == NULL) or OpenBLAS (f32 only) on one shape. The two never alternate call by
+ * call: OpenBLAS's idle threads busy-wait for a while after each call, and would take the cores
+ * amp's next call needs. */
 static int run_shape(const shape *sh, const openblas *ob, long repeats, result res[N_OPS][N_DTYPES]) {
     const size_t m = (size_t)sh->m, n = (size_t)sh->n, k = (size_t)sh->k;
     float *a32 = malloc(m * k * sizeof(float)), *b32 = malloc(k * n * sizeof(float));
     float *c = malloc(m * n * sizeof(float));
     uint16_t *a16 = malloc(m * k * 2), *b16 = malloc(k * n * 2);
-    double *t_amp = malloc((size_t)repeats * sizeof(double)), *t_ob = malloc((size_t)repeats * sizeof(double));
-    int status = a32 && b32 && c && a16 && b16 && t_amp && t_ob ? AMP_OK : AMP_ERR_OUT_OF_MEMORY;
+    double *t = malloc((size_t)repeats * sizeof(double));
+    int status = a32 && b32 && c && a16 && b16 && t ? AMP_OK : AMP_ERR_OUT_OF_MEMORY;
     if (status == AMP_OK) {
         fill(a32, m * k, 0x9E3779B97F4A7C15ull);
         fill(b32, k * n, 0xD1B54A32D192ED03ull);
     }
-    for (int d = 0; d < N_DTYPES && status == AMP_OK; d++) {
+    for (int d = 0; d < (ob ? 1 : N_DTYPES) && status == AMP_OK; d++) {
         const amp_dtype dt = dtypes[d];
         const void *a = a32, *b = b32;
         if (dt != AMP_F32) {
@@ -228,27 +275,21 @@ static int run_shape(const shape *sh, const openblas *ob, long repeats, result r
         for (int o = 0; o < N_OPS && status == AMP_OK; o++) {
             /* A stored m x k (or k x m when transposed), B stored k x n (or n x k), no padding */
             const long lda = ops[o].trans_a ? sh->m : sh->k, ldb = ops[o].trans_b ? sh->k : sh->n;
-            const bool with_ob = ob->sgemm && dt == AMP_F32;
             for (long r = -1; r < repeats && status == AMP_OK; r++) { /* r == -1: warm-up */
-                double t0 = amp_bench_now();
-                status = amp_gemm(dt, ops[o].trans_a, ops[o].trans_b, sh->m, sh->n, sh->k, 1.0f, a, lda, b, ldb,
-                                  0.0f, c, sh->n);
-                double t1 = amp_bench_now();
-                if (r >= 0) t_amp[r] = t1 - t0;
-                if (with_ob) {
-                    t0 = amp_bench_now();
+                const double t0 = amp_bench_now();
+                if (ob)
                     ob->sgemm(CBLAS_ROW_MAJOR, ops[o].trans_a ? CBLAS_TRANS : CBLAS_NO_TRANS,
                               ops[o].trans_b ? CBLAS_TRANS : CBLAS_NO_TRANS, (int)sh->m, (int)sh->n, (int)sh->k, 1.0f,
                               a32, (int)lda, b32, (int)ldb, 0.0f, c, (int)sh->n);
-                    t1 = amp_bench_now();
-                    if (r >= 0) t_ob[r] = t1 - t0;
-                }
+                else
+                    status = amp_gemm(dt, ops[o].trans_a, ops[o].trans_b, sh->m, sh->n, sh->k, 1.0f, a, lda, b, ldb,
+                                      0.0f, c, sh->n);
+                if (r >= 0) t[r] = amp_bench_now() - t0;
             }
-            res[o][d].amp_s = amp_bench_median(t_amp, (size_t)repeats);
-            res[o][d].openblas_s = with_ob ? amp_bench_median(t_ob, (size_t)repeats) : 0.0;
+            *(ob ? &res[o][d].openblas_s : &res[o][d].amp_s) = amp_bench_median(t, (size_t)repeats);
         }
     }
-    free(a32), free(b32), free(c), free(a16), free(b16), free(t_amp), free(t_ob);
+    free(a32), free(b32), free(c), free(a16), free(b16), free(t);
     return status;
 }
 
@@ -285,7 +326,11 @@ int amp_bench_gemm(int argc, char **argv) {
 
     /* The peak each dtype's ratio is taken against, for the path amp runs. */
     double peak[PEAK_KINDS];
-    for (int p = 0; p < PEAK_KINDS; p++) peak[p] = measure_peak((peak_kind)p);
+    double peak_all[PEAK_KINDS]; /* all threads at once, before OpenBLAS's threads exist */
+    for (int p = 0; p < PEAK_KINDS; p++) {
+        peak[p] = measure_peak((peak_kind)p);
+        peak_all[p] = measure_peak_threads((peak_kind)p, (int)threads);
+    }
     const peak_kind fma_kind = isa == AMP_ISA_AVX512 ? PEAK_FMA512 : PEAK_FMA256;
     const peak_kind kind_of[N_DTYPES] = {fma_kind, fma_kind,
                                          isa == AMP_ISA_AVX512 && f->avx512_bf16 ? PEAK_DPBF16 : fma_kind};
@@ -296,11 +341,12 @@ int amp_bench_gemm(int argc, char **argv) {
         fprintf(stderr, "amp: out of memory\n");
         return AMP_EXIT_FAILURE;
     }
-    for (int s = 0; s < n_shapes; s++) {
-        const int status = run_shape(&shapes[s], &ob, repeats, res[s]);
+    /* every amp figure first, then OpenBLAS's (see run_shape) */
+    for (int s = 0; s < n_shapes * (ob.sgemm ? 2 : 1); s++) {
+        const int status = run_shape(&shapes[s % n_shapes], s < n_shapes ? NULL : &ob, repeats, res[s % n_shapes]);
         if (status != AMP_OK) {
-            fprintf(stderr, "amp: amp_gemm failed on %ldx%ldx%ld: %s\n", shapes[s].m, shapes[s].n, shapes[s].k,
-                    amp_status_str(status));
+            const shape *sh = &shapes[s % n_shapes];
+            fprintf(stderr, "amp: amp_gemm failed on %ldx%ldx%ld: %s\n", sh->m, sh->n, sh->k, amp_status_str(status));
             free(res);
             if (ob.handle) dlclose(ob.handle);
             return AMP_EXIT_FAILURE;
@@ -318,9 +364,11 @@ int amp_bench_gemm(int argc, char **argv) {
     if (json) {
         printf("{\"bench\":\"gemm\",\"version\":\"%s\",\"cpu\":\"%s\",\"isa\":\"%s\",\"threads\":%ld,\"repeats\":%ld,"
                "\"peak_gflops_per_core\":{\"fma_zmm\":%.1f,\"fma_ymm\":%.1f,\"vdpbf16ps_zmm\":%.1f},"
+               "\"peak_gflops_all_threads\":{\"fma_zmm\":%.1f,\"fma_ymm\":%.1f,\"vdpbf16ps_zmm\":%.1f},"
                "\"openblas\":%s,\"results\":[",
                amp_version(), cpu, amp_isa_name(isa), threads, repeats, peak[PEAK_FMA512], peak[PEAK_FMA256],
-               peak[PEAK_DPBF16], ob.sgemm ? "true" : "false");
+               peak[PEAK_DPBF16], peak_all[PEAK_FMA512], peak_all[PEAK_FMA256], peak_all[PEAK_DPBF16],
+               ob.sgemm ? "true" : "false");
     } else {
         printf("amp %s bench gemm: %ld thread%s, path %s, median of %ld\n", amp_version(), threads,
                threads == 1 ? "" : "s", amp_isa_name(isa), repeats);
@@ -329,6 +377,12 @@ int amp_bench_gemm(int argc, char **argv) {
         for (int p = 0; p < PEAK_KINDS; p++)
             if (peak[p] > 0) printf("  %s %.1f GFLOP/s", peak_names[p], peak[p]);
         printf("\n");
+        if (threads > 1) {
+            printf("%ld threads at once:", threads);
+            for (int p = 0; p < PEAK_KINDS; p++)
+                if (peak_all[p] > 0) printf("  %s %.1f GFLOP/s", peak_names[p], peak_all[p]);
+            printf("  (the ratios below use %ld x the one-core peak)\n", threads);
+        }
         if (ob.sgemm)
             printf("openblas: cblas_sgemm from libopenblas.so.0, %ld thread%s\n", threads, threads == 1 ? "" : "s");
         else
@@ -348,8 +402,9 @@ int amp_bench_gemm(int argc, char **argv) {
                 const double gflops = flops / res[s][o][d].amp_s / 1e9;
                 const double pk = peak[kind_of[d]] * (double)threads;
                 if (json) {
-                    printf("%s{\"m\":%ld,\"n\":%ld,\"k\":%ld,\"op\":\"%s\",\"dtype\":\"%s\",\"ms\":%.4f,\"gflops\":%.2f,"
-                           "\"peak\":\"%s\",\"of_peak\":%.4f,\"openblas_gflops\":%.2f,\"vs_openblas\":%.4f}",
+                    printf("%s{\"m\":%ld,\"n\":%ld,\"k\":%ld,\"op\":\"%s\",\"dtype\":\"%s\",\"ms\":%.4f,"
+                           "\"gflops\":%.2f,\"peak\":\"%s\",\"of_peak\":%.4f,\"openblas_gflops\":%.2f,"
+                           "\"vs_openblas\":%.4f}",
                            first ? "" : ",", sh->m, sh->n, sh->k, ops[o].name, amp_dtype_name(dtypes[d]),
                            res[s][o][d].amp_s * 1e3, gflops, peak_names[kind_of[d]], pk > 0 ? gflops / pk : 0.0,
                            ob_gflops, ob_gflops > 0 ? gflops / ob_gflops : 0.0);
@@ -369,7 +424,22 @@ int amp_bench_gemm(int argc, char **argv) {
             }
         }
     }
-    if (json) printf("]}\n");
+    if (json) {
+        printf("]}\n");
+    } else {
+        /* amp's performance goal, where this run measured it: the square product on a single path */
+        for (int s = 0; s < n_shapes; s++) {
+            if (shapes[s].m != 1024 || shapes[s].n != 1024 || shapes[s].k != 1024) continue;
+            const double flops = 2.0 * 1024 * 1024 * 1024;
+            printf("\ngoal at 1024x1024x1024 A*B, >= 70%% of %ld x the one-core peak:", threads);
+            for (int d = 0; d < N_DTYPES; d++) {
+                const double pk = peak[kind_of[d]] * (double)threads;
+                if (pk > 0) printf("  %s %.0f%%", amp_dtype_name(dtypes[d]), 100.0 * flops / res[s][0][d].amp_s / 1e9 / pk);
+            }
+            printf("\n");
+            break;
+        }
+    }
     free(res);
     if (ob.handle) dlclose(ob.handle);
     return AMP_EXIT_OK;

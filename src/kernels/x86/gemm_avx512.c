@@ -209,7 +209,8 @@ static inline __attribute__((always_inline)) __m512 load16(amp_dtype dt, const v
     const __mmask16 k = mask16(n);
     switch (dt) {
     case AMP_F16: return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, src));
-    case AMP_BF16: return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, src)), 16));
+    case AMP_BF16: /* bf16 is the top half of an fp32 */
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, src)), 16));
     default: return _mm512_maskz_loadu_ps(k, src);
     }
 }
@@ -250,7 +251,8 @@ static inline __attribute__((always_inline)) void pack_f32_impl(float *dst, cons
                 for (int64_t p = p0; p < p1; p++) {
                     const char *row = s + ((size_t)p * (size_t)ld + (size_t)i0) * esize;
                     for (int c = 0; c < r; c += 16)
-                        _mm512_mask_storeu_ps(panel + p * r + c, mask16(r - c), load16(dt, row + (size_t)c * esize, ri - c));
+                        _mm512_mask_storeu_ps(panel + p * r + c, mask16(r - c),
+                                              load16(dt, row + (size_t)c * esize, ri - c));
                 }
             }
         }
@@ -305,7 +307,8 @@ static inline __attribute__((always_inline)) void pack_pairs_impl(uint16_t *dst,
                         const int w = r - c < 32 ? r - c : 32; /* words to write */
                         uint16_t *d = panel + 2 * (q * r + c);
                         _mm512_mask_storeu_epi32(d, mask16(w), _mm512_permutex2var_epi16(a, lo, b));
-                        if (w > 16) _mm512_mask_storeu_epi32(d + 32, mask16(w - 16), _mm512_permutex2var_epi16(a, hi, b));
+                        if (w > 16)
+                            _mm512_mask_storeu_epi32(d + 32, mask16(w - 16), _mm512_permutex2var_epi16(a, hi, b));
                     }
                 }
             }
@@ -330,7 +333,8 @@ static inline __attribute__((always_inline)) void pack_pairs_impl(uint16_t *dst,
                 transpose16(v);
                 UNROLL_ALL
                 for (int c = 0; c < 16; c++)
-                    if (c < nq) _mm512_mask_storeu_ps((float *)(void *)(dst + 2 * ((q + c) * r + row0)), store_mask, v[c]);
+                    if (c < nq)
+                        _mm512_mask_storeu_ps((float *)(void *)(dst + 2 * ((q + c) * r + row0)), store_mask, v[c]);
             }
         }
     }
