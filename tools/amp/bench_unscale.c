@@ -52,34 +52,11 @@ static int usage(void) {
 }
 
 int amp_bench_unscale(int argc, char **argv) {
-    long mib = 64, repeats = 9;
-    int json = 0, only_isa = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0) return usage();
-        if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (strcmp(a, "--mib") == 0 || strcmp(a, "--repeats") == 0) {
-            long *dst = a[2] == 'm' ? &mib : &repeats;
-            if (i + 1 >= argc || amp_parse_long(argv[i + 1], 1, a[2] == 'm' ? 4096 : 1000, dst) != 0)
-                return amp_usage_error("bench", "%s needs a positive integer", a);
-            i++;
-        } else if (strcmp(a, "--isa") == 0) {
-            amp_isa isa;
-            if (i + 1 >= argc) return amp_usage_error("bench", "--isa needs a value");
-            i++;
-            if (strcmp(argv[i], "all") == 0) continue;
-            if (amp_isa_from_name(argv[i], &isa) != AMP_OK)
-                return amp_usage_error("bench", "unknown SIMD path '%s' (ref, avx2, avx512, all)", argv[i]);
-            if (!amp_isa_supported(isa)) {
-                fprintf(stderr, "amp: this CPU cannot run the %s path\n", argv[i]);
-                return AMP_EXIT_FAILURE;
-            }
-            only_isa = (int)isa;
-        } else {
-            return amp_usage_error("bench", "unknown option '%s'", a);
-        }
-    }
+    amp_bench_options o = {.mib = 64, .repeats = 9, .json = 0, .only_isa = -1};
+    const int parsed = amp_bench_parse_options(argc, argv, &o, usage);
+    if (parsed >= 0) return parsed;
+    const long mib = o.mib, repeats = o.repeats;
+    const int json = o.json, only_isa = o.only_isa;
     const size_t bytes = (size_t)mib * 1024 * 1024;
     unsigned char *src = malloc(bytes), *dst = malloc(bytes);
     unsigned char *grads[N_DTYPES] = {NULL};

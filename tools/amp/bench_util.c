@@ -4,7 +4,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "amp.h"
 #include "bench_util.h"
+#include "commands.h"
 
 double amp_bench_now(void) {
     struct timespec ts;
@@ -51,4 +53,34 @@ int amp_parse_long(const char *s, long lo, long hi, long *out) {
     if (errno || *end || v < lo || v > hi) return -1;
     *out = v;
     return 0;
+}
+
+int amp_bench_parse_options(int argc, char **argv, amp_bench_options *o, int (*usage)(void)) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0) return usage();
+        if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+        } else if (strcmp(a, "--mib") == 0 || strcmp(a, "--repeats") == 0) {
+            long *dst = a[2] == 'm' ? &o->mib : &o->repeats;
+            if (i + 1 >= argc || amp_parse_long(argv[i + 1], 1, a[2] == 'm' ? 4096 : 1000, dst) != 0)
+                return amp_usage_error("bench", "%s needs a positive integer", a);
+            i++;
+        } else if (strcmp(a, "--isa") == 0) {
+            amp_isa isa;
+            if (i + 1 >= argc) return amp_usage_error("bench", "--isa needs a value");
+            i++;
+            if (strcmp(argv[i], "all") == 0) continue;
+            if (amp_isa_from_name(argv[i], &isa) != AMP_OK)
+                return amp_usage_error("bench", "unknown SIMD path '%s' (ref, avx2, avx512, all)", argv[i]);
+            if (!amp_isa_supported(isa)) {
+                fprintf(stderr, "amp: this CPU cannot run the %s path\n", argv[i]);
+                return AMP_EXIT_FAILURE;
+            }
+            o->only_isa = (int)isa;
+        } else {
+            return amp_usage_error("bench", "unknown option '%s'", a);
+        }
+    }
+    return -1;
 }

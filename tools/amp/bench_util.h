@@ -13,6 +13,17 @@ void amp_bench_cpu_name(char *buf, size_t size);
 /* Parses a whole-string positive integer in [lo, hi]; returns 0 on success, -1 otherwise. */
 int amp_parse_long(const char *s, long lo, long hi, long *out);
 
+/* The options every memory-bound benchmark takes: --mib N, --repeats N, --isa P|all, --json, --help. */
+typedef struct amp_bench_options {
+    long mib, repeats;
+    int json;
+    int only_isa; /* -1: every path this CPU supports */
+} amp_bench_options;
+
+/* Parses argv[1..argc) into o (which holds the defaults on entry). Returns -1 when the benchmark
+ * should run, otherwise the exit status to return (usage() printed for --help; usage errors). */
+int amp_bench_parse_options(int argc, char **argv, amp_bench_options *o, int (*usage)(void));
+
 int amp_bench_convert(int argc, char **argv);
 int amp_bench_gemm(int argc, char **argv);
 int amp_bench_unscale(int argc, char **argv);
