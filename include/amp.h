@@ -16,5 +16,7 @@
 #include "amp/optim.h"
 #include "amp/scaler.h"
 #include "amp/precision.h"
+#include "amp/nn.h"
+#include "amp/data.h"
 
 #endif /* AMP_H */

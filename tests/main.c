@@ -79,6 +79,18 @@ static const harness_test all_tests[] = {
     TEST(optim_stochastic_rounding),
     TEST(optim_fused_step),
     TEST(optim_arguments),
+    TEST(data_idx_load),
+    TEST(data_idx_errors),
+    TEST(data_idx_batch),
+    TEST(data_text),
+    TEST(data_allocation_failure),
+    TEST(data_shuffle),
+    TEST(nn_default_shapes),
+    TEST(nn_param_counts_and_flops),
+    TEST(nn_forward_pytorch),
+    TEST(nn_init_deterministic),
+    TEST(nn_sgd_lowers_loss),
+    TEST(nn_errors_and_dtypes),
     TEST(encode_sweep),
 };
 

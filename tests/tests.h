@@ -114,4 +114,21 @@ void test_scaler_safe_mode(void);
 void test_scaler_fused_step(void);
 void test_scaler_fp16_gradients(void);
 
+/* test_data.c: IDX image sets (plain, gzipped, every error path), text corpora, batches, the
+ * shuffler, allocation failure */
+void test_data_idx_load(void);
+void test_data_idx_errors(void);
+void test_data_idx_batch(void);
+void test_data_text(void);
+void test_data_allocation_failure(void);
+void test_data_shuffle(void);
+
+/* test_nn.c: the four models vs PyTorch (names, shapes, counts, forward), init, FLOPs, SGD steps */
+void test_nn_default_shapes(void);
+void test_nn_param_counts_and_flops(void);
+void test_nn_forward_pytorch(void);
+void test_nn_init_deterministic(void);
+void test_nn_sgd_lowers_loss(void);
+void test_nn_errors_and_dtypes(void);
+
 #endif /* AMP_TESTS_TESTS_H */

@@ -1,0 +1,113 @@
+/* Data for the training program: image classification sets in IDX format (MNIST's layout), a
+ * character-level text corpus, and a deterministic shuffler.
+ *
+ * Errors. Every loader returns an amp status and writes a one-line message (no trailing newline) into
+ * the caller's err buffer (err may be NULL, err_size 0): the message names the file, with the path the
+ * caller gave, and the problem, e.g.
+ *   "DIR/train-images-idx3-ubyte.gz: truncated: header says 60000 images of 28x28, file holds 1234
+ *    (967456 of 47040000 pixel bytes)"
+ *   "DIR/train-labels-idx1-ubyte: bad magic 0x00000803 (expected 0x00000801 for labels)"
+ * AMP_ERR_IO: a file is missing or cannot be read; AMP_ERR_FORMAT: a file is truncated, corrupt, too
+ * large or inconsistent with its partner; AMP_ERR_OUT_OF_MEMORY; AMP_ERR_INVALID_ARGUMENT;
+ * AMP_ERR_NULL_POINTER. On failure the output struct is zeroed (its free function accepts it) and
+ * nothing is leaked. The library never prints.
+ *
+ * Memory. The loaders take a caller-replaceable allocator (NULL: malloc); it allocates everything the
+ * result owns and the loaders' scratch, and the result keeps a copy of it for its free function.
+ * zlib's own stream buffers (gzopen) come from malloc.
+ *
+ * Limits. A file whose header claims more than AMP_DATA_MAX_BYTES of data (or dimensions whose product
+ * overflows) is refused before anything is allocated; so is a text corpus larger than that. */
+#ifndef AMP_DATA_H
+#define AMP_DATA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 2^31 bytes: Fashion-MNIST's training images are 47 MB; anything past this is a corrupt header. */
+#define AMP_DATA_MAX_BYTES ((uint64_t)1 << 31)
+/* Debian's dataset-fashion-mnist and fortunes packages. */
+#define AMP_IMAGE_DATASET_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
+#define AMP_TEXT_CORPUS_DEFAULT_PATH "/usr/share/games/fortunes"
+/* The default held-out share of a text corpus: its last 10%. */
+#define AMP_TEXT_CORPUS_DEFAULT_HOLDOUT 0.1
+
+/* ---- Images (IDX, MNIST layout) ---------------------------------------------------------------- */
+
+typedef struct amp_image_dataset {
+    int64_t count;      /* images (> 0) */
+    int64_t rows, cols; /* each image's size, from the file (> 0) */
+    int classes;        /* max label + 1 (1..256) */
+    uint8_t *pixels;    /* [count, rows, cols], row-major, 0..255 as stored */
+    uint8_t *labels;    /* [count] */
+    amp_allocator allocator; /* what allocated pixels and labels */
+} amp_image_dataset;
+
+/* Loads DIR/train-images-idx3-ubyte and DIR/train-labels-idx1-ubyte (train) or the t10k-* pair (not
+ * train). Each file may be gzipped: NAME.gz is used when it exists, else NAME (either may be gzipped
+ * or plain: zlib reads both). The images file must be IDX type ubyte (magic 0x00000803) with three
+ * dimensions, the labels file ubyte with one (0x00000801); the counts must agree, be non-zero, and the
+ * files must hold exactly the data their headers declare (no more, no less). alloc NULL: malloc.
+ * Returns AMP_OK or an error status with a message in err (see the top of this file). */
+int amp_image_dataset_load(const char *dir, bool train, const amp_allocator *alloc, amp_image_dataset *out,
+                           char *err, size_t err_size);
+/* Frees what the dataset owns and zeroes it. NULL, or a zeroed dataset, is fine. */
+void amp_image_dataset_free(amp_image_dataset *d);
+
+/* A batch: images indices[0..n) as fp32 x[n, rows, cols] = (pixel / 255 - mean) / std and their labels
+ * y[n]. Every value is the same fp32 computation, so batches are bit-reproducible. Returns AMP_OK,
+ * AMP_ERR_NULL_POINTER, or AMP_ERR_INVALID_ARGUMENT (an index outside [0, count), n < 0, std not
+ * positive and finite), in which case nothing is written. */
+int amp_image_dataset_batch(const amp_image_dataset *d, const int64_t *indices, int64_t n, float mean, float std,
+                            float *x, int32_t *y);
+
+/* ---- Text (character level) -------------------------------------------------------------------- */
+
+typedef struct amp_text_corpus {
+    int vocab_size;           /* distinct byte values present (1..256) */
+    int16_t byte_to_id[256];  /* token id of each byte value, -1 where the byte is absent */
+    uint8_t id_to_byte[256];  /* [vocab_size]: the byte values present, ascending (rest 0) */
+    uint8_t *train;           /* [train_len] token ids: the corpus's first part */
+    int64_t train_len;
+    uint8_t *heldout;         /* [heldout_len] token ids: the last holdout_fraction of it */
+    int64_t heldout_len;
+    amp_allocator allocator;  /* what allocated the tokens */
+} amp_text_corpus;
+
+/* Loads a text corpus from `path`: a file, or a directory whose regular files (not recursing; names
+ * starting with '.' and the fortune index files *.dat and *.u8 skipped) are concatenated in strcmp
+ * order of their names, byte for byte. The vocabulary is the byte values present, ascending. The last
+ * floor(total * holdout_fraction) tokens are held out; holdout_fraction must lie in [0, 1). The corpus
+ * must hold at least 2 bytes and its training part at least 2 tokens (one input/target pair).
+ * alloc NULL: malloc. Returns AMP_OK or an error status with a message in err. */
+int amp_text_corpus_load(const char *path, double holdout_fraction, const amp_allocator *alloc,
+                         amp_text_corpus *out, char *err, size_t err_size);
+/* Frees what the corpus owns and zeroes it. NULL, or a zeroed corpus, is fine. */
+void amp_text_corpus_free(amp_text_corpus *c);
+
+/* A batch of n sequences of seq_len tokens from the training part (heldout false) or the held-out
+ * part: x[b, t] = tokens[starts[b] + t] and y[b, t] = tokens[starts[b] + t + 1] (the next character),
+ * both [n, seq_len] token ids. Each start must satisfy 0 <= start and start + seq_len + 1 <= length of
+ * that part. Returns AMP_OK, AMP_ERR_NULL_POINTER or AMP_ERR_INVALID_ARGUMENT (nothing written). */
+int amp_text_corpus_batch(const amp_text_corpus *c, bool heldout, const int64_t *starts, int64_t n,
+                          int64_t seq_len, int32_t *x, int32_t *y);
+
+/* ---- Order ------------------------------------------------------------------------------------- */
+
+/* Writes a uniformly random permutation of 0..n-1 into idx[n]: Fisher-Yates driven by a counter-based
+ * generator keyed by (seed, epoch), so epoch e's order depends only on (n, seed, epoch) and a resumed
+ * run reproduces it without replaying earlier epochs. n <= 0: nothing. */
+void amp_shuffle_indices(int64_t *idx, int64_t n, uint64_t seed, uint64_t epoch);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AMP_DATA_H */

@@ -1,0 +1,39 @@
+/* The loaders' allocator default and error messages. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "data_internal.h"
+
+static void *data_default_alloc(size_t size, size_t align, void *user) {
+    (void)user;
+    void *p = NULL;
+    if (align < sizeof(void *)) align = sizeof(void *);
+    if (size == 0) size = align;
+    return posix_memalign(&p, align, size) == 0 ? p : NULL;
+}
+
+static void data_default_free(void *ptr, void *user) {
+    (void)user;
+    free(ptr);
+}
+
+bool data_allocator(const amp_allocator *alloc, amp_allocator *out) {
+    if (!alloc) {
+        *out = (amp_allocator){.alloc = data_default_alloc, .free = data_default_free, .user = NULL};
+        return true;
+    }
+    if (!alloc->alloc || !alloc->free) return false;
+    *out = *alloc;
+    return true;
+}
+
+int data_error(char *err, size_t err_size, int status, const char *fmt, ...) {
+    if (err && err_size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_size, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}

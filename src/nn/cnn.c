@@ -1,0 +1,46 @@
+/* cnn: nn.Sequential(Conv2d(C, c1, k, padding=k/2), ReLU, MaxPool2d(2), Conv2d(c1, c2, k, padding=k/2),
+ * ReLU, MaxPool2d(2), Flatten, Linear(c2 * (H/4) * (W/4), h), ReLU, Linear(h, classes)),
+ * c1 = 32, c2 = 64, k = 5, h = 1024. Parameters at Sequential indices 0, 3, 7, 9. */
+#include "nn_internal.h"
+
+int nn_cnn_declare(amp_model *m) {
+    const amp_model_config *c = &m->cfg;
+    const int64_t k = c->kernel, flat = c->conv2_channels * (c->image_rows / 4) * (c->image_cols / 4);
+    const nn_init i0 = nn_fan_in_uniform(c->in_channels * k * k), i3 = nn_fan_in_uniform(c->conv1_channels * k * k);
+    const nn_init i7 = nn_fan_in_uniform(flat), i9 = nn_fan_in_uniform(c->hidden);
+    amp_model *p = m;
+    if (!nn_param(p, i0, 4, (const int64_t[]){c->conv1_channels, c->in_channels, k, k}, "0.weight") ||
+        !nn_param(p, i0, 1, (const int64_t[]){c->conv1_channels}, "0.bias") ||
+        !nn_param(p, i3, 4, (const int64_t[]){c->conv2_channels, c->conv1_channels, k, k}, "3.weight") ||
+        !nn_param(p, i3, 1, (const int64_t[]){c->conv2_channels}, "3.bias") ||
+        !nn_param(p, i7, 2, (const int64_t[]){c->hidden, flat}, "7.weight") ||
+        !nn_param(p, i7, 1, (const int64_t[]){c->hidden}, "7.bias") ||
+        !nn_param(p, i9, 2, (const int64_t[]){c->classes, c->hidden}, "9.weight") ||
+        !nn_param(p, i9, 1, (const int64_t[]){c->classes}, "9.bias"))
+        return amp_ctx_status(m->ctx);
+    return AMP_OK;
+}
+
+/* x [B, C, H, W] (or any shape with those elements) -> logits [B, classes] */
+amp_tensor *nn_cnn_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, int64_t batch) {
+    const amp_model_config *c = &m->cfg;
+    const int pad = (int)(c->kernel / 2);
+    if (x->ndim != 4)
+        x = amp_reshape(ctx, x, 4, (const int64_t[]){batch, c->in_channels, c->image_rows, c->image_cols});
+    amp_tensor *h = amp_conv2d(ctx, x, nn_p(m, 0), nn_p(m, 1), 1, pad);  /* [B, c1, H, W] */
+    h = amp_max_pool2d(ctx, amp_relu(ctx, h), 2, 2);                      /* [B, c1, H/2, W/2] */
+    h = amp_conv2d(ctx, h, nn_p(m, 2), nn_p(m, 3), 1, pad);               /* [B, c2, H/2, W/2] */
+    h = amp_max_pool2d(ctx, amp_relu(ctx, h), 2, 2);                      /* [B, c2, H/4, W/4] */
+    h = amp_relu(ctx, amp_linear(ctx, amp_flatten(ctx, h, 1), nn_p(m, 4), nn_p(m, 5))); /* [B, h] */
+    return amp_linear(ctx, h, nn_p(m, 6), nn_p(m, 7));                    /* [B, classes] */
+}
+
+double nn_cnn_flops(const amp_model_config *c) {
+    const double kk = (double)(c->kernel * c->kernel), h2 = (double)(c->image_rows / 2), w2 = (double)(c->image_cols / 2);
+    const double flat = (double)(c->conv2_channels * (c->image_rows / 4) * (c->image_cols / 4));
+    const double macs = (double)c->image_rows * (double)c->image_cols * (double)c->conv1_channels *
+                            (double)c->in_channels * kk +
+                        h2 * w2 * (double)c->conv2_channels * (double)c->conv1_channels * kk +
+                        flat * (double)c->hidden + (double)c->hidden * (double)c->classes;
+    return 3.0 * 2.0 * macs;
+}

@@ -1,0 +1,334 @@
+/* The model object: configuration, parameter declaration and naming, PyTorch-style initialization,
+ * dispatch to the four architectures, and the two small ops the models need that amp lacks. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tensor/autograd.h"
+#include "nn_internal.h"
+
+static const char *const kind_names[AMP_MODEL_COUNT] = {"mlp", "cnn", "lstm", "gpt"};
+
+const char *amp_model_kind_name(amp_model_kind kind) {
+    return (unsigned)kind < AMP_MODEL_COUNT ? kind_names[kind] : "invalid";
+}
+
+int amp_model_kind_from_name(const char *name, amp_model_kind *out) {
+    if (!name || !out) return AMP_ERR_INVALID_ARGUMENT;
+    for (int k = 0; k < AMP_MODEL_COUNT; k++)
+        if (!strcmp(name, kind_names[k])) {
+            *out = (amp_model_kind)k;
+            return AMP_OK;
+        }
+    return AMP_ERR_INVALID_ARGUMENT;
+}
+
+bool amp_model_is_text(amp_model_kind kind) { return kind == AMP_MODEL_LSTM || kind == AMP_MODEL_GPT; }
+
+amp_model_config amp_model_default_config(amp_model_kind kind) {
+    /* Every field has a value for every kind, so switching cfg.kind keeps a usable config. */
+    amp_model_config c = {
+        .kind = kind,
+        .in_channels = 1, .image_rows = 28, .image_cols = 28, .classes = 10, /* MNIST's layout */
+        .vocab = 256,                                                        /* one id per byte */
+        .context = 64,
+        .hidden = 1024,
+        .conv1_channels = 32, .conv2_channels = 64, .kernel = 5,
+        .embed = 64,
+        .layers = 4, .heads = 4,
+        .param_dtype = AMP_F32,
+    };
+    if (kind == AMP_MODEL_LSTM) c.hidden = 256; /* context 64: the unroll */
+    if (kind == AMP_MODEL_GPT) c.hidden = 128, c.context = 128;
+    return c;
+}
+
+/* ---- errors ---- */
+
+amp_tensor *nn_fail(amp_ctx *ctx, const char *fmt, ...) {
+    char msg[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (ctx) amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "model: %s", msg);
+    return NULL;
+}
+
+static int validate(amp_ctx *ctx, const amp_model_config *c) {
+#define NN_NEED(cond, ...)                                                                           \
+    do {                                                                                             \
+        if (!(cond)) {                                                                               \
+            nn_fail(ctx, __VA_ARGS__);                                                               \
+            return AMP_ERR_INVALID_ARGUMENT;                                                         \
+        }                                                                                            \
+    } while (0)
+    /* A cap on every size keeps products of a few of them far from int64 overflow. */
+    const int64_t cap = (int64_t)1 << 24;
+    NN_NEED((unsigned)c->kind < AMP_MODEL_COUNT, "unknown model kind %d", (int)c->kind);
+    NN_NEED(c->param_dtype == AMP_F32 || c->param_dtype == AMP_F16 || c->param_dtype == AMP_BF16,
+            "param_dtype must be f32, f16 or bf16");
+    NN_NEED(c->hidden > 0 && c->hidden <= cap, "hidden size %lld out of range", (long long)c->hidden);
+    if (!amp_model_is_text(c->kind)) {
+        NN_NEED(c->in_channels > 0 && c->in_channels <= cap && c->image_rows > 0 && c->image_rows <= 65536 &&
+                    c->image_cols > 0 && c->image_cols <= 65536 && c->classes > 0 && c->classes <= cap,
+                "%s: image %lldx%lldx%lld, %lld classes out of range", kind_names[c->kind], (long long)c->in_channels,
+                (long long)c->image_rows, (long long)c->image_cols, (long long)c->classes);
+        if (c->kind == AMP_MODEL_CNN) {
+            NN_NEED(c->conv1_channels > 0 && c->conv1_channels <= cap && c->conv2_channels > 0 &&
+                        c->conv2_channels <= cap,
+                    "cnn: conv channels out of range");
+            NN_NEED(c->kernel > 0 && c->kernel % 2 == 1 && c->kernel <= 63,
+                    "cnn: kernel %lld must be odd (padding kernel/2 keeps the size)", (long long)c->kernel);
+            NN_NEED(c->image_rows >= 4 && c->image_cols >= 4, "cnn: images must be at least 4x4 (two 2x2 pools)");
+        }
+    } else {
+        NN_NEED(c->vocab > 0 && c->vocab <= INT32_MAX && c->vocab <= cap, "vocab %lld out of range",
+                (long long)c->vocab);
+        NN_NEED(c->context > 0 && c->context <= 65536, "context %lld out of range", (long long)c->context);
+        if (c->kind == AMP_MODEL_LSTM)
+            NN_NEED(c->embed > 0 && c->embed <= cap, "lstm: embed %lld out of range", (long long)c->embed);
+        if (c->kind == AMP_MODEL_GPT)
+            NN_NEED(c->layers > 0 && c->layers <= 1000 && c->heads > 0 && c->hidden % c->heads == 0,
+                    "gpt: %lld layers, %lld heads for width %lld (the width must divide by the heads)",
+                    (long long)c->layers, (long long)c->heads, (long long)c->hidden);
+    }
+    return AMP_OK;
+#undef NN_NEED
+}
+
+/* ---- parameters ---- */
+
+nn_init nn_fan_in_uniform(int64_t fan_in) { return (nn_init){NN_INIT_UNIFORM, (float)(1.0 / sqrt((double)fan_in))}; }
+
+amp_tensor *nn_param(amp_model *m, nn_init init, int ndim, const int64_t *shape, const char *fmt, ...) {
+    char buf[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (m->n_params == m->cap_params) {
+        size_t cap = m->cap_params ? 2 * m->cap_params : 16;
+        nn_param_entry *grown = realloc(m->params, cap * sizeof *grown);
+        if (!grown) {
+            amp_ctx_fail(m->ctx, AMP_ERR_OUT_OF_MEMORY, "model: out of memory");
+            return NULL;
+        }
+        m->params = grown, m->cap_params = cap;
+    }
+    char *name = malloc(strlen(buf) + 1);
+    if (!name) {
+        amp_ctx_fail(m->ctx, AMP_ERR_OUT_OF_MEMORY, "model: out of memory");
+        return NULL;
+    }
+    strcpy(name, buf);
+    amp_tensor *t = amp_param_new(m->ctx, name, m->cfg.param_dtype, ndim, shape);
+    if (!t) {
+        free(name);
+        return NULL;
+    }
+    m->params[m->n_params++] = (nn_param_entry){.tensor = t, .name = name, .init = init};
+    return t;
+}
+
+int amp_model_create(amp_ctx *ctx, const amp_model_config *cfg, amp_model **out) {
+    if (out) *out = NULL;
+    if (!ctx || !cfg || !out) return AMP_ERR_NULL_POINTER;
+    int st = validate(ctx, cfg);
+    if (st != AMP_OK) return st;
+    amp_model *m = calloc(1, sizeof *m);
+    if (!m) return amp_ctx_fail(ctx, AMP_ERR_OUT_OF_MEMORY, "model: out of memory");
+    m->cfg = *cfg;
+    m->ctx = ctx;
+    switch (cfg->kind) {
+    case AMP_MODEL_MLP: st = nn_mlp_declare(m); break;
+    case AMP_MODEL_CNN: st = nn_cnn_declare(m); break;
+    case AMP_MODEL_LSTM: st = nn_lstm_declare(m); break;
+    case AMP_MODEL_GPT: st = nn_gpt_declare(m); break;
+    default: st = AMP_ERR_INVALID_ARGUMENT; break;
+    }
+    if (st == AMP_OK && amp_ctx_status(ctx) != AMP_OK) st = amp_ctx_status(ctx);
+    if (st != AMP_OK) {
+        /* Declared parameters stay in the context (it cannot undeclare) and keep pointing at their
+         * names, so the names are leaked to the context rather than freed under it. */
+        free(m->params);
+        free(m->positions);
+        free(m);
+        return st;
+    }
+    *out = m;
+    return AMP_OK;
+}
+
+void amp_model_free(amp_model *m) {
+    if (!m) return;
+    for (size_t i = 0; i < m->n_params; i++) free(m->params[i].name);
+    free(m->params);
+    free(m->positions);
+    free(m);
+}
+
+const amp_model_config *amp_model_get_config(const amp_model *m) { return m ? &m->cfg : NULL; }
+size_t amp_model_num_tensors(const amp_model *m) { return m ? m->n_params : 0; }
+amp_tensor *amp_model_tensor(const amp_model *m, size_t index) { return m ? nn_p(m, index) : NULL; }
+
+int64_t amp_model_num_params(const amp_model *m) {
+    int64_t n = 0;
+    for (size_t i = 0; m && i < m->n_params; i++) n += amp_tensor_numel(m->params[i].tensor);
+    return n;
+}
+
+double amp_model_flops_per_sample(const amp_model *m) {
+    if (!m) return 0.0;
+    switch (m->cfg.kind) {
+    case AMP_MODEL_MLP: return nn_mlp_flops(&m->cfg);
+    case AMP_MODEL_CNN: return nn_cnn_flops(&m->cfg);
+    case AMP_MODEL_LSTM: return nn_lstm_flops(&m->cfg);
+    case AMP_MODEL_GPT: return nn_gpt_flops(&m->cfg);
+    default: return 0.0;
+    }
+}
+
+/* ---- initialization: one xoshiro256** stream seeded by splitmix64, drawn in declaration order ---- */
+
+typedef struct nn_rng {
+    uint64_t s[4];
+} nn_rng;
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(nn_rng *r) {
+    uint64_t *s = r->s;
+    const uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0], s[3] ^= s[1], s[1] ^= s[2], s[0] ^= s[3], s[2] ^= t, s[3] = rotl(s[3], 45);
+    return out;
+}
+
+/* Uniform in [0, 1) with 53 bits. */
+static double rng_unit(nn_rng *r) { return (double)(rng_next(r) >> 11) * 0x1p-53; }
+
+int amp_model_init(amp_model *m, uint64_t seed) {
+    if (!m) return AMP_ERR_NULL_POINTER;
+    nn_rng rng;
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) rng.s[i] = splitmix64(&x);
+    int64_t most = 0;
+    for (size_t i = 0; i < m->n_params; i++) {
+        if (!m->params[i].tensor->data)
+            return amp_ctx_fail(m->ctx, AMP_ERR_STATE, "amp_model_init: parameters not allocated yet");
+        int64_t n = amp_tensor_numel(m->params[i].tensor);
+        if (n > most) most = n;
+    }
+    float *buf = malloc((size_t)(most ? most : 1) * sizeof *buf);
+    if (!buf) return amp_ctx_fail(m->ctx, AMP_ERR_OUT_OF_MEMORY, "amp_model_init: out of memory");
+    for (size_t i = 0; i < m->n_params; i++) {
+        const nn_init in = m->params[i].init;
+        const int64_t n = amp_tensor_numel(m->params[i].tensor);
+        for (int64_t j = 0; j < n; j++) {
+            double v;
+            if (in.kind == NN_INIT_UNIFORM) {
+                v = (2.0 * rng_unit(&rng) - 1.0) * in.a;
+            } else if (in.kind == NN_INIT_NORMAL) {
+                /* Box-Muller, one value per pair of draws (simple; init speed does not matter). */
+                const double u1 = 1.0 - rng_unit(&rng), u2 = rng_unit(&rng);
+                v = sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2) * in.a;
+            } else {
+                v = in.a;
+            }
+            buf[j] = (float)v;
+        }
+        int st = amp_tensor_write(m->params[i].tensor, buf, AMP_F32);
+        if (st != AMP_OK) {
+            free(buf);
+            return st;
+        }
+    }
+    free(buf);
+    return AMP_OK;
+}
+
+/* ---- forward ---- */
+
+amp_tensor *amp_model_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, const int32_t *tokens, int64_t batch,
+                              bool training) {
+    (void)training; /* none of the four models has dropout or batch-norm */
+    if (!ctx) return NULL;
+    if (!m) return nn_fail(ctx, "amp_model_forward: no model");
+    if (amp_ctx_status(ctx) != AMP_OK) return NULL;
+    if (batch <= 0 || batch > ((int64_t)1 << 30)) return nn_fail(ctx, "batch %lld out of range", (long long)batch);
+    const amp_model_config *c = &m->cfg;
+    if (amp_model_is_text(c->kind)) {
+        if (!tokens) return nn_fail(ctx, "%s: needs tokens", kind_names[c->kind]);
+        for (int64_t i = 0; i < batch * c->context; i++)
+            if (tokens[i] < 0 || tokens[i] >= c->vocab)
+                return nn_fail(ctx, "%s: token %d at %lld outside the vocabulary [0, %lld)", kind_names[c->kind],
+                               (int)tokens[i], (long long)i, (long long)c->vocab);
+        return c->kind == AMP_MODEL_LSTM ? nn_lstm_forward(m, ctx, tokens, batch) : nn_gpt_forward(m, ctx, tokens, batch);
+    }
+    if (!x) return nn_fail(ctx, "%s: needs an input tensor", kind_names[c->kind]);
+    const int64_t per_sample = c->in_channels * c->image_rows * c->image_cols;
+    if (x->ndim < 1 || x->shape[0] != batch || amp_tensor_numel(x) != batch * per_sample)
+        return nn_fail(ctx, "%s: input must be [%lld, %lld, %lld, %lld]", kind_names[c->kind], (long long)batch,
+                       (long long)c->in_channels, (long long)c->image_rows, (long long)c->image_cols);
+    return c->kind == AMP_MODEL_MLP ? nn_mlp_forward(m, ctx, x, batch) : nn_cnn_forward(m, ctx, x, batch);
+}
+
+/* ---- narrow (a slice of the last dimension) ---- */
+
+static void narrow_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *x = node->in[0];
+    if (!x->requires_grad) return;
+    const float *g = amp_grad_out(ctx, node);
+    const int64_t start = node->i[0], len = node->i[1], width = x->shape[x->ndim - 1];
+    const int64_t outer = amp_tensor_numel(x) / width;
+    float *dx = amp_f32_scratch(ctx, outer * width);
+    if (!g || !dx) return;
+    memset(dx, 0, (size_t)(outer * width) * sizeof *dx);
+    for (int64_t o = 0; o < outer; o++) memcpy(dx + o * width + start, g + o * len, (size_t)len * sizeof *dx);
+    amp_grad_accumulate(ctx, x, dx);
+}
+
+amp_tensor *nn_narrow_last(amp_ctx *ctx, amp_tensor *x, int64_t start, int64_t len) {
+    if (!ctx || !x) return NULL;
+    const int64_t width = x->ndim ? x->shape[x->ndim - 1] : 0;
+    if (start < 0 || len <= 0 || start + len > width)
+        return nn_fail(ctx, "narrow: columns [%lld, %lld) of %lld", (long long)start, (long long)(start + len),
+                       (long long)width);
+    amp_tensor *src = amp_contiguous(ctx, x);
+    if (!src) return NULL;
+    int64_t shape[AMP_MAX_DIMS];
+    memcpy(shape, src->shape, sizeof shape);
+    shape[src->ndim - 1] = len;
+    amp_tensor *out = amp_ctx_new_tensor(ctx, src->dtype, src->ndim, shape, true);
+    if (!out) return NULL;
+    const size_t es = amp_dtype_size(src->dtype);
+    const int64_t outer = amp_tensor_numel(src) / width;
+    for (int64_t o = 0; o < outer; o++)
+        memcpy((unsigned char *)out->data + (size_t)(o * len) * es,
+               (const unsigned char *)src->data + (size_t)(o * width + start) * es, (size_t)len * es);
+    amp_node *node = amp_autograd_record(ctx, AMP_OP_CONTIGUOUS, src->dtype, out, &src, 1, narrow_backward);
+    if (node) node->i[0] = start, node->i[1] = len;
+    return out;
+}
+
+amp_tensor *nn_concat_many(amp_ctx *ctx, amp_tensor **xs, int n, int dim) {
+    enum { FAN = 8 }; /* amp_concat's limit (AMP_NODE_MAX_INPUTS) */
+    if (n <= FAN) return amp_concat(ctx, xs, n, dim);
+    /* Concatenate groups of FAN in place (xs is the caller's scratch), then the groups. */
+    int groups = 0;
+    for (int i = 0; i < n; i += FAN) {
+        int k = n - i < FAN ? n - i : FAN;
+        xs[groups++] = amp_concat(ctx, xs + i, k, dim);
+        if (!xs[groups - 1]) return NULL;
+    }
+    return nn_concat_many(ctx, xs, groups, dim);
+}
