@@ -65,7 +65,7 @@ for ex in examples/*.c; do
 done
 echo "== example convert, linked statically"
 if cc -std=c11 -Wall -Wextra -Werror $flags examples/convert.c -o "$BUILD/example_convert_static" $cflags \
-       "$BUILD/libamp.a" $(PKG_CONFIG_PATH="$BUILD" pkg-config --libs-only-other --static amp) -lz -lpthread -lm \
+       "$BUILD/libamp.a" $(PKG_CONFIG_PATH="$BUILD" pkg-config --libs-only-other --static amp) -lcjson -lz -lpthread -lm \
    && "$BUILD/example_convert_static" >/dev/null; then
     total_pass=$((total_pass + 1))
 else
