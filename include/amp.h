@@ -18,5 +18,7 @@
 #include "amp/precision.h"
 #include "amp/nn.h"
 #include "amp/data.h"
+#include "amp/checkpoint.h"
+#include "amp/train.h"
 
 #endif /* AMP_H */

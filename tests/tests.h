@@ -131,4 +131,23 @@ void test_nn_init_deterministic(void);
 void test_nn_sgd_lowers_loss(void);
 void test_nn_errors_and_dtypes(void);
 
+/* test_train.c: amp_train_run on generated data: learning, determinism, presets and scaler modes,
+ * fp16-pure's vanishing updates, accumulation, text models, errors and --detect-anomaly */
+void test_train_learns_and_is_deterministic(void);
+void test_train_presets_and_scalers(void);
+void test_train_pure_updates_vanish(void);
+void test_train_accumulation(void);
+void test_train_text_models(void);
+void test_train_errors_and_anomaly(void);
+
+/* test_checkpoint.c: safetensors writer and reader, hostile files, checkpoint round trips and
+ * bit-exact resumption, mismatches, atomic writes (injected full disk, SIGKILL), the committed fixture */
+void test_safetensors_write_read(void);
+void test_safetensors_hostile(void);
+void test_checkpoint_round_trip(void);
+void test_checkpoint_resume(void);
+void test_checkpoint_mismatch(void);
+void test_checkpoint_atomic(void);
+void test_checkpoint_fixture(void);
+
 #endif /* AMP_TESTS_TESTS_H */

@@ -15,6 +15,8 @@ static const struct {
     {"bench", amp_cmd_bench, "measure kernels: `amp bench convert` (conversion GB/s next to memcpy)"},
     {"policy", amp_cmd_policy, "print the autocast policy table beside PyTorch's CUDA and CPU lists"},
     {"info", amp_cmd_info, "print the version, CPU features and the SIMD path in use"},
+    {"inspect", amp_cmd_inspect, "list a safetensors file's tensors and metadata (an amp checkpoint)"},
+    {"train", amp_cmd_train, "train a model on real data in a precision preset (`amp train --help`)"},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 

@@ -1,0 +1,465 @@
+/* amp_train_run: one training run (amp/train.h describes what it does and why). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "amp.h"
+#include "amp/train.h"
+#include "train_internal.h"
+
+/* The smoothed loss's weight for the newest step (an exponential moving average). */
+#define LOSS_EMA_WEIGHT 0.1
+
+/* Purposes of the run's generators, each keyed by (seed, purpose) so one never shifts another. */
+enum { RNG_DATA_ORDER = 1, RNG_TEXT_STARTS = 2 };
+
+const char *amp_scaler_mode_name(amp_scaler_mode mode) {
+    switch (mode) {
+    case AMP_SCALER_DEFAULT: return "default";
+    case AMP_SCALER_DYNAMIC: return "dynamic";
+    case AMP_SCALER_OFF: return "off";
+    case AMP_SCALER_STATIC: return "static";
+    }
+    return "invalid";
+}
+
+amp_train_config amp_train_default_config(amp_model_kind kind) {
+    const bool text = amp_model_is_text(kind);
+    amp_train_config c = {
+        .model = amp_model_default_config(kind),
+        .data = NULL,
+        .precision = AMP_PRECISION_FP32,
+        .scaler = AMP_SCALER_DEFAULT,
+        .static_scale = 65536.0f,
+        .optim = amp_optim_default_config(text ? AMP_OPTIM_ADAMW : AMP_OPTIM_SGD),
+        .batch = text ? 32 : 128,
+        .epochs = 1,
+        .steps = 0,
+        .seed = 0,
+        .threads = 0,
+        .accum = 1,
+        .clip = 0.0f,
+        .eval = true,
+        .eval_batches = AMP_TRAIN_EVAL_BATCHES,
+        .detect_anomaly = false,
+    };
+    c.optim.lr = text ? AMP_TRAIN_TEXT_LR : AMP_TRAIN_IMAGE_LR;
+    if (!text) c.optim.momentum = 0.9f;
+    return c;
+}
+
+/* ---- small helpers ------------------------------------------------------------------------------ */
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* splitmix64's finaliser: a counter-based generator (the value for counter k depends only on k). */
+static uint64_t mix64(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+int amp_train_fail(amp_train_run_state *r, int status, const char *fmt, ...) {
+    if (r->err && r->err_size > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->err, r->err_size, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+/* ---- data ----------------------------------------------------------------------------------------- */
+
+static int load_data(amp_train_run_state *r) {
+    const amp_train_config *c = &r->cfg;
+    if (r->text) {
+        const char *path = c->data ? c->data : AMP_TEXT_CORPUS_DEFAULT_PATH;
+        int st = amp_text_corpus_load(path, AMP_TEXT_CORPUS_DEFAULT_HOLDOUT, NULL, &r->corpus, r->err, r->err_size);
+        if (st != AMP_OK) return st;
+        const int64_t need = c->model.context + 1;
+        if (r->corpus.train_len < need)
+            return amp_train_fail(r, AMP_ERR_FORMAT, "%s: training text is %lld tokens, the context needs %lld", path,
+                                  (long long)r->corpus.train_len, (long long)need);
+        if (c->eval && r->corpus.heldout_len < need)
+            return amp_train_fail(r, AMP_ERR_FORMAT, "%s: held-out text is %lld tokens, the context needs %lld", path,
+                                  (long long)r->corpus.heldout_len, (long long)need);
+        r->micro_per_epoch = r->corpus.train_len / (c->batch * c->model.context);
+        if (r->micro_per_epoch < 1) r->micro_per_epoch = 1;
+        return AMP_OK;
+    }
+    const char *dir = c->data ? c->data : AMP_IMAGE_DATASET_DEFAULT_DIR;
+    int st = amp_image_dataset_load(dir, true, NULL, &r->train_set, r->err, r->err_size);
+    if (st == AMP_OK && c->eval) st = amp_image_dataset_load(dir, false, NULL, &r->test_set, r->err, r->err_size);
+    if (st != AMP_OK) return st;
+    if (c->eval && (r->test_set.rows != r->train_set.rows || r->test_set.cols != r->train_set.cols))
+        return amp_train_fail(r, AMP_ERR_FORMAT, "%s: test images are %lldx%lld, training images %lldx%lld", dir,
+                              (long long)r->test_set.rows, (long long)r->test_set.cols, (long long)r->train_set.rows,
+                              (long long)r->train_set.cols);
+    if (c->batch > r->train_set.count)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "batch %lld is larger than the training set (%lld images)",
+                              (long long)c->batch, (long long)r->train_set.count);
+    r->micro_per_epoch = r->train_set.count / c->batch;
+    /* Normalisation from the training set itself (fp64 sums, rounded once). */
+    const int64_t n = r->train_set.count * r->train_set.rows * r->train_set.cols;
+    double sum = 0, sum_sq = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double v = r->train_set.pixels[i] / 255.0;
+        sum += v;
+        sum_sq += v * v;
+    }
+    const double mean = sum / (double)n, var = sum_sq / (double)n - mean * mean;
+    r->mean = (float)mean;
+    r->std = var > 1e-12 ? (float)sqrt(var) : 1.0f;
+    return AMP_OK;
+}
+
+/* Fills the micro-batch with global index m (0, 1, ...) into r->x / r->tokens and r->y. */
+static int fill_train_batch(amp_train_run_state *r, int64_t m) {
+    const int64_t batch = r->cfg.batch;
+    if (r->text) {
+        const int64_t ctxlen = r->cfg.model.context, valid = r->corpus.train_len - ctxlen;
+        for (int64_t b = 0; b < batch; b++)
+            r->starts[b] = (int64_t)(mix64(r->text_seed + (uint64_t)(m * batch + b)) % (uint64_t)valid);
+        return amp_text_corpus_batch(&r->corpus, false, r->starts, batch, ctxlen, r->tokens, r->y);
+    }
+    const int64_t epoch = m / r->micro_per_epoch;
+    if (epoch != r->order_epoch) {
+        amp_shuffle_indices(r->order, r->train_set.count, r->data_seed, (uint64_t)epoch);
+        r->order_epoch = epoch;
+    }
+    return amp_image_dataset_batch(&r->train_set, r->order + (m % r->micro_per_epoch) * batch, batch, r->mean, r->std,
+                                   r->x, r->y);
+}
+
+/* ---- forward ------------------------------------------------------------------------------------ */
+
+/* Builds inputs, forward pass and loss for n samples already in r->x / r->tokens and r->y, under the
+ * preset's input dtype and autocast region. Returns the loss, or NULL (error in the context). */
+static amp_tensor *forward_loss(amp_train_run_state *r, int64_t n, amp_tensor **logits_out) {
+    amp_tensor *xt = NULL;
+    if (!r->text) {
+        const amp_model_config *mc = &r->cfg.model;
+        xt = amp_tensor_from(r->ctx, r->prec->param_dtype, 4, (const int64_t[]){n, 1, mc->image_rows, mc->image_cols},
+                             r->x, AMP_F32);
+        if (!xt) return NULL;
+    }
+    const bool autocast = r->prec->autocast_dtype != AMP_F32;
+    if (autocast && amp_autocast_enter(r->prec->autocast_dtype) != AMP_OK) return NULL;
+    amp_tensor *logits = amp_model_forward(r->model, r->ctx, xt, r->text ? r->tokens : NULL, n, true);
+    amp_tensor *loss = logits ? amp_cross_entropy(r->ctx, logits, r->y) : NULL;
+    if (autocast) amp_autocast_exit();
+    if (logits_out) *logits_out = logits;
+    return loss;
+}
+
+static int ctx_failure(amp_train_run_state *r, const char *what) {
+    const int st = amp_ctx_status(r->ctx);
+    return amp_train_fail(r, st != AMP_OK ? st : AMP_ERR_STATE, "%s at step %lld: %s", what,
+                          (long long)r->step + 1, st != AMP_OK ? amp_ctx_error(r->ctx) : "no result");
+}
+
+/* ---- evaluation --------------------------------------------------------------------------------- */
+
+static int evaluate(amp_train_run_state *r, double *test_loss, double *accuracy) {
+    const int64_t batch = r->cfg.batch;
+    const bool prev = amp_set_grad_enabled(r->ctx, false);
+    double loss_sum = 0, weight = 0;
+    int64_t correct = 0, seen = 0;
+    int st = AMP_OK;
+    if (r->text) {
+        const int64_t ctxlen = r->cfg.model.context, valid = r->corpus.heldout_len - ctxlen;
+        const int64_t windows = r->cfg.eval_batches * batch;
+        for (int64_t k = 0; k < r->cfg.eval_batches && st == AMP_OK; k++) {
+            amp_ctx_reset(r->ctx);
+            for (int64_t b = 0; b < batch; b++) r->starts[b] = (k * batch + b) * valid / windows;
+            st = amp_text_corpus_batch(&r->corpus, true, r->starts, batch, ctxlen, r->tokens, r->y);
+            amp_tensor *loss = st == AMP_OK ? forward_loss(r, batch, NULL) : NULL;
+            if (st == AMP_OK && !loss) st = ctx_failure(r, "evaluation");
+            if (st == AMP_OK) loss_sum += amp_tensor_get(loss, 0), weight += 1;
+        }
+    } else {
+        const int64_t count = r->test_set.count, classes = r->cfg.model.classes;
+        for (int64_t at = 0; at < count && st == AMP_OK; at += batch) {
+            const int64_t n = count - at < batch ? count - at : batch;
+            amp_ctx_reset(r->ctx);
+            for (int64_t i = 0; i < n; i++) r->order_eval[i] = at + i;
+            st = amp_image_dataset_batch(&r->test_set, r->order_eval, n, r->mean, r->std, r->x, r->y);
+            amp_tensor *logits = NULL;
+            amp_tensor *loss = st == AMP_OK ? forward_loss(r, n, &logits) : NULL;
+            if (st == AMP_OK && !loss) st = ctx_failure(r, "evaluation");
+            if (st == AMP_OK) st = amp_tensor_read(logits, r->logits, AMP_F32);
+            if (st != AMP_OK) break;
+            loss_sum += (double)amp_tensor_get(loss, 0) * (double)n;
+            weight += (double)n;
+            for (int64_t i = 0; i < n; i++) {
+                const float *row = r->logits + i * classes;
+                int64_t best = 0;
+                for (int64_t j = 1; j < classes; j++)
+                    if (row[j] > row[best]) best = j;
+                correct += best == r->y[i];
+                seen++;
+            }
+        }
+    }
+    amp_set_grad_enabled(r->ctx, prev);
+    amp_ctx_reset(r->ctx);
+    *test_loss = weight > 0 ? loss_sum / weight : NAN;
+    *accuracy = r->text ? NAN : (seen > 0 ? (double)correct / (double)seen : NAN);
+    return st;
+}
+
+/* ---- set-up ------------------------------------------------------------------------------------- */
+
+static int check_config(amp_train_run_state *r) {
+    const amp_train_config *c = &r->cfg;
+    if (c->model.kind < 0 || c->model.kind >= AMP_MODEL_COUNT)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "unknown model kind %d", (int)c->model.kind);
+    if (!r->prec) return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "unknown precision %d", (int)c->precision);
+    if (c->batch < 1 || c->batch > ((int64_t)1 << 20))
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "batch %lld out of range", (long long)c->batch);
+    if (c->accum < 1 || c->accum > ((int64_t)1 << 20))
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "accum %lld out of range", (long long)c->accum);
+    if (c->steps < 0 || (c->steps == 0 && c->epochs < 1))
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "nothing to train: give steps or epochs > 0");
+    if (c->scaler < AMP_SCALER_DEFAULT || c->scaler > AMP_SCALER_STATIC)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "unknown scaler mode %d", (int)c->scaler);
+    if (c->scaler == AMP_SCALER_STATIC && !(c->static_scale > 0 && isfinite(c->static_scale)))
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "static loss scale %g must be positive and finite",
+                              (double)c->static_scale);
+    if (!(c->clip >= 0 && isfinite(c->clip)))
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "clip %g must be >= 0 and finite", (double)c->clip);
+    if (r->text && c->eval && c->eval_batches < 1)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "eval_batches must be positive");
+    if (r->text && c->model.context < 1)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "context %lld out of range", (long long)c->model.context);
+    return AMP_OK;
+}
+
+static int setup(amp_train_run_state *r) {
+    amp_train_config *c = &r->cfg;
+    if (c->threads > 0) amp_set_num_threads(c->threads);
+    r->data_seed = mix64(c->seed ^ mix64(RNG_DATA_ORDER));
+    r->text_seed = mix64(c->seed ^ mix64(RNG_TEXT_STARTS));
+    r->order_epoch = -1;
+    int st = load_data(r);
+    if (st != AMP_OK) return st;
+
+    c->model.param_dtype = r->prec->param_dtype;
+    if (r->text) {
+        c->model.vocab = r->corpus.vocab_size;
+    } else {
+        c->model.in_channels = 1;
+        c->model.image_rows = r->train_set.rows;
+        c->model.image_cols = r->train_set.cols;
+        int classes = r->train_set.classes;
+        if (c->eval && r->test_set.classes > classes) classes = r->test_set.classes;
+        c->model.classes = classes;
+    }
+    amp_ctx_config cc = amp_ctx_default_config();
+    cc.seed = c->seed;
+    st = amp_ctx_create(&cc, &r->ctx);
+    if (st != AMP_OK) return amp_train_fail(r, st, "cannot create the context: %s", amp_status_str(st));
+    st = amp_model_create(r->ctx, &c->model, &r->model);
+    if (st != AMP_OK)
+        return amp_train_fail(r, st, "model %s: %s", amp_model_kind_name(c->model.kind),
+                              amp_ctx_status(r->ctx) != AMP_OK ? amp_ctx_error(r->ctx) : amp_status_str(st));
+    st = amp_ctx_alloc_params(r->ctx);
+    if (st == AMP_OK) st = amp_model_init(r->model, c->seed);
+    if (st != AMP_OK) return amp_train_fail(r, st, "cannot initialise the model: %s", amp_status_str(st));
+    st = amp_optimizer_create(r->ctx, &c->optim, &r->opt);
+    if (st != AMP_OK) return amp_train_fail(r, st, "optimizer: %s (check lr, momentum, weight decay)", amp_status_str(st));
+
+    amp_scaler_config sc = amp_scaler_default_config();
+    if (c->scaler == AMP_SCALER_DEFAULT) c->scaler = r->prec->dynamic_scaling ? AMP_SCALER_DYNAMIC : AMP_SCALER_OFF;
+    if (c->scaler == AMP_SCALER_OFF) sc.enabled = false;
+    if (c->scaler == AMP_SCALER_STATIC) sc.init_scale = c->static_scale;
+    st = amp_scaler_create(&sc, &r->scaler);
+    if (st != AMP_OK) return amp_train_fail(r, st, "scaler: %s", amp_status_str(st));
+
+    const int64_t batch = c->batch;
+    const int64_t per_sample = r->text ? c->model.context : r->train_set.rows * r->train_set.cols;
+    r->y = calloc((size_t)(batch * per_sample), sizeof *r->y);
+    if (r->text) {
+        r->tokens = calloc((size_t)(batch * per_sample), sizeof *r->tokens);
+        r->starts = calloc((size_t)batch, sizeof *r->starts);
+        if (!r->tokens || !r->starts) st = AMP_ERR_OUT_OF_MEMORY;
+    } else {
+        r->x = calloc((size_t)(batch * per_sample), sizeof *r->x);
+        r->order = calloc((size_t)r->train_set.count, sizeof *r->order);
+        r->order_eval = calloc((size_t)batch, sizeof *r->order_eval);
+        r->logits = calloc((size_t)(batch * c->model.classes), sizeof *r->logits);
+        if (!r->x || !r->order || !r->order_eval || !r->logits) st = AMP_ERR_OUT_OF_MEMORY;
+    }
+    if (!r->y || st != AMP_OK) return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "out of memory for the batches");
+    return AMP_OK;
+}
+
+static void teardown(amp_train_run_state *r) {
+    amp_scaler_free(r->scaler);
+    amp_optimizer_free(r->opt);
+    amp_ctx_free(r->ctx);
+    amp_model_free(r->model);
+    amp_image_dataset_free(&r->train_set);
+    amp_image_dataset_free(&r->test_set);
+    amp_text_corpus_free(&r->corpus);
+    free(r->x);
+    free(r->y);
+    free(r->tokens);
+    free(r->starts);
+    free(r->order);
+    free(r->order_eval);
+    free(r->logits);
+}
+
+/* Pure presets: the update is computed from the low-precision parameter itself, not from a master
+ * copy that would remember what rounding lost. */
+static void reload_masters(amp_train_run_state *r) {
+    const size_t n = amp_optimizer_num_params(r->opt);
+    for (size_t i = 0; i < n; i++) {
+        amp_tensor *p = amp_optimizer_param(r->opt, i);
+        if (p->dtype != AMP_F32)
+            amp_convert(amp_optimizer_master(r->opt, i), AMP_F32, p->data, p->dtype, (size_t)amp_tensor_numel(p));
+    }
+}
+
+/* ---- one optimizer step ------------------------------------------------------------------------- */
+
+static int train_step(amp_train_run_state *r, double *step_loss) {
+    const amp_train_config *c = &r->cfg;
+    const bool scaling = c->scaler != AMP_SCALER_OFF;
+    amp_zero_grad(r->ctx);
+    const float scale = amp_scaler_scale(r->scaler); /* 1 when off */
+    const float seed = scale / (float)c->accum;
+    double sum = 0;
+    for (int64_t a = 0; a < c->accum; a++) {
+        amp_ctx_reset(r->ctx);
+        int st = fill_train_batch(r, r->step * c->accum + a);
+        if (st != AMP_OK) return amp_train_fail(r, st, "cannot build batch %lld", (long long)(r->step * c->accum + a));
+        amp_tensor *loss = forward_loss(r, c->batch, NULL);
+        if (!loss) return ctx_failure(r, "forward");
+        sum += amp_tensor_get(loss, 0);
+        if (c->detect_anomaly && (st = amp_train_check_forward(r)) != AMP_OK) return st;
+        if (amp_backward_scaled(r->ctx, loss, seed) != AMP_OK) return ctx_failure(r, "backward");
+        if (c->detect_anomaly && !scaling && (st = amp_train_check_backward(r)) != AMP_OK) return st;
+    }
+    *step_loss = sum / (double)c->accum;
+    if (!r->prec->master_weights) reload_masters(r);
+    if (scaling) {
+        amp_step_report rep;
+        int st = amp_scaler_step_fused(r->scaler, r->opt, c->clip, &rep);
+        if (st == AMP_OK)
+            st = c->scaler == AMP_SCALER_STATIC ? amp_scaler_update_to(r->scaler, c->static_scale)
+                                                : amp_scaler_update(r->scaler);
+        if (st != AMP_OK)
+            return amp_train_fail(r, st, "scaler at step %lld: %s", (long long)r->step + 1, amp_scaler_error(r->scaler));
+        r->skipped += rep.skipped;
+    } else {
+        if (c->clip > 0) amp_optimizer_clip_grad_norm(r->opt, c->clip);
+        amp_optimizer_step(r->opt);
+    }
+    return AMP_OK;
+}
+
+/* ---- the run ------------------------------------------------------------------------------------ */
+
+int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, amp_train_result *result, char *err,
+                  size_t err_size) {
+    const double t_start = now_seconds();
+    if (err && err_size) err[0] = '\0';
+    if (!cfg || !result) {
+        if (err && err_size) snprintf(err, err_size, "amp_train_run: NULL argument");
+        return AMP_ERR_NULL_POINTER;
+    }
+    amp_train_run_state r;
+    memset(&r, 0, sizeof r);
+    r.cfg = *cfg;
+    r.err = err;
+    r.err_size = err_size;
+    r.prec = amp_precision_get_info(cfg->precision);
+    r.text = cfg->model.kind >= 0 && cfg->model.kind < AMP_MODEL_COUNT && amp_model_is_text(cfg->model.kind);
+    memset(result, 0, sizeof *result);
+    result->test_loss = result->test_accuracy = result->bits_per_char = result->train_loss = NAN;
+
+    int st = check_config(&r);
+    if (st == AMP_OK) st = setup(&r);
+    if (st != AMP_OK) {
+        teardown(&r);
+        return st;
+    }
+    const amp_train_config *c = &r.cfg;
+    int64_t steps_per_epoch = r.micro_per_epoch / c->accum;
+    if (steps_per_epoch < 1) steps_per_epoch = 1;
+    const int64_t total = c->steps > 0 ? c->steps : c->epochs * steps_per_epoch;
+    const int64_t epochs = (total + steps_per_epoch - 1) / steps_per_epoch;
+    const double samples_per_step = (double)(c->batch * c->accum);
+
+    result->model = c->model.kind;
+    result->precision = c->precision;
+    result->scaler = c->scaler;
+    result->static_scale = c->static_scale;
+    result->num_params = amp_model_num_params(r.model);
+    result->batch = c->batch;
+    result->accum = c->accum;
+
+    double train_time = 0, ema = NAN, window_sum = 0;
+    int64_t window_n = 0;
+    amp_train_progress p = {.epochs = epochs, .total_steps = total};
+    for (r.step = 0; r.step < total && st == AMP_OK; r.step++) {
+        const double t0 = now_seconds();
+        double loss = NAN;
+        st = train_step(&r, &loss);
+        train_time += now_seconds() - t0;
+        if (st != AMP_OK) break;
+        ema = isnan(ema) ? loss : (1 - LOSS_EMA_WEIGHT) * ema + LOSS_EMA_WEIGHT * loss;
+        window_sum += loss;
+        window_n++;
+        const int64_t done = r.step + 1;
+        p.is_eval = false;
+        p.epoch = (done + steps_per_epoch - 1) / steps_per_epoch;
+        p.step = done;
+        p.loss = ema;
+        p.last_loss = loss;
+        p.scale = amp_scaler_get_scale(r.scaler);
+        p.skipped = r.skipped;
+        p.samples_per_sec = train_time > 0 ? samples_per_step * (double)done / train_time : 0;
+        p.eta_seconds = train_time / (double)done * (double)(total - done);
+        p.test_loss = p.test_accuracy = p.bits_per_char = NAN;
+        if (cb && cb->progress) cb->progress(&p, cb->user);
+
+        const bool epoch_end = done % steps_per_epoch == 0 || done == total;
+        if (epoch_end) {
+            result->train_loss = window_sum / (double)window_n;
+            if (done != total) window_sum = 0, window_n = 0;
+        }
+        if (epoch_end && c->eval) {
+            double test_loss, acc;
+            st = evaluate(&r, &test_loss, &acc);
+            if (st != AMP_OK) break;
+            result->test_loss = test_loss;
+            result->test_accuracy = acc;
+            result->bits_per_char = r.text ? test_loss / log(2.0) : NAN;
+            p.is_eval = true;
+            p.test_loss = test_loss;
+            p.test_accuracy = acc;
+            p.bits_per_char = result->bits_per_char;
+            if (cb && cb->progress) cb->progress(&p, cb->user);
+        }
+    }
+    result->steps = r.step;
+    result->epochs = (r.step + steps_per_epoch - 1) / steps_per_epoch;
+    result->skipped_steps = r.skipped;
+    result->final_scale = amp_scaler_get_scale(r.scaler);
+    result->samples_per_sec = train_time > 0 ? samples_per_step * (double)r.step / train_time : 0;
+    teardown(&r);
+    result->wall_seconds = now_seconds() - t_start;
+    return st;
+}

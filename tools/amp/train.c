@@ -1,0 +1,325 @@
+/* `amp train`: train one model on one dataset in one precision preset (amp_train_run), with a
+ * progress line, an evaluation line per epoch and a summary (or, with --json, one JSON object as
+ * the last line of stdout). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "amp.h"
+#include "bench_util.h"
+#include "commands.h"
+
+/* Plain (non-terminal) progress: about this many lines per run, plus one per evaluation. */
+#define PLAIN_PROGRESS_LINES 20
+/* The terminal line is redrawn at most this often (seconds). */
+#define LIVE_REFRESH_SECONDS 0.1
+
+static void print_help(void) {
+    printf("usage: amp train [--model mlp|cnn|lstm|gpt] [--data PATH] [--precision P] [--scaler MODE]\n"
+           "                 [--optimizer sgd|adam|adamw] [--lr X] [--batch N] [--epochs N | --steps N]\n"
+           "                 [--seed N] [--threads N] [--accum N] [--clip X] [--json] [--quiet] [--detect-anomaly]\n"
+           "Trains a model on real data in a precision preset and reports loss, accuracy (image models) or\n"
+           "bits per character (text models), skipped steps, the final loss scale and samples/s.\n\n"
+           "  --model M          mlp (default), cnn: image classifiers; lstm, gpt: character language models\n"
+           "  --data PATH        image models: a directory with MNIST's IDX files (train-images-idx3-ubyte[.gz],\n"
+           "                     ...; default %s);\n"
+           "                     text models: a file or a directory of files (default %s)\n"
+           "  --precision P      fp32, amp-fp16 (default), amp-bf16, fp16-master, fp16-pure, bf16-pure\n"
+           "  --scaler MODE      dynamic | off | static:S (default: dynamic for amp-fp16 and fp16-master,\n"
+           "                     off for the others)\n"
+           "  --optimizer O      sgd (image default, momentum 0.9), adam, adamw (text default, weight decay 0.01)\n"
+           "  --lr X             learning rate (default: 0.05 image models, 0.003 text models)\n"
+           "  --momentum X       SGD momentum (default 0.9)\n"
+           "  --weight-decay X   default: 0, 0.01 for adamw\n"
+           "  --batch N          samples per micro-batch (default: 128 image models, 32 text models)\n"
+           "  --epochs N         passes over the training data (default 1)\n"
+           "  --steps N          optimizer steps instead of epochs\n"
+           "  --accum N          micro-batches per optimizer step (default 1)\n"
+           "  --clip X           clip the global gradient norm to X after unscaling (default: no clipping)\n"
+           "  --seed N           seed of initialisation and data order (default 0)\n"
+           "  --threads N        threads (default: AMP_NUM_THREADS or the online cores)\n"
+           "  --hidden N, --layers N, --heads N, --context N, --embed N\n"
+           "                     override the model's sizes (see `amp/nn.h`; defaults are PyTorch-comparable)\n"
+           "  --eval-batches N   text models: held-out batches per evaluation (default %d)\n"
+           "  --no-eval          skip evaluation\n"
+           "  --detect-anomaly   stop at the first op whose output (or parameter gradient, without a scaler)\n"
+           "                     is inf/NaN and name it (slow)\n"
+           "  --json             the last line of stdout is one JSON object with the results\n"
+           "  --quiet            no progress on stderr\n"
+           "Same seed and thread count give bit-identical runs. Exit status: 0 success, 1 failure while\n"
+           "training, 2 bad usage or bad data.\n",
+           AMP_IMAGE_DATASET_DEFAULT_DIR, AMP_TEXT_CORPUS_DEFAULT_PATH, AMP_TRAIN_EVAL_BATCHES);
+}
+
+/* A whole-string finite number. */
+static int parse_double(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    const double v = strtod(s, &end);
+    if (end == s || *end != '\0' || errno != 0 || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *out) {
+    char *end;
+    if (*s < '0' || *s > '9') return -1;
+    errno = 0;
+    const unsigned long long v = strtoull(s, &end, 10);
+    if (*end != '\0' || errno != 0) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* ---- progress ----------------------------------------------------------------------------------- */
+
+typedef struct progress_state {
+    bool quiet, live;
+    bool text;
+    int64_t every;      /* plain mode: print every `every` steps */
+    double last_draw;   /* live mode: time of the last redraw */
+    bool line_open;     /* live mode: a \r line is on screen */
+} progress_state;
+
+static void format_eta(double s, char *buf, size_t size) {
+    if (!isfinite(s) || s < 0) s = 0;
+    const long t = (long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, size, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    else
+        snprintf(buf, size, "%ldm%02lds", t / 60, t % 60);
+}
+
+static void on_progress(const amp_train_progress *p, void *user) {
+    progress_state *ps = user;
+    if (ps->quiet) return;
+    if (p->is_eval) {
+        if (ps->line_open) fputc('\n', stderr), ps->line_open = false;
+        if (ps->text)
+            fprintf(stderr, "epoch %lld/%lld  step %lld  test loss %.4f  bits/char %.4f\n", (long long)p->epoch,
+                    (long long)p->epochs, (long long)p->step, p->test_loss, p->bits_per_char);
+        else
+            fprintf(stderr, "epoch %lld/%lld  step %lld  test loss %.4f  accuracy %.2f%%\n", (long long)p->epoch,
+                    (long long)p->epochs, (long long)p->step, p->test_loss, 100.0 * p->test_accuracy);
+        return;
+    }
+    if (ps->every == 0) ps->every = p->total_steps >= PLAIN_PROGRESS_LINES ? p->total_steps / PLAIN_PROGRESS_LINES : 1;
+    char eta[32];
+    format_eta(p->eta_seconds, eta, sizeof eta);
+    if (ps->live) {
+        const double t = amp_bench_now();
+        if (p->step != p->total_steps && t - ps->last_draw < LIVE_REFRESH_SECONDS) return;
+        ps->last_draw = t;
+        fprintf(stderr, "\r\033[Kepoch %lld/%lld  step %lld/%lld  loss %.4f  scale %g  skipped %lld  %.0f samples/s  ETA %s",
+                (long long)p->epoch, (long long)p->epochs, (long long)p->step, (long long)p->total_steps, p->loss,
+                (double)p->scale, (long long)p->skipped, p->samples_per_sec, eta);
+        ps->line_open = true;
+        fflush(stderr);
+    } else if (p->step % ps->every == 0 || p->step == p->total_steps || p->step == 1) {
+        fprintf(stderr, "epoch %lld/%lld  step %lld/%lld  loss %.4f  scale %g  skipped %lld  %.0f samples/s  ETA %s\n",
+                (long long)p->epoch, (long long)p->epochs, (long long)p->step, (long long)p->total_steps, p->loss,
+                (double)p->scale, (long long)p->skipped, p->samples_per_sec, eta);
+    }
+}
+
+/* ---- output ------------------------------------------------------------------------------------- */
+
+/* A JSON number, or null when not finite. */
+static void json_num(const char *key, double v, bool last) {
+    if (isfinite(v))
+        printf("\"%s\": %.17g%s", key, v, last ? "" : ", ");
+    else
+        printf("\"%s\": null%s", key, last ? "" : ", ");
+}
+
+static void scaler_spelling(const amp_train_result *r, char *buf, size_t size) {
+    if (r->scaler == AMP_SCALER_STATIC)
+        snprintf(buf, size, "static:%.9g", (double)r->static_scale);
+    else
+        snprintf(buf, size, "%s", amp_scaler_mode_name(r->scaler));
+}
+
+static const char *optim_name(amp_optim_kind k) {
+    return k == AMP_OPTIM_SGD ? "sgd" : k == AMP_OPTIM_ADAM ? "adam" : "adamw";
+}
+
+static void print_json(const amp_train_result *r, const amp_train_config *c) {
+    char scaler[64];
+    scaler_spelling(r, scaler, sizeof scaler);
+    printf("{\"model\": \"%s\", \"precision\": \"%s\", \"scaler\": \"%s\", \"optimizer\": \"%s\", ",
+           amp_model_kind_name(r->model), amp_precision_get_info(r->precision)->name, scaler, optim_name(c->optim.kind));
+    json_num("lr", c->optim.lr, false);
+    printf("\"batch\": %lld, \"accum\": %lld, \"seed\": %llu, \"threads\": %d, \"params\": %lld, ", (long long)r->batch,
+           (long long)r->accum, (unsigned long long)c->seed, amp_get_num_threads(), (long long)r->num_params);
+    printf("\"steps\": %lld, \"epochs\": %lld, \"skipped_steps\": %lld, ", (long long)r->steps, (long long)r->epochs,
+           (long long)r->skipped_steps);
+    json_num("final_scale", r->final_scale, false);
+    json_num("train_loss", r->train_loss, false);
+    json_num("test_loss", r->test_loss, false);
+    json_num("test_accuracy", r->test_accuracy, false);
+    json_num("bits_per_char", r->bits_per_char, false);
+    json_num("samples_per_sec", r->samples_per_sec, false);
+    json_num("wall_seconds", r->wall_seconds, true);
+    printf("}\n");
+}
+
+static void print_summary(const amp_train_result *r) {
+    char scaler[64];
+    scaler_spelling(r, scaler, sizeof scaler);
+    printf("%s, %s, scaler %s: %lld steps (%lld epochs), %lld skipped, final scale %g\n", amp_model_kind_name(r->model),
+           amp_precision_get_info(r->precision)->name, scaler, (long long)r->steps, (long long)r->epochs,
+           (long long)r->skipped_steps, (double)r->final_scale);
+    printf("train loss %.4f  test loss %.4f  ", r->train_loss, r->test_loss);
+    if (amp_model_is_text(r->model))
+        printf("bits/char %.4f\n", r->bits_per_char);
+    else
+        printf("test accuracy %.2f%%\n", 100.0 * r->test_accuracy);
+    printf("%.1f samples/s (training), %.2f s wall\n", r->samples_per_sec, r->wall_seconds);
+}
+
+/* ---- the command -------------------------------------------------------------------------------- */
+
+int amp_cmd_train(int argc, char **argv) {
+    /* First pass: --help and --model (the defaults depend on the model). */
+    amp_model_kind kind = AMP_MODEL_MLP;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            print_help();
+            return AMP_EXIT_OK;
+        }
+        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc && amp_model_kind_from_name(argv[i + 1], &kind) != AMP_OK)
+            return amp_usage_error("train", "unknown model '%s' (mlp, cnn, lstm, gpt)", argv[i + 1]);
+    }
+    amp_train_config cfg = amp_train_default_config(kind);
+    cfg.precision = AMP_PRECISION_AMP_FP16;
+    bool json = false, quiet = false, have_lr = false, have_wd = false, have_momentum = false;
+    double lr = 0, wd = 0, momentum = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--json") == 0) { json = true; continue; }
+        if (strcmp(a, "--quiet") == 0) { quiet = true; continue; }
+        if (strcmp(a, "--detect-anomaly") == 0) { cfg.detect_anomaly = true; continue; }
+        if (strcmp(a, "--no-eval") == 0) { cfg.eval = false; continue; }
+        if (strncmp(a, "--", 2) != 0) return amp_usage_error("train", "unexpected argument '%s'", a);
+        static const char *const with_value[] = {"--model", "--data", "--precision", "--scaler", "--optimizer", "--lr",
+                                                 "--momentum", "--weight-decay", "--batch", "--epochs", "--steps",
+                                                 "--seed", "--threads", "--accum", "--clip", "--hidden", "--layers",
+                                                 "--heads", "--context", "--embed", "--eval-batches"};
+        bool known = false;
+        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
+        if (!known) return amp_usage_error("train", "unknown option '%s'", a);
+        if (i + 1 >= argc) return amp_usage_error("train", "%s needs a value", a);
+        const char *v = argv[++i];
+        long n = 0;
+        double d = 0;
+#define NEED_LONG(lo, hi)                                                                                    \
+    if (amp_parse_long(v, (lo), (hi), &n) != 0)                                                              \
+        return amp_usage_error("train", "%s wants an integer in [%ld, %ld], not '%s'", a, (long)(lo), (long)(hi), v)
+#define NEED_DOUBLE()                                                                                        \
+    if (parse_double(v, &d) != 0) return amp_usage_error("train", "%s wants a number, not '%s'", a, v)
+        if (strcmp(a, "--model") == 0) {
+            /* handled in the first pass */
+        } else if (strcmp(a, "--data") == 0) {
+            cfg.data = v;
+        } else if (strcmp(a, "--precision") == 0) {
+            if (amp_precision_from_name(v, &cfg.precision) != AMP_OK)
+                return amp_usage_error("train",
+                                       "unknown precision '%s' (fp32, amp-fp16, amp-bf16, fp16-master, fp16-pure, bf16-pure)", v);
+        } else if (strcmp(a, "--scaler") == 0) {
+            if (strcmp(v, "dynamic") == 0)
+                cfg.scaler = AMP_SCALER_DYNAMIC;
+            else if (strcmp(v, "off") == 0)
+                cfg.scaler = AMP_SCALER_OFF;
+            else if (strncmp(v, "static:", 7) == 0 && parse_double(v + 7, &d) == 0 && d > 0 && d <= 3.4e38) {
+                cfg.scaler = AMP_SCALER_STATIC;
+                cfg.static_scale = (float)d;
+            } else
+                return amp_usage_error("train", "--scaler wants dynamic, off or static:S with S > 0, not '%s'", v);
+        } else if (strcmp(a, "--optimizer") == 0) {
+            amp_optim_kind k;
+            if (strcmp(v, "sgd") == 0) k = AMP_OPTIM_SGD;
+            else if (strcmp(v, "adam") == 0) k = AMP_OPTIM_ADAM;
+            else if (strcmp(v, "adamw") == 0) k = AMP_OPTIM_ADAMW;
+            else return amp_usage_error("train", "unknown optimizer '%s' (sgd, adam, adamw)", v);
+            const float keep_lr = cfg.optim.lr;
+            cfg.optim = amp_optim_default_config(k);
+            cfg.optim.lr = keep_lr;
+            if (k == AMP_OPTIM_SGD) cfg.optim.momentum = 0.9f;
+        } else if (strcmp(a, "--lr") == 0) {
+            NEED_DOUBLE();
+            if (d < 0) return amp_usage_error("train", "--lr must be >= 0, not '%s'", v);
+            lr = d, have_lr = true;
+        } else if (strcmp(a, "--momentum") == 0) {
+            NEED_DOUBLE();
+            if (d < 0) return amp_usage_error("train", "--momentum must be >= 0, not '%s'", v);
+            momentum = d, have_momentum = true;
+        } else if (strcmp(a, "--weight-decay") == 0) {
+            NEED_DOUBLE();
+            if (d < 0) return amp_usage_error("train", "--weight-decay must be >= 0, not '%s'", v);
+            wd = d, have_wd = true;
+        } else if (strcmp(a, "--clip") == 0) {
+            NEED_DOUBLE();
+            if (d < 0) return amp_usage_error("train", "--clip must be >= 0, not '%s'", v);
+            cfg.clip = (float)d;
+        } else if (strcmp(a, "--seed") == 0) {
+            if (parse_u64(v, &cfg.seed) != 0) return amp_usage_error("train", "--seed wants an integer >= 0, not '%s'", v);
+        } else if (strcmp(a, "--batch") == 0) {
+            NEED_LONG(1, 1L << 20);
+            cfg.batch = n;
+        } else if (strcmp(a, "--epochs") == 0) {
+            NEED_LONG(1, 1L << 20);
+            cfg.epochs = n, cfg.steps = 0;
+        } else if (strcmp(a, "--steps") == 0) {
+            NEED_LONG(1, 1L << 40);
+            cfg.steps = n;
+        } else if (strcmp(a, "--threads") == 0) {
+            NEED_LONG(1, AMP_MAX_THREADS);
+            cfg.threads = (int)n;
+        } else if (strcmp(a, "--accum") == 0) {
+            NEED_LONG(1, 1L << 20);
+            cfg.accum = n;
+        } else if (strcmp(a, "--eval-batches") == 0) {
+            NEED_LONG(1, 1L << 20);
+            cfg.eval_batches = n;
+        } else {
+            NEED_LONG(1, 1L << 20);
+            if (strcmp(a, "--hidden") == 0) cfg.model.hidden = n;
+            else if (strcmp(a, "--layers") == 0) cfg.model.layers = n;
+            else if (strcmp(a, "--heads") == 0) cfg.model.heads = n;
+            else if (strcmp(a, "--context") == 0) cfg.model.context = n;
+            else cfg.model.embed = n;
+        }
+#undef NEED_LONG
+#undef NEED_DOUBLE
+    }
+    if (have_lr) cfg.optim.lr = (float)lr;
+    if (have_momentum) cfg.optim.momentum = (float)momentum;
+    if (have_wd) cfg.optim.weight_decay = (float)wd;
+    if (have_momentum && cfg.optim.kind != AMP_OPTIM_SGD)
+        return amp_usage_error("train", "--momentum applies to sgd only");
+
+    progress_state ps = {.quiet = quiet, .live = isatty(2) != 0, .text = amp_model_is_text(kind)};
+    const amp_train_callbacks cb = {.progress = on_progress, .user = &ps};
+
+    amp_train_result result;
+    char err[512];
+    const int st = amp_train_run(&cfg, &cb, &result, err, sizeof err);
+    if (ps.line_open) fputc('\n', stderr);
+    if (st != AMP_OK) {
+        fprintf(stderr, "amp: train: %s\n", err[0] ? err : amp_status_str(st));
+        return (st == AMP_ERR_IO || st == AMP_ERR_FORMAT || st == AMP_ERR_INVALID_ARGUMENT) ? AMP_EXIT_USAGE
+                                                                                             : AMP_EXIT_FAILURE;
+    }
+    if (json)
+        print_json(&result, &cfg);
+    else
+        print_summary(&result);
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "amp: train: cannot write the output\n");
+        return AMP_EXIT_FAILURE;
+    }
+    return AMP_EXIT_OK;
+}
