@@ -68,9 +68,13 @@ $(BUILD)/libamp.so: $(BUILD)/libamp.so.$(VERSION)
 	ln -sf libamp.so.$(VERSION) $(BUILD)/libamp.so.$(VERSION_MAJOR)
 	ln -sf libamp.so.$(VERSION) $@
 
-# The CLI links the static library so it runs from the build tree without LD_LIBRARY_PATH.
+# The CLI links the static library so it runs from the build tree without LD_LIBRARY_PATH. Only the
+# CLI uses PLplot (Debian's libplplot-dev, for the report plots); the library does not.
+PLPLOT_CFLAGS := $(shell pkg-config --cflags plplot 2>/dev/null)
+PLPLOT_LIBS := $(shell pkg-config --libs plplot 2>/dev/null || echo -lplplot)
+$(BUILD)/obj/tools/%.o: CFLAGS_ISA := $(PLPLOT_CFLAGS)
 $(BUILD)/amp: $(CLI_OBJS) $(BUILD)/libamp.a
-	$(CC) -o $@ $(CLI_OBJS) $(BUILD)/libamp.a $(LDFLAGS_AMP) $(LDLIBS_AMP)
+	$(CC) -o $@ $(CLI_OBJS) $(BUILD)/libamp.a $(LDFLAGS_AMP) $(PLPLOT_LIBS) $(LDLIBS_AMP)
 
 $(BUILD)/amp_tests: $(TEST_OBJS) $(BUILD)/libamp.a
 	$(CC) -o $@ $(TEST_OBJS) $(BUILD)/libamp.a $(LDFLAGS_AMP) $(LDLIBS_AMP)
