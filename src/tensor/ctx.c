@@ -143,26 +143,6 @@ bool amp_grad_enabled(const amp_ctx *ctx) { return ctx->grad_enabled; }
 
 /* ---- parameters and buffers ---- */
 
-static bool valid_shape(amp_ctx *ctx, const char *what, amp_dtype dtype, int ndim, const int64_t *shape) {
-    if ((unsigned)dtype >= AMP_DTYPE_COUNT) {
-        amp_ctx_fail(ctx, AMP_ERR_UNSUPPORTED_DTYPE, "%s: invalid dtype %d", what, (int)dtype);
-        return false;
-    }
-    if (ndim < 0 || ndim > AMP_MAX_DIMS || (ndim > 0 && !shape)) {
-        amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "%s: %d dimensions (at most %d)", what, ndim, AMP_MAX_DIMS);
-        return false;
-    }
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0 || (shape[i] > 0 && n > INT64_MAX / 16 / shape[i])) {
-            amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "%s: bad dimension %lld", what, (long long)shape[i]);
-            return false;
-        }
-        n *= shape[i];
-    }
-    return true;
-}
-
 static amp_tensor *declare(amp_ctx *ctx, bool trainable, const char *name, amp_dtype dtype, int ndim,
                            const int64_t *shape) {
     const char *what = trainable ? "amp_param_new" : "amp_buffer_new";
@@ -171,7 +151,7 @@ static amp_tensor *declare(amp_ctx *ctx, bool trainable, const char *name, amp_d
         amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "%s: parameters are already allocated", what);
         return NULL;
     }
-    if (!valid_shape(ctx, what, dtype, ndim, shape)) return NULL;
+    if (!amp_shape_valid(ctx, what, dtype, ndim, shape)) return NULL;
     amp_param_slot **slots = trainable ? &ctx->params : &ctx->buffers;
     size_t *n = trainable ? &ctx->n_params : &ctx->n_buffers, *cap = trainable ? &ctx->cap_params : &ctx->cap_buffers;
     if (*n == *cap) {
@@ -196,15 +176,9 @@ static amp_tensor *declare(amp_ctx *ctx, bool trainable, const char *name, amp_d
         return NULL;
     }
     ctx->persistent_allocations += trainable ? 2 : 1;
-    memset(t, 0, sizeof *t);
-    t->dtype = dtype;
-    t->ndim = ndim;
-    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
-    amp_contiguous_strides(ndim, t->shape, t->stride);
+    amp_tensor_init_leaf(t, dtype, ndim, shape);
     t->name = name;
-    t->is_leaf = true;
     t->requires_grad = trainable;
-    t->compute_dtype = dtype;
     if (g) {
         *g = *t;
         g->requires_grad = false;

@@ -68,6 +68,12 @@ void *amp_scratch_alloc(amp_ctx *ctx, size_t bytes);
 static inline amp_arena_mark amp_scratch_mark(amp_ctx *ctx) { return amp_arena_get_mark(&ctx->scratch); }
 static inline void amp_scratch_release(amp_ctx *ctx, amp_arena_mark m) { amp_arena_release(&ctx->scratch, m); }
 
+/* Checks a dtype and shape (0..AMP_MAX_DIMS dims, no negative size, numel * 16 within int64);
+ * records "what: problem" and returns false when they are not acceptable. */
+bool amp_shape_valid(amp_ctx *ctx, const char *what, amp_dtype dtype, int ndim, const int64_t *shape);
+/* Fills *t as a contiguous leaf of that dtype and shape, with no data, name or grad. */
+void amp_tensor_init_leaf(amp_tensor *t, amp_dtype dtype, int ndim, const int64_t *shape);
+
 /* A fresh arena tensor struct with contiguous strides; data allocated unless `with_data` is false. */
 amp_tensor *amp_ctx_new_tensor(amp_ctx *ctx, amp_dtype dtype, int ndim, const int64_t *shape, bool with_data);
 

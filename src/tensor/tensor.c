@@ -54,25 +54,28 @@ bool amp_tensor_is_contiguous(const amp_tensor *t) {
     return true;
 }
 
-amp_tensor *amp_ctx_new_tensor(amp_ctx *ctx, amp_dtype dtype, int ndim, const int64_t *shape, bool with_data) {
+bool amp_shape_valid(amp_ctx *ctx, const char *what, amp_dtype dtype, int ndim, const int64_t *shape) {
     if ((unsigned)dtype >= AMP_DTYPE_COUNT) {
-        amp_ctx_fail(ctx, AMP_ERR_UNSUPPORTED_DTYPE, "invalid dtype %d", (int)dtype);
-        return NULL;
+        amp_ctx_fail(ctx, AMP_ERR_UNSUPPORTED_DTYPE, "%s: invalid dtype %d", what, (int)dtype);
+        return false;
     }
     if (ndim < 0 || ndim > AMP_MAX_DIMS || (ndim > 0 && !shape)) {
-        amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "a tensor has 0 to %d dimensions, not %d", AMP_MAX_DIMS, ndim);
-        return NULL;
+        amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "%s: a tensor has 0 to %d dimensions, not %d", what, AMP_MAX_DIMS,
+                     ndim);
+        return false;
     }
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0 || (shape[i] > 0 && n > (INT64_MAX / 16) / shape[i])) {
-            amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "bad tensor dimension %lld", (long long)shape[i]);
-            return NULL;
+            amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "%s: bad tensor dimension %lld", what, (long long)shape[i]);
+            return false;
         }
         n *= shape[i];
     }
-    amp_tensor *t = amp_ctx_alloc(ctx, sizeof *t);
-    if (!t) return NULL;
+    return true;
+}
+
+void amp_tensor_init_leaf(amp_tensor *t, amp_dtype dtype, int ndim, const int64_t *shape) {
     memset(t, 0, sizeof *t);
     t->dtype = dtype;
     t->ndim = ndim;
@@ -80,8 +83,15 @@ amp_tensor *amp_ctx_new_tensor(amp_ctx *ctx, amp_dtype dtype, int ndim, const in
     amp_contiguous_strides(ndim, t->shape, t->stride);
     t->is_leaf = true;
     t->compute_dtype = dtype;
+}
+
+amp_tensor *amp_ctx_new_tensor(amp_ctx *ctx, amp_dtype dtype, int ndim, const int64_t *shape, bool with_data) {
+    if (!amp_shape_valid(ctx, "tensor", dtype, ndim, shape)) return NULL;
+    amp_tensor *t = amp_ctx_alloc(ctx, sizeof *t);
+    if (!t) return NULL;
+    amp_tensor_init_leaf(t, dtype, ndim, shape);
     if (with_data) {
-        t->data = amp_ctx_alloc(ctx, (size_t)n * amp_dtype_size(dtype));
+        t->data = amp_ctx_alloc(ctx, (size_t)amp_shape_numel(ndim, shape) * amp_dtype_size(dtype));
         if (!t->data) return NULL;
     }
     return t;
