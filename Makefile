@@ -4,7 +4,7 @@
 #   make [all]            build/libamp.a, build/libamp.so (soname libamp.so.0), build/amp, build/amp.pc
 #   make test             unit tests on every SIMD path, CLI golden tests, a pkg-config client build
 #   make test-sanitize    the same under ASan+UBSan (near-exhaustive sweeps instead of exhaustive ones)
-#   make demo             the main job: `amp explain`
+#   make demo             the main job: `amp compare` on Fashion-MNIST (do I need a GradScaler?)
 #   make bench            `amp bench convert` and the numpy comparison (bench/convert_vs_numpy.py)
 #   make fuzz             libFuzzer targets (clang); make fuzz-replay replays the committed corpus
 #   make install PREFIX=/usr/local [DESTDIR=...]
@@ -98,9 +98,14 @@ test-sanitize: deps
 	    EXTRA_LDFLAGS="-fsanitize=address,undefined" all $(BUILD)/sanitize/amp_tests
 	AMP_TEST_QUICK=1 BUILD=$(BUILD)/sanitize EXAMPLE_CFLAGS="-fsanitize=address,undefined" sh tests/run.sh
 
+# The seed question on real data: `amp compare` on Fashion-MNIST (Debian's dataset-fashion-mnist,
+# installed by tools/install-demo-data.sh; `make test` does not need it). A few minutes on two cores.
+DEMO_FLAGS ?= --model mlp --epochs 1 --threads 2
 demo: deps
+	@sh tools/install-demo-data.sh
 	$(MAKE) all
-	$(BUILD)/amp explain
+	$(BUILD)/amp compare $(DEMO_FLAGS) --report $(BUILD)/demo-report
+	@echo "demo: report in $(BUILD)/demo-report/index.html (metrics.jsonl, loss/scale/grad_hist .png/.svg)"
 
 bench: all
 	$(BUILD)/amp bench convert

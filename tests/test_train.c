@@ -1,7 +1,8 @@
 /* amp_train_run on data generated here (a 4x4 IDX image set whose label is the bright quadrant, a
  * small text file): it learns, it is deterministic, the presets and scaler modes resolve as
  * documented, fp16-pure's tiny updates vanish, accumulation matches a larger batch, anomalies and
- * data errors are reported. */
+ * data errors are reported, checkpoints resume bit-exactly (and refuse another model), and the
+ * gradient statistics are consistent. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -106,6 +107,197 @@ static int run(const amp_train_config *c, trace *t, amp_train_result *r, char *e
     return amp_train_run(c, &cb, r, err, ERR_SIZE);
 }
 
+/* The whole file, malloc'ed (NULL on failure); *size its length. */
+static unsigned char *slurp(const char *path, long *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char *buf = NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (*size = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)*size + 1)) != NULL && fread(buf, 1, (size_t)*size, f) != (size_t)*size) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
+static bool same_file(const char *a, const char *b) {
+    long na = 0, nb = 0;
+    unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
+    const bool same = x && y && na == nb && memcmp(x, y, (size_t)na) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+/* Progress of a checkpointing run: at step `copy_at` + 1 the periodic checkpoint (written after step
+ * copy_at) is copied to `copy_to`; the gradient-statistics samples are checked and counted. */
+typedef struct ck_trace {
+    const char *ck, *copy_to;
+    int64_t copy_at;
+    bool copied;
+    int64_t samples, steps[64], bad;
+    double sum[3];
+} ck_trace;
+
+static void ck_record(const amp_train_progress *p, void *user) {
+    ck_trace *t = user;
+    if (p->is_eval) return;
+    if (t->copy_to && p->step == t->copy_at + 1) {
+        long n = 0;
+        unsigned char *buf = slurp(t->ck, &n);
+        FILE *f = buf ? fopen(t->copy_to, "wb") : NULL;
+        t->copied = f && fwrite(buf, 1, (size_t)n, f) == (size_t)n;
+        if (f) t->copied &= fclose(f) == 0;
+        free(buf);
+    }
+    const amp_grad_stats *g = p->grad_stats;
+    if (!g) return;
+    if (t->samples < 64) t->steps[t->samples] = g->step;
+    t->samples++;
+    int64_t binned = 0;
+    for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) binned += g->bins[k];
+    const double f[3] = {g->underflow_fp16_unscaled, g->underflow_fp16_scaled, g->overflow_fp16_scaled};
+    for (int k = 0; k < 3; k++) {
+        t->bad += !(f[k] >= 0 && f[k] <= 1);
+        t->sum[k] += f[k];
+    }
+    t->bad += g->step != p->step || binned + g->zeros + g->nonfinite != g->count || g->count <= 0 || g->scale != p->scale;
+    t->bad += g->scale >= 1 && g->nonfinite == 0 && f[0] < f[1]; /* a scale >= 1 only lifts values */
+}
+
+static int ck_run(const amp_train_config *c, ck_trace *t, amp_train_result *r, char *err) {
+    const amp_train_callbacks cb = {.progress = ck_record, .user = t};
+    return amp_train_run(c, &cb, r, err, ERR_SIZE);
+}
+
+/* Resume: 10 steps in one run, and 3 steps (from a periodic checkpoint) + a resumed run to 10 on
+ * another thread count, end with the same checkpoint bytes and the same results; a checkpoint of
+ * another shape or model is refused in one line. fp16-master: fp16 parameters, fp32 masters, SGD
+ * momentum, the dynamic scaler. */
+static void check_resume(const char *dir) {
+    char err[ERR_SIZE], full[128], every[128], at3[128], resumed[128];
+    snprintf(full, sizeof full, "%s/full.st", dir);
+    snprintf(every, sizeof every, "%s/every.st", dir);
+    snprintf(at3, sizeof at3, "%s/at3.st", dir);
+    snprintf(resumed, sizeof resumed, "%s/resumed.st", dir);
+    amp_train_result a, b;
+    ck_trace t = {0};
+    amp_train_config c = small_mlp(dir, AMP_PRECISION_FP16_MASTER);
+    c.steps = 10;
+    c.grad_stats_every = 3;
+    c.checkpoint = full;
+    const bool ok_a = CHECK_MSG(ck_run(&c, &t, &a, err) == AMP_OK, "10 steps: %s", err);
+    memset(&t, 0, sizeof t);
+    t.ck = every, t.copy_to = at3, t.copy_at = 3;
+    c.checkpoint = every;
+    c.checkpoint_every = 3;
+    CHECK_MSG(ck_run(&c, &t, &b, err) == AMP_OK, "checkpoint every 3: %s", err);
+    CHECK_MSG(t.copied, "the step-3 checkpoint was not there at step 4");
+    amp_st_file *f = NULL;
+    if (CHECK_MSG(amp_safetensors_open(at3, &f, err, sizeof err) == AMP_OK, "%s", err)) {
+        const char *step = amp_safetensors_meta_get(f, "amp.step");
+        CHECK_MSG(step && strcmp(step, "3") == 0, "the periodic checkpoint is at step %s", step ? step : "(none)");
+        amp_safetensors_close(f);
+    }
+    CHECK_MSG(same_file(full, every), "--checkpoint-every changed the final checkpoint");
+    memset(&t, 0, sizeof t);
+    c.checkpoint = resumed;
+    c.checkpoint_every = 0;
+    c.resume = at3;
+    c.threads = 1;
+    const bool ok_b = CHECK_MSG(ck_run(&c, &t, &b, err) == AMP_OK, "resume: %s", err);
+    if (ok_a && ok_b) {
+        CHECK_EQ_INT(b.start_step, 3);
+        CHECK_EQ_INT(t.samples, 2); /* steps 6 and 9 after the resume */
+        CHECK_MSG(same_file(full, resumed), "10 steps and 3 + 7 steps end in different checkpoints");
+        CHECK_MSG(memcmp(&a.train_loss, &b.train_loss, sizeof(double)) == 0 &&
+                      memcmp(&a.test_loss, &b.test_loss, sizeof(double)) == 0 && a.final_scale == b.final_scale &&
+                      a.skipped_steps == b.skipped_steps && a.steps == b.steps && a.epochs == b.epochs,
+                  "resumed: train loss %.17g vs %.17g, test loss %.17g vs %.17g", a.train_loss, b.train_loss, a.test_loss,
+                  b.test_loss);
+        CHECK_MSG(a.grad_stats_samples == b.grad_stats_samples &&
+                      memcmp(&a.grad_underflow_fp16_unscaled, &b.grad_underflow_fp16_unscaled, sizeof(double)) == 0 &&
+                      memcmp(&a.grad_stats, &b.grad_stats, sizeof a.grad_stats) == 0,
+                  "resumed: gradient statistics differ");
+    }
+    /* another hidden size, another model kind, a run that is already over: refused, one line */
+    c.checkpoint = NULL;
+    c.model.hidden = 16;
+    CHECK_EQ_INT(ck_run(&c, &t, &b, err), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "at3.st") && strstr(err, "shape") && !strchr(err, '\n'), "message: %s", err);
+    c.model.hidden = 32;
+    c.steps = 3;
+    CHECK_EQ_INT(ck_run(&c, &t, &b, err), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "this run has 3 steps") != NULL, "message: %s", err);
+    char text[128];
+    snprintf(text, sizeof text, "%s/text.txt", dir);
+    amp_train_config l = amp_train_default_config(AMP_MODEL_LSTM);
+    l.data = text;
+    l.model.hidden = 16, l.model.embed = 8, l.model.context = 16;
+    l.batch = 4, l.steps = 5, l.eval_batches = 2, l.threads = 2;
+    l.resume = at3;
+    CHECK_EQ_INT(ck_run(&l, &t, &b, err), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(err, "it is a mlp checkpoint, this run trains lstm") != NULL, "message: %s", err);
+    c.steps = 10;
+    c.checkpoint_every = 2; /* without a checkpoint path */
+    CHECK_EQ_INT(ck_run(&c, &t, &b, err), AMP_ERR_INVALID_ARGUMENT);
+}
+
+/* Gradient statistics: samples at the documented steps, histograms that add up, fractions in [0, 1]
+ * and averaged into the result; driving the loss to 0 leaves gradients below fp16's range that the
+ * dynamic scale lifts (unscaled underflow > scaled); fp16 parameter gradients are already flushed. */
+static void check_grad_stats(const char *dir) {
+    char err[ERR_SIZE];
+    amp_train_result r;
+    ck_trace t = {0};
+    amp_train_config c = small_mlp(dir, AMP_PRECISION_AMP_FP16);
+    c.steps = 40;
+    c.optim.lr = 0.2f;
+    c.grad_stats_every = 5;
+    if (CHECK_MSG(ck_run(&c, &t, &r, err) == AMP_OK, "%s", err)) {
+        CHECK_EQ_INT(t.samples, 9); /* 1, 5, 10, ..., 40 */
+        CHECK_EQ_INT(r.grad_stats_samples, 9);
+        CHECK_EQ_INT(t.bad, 0);
+        CHECK_EQ_INT(r.grad_stats.step, 40);
+        CHECK_EQ_INT(r.grad_stats.count, r.num_params);
+        CHECK_MSG(fabs(r.grad_underflow_fp16_unscaled - t.sum[0] / 9) < 1e-15 &&
+                      fabs(r.grad_underflow_fp16_scaled - t.sum[1] / 9) < 1e-15 &&
+                      fabs(r.grad_overflow_fp16_scaled - t.sum[2] / 9) < 1e-15,
+                  "the result's fractions are not the samples' mean");
+        CHECK_MSG(r.final_scale >= 1 && r.grad_underflow_fp16_unscaled > r.grad_underflow_fp16_scaled,
+                  "underflow unscaled %g, scaled %g (scale %g)", r.grad_underflow_fp16_unscaled,
+                  r.grad_underflow_fp16_scaled, (double)r.final_scale);
+        harness_note("amp-fp16, loss -> 0: underflow unscaled %.4f, at scale %g %.4f, overflow %.4f",
+                     r.grad_underflow_fp16_unscaled, (double)r.final_scale, r.grad_underflow_fp16_scaled,
+                     r.grad_overflow_fp16_scaled);
+    }
+    /* The default schedule: batch 4 gives 16 steps per epoch, so steps 1, 2, 4, 8 of 10. */
+    memset(&t, 0, sizeof t);
+    c.grad_stats_every = 0;
+    c.batch = 4;
+    c.steps = 10;
+    c.optim.lr = 0.05f;
+    if (CHECK_MSG(ck_run(&c, &t, &r, err) == AMP_OK, "%s", err) && CHECK_MSG(t.samples == 4, "%lld samples", (long long)t.samples))
+        CHECK_MSG(t.steps[0] == 1 && t.steps[1] == 2 && t.steps[2] == 4 && t.steps[3] == 8, "sampled %lld %lld %lld %lld",
+                  (long long)t.steps[0], (long long)t.steps[1], (long long)t.steps[2], (long long)t.steps[3]);
+    memset(&t, 0, sizeof t);
+    c.grad_stats_every = -1;
+    if (CHECK_MSG(ck_run(&c, &t, &r, err) == AMP_OK, "%s", err)) {
+        CHECK_EQ_INT(t.samples, 0);
+        CHECK(r.grad_stats_samples == 0 && isnan(r.grad_underflow_fp16_unscaled) && r.grad_stats.step == 0);
+    }
+    /* fp16-pure: the gradients are fp16, so nothing nonzero is below fp16's range at the scale used */
+    memset(&t, 0, sizeof t);
+    c = small_mlp(dir, AMP_PRECISION_FP16_PURE);
+    c.steps = 12;
+    c.grad_stats_every = 4;
+    if (CHECK_MSG(ck_run(&c, &t, &r, err) == AMP_OK, "%s", err)) {
+        CHECK_EQ_INT(t.bad, 0);
+        CHECK_MSG(r.grad_underflow_fp16_scaled == 0, "fp16 gradients underflow %g", r.grad_underflow_fp16_scaled);
+    }
+}
+
 void test_train_learns_and_is_deterministic(void) {
     char dir[64], err[ERR_SIZE];
     if (!make_data(dir, sizeof dir)) return;
@@ -129,6 +321,7 @@ void test_train_learns_and_is_deterministic(void) {
     }
     c.seed = 5;
     if (CHECK(run(&c, &t, &s, err) == AMP_OK)) CHECK_MSG(s.test_loss != a.test_loss, "another seed, same loss");
+    check_resume(dir);
     remove_tree(dir);
 }
 
@@ -158,6 +351,7 @@ void test_train_presets_and_scalers(void) {
                   "case %zu: scaler %s, scale %g", i, amp_scaler_mode_name(r.scaler), (double)r.final_scale);
         CHECK_MSG(r.test_accuracy > 0.9, "case %zu: accuracy %g", i, r.test_accuracy);
     }
+    check_grad_stats(dir);
     remove_tree(dir);
 }
 

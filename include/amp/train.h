@@ -36,7 +36,46 @@
  * and at the end.
  *
  * Determinism: generators are seeded from `seed` one per purpose (model init, data order, text
- * starts); with the same configuration and thread count, two runs give the same bits.
+ * starts); with the same configuration, two runs give the same bits. (The GEMM and reduction kernels
+ * partition work so that every output element is summed in the same order whatever the thread count,
+ * so the thread count does not change the bits either.)
+ *
+ * Checkpoints (amp/checkpoint.h layout). With `checkpoint` set, the run writes it atomically
+ * (amp_checkpoint_save) at the end, and every `checkpoint_every` steps when that is > 0, after that
+ * step's evaluation. Besides the model, optimizer (masters, moments, step count, lr), scaler and the
+ * context's random streams, it holds the run's own generator states in the info's u64 slots, in this
+ * order: data-order seed, data-order epoch, position (micro-batch) within that epoch, text-window
+ * seed, text-window counter (the next window's index); and as user metadata ("train." keys): the model
+ * kind, precision, scaler mode, batch, accum, the skipped-step count, the smoothed loss and the current
+ * epoch's loss sum and step count (as the bits of the doubles), and the gradient statistics so far
+ * (sums of the fractions, sample count, the latest histogram). `resume` loads such a file after
+ * set-up and continues from its step: steps/epochs stay the run's total, so the resumed run trains
+ * steps (saved step + 1) .. total. A run of 2N steps, and a run of N steps whose checkpoint a second
+ * run of 2N steps resumes, end with the same weights, losses, accuracy, scale, skipped steps and
+ * gradient statistics, bit for bit (samples_per_sec and wall_seconds count only the resumed part).
+ * A checkpoint of another model kind, precision, scaler mode, batch, accum, shape or optimizer is refused with
+ * AMP_ERR_INVALID_ARGUMENT and a one-line message, before anything is trained.
+ *
+ * Gradient statistics. On sampled steps the run reads every parameter gradient after backward (the
+ * gradient of the mean loss of the effective batch, still multiplied by the loss scale S in use; S = 1
+ * with the scaler off), divides by S in double precision (exact) and bins g = grad / S by
+ * floor(log2 |g|) (amp_grad_stats). The fractions are of the nonzero finite values:
+ *   underflow_fp16_unscaled  |g| <= 2^-25: would round to zero in fp16 without loss scaling
+ *                            (amp_fp16_from_fp32 rounds to nearest even; 2^-25 is half the smallest
+ *                            subnormal, 2^-24, and ties go to 0)
+ *   underflow_fp16_scaled    |g*S| <= 2^-25: would round to zero in fp16 at the scale in use
+ *   overflow_fp16_scaled     |g*S| >= 65520 (rounds to inf in fp16: 65504 + half an ulp), or g*S
+ *                            already non-finite
+ * Which gradients: with the fp32 and amp-* presets the parameters (hence their gradients) are fp32:
+ * the numbers say what fp16 gradients would lose. With fp16-master and fp16-pure the parameter
+ * gradients are fp16 themselves, already rounded at scale S: values that underflowed are exact zeros
+ * (counted in `zeros`, not in the fractions), so underflow_fp16_scaled is 0 and the other two describe
+ * the survivors only; bf16-pure's bf16 gradients have fp32's range, so the fp16 numbers are
+ * hypothetical as for fp32. Sampled steps: step 1 and every multiple of grad_stats_every steps; the
+ * default (0) samples steps 1, 2, 4, 8, ... (powers of two) up to a quarter epoch and then every
+ * quarter epoch (max(1, steps per epoch / 4) steps), a handful per run that does not depend on the
+ * run's length, so that a resumed run samples the same steps; < 0: never. Cost: one pass over the
+ * gradients per sample.
  *
  * The library never prints: progress goes to the callbacks. Not thread-safe: the thread count and the
  * autocast state are per process / per thread. */
@@ -92,10 +131,36 @@ typedef struct amp_train_config {
     bool detect_anomaly;         /* stop at the first non-finite op output (forward) or parameter
                                     gradient (backward; only with the scaler off, since a scaler
                                     handles overflowing scaled gradients by skipping the step) */
+    const char *checkpoint;      /* NULL: none; else written at the end (and see checkpoint_every) */
+    int64_t checkpoint_every;    /* > 0: also write `checkpoint` every this many steps (0) */
+    const char *resume;          /* NULL: start fresh; else a checkpoint of the same configuration to
+                                    continue from (see "Checkpoints" above) */
+    int64_t grad_stats_every;    /* gradient statistics: 0 the default schedule, > 0 every this many
+                                    steps (and step 1), < 0 never (see "Gradient statistics") */
 } amp_train_config;
 
 /* The defaults for `kind` (see the fields). */
 amp_train_config amp_train_default_config(amp_model_kind kind);
+
+/* The gradient histogram: bin k counts nonzero finite values with floor(log2 |g|) ==
+ * AMP_GRAD_HIST_MIN_EXP + k, k in [0, AMP_GRAD_HIST_BINS); smaller values go to bin 0, larger to the
+ * last bin (neither occurs with fp32 gradients and a scale of at most 2^20). */
+#define AMP_GRAD_HIST_MIN_EXP (-150)
+#define AMP_GRAD_HIST_MAX_EXP 20 /* exclusive */
+#define AMP_GRAD_HIST_BINS (AMP_GRAD_HIST_MAX_EXP - AMP_GRAD_HIST_MIN_EXP)
+
+/* One sample of the gradient statistics (see "Gradient statistics" above). */
+typedef struct amp_grad_stats {
+    int64_t step;         /* the optimizer step (1-based) whose gradients these are; 0: no sample */
+    float scale;          /* the loss scale S the gradients carried (1 with the scaler off) */
+    int64_t count;        /* gradient values looked at (all parameters) */
+    int64_t zeros;        /* of which exactly zero */
+    int64_t nonfinite;    /* of which inf/NaN (an overflowing scaled step) */
+    int64_t bins[AMP_GRAD_HIST_BINS]; /* the nonzero finite ones, by floor(log2 |g|) */
+    double underflow_fp16_unscaled; /* fractions of the nonzero values (0 when there are none) */
+    double underflow_fp16_scaled;
+    double overflow_fp16_scaled;
+} amp_grad_stats;
 
 typedef struct amp_train_progress {
     bool is_eval;             /* false: after an optimizer step; true: after an evaluation */
@@ -110,6 +175,9 @@ typedef struct amp_train_progress {
     double eta_seconds;       /* training time left at that rate (evaluation not counted) */
     /* is_eval only: */
     double test_loss, test_accuracy, bits_per_char; /* accuracy: image models; bits/char: text; else NaN */
+    /* !is_eval: this step's gradient statistics when the step was sampled, else NULL (valid during
+       the callback only) */
+    const amp_grad_stats *grad_stats;
 } amp_train_progress;
 
 typedef struct amp_train_callbacks {
@@ -133,11 +201,17 @@ typedef struct amp_train_result {
     double wall_seconds;        /* the whole call */
     int64_t num_params;
     int64_t batch, accum;
+    int64_t start_step;         /* 0, or the step a resumed run continued from */
+    /* Gradient statistics (see above): the fractions averaged over the sampled steps (NaN when no
+       step was sampled), the number of samples, and the latest sample (step 0 when none). */
+    double grad_underflow_fp16_unscaled, grad_underflow_fp16_scaled, grad_overflow_fp16_scaled;
+    int64_t grad_stats_samples;
+    amp_grad_stats grad_stats;
 } amp_train_result;
 
-/* Runs the training described by cfg. Returns AMP_OK; AMP_ERR_INVALID_ARGUMENT (a bad setting, or a
- * batch larger than the data); the data loaders' AMP_ERR_IO / AMP_ERR_FORMAT (message from the
- * loader, naming the file); AMP_ERR_STATE (detect_anomaly found a non-finite value: the message names
+/* Runs the training described by cfg. Returns AMP_OK; AMP_ERR_INVALID_ARGUMENT (a bad setting, a
+ * batch larger than the data, or a resume checkpoint that does not fit the run); the data loaders' and
+ * the checkpoint reader/writer's AMP_ERR_IO / AMP_ERR_FORMAT (message naming the file); AMP_ERR_STATE (detect_anomaly found a non-finite value: the message names
  * the op, its parameters, or the gradient's parameter); or another error. err gets a one-line
  * message (err may be NULL). result is filled on success (and as far as it got on a failure after
  * start-up). */

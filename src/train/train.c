@@ -45,6 +45,10 @@ amp_train_config amp_train_default_config(amp_model_kind kind) {
         .eval = true,
         .eval_batches = AMP_TRAIN_EVAL_BATCHES,
         .detect_anomaly = false,
+        .checkpoint = NULL,
+        .checkpoint_every = 0,
+        .resume = NULL,
+        .grad_stats_every = 0,
     };
     c.optim.lr = text ? AMP_TRAIN_TEXT_LR : AMP_TRAIN_IMAGE_LR;
     if (!text) c.optim.momentum = 0.9f;
@@ -239,6 +243,12 @@ static int check_config(amp_train_run_state *r) {
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "clip %g must be >= 0 and finite", (double)c->clip);
     if (r->text && c->eval && c->eval_batches < 1)
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "eval_batches must be positive");
+    if (c->checkpoint_every < 0)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "checkpoint_every %lld must be >= 0", (long long)c->checkpoint_every);
+    if (c->checkpoint_every > 0 && !c->checkpoint)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "checkpoint_every needs a checkpoint path");
+    if ((c->checkpoint && !c->checkpoint[0]) || (c->resume && !c->resume[0]))
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "empty checkpoint or resume path");
     if (r->text && c->model.context < 1)
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "context %lld out of range", (long long)c->model.context);
     return AMP_OK;
@@ -250,8 +260,11 @@ static int setup(amp_train_run_state *r) {
     r->data_seed = mix64(c->seed ^ mix64(RNG_DATA_ORDER));
     r->text_seed = mix64(c->seed ^ mix64(RNG_TEXT_STARTS));
     r->order_epoch = -1;
+    r->loss_ema = NAN;
     int st = load_data(r);
     if (st != AMP_OK) return st;
+    r->steps_per_epoch = r->micro_per_epoch / c->accum;
+    if (r->steps_per_epoch < 1) r->steps_per_epoch = 1;
 
     c->model.param_dtype = r->prec->param_dtype;
     if (r->text) {
@@ -300,6 +313,7 @@ static int setup(amp_train_run_state *r) {
         if (!r->x || !r->order || !r->order_eval || !r->logits) st = AMP_ERR_OUT_OF_MEMORY;
     }
     if (!r->y || st != AMP_OK) return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "out of memory for the batches");
+    if (c->resume) return amp_train_resume(r);
     return AMP_OK;
 }
 
@@ -318,6 +332,7 @@ static void teardown(amp_train_run_state *r) {
     free(r->order);
     free(r->order_eval);
     free(r->logits);
+    free(r->gs_buf);
 }
 
 /* Pure presets: the update is computed from the low-precision parameter itself, not from a master
@@ -352,6 +367,10 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
         if (c->detect_anomaly && !scaling && (st = amp_train_check_backward(r)) != AMP_OK) return st;
     }
     *step_loss = sum / (double)c->accum;
+    if (amp_train_grad_stats_due(r, r->step + 1)) {
+        int st = amp_train_grad_stats_sample(r, r->step + 1, scaling ? scale : 1.0f);
+        if (st != AMP_OK) return st;
+    }
     if (!r->prec->master_weights) reload_masters(r);
     if (scaling) {
         amp_step_report rep;
@@ -388,6 +407,7 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
     r.text = cfg->model.kind >= 0 && cfg->model.kind < AMP_MODEL_COUNT && amp_model_is_text(cfg->model.kind);
     memset(result, 0, sizeof *result);
     result->test_loss = result->test_accuracy = result->bits_per_char = result->train_loss = NAN;
+    result->grad_underflow_fp16_unscaled = result->grad_underflow_fp16_scaled = result->grad_overflow_fp16_scaled = NAN;
 
     int st = check_config(&r);
     if (st == AMP_OK) st = setup(&r);
@@ -396,8 +416,7 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
         return st;
     }
     const amp_train_config *c = &r.cfg;
-    int64_t steps_per_epoch = r.micro_per_epoch / c->accum;
-    if (steps_per_epoch < 1) steps_per_epoch = 1;
+    const int64_t steps_per_epoch = r.steps_per_epoch;
     const int64_t total = c->steps > 0 ? c->steps : c->epochs * steps_per_epoch;
     const int64_t epochs = (total + steps_per_epoch - 1) / steps_per_epoch;
     const double samples_per_step = (double)(c->batch * c->accum);
@@ -409,36 +428,43 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
     result->num_params = amp_model_num_params(r.model);
     result->batch = c->batch;
     result->accum = c->accum;
+    result->start_step = r.start_step;
+    if (r.start_step >= total) {
+        st = amp_train_fail(&r, AMP_ERR_INVALID_ARGUMENT, "cannot resume from %s: it is at step %lld, this run has %lld steps",
+                            c->resume, (long long)r.start_step, (long long)total);
+    }
 
-    double train_time = 0, ema = NAN, window_sum = 0;
-    int64_t window_n = 0;
+    double train_time = 0;
+    int64_t last_saved = -1;
     amp_train_progress p = {.epochs = epochs, .total_steps = total};
-    for (r.step = 0; r.step < total && st == AMP_OK; r.step++) {
+    for (; r.step < total && st == AMP_OK; r.step++) {
         const double t0 = now_seconds();
         double loss = NAN;
         st = train_step(&r, &loss);
         train_time += now_seconds() - t0;
         if (st != AMP_OK) break;
-        ema = isnan(ema) ? loss : (1 - LOSS_EMA_WEIGHT) * ema + LOSS_EMA_WEIGHT * loss;
-        window_sum += loss;
-        window_n++;
-        const int64_t done = r.step + 1;
+        r.loss_ema = isnan(r.loss_ema) ? loss : (1 - LOSS_EMA_WEIGHT) * r.loss_ema + LOSS_EMA_WEIGHT * loss;
+        r.window_sum += loss;
+        r.window_n++;
+        const int64_t done = r.step + 1, here = done - r.start_step;
         p.is_eval = false;
         p.epoch = (done + steps_per_epoch - 1) / steps_per_epoch;
         p.step = done;
-        p.loss = ema;
+        p.loss = r.loss_ema;
         p.last_loss = loss;
         p.scale = amp_scaler_get_scale(r.scaler);
         p.skipped = r.skipped;
-        p.samples_per_sec = train_time > 0 ? samples_per_step * (double)done / train_time : 0;
-        p.eta_seconds = train_time / (double)done * (double)(total - done);
+        p.samples_per_sec = train_time > 0 ? samples_per_step * (double)here / train_time : 0;
+        p.eta_seconds = train_time / (double)here * (double)(total - done);
         p.test_loss = p.test_accuracy = p.bits_per_char = NAN;
+        p.grad_stats = r.gs_last.step == done ? &r.gs_last : NULL;
         if (cb && cb->progress) cb->progress(&p, cb->user);
+        p.grad_stats = NULL;
 
         const bool epoch_end = done % steps_per_epoch == 0 || done == total;
         if (epoch_end) {
-            result->train_loss = window_sum / (double)window_n;
-            if (done != total) window_sum = 0, window_n = 0;
+            result->train_loss = r.window_sum / (double)r.window_n;
+            if (done != total) r.window_sum = 0, r.window_n = 0;
         }
         if (epoch_end && c->eval) {
             double test_loss, acc;
@@ -453,12 +479,25 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
             p.bits_per_char = result->bits_per_char;
             if (cb && cb->progress) cb->progress(&p, cb->user);
         }
+        if (c->checkpoint && c->checkpoint_every > 0 && done % c->checkpoint_every == 0 && done != total) {
+            r.step = done; /* the state after `done` steps */
+            st = amp_train_save_checkpoint(&r);
+            r.step = done - 1;
+            last_saved = done;
+        }
     }
+    if (st == AMP_OK && c->checkpoint && last_saved != r.step) st = amp_train_save_checkpoint(&r);
     result->steps = r.step;
     result->epochs = (r.step + steps_per_epoch - 1) / steps_per_epoch;
     result->skipped_steps = r.skipped;
     result->final_scale = amp_scaler_get_scale(r.scaler);
-    result->samples_per_sec = train_time > 0 ? samples_per_step * (double)r.step / train_time : 0;
+    result->samples_per_sec = train_time > 0 ? samples_per_step * (double)(r.step - r.start_step) / train_time : 0;
+    result->grad_stats_samples = r.gs_samples;
+    result->grad_stats = r.gs_last;
+    const double ns = r.gs_samples > 0 ? (double)r.gs_samples : NAN;
+    result->grad_underflow_fp16_unscaled = r.gs_sum[0] / ns;
+    result->grad_underflow_fp16_scaled = r.gs_sum[1] / ns;
+    result->grad_overflow_fp16_scaled = r.gs_sum[2] / ns;
     teardown(&r);
     result->wall_seconds = now_seconds() - t_start;
     return st;

@@ -95,6 +95,80 @@ run "$AMP" train --model mlp --data "$TMP/idx" --steps 3 --batch 16 --hidden 16 
 expect_rc 0 "--detect-anomaly on a healthy run"
 expect_out_has "test accuracy" "human summary"
 
+# checkpoints: 2N steps in one run and N steps + resume + N steps end in the same bytes (weights,
+# optimizer, scaler, generators, loss bookkeeping, gradient statistics), and report the same JSON
+# numbers except time; the resumed half runs on another thread count.
+nums='del(.wall_seconds, .samples_per_sec, .threads)'
+train --precision amp-fp16 --steps 10 --grad-stats-every 3 --checkpoint "$TMP/full.st"
+expect_rc 0 "10 steps with a checkpoint"
+tail -n 1 "$TMP/out" | jq -c "$nums" >"$TMP/json_full"
+train --precision amp-fp16 --steps 5 --grad-stats-every 3 --checkpoint "$TMP/half.st" --quiet
+expect_rc 0 "5 steps with a checkpoint"
+train --precision amp-fp16 --steps 10 --grad-stats-every 3 --resume "$TMP/half.st" --checkpoint "$TMP/resumed.st" --threads 1
+expect_rc 0 "resume to 10 steps"
+tail -n 1 "$TMP/out" | jq -c "$nums" >"$TMP/json_resumed"
+if cmp -s "$TMP/json_full" "$TMP/json_resumed"; then pass; else fail "resume: JSON differs: $(cat "$TMP/json_full") vs $(cat "$TMP/json_resumed")"; fi
+if cmp -s "$TMP/full.st" "$TMP/resumed.st"; then pass; else fail "resume: the checkpoints of 10 and 5+5 steps differ"; fi
+run "$AMP" inspect "$TMP/full.st" --json
+expect_rc 0 "inspect the checkpoint"
+tail -n 1 "$TMP/out" | jq -S 'del(.file)' >"$TMP/inspect_full"
+run "$AMP" inspect "$TMP/resumed.st" --json
+tail -n 1 "$TMP/out" | jq -S 'del(.file)' >"$TMP/inspect_resumed"
+if cmp -s "$TMP/inspect_full" "$TMP/inspect_resumed"; then pass; else fail "resume: amp inspect --json differs"; fi
+expect_out_has '"train.model"' "the checkpoint carries the run's state"
+expect_json_eq '.metadata["amp.step"]' '"10"' "the checkpoint's step"
+
+# the same for a text model with AdamW and accumulation, resumed from a --checkpoint-every run
+lstm() { run "$AMP" train --model lstm --data "$TMP/text.txt" --batch 4 --hidden 16 --embed 8 --context 16 --eval-batches 2 \
+    --accum 2 --threads 2 --json --quiet "$@"; }
+lstm --steps 8 --checkpoint "$TMP/lstm_full.st"
+expect_rc 0 "lstm 8 steps"
+tail -n 1 "$TMP/out" | jq -c "$nums" >"$TMP/json_full"
+lstm --steps 5 --checkpoint "$TMP/lstm_every.st" --checkpoint-every 3
+expect_rc 0 "lstm --checkpoint-every"
+run "$AMP" inspect "$TMP/lstm_every.st" --json
+expect_rc 0 "the --checkpoint-every file is a valid safetensors file"
+expect_json_eq '.metadata["amp.step"]' '"5"' "the last checkpoint is the end's"
+lstm --steps 8 --resume "$TMP/lstm_every.st" --checkpoint "$TMP/lstm_resumed.st" --threads 3
+expect_rc 0 "lstm resume from step 5"
+tail -n 1 "$TMP/out" | jq -c "$nums" >"$TMP/json_resumed"
+if cmp -s "$TMP/json_full" "$TMP/json_resumed"; then pass; else fail "lstm resume: JSON differs: $(cat "$TMP/json_full") vs $(cat "$TMP/json_resumed")"; fi
+if cmp -s "$TMP/lstm_full.st" "$TMP/lstm_resumed.st"; then pass; else fail "lstm resume: the checkpoints differ"; fi
+
+# a checkpoint that does not fit: exit 2 and one line
+train --precision amp-fp16 --hidden 16 --steps 12 --resume "$TMP/half.st"
+expect_rc 2 "resume with another layer size"
+expect_err_has "half.st" "the shape mismatch names the file"
+expect_err_lines 1 "the shape mismatch is one line"
+lstm --steps 12 --resume "$TMP/half.st"
+expect_rc 2 "resume an mlp checkpoint into an lstm"
+expect_err_has "it is a mlp checkpoint, this run trains lstm" "model mismatch message"
+expect_err_lines 1 "model mismatch is one line"
+train --precision fp32 --steps 12 --resume "$TMP/half.st"
+expect_rc 2 "resume with another precision"
+expect_err_lines 1 "precision mismatch is one line"
+train --precision amp-fp16 --steps 5 --resume "$TMP/half.st"
+expect_rc 2 "resume at the run's end"
+expect_err_has "this run has 5 steps" "nothing left to train"
+train --precision amp-fp16 --steps 12 --resume "$TMP/nothing.st"
+expect_rc 2 "resume from a missing file"
+expect_err_lines 1 "missing resume file is one line"
+train --steps 4 --checkpoint-every 2
+expect_rc 2 "--checkpoint-every without --checkpoint"
+
+# gradient statistics: fractions in [0, 1]; a run that drives the loss to 0 has gradients below
+# fp16's range, which the dynamic scale (>= 1) rescues: unscaled underflow >= scaled underflow
+gs='[.grad_underflow_fp16_unscaled, .grad_underflow_fp16_scaled, .grad_overflow_fp16_scaled]'
+train --precision amp-fp16 --steps 40 --lr 0.2 --grad-stats-every 5
+expect_rc 0 "gradient statistics run"
+expect_json_eq "$gs | map(type == \"number\" and . >= 0 and . <= 1) | all" 'true' "fractions in [0, 1]"
+expect_json_eq '.final_scale >= 1 and .grad_underflow_fp16_unscaled > .grad_underflow_fp16_scaled' 'true' \
+    "the scale rescues underflowing gradients"
+train --precision fp32
+expect_json_eq "$gs | map(type == \"number\" and . >= 0 and . <= 1) | all" 'true' "default schedule: fractions in [0, 1]"
+train --precision fp32 --grad-stats-every 0
+expect_json_eq "$gs" '[null,null,null]' "--grad-stats-every 0: no statistics"
+
 # errors: exit 2 and one line
 run "$AMP" train --model mlp --data "$TMP/nowhere" --steps 1
 expect_rc 2 "missing data"

@@ -11,6 +11,7 @@ int amp_cmd_info(int argc, char **argv);
 int amp_cmd_policy(int argc, char **argv);
 int amp_cmd_inspect(int argc, char **argv);
 int amp_cmd_train(int argc, char **argv);
+int amp_cmd_compare(int argc, char **argv);
 
 /* Prints "amp: <message>" and the usage hint for `command` to stderr; returns AMP_EXIT_USAGE. */
 int amp_usage_error(const char *command, const char *fmt, ...)

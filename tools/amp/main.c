@@ -17,6 +17,7 @@ static const struct {
     {"info", amp_cmd_info, "print the version, CPU features and the SIMD path in use"},
     {"inspect", amp_cmd_inspect, "list a safetensors file's tensors and metadata (an amp checkpoint)"},
     {"train", amp_cmd_train, "train a model on real data in a precision preset (`amp train --help`)"},
+    {"compare", amp_cmd_compare, "train one model under several presets side by side: do I need a GradScaler?"},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 

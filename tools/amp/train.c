@@ -11,6 +11,7 @@
 #include "amp.h"
 #include "bench_util.h"
 #include "commands.h"
+#include "report.h"
 
 /* Plain (non-terminal) progress: about this many lines per run, plus one per evaluation. */
 #define PLAIN_PROGRESS_LINES 20
@@ -21,6 +22,7 @@ static void print_help(void) {
     printf("usage: amp train [--model mlp|cnn|lstm|gpt] [--data PATH] [--precision P] [--scaler MODE]\n"
            "                 [--optimizer sgd|adam|adamw] [--lr X] [--batch N] [--epochs N | --steps N]\n"
            "                 [--seed N] [--threads N] [--accum N] [--clip X] [--json] [--quiet] [--detect-anomaly]\n"
+           "                 [--checkpoint FILE [--checkpoint-every N]] [--resume FILE] [--grad-stats-every N]\n"
            "Trains a model on real data in a precision preset and reports loss, accuracy (image models) or\n"
            "bits per character (text models), skipped steps, the final loss scale and samples/s.\n\n"
            "  --model M          mlp (default), cnn: image classifiers; lstm, gpt: character language models\n"
@@ -47,8 +49,16 @@ static void print_help(void) {
            "  --no-eval          skip evaluation\n"
            "  --detect-anomaly   stop at the first op whose output (or parameter gradient, without a scaler)\n"
            "                     is inf/NaN and name it (slow)\n"
+           "  --checkpoint FILE  write a checkpoint (safetensors, atomically) at the end\n"
+           "  --checkpoint-every N  also every N steps\n"
+           "  --resume FILE      continue bit-exactly from a checkpoint of the same configuration; --steps and\n"
+           "                     --epochs stay the run's total (N steps + resume to 2N = 2N steps in one run)\n"
+           "  --grad-stats-every N  gradient magnitude statistics every N steps (0: never; default: steps\n"
+           "                     1, 2, 4, ... then every quarter epoch)\n"
            "  --json             the last line of stdout is one JSON object with the results\n"
            "  --quiet            no progress on stderr\n"
+           "  --report DIR       write metrics.jsonl, loss / loss-scale / gradient-histogram plots (PNG, SVG) and\n"
+           "                     index.html to DIR\n"
            "Same seed and thread count give bit-identical runs. Exit status: 0 success, 1 failure while\n"
            "training, 2 bad usage or bad data.\n",
            AMP_IMAGE_DATASET_DEFAULT_DIR, AMP_TEXT_CORPUS_DEFAULT_PATH, AMP_TRAIN_EVAL_BATCHES);
@@ -161,6 +171,9 @@ static void print_json(const amp_train_result *r, const amp_train_config *c) {
     json_num("test_loss", r->test_loss, false);
     json_num("test_accuracy", r->test_accuracy, false);
     json_num("bits_per_char", r->bits_per_char, false);
+    json_num("grad_underflow_fp16_unscaled", r->grad_underflow_fp16_unscaled, false);
+    json_num("grad_underflow_fp16_scaled", r->grad_underflow_fp16_scaled, false);
+    json_num("grad_overflow_fp16_scaled", r->grad_overflow_fp16_scaled, false);
     json_num("samples_per_sec", r->samples_per_sec, false);
     json_num("wall_seconds", r->wall_seconds, true);
     printf("}\n");
@@ -197,17 +210,24 @@ int amp_cmd_train(int argc, char **argv) {
     cfg.precision = AMP_PRECISION_AMP_FP16;
     bool json = false, quiet = false, have_lr = false, have_wd = false, have_momentum = false;
     double lr = 0, wd = 0, momentum = 0;
+    const char *report_dir = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--json") == 0) { json = true; continue; }
         if (strcmp(a, "--quiet") == 0) { quiet = true; continue; }
         if (strcmp(a, "--detect-anomaly") == 0) { cfg.detect_anomaly = true; continue; }
         if (strcmp(a, "--no-eval") == 0) { cfg.eval = false; continue; }
+        if (strcmp(a, "--report") == 0) {
+            if (i + 1 >= argc) return amp_usage_error("train", "--report needs a value");
+            report_dir = argv[++i];
+            continue;
+        }
         if (strncmp(a, "--", 2) != 0) return amp_usage_error("train", "unexpected argument '%s'", a);
         static const char *const with_value[] = {"--model", "--data", "--precision", "--scaler", "--optimizer", "--lr",
                                                  "--momentum", "--weight-decay", "--batch", "--epochs", "--steps",
                                                  "--seed", "--threads", "--accum", "--clip", "--hidden", "--layers",
-                                                 "--heads", "--context", "--embed", "--eval-batches"};
+                                                 "--heads", "--context", "--embed", "--eval-batches",
+                                                 "--checkpoint", "--checkpoint-every", "--resume", "--grad-stats-every"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
         if (!known) return amp_usage_error("train", "unknown option '%s'", a);
@@ -281,6 +301,16 @@ int amp_cmd_train(int argc, char **argv) {
         } else if (strcmp(a, "--accum") == 0) {
             NEED_LONG(1, 1L << 20);
             cfg.accum = n;
+        } else if (strcmp(a, "--checkpoint") == 0) {
+            cfg.checkpoint = v;
+        } else if (strcmp(a, "--checkpoint-every") == 0) {
+            NEED_LONG(1, 1L << 40);
+            cfg.checkpoint_every = n;
+        } else if (strcmp(a, "--resume") == 0) {
+            cfg.resume = v;
+        } else if (strcmp(a, "--grad-stats-every") == 0) {
+            NEED_LONG(0, 1L << 40);
+            cfg.grad_stats_every = n > 0 ? n : -1;
         } else if (strcmp(a, "--eval-batches") == 0) {
             NEED_LONG(1, 1L << 20);
             cfg.eval_batches = n;
@@ -298,6 +328,7 @@ int amp_cmd_train(int argc, char **argv) {
     if (have_lr) cfg.optim.lr = (float)lr;
     if (have_momentum) cfg.optim.momentum = (float)momentum;
     if (have_wd) cfg.optim.weight_decay = (float)wd;
+    if (cfg.checkpoint_every > 0 && !cfg.checkpoint) return amp_usage_error("train", "--checkpoint-every needs --checkpoint FILE");
     if (have_momentum && cfg.optim.kind != AMP_OPTIM_SGD)
         return amp_usage_error("train", "--momentum applies to sgd only");
 
@@ -306,9 +337,23 @@ int amp_cmd_train(int argc, char **argv) {
 
     amp_train_result result;
     char err[512];
-    const int st = amp_train_run(&cfg, &cb, &result, err, sizeof err);
+    amp_report *report = NULL;
+    amp_train_callbacks run_cb = cb;
+    if (report_dir) {
+        const int rs = amp_report_open(report_dir, &report, err, sizeof err);
+        if (rs == AMP_REPORT_BAD_PATH) return amp_usage_error("train", "%s", err);
+        if (rs != AMP_REPORT_OK) {
+            fprintf(stderr, "amp: train: %s\n", err);
+            return AMP_EXIT_FAILURE;
+        }
+        char label[96];
+        amp_report_config_label(&cfg, label, sizeof label);
+        amp_report_begin_run(report, label, &cb, &run_cb);
+    }
+    const int st = amp_train_run(&cfg, &run_cb, &result, err, sizeof err);
     if (ps.line_open) fputc('\n', stderr);
     if (st != AMP_OK) {
+        amp_report_discard(report);
         fprintf(stderr, "amp: train: %s\n", err[0] ? err : amp_status_str(st));
         return (st == AMP_ERR_IO || st == AMP_ERR_FORMAT || st == AMP_ERR_INVALID_ARGUMENT) ? AMP_EXIT_USAGE
                                                                                              : AMP_EXIT_FAILURE;
@@ -317,6 +362,14 @@ int amp_cmd_train(int argc, char **argv) {
         print_json(&result, &cfg);
     else
         print_summary(&result);
+    if (report) {
+        amp_report_end_run(report, &cfg, &result);
+        if (amp_report_finish(report, err, sizeof err) != AMP_REPORT_OK) {
+            fprintf(stderr, "amp: train: %s\n", err);
+            return AMP_EXIT_FAILURE;
+        }
+        if (!quiet) fprintf(stderr, "report: %s/index.html\n", report_dir);
+    }
     if (fflush(stdout) != 0) {
         fprintf(stderr, "amp: train: cannot write the output\n");
         return AMP_EXIT_FAILURE;

@@ -1,0 +1,96 @@
+/* Gradient magnitude statistics of a training run (amp/train.h, "Gradient statistics"): a histogram
+ * of log2 |g| of every parameter gradient, unscaled, and the fractions that fp16 would flush to zero
+ * (at scale 1 and at the scale in use) or overflow (at the scale in use). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_internal.h"
+
+/* Values per conversion chunk for F16/BF16 gradients. */
+enum { GS_CHUNK = 4096 };
+
+/* fp16 rounds |x| <= 2^-25 to zero (half the smallest subnormal; the tie goes to the even zero) and
+ * |x| >= 65520 (65504 + half an ulp) to inf. */
+#define FP16_UNDERFLOW_MAX 0x1p-25
+#define FP16_OVERFLOW_MIN 65520.0
+
+bool amp_train_grad_stats_due(const amp_train_run_state *r, int64_t done) {
+    const int64_t every = r->cfg.grad_stats_every;
+    if (every < 0) return false;
+    if (done == 1) return true;
+    if (every > 0) return done % every == 0;
+    const int64_t quarter = r->steps_per_epoch / 4 > 1 ? r->steps_per_epoch / 4 : 1;
+    if (done % quarter == 0) return true;
+    return done < quarter && (done & (done - 1)) == 0;
+}
+
+typedef struct counts {
+    int64_t under_unscaled, under_scaled, over_scaled;
+} counts;
+
+static void add_values(amp_grad_stats *s, counts *c, const float *v, int64_t n, double inv_scale) {
+    for (int64_t i = 0; i < n; i++) {
+        const double x = v[i]; /* the scaled gradient g*S */
+        if (x == 0) {
+            s->zeros++;
+            continue;
+        }
+        if (!isfinite(x)) {
+            s->nonfinite++;
+            c->over_scaled++;
+            continue;
+        }
+        const double ax = fabs(x), g = ax * inv_scale; /* exact when S is a power of two (dynamic scaling) */
+        c->under_scaled += ax <= FP16_UNDERFLOW_MAX;
+        c->over_scaled += ax >= FP16_OVERFLOW_MIN;
+        c->under_unscaled += g <= FP16_UNDERFLOW_MAX;
+        int e;
+        (void)frexp(g, &e); /* g = m * 2^e, m in [0.5, 1): floor(log2 g) = e - 1 */
+        int64_t k = (int64_t)(e - 1) - AMP_GRAD_HIST_MIN_EXP;
+        if (k < 0) k = 0;
+        if (k >= AMP_GRAD_HIST_BINS) k = AMP_GRAD_HIST_BINS - 1;
+        s->bins[k]++;
+    }
+}
+
+int amp_train_grad_stats_sample(amp_train_run_state *r, int64_t done, float scale) {
+    amp_grad_stats *s = &r->gs_last;
+    memset(s, 0, sizeof *s);
+    s->step = done;
+    s->scale = scale;
+    counts c = {0};
+    const double inv_scale = scale > 0 ? 1.0 / (double)scale : 1.0;
+    const size_t n_params = amp_optimizer_num_params(r->opt);
+    for (size_t i = 0; i < n_params; i++) {
+        const amp_tensor *p = amp_optimizer_param(r->opt, i);
+        const amp_tensor *g = p ? p->grad : NULL;
+        if (!g || !g->data) continue;
+        const int64_t n = amp_tensor_numel(g);
+        s->count += n;
+        if (g->dtype == AMP_F32) {
+            add_values(s, &c, g->data, n, inv_scale);
+            continue;
+        }
+        if (!r->gs_buf && !(r->gs_buf = malloc(GS_CHUNK * sizeof *r->gs_buf)))
+            return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "out of memory for the gradient statistics");
+        const size_t esize = amp_dtype_size(g->dtype);
+        for (int64_t at = 0; at < n; at += GS_CHUNK) {
+            const int64_t m = n - at < GS_CHUNK ? n - at : GS_CHUNK;
+            int st = amp_convert(r->gs_buf, AMP_F32, (const char *)g->data + (size_t)at * esize, g->dtype, (size_t)m);
+            if (st != AMP_OK) return amp_train_fail(r, st, "gradient statistics: cannot read a %s gradient", amp_dtype_name(g->dtype));
+            add_values(s, &c, r->gs_buf, m, inv_scale);
+        }
+    }
+    const int64_t nonzero = s->count - s->zeros;
+    const double denom = nonzero > 0 ? (double)nonzero : 1.0;
+    /* Non-finite values cannot be unscaled: they count as overflowed, not as underflowed. */
+    s->underflow_fp16_unscaled = nonzero > 0 ? (double)c.under_unscaled / denom : 0;
+    s->underflow_fp16_scaled = nonzero > 0 ? (double)c.under_scaled / denom : 0;
+    s->overflow_fp16_scaled = nonzero > 0 ? (double)c.over_scaled / denom : 0;
+    r->gs_sum[0] += s->underflow_fp16_unscaled;
+    r->gs_sum[1] += s->underflow_fp16_scaled;
+    r->gs_sum[2] += s->overflow_fp16_scaled;
+    r->gs_samples++;
+    return AMP_OK;
+}

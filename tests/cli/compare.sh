@@ -1,0 +1,112 @@
+# Golden tests of `amp compare` and of the reports (`amp train --report DIR`, `amp compare --report DIR`)
+# on a tiny generated IDX set (4x4 images whose label is the bright quadrant). Keep it fast.
+. "$(dirname "$0")/lib.sh"
+
+be32() { printf "\\$(printf %o $(($1 >> 24 & 255)))\\$(printf %o $(($1 >> 16 & 255)))\\$(printf %o $(($1 >> 8 & 255)))\\$(printf %o $(($1 & 255)))"; }
+idx_pair() {
+    img="$TMP/idx/$1-images-idx3-ubyte"
+    lab="$TMP/idx/$1-labels-idx1-ubyte"
+    { printf '\000\000\010\003'; be32 "$2"; be32 4; be32 4; } >"$img"
+    { printf '\000\000\010\001'; be32 "$2"; } >"$lab"
+    i=0
+    while [ $i -lt "$2" ]; do
+        k=$(( (i + $3) % 4 ))
+        printf "\\$(printf %o $k)" >>"$lab"
+        p=0
+        while [ $p -lt 16 ]; do
+            q=$(( (p / 8) * 2 + (p % 4) / 2 ))
+            if [ $q = $k ]; then v=$(( 150 + (i * 37 + p * 11) % 100 )); else v=$(( (i * 7 + p * 13 + $3) % 80 )); fi
+            printf "\\$(printf %o $v)"
+            p=$((p + 1))
+        done >>"$img"
+        i=$((i + 1))
+    done
+}
+mkdir -p "$TMP/idx"
+idx_pair train 64 0
+idx_pair t10k 32 1
+
+# is_png FILE: non-empty with the PNG signature; is_svg FILE: non-empty, an <svg> element.
+is_png() { [ -s "$1" ] && [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; }
+is_svg() { [ -s "$1" ] && grep -q '<svg' "$1"; }
+# expect_report DIR LABEL: metrics, index.html and the three plots as PNG and SVG
+expect_report() {
+    for f in metrics.jsonl index.html; do
+        if [ -s "$1/$f" ]; then pass; else fail "$2: $f missing or empty"; fi
+    done
+    for p in loss scale grad_hist; do
+        if is_png "$1/$p.png"; then pass; else fail "$2: $p.png is not a PNG"; fi
+        if is_svg "$1/$p.svg"; then pass; else fail "$2: $p.svg is not an SVG"; fi
+        if grep -qF "$p.png" "$1/index.html"; then pass; else fail "$2: index.html does not show $p.png"; fi
+    done
+    if jq -e . "$1/metrics.jsonl" >/dev/null 2>&1; then pass; else fail "$2: metrics.jsonl lines are not JSON"; fi
+}
+
+compare() { run "$AMP" compare --model mlp --data "$TMP/idx" --steps 12 --batch 16 --hidden 16 --threads 2 "$@"; }
+
+compare --json
+expect_rc 0 "compare, default runs"
+expect_out_has "uflow@1" "table header"
+expect_out_has "amp-fp16/dynamic" "table row"
+tail -n 5 "$TMP/out" >"$TMP/json"
+if [ "$(jq -s length "$TMP/json" 2>/dev/null)" = 5 ]; then pass; else fail "--json: the last 5 lines are not 5 JSON objects"; fi
+got=$(jq -s -c 'map([.precision, .scaler])' "$TMP/json")
+want='[["fp32","off"],["amp-fp16","dynamic"],["amp-fp16","off"],["amp-bf16","off"],["fp16-pure","off"]]'
+if [ "$got" = "$want" ]; then pass; else fail "default runs: $got"; fi
+keys='["model","precision","scaler","steps","epochs","skipped_steps","final_scale","train_loss","test_loss","test_accuracy","bits_per_char","samples_per_sec","wall_seconds"]'
+if [ "$(jq -s -c "map(has($keys[])) | flatten | all" "$TMP/json")" = true ]; then pass; else fail "--json lacks keys of amp train --json"; fi
+if [ "$(jq -s -c 'map(.steps == 12 and (.test_accuracy | type) == "number") | all' "$TMP/json")" = true ]; then pass; else fail "--json values"; fi
+# the same seed: fp32 here equals `amp train --precision fp32`
+fp32_loss=$(jq -s -r '.[0].train_loss' "$TMP/json")
+run "$AMP" train --model mlp --data "$TMP/idx" --steps 12 --batch 16 --hidden 16 --threads 2 --precision fp32 --json
+if [ "$(tail -n 1 "$TMP/out" | jq -r .train_loss)" = "$fp32_loss" ]; then pass; else fail "compare's fp32 run differs from amp train's"; fi
+
+compare --runs fp32,fp16-pure/static:1024 --json --quiet
+expect_rc 0 "--runs subset"
+expect_err_lines 0 "--quiet"
+got=$(tail -n 2 "$TMP/out" | jq -s -c 'map([.precision, .scaler, .final_scale])')
+if [ "$got" = '[["fp32","off",1],["fp16-pure","static:1024",1024]]' ]; then pass; else fail "--runs subset: $got"; fi
+
+compare --runs fp32,amp-fp16/dynamic --report "$TMP/rep/compare" --quiet
+expect_rc 0 "compare --report"
+expect_report "$TMP/rep/compare" "compare --report"
+got=$(jq -s -c '[(map(select(.type == "step")) | map(.run) | unique), (map(select(.type == "summary")) | length)]' "$TMP/rep/compare/metrics.jsonl")
+if [ "$got" = '[["amp-fp16/dynamic","fp32"],2]' ]; then pass; else fail "metrics.jsonl runs: $got"; fi
+if [ "$(jq -s -c 'map(select(.type == "step" and .run == "fp32")) | map(.step) == [range(1; 13)]' "$TMP/rep/compare/metrics.jsonl")" = true ]; then pass; else fail "metrics.jsonl: one step line per step"; fi
+if [ "$(jq -s -c 'map(select(.type == "step")) | map(has("loss", "scale", "skipped")) | all' "$TMP/rep/compare/metrics.jsonl")" = true ]; then pass; else fail "step lines lack loss/scale/skipped"; fi
+if [ "$(jq -s -c 'map(select(.type == "eval")) | length > 0' "$TMP/rep/compare/metrics.jsonl")" = true ]; then pass; else fail "no eval lines"; fi
+
+run "$AMP" train --model mlp --data "$TMP/idx" --steps 8 --batch 16 --hidden 16 --threads 2 --quiet --report "$TMP/rep/train"
+expect_rc 0 "train --report"
+expect_report "$TMP/rep/train" "train --report"
+
+# errors: exit 2 (bad usage) or 1 (cannot write), one line
+compare --runs fp32,fp8
+expect_rc 2 "--runs with an unknown preset"
+expect_err_lines 1 "--runs error is one line"
+compare --runs amp-fp16/sometimes
+expect_rc 2 "--runs with an unknown scaler"
+compare --frobnicate
+expect_rc 2 "unknown flag"
+expect_err_has "try \`amp compare --help\`" "usage hint"
+expect_err_lines 1 "unknown flag is one line"
+compare --steps 0
+expect_rc 2 "--steps 0"
+compare --report ""
+expect_rc 2 "--report ''"
+expect_err_lines 1 "--report '' is one line"
+: >"$TMP/file"
+compare --report "$TMP/file"
+expect_rc 2 "--report names a file"
+expect_err_lines 1 "--report FILE is one line"
+run "$AMP" train --model mlp --data "$TMP/idx" --steps 2 --batch 16 --hidden 16 --report "$TMP/file/sub"
+expect_rc 1 "train --report under a file"
+expect_err_lines 1 "train --report under a file is one line"
+compare --data "$TMP/nowhere"
+expect_rc 2 "missing data"
+expect_err_lines 2 "missing data: the run line and one error line"
+run "$AMP" compare --help
+expect_rc 0 "--help"
+expect_out_has "usage: amp compare" "--help prints usage"
+
+finish

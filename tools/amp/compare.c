@@ -1,0 +1,292 @@
+/* `amp compare`: the same model, data and seed trained under several precision presets / scalers
+ * (amp_train_run once per run), side by side: accuracy or bits/char, final loss, skipped steps, final
+ * scale, how many gradient values underflow in fp16 (at scale 1 and at the scale used), samples/s. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "amp.h"
+#include "bench_util.h"
+#include "commands.h"
+#include "report.h"
+
+#define MAX_COMPARE_RUNS 12
+#define DEFAULT_RUNS "fp32,amp-fp16/dynamic,amp-fp16/off,amp-bf16,fp16-pure"
+
+typedef struct compare_run {
+    char label[48];
+    amp_precision precision;
+    amp_scaler_mode scaler;
+    float static_scale;
+    amp_train_result result;
+} compare_run;
+
+static void print_help(void) {
+    printf("usage: amp compare [--model mlp|cnn|lstm|gpt] [--data PATH] [--runs LIST] [--json] [--report DIR]\n"
+           "                   [--epochs N | --steps N] [--batch N] [--accum N] [--lr X] [--seed N] [--threads N]\n"
+           "                   [--hidden N] [--layers N] [--heads N] [--context N] [--embed N] [--eval-batches N] [--quiet]\n"
+           "Trains the same model from the same seed once per run and prints one table: test accuracy (image\n"
+           "models) or bits/char (text models), final training loss, skipped steps, final loss scale, the\n"
+           "fraction of gradient values that underflow to zero in fp16 at scale 1 and at the scale used, and\n"
+           "samples/s.\n\n"
+           "  --runs LIST        comma-separated PRECISION[/SCALER] (SCALER: dynamic, off, static:S; default: the\n"
+           "                     preset's), default %s\n"
+           "  --json             after the table, one JSON object per run (the keys of `amp train --json`)\n"
+           "  --report DIR       metrics.jsonl, loss / loss-scale / gradient-histogram plots (PNG, SVG) of all\n"
+           "                     runs overlaid, and index.html\n"
+           "  --quiet            no progress on stderr\n"
+           "The training flags are those of `amp train` (see `amp train --help`). Exit status: 0 success,\n"
+           "1 failure while training or writing the report, 2 bad usage or bad data.\n",
+           DEFAULT_RUNS);
+}
+
+static int parse_double(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    const double v = strtod(s, &end);
+    if (end == s || *end != '\0' || errno != 0 || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *out) {
+    char *end;
+    if (*s < '0' || *s > '9') return -1;
+    errno = 0;
+    const unsigned long long v = strtoull(s, &end, 10);
+    if (*end != '\0' || errno != 0) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* "PRECISION[/SCALER]" -> run. 0 or -1. */
+static int parse_run(const char *spec, compare_run *run) {
+    char buf[64];
+    if (strlen(spec) >= sizeof buf || !*spec) return -1;
+    strcpy(buf, spec);
+    char *slash = strchr(buf, '/');
+    if (slash) *slash = '\0';
+    if (amp_precision_from_name(buf, &run->precision) != AMP_OK) return -1;
+    run->scaler = AMP_SCALER_DEFAULT;
+    run->static_scale = 0;
+    if (slash) {
+        const char *v = slash + 1;
+        double d;
+        if (strcmp(v, "dynamic") == 0)
+            run->scaler = AMP_SCALER_DYNAMIC;
+        else if (strcmp(v, "off") == 0)
+            run->scaler = AMP_SCALER_OFF;
+        else if (strncmp(v, "static:", 7) == 0 && parse_double(v + 7, &d) == 0 && d > 0 && d <= 3.4e38) {
+            run->scaler = AMP_SCALER_STATIC;
+            run->static_scale = (float)d;
+        } else
+            return -1;
+    }
+    snprintf(run->label, sizeof run->label, "%s", spec);
+    return 0;
+}
+
+static int parse_runs(const char *list, compare_run *runs, int *n) {
+    char buf[512];
+    if (strlen(list) >= sizeof buf) return -1;
+    strcpy(buf, list);
+    *n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n >= MAX_COMPARE_RUNS || parse_run(tok, &runs[*n]) != 0) return -1;
+        (*n)++;
+    }
+    return *n > 0 ? 0 : -1;
+}
+
+/* ---- progress (stderr) -------------------------------------------------------------------------- */
+
+typedef struct progress_state {
+    bool quiet, text;
+    const char *label;
+} progress_state;
+
+static void on_progress(const amp_train_progress *p, void *user) {
+    const progress_state *ps = user;
+    if (ps->quiet || !p->is_eval) return;
+    if (ps->text)
+        fprintf(stderr, "  %s: epoch %lld/%lld  step %lld  loss %.4f  test loss %.4f  bits/char %.4f\n", ps->label,
+                (long long)p->epoch, (long long)p->epochs, (long long)p->step, p->loss, p->test_loss, p->bits_per_char);
+    else
+        fprintf(stderr, "  %s: epoch %lld/%lld  step %lld  loss %.4f  test loss %.4f  accuracy %.2f%%\n", ps->label,
+                (long long)p->epoch, (long long)p->epochs, (long long)p->step, p->loss, p->test_loss,
+                100.0 * p->test_accuracy);
+}
+
+/* ---- output ------------------------------------------------------------------------------------- */
+
+static void pct(char *buf, size_t size, double v, bool have) {
+    if (have && isfinite(v))
+        snprintf(buf, size, "%.2f%%", 100.0 * v);
+    else
+        snprintf(buf, size, "n/a");
+}
+
+static void print_table(const compare_run *runs, int n, bool text) {
+    printf("%-22s %10s %10s %8s %11s %12s %12s %10s\n", "run", text ? "bits/char" : "test acc", "final loss",
+           "skipped", "final scale", "uflow@1", "uflow@scale", "samples/s");
+    for (int i = 0; i < n; i++) {
+        const amp_train_result *r = &runs[i].result;
+        char metric[32], u1[32], us[32], scale[32];
+        if (text)
+            snprintf(metric, sizeof metric, "%.4f", r->bits_per_char);
+        else
+            pct(metric, sizeof metric, r->test_accuracy, true);
+        const bool stats = r->grad_stats_samples > 0;
+        pct(u1, sizeof u1, r->grad_underflow_fp16_unscaled, stats);
+        pct(us, sizeof us, r->grad_underflow_fp16_scaled, stats);
+        snprintf(scale, sizeof scale, "%g", (double)r->final_scale);
+        printf("%-22s %10s %10.4f %8lld %11s %12s %12s %10.0f\n", runs[i].label, metric, r->train_loss,
+               (long long)r->skipped_steps, scale, u1, us, r->samples_per_sec);
+    }
+    printf("uflow@1 / uflow@scale: nonzero gradient values that round to zero in fp16 without loss scaling / at the\n"
+           "loss scale the run used (mean over the sampled steps; n/a: no gradient statistics).\n");
+}
+
+/* ---- the command -------------------------------------------------------------------------------- */
+
+int amp_cmd_compare(int argc, char **argv) {
+    amp_model_kind kind = AMP_MODEL_MLP;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            print_help();
+            return AMP_EXIT_OK;
+        }
+        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc && amp_model_kind_from_name(argv[i + 1], &kind) != AMP_OK)
+            return amp_usage_error("compare", "unknown model '%s' (mlp, cnn, lstm, gpt)", argv[i + 1]);
+    }
+    amp_train_config cfg = amp_train_default_config(kind);
+    bool json = false, quiet = false;
+    const char *report_dir = NULL, *runs_list = DEFAULT_RUNS;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--json") == 0) { json = true; continue; }
+        if (strcmp(a, "--quiet") == 0) { quiet = true; continue; }
+        if (strncmp(a, "--", 2) != 0) return amp_usage_error("compare", "unexpected argument '%s'", a);
+        static const char *const with_value[] = {"--model", "--data", "--runs", "--report", "--lr", "--batch",
+                                                 "--epochs", "--steps", "--seed", "--threads", "--accum",
+                                                 "--hidden", "--layers", "--heads", "--context", "--embed",
+                                                 "--eval-batches"};
+        bool known = false;
+        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
+        if (!known) return amp_usage_error("compare", "unknown option '%s'", a);
+        if (i + 1 >= argc) return amp_usage_error("compare", "%s needs a value", a);
+        const char *v = argv[++i];
+        long n = 0;
+        double d = 0;
+#define NEED_LONG(lo, hi)                                                                                    \
+    if (amp_parse_long(v, (lo), (hi), &n) != 0)                                                              \
+        return amp_usage_error("compare", "%s wants an integer in [%ld, %ld], not '%s'", a, (long)(lo), (long)(hi), v)
+        if (strcmp(a, "--model") == 0) {
+            /* handled in the first pass */
+        } else if (strcmp(a, "--data") == 0) {
+            cfg.data = v;
+        } else if (strcmp(a, "--runs") == 0) {
+            runs_list = v;
+        } else if (strcmp(a, "--report") == 0) {
+            report_dir = v;
+        } else if (strcmp(a, "--lr") == 0) {
+            if (parse_double(v, &d) != 0 || d < 0) return amp_usage_error("compare", "--lr wants a number >= 0, not '%s'", v);
+            cfg.optim.lr = (float)d;
+        } else if (strcmp(a, "--seed") == 0) {
+            if (parse_u64(v, &cfg.seed) != 0) return amp_usage_error("compare", "--seed wants an integer >= 0, not '%s'", v);
+        } else if (strcmp(a, "--batch") == 0) {
+            NEED_LONG(1, 1L << 20);
+            cfg.batch = n;
+        } else if (strcmp(a, "--epochs") == 0) {
+            NEED_LONG(1, 1L << 20);
+            cfg.epochs = n, cfg.steps = 0;
+        } else if (strcmp(a, "--steps") == 0) {
+            NEED_LONG(1, 1L << 40);
+            cfg.steps = n;
+        } else if (strcmp(a, "--threads") == 0) {
+            NEED_LONG(1, AMP_MAX_THREADS);
+            cfg.threads = (int)n;
+        } else if (strcmp(a, "--accum") == 0) {
+            NEED_LONG(1, 1L << 20);
+            cfg.accum = n;
+        } else if (strcmp(a, "--eval-batches") == 0) {
+            NEED_LONG(1, 1L << 20);
+            cfg.eval_batches = n;
+        } else {
+            NEED_LONG(1, 1L << 20);
+            if (strcmp(a, "--hidden") == 0) cfg.model.hidden = n;
+            else if (strcmp(a, "--layers") == 0) cfg.model.layers = n;
+            else if (strcmp(a, "--heads") == 0) cfg.model.heads = n;
+            else if (strcmp(a, "--context") == 0) cfg.model.context = n;
+            else cfg.model.embed = n;
+        }
+#undef NEED_LONG
+    }
+    compare_run runs[MAX_COMPARE_RUNS];
+    int n_runs = 0;
+    if (parse_runs(runs_list, runs, &n_runs) != 0)
+        return amp_usage_error("compare",
+                               "--runs wants a comma-separated list of PRECISION[/dynamic|/off|/static:S] (at most %d), "
+                               "not '%s'",
+                               MAX_COMPARE_RUNS, runs_list);
+
+    char err[512];
+    amp_report *rep = NULL;
+    if (report_dir) {
+        const int rs = amp_report_open(report_dir, &rep, err, sizeof err);
+        if (rs == AMP_REPORT_BAD_PATH) return amp_usage_error("compare", "%s", err);
+        if (rs != AMP_REPORT_OK) {
+            fprintf(stderr, "amp: compare: %s\n", err);
+            return AMP_EXIT_FAILURE;
+        }
+    }
+
+    const bool text = amp_model_is_text(kind);
+    for (int i = 0; i < n_runs; i++) {
+        compare_run *run = &runs[i];
+        amp_train_config c = cfg;
+        c.precision = run->precision;
+        c.scaler = run->scaler;
+        c.static_scale = run->static_scale;
+        progress_state ps = {.quiet = quiet, .text = text, .label = run->label};
+        amp_train_callbacks cb = {.progress = on_progress, .user = &ps};
+        if (rep) amp_report_begin_run(rep, run->label, &(amp_train_callbacks){.progress = on_progress, .user = &ps}, &cb);
+        if (!quiet) fprintf(stderr, "run %d/%d: %s\n", i + 1, n_runs, run->label);
+        memset(&run->result, 0, sizeof run->result);
+        const int st = amp_train_run(&c, &cb, &run->result, err, sizeof err);
+        if (st != AMP_OK) {
+            fprintf(stderr, "amp: compare: %s: %s\n", run->label, err[0] ? err : amp_status_str(st));
+            amp_report_discard(rep);
+            return (st == AMP_ERR_IO || st == AMP_ERR_FORMAT || st == AMP_ERR_INVALID_ARGUMENT) ? AMP_EXIT_USAGE
+                                                                                                : AMP_EXIT_FAILURE;
+        }
+        if (rep) amp_report_end_run(rep, &c, &run->result);
+    }
+
+    print_table(runs, n_runs, text);
+    if (json)
+        for (int i = 0; i < n_runs; i++) {
+            amp_train_config c = cfg;
+            c.precision = runs[i].precision;
+            amp_report_json_result(stdout, runs[i].label, &c, &runs[i].result);
+            putchar('\n');
+        }
+    if (rep) {
+        char *dir = strdup(amp_report_dir(rep));
+        if (amp_report_finish(rep, err, sizeof err) != AMP_REPORT_OK) {
+            fprintf(stderr, "amp: compare: %s\n", err);
+            free(dir);
+            return AMP_EXIT_FAILURE;
+        }
+        if (!quiet) fprintf(stderr, "report: %s/index.html\n", dir ? dir : report_dir);
+        free(dir);
+    }
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "amp: compare: cannot write the output\n");
+        return AMP_EXIT_FAILURE;
+    }
+    return AMP_EXIT_OK;
+}
