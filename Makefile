@@ -96,7 +96,8 @@ test: deps
 test-sanitize: deps
 	$(MAKE) BUILD=$(BUILD)/sanitize OPT=-O1 EXTRA_CFLAGS="$(SAN_FLAGS)" \
 	    EXTRA_LDFLAGS="-fsanitize=address,undefined" all $(BUILD)/sanitize/amp_tests
-	AMP_TEST_QUICK=1 BUILD=$(BUILD)/sanitize EXAMPLE_CFLAGS="-fsanitize=address,undefined" sh tests/run.sh
+	AMP_TEST_QUICK=1 BUILD=$(BUILD)/sanitize EXAMPLE_CFLAGS="-fsanitize=address,undefined" \
+	    LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp sh tests/run.sh
 
 # The seed question on real data: `amp compare` on Fashion-MNIST (Debian's dataset-fashion-mnist,
 # installed by tools/install-demo-data.sh; `make test` does not need it). A few minutes on two cores.
