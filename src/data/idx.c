@@ -25,6 +25,9 @@ typedef struct idx_file {
     char path[IDX_PATH_MAX];
     gzFile f;
     uint32_t dims[IDX_MAX_DIMS];
+    bool direct;       /* plain (not gzip) data */
+    uint64_t max_data; /* the most data bytes the file can hold: its size less the header (plain), or
+                          deflate's 1032:1 ratio bound (gzip); checked before allocating */
 } idx_file;
 
 static void idx_close(idx_file *x) {
@@ -107,12 +110,29 @@ static int idx_open(idx_file *x, const char *dir, const char *name, uint32_t mag
         return data_error(err, err_size, AMP_ERR_FORMAT, "%s: truncated header: %lld of %lld bytes", x->path,
                           (long long)(4 + got_dims), (long long)header);
     for (int i = 0; i < ndim; i++) x->dims[i] = be32(h + 4 + 4 * i);
+    const uint64_t fsize = st.st_size > 0 ? (uint64_t)st.st_size : 0;
+    x->direct = gzdirect(x->f) != 0;
+    x->max_data = x->direct ? (fsize > (uint64_t)header ? fsize - (uint64_t)header : 0) : fsize * 1032 + 1024;
     if (x->dims[0] == 0) return data_error(err, err_size, AMP_ERR_FORMAT, "%s: header says 0 %s", x->path, what);
     for (int i = 1; i < ndim; i++)
         if (x->dims[i] == 0)
             return data_error(err, err_size, AMP_ERR_FORMAT, "%s: header says %s of %ux%u", x->path, what,
                               (unsigned)x->dims[1], (unsigned)x->dims[2]);
     return AMP_OK;
+}
+
+/* Refuses n data bytes (the header's claim) that the file cannot hold, before anything is allocated
+ * for them; the message is idx_read_data's for a plain file. */
+static int idx_check_size(const idx_file *x, int64_t n, int64_t unit, const char *describe, const char *kind,
+                          char *err, size_t err_size) {
+    if ((uint64_t)n <= x->max_data) return AMP_OK;
+    if (x->direct)
+        return data_error(err, err_size, AMP_ERR_FORMAT,
+                          "%s: truncated: header says %s, file holds %lld (%lld of %lld %s bytes)", x->path,
+                          describe, (long long)((int64_t)x->max_data / unit), (long long)x->max_data, (long long)n,
+                          kind);
+    return data_error(err, err_size, AMP_ERR_FORMAT,
+                      "%s: truncated: header says %s, more than a gzip file of this size can hold", x->path, describe);
 }
 
 /* Reads exactly n data bytes and checks that nothing follows them. `describe` is what the header
@@ -164,7 +184,15 @@ int amp_image_dataset_load(const char *dir, bool train, const amp_allocator *all
     if (st == AMP_OK && (image_bytes > AMP_DATA_MAX_BYTES || (uint64_t)count * image_bytes > AMP_DATA_MAX_BYTES))
         st = data_error(err, err_size, AMP_ERR_FORMAT, "%s: header says %s: more than the %llu-byte limit", im.path,
                         describe, (unsigned long long)AMP_DATA_MAX_BYTES);
-    const int64_t npix = count * (int64_t)image_bytes;
+    /* Only multiplied once the bound above holds: for a refused header the product can overflow. */
+    const int64_t npix = st == AMP_OK ? count * (int64_t)image_bytes : 0;
+    /* A header claiming more than the file can hold is truncation: refused before allocating for it. */
+    if (st == AMP_OK) st = idx_check_size(&im, npix, (int64_t)image_bytes, describe, "pixel", err, err_size);
+    if (st == AMP_OK) {
+        char ldescribe[48];
+        snprintf(ldescribe, sizeof ldescribe, "%lld labels", (long long)count);
+        st = idx_check_size(&lb, count, 1, ldescribe, "label", err, err_size);
+    }
     if (st == AMP_OK) {
         pixels = a.alloc((size_t)npix, 64, a.user);
         labels = pixels ? a.alloc((size_t)count, 64, a.user) : NULL;
