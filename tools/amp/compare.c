@@ -1,7 +1,6 @@
 /* `amp compare`: the same model, data and seed trained under several precision presets / scalers
  * (amp_train_run once per run), side by side: accuracy or bits/char, final loss, skipped steps, final
  * scale, how many gradient values underflow in fp16 (at scale 1 and at the scale used), samples/s. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +9,7 @@
 #include "amp.h"
 #include "bench_util.h"
 #include "commands.h"
+#include "train_flags.h"
 #include "report.h"
 
 #define MAX_COMPARE_RUNS 12
@@ -42,25 +42,6 @@ static void print_help(void) {
            DEFAULT_RUNS);
 }
 
-static int parse_double(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    const double v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno != 0 || !isfinite(v)) return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_u64(const char *s, uint64_t *out) {
-    char *end;
-    if (*s < '0' || *s > '9') return -1;
-    errno = 0;
-    const unsigned long long v = strtoull(s, &end, 10);
-    if (*end != '\0' || errno != 0) return -1;
-    *out = (uint64_t)v;
-    return 0;
-}
-
 /* "PRECISION[/SCALER]" -> run. 0 or -1. */
 static int parse_run(const char *spec, compare_run *run) {
     char buf[64];
@@ -78,7 +59,7 @@ static int parse_run(const char *spec, compare_run *run) {
             run->scaler = AMP_SCALER_DYNAMIC;
         else if (strcmp(v, "off") == 0)
             run->scaler = AMP_SCALER_OFF;
-        else if (strncmp(v, "static:", 7) == 0 && parse_double(v + 7, &d) == 0 && d > 0 && d <= 3.4e38) {
+        else if (strncmp(v, "static:", 7) == 0 && amp_cli_parse_double(v + 7, &d) == 0 && d > 0 && d <= 3.4e38) {
             run->scaler = AMP_SCALER_STATIC;
             run->static_scale = (float)d;
         } else
@@ -170,60 +151,26 @@ int amp_cmd_compare(int argc, char **argv) {
         if (strcmp(a, "--json") == 0) { json = true; continue; }
         if (strcmp(a, "--quiet") == 0) { quiet = true; continue; }
         if (strncmp(a, "--", 2) != 0) return amp_usage_error("compare", "unexpected argument '%s'", a);
-        static const char *const with_value[] = {"--model", "--data", "--runs", "--report", "--lr", "--batch",
-                                                 "--epochs", "--steps", "--seed", "--threads", "--accum",
-                                                 "--hidden", "--layers", "--heads", "--context", "--embed",
-                                                 "--eval-batches"};
-        bool known = false;
+        static const char *const with_value[] = {"--model", "--runs", "--report", "--lr"};
+        bool known = amp_train_is_shared_flag(a);
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
         if (!known) return amp_usage_error("compare", "unknown option '%s'", a);
         if (i + 1 >= argc) return amp_usage_error("compare", "%s needs a value", a);
         const char *v = argv[++i];
-        long n = 0;
         double d = 0;
-#define NEED_LONG(lo, hi)                                                                                    \
-    if (amp_parse_long(v, (lo), (hi), &n) != 0)                                                              \
-        return amp_usage_error("compare", "%s wants an integer in [%ld, %ld], not '%s'", a, (long)(lo), (long)(hi), v)
-        if (strcmp(a, "--model") == 0) {
+        if (amp_train_is_shared_flag(a)) {
+            const int st = amp_train_shared_flag("compare", a, v, &cfg);
+            if (st != AMP_EXIT_OK) return st;
+        } else if (strcmp(a, "--model") == 0) {
             /* handled in the first pass */
-        } else if (strcmp(a, "--data") == 0) {
-            cfg.data = v;
         } else if (strcmp(a, "--runs") == 0) {
             runs_list = v;
         } else if (strcmp(a, "--report") == 0) {
             report_dir = v;
         } else if (strcmp(a, "--lr") == 0) {
-            if (parse_double(v, &d) != 0 || d < 0) return amp_usage_error("compare", "--lr wants a number >= 0, not '%s'", v);
+            if (amp_cli_parse_double(v, &d) != 0 || d < 0) return amp_usage_error("compare", "--lr wants a number >= 0, not '%s'", v);
             cfg.optim.lr = (float)d;
-        } else if (strcmp(a, "--seed") == 0) {
-            if (parse_u64(v, &cfg.seed) != 0) return amp_usage_error("compare", "--seed wants an integer >= 0, not '%s'", v);
-        } else if (strcmp(a, "--batch") == 0) {
-            NEED_LONG(1, 1L << 20);
-            cfg.batch = n;
-        } else if (strcmp(a, "--epochs") == 0) {
-            NEED_LONG(1, 1L << 20);
-            cfg.epochs = n, cfg.steps = 0;
-        } else if (strcmp(a, "--steps") == 0) {
-            NEED_LONG(1, 1L << 40);
-            cfg.steps = n;
-        } else if (strcmp(a, "--threads") == 0) {
-            NEED_LONG(1, AMP_MAX_THREADS);
-            cfg.threads = (int)n;
-        } else if (strcmp(a, "--accum") == 0) {
-            NEED_LONG(1, 1L << 20);
-            cfg.accum = n;
-        } else if (strcmp(a, "--eval-batches") == 0) {
-            NEED_LONG(1, 1L << 20);
-            cfg.eval_batches = n;
-        } else {
-            NEED_LONG(1, 1L << 20);
-            if (strcmp(a, "--hidden") == 0) cfg.model.hidden = n;
-            else if (strcmp(a, "--layers") == 0) cfg.model.layers = n;
-            else if (strcmp(a, "--heads") == 0) cfg.model.heads = n;
-            else if (strcmp(a, "--context") == 0) cfg.model.context = n;
-            else cfg.model.embed = n;
         }
-#undef NEED_LONG
     }
     compare_run runs[MAX_COMPARE_RUNS];
     int n_runs = 0;

@@ -1,7 +1,6 @@
 /* `amp train`: train one model on one dataset in one precision preset (amp_train_run), with a
  * progress line, an evaluation line per epoch and a summary (or, with --json, one JSON object as
  * the last line of stdout). */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 #include "amp.h"
 #include "bench_util.h"
 #include "commands.h"
+#include "train_flags.h"
 #include "report.h"
 
 /* Plain (non-terminal) progress: about this many lines per run, plus one per evaluation. */
@@ -62,26 +62,6 @@ static void print_help(void) {
            "Same seed and thread count give bit-identical runs. Exit status: 0 success, 1 failure while\n"
            "training, 2 bad usage or bad data.\n",
            AMP_IMAGE_DATASET_DEFAULT_DIR, AMP_TEXT_CORPUS_DEFAULT_PATH, AMP_TRAIN_EVAL_BATCHES);
-}
-
-/* A whole-string finite number. */
-static int parse_double(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    const double v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno != 0 || !isfinite(v)) return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_u64(const char *s, uint64_t *out) {
-    char *end;
-    if (*s < '0' || *s > '9') return -1;
-    errno = 0;
-    const unsigned long long v = strtoull(s, &end, 10);
-    if (*end != '\0' || errno != 0) return -1;
-    *out = (uint64_t)v;
-    return 0;
 }
 
 /* ---- progress ----------------------------------------------------------------------------------- */
@@ -223,12 +203,10 @@ int amp_cmd_train(int argc, char **argv) {
             continue;
         }
         if (strncmp(a, "--", 2) != 0) return amp_usage_error("train", "unexpected argument '%s'", a);
-        static const char *const with_value[] = {"--model", "--data", "--precision", "--scaler", "--optimizer", "--lr",
-                                                 "--momentum", "--weight-decay", "--batch", "--epochs", "--steps",
-                                                 "--seed", "--threads", "--accum", "--clip", "--hidden", "--layers",
-                                                 "--heads", "--context", "--embed", "--eval-batches",
-                                                 "--checkpoint", "--checkpoint-every", "--resume", "--grad-stats-every"};
-        bool known = false;
+        static const char *const with_value[] = {"--model", "--precision", "--scaler", "--optimizer", "--lr",
+                                                 "--momentum", "--weight-decay", "--clip", "--checkpoint",
+                                                 "--checkpoint-every", "--resume", "--grad-stats-every"};
+        bool known = amp_train_is_shared_flag(a);
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
         if (!known) return amp_usage_error("train", "unknown option '%s'", a);
         if (i + 1 >= argc) return amp_usage_error("train", "%s needs a value", a);
@@ -239,11 +217,12 @@ int amp_cmd_train(int argc, char **argv) {
     if (amp_parse_long(v, (lo), (hi), &n) != 0)                                                              \
         return amp_usage_error("train", "%s wants an integer in [%ld, %ld], not '%s'", a, (long)(lo), (long)(hi), v)
 #define NEED_DOUBLE()                                                                                        \
-    if (parse_double(v, &d) != 0) return amp_usage_error("train", "%s wants a number, not '%s'", a, v)
-        if (strcmp(a, "--model") == 0) {
+    if (amp_cli_parse_double(v, &d) != 0) return amp_usage_error("train", "%s wants a number, not '%s'", a, v)
+        if (amp_train_is_shared_flag(a)) {
+            const int st = amp_train_shared_flag("train", a, v, &cfg);
+            if (st != AMP_EXIT_OK) return st;
+        } else if (strcmp(a, "--model") == 0) {
             /* handled in the first pass */
-        } else if (strcmp(a, "--data") == 0) {
-            cfg.data = v;
         } else if (strcmp(a, "--precision") == 0) {
             if (amp_precision_from_name(v, &cfg.precision) != AMP_OK)
                 return amp_usage_error("train",
@@ -253,7 +232,7 @@ int amp_cmd_train(int argc, char **argv) {
                 cfg.scaler = AMP_SCALER_DYNAMIC;
             else if (strcmp(v, "off") == 0)
                 cfg.scaler = AMP_SCALER_OFF;
-            else if (strncmp(v, "static:", 7) == 0 && parse_double(v + 7, &d) == 0 && d > 0 && d <= 3.4e38) {
+            else if (strncmp(v, "static:", 7) == 0 && amp_cli_parse_double(v + 7, &d) == 0 && d > 0 && d <= 3.4e38) {
                 cfg.scaler = AMP_SCALER_STATIC;
                 cfg.static_scale = (float)d;
             } else
@@ -284,23 +263,6 @@ int amp_cmd_train(int argc, char **argv) {
             NEED_DOUBLE();
             if (d < 0) return amp_usage_error("train", "--clip must be >= 0, not '%s'", v);
             cfg.clip = (float)d;
-        } else if (strcmp(a, "--seed") == 0) {
-            if (parse_u64(v, &cfg.seed) != 0) return amp_usage_error("train", "--seed wants an integer >= 0, not '%s'", v);
-        } else if (strcmp(a, "--batch") == 0) {
-            NEED_LONG(1, 1L << 20);
-            cfg.batch = n;
-        } else if (strcmp(a, "--epochs") == 0) {
-            NEED_LONG(1, 1L << 20);
-            cfg.epochs = n, cfg.steps = 0;
-        } else if (strcmp(a, "--steps") == 0) {
-            NEED_LONG(1, 1L << 40);
-            cfg.steps = n;
-        } else if (strcmp(a, "--threads") == 0) {
-            NEED_LONG(1, AMP_MAX_THREADS);
-            cfg.threads = (int)n;
-        } else if (strcmp(a, "--accum") == 0) {
-            NEED_LONG(1, 1L << 20);
-            cfg.accum = n;
         } else if (strcmp(a, "--checkpoint") == 0) {
             cfg.checkpoint = v;
         } else if (strcmp(a, "--checkpoint-every") == 0) {
@@ -311,16 +273,6 @@ int amp_cmd_train(int argc, char **argv) {
         } else if (strcmp(a, "--grad-stats-every") == 0) {
             NEED_LONG(0, 1L << 40);
             cfg.grad_stats_every = n > 0 ? n : -1;
-        } else if (strcmp(a, "--eval-batches") == 0) {
-            NEED_LONG(1, 1L << 20);
-            cfg.eval_batches = n;
-        } else {
-            NEED_LONG(1, 1L << 20);
-            if (strcmp(a, "--hidden") == 0) cfg.model.hidden = n;
-            else if (strcmp(a, "--layers") == 0) cfg.model.layers = n;
-            else if (strcmp(a, "--heads") == 0) cfg.model.heads = n;
-            else if (strcmp(a, "--context") == 0) cfg.model.context = n;
-            else cfg.model.embed = n;
         }
 #undef NEED_LONG
 #undef NEED_DOUBLE

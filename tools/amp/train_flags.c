@@ -1,0 +1,68 @@
+#include "train_flags.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_util.h"
+#include "commands.h"
+
+int amp_cli_parse_double(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    const double v = strtod(s, &end);
+    if (end == s || *end != '\0' || errno != 0 || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+int amp_cli_parse_u64(const char *s, uint64_t *out) {
+    char *end;
+    if (*s < '0' || *s > '9') return -1;
+    errno = 0;
+    const unsigned long long v = strtoull(s, &end, 10);
+    if (*end != '\0' || errno != 0) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static const char *const shared_flags[] = {"--data",    "--seed",   "--batch",        "--epochs", "--steps",
+                                           "--threads", "--accum",  "--eval-batches", "--hidden", "--layers",
+                                           "--heads",   "--context", "--embed"};
+
+bool amp_train_is_shared_flag(const char *flag) {
+    for (size_t k = 0; k < sizeof shared_flags / sizeof shared_flags[0]; k++)
+        if (strcmp(flag, shared_flags[k]) == 0) return true;
+    return false;
+}
+
+int amp_train_shared_flag(const char *command, const char *a, const char *v, amp_train_config *cfg) {
+    if (strcmp(a, "--data") == 0) {
+        cfg->data = v;
+        return AMP_EXIT_OK;
+    }
+    if (strcmp(a, "--seed") == 0) {
+        if (amp_cli_parse_u64(v, &cfg->seed) != 0)
+            return amp_usage_error(command, "--seed wants an integer >= 0, not '%s'", v);
+        return AMP_EXIT_OK;
+    }
+    /* The rest are integers in a range. */
+    long lo = 1, hi = 1L << 20, n = 0;
+    if (strcmp(a, "--steps") == 0) hi = 1L << 40;
+    if (strcmp(a, "--threads") == 0) hi = AMP_MAX_THREADS;
+    if (amp_parse_long(v, lo, hi, &n) != 0)
+        return amp_usage_error(command, "%s wants an integer in [%ld, %ld], not '%s'", a, lo, hi, v);
+    if (strcmp(a, "--batch") == 0) cfg->batch = n;
+    else if (strcmp(a, "--epochs") == 0) cfg->epochs = n, cfg->steps = 0;
+    else if (strcmp(a, "--steps") == 0) cfg->steps = n;
+    else if (strcmp(a, "--threads") == 0) cfg->threads = (int)n;
+    else if (strcmp(a, "--accum") == 0) cfg->accum = n;
+    else if (strcmp(a, "--eval-batches") == 0) cfg->eval_batches = n;
+    else if (strcmp(a, "--hidden") == 0) cfg->model.hidden = n;
+    else if (strcmp(a, "--layers") == 0) cfg->model.layers = n;
+    else if (strcmp(a, "--heads") == 0) cfg->model.heads = n;
+    else if (strcmp(a, "--context") == 0) cfg->model.context = n;
+    else cfg->model.embed = n;
+    return AMP_EXIT_OK;
+}

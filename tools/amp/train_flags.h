@@ -1,0 +1,21 @@
+/* The training flags `amp train` and `amp compare` share (data, schedule, seed, threads, model sizes),
+ * parsed in one place so both commands accept and refuse them alike. */
+#ifndef AMP_TOOLS_TRAIN_FLAGS_H
+#define AMP_TOOLS_TRAIN_FLAGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "amp.h"
+
+/* A whole-string finite number / non-negative decimal integer: 0 on success, -1 otherwise. */
+int amp_cli_parse_double(const char *s, double *out);
+int amp_cli_parse_u64(const char *s, uint64_t *out);
+
+/* True for the flags amp_train_shared_flag handles (each takes a value). */
+bool amp_train_is_shared_flag(const char *flag);
+/* Applies one shared flag and its value to cfg: AMP_EXIT_OK, or AMP_EXIT_USAGE after printing the
+ * one-line error for `command`. Call only when amp_train_is_shared_flag(flag). */
+int amp_train_shared_flag(const char *command, const char *flag, const char *value, amp_train_config *cfg);
+
+#endif
