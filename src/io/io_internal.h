@@ -1,4 +1,5 @@
-/* Internal to src/io (and tests): the writer's fault-injection hook. */
+/* Internal to src/io (and tests): the error formatter both files use, and the writer's
+ * fault-injection hook. */
 #ifndef AMP_IO_INTERNAL_H
 #define AMP_IO_INTERNAL_H
 
@@ -10,5 +11,12 @@
  * disk). NULL restores write(2). A process-wide setting, not thread-safe: only tests use it. */
 typedef ssize_t (*amp_io_write_hook)(int fd, const void *buf, size_t n, void *user);
 void amp_io_set_write_hook(amp_io_write_hook hook, void *user);
+
+/* Formats the one-line message into err (when err_size > 0) and returns status. */
+int amp_io_fail(char *err, size_t err_size, int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
 
 #endif
