@@ -3,29 +3,6 @@
 # the bright quadrant) and a small text file. Keep it fast (a few seconds).
 . "$(dirname "$0")/lib.sh"
 
-# be32 N: four big-endian bytes.
-be32() { printf "\\$(printf %o $(($1 >> 24 & 255)))\\$(printf %o $(($1 >> 16 & 255)))\\$(printf %o $(($1 >> 8 & 255)))\\$(printf %o $(($1 & 255)))"; }
-# idx_pair PREFIX COUNT OFFSET: PREFIX-images-idx3-ubyte and PREFIX-labels-idx1-ubyte in $TMP/idx;
-# image i has label (i % 4) and that quadrant bright, the rest low noise.
-idx_pair() {
-    img="$TMP/idx/$1-images-idx3-ubyte"
-    lab="$TMP/idx/$1-labels-idx1-ubyte"
-    { printf '\000\000\010\003'; be32 "$2"; be32 4; be32 4; } >"$img"
-    { printf '\000\000\010\001'; be32 "$2"; } >"$lab"
-    i=0
-    while [ $i -lt "$2" ]; do
-        k=$(( (i + $3) % 4 ))
-        printf "\\$(printf %o $k)" >>"$lab"
-        p=0
-        while [ $p -lt 16 ]; do
-            q=$(( (p / 8) * 2 + (p % 4) / 2 ))
-            if [ $q = $k ]; then v=$(( 150 + (i * 37 + p * 11) % 100 )); else v=$(( (i * 7 + p * 13 + $3) % 80 )); fi
-            printf "\\$(printf %o $v)"
-            p=$((p + 1))
-        done >>"$img"
-        i=$((i + 1))
-    done
-}
 mkdir -p "$TMP/idx"
 idx_pair train 64 0
 idx_pair t10k 32 1

@@ -176,16 +176,9 @@ static void print_summary(const amp_train_result *r) {
 /* ---- the command -------------------------------------------------------------------------------- */
 
 int amp_cmd_train(int argc, char **argv) {
-    /* First pass: --help and --model (the defaults depend on the model). */
-    amp_model_kind kind = AMP_MODEL_MLP;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            print_help();
-            return AMP_EXIT_OK;
-        }
-        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc && amp_model_kind_from_name(argv[i + 1], &kind) != AMP_OK)
-            return amp_usage_error("train", "unknown model '%s' (mlp, cnn, lstm, gpt)", argv[i + 1]);
-    }
+    amp_model_kind kind; /* the first pass: --help, and --model (the defaults depend on it) */
+    const int first = amp_train_first_pass("train", argc, argv, print_help, &kind);
+    if (first >= 0) return first;
     amp_train_config cfg = amp_train_default_config(kind);
     cfg.precision = AMP_PRECISION_AMP_FP16;
     bool json = false, quiet = false, have_lr = false, have_wd = false, have_momentum = false;

@@ -66,3 +66,16 @@ int amp_train_shared_flag(const char *command, const char *a, const char *v, amp
     else cfg->model.embed = n;
     return AMP_EXIT_OK;
 }
+
+int amp_train_first_pass(const char *command, int argc, char **argv, void (*help)(void), amp_model_kind *kind) {
+    *kind = AMP_MODEL_MLP;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            help();
+            return AMP_EXIT_OK;
+        }
+        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc && amp_model_kind_from_name(argv[i + 1], kind) != AMP_OK)
+            return amp_usage_error(command, "unknown model '%s' (mlp, cnn, lstm, gpt)", argv[i + 1]);
+    }
+    return -1;
+}

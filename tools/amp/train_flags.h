@@ -12,6 +12,11 @@
 int amp_cli_parse_double(const char *s, double *out);
 int amp_cli_parse_u64(const char *s, uint64_t *out);
 
+/* The first pass over a training command's arguments: --help/-h prints help() and returns AMP_EXIT_OK;
+ * --model M sets *kind (the defaults depend on it; an unknown name is AMP_EXIT_USAGE after a one-line
+ * error). Returns -1 when the command should go on to parse the rest. */
+int amp_train_first_pass(const char *command, int argc, char **argv, void (*help)(void), amp_model_kind *kind);
+
 /* True for the flags amp_train_shared_flag handles (each takes a value). */
 bool amp_train_is_shared_flag(const char *flag);
 /* Applies one shared flag and its value to cfg: AMP_EXIT_OK, or AMP_EXIT_USAGE after printing the
