@@ -28,6 +28,8 @@ LIB_SRCS := $(shell find src -name '*.c' | sort)
 ifneq ($(ARCH),x86_64)
 LIB_SRCS := $(filter-out src/kernels/x86/%,$(LIB_SRCS))
 endif
+# The MPI backend is a library of its own (libamp_mpi), built only when MPI is found (below).
+LIB_SRCS := $(filter-out src/comm_mpi/%,$(LIB_SRCS))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_SRCS := $(wildcard tools/amp/*.c)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -58,7 +60,7 @@ $(BUILD)/libamp.a: $(LIB_OBJS)
 # The shared library exports exactly the functions the public headers declare.
 $(BUILD)/libamp.map: include/amp.h $(wildcard include/amp/*.h) tools/gen-exports.sh
 	@mkdir -p $(BUILD)
-	sh tools/gen-exports.sh include/amp.h include/amp/*.h > $@
+	sh tools/gen-exports.sh include/amp.h $(filter-out include/amp/comm_mpi.h,$(wildcard include/amp/*.h)) > $@
 
 $(BUILD)/libamp.so.$(VERSION): $(LIB_OBJS) $(BUILD)/libamp.map
 	$(CC) -shared -Wl,-soname,libamp.so.$(VERSION_MAJOR) -Wl,--version-script=$(BUILD)/libamp.map \
@@ -68,13 +70,29 @@ $(BUILD)/libamp.so: $(BUILD)/libamp.so.$(VERSION)
 	ln -sf libamp.so.$(VERSION) $(BUILD)/libamp.so.$(VERSION_MAJOR)
 	ln -sf libamp.so.$(VERSION) $@
 
+# Data-parallel training over MPI (Debian: openmpi-bin, libopenmpi-dev): when mpicc is on the PATH,
+# build/libamp_mpi.a is built and the CLI trains data-parallel under mpirun. AMP_MPI=0 turns it off.
+AMP_MPI ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
+ifeq ($(AMP_MPI),1)
+MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell mpicc --showme:compile 2>/dev/null))
+MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null)
+MPI_LIB := $(BUILD)/libamp_mpi.a
+CLI_MPI_CFLAGS := -DAMP_HAVE_MPI $(MPI_CFLAGS)
+$(BUILD)/obj/src/comm_mpi/%.o: CFLAGS_ISA := $(MPI_CFLAGS)
+$(MPI_LIB): $(BUILD)/obj/src/comm_mpi/comm_mpi.o
+	@rm -f $@
+	ar rcs $@ $^
+lib: $(MPI_LIB)
+endif
+
 # The CLI links the static library so it runs from the build tree without LD_LIBRARY_PATH. Only the
 # CLI uses PLplot (Debian's libplplot-dev, for the report plots); the library does not.
 PLPLOT_CFLAGS := $(shell pkg-config --cflags plplot 2>/dev/null)
 PLPLOT_LIBS := $(shell pkg-config --libs plplot 2>/dev/null || echo -lplplot)
-$(BUILD)/obj/tools/%.o: CFLAGS_ISA := $(PLPLOT_CFLAGS)
-$(BUILD)/amp: $(CLI_OBJS) $(BUILD)/libamp.a
-	$(CC) -o $@ $(CLI_OBJS) $(BUILD)/libamp.a $(LDFLAGS_AMP) $(PLPLOT_LIBS) $(LDLIBS_AMP)
+$(BUILD)/obj/tools/%.o: CFLAGS_ISA := $(PLPLOT_CFLAGS) $(CLI_MPI_CFLAGS)
+$(BUILD)/amp: $(CLI_OBJS) $(BUILD)/libamp.a $(MPI_LIB)
+	$(CC) -o $@ $(CLI_OBJS) $(MPI_LIB) $(BUILD)/libamp.a $(LDFLAGS_AMP) $(PLPLOT_LIBS) $(MPI_LIBS) $(LDLIBS_AMP)
+
 
 $(BUILD)/amp_tests: $(TEST_OBJS) $(BUILD)/libamp.a
 	$(CC) -o $@ $(TEST_OBJS) $(BUILD)/libamp.a $(LDFLAGS_AMP) $(LDLIBS_AMP)
@@ -136,7 +154,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/include/amp $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/amp.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/amp/*.h $(DESTDIR)$(PREFIX)/include/amp/
-	install -m 644 $(BUILD)/libamp.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(BUILD)/libamp.a $(MPI_LIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libamp.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libamp.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libamp.so.$(VERSION_MAJOR)
 	ln -sf libamp.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libamp.so
@@ -145,7 +163,8 @@ install: all
 	    -e 's|@RPATH@||' -e 's|@VERSION@|$(VERSION)|' amp.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/amp.pc
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/include/amp.h $(DESTDIR)$(PREFIX)/lib/libamp.* $(DESTDIR)$(PREFIX)/bin/amp \
+	rm -f $(DESTDIR)$(PREFIX)/include/amp.h $(DESTDIR)$(PREFIX)/lib/libamp.* $(DESTDIR)$(PREFIX)/lib/libamp_mpi.a \
+	    $(DESTDIR)$(PREFIX)/bin/amp \
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig/amp.pc
 	rm -rf $(DESTDIR)$(PREFIX)/include/amp
 

@@ -19,6 +19,7 @@
 #include "amp/nn.h"
 #include "amp/data.h"
 #include "amp/checkpoint.h"
+#include "amp/comm.h"
 #include "amp/train.h"
 
 #endif /* AMP_H */

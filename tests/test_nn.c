@@ -384,3 +384,81 @@ void test_nn_errors_and_dtypes(void) {
     amp_ctx_free(ctx);
     amp_model_free(m);
 }
+
+/* ---- the grad-ready hook (data-parallel buckets start from it) ---- */
+
+typedef struct hook_log {
+    size_t n;
+    int calls[64];
+    unsigned char *snap[64]; /* the gradient's bytes when the hook said it was complete */
+} hook_log;
+
+static void record_ready(amp_ctx *ctx, size_t index, void *user) {
+    hook_log *log = user;
+    if (index >= log->n) return;
+    log->calls[index]++;
+    const amp_tensor *g = amp_ctx_param(ctx, index)->grad;
+    const size_t bytes = (size_t)amp_tensor_numel(g) * amp_dtype_size(g->dtype);
+    free(log->snap[index]);
+    log->snap[index] = malloc(bytes);
+    if (log->snap[index]) memcpy(log->snap[index], g->data, bytes);
+}
+
+/* Every parameter is reported exactly once per backward, and at that moment its gradient already has
+ * its final value: nothing later on the tape adds to it (under autocast too, where the weights reach
+ * the matmuls through cached casts, and for the lstm, whose weights are used at every time step). */
+void test_grad_ready_hook(void) {
+    enum { B = 4 };
+    for (int k = 0; k < AMP_MODEL_COUNT; k++) {
+        for (int cast = 0; cast < 2; cast++) {
+            const amp_model_kind kind = (amp_model_kind)k;
+            amp_ctx *ctx = new_ctx();
+            amp_model *m = NULL;
+            amp_model_config cfg = small_config(kind);
+            hook_log log = {0};
+            if (!ctx || !CHECK(amp_model_create(ctx, &cfg, &m) == AMP_OK) ||
+                !CHECK(amp_ctx_alloc_params(ctx) == AMP_OK) || !CHECK(amp_model_init(m, 3) == AMP_OK) ||
+                !CHECK(amp_ctx_num_params(ctx) <= 64)) {
+                amp_ctx_free(ctx);
+                amp_model_free(m);
+                continue;
+            }
+            log.n = amp_ctx_num_params(ctx);
+            const bool text = amp_model_is_text(kind);
+            const int64_t n_in = text ? B * cfg.context : B * cfg.in_channels * cfg.image_rows * cfg.image_cols;
+            const int64_t n_targets = text ? B * cfg.context : B;
+            float *x = malloc((size_t)n_in * sizeof *x);
+            int32_t *tokens = malloc((size_t)n_in * sizeof *tokens), *targets = malloc((size_t)n_targets * sizeof *targets);
+            if (CHECK(x && tokens && targets)) {
+                for (int64_t i = 0; i < n_in; i++) x[i] = (float)((i * 37) % 11) / 11.0f - 0.5f, tokens[i] = (int32_t)(i % cfg.vocab);
+                for (int64_t i = 0; i < n_targets; i++) targets[i] = (int32_t)((i * 5) % (text ? cfg.vocab : cfg.classes));
+                amp_zero_grad(ctx);
+                amp_tensor *xt = text ? NULL
+                                      : amp_tensor_from(ctx, AMP_F32, 4,
+                                                        (const int64_t[]){B, cfg.in_channels, cfg.image_rows, cfg.image_cols},
+                                                        x, AMP_F32);
+                if (cast) amp_autocast_enter(AMP_F16);
+                amp_tensor *logits = amp_model_forward(m, ctx, xt, text ? tokens : NULL, B, true);
+                amp_tensor *loss = logits ? amp_cross_entropy(ctx, logits, targets) : NULL;
+                if (cast) amp_autocast_exit();
+                amp_ctx_set_grad_ready_hook(ctx, record_ready, &log);
+                if (CHECK_MSG(loss && amp_backward(ctx, loss, NULL) == AMP_OK, "%s: %s", amp_model_kind_name(kind),
+                              amp_ctx_error(ctx))) {
+                    for (size_t i = 0; i < log.n; i++) {
+                        const amp_tensor *p = amp_ctx_param(ctx, i);
+                        CHECK_MSG(log.calls[i] == 1, "%s%s: %s reported %d times", amp_model_kind_name(kind),
+                                  cast ? " (autocast)" : "", p->name, log.calls[i]);
+                        const size_t bytes = (size_t)amp_tensor_numel(p) * amp_dtype_size(p->dtype);
+                        CHECK_MSG(log.snap[i] && !memcmp(log.snap[i], p->grad->data, bytes),
+                                  "%s%s: %s's gradient changed after it was reported complete",
+                                  amp_model_kind_name(kind), cast ? " (autocast)" : "", p->name);
+                    }
+                }
+            }
+            for (size_t i = 0; i < 64; i++) free(log.snap[i]);
+            free(x), free(tokens), free(targets);
+            amp_ctx_free(ctx);
+            amp_model_free(m);
+        }
+    }
+}

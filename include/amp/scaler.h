@@ -172,6 +172,12 @@ int amp_scaler_backward(amp_scaler *s, amp_ctx *ctx, amp_tensor *loss);
  * touched). Disabled: does nothing. */
 int amp_scaler_unscale(amp_scaler *s, amp_optimizer *opt);
 
+/* Data-parallel training: after amp_scaler_unscale, records that another rank found inf/NaN in its
+ * gradients this iteration (the found_inf all-reduce of PyTorch's ShardedGradScaler), so step skips
+ * and update backs off here too. AMP_ERR_STATE unless opt is unscaled and not stepped. Disabled:
+ * does nothing. */
+int amp_scaler_record_found_inf(amp_scaler *s, const amp_optimizer *opt);
+
 typedef enum amp_skip_reason {
     AMP_SKIP_NONE = 0,
     AMP_SKIP_FOUND_INF = 1,               /* a scaled gradient was inf/NaN before unscaling (PyTorch's skip) */

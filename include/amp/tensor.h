@@ -108,6 +108,15 @@ void *amp_ctx_param_memory(const amp_ctx *ctx, size_t *bytes);
 void *amp_ctx_grad_memory(const amp_ctx *ctx, size_t *bytes);
 /* Zeroes every parameter gradient (one memset). */
 void amp_zero_grad(amp_ctx *ctx);
+/* The parameter's byte offset in the parameter (and gradient) buffer. */
+size_t amp_ctx_param_offset(const amp_ctx *ctx, size_t index);
+
+/* Called during backward as soon as parameter `index`'s gradient is complete for this backward (no
+ * op left on the tape uses the parameter), so data-parallel training can start sending it while
+ * backward goes on (PyTorch DDP's bucket hooks). Parameters the backward never reaches are not
+ * reported. NULL removes the hook. Costs a pass over the tape per backward when set. */
+typedef void (*amp_grad_ready_fn)(amp_ctx *ctx, size_t index, void *user);
+void amp_ctx_set_grad_ready_hook(amp_ctx *ctx, amp_grad_ready_fn fn, void *user);
 
 /* ---- arena tensors ---- */
 

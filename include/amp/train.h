@@ -86,6 +86,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "comm.h"
 #include "nn.h"
 #include "optim.h"
 #include "precision.h"
@@ -137,7 +138,35 @@ typedef struct amp_train_config {
                                     continue from (see "Checkpoints" above) */
     int64_t grad_stats_every;    /* gradient statistics: 0 the default schedule, > 0 every this many
                                     steps (and step 1), < 0 never (see "Gradient statistics") */
+
+    /* Data-parallel training (amp/comm.h). NULL: one process. Otherwise every rank runs this call
+     * with the same configuration: `batch` stays the global micro-batch, each rank takes its
+     * batch / size consecutive samples of it (batch % size == 0), computes the gradient of its
+     * share of the mean loss (seed scale / (accum * size)), and after the last micro-batch's
+     * backward the gradients are summed across ranks, bucket by bucket as backward completes them
+     * (comm->start_grads from the grad-ready hook), so the sum equals the one-process gradient up
+     * to the order of the additions. Then each rank unscales and checks; the inf/NaN flag is
+     * all-reduced with MAX (NaN counts as found), so every rank skips the same steps and keeps the
+     * same scale; the optimizer runs identically everywhere. Losses, accuracy and gradient
+     * statistics are of the global batch (evaluation is split across ranks and summed). Only rank
+     * 0 writes checkpoints; every rank can resume from one, with any number of ranks. */
+    amp_comm *comm;
+    amp_dtype grad_wire;          /* the gradients' dtype on the network: AMP_F32 (default), or
+                                     AMP_BF16 / AMP_F16 (half the bytes; summed in fp32, rounded
+                                     once per direction; see amp_comm.start_grads) */
+    size_t bucket_bytes;          /* gradient bucket size (0: AMP_TRAIN_BUCKET_BYTES) */
+    int64_t check_replicas_every; /* > 0 with comm: every this many steps, compare a checksum of the
+                                     parameters and optimizer state across ranks; a difference fails
+                                     the run with AMP_ERR_STATE (a debugging aid; costs a pass) */
+
+    /* Fault injection (tests, drills): before the scaler, with probability inject_nonfinite per
+     * step, one gradient value becomes +inf, -inf or NaN (drawn from (seed, step, rank), so runs
+     * repeat). inject_rank >= 0 limits it to that rank; -1: every rank draws. */
+    double inject_nonfinite;
+    int inject_rank;
 } amp_train_config;
+
+#define AMP_TRAIN_BUCKET_BYTES ((size_t)1 << 20)
 
 /* The defaults for `kind` (see the fields). */
 amp_train_config amp_train_default_config(amp_model_kind kind);
@@ -207,6 +236,8 @@ typedef struct amp_train_result {
     double grad_underflow_fp16_unscaled, grad_underflow_fp16_scaled, grad_overflow_fp16_scaled;
     int64_t grad_stats_samples;
     amp_grad_stats grad_stats;
+    int ranks;                  /* processes that trained (1 without a communicator) */
+    int64_t injected_steps;     /* injected inf/NaN faults, summed over the ranks */
 } amp_train_result;
 
 /* Runs the training described by cfg. Returns AMP_OK; AMP_ERR_INVALID_ARGUMENT (a bad setting, a

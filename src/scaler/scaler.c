@@ -234,6 +234,17 @@ int amp_scaler_unscale(amp_scaler *s, amp_optimizer *opt) {
     return do_unscale(s, opt, st);
 }
 
+int amp_scaler_record_found_inf(amp_scaler *s, const amp_optimizer *opt) {
+    if (!s || !opt) return AMP_ERR_NULL_POINTER;
+    if (!s->enabled) return AMP_OK;
+    scaler_opt_state *st = find_state(s, opt);
+    if (!st || st->stage != AMP_STAGE_UNSCALED)
+        return fail(s, AMP_ERR_STATE, "record_found_inf() needs unscale_() first in this iteration.");
+    st->found_inf = 1.0f;
+    st->has_checks = true;
+    return AMP_OK;
+}
+
 /* ---- step ---- */
 
 const char *amp_skip_reason_name(amp_skip_reason reason) {

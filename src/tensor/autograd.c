@@ -89,6 +89,42 @@ const float *amp_grad_out(amp_ctx *ctx, const amp_node *node) { return amp_f32_v
 
 /* ---- backward ---- */
 
+/* The parameter slot whose tensor is t, or -1 (parameters are laid out in index order, so their data
+ * pointers are sorted). */
+static int64_t param_index(const amp_ctx *ctx, const amp_tensor *t) {
+    if (!t || !t->is_leaf || !ctx->param_memory || !t->data) return -1;
+    const unsigned char *d = t->data, *base = ctx->param_memory;
+    if (d < base || d >= base + ctx->param_bytes) return -1;
+    const size_t off = (size_t)(d - base);
+    size_t lo = 0, hi = ctx->n_params;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (ctx->params[mid].offset < off) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < ctx->n_params && ctx->params[lo].tensor == t ? (int64_t)lo : -1;
+}
+
+/* For the grad-ready hook: how many tape nodes still have to run for each parameter (scratch). */
+static int32_t *count_param_uses(amp_ctx *ctx) {
+    int32_t *pending = amp_scratch_alloc(ctx, (ctx->n_params ? ctx->n_params : 1) * sizeof *pending);
+    if (!pending) return NULL;
+    memset(pending, 0, (ctx->n_params ? ctx->n_params : 1) * sizeof *pending);
+    for (const amp_node *node = ctx->tape; node; node = node->prev)
+        for (int i = 0; i < node->n_in; i++) {
+            const int64_t k = param_index(ctx, node->in[i]);
+            if (k >= 0) pending[k]++;
+        }
+    return pending;
+}
+
+static void release_param_uses(amp_ctx *ctx, const amp_node *node, int32_t *pending) {
+    for (int i = 0; i < node->n_in; i++) {
+        const int64_t k = param_index(ctx, node->in[i]);
+        if (k >= 0 && --pending[k] == 0) ctx->grad_ready(ctx, (size_t)k, ctx->grad_ready_user);
+    }
+}
+
 static int run_backward(amp_ctx *ctx, amp_tensor *loss, const float *seed) {
     if (!ctx || !loss) return ctx ? amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "backward: loss is NULL") : AMP_ERR_NULL_POINTER;
     if (ctx->status != AMP_OK) return ctx->status;
@@ -96,22 +132,27 @@ static int run_backward(amp_ctx *ctx, amp_tensor *loss, const float *seed) {
         return amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT,
                             "backward: the loss does not require grad (no parameter or input with requires_grad "
                             "reached it, or grad mode was off)");
+    const amp_arena_mark outer = amp_scratch_mark(ctx);
+    int32_t *pending = ctx->grad_ready ? count_param_uses(ctx) : NULL;
+    if (ctx->grad_ready && !pending) return ctx->status;
     amp_arena_mark m = amp_scratch_mark(ctx);
     /* The seed becomes the loss's gradient (kept only if the loss is a leaf or retains its grad). */
     if (!loss->is_leaf) loss->grad = NULL;
     int st = amp_grad_accumulate(ctx, loss, seed);
     amp_scratch_release(ctx, m);
-    if (st != AMP_OK) return st;
-    for (amp_node *node = ctx->tape; node; node = node->prev) {
+    for (amp_node *node = ctx->tape; node && st == AMP_OK; node = node->prev) {
         amp_tensor *out = node->out;
-        if (!out->grad) continue; /* no gradient reached this node */
-        m = amp_scratch_mark(ctx);
-        node->backward(ctx, node);
-        amp_scratch_release(ctx, m);
-        if (ctx->status != AMP_OK) return ctx->status;
-        if (!out->retains_grad) out->grad = NULL; /* PyTorch frees non-leaf gradients after use */
+        if (out->grad) { /* else no gradient reached this node */
+            m = amp_scratch_mark(ctx);
+            node->backward(ctx, node);
+            amp_scratch_release(ctx, m);
+            if ((st = ctx->status) != AMP_OK) break;
+            if (!out->retains_grad) out->grad = NULL; /* PyTorch frees non-leaf gradients after use */
+        }
+        if (pending) release_param_uses(ctx, node, pending);
     }
-    return ctx->status;
+    amp_scratch_release(ctx, outer);
+    return st != AMP_OK ? st : ctx->status;
 }
 
 int amp_backward(amp_ctx *ctx, amp_tensor *loss, const amp_tensor *seed) {

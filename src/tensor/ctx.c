@@ -251,6 +251,14 @@ void *amp_ctx_grad_memory(const amp_ctx *ctx, size_t *bytes) {
     if (bytes) *bytes = ctx->param_bytes;
     return ctx->grad_memory;
 }
+size_t amp_ctx_param_offset(const amp_ctx *ctx, size_t index) {
+    return (ctx && index < ctx->n_params) ? ctx->params[index].offset : 0;
+}
+void amp_ctx_set_grad_ready_hook(amp_ctx *ctx, amp_grad_ready_fn fn, void *user) {
+    if (!ctx) return;
+    ctx->grad_ready = fn;
+    ctx->grad_ready_user = user;
+}
 void amp_zero_grad(amp_ctx *ctx) {
     if (ctx && ctx->grad_memory) memset(ctx->grad_memory, 0, ctx->param_bytes);
 }

@@ -51,6 +51,9 @@ struct amp_ctx {
     size_t param_bytes, buffer_bytes;
     uint64_t persistent_allocations;
 
+    amp_grad_ready_fn grad_ready; /* amp_ctx_set_grad_ready_hook */
+    void *grad_ready_user;
+
     uint64_t rng[AMP_RNG_STREAMS];
 };
 

@@ -14,7 +14,7 @@
 #define LOSS_EMA_WEIGHT 0.1
 
 /* Purposes of the run's generators, each keyed by (seed, purpose) so one never shifts another. */
-enum { RNG_DATA_ORDER = 1, RNG_TEXT_STARTS = 2 };
+enum { RNG_DATA_ORDER = 1, RNG_TEXT_STARTS = 2 }; /* RNG_INJECT = 3: inject.c */
 
 const char *amp_scaler_mode_name(amp_scaler_mode mode) {
     switch (mode) {
@@ -49,6 +49,12 @@ amp_train_config amp_train_default_config(amp_model_kind kind) {
         .checkpoint_every = 0,
         .resume = NULL,
         .grad_stats_every = 0,
+        .comm = NULL,
+        .grad_wire = AMP_F32,
+        .bucket_bytes = 0,
+        .check_replicas_every = 0,
+        .inject_nonfinite = 0.0,
+        .inject_rank = -1,
     };
     c.optim.lr = text ? AMP_TRAIN_TEXT_LR : AMP_TRAIN_IMAGE_LR;
     if (!text) c.optim.momentum = 0.9f;
@@ -63,13 +69,7 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* splitmix64's finaliser: a counter-based generator (the value for counter k depends only on k). */
-static uint64_t mix64(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+#define mix64 amp_train_mix64
 
 int amp_train_fail(amp_train_run_state *r, int status, const char *fmt, ...) {
     if (r->err && r->err_size > 0) {
@@ -126,22 +126,23 @@ static int load_data(amp_train_run_state *r) {
     return AMP_OK;
 }
 
-/* Fills the micro-batch with global index m (0, 1, ...) into r->x / r->tokens and r->y. */
+/* Fills this rank's share of the micro-batch with global index m (0, 1, ...) into r->x / r->tokens
+ * and r->y: samples [rank * local, (rank + 1) * local) of the global micro-batch. */
 static int fill_train_batch(amp_train_run_state *r, int64_t m) {
-    const int64_t batch = r->cfg.batch;
+    const int64_t batch = r->cfg.batch, local = r->local_batch, first = (int64_t)r->rank * local;
     if (r->text) {
         const int64_t ctxlen = r->cfg.model.context, valid = r->corpus.train_len - ctxlen;
-        for (int64_t b = 0; b < batch; b++)
-            r->starts[b] = (int64_t)(mix64(r->text_seed + (uint64_t)(m * batch + b)) % (uint64_t)valid);
-        return amp_text_corpus_batch(&r->corpus, false, r->starts, batch, ctxlen, r->tokens, r->y);
+        for (int64_t b = 0; b < local; b++)
+            r->starts[b] = (int64_t)(mix64(r->text_seed + (uint64_t)(m * batch + first + b)) % (uint64_t)valid);
+        return amp_text_corpus_batch(&r->corpus, false, r->starts, local, ctxlen, r->tokens, r->y);
     }
     const int64_t epoch = m / r->micro_per_epoch;
     if (epoch != r->order_epoch) {
         amp_shuffle_indices(r->order, r->train_set.count, r->data_seed, (uint64_t)epoch);
         r->order_epoch = epoch;
     }
-    return amp_image_dataset_batch(&r->train_set, r->order + (m % r->micro_per_epoch) * batch, batch, r->mean, r->std,
-                                   r->x, r->y);
+    return amp_image_dataset_batch(&r->train_set, r->order + (m % r->micro_per_epoch) * batch + first, local, r->mean,
+                                   r->std, r->x, r->y);
 }
 
 /* ---- forward ------------------------------------------------------------------------------------ */
@@ -182,7 +183,7 @@ static int evaluate(amp_train_run_state *r, double *test_loss, double *accuracy)
     if (r->text) {
         const int64_t ctxlen = r->cfg.model.context, valid = r->corpus.heldout_len - ctxlen;
         const int64_t windows = r->cfg.eval_batches * batch;
-        for (int64_t k = 0; k < r->cfg.eval_batches && st == AMP_OK; k++) {
+        for (int64_t k = r->rank; k < r->cfg.eval_batches && st == AMP_OK; k += r->ranks) {
             amp_ctx_reset(r->ctx);
             for (int64_t b = 0; b < batch; b++) r->starts[b] = (k * batch + b) * valid / windows;
             st = amp_text_corpus_batch(&r->corpus, true, r->starts, batch, ctxlen, r->tokens, r->y);
@@ -192,7 +193,7 @@ static int evaluate(amp_train_run_state *r, double *test_loss, double *accuracy)
         }
     } else {
         const int64_t count = r->test_set.count, classes = r->cfg.model.classes;
-        for (int64_t at = 0; at < count && st == AMP_OK; at += batch) {
+        for (int64_t at = (int64_t)r->rank * batch; at < count && st == AMP_OK; at += (int64_t)r->ranks * batch) {
             const int64_t n = count - at < batch ? count - at : batch;
             amp_ctx_reset(r->ctx);
             for (int64_t i = 0; i < n; i++) r->order_eval[i] = at + i;
@@ -216,6 +217,12 @@ static int evaluate(amp_train_run_state *r, double *test_loss, double *accuracy)
     }
     amp_set_grad_enabled(r->ctx, prev);
     amp_ctx_reset(r->ctx);
+    /* Data parallel: each rank evaluated every ranks-th batch; the totals are the sums. (Every rank
+     * takes part even after a local failure, so no peer waits forever; the failure still wins.) */
+    double totals[4] = {loss_sum, weight, (double)correct, (double)seen};
+    const int sum_st = amp_train_dist_sum(r, totals, 4);
+    if (st == AMP_OK) st = sum_st;
+    loss_sum = totals[0], weight = totals[1], correct = (int64_t)totals[2], seen = (int64_t)totals[3];
     *test_loss = weight > 0 ? loss_sum / weight : NAN;
     *accuracy = r->text ? NAN : (seen > 0 ? (double)correct / (double)seen : NAN);
     return st;
@@ -249,6 +256,14 @@ static int check_config(amp_train_run_state *r) {
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "checkpoint_every needs a checkpoint path");
     if ((c->checkpoint && !c->checkpoint[0]) || (c->resume && !c->resume[0]))
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "empty checkpoint or resume path");
+    if (!(c->inject_nonfinite >= 0 && c->inject_nonfinite <= 1))
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "inject_nonfinite %g must be a probability in [0, 1]",
+                              c->inject_nonfinite);
+    if (c->inject_rank < -1)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "inject_rank %d must be -1 (every rank) or a rank", c->inject_rank);
+    if (c->check_replicas_every < 0)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "check_replicas_every %lld must be >= 0",
+                              (long long)c->check_replicas_every);
     if (r->text && c->model.context < 1)
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "context %lld out of range", (long long)c->model.context);
     return AMP_OK;
@@ -297,6 +312,7 @@ static int setup(amp_train_run_state *r) {
     if (c->scaler == AMP_SCALER_STATIC) sc.init_scale = c->static_scale;
     st = amp_scaler_create(&sc, &r->scaler);
     if (st != AMP_OK) return amp_train_fail(r, st, "scaler: %s", amp_status_str(st));
+    if ((st = amp_train_dist_setup(r)) != AMP_OK) return st;
 
     const int64_t batch = c->batch;
     const int64_t per_sample = r->text ? c->model.context : r->train_set.rows * r->train_set.cols;
@@ -333,6 +349,7 @@ static void teardown(amp_train_run_state *r) {
     free(r->order_eval);
     free(r->logits);
     free(r->gs_buf);
+    amp_train_dist_free(r);
 }
 
 /* Pure presets: the update is computed from the low-precision parameter itself, not from a master
@@ -353,28 +370,49 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
     const bool scaling = c->scaler != AMP_SCALER_OFF;
     amp_zero_grad(r->ctx);
     const float scale = amp_scaler_scale(r->scaler); /* 1 when off */
-    const float seed = scale / (float)c->accum;
+    /* The effective batch's loss is the mean over accum micro-batches and, data parallel, over the
+     * ranks' equal shares: each backward carries 1 / (accum * ranks) of it. */
+    const float seed = scale / (float)(c->accum * r->ranks);
     double sum = 0;
     for (int64_t a = 0; a < c->accum; a++) {
         amp_ctx_reset(r->ctx);
         int st = fill_train_batch(r, r->step * c->accum + a);
         if (st != AMP_OK) return amp_train_fail(r, st, "cannot build batch %lld", (long long)(r->step * c->accum + a));
-        amp_tensor *loss = forward_loss(r, c->batch, NULL);
+        amp_tensor *loss = forward_loss(r, r->local_batch, NULL);
         if (!loss) return ctx_failure(r, "forward");
         sum += amp_tensor_get(loss, 0);
         if (c->detect_anomaly && (st = amp_train_check_forward(r)) != AMP_OK) return st;
-        if (amp_backward_scaled(r->ctx, loss, seed) != AMP_OK) return ctx_failure(r, "backward");
+        if (a == c->accum - 1) amp_train_dist_arm(r); /* sums start as the last backward completes them */
+        const int bst = amp_backward_scaled(r->ctx, loss, seed);
+        if (a == c->accum - 1 && (st = amp_train_dist_finish(r)) != AMP_OK) return st;
+        if (bst != AMP_OK) return ctx_failure(r, "backward");
         if (c->detect_anomaly && !scaling && (st = amp_train_check_backward(r)) != AMP_OK) return st;
     }
-    *step_loss = sum / (double)c->accum;
+    double loss_sum = sum / (double)c->accum;
+    int st = amp_train_dist_sum(r, &loss_sum, 1);
+    if (st != AMP_OK) return st;
+    *step_loss = loss_sum / (double)r->ranks;
     if (amp_train_grad_stats_due(r, r->step + 1)) {
-        int st = amp_train_grad_stats_sample(r, r->step + 1, scaling ? scale : 1.0f);
+        st = amp_train_grad_stats_sample(r, r->step + 1, scaling ? scale : 1.0f);
         if (st != AMP_OK) return st;
     }
+    /* The drill goes in after the sum, so with several ranks only the injecting rank sees it and the
+     * flag all-reduce below must carry it to the others. */
+    if (amp_train_inject_nonfinite(r, r->step + 1)) r->injected++;
     if (!r->prec->master_weights) reload_masters(r);
     if (scaling) {
         amp_step_report rep;
-        int st = amp_scaler_step_fused(r->scaler, r->opt, c->clip, &rep);
+        if (c->comm) {
+            /* unscale and check here, agree on the flag everywhere, then the fused pass (which, after
+             * an explicit unscale, clips and updates with inv_scale 1, or skips). */
+            st = amp_scaler_unscale(r->scaler, r->opt);
+            bool any = false;
+            if (st == AMP_OK) st = amp_train_dist_any_found(r, amp_scaler_found_inf(r->scaler, r->opt), &any);
+            else return amp_train_fail(r, st, "scaler at step %lld: %s", (long long)r->step + 1, amp_scaler_error(r->scaler));
+            if (st != AMP_OK) return st;
+            if (any && amp_scaler_found_inf(r->scaler, r->opt) == 0.0f) st = amp_scaler_record_found_inf(r->scaler, r->opt);
+        }
+        if (st == AMP_OK) st = amp_scaler_step_fused(r->scaler, r->opt, c->clip, &rep);
         if (st == AMP_OK)
             st = c->scaler == AMP_SCALER_STATIC ? amp_scaler_update_to(r->scaler, c->static_scale)
                                                 : amp_scaler_update(r->scaler);
@@ -385,6 +423,8 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
         if (c->clip > 0) amp_optimizer_clip_grad_norm(r->opt, c->clip);
         amp_optimizer_step(r->opt);
     }
+    if (c->comm && c->check_replicas_every > 0 && (r->step + 1) % c->check_replicas_every == 0)
+        return amp_train_dist_check_replicas(r);
     return AMP_OK;
 }
 
@@ -479,17 +519,21 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
             p.bits_per_char = result->bits_per_char;
             if (cb && cb->progress) cb->progress(&p, cb->user);
         }
-        if (c->checkpoint && c->checkpoint_every > 0 && done % c->checkpoint_every == 0 && done != total) {
+        if (c->checkpoint && r.rank == 0 && c->checkpoint_every > 0 && done % c->checkpoint_every == 0 && done != total) {
             r.step = done; /* the state after `done` steps */
             st = amp_train_save_checkpoint(&r);
             r.step = done - 1;
             last_saved = done;
         }
     }
-    if (st == AMP_OK && c->checkpoint && last_saved != r.step) st = amp_train_save_checkpoint(&r);
+    if (st == AMP_OK && c->checkpoint && r.rank == 0 && last_saved != r.step) st = amp_train_save_checkpoint(&r);
     result->steps = r.step;
     result->epochs = (r.step + steps_per_epoch - 1) / steps_per_epoch;
     result->skipped_steps = r.skipped;
+    result->ranks = r.ranks;
+    double injected = (double)r.injected; /* over every rank (a collective: only when all got here) */
+    if (st == AMP_OK && amp_train_dist_sum(&r, &injected, 1) != AMP_OK) injected = (double)r.injected;
+    result->injected_steps = (int64_t)injected;
     result->final_scale = amp_scaler_get_scale(r.scaler);
     result->samples_per_sec = train_time > 0 ? samples_per_step * (double)(r.step - r.start_step) / train_time : 0;
     result->grad_stats_samples = r.gs_samples;

@@ -51,7 +51,25 @@ typedef struct amp_train_run_state {
     int64_t gs_samples;
     amp_grad_stats gs_last;
     float *gs_buf; /* conversion buffer for F16/BF16 gradients */
+
+    /* Data parallel (distributed.c); rank 0 of 1 without a communicator. */
+    int rank, ranks;
+    int64_t local_batch;            /* samples of each global micro-batch this rank computes */
+    struct amp_train_bucket *buckets; /* gradient buckets, in launch order (last parameters first) */
+    int n_buckets, next_bucket;     /* buckets; the next one to launch */
+    int *bucket_of;                 /* [params]: the bucket holding each parameter */
+    int *bucket_pending;            /* [buckets]: parameters not ready yet in this backward */
+    int dist_status;                /* the first failure inside the grad-ready hook */
+    int64_t injected;               /* steps with an injected inf/NaN */
 } amp_train_run_state;
+
+/* splitmix64's finaliser: a counter-based generator (the value for counter k depends only on k). */
+static inline uint64_t amp_train_mix64(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
 
 /* Writes the message into the run's err buffer and returns status. */
 int amp_train_fail(amp_train_run_state *r, int status, const char *fmt, ...)
@@ -69,6 +87,24 @@ int amp_train_resume(amp_train_run_state *r);
  * gradients now in the parameters (carrying loss scale `scale`) into r->gs_last and the sums. */
 bool amp_train_grad_stats_due(const amp_train_run_state *r, int64_t done);
 int amp_train_grad_stats_sample(amp_train_run_state *r, int64_t done, float scale);
+
+/* Data parallel (distributed.c). All are no-ops (AMP_OK) without a communicator.
+ * setup: checks batch % ranks, sets rank, ranks, local_batch (batch without one) and the buckets.
+ * arm: before the backward of a step's last micro-batch: the grad-ready hook starts buckets.
+ * finish: after it: starts what backward did not, waits for every sum, removes the hook.
+ * sum: in-place SUM of n doubles over ranks. any_found: MAX of a flag (NaN counts as found).
+ * check_replicas: AMP_ERR_STATE when the parameters or masters differ across ranks. */
+int amp_train_dist_setup(amp_train_run_state *r);
+void amp_train_dist_arm(amp_train_run_state *r);
+int amp_train_dist_finish(amp_train_run_state *r);
+int amp_train_dist_sum(amp_train_run_state *r, double *v, size_t n);
+int amp_train_dist_any_found(amp_train_run_state *r, float found, bool *any);
+int amp_train_dist_check_replicas(amp_train_run_state *r);
+void amp_train_dist_free(amp_train_run_state *r);
+
+/* Fault injection (inject.c): with probability cfg.inject_nonfinite, writes +inf, -inf or NaN into
+ * one gradient value for step `done` (1-based); returns true when it did. */
+bool amp_train_inject_nonfinite(amp_train_run_state *r, int64_t done);
 
 /* --detect-anomaly: AMP_OK, or AMP_ERR_STATE with a message naming the first op on the tape (in
  * creation order) whose output holds inf/NaN, or the parameter whose gradient does. */

@@ -23,5 +23,10 @@ int amp_cmd_info(int argc, char **argv) {
     for (int i = 0; i < AMP_ISA_COUNT; i++)
         printf(" %s%s", amp_isa_name((amp_isa)i), amp_isa_supported((amp_isa)i) ? "" : "(unsupported)");
     printf("\nactive path: %s (best: %s)\n", amp_isa_name(amp_isa_active()), amp_isa_name(amp_isa_best()));
+#ifdef AMP_HAVE_MPI
+    printf("mpi: yes (data-parallel `mpirun -np N amp train ...`)\n");
+#else
+    printf("mpi: no (built without MPI: install libopenmpi-dev and rebuild for data-parallel training)\n");
+#endif
     return AMP_EXIT_OK;
 }

@@ -10,8 +10,9 @@
 #include "amp.h"
 #include "bench_util.h"
 #include "commands.h"
-#include "train_flags.h"
+#include "launch.h"
 #include "report.h"
+#include "train_flags.h"
 
 /* Plain (non-terminal) progress: about this many lines per run, plus one per evaluation. */
 #define PLAIN_PROGRESS_LINES 20
@@ -23,6 +24,8 @@ static void print_help(void) {
            "                 [--optimizer sgd|adam|adamw] [--lr X] [--batch N] [--epochs N | --steps N]\n"
            "                 [--seed N] [--threads N] [--accum N] [--clip X] [--json] [--quiet] [--detect-anomaly]\n"
            "                 [--checkpoint FILE [--checkpoint-every N]] [--resume FILE] [--grad-stats-every N]\n"
+           "                 [--inject-nonfinite P [--inject-rank R]]\n"
+           "       mpirun -np N amp train ... [--allreduce-dtype fp32|bf16|fp16] [--check-replicas K] [--bucket-kb N]\n"
            "Trains a model on real data in a precision preset and reports loss, accuracy (image models) or\n"
            "bits per character (text models), skipped steps, the final loss scale and samples/s.\n\n"
            "  --model M          mlp (default), cnn: image classifiers; lstm, gpt: character language models\n"
@@ -59,6 +62,14 @@ static void print_help(void) {
            "  --quiet            no progress on stderr\n"
            "  --report DIR       write metrics.jsonl, loss / loss-scale / gradient-histogram plots (PNG, SVG) and\n"
            "                     index.html to DIR\n"
+           "  --inject-nonfinite P  fault drill: with probability P per step, one gradient value becomes inf or\n"
+           "                     NaN before the scaler sees it (the scaler skips the step; without one it spreads)\n"
+           "  --inject-rank R    data parallel: only rank R injects (default: every rank draws)\n"
+           "Data parallel (amp built with MPI, started by mpirun): --batch is the global batch, split evenly\n"
+           "over the ranks; gradients are summed while backward runs; rank 0 prints, reports and checkpoints.\n"
+           "  --allreduce-dtype D  gradients travel as fp32 (default), bf16 or fp16 (summed in fp32, rounded once)\n"
+           "  --check-replicas K every K steps, check that every rank holds the same parameters (debugging)\n"
+           "  --bucket-kb N      gradient bucket size for the overlapped sums (default 1024)\n"
            "Same seed and thread count give bit-identical runs. Exit status: 0 success, 1 failure while\n"
            "training, 2 bad usage or bad data.\n",
            AMP_IMAGE_DATASET_DEFAULT_DIR, AMP_TEXT_CORPUS_DEFAULT_PATH, AMP_TRAIN_EVAL_BATCHES);
@@ -154,6 +165,7 @@ static void print_json(const amp_train_result *r, const amp_train_config *c) {
     json_num("grad_underflow_fp16_unscaled", r->grad_underflow_fp16_unscaled, false);
     json_num("grad_underflow_fp16_scaled", r->grad_underflow_fp16_scaled, false);
     json_num("grad_overflow_fp16_scaled", r->grad_overflow_fp16_scaled, false);
+    printf("\"ranks\": %d, \"injected_steps\": %lld, ", r->ranks, (long long)r->injected_steps);
     json_num("samples_per_sec", r->samples_per_sec, false);
     json_num("wall_seconds", r->wall_seconds, true);
     printf("}\n");
@@ -174,6 +186,9 @@ static void print_summary(const amp_train_result *r) {
 }
 
 /* ---- the command -------------------------------------------------------------------------------- */
+
+static int run_and_print(amp_train_config *cfg, amp_model_kind kind, bool quiet, bool json, const char *report_dir,
+                         amp_train_result *result, char *err, size_t err_size);
 
 int amp_cmd_train(int argc, char **argv) {
     amp_model_kind kind; /* the first pass: --help, and --model (the defaults depend on it) */
@@ -198,7 +213,9 @@ int amp_cmd_train(int argc, char **argv) {
         if (strncmp(a, "--", 2) != 0) return amp_usage_error("train", "unexpected argument '%s'", a);
         static const char *const with_value[] = {"--model", "--precision", "--scaler", "--optimizer", "--lr",
                                                  "--momentum", "--weight-decay", "--clip", "--checkpoint",
-                                                 "--checkpoint-every", "--resume", "--grad-stats-every"};
+                                                 "--checkpoint-every", "--resume", "--grad-stats-every",
+                                                 "--inject-nonfinite", "--inject-rank", "--allreduce-dtype",
+                                                 "--check-replicas", "--bucket-kb"};
         bool known = amp_train_is_shared_flag(a);
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
         if (!known) return amp_usage_error("train", "unknown option '%s'", a);
@@ -266,6 +283,24 @@ int amp_cmd_train(int argc, char **argv) {
         } else if (strcmp(a, "--grad-stats-every") == 0) {
             NEED_LONG(0, 1L << 40);
             cfg.grad_stats_every = n > 0 ? n : -1;
+        } else if (strcmp(a, "--inject-nonfinite") == 0) {
+            NEED_DOUBLE();
+            if (!(d >= 0 && d <= 1)) return amp_usage_error("train", "--inject-nonfinite wants a probability in [0, 1], not '%s'", v);
+            cfg.inject_nonfinite = d;
+        } else if (strcmp(a, "--inject-rank") == 0) {
+            NEED_LONG(0, 1L << 20);
+            cfg.inject_rank = (int)n;
+        } else if (strcmp(a, "--allreduce-dtype") == 0) {
+            if (strcmp(v, "fp32") == 0) cfg.grad_wire = AMP_F32;
+            else if (strcmp(v, "bf16") == 0) cfg.grad_wire = AMP_BF16;
+            else if (strcmp(v, "fp16") == 0) cfg.grad_wire = AMP_F16;
+            else return amp_usage_error("train", "--allreduce-dtype wants fp32, bf16 or fp16, not '%s'", v);
+        } else if (strcmp(a, "--check-replicas") == 0) {
+            NEED_LONG(0, 1L << 40);
+            cfg.check_replicas_every = n;
+        } else if (strcmp(a, "--bucket-kb") == 0) {
+            NEED_LONG(1, 1L << 30);
+            cfg.bucket_bytes = (size_t)n << 10;
         }
 #undef NEED_LONG
 #undef NEED_DOUBLE
@@ -277,15 +312,39 @@ int amp_cmd_train(int argc, char **argv) {
     if (have_momentum && cfg.optim.kind != AMP_OPTIM_SGD)
         return amp_usage_error("train", "--momentum applies to sgd only");
 
-    progress_state ps = {.quiet = quiet, .live = isatty(2) != 0, .text = amp_model_is_text(kind)};
-    const amp_train_callbacks cb = {.progress = on_progress, .user = &ps};
-
     amp_train_result result;
     char err[512];
+    /* Under mpirun: every rank trains; rank 0 alone prints, reports and checkpoints (the library
+     * writes checkpoints on rank 0 only). */
+    amp_comm *comm = NULL;
+    int cst = amp_cli_comm_start(&comm, err, sizeof err);
+    if (cst != AMP_OK) {
+        fprintf(stderr, "amp: train: %s\n", err);
+        amp_cli_comm_finish(comm);
+        return cst == AMP_ERR_INVALID_ARGUMENT ? AMP_EXIT_USAGE : AMP_EXIT_FAILURE;
+    }
+    cfg.comm = comm;
+    const int rank = comm ? comm->rank : 0;
+    if (rank != 0) quiet = true, json = false, report_dir = NULL;
+    const int code = run_and_print(&cfg, kind, quiet, json, report_dir, &result, err, sizeof err);
+    if (code != AMP_EXIT_OK) return amp_cli_comm_abort(comm, code);
+    amp_cli_comm_finish(comm);
+    return code;
+}
+
+/* Trains and prints (on rank 0: the others pass quiet, no json, no report). */
+static int run_and_print(amp_train_config *cfgp, amp_model_kind kind, bool quiet, bool json, const char *report_dir,
+                         amp_train_result *resultp, char *err, size_t err_size) {
+    amp_train_config cfg = *cfgp;
+    amp_train_result result;
+    char rank_tag[32] = "";
+    if (cfg.comm && cfg.comm->size > 1) snprintf(rank_tag, sizeof rank_tag, "rank %d: ", cfg.comm->rank);
+    progress_state ps = {.quiet = quiet, .live = isatty(2) != 0, .text = amp_model_is_text(kind)};
+    const amp_train_callbacks cb = {.progress = on_progress, .user = &ps};
     amp_report *report = NULL;
     amp_train_callbacks run_cb = cb;
     if (report_dir) {
-        const int rs = amp_report_open(report_dir, &report, err, sizeof err);
+        const int rs = amp_report_open(report_dir, &report, err, err_size);
         if (rs == AMP_REPORT_BAD_PATH) return amp_usage_error("train", "%s", err);
         if (rs != AMP_REPORT_OK) {
             fprintf(stderr, "amp: train: %s\n", err);
@@ -295,21 +354,23 @@ int amp_cmd_train(int argc, char **argv) {
         amp_report_config_label(&cfg, label, sizeof label);
         amp_report_begin_run(report, label, &cb, &run_cb);
     }
-    const int st = amp_train_run(&cfg, &run_cb, &result, err, sizeof err);
+    const int st = amp_train_run(&cfg, &run_cb, &result, err, err_size);
+    *resultp = result;
     if (ps.line_open) fputc('\n', stderr);
     if (st != AMP_OK) {
         amp_report_discard(report);
-        fprintf(stderr, "amp: train: %s\n", err[0] ? err : amp_status_str(st));
+        fprintf(stderr, "amp: train: %s%s\n", rank_tag, err[0] ? err : amp_status_str(st));
         return (st == AMP_ERR_IO || st == AMP_ERR_FORMAT || st == AMP_ERR_INVALID_ARGUMENT) ? AMP_EXIT_USAGE
                                                                                              : AMP_EXIT_FAILURE;
     }
+    const bool speaker = !cfg.comm || cfg.comm->rank == 0;
     if (json)
         print_json(&result, &cfg);
-    else
+    else if (speaker)
         print_summary(&result);
     if (report) {
         amp_report_end_run(report, &cfg, &result);
-        if (amp_report_finish(report, err, sizeof err) != AMP_REPORT_OK) {
+        if (amp_report_finish(report, err, err_size) != AMP_REPORT_OK) {
             fprintf(stderr, "amp: train: %s\n", err);
             return AMP_EXIT_FAILURE;
         }
