@@ -49,6 +49,8 @@ amp_train_config amp_train_default_config(amp_model_kind kind) {
         .checkpoint_every = 0,
         .resume = NULL,
         .grad_stats_every = 0,
+        .lr_schedule = AMP_LR_CONSTANT,
+        .warmup_steps = 0,
         .comm = NULL,
         .grad_wire = AMP_F32,
         .bucket_bytes = 0,
@@ -264,6 +266,10 @@ static int check_config(amp_train_run_state *r) {
     if (c->check_replicas_every < 0)
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "check_replicas_every %lld must be >= 0",
                               (long long)c->check_replicas_every);
+    if (c->lr_schedule != AMP_LR_CONSTANT && c->lr_schedule != AMP_LR_COSINE)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "lr schedule %d: use constant or cosine", (int)c->lr_schedule);
+    if (c->warmup_steps < 0)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "warmup_steps %lld must be >= 0", (long long)c->warmup_steps);
     if (r->text && c->model.context < 1)
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "context %lld out of range", (long long)c->model.context);
     return AMP_OK;
@@ -400,6 +406,11 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
      * flag all-reduce below must carry it to the others. */
     if (amp_train_inject_nonfinite(r, r->step + 1)) r->injected++;
     if (!r->prec->master_weights) reload_masters(r);
+    if (c->lr_schedule != AMP_LR_CONSTANT || c->warmup_steps > 0) {
+        const amp_lr_schedule sched = {.kind = c->lr_schedule, .base_lr = c->optim.lr, .warmup_steps = c->warmup_steps,
+                                       .total_steps = r->total_steps - c->warmup_steps, .min_lr = 0.0f};
+        amp_optimizer_set_lr(r->opt, amp_lr_at(&sched, r->step));
+    }
     if (scaling) {
         amp_step_report rep;
         if (c->comm) {
@@ -458,6 +469,7 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
     const amp_train_config *c = &r.cfg;
     const int64_t steps_per_epoch = r.steps_per_epoch;
     const int64_t total = c->steps > 0 ? c->steps : c->epochs * steps_per_epoch;
+    r.total_steps = total;
     const int64_t epochs = (total + steps_per_epoch - 1) / steps_per_epoch;
     const double samples_per_step = (double)(c->batch * c->accum);
 

@@ -40,6 +40,7 @@ typedef struct amp_train_run_state {
     int64_t skipped; /* of which skipped by the scaler */
     int64_t start_step;      /* 0, or the step a resumed run started from */
     int64_t steps_per_epoch; /* optimizer steps per epoch (>= 1) */
+    int64_t total_steps;     /* the run's optimizer steps (the schedule's length) */
 
     /* Loss bookkeeping (saved in checkpoints so a resumed run reports the same numbers). */
     double loss_ema;    /* smoothed loss, NaN before the first step */

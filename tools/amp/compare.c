@@ -25,7 +25,8 @@ typedef struct compare_run {
 
 static void print_help(void) {
     printf("usage: amp compare [--model mlp|cnn|lstm|gpt] [--data PATH] [--runs LIST] [--json] [--report DIR]\n"
-           "                   [--epochs N | --steps N] [--batch N] [--accum N] [--lr X] [--seed N] [--threads N]\n"
+           "                   [--epochs N | --steps N] [--batch N] [--accum N] [--lr X] [--lr-schedule S] [--warmup N]\n"
+           "                   [--seed N] [--threads N]\n"
            "                   [--hidden N] [--layers N] [--heads N] [--context N] [--embed N] [--eval-batches N] [--quiet]\n"
            "Trains the same model from the same seed once per run and prints one table: test accuracy (image\n"
            "models) or bits/char (text models), final training loss, skipped steps, final loss scale, the\n"

@@ -37,6 +37,8 @@ static void print_help(void) {
            "                     off for the others)\n"
            "  --optimizer O      sgd (image default, momentum 0.9), adam, adamw (text default, weight decay 0.01)\n"
            "  --lr X             learning rate (default: 0.05 image models, 0.003 text models)\n"
+           "  --lr-schedule S    constant (default) or cosine (decays to 0 over the run, after the warmup)\n"
+           "  --warmup N         linear learning-rate warmup over N steps (default 0)\n"
            "  --momentum X       SGD momentum (default 0.9)\n"
            "  --weight-decay X   default: 0, 0.01 for adamw\n"
            "  --batch N          samples per micro-batch (default: 128 image models, 32 text models)\n"

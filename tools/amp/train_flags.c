@@ -29,7 +29,7 @@ int amp_cli_parse_u64(const char *s, uint64_t *out) {
 
 static const char *const shared_flags[] = {"--data",    "--seed",   "--batch",        "--epochs", "--steps",
                                            "--threads", "--accum",  "--eval-batches", "--hidden", "--layers",
-                                           "--heads",   "--context", "--embed"};
+                                           "--heads",   "--context", "--embed",   "--lr-schedule", "--warmup"};
 
 bool amp_train_is_shared_flag(const char *flag) {
     for (size_t k = 0; k < sizeof shared_flags / sizeof shared_flags[0]; k++)
@@ -47,8 +47,14 @@ int amp_train_shared_flag(const char *command, const char *a, const char *v, amp
             return amp_usage_error(command, "--seed wants an integer >= 0, not '%s'", v);
         return AMP_EXIT_OK;
     }
+    if (strcmp(a, "--lr-schedule") == 0) {
+        if (strcmp(v, "constant") == 0) cfg->lr_schedule = AMP_LR_CONSTANT;
+        else if (strcmp(v, "cosine") == 0) cfg->lr_schedule = AMP_LR_COSINE;
+        else return amp_usage_error(command, "--lr-schedule wants constant or cosine, not '%s'", v);
+        return AMP_EXIT_OK;
+    }
     /* The rest are integers in a range. */
-    long lo = 1, hi = 1L << 20, n = 0;
+    long lo = strcmp(a, "--warmup") == 0 ? 0 : 1, hi = 1L << 20, n = 0;
     if (strcmp(a, "--steps") == 0) hi = 1L << 40;
     if (strcmp(a, "--threads") == 0) hi = AMP_MAX_THREADS;
     if (amp_parse_long(v, lo, hi, &n) != 0)
@@ -63,6 +69,7 @@ int amp_train_shared_flag(const char *command, const char *a, const char *v, amp
     else if (strcmp(a, "--layers") == 0) cfg->model.layers = n;
     else if (strcmp(a, "--heads") == 0) cfg->model.heads = n;
     else if (strcmp(a, "--context") == 0) cfg->model.context = n;
+    else if (strcmp(a, "--warmup") == 0) cfg->warmup_steps = n;
     else cfg->model.embed = n;
     return AMP_EXIT_OK;
 }
