@@ -241,6 +241,11 @@ typedef struct amp_train_result {
     double grad_underflow_fp16_unscaled, grad_underflow_fp16_scaled, grad_overflow_fp16_scaled;
     int64_t grad_stats_samples;
     amp_grad_stats grad_stats;
+    /* Pure presets (fp16-pure, bf16-pure), on the sampled steps: of the parameter values whose fp32
+       update was nonzero, the fraction the rounded parameter did not keep (it stayed where it was:
+       the update was under half an ulp, Micikevicius et al.'s "vanishing update"), averaged over the
+       sampled steps that updated; NaN for the other presets or when none was sampled. */
+    double stalled_updates;
     int ranks;                  /* processes that trained (1 without a communicator) */
     int64_t injected_steps;     /* injected inf/NaN faults, summed over the ranks */
 } amp_train_result;

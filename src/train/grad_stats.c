@@ -94,3 +94,43 @@ int amp_train_grad_stats_sample(amp_train_run_state *r, int64_t done, float scal
     r->gs_samples++;
     return AMP_OK;
 }
+
+/* ---- stalled updates of the pure presets ------------------------------------------------------- */
+
+int amp_train_update_stats_begin(amp_train_run_state *r) {
+    size_t bytes = 0;
+    const void *params = amp_ctx_param_memory(r->ctx, &bytes);
+    if (!r->us_before && !(r->us_before = malloc(bytes ? bytes : 1)))
+        return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "out of memory for the update statistics");
+    memcpy(r->us_before, params, bytes);
+    return AMP_OK;
+}
+
+void amp_train_update_stats_end(amp_train_run_state *r) {
+    const unsigned char *base = amp_ctx_param_memory(r->ctx, NULL);
+    int64_t intended = 0, stalled = 0;
+    const size_t n_params = amp_optimizer_num_params(r->opt);
+    for (size_t i = 0; i < n_params && r->gs_buf; i++) {
+        const amp_tensor *p = amp_optimizer_param(r->opt, i);
+        if (!p || p->dtype == AMP_F32 || !p->data) continue;
+        const float *master = amp_optimizer_master(r->opt, i);
+        const size_t esize = amp_dtype_size(p->dtype);
+        const unsigned char *before = r->us_before + ((const unsigned char *)p->data - base);
+        const unsigned char *after = p->data;
+        const int64_t n = amp_tensor_numel(p);
+        for (int64_t at = 0; at < n; at += GS_CHUNK) {
+            const int64_t m = n - at < GS_CHUNK ? n - at : GS_CHUNK;
+            amp_convert(r->gs_buf, AMP_F32, before + (size_t)at * esize, p->dtype, (size_t)m);
+            for (int64_t j = 0; j < m; j++) {
+                /* The update the optimizer computed in fp32 (the master started this step equal to the
+                 * parameter) against what the rounded parameter kept of it. */
+                if (master[at + j] == r->gs_buf[j]) continue;
+                intended++;
+                stalled += !memcmp(before + (size_t)(at + j) * esize, after + (size_t)(at + j) * esize, esize);
+            }
+        }
+    }
+    if (intended == 0) return; /* a skipped step, or nothing moved: no sample */
+    r->us_sum += (double)stalled / (double)intended;
+    r->us_samples++;
+}

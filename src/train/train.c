@@ -355,6 +355,7 @@ static void teardown(amp_train_run_state *r) {
     free(r->order_eval);
     free(r->logits);
     free(r->gs_buf);
+    free(r->us_before);
     amp_train_dist_free(r);
 }
 
@@ -398,7 +399,8 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
     int st = amp_train_dist_sum(r, &loss_sum, 1);
     if (st != AMP_OK) return st;
     *step_loss = loss_sum / (double)r->ranks;
-    if (amp_train_grad_stats_due(r, r->step + 1)) {
+    const bool sampled = amp_train_grad_stats_due(r, r->step + 1);
+    if (sampled) {
         st = amp_train_grad_stats_sample(r, r->step + 1, scaling ? scale : 1.0f);
         if (st != AMP_OK) return st;
     }
@@ -406,6 +408,8 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
      * flag all-reduce below must carry it to the others. */
     if (amp_train_inject_nonfinite(r, r->step + 1)) r->injected++;
     if (!r->prec->master_weights) reload_masters(r);
+    const bool update_stats = sampled && !r->prec->master_weights && r->prec->param_dtype != AMP_F32 && r->gs_buf;
+    if (update_stats && (st = amp_train_update_stats_begin(r)) != AMP_OK) return st;
     if (c->lr_schedule != AMP_LR_CONSTANT || c->warmup_steps > 0) {
         const amp_lr_schedule sched = {.kind = c->lr_schedule, .base_lr = c->optim.lr, .warmup_steps = c->warmup_steps,
                                        .total_steps = r->total_steps - c->warmup_steps, .min_lr = 0.0f};
@@ -434,6 +438,7 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
         if (c->clip > 0) amp_optimizer_clip_grad_norm(r->opt, c->clip);
         amp_optimizer_step(r->opt);
     }
+    if (update_stats) amp_train_update_stats_end(r);
     if (c->comm && c->check_replicas_every > 0 && (r->step + 1) % c->check_replicas_every == 0)
         return amp_train_dist_check_replicas(r);
     return AMP_OK;
@@ -459,6 +464,7 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
     memset(result, 0, sizeof *result);
     result->test_loss = result->test_accuracy = result->bits_per_char = result->train_loss = NAN;
     result->grad_underflow_fp16_unscaled = result->grad_underflow_fp16_scaled = result->grad_overflow_fp16_scaled = NAN;
+    result->stalled_updates = NAN;
 
     int st = check_config(&r);
     if (st == AMP_OK) st = setup(&r);
@@ -554,6 +560,7 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
     result->grad_underflow_fp16_unscaled = r.gs_sum[0] / ns;
     result->grad_underflow_fp16_scaled = r.gs_sum[1] / ns;
     result->grad_overflow_fp16_scaled = r.gs_sum[2] / ns;
+    result->stalled_updates = r.us_samples > 0 ? r.us_sum / (double)r.us_samples : NAN;
     teardown(&r);
     result->wall_seconds = now_seconds() - t_start;
     return st;

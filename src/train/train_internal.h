@@ -52,6 +52,11 @@ typedef struct amp_train_run_state {
     int64_t gs_samples;
     amp_grad_stats gs_last;
     float *gs_buf; /* conversion buffer for F16/BF16 gradients */
+    /* Stalled updates (pure presets, sampled steps): the parameters before the step, and the sum and
+     * count of the sampled fractions. */
+    unsigned char *us_before;
+    double us_sum;
+    int64_t us_samples;
 
     /* Data parallel (distributed.c); rank 0 of 1 without a communicator. */
     int rank, ranks;
@@ -106,6 +111,13 @@ void amp_train_dist_free(amp_train_run_state *r);
 /* Fault injection (inject.c): with probability cfg.inject_nonfinite, writes +inf, -inf or NaN into
  * one gradient value for step `done` (1-based); returns true when it did. */
 bool amp_train_inject_nonfinite(amp_train_run_state *r, int64_t done);
+
+/* Stalled updates (grad_stats.c), pure presets on sampled steps: begin snapshots the parameters
+ * before the optimizer step; end counts, among the values whose fp32 update was nonzero, those the
+ * rounded low-precision parameter did not keep (it did not move), into us_sum / us_samples.
+ * Needs r->gs_buf (the gradient sample of the same step allocates it). */
+int amp_train_update_stats_begin(amp_train_run_state *r);
+void amp_train_update_stats_end(amp_train_run_state *r);
 
 /* --detect-anomaly: AMP_OK, or AMP_ERR_STATE with a message naming the first op on the tape (in
  * creation order) whose output holds inf/NaN, or the parameter whose gradient does. */
