@@ -118,6 +118,13 @@ size_t amp_ctx_param_offset(const amp_ctx *ctx, size_t index);
 typedef void (*amp_grad_ready_fn)(amp_ctx *ctx, size_t index, void *user);
 void amp_ctx_set_grad_ready_hook(amp_ctx *ctx, amp_grad_ready_fn fn, void *user);
 
+/* Called during backward for every tape node a gradient reached, just before the node's backward
+ * runs, with the node's output and the gradient flowing into it (the output's shape and dtype, so an
+ * fp16 op's gradient is fp16): the activation gradients, for diagnostics such as amp train's
+ * per-op underflow statistics. NULL removes the hook. */
+typedef void (*amp_backward_grad_fn)(amp_ctx *ctx, const amp_tensor *out, const amp_tensor *grad, void *user);
+void amp_ctx_set_backward_grad_hook(amp_ctx *ctx, amp_backward_grad_fn fn, void *user);
+
 /* ---- arena tensors ---- */
 
 /* A new contiguous tensor in the arena with uninitialized data (a leaf, no grad). */

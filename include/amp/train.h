@@ -194,6 +194,13 @@ typedef struct amp_grad_stats {
     double underflow_fp16_unscaled; /* fractions of the nonzero values (0 when there are none) */
     double underflow_fp16_scaled;
     double overflow_fp16_scaled;
+    /* Activation gradients: what flows into each op's output during the backward of the step's last
+       micro-batch (amp_ctx_set_backward_grad_hook), by the op that made the output: values looked at,
+       exact zeros, and nonzero finite values with |g| / S <= 2^-25 (they would round to zero in fp16
+       without loss scaling; as for the parameters, values an unscaled fp16 run already lost are
+       zeros, not counted). act_underflow_fp16_unscaled: all ops' underflows / all nonzero values. */
+    int64_t act_count[AMP_OP_COUNT], act_zeros[AMP_OP_COUNT], act_underflow[AMP_OP_COUNT];
+    double act_underflow_fp16_unscaled;
 } amp_grad_stats;
 
 typedef struct amp_train_progress {
@@ -239,6 +246,7 @@ typedef struct amp_train_result {
     /* Gradient statistics (see above): the fractions averaged over the sampled steps (NaN when no
        step was sampled), the number of samples, and the latest sample (step 0 when none). */
     double grad_underflow_fp16_unscaled, grad_underflow_fp16_scaled, grad_overflow_fp16_scaled;
+    double act_underflow_fp16_unscaled; /* the activation gradients' fraction, averaged likewise */
     int64_t grad_stats_samples;
     amp_grad_stats grad_stats;
     /* Pure presets (fp16-pure, bf16-pure), on the sampled steps: of the parameter values whose fp32

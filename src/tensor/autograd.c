@@ -143,6 +143,7 @@ static int run_backward(amp_ctx *ctx, amp_tensor *loss, const float *seed) {
     for (amp_node *node = ctx->tape; node && st == AMP_OK; node = node->prev) {
         amp_tensor *out = node->out;
         if (out->grad) { /* else no gradient reached this node */
+            if (ctx->backward_grad) ctx->backward_grad(ctx, out, out->grad, ctx->backward_grad_user);
             m = amp_scratch_mark(ctx);
             node->backward(ctx, node);
             amp_scratch_release(ctx, m);

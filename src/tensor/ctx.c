@@ -259,6 +259,11 @@ void amp_ctx_set_grad_ready_hook(amp_ctx *ctx, amp_grad_ready_fn fn, void *user)
     ctx->grad_ready = fn;
     ctx->grad_ready_user = user;
 }
+void amp_ctx_set_backward_grad_hook(amp_ctx *ctx, amp_backward_grad_fn fn, void *user) {
+    if (!ctx) return;
+    ctx->backward_grad = fn;
+    ctx->backward_grad_user = user;
+}
 void amp_zero_grad(amp_ctx *ctx) {
     if (ctx && ctx->grad_memory) memset(ctx->grad_memory, 0, ctx->param_bytes);
 }

@@ -53,6 +53,8 @@ struct amp_ctx {
 
     amp_grad_ready_fn grad_ready; /* amp_ctx_set_grad_ready_hook */
     void *grad_ready_user;
+    amp_backward_grad_fn backward_grad; /* amp_ctx_set_backward_grad_hook */
+    void *backward_grad_user;
 
     uint64_t rng[AMP_RNG_STREAMS];
 };

@@ -92,6 +92,17 @@ int amp_train_grad_stats_sample(amp_train_run_state *r, int64_t done, float scal
     r->gs_sum[1] += s->underflow_fp16_scaled;
     r->gs_sum[2] += s->overflow_fp16_scaled;
     r->gs_samples++;
+    /* the activation gradients the hook counted during this step's last backward */
+    int64_t act_nonzero = 0, act_under = 0;
+    for (int k = 0; k < AMP_OP_COUNT; k++) {
+        s->act_count[k] = r->act.act_count[k];
+        s->act_zeros[k] = r->act.act_zeros[k];
+        s->act_underflow[k] = r->act.act_underflow[k];
+        act_nonzero += s->act_count[k] - s->act_zeros[k];
+        act_under += s->act_underflow[k];
+    }
+    s->act_underflow_fp16_unscaled = act_nonzero > 0 ? (double)act_under / (double)act_nonzero : 0;
+    r->act_sum += s->act_underflow_fp16_unscaled;
     return AMP_OK;
 }
 
@@ -133,4 +144,56 @@ void amp_train_update_stats_end(amp_train_run_state *r) {
     if (intended == 0) return; /* a skipped step, or nothing moved: no sample */
     r->us_sum += (double)stalled / (double)intended;
     r->us_samples++;
+}
+
+/* ---- activation gradients ---------------------------------------------------------------------- */
+
+static void count_act(amp_train_run_state *r, amp_op op, const float *v, int64_t n) {
+    const double inv = r->act_scale > 0 ? 1.0 / (double)r->act_scale : 1.0;
+    int64_t zeros = 0, under = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double x = v[i];
+        if (x == 0) zeros++;
+        else if (isfinite(x) && fabs(x) * inv <= FP16_UNDERFLOW_MAX) under++;
+    }
+    r->act.act_count[op] += n;
+    r->act.act_zeros[op] += zeros;
+    r->act.act_underflow[op] += under;
+}
+
+static void on_backward_grad(amp_ctx *ctx, const amp_tensor *out, const amp_tensor *grad, void *user) {
+    (void)ctx;
+    amp_train_run_state *r = user;
+    const amp_op op = out->op >= 0 && out->op < AMP_OP_COUNT ? out->op : AMP_OP_NONE;
+    if (!grad->data || !amp_tensor_is_contiguous(grad)) return;
+    const int64_t n = amp_tensor_numel(grad);
+    if (grad->dtype == AMP_F32) {
+        count_act(r, op, grad->data, n);
+        return;
+    }
+    if (!r->gs_buf && !(r->gs_buf = malloc(GS_CHUNK * sizeof *r->gs_buf))) {
+        r->act_oom = true;
+        return;
+    }
+    const size_t esize = amp_dtype_size(grad->dtype);
+    for (int64_t at = 0; at < n; at += GS_CHUNK) {
+        const int64_t m = n - at < GS_CHUNK ? n - at : GS_CHUNK;
+        if (amp_convert(r->gs_buf, AMP_F32, (const char *)grad->data + (size_t)at * esize, grad->dtype, (size_t)m) != AMP_OK)
+            return;
+        count_act(r, op, r->gs_buf, m);
+    }
+}
+
+void amp_train_act_stats_arm(amp_train_run_state *r, float scale) {
+    memset(r->act.act_count, 0, sizeof r->act.act_count);
+    memset(r->act.act_zeros, 0, sizeof r->act.act_zeros);
+    memset(r->act.act_underflow, 0, sizeof r->act.act_underflow);
+    r->act_scale = scale;
+    r->act_oom = false;
+    amp_ctx_set_backward_grad_hook(r->ctx, on_backward_grad, r);
+}
+
+int amp_train_act_stats_done(amp_train_run_state *r) {
+    amp_ctx_set_backward_grad_hook(r->ctx, NULL, NULL);
+    return r->act_oom ? amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "out of memory for the gradient statistics") : AMP_OK;
 }

@@ -23,7 +23,7 @@ enum { SLOT_DATA_SEED, SLOT_DATA_EPOCH, SLOT_DATA_POS, SLOT_TEXT_SEED, SLOT_TEXT
 #define K_LOSS "train.loss" /* ema bits, epoch loss sum bits, epoch step count */
 #define K_GSTATS "train.grad_stats" /* samples, the three sums' bits */
 #define K_GLAST "train.grad_last"   /* step, scale bits, count, zeros, nonfinite, the three fractions' bits */
-#define K_USTATS "train.update_stats" /* stalled updates: samples, the sum's bits (absent before 0.1.1) */
+#define K_USTATS "train.update_stats" /* stalled-update samples and sum's bits, activation-underflow sum's bits */
 #define K_GHIST "train.grad_hist"   /* the latest histogram's AMP_GRAD_HIST_BINS counts */
 
 static uint64_t dbits(double v) {
@@ -74,7 +74,7 @@ int amp_train_save_checkpoint(amp_train_run_state *r) {
     info.rng[SLOT_TEXT_SEED] = r->text_seed;
     info.rng[SLOT_TEXT_COUNTER] = (uint64_t)(m * c->batch);
 
-    char batch[24], accum[24], skipped[24], loss[80], gstats[96], ustats[48], glast[200];
+    char batch[24], accum[24], skipped[24], loss[80], gstats[96], ustats[64], glast[200];
     char *hist = malloc(AMP_GRAD_HIST_BINS * 21 + 1);
     if (!hist) return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", c->checkpoint);
     snprintf(batch, sizeof batch, "%" PRId64, c->batch);
@@ -90,6 +90,7 @@ int amp_train_save_checkpoint(amp_train_run_state *r) {
     len = 0;
     put_u64(ustats, sizeof ustats, &len, (uint64_t)r->us_samples, true);
     put_u64(ustats, sizeof ustats, &len, dbits(r->us_sum), true);
+    put_u64(ustats, sizeof ustats, &len, dbits(r->act_sum), true);
     const amp_grad_stats *g = &r->gs_last;
     len = 0;
     put_u64(glast, sizeof glast, &len, (uint64_t)g->step, true);
@@ -167,12 +168,13 @@ static int read_run_meta(amp_train_run_state *r, amp_st_file *f, const char *pat
     r->window_n = (int64_t)loss[2];
     r->gs_samples = (int64_t)gstats[0];
     for (int k = 0; k < 3; k++) r->gs_sum[k] = from_bits(gstats[k + 1]);
-    uint64_t ustats[2] = {0, 0};
+    uint64_t ustats[3] = {0, 0, 0};
     const char *vu = amp_safetensors_meta_get(f, K_USTATS);
-    if (vu && !parse_list(vu, ustats, 2, true))
+    if (vu && !parse_list(vu, ustats, 3, true))
         return amp_train_fail(r, AMP_ERR_FORMAT, "cannot resume from %s: malformed %s metadata", path, K_USTATS);
     r->us_samples = (int64_t)ustats[0];
     r->us_sum = vu ? from_bits(ustats[1]) : 0.0;
+    r->act_sum = vu ? from_bits(ustats[2]) : 0.0;
     amp_grad_stats *g = &r->gs_last;
     g->step = (int64_t)glast[0];
     g->scale = (float)from_bits(glast[1]);

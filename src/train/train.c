@@ -381,6 +381,7 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
      * ranks' equal shares: each backward carries 1 / (accum * ranks) of it. */
     const float seed = scale / (float)(c->accum * r->ranks);
     double sum = 0;
+    const bool sampled = amp_train_grad_stats_due(r, r->step + 1);
     for (int64_t a = 0; a < c->accum; a++) {
         amp_ctx_reset(r->ctx);
         int st = fill_train_batch(r, r->step * c->accum + a);
@@ -389,8 +390,11 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
         if (!loss) return ctx_failure(r, "forward");
         sum += amp_tensor_get(loss, 0);
         if (c->detect_anomaly && (st = amp_train_check_forward(r)) != AMP_OK) return st;
-        if (a == c->accum - 1) amp_train_dist_arm(r); /* sums start as the last backward completes them */
+        const bool last = a == c->accum - 1;
+        if (last) amp_train_dist_arm(r); /* sums start as the last backward completes them */
+        if (last && sampled) amp_train_act_stats_arm(r, scaling ? scale : 1.0f);
         const int bst = amp_backward_scaled(r->ctx, loss, seed);
+        if (last && sampled && (st = amp_train_act_stats_done(r)) != AMP_OK) return st;
         if (a == c->accum - 1 && (st = amp_train_dist_finish(r)) != AMP_OK) return st;
         if (bst != AMP_OK) return ctx_failure(r, "backward");
         if (c->detect_anomaly && !scaling && (st = amp_train_check_backward(r)) != AMP_OK) return st;
@@ -399,7 +403,6 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
     int st = amp_train_dist_sum(r, &loss_sum, 1);
     if (st != AMP_OK) return st;
     *step_loss = loss_sum / (double)r->ranks;
-    const bool sampled = amp_train_grad_stats_due(r, r->step + 1);
     if (sampled) {
         st = amp_train_grad_stats_sample(r, r->step + 1, scaling ? scale : 1.0f);
         if (st != AMP_OK) return st;
@@ -465,6 +468,7 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
     result->test_loss = result->test_accuracy = result->bits_per_char = result->train_loss = NAN;
     result->grad_underflow_fp16_unscaled = result->grad_underflow_fp16_scaled = result->grad_overflow_fp16_scaled = NAN;
     result->stalled_updates = NAN;
+    result->act_underflow_fp16_unscaled = NAN;
 
     int st = check_config(&r);
     if (st == AMP_OK) st = setup(&r);
@@ -560,6 +564,7 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
     result->grad_underflow_fp16_unscaled = r.gs_sum[0] / ns;
     result->grad_underflow_fp16_scaled = r.gs_sum[1] / ns;
     result->grad_overflow_fp16_scaled = r.gs_sum[2] / ns;
+    result->act_underflow_fp16_unscaled = r.act_sum / ns;
     result->stalled_updates = r.us_samples > 0 ? r.us_sum / (double)r.us_samples : NAN;
     teardown(&r);
     result->wall_seconds = now_seconds() - t_start;

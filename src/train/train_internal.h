@@ -57,6 +57,12 @@ typedef struct amp_train_run_state {
     unsigned char *us_before;
     double us_sum;
     int64_t us_samples;
+    /* Activation-gradient statistics of the sampled step being computed (the hook's target), and the
+       sum of their fractions over the samples. */
+    amp_grad_stats act;
+    float act_scale;
+    bool act_oom;
+    double act_sum;
 
     /* Data parallel (distributed.c); rank 0 of 1 without a communicator. */
     int rank, ranks;
@@ -111,6 +117,12 @@ void amp_train_dist_free(amp_train_run_state *r);
 /* Fault injection (inject.c): with probability cfg.inject_nonfinite, writes +inf, -inf or NaN into
  * one gradient value for step `done` (1-based); returns true when it did. */
 bool amp_train_inject_nonfinite(amp_train_run_state *r, int64_t done);
+
+/* Activation gradients (grad_stats.c), on sampled steps: arm before the backward of the step's last
+ * micro-batch (scale: the loss scale it carries) sets the backward-grad hook and clears r->act; done
+ * removes the hook. amp_train_grad_stats_sample then copies r->act's counts into the sample. */
+void amp_train_act_stats_arm(amp_train_run_state *r, float scale);
+int amp_train_act_stats_done(amp_train_run_state *r);
 
 /* Stalled updates (grad_stats.c), pure presets on sampled steps: begin snapshots the parameters
  * before the optimizer step; end counts, among the values whose fp32 update was nonzero, those the

@@ -112,11 +112,11 @@ static void pct(char *buf, size_t size, double v, bool have) {
 }
 
 static void print_table(const compare_run *runs, int n, bool text) {
-    printf("%-22s %10s %10s %8s %11s %12s %12s %8s %10s\n", "run", text ? "bits/char" : "test acc", "final loss",
-           "skipped", "final scale", "uflow@1", "uflow@scale", "stalled", "samples/s");
+    printf("%-22s %10s %10s %8s %11s %9s %11s %9s %8s %10s\n", "run", text ? "bits/char" : "test acc", "final loss",
+           "skipped", "final scale", "uflow@1", "uflow@scale", "act@1", "stalled", "samples/s");
     for (int i = 0; i < n; i++) {
         const amp_train_result *r = &runs[i].result;
-        char metric[32], u1[32], us[32], scale[32], stalled[32];
+        char metric[32], u1[32], us[32], act[32], scale[32], stalled[32];
         if (text)
             snprintf(metric, sizeof metric, "%.4f", r->bits_per_char);
         else
@@ -124,13 +124,15 @@ static void print_table(const compare_run *runs, int n, bool text) {
         const bool stats = r->grad_stats_samples > 0;
         pct(u1, sizeof u1, r->grad_underflow_fp16_unscaled, stats);
         pct(us, sizeof us, r->grad_underflow_fp16_scaled, stats);
+        pct(act, sizeof act, r->act_underflow_fp16_unscaled, stats);
         pct(stalled, sizeof stalled, r->stalled_updates, true);
         snprintf(scale, sizeof scale, "%g", (double)r->final_scale);
-        printf("%-22s %10s %10.4f %8lld %11s %12s %12s %8s %10.0f\n", runs[i].label, metric, r->train_loss,
-               (long long)r->skipped_steps, scale, u1, us, stalled, r->samples_per_sec);
+        printf("%-22s %10s %10.4f %8lld %11s %9s %11s %9s %8s %10.0f\n", runs[i].label, metric, r->train_loss,
+               (long long)r->skipped_steps, scale, u1, us, act, stalled, r->samples_per_sec);
     }
-    printf("uflow@1 / uflow@scale: nonzero gradient values that round to zero in fp16 without loss scaling / at the\n"
-           "loss scale the run used (mean over the sampled steps; n/a: no gradient statistics). stalled (pure\n"
+    printf("uflow@1 / uflow@scale: nonzero parameter-gradient values that round to zero in fp16 without loss\n"
+           "scaling / at the loss scale the run used; act@1: the same for the activation gradients flowing back\n"
+           "through the ops, at scale 1 (means over the sampled steps; n/a: no gradient statistics). stalled (pure\n"
            "presets): parameter values whose update the fp16/bf16 weight did not keep (under half an ulp).\n");
 }
 

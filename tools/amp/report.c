@@ -294,6 +294,17 @@ static void record_hist(amp_report *rep, run_series *s, const amp_grad_stats *g)
     json_num(f, "underflow_fp16_unscaled", g->underflow_fp16_unscaled, false);
     json_num(f, "underflow_fp16_scaled", g->underflow_fp16_scaled, false);
     json_num(f, "overflow_fp16_scaled", g->overflow_fp16_scaled, false);
+    json_num(f, "act_underflow_fp16_unscaled", g->act_underflow_fp16_unscaled, false);
+    /* activation gradients by op: {"op": [values, zeros, underflows]} for the ops that had any */
+    fprintf(f, "\"act_by_op\": {");
+    bool first_op = true;
+    for (int k = 0; k < AMP_OP_COUNT; k++) {
+        if (g->act_count[k] == 0) continue;
+        fprintf(f, "%s\"%s\": [%lld, %lld, %lld]", first_op ? "" : ", ", amp_op_name((amp_op)k), (long long)g->act_count[k],
+                (long long)g->act_zeros[k], (long long)g->act_underflow[k]);
+        first_op = false;
+    }
+    fprintf(f, "}, ");
     /* bins as [floor(log2 |g|), count] pairs, nonzero bins only */
     fprintf(f, "\"log2_bins\": [");
     bool first = true;

@@ -167,6 +167,7 @@ static void print_json(const amp_train_result *r, const amp_train_config *c) {
     json_num("grad_underflow_fp16_unscaled", r->grad_underflow_fp16_unscaled, false);
     json_num("grad_underflow_fp16_scaled", r->grad_underflow_fp16_scaled, false);
     json_num("grad_overflow_fp16_scaled", r->grad_overflow_fp16_scaled, false);
+    json_num("act_underflow_fp16_unscaled", r->act_underflow_fp16_unscaled, false);
     json_num("stalled_updates", r->stalled_updates, false);
     printf("\"ranks\": %d, \"injected_steps\": %lld, ", r->ranks, (long long)r->injected_steps);
     json_num("samples_per_sec", r->samples_per_sec, false);
