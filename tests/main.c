@@ -105,6 +105,7 @@ static const harness_test all_tests[] = {
     TEST(checkpoint_atomic),
     TEST(checkpoint_fixture),
     TEST(grad_ready_hook),
+    TEST(backward_grad_hook),
     TEST(encode_sweep),
 };
 

@@ -462,3 +462,55 @@ void test_grad_ready_hook(void) {
         }
     }
 }
+
+/* The backward-grad hook sees each op's incoming gradient once, newest op first: for
+ * loss = sum(x * w) * 3 backpropagated with seed 0.5 the gradients are closed-form: 0.5 into the scale,
+ * 1.5 into the sum, 1.5 everywhere into the product. */
+typedef struct grad_seen {
+    int calls;
+    amp_op ops[8];
+    float first_value[8], last_value[8];
+    int64_t numel[8];
+} grad_seen;
+
+static void record_grad(amp_ctx *ctx, const amp_tensor *out, const amp_tensor *grad, void *user) {
+    (void)ctx;
+    grad_seen *s = user;
+    if (s->calls >= 8) return;
+    const int64_t n = amp_tensor_numel(grad);
+    s->ops[s->calls] = out->op;
+    s->numel[s->calls] = n;
+    s->first_value[s->calls] = amp_tensor_get(grad, 0);
+    s->last_value[s->calls] = amp_tensor_get(grad, n - 1);
+    s->calls++;
+}
+
+void test_backward_grad_hook(void) {
+    amp_ctx *ctx = new_ctx();
+    if (!ctx) return;
+    amp_tensor *w = amp_param_new(ctx, "w", AMP_F32, 1, (const int64_t[]){5});
+    if (!CHECK(w && amp_ctx_alloc_params(ctx) == AMP_OK)) {
+        amp_ctx_free(ctx);
+        return;
+    }
+    const float xs[5] = {1, -2, 3, 0.5f, 4};
+    amp_tensor_write(w, xs, AMP_F32);
+    amp_tensor *x = amp_tensor_from(ctx, AMP_F32, 1, (const int64_t[]){5}, xs, AMP_F32);
+    amp_tensor *loss = amp_scale(ctx, amp_sum_all(ctx, amp_mul(ctx, x, w)), 3.0f);
+    grad_seen seen = {0};
+    amp_ctx_set_backward_grad_hook(ctx, record_grad, &seen);
+    if (CHECK_MSG(loss && amp_backward_scaled(ctx, loss, 0.5f) == AMP_OK, "%s", amp_ctx_error(ctx)) &&
+        CHECK_MSG(seen.calls == 3, "hook called %d times, expected 3", seen.calls)) {
+        CHECK(seen.ops[0] == AMP_OP_SCALE && seen.numel[0] == 1 && seen.first_value[0] == 0.5f);
+        CHECK(seen.ops[1] == AMP_OP_SUM && seen.numel[1] == 1 && seen.first_value[1] == 1.5f);
+        CHECK(seen.ops[2] == AMP_OP_MUL && seen.numel[2] == 5 && seen.first_value[2] == 1.5f && seen.last_value[2] == 1.5f);
+    }
+    amp_ctx_set_backward_grad_hook(ctx, NULL, NULL);
+    seen.calls = 0;
+    amp_ctx_reset(ctx);
+    amp_tensor *x2 = amp_tensor_from(ctx, AMP_F32, 1, (const int64_t[]){5}, xs, AMP_F32);
+    amp_tensor *l2 = amp_sum_all(ctx, amp_mul(ctx, x2, w));
+    CHECK(l2 && amp_backward_scaled(ctx, l2, 1.0f) == AMP_OK);
+    CHECK_EQ_INT(seen.calls, 0); /* removed: not called */
+    amp_ctx_free(ctx);
+}

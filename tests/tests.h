@@ -130,6 +130,7 @@ void test_nn_forward_pytorch(void);
 void test_nn_init_deterministic(void);
 void test_nn_sgd_lowers_loss(void);
 void test_grad_ready_hook(void);
+void test_backward_grad_hook(void);
 void test_nn_errors_and_dtypes(void);
 
 /* test_train.c: amp_train_run on generated data: learning, determinism, presets and scaler modes,
