@@ -104,6 +104,7 @@ static const harness_test all_tests[] = {
     TEST(checkpoint_mismatch),
     TEST(checkpoint_atomic),
     TEST(checkpoint_fixture),
+    TEST(train_data_parallel_plumbing),
     TEST(grad_ready_hook),
     TEST(backward_grad_hook),
     TEST(encode_sweep),

@@ -450,3 +450,102 @@ void test_train_errors_and_anomaly(void) {
     harness_note("%s", err);
     remove_tree(dir);
 }
+
+/* ---- data-parallel plumbing, through a recording communicator of one rank ---- */
+
+enum { FAKE_MAX_STARTS = 4096 };
+typedef struct fake_comm {
+    amp_comm base;
+    int starts, waits, progress_before_wait, f64_calls;
+    bool progressed; /* since the last wait */
+    const unsigned char *ptr[FAKE_MAX_STARTS];
+    size_t bytes[FAKE_MAX_STARTS];
+    int step_of[FAKE_MAX_STARTS];
+} fake_comm;
+
+static int fake_f64(amp_comm *c, double *buf, size_t n, amp_comm_reduce op) {
+    (void)buf, (void)n, (void)op;
+    ((fake_comm *)c)->f64_calls++;
+    return AMP_OK; /* one rank: the reduction of one value is the value */
+}
+static int fake_u64(amp_comm *c, uint64_t *buf, size_t n, amp_comm_reduce op) {
+    (void)c, (void)buf, (void)n, (void)op;
+    return AMP_OK;
+}
+static int fake_start(amp_comm *c, void *buf, size_t n, amp_dtype dtype, amp_dtype wire) {
+    (void)wire;
+    fake_comm *f = (fake_comm *)c;
+    if (f->starts < FAKE_MAX_STARTS) {
+        f->ptr[f->starts] = buf;
+        f->bytes[f->starts] = n * amp_dtype_size(dtype);
+        f->step_of[f->starts] = f->waits;
+    }
+    f->starts++;
+    return AMP_OK;
+}
+static void fake_progress(amp_comm *c) { ((fake_comm *)c)->progressed = true; }
+static int fake_wait(amp_comm *c) {
+    fake_comm *f = (fake_comm *)c;
+    f->progress_before_wait += f->progressed;
+    f->progressed = false;
+    f->waits++;
+    return AMP_OK;
+}
+static const char *fake_error(const amp_comm *c) {
+    (void)c;
+    return "";
+}
+
+/* With a communicator of one rank the run must give the same bits as without one (the split, the
+ * seed and the sums are all identities), the buckets must cover every gradient once per step without
+ * overlap, and (with small buckets) some must start while backward is still running: the grad-ready
+ * hook calls progress() then, finish() does not. */
+void test_train_data_parallel_plumbing(void) {
+    char dir[64], err[ERR_SIZE];
+    if (!make_data(dir, sizeof dir)) return;
+    static fake_comm fake;
+    memset(&fake, 0, sizeof fake);
+    fake.base = (amp_comm){.rank = 0, .size = 1, .allreduce_f64 = fake_f64, .allreduce_u64 = fake_u64,
+                           .start_grads = fake_start, .progress = fake_progress, .wait_grads = fake_wait,
+                           .error = fake_error};
+    trace t;
+    amp_train_result a, b;
+    amp_train_config c = small_mlp(dir, AMP_PRECISION_AMP_FP16);
+    c.steps = 8;
+    if (CHECK_MSG(run(&c, &t, &a, err) == AMP_OK, "%s", err)) {
+        c.comm = &fake.base;
+        c.bucket_bytes = 1024;
+        c.check_replicas_every = 2;
+        if (CHECK_MSG(run(&c, &t, &b, err) == AMP_OK, "with a communicator: %s", err)) {
+            CHECK_MSG(!memcmp(&a.train_loss, &b.train_loss, sizeof(double)) && !memcmp(&a.test_loss, &b.test_loss, sizeof(double)),
+                      "one rank changed the run: train loss %.17g vs %.17g", a.train_loss, b.train_loss);
+            CHECK_EQ_INT(b.ranks, 1);
+            CHECK_EQ_INT(fake.waits, 8);
+            CHECK_MSG(fake.starts >= 2 * 8 && fake.starts <= FAKE_MAX_STARTS, "%d bucket starts in 8 steps", fake.starts);
+            CHECK_MSG(fake.progress_before_wait == 8, "buckets started during backward in %d of 8 steps",
+                      fake.progress_before_wait);
+            CHECK(fake.f64_calls >= 8);
+            /* Per step: no two ranges overlap, and together they hold every parameter (the gaps are
+             * alignment padding, under 64 bytes per parameter tensor). */
+            for (int s = 0; s < 8; s++) {
+                size_t total = 0;
+                int n = 0;
+                for (int i = 0; i < fake.starts; i++) {
+                    if (fake.step_of[i] != s) continue;
+                    total += fake.bytes[i], n++;
+                    for (int j = 0; j < fake.starts; j++)
+                        if (j != i && fake.step_of[j] == s)
+                            CHECK_MSG(fake.ptr[i] + fake.bytes[i] <= fake.ptr[j] || fake.ptr[j] + fake.bytes[j] <= fake.ptr[i],
+                                      "step %d: buckets %d and %d overlap", s, i, j);
+                }
+                const size_t want = (size_t)a.num_params * sizeof(float);
+                CHECK_MSG(n >= 2 && total >= want && total <= want + 6 * 64, "step %d: %d buckets of %zu bytes for %zu",
+                          s, n, total, want);
+            }
+        }
+        c.batch = 15; /* not a multiple of the rank count is fine for one rank; 0 ranks is not */
+        fake.base.size = 0;
+        CHECK(run(&c, &t, &b, err) == AMP_ERR_INVALID_ARGUMENT);
+    }
+    remove_tree(dir);
+}

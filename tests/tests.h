@@ -141,6 +141,7 @@ void test_train_pure_updates_vanish(void);
 void test_train_accumulation(void);
 void test_train_text_models(void);
 void test_train_errors_and_anomaly(void);
+void test_train_data_parallel_plumbing(void);
 
 /* test_checkpoint.c: safetensors writer and reader, hostile files, checkpoint round trips and
  * bit-exact resumption, mismatches, atomic writes (injected full disk, SIGKILL), the committed fixture */

@@ -61,7 +61,7 @@ int amp_train_dist_setup(amp_train_run_state *r) {
         return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "out of memory for the gradient buckets");
     int b = -1;
     for (size_t k = n; k-- > 0;) {
-        if (b < 0 || r->buckets[b].end - amp_ctx_param_offset(r->ctx, r->buckets[b].last) >= target) {
+        if (b < 0 || r->buckets[b].end - r->buckets[b].begin >= target) {
             b++;
             r->buckets[b] = (amp_train_bucket){.first = k, .last = k, .begin = 0, .end = param_end(r->ctx, k)};
         }
