@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "train_internal.h"
+#include "../core/alloc_internal.h"
 
 /* Values per conversion chunk for F16/BF16 gradients. */
 enum { GS_CHUNK = 4096 };
@@ -72,7 +73,7 @@ int amp_train_grad_stats_sample(amp_train_run_state *r, int64_t done, float scal
             add_values(s, &c, g->data, n, inv_scale);
             continue;
         }
-        if (!r->gs_buf && !(r->gs_buf = malloc(GS_CHUNK * sizeof *r->gs_buf)))
+        if (!r->gs_buf && !(r->gs_buf = amp_malloc(GS_CHUNK * sizeof *r->gs_buf)))
             return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "out of memory for the gradient statistics");
         const size_t esize = amp_dtype_size(g->dtype);
         for (int64_t at = 0; at < n; at += GS_CHUNK) {
