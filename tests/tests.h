@@ -150,4 +150,9 @@ void test_checkpoint_mismatch(void);
 void test_checkpoint_atomic(void);
 void test_checkpoint_fixture(void);
 
+/* test_alloc_fail.c: the process-wide heap hooks; every create/load entry point with each of its
+ * allocations refused in turn (an error status, no crash, no leak) */
+void test_alloc_hooks(void);
+void test_alloc_failure_loops(void);
+
 #endif /* AMP_TESTS_TESTS_H */

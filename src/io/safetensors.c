@@ -224,27 +224,20 @@ static int build_header(const char *path, const amp_st_tensor *tensors, size_t n
     return AMP_OK;
 }
 
-/* fsync of the directory holding path, so that the rename itself is durable. */
-static int sync_parent_dir(const char *path) {
+/* fsync of the directory holding path, so that the rename itself is durable. buf (at least
+ * strlen(path) + 2 bytes, the temp name's buffer) receives the directory's name: no allocation here,
+ * after the rename, where running out of memory would turn a written file into a failure. */
+static int sync_parent_dir(const char *path, char *buf) {
     const char *slash = strrchr(path, '/');
-    char *dir;
     if (!slash) {
-        dir = amp_strdup(".");
+        strcpy(buf, ".");
     } else if (slash == path) {
-        dir = amp_strdup("/");
+        strcpy(buf, "/");
     } else {
-        dir = amp_malloc((size_t)(slash - path) + 1);
-        if (dir) {
-            memcpy(dir, path, (size_t)(slash - path));
-            dir[slash - path] = '\0';
-        }
+        memcpy(buf, path, (size_t)(slash - path));
+        buf[slash - path] = '\0';
     }
-    if (!dir) {
-        errno = ENOMEM;
-        return -1;
-    }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    amp_free(dir);
+    int fd = open(buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return -1;
     int rc = fsync(fd);
     /* Some file systems cannot fsync a directory; the rename is then as durable as they make it. */
@@ -311,7 +304,7 @@ int amp_safetensors_write(const char *path, const amp_st_tensor *tensors, size_t
         if (fd >= 0) unlink(tmp);
         rc = amp_io_fail(err, err_size, AMP_ERR_IO, "%s: %s (%s); the previous file, if any, is unchanged", path, what,
                   strerror(saved));
-    } else if (sync_parent_dir(path) != 0) {
+    } else if (sync_parent_dir(path, tmp) != 0) {
         rc = amp_io_fail(err, err_size, AMP_ERR_IO, "%s: written, but fsync of its directory failed (%s)", path,
                   strerror(errno));
     }

@@ -119,18 +119,9 @@ amp_tensor *nn_param(amp_model *m, nn_init init, int ndim, const int64_t *shape,
         }
         m->params = grown, m->cap_params = cap;
     }
-    char *name = amp_malloc(strlen(buf) + 1);
-    if (!name) {
-        amp_ctx_fail(m->ctx, AMP_ERR_OUT_OF_MEMORY, "model: out of memory");
-        return NULL;
-    }
-    strcpy(name, buf);
-    amp_tensor *t = amp_param_new(m->ctx, name, m->cfg.param_dtype, ndim, shape);
-    if (!t) {
-        amp_free(name);
-        return NULL;
-    }
-    m->params[m->n_params++] = (nn_param_entry){.tensor = t, .name = name, .init = init};
+    amp_tensor *t = amp_param_new(m->ctx, buf, m->cfg.param_dtype, ndim, shape); /* copies the name */
+    if (!t) return NULL;
+    m->params[m->n_params++] = (nn_param_entry){.tensor = t, .name = t->name, .init = init};
     return t;
 }
 
@@ -152,8 +143,7 @@ int amp_model_create(amp_ctx *ctx, const amp_model_config *cfg, amp_model **out)
     }
     if (st == AMP_OK && amp_ctx_status(ctx) != AMP_OK) st = amp_ctx_status(ctx);
     if (st != AMP_OK) {
-        /* Declared parameters stay in the context (it cannot undeclare) and keep pointing at their
-         * names, so the names are leaked to the context rather than freed under it. */
+        /* Declared parameters stay in the context (it cannot undeclare), which owns their names. */
         amp_free(m->params);
         amp_free(m->positions);
         amp_free(m);
@@ -165,7 +155,6 @@ int amp_model_create(amp_ctx *ctx, const amp_model_config *cfg, amp_model **out)
 
 void amp_model_free(amp_model *m) {
     if (!m) return;
-    for (size_t i = 0; i < m->n_params; i++) amp_free(m->params[i].name);
     amp_free(m->params);
     amp_free(m->positions);
     amp_free(m);

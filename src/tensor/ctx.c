@@ -165,7 +165,10 @@ static amp_tensor *declare(amp_ctx *ctx, bool trainable, const char *name, amp_d
         *slots = grown;
         *cap = new_cap;
     }
-    amp_tensor *t = ctx->allocator.alloc(sizeof *t, 64, ctx->allocator.user);
+    /* The name is copied behind the tensor, in the same block, so the context owns it: the caller's
+     * string may die (and a model that fails half-way has nothing left to leak). */
+    const size_t name_bytes = name ? strlen(name) + 1 : 0;
+    amp_tensor *t = ctx->allocator.alloc(sizeof *t + name_bytes, 64, ctx->allocator.user);
     amp_tensor *g = trainable ? ctx->allocator.alloc(sizeof *g, 64, ctx->allocator.user) : NULL;
     if (!t || (trainable && !g)) {
         ctx->allocator.free(t, ctx->allocator.user);
@@ -175,7 +178,7 @@ static amp_tensor *declare(amp_ctx *ctx, bool trainable, const char *name, amp_d
     }
     ctx->persistent_allocations += trainable ? 2 : 1;
     amp_tensor_init_leaf(t, dtype, ndim, shape);
-    t->name = name;
+    t->name = name ? memcpy(t + 1, name, name_bytes) : NULL;
     t->requires_grad = trainable;
     if (g) {
         *g = *t;
