@@ -104,6 +104,7 @@ static const harness_test all_tests[] = {
     TEST(checkpoint_mismatch),
     TEST(checkpoint_atomic),
     TEST(checkpoint_fixture),
+    TEST(data_idx_float),
     TEST(alloc_hooks),
     TEST(alloc_failure_loops),
     TEST(encode_sweep),

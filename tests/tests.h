@@ -155,4 +155,7 @@ void test_checkpoint_fixture(void);
 void test_alloc_hooks(void);
 void test_alloc_failure_loops(void);
 
+/* test_data_float.c: float32/float64 IDX images, their batches, non-finite values refused */
+void test_data_idx_float(void);
+
 #endif /* AMP_TESTS_TESTS_H */

@@ -117,7 +117,7 @@ static int load_data(amp_train_run_state *r) {
     const int64_t n = r->train_set.count * r->train_set.rows * r->train_set.cols;
     double sum = 0, sum_sq = 0;
     for (int64_t i = 0; i < n; i++) {
-        const double v = r->train_set.pixels[i] / 255.0;
+        const double v = r->train_set.values ? r->train_set.values[i] : r->train_set.pixels[i] / 255.0;
         sum += v;
         sum_sq += v * v;
     }
