@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -302,6 +303,17 @@ static int sc_images_gz(void *arg, char *err) {
     return st;
 }
 
+/* float32 images (the raw bytes and the fp32 values are separate allocations) in g_dir/float. */
+static int sc_images_float(void *arg, char *err) {
+    (void)arg;
+    char dir[128];
+    path_in(dir, sizeof dir, "float");
+    amp_image_dataset d;
+    const int st = amp_image_dataset_load(dir, true, NULL, &d, err, ERR_SIZE);
+    amp_image_dataset_free(&d);
+    return st;
+}
+
 static int sc_text(void *arg, char *err) {
     (void)arg;
     char path[128];
@@ -363,23 +375,32 @@ static bool write_data(void) {
         lab[8 + i] = (uint8_t)(i % 4);
         for (int p = 0; p < SIDE * SIDE; p++) img[16 + i * SIDE * SIDE + p] = (uint8_t)(i * 31 + p * 7);
     }
+    uint8_t fimg[16 + N * SIDE * SIDE * 4];
+    be32(fimg, 0xD03), be32(fimg + 4, N), be32(fimg + 8, SIDE), be32(fimg + 12, SIDE);
+    for (int i = 0; i < N * SIDE * SIDE; i++) be32(fimg + 16 + 4 * i, 0x3F000000u + (uint32_t)i); /* near 0.5 */
+    char fdir[128];
+    path_in(fdir, sizeof fdir, "float");
+    if (mkdir(fdir, 0700) != 0) return false;
     char text[4096] = "";
     for (int i = 0; i < 40; i++) snprintf(text + strlen(text), sizeof text - strlen(text), "the lazy dog %d. ", i);
     return write_file("train-images-idx3-ubyte", img, sizeof img, false) &&
            write_file("train-labels-idx1-ubyte", lab, sizeof lab, false) &&
            write_file("t10k-images-idx3-ubyte.gz", img, sizeof img, true) &&
            write_file("t10k-labels-idx1-ubyte.gz", lab, sizeof lab, true) &&
-           write_file("text.txt", text, strlen(text), false);
+           write_file("text.txt", text, strlen(text), false) &&
+           write_file("float/train-images-idx3-ubyte", fimg, sizeof fimg, false) &&
+           write_file("float/train-labels-idx1-ubyte", lab, sizeof lab, false);
 }
 
 static void remove_data(void) {
     static const char *const names[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                                         "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz", "text.txt",
-                                        "t.safetensors", "ckpt.safetensors", "train.ckpt", "resumed.ckpt"};
+                                        "t.safetensors", "ckpt.safetensors", "train.ckpt", "resumed.ckpt",
+                                        "float/train-images-idx3-ubyte", "float/train-labels-idx1-ubyte", "float"};
     char path[128];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         path_in(path, sizeof path, names[i]);
-        unlink(path);
+        if (unlink(path) != 0) rmdir(path);
     }
     rmdir(g_dir);
 }
@@ -435,6 +456,7 @@ void test_alloc_failure_loops(void) {
     fail_loop("checkpoint save/load", sc_checkpoint, NULL);
     fail_loop("IDX images (plain)", sc_images, NULL);
     fail_loop("IDX images (gzip)", sc_images_gz, NULL);
+    fail_loop("IDX float32 images", sc_images_float, NULL);
     fail_loop("text corpus", sc_text, NULL);
     static const int mlp = 0, resume = 1, lstm = 2;
     fail_loop("amp_train_run (mlp, 2 steps, checkpoint)", sc_train, (void *)&mlp);
