@@ -120,11 +120,13 @@ FUZZ_LIBS_cli_args := $(PLPLOT_LIBS)
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 # libFuzzer targets: the library is rebuilt with clang and coverage instrumentation in its own tree.
+# -fno-sanitize-recover: an undefined-behaviour report stops the fuzzer as a finding (by default
+# UBSan prints and carries on, and the run ends "clean").
 fuzz:
-	$(MAKE) BUILD=$(BUILD)/fuzz CC=clang OPT=-O1 EXTRA_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined" lib
+	$(MAKE) BUILD=$(BUILD)/fuzz CC=clang OPT=-O1 EXTRA_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all" lib
 	for t in $(FUZZ_TARGETS); do \
 	  extra=""; libs=""; if [ $$t = cli_args ]; then extra="$(FUZZ_EXTRA_cli_args)"; libs="$(FUZZ_LIBS_cli_args)"; fi; \
-	  clang -std=c11 -O1 -g $(WARN) $(CPPFLAGS_AMP) -fsanitize=fuzzer,address,undefined \
+	  clang -std=c11 -O1 -g $(WARN) $(CPPFLAGS_AMP) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 	    fuzz/fuzz_$$t.c $$extra $(BUILD)/fuzz/libamp.a $$libs $(LDLIBS_AMP) -o $(BUILD)/fuzz/$$t || exit 1; done
 	@echo "run e.g.: $(BUILD)/fuzz/convert fuzz/corpus/convert -max_total_time=60 (cli_args: add -close_fd_mask=3)"
 

@@ -228,7 +228,7 @@ int amp_image_dataset_load(const char *dir, bool train, const amp_allocator *all
                         describe, (unsigned long long)AMP_DATA_MAX_BYTES);
     /* Only multiplied once the bound above holds: for a refused header the product can overflow. */
     const int64_t npix = st == AMP_OK ? count * (int64_t)image_elems : 0;
-    const int64_t image_bytes = (int64_t)image_elems * elem;
+    const int64_t image_bytes = st == AMP_OK ? (int64_t)image_elems * elem : 0; /* the same */
     const char *kind = elem == 1 ? "pixel" : elem == 4 ? "float32 pixel" : "float64 pixel";
     /* A header claiming more than the file can hold is truncation: refused before allocating for it. */
     if (st == AMP_OK) st = idx_check_size(&im, npix * elem, image_bytes, describe, kind, err, err_size);
