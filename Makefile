@@ -132,22 +132,29 @@ bench: all
 	 else echo "bench: numpy not installed (pip install numpy ml_dtypes) - skipping the numpy comparison"; fi
 
 FUZZ_TARGETS := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+# fuzz_cli_args links the CLI's own sources (its main() comes in through the target, renamed).
+FUZZ_EXTRA_cli_args := $(filter-out tools/amp/main.c,$(CLI_SRCS)) $(PLPLOT_CFLAGS)
+FUZZ_LIBS_cli_args := $(PLPLOT_LIBS)
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
 # libFuzzer targets: the library is rebuilt with clang and coverage instrumentation in its own tree.
+# -fno-sanitize-recover: an undefined-behaviour report stops the fuzzer as a finding (by default
+# UBSan prints and carries on, and the run ends "clean").
 fuzz:
-	$(MAKE) BUILD=$(BUILD)/fuzz CC=clang OPT=-O1 EXTRA_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined" lib
+	$(MAKE) BUILD=$(BUILD)/fuzz CC=clang OPT=-O1 EXTRA_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all" lib
 	for t in $(FUZZ_TARGETS); do \
-	  clang -std=c11 -O1 -g $(WARN) $(CPPFLAGS_AMP) -fsanitize=fuzzer,address,undefined \
-	    fuzz/fuzz_$$t.c $(BUILD)/fuzz/libamp.a $(LDLIBS_AMP) -o $(BUILD)/fuzz/$$t || exit 1; done
-	@echo "run e.g.: $(BUILD)/fuzz/convert fuzz/corpus/convert -max_total_time=60"
+	  extra=""; libs=""; if [ $$t = cli_args ]; then extra="$(FUZZ_EXTRA_cli_args)"; libs="$(FUZZ_LIBS_cli_args)"; fi; \
+	  clang -std=c11 -O1 -g $(WARN) $(CPPFLAGS_AMP) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+	    fuzz/fuzz_$$t.c $$extra $(BUILD)/fuzz/libamp.a $$libs $(LDLIBS_AMP) -o $(BUILD)/fuzz/$$t || exit 1; done
+	@echo "run e.g.: $(BUILD)/fuzz/convert fuzz/corpus/convert -max_total_time=60 (cli_args: add -close_fd_mask=3)"
 
 # Replays the committed corpus through each target with a plain main(), under ASan+UBSan.
 fuzz-replay:
 	$(MAKE) BUILD=$(BUILD)/sanitize OPT=-O1 EXTRA_CFLAGS="$(SAN_FLAGS)" EXTRA_LDFLAGS="-fsanitize=address,undefined" lib
 	for t in $(FUZZ_TARGETS); do \
-	  $(CC) -std=c11 -O1 -g $(WARN) $(CPPFLAGS_AMP) $(SAN_FLAGS) fuzz/fuzz_$$t.c fuzz/replay_main.c \
-	    $(BUILD)/sanitize/libamp.a $(LDLIBS_AMP) -o $(BUILD)/sanitize/replay_$$t || exit 1; \
+	  extra=""; libs=""; if [ $$t = cli_args ]; then extra="$(FUZZ_EXTRA_cli_args)"; libs="$(FUZZ_LIBS_cli_args)"; fi; \
+	  $(CC) -std=c11 -O1 -g $(WARN) $(CPPFLAGS_AMP) $(SAN_FLAGS) fuzz/fuzz_$$t.c $$extra fuzz/replay_main.c \
+	    $(BUILD)/sanitize/libamp.a $$libs $(LDLIBS_AMP) -o $(BUILD)/sanitize/replay_$$t || exit 1; \
 	  $(BUILD)/sanitize/replay_$$t fuzz/corpus/$$t || exit 1; done
 
 install: all

@@ -3,6 +3,7 @@
  * images file's length modulo (rest + 1), then the images file's bytes followed by the labels file's.
  * Both files go into a per-process temp directory (reused); on success a few images are batched and
  * an out-of-range index must be refused. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,13 +83,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     amp_image_dataset d;
     const int rc = amp_image_dataset_load(g_dir, true, NULL, &d, err, sizeof err);
     if (rc != AMP_OK) {
-        if (d.pixels != NULL || d.labels != NULL || d.count != 0) abort();
+        if (d.pixels != NULL || d.values != NULL || d.labels != NULL || d.count != 0) abort();
         amp_image_dataset_free(&d);
         return 0;
     }
     if (d.count <= 0 || d.rows <= 0 || d.cols <= 0 || d.classes < 1 || d.classes > 256) abort();
     for (int64_t i = 0; i < d.count; i++)
         if (d.labels[i] >= d.classes) abort();
+    /* Exactly one of the two pixel arrays; float images are all finite (the loader's promise). */
+    if ((d.pixels == NULL) == (d.values == NULL)) abort();
+    for (int64_t i = 0; d.values && i < d.count * d.rows * d.cols; i++)
+        if (!isfinite(d.values[i])) abort();
     const int64_t idx[3] = {0, d.count / 2, d.count - 1};
     const size_t per = (size_t)(d.rows * d.cols);
     float *x = malloc(sizeof(float) * per * 3);

@@ -5,6 +5,7 @@
 #include "amp/version.h"
 #include "amp/status.h"
 #include "amp/log.h"
+#include "amp/alloc.h"
 #include "amp/dtype.h"
 #include "amp/formats.h"
 #include "amp/cpu.h"

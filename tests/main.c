@@ -107,6 +107,9 @@ static const harness_test all_tests[] = {
     TEST(train_data_parallel_plumbing),
     TEST(grad_ready_hook),
     TEST(backward_grad_hook),
+    TEST(data_idx_float),
+    TEST(alloc_hooks),
+    TEST(alloc_failure_loops),
     TEST(encode_sweep),
 };
 

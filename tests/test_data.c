@@ -166,13 +166,13 @@ void test_data_idx_errors(void) {
     write_idx(dir, lab, 0x803, 3, dims, px, sizeof px, false);
     EXPECT_ERROR(dir, AMP_ERR_FORMAT, "train-labels-idx1-ubyte: bad magic 0x00000803 (expected 0x00000801 for labels)",
                  NULL);
-    /* ... and the images file a labels file; a float IDX file (type 0x0D) too. */
+    /* ... and the images file a labels file; a 2-dimensional float IDX file too. */
     write_idx(dir, lab, 0x801, 1, dims, labels4, N_IMG, false);
     write_idx(dir, img, 0x801, 1, dims, labels4, N_IMG, false);
-    EXPECT_ERROR(dir, AMP_ERR_FORMAT, "train-images-idx3-ubyte: bad magic 0x00000801 (expected 0x00000803 for images)",
-                 NULL);
-    write_idx(dir, img, 0xD03, 3, dims, px, sizeof px, false);
-    EXPECT_ERROR(dir, AMP_ERR_FORMAT, "bad magic 0x00000d03", NULL);
+    EXPECT_ERROR(dir, AMP_ERR_FORMAT, "train-images-idx3-ubyte: bad magic 0x00000801 (expected 0x00000803 for images, "
+                 "or 0x00000d03 / 0x00000e03 for float32 / float64 ones)", NULL);
+    write_idx(dir, img, 0xD02, 2, dims, px, sizeof px, false);
+    EXPECT_ERROR(dir, AMP_ERR_FORMAT, "bad magic 0x00000d02", NULL);
     /* Truncated headers: inside the magic, inside the dimensions. */
     write_bytes(dir, img, (const uint8_t[]){0, 0}, 2, false);
     EXPECT_ERROR(dir, AMP_ERR_FORMAT, "train-images-idx3-ubyte: truncated header: 2 of 16 bytes", NULL);

@@ -153,4 +153,12 @@ void test_checkpoint_mismatch(void);
 void test_checkpoint_atomic(void);
 void test_checkpoint_fixture(void);
 
+/* test_alloc_fail.c: the process-wide heap hooks; every create/load entry point with each of its
+ * allocations refused in turn (an error status, no crash, no leak) */
+void test_alloc_hooks(void);
+void test_alloc_failure_loops(void);
+
+/* test_data_float.c: float32/float64 IDX images, their batches, non-finite values refused */
+void test_data_idx_float(void);
+
 #endif /* AMP_TESTS_TESTS_H */

@@ -46,15 +46,19 @@ typedef struct amp_image_dataset {
     int64_t count;      /* images (> 0) */
     int64_t rows, cols; /* each image's size, from the file (> 0) */
     int classes;        /* max label + 1 (1..256) */
-    uint8_t *pixels;    /* [count, rows, cols], row-major, 0..255 as stored */
+    uint8_t *pixels;    /* ubyte files: [count, rows, cols], row-major, 0..255 as stored; else NULL */
+    float *values;      /* float32/float64 files: [count, rows, cols] as fp32 (all finite); else NULL */
     uint8_t *labels;    /* [count] */
     amp_allocator allocator; /* what allocated pixels and labels */
 } amp_image_dataset;
 
 /* Loads DIR/train-images-idx3-ubyte and DIR/train-labels-idx1-ubyte (train) or the t10k-* pair (not
  * train). Each file may be gzipped: NAME.gz is used when it exists, else NAME (either may be gzipped
- * or plain: zlib reads both). The images file must be IDX type ubyte (magic 0x00000803) with three
- * dimensions, the labels file ubyte with one (0x00000801); the counts must agree, be non-zero, and the
+ * or plain: zlib reads both). The images file must be IDX type ubyte (magic 0x00000803), float32
+ * (0x00000D03) or float64 (0x00000E03) with three dimensions, the labels file ubyte with one
+ * (0x00000801). Float images are converted to fp32 and must all be finite (and, for float64, within
+ * fp32's range): the first that is not is refused with AMP_ERR_FORMAT and a message naming the file,
+ * the image index and the pixel; the counts must agree, be non-zero, and the
  * files must hold exactly the data their headers declare (no more, no less). alloc NULL: malloc.
  * Returns AMP_OK or an error status with a message in err (see the top of this file). */
 int amp_image_dataset_load(const char *dir, bool train, const amp_allocator *alloc, amp_image_dataset *out,
@@ -62,7 +66,8 @@ int amp_image_dataset_load(const char *dir, bool train, const amp_allocator *all
 /* Frees what the dataset owns and zeroes it. NULL, or a zeroed dataset, is fine. */
 void amp_image_dataset_free(amp_image_dataset *d);
 
-/* A batch: images indices[0..n) as fp32 x[n, rows, cols] = (pixel / 255 - mean) / std and their labels
+/* A batch: images indices[0..n) as fp32 x[n, rows, cols] = (pixel / 255 - mean) / std (float files:
+ * (value - mean) / std) and their labels
  * y[n]. Every value is the same fp32 computation, so batches are bit-reproducible. Returns AMP_OK,
  * AMP_ERR_NULL_POINTER, or AMP_ERR_INVALID_ARGUMENT (an index outside [0, count), n < 0, std not
  * positive and finite), in which case nothing is written. */

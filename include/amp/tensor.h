@@ -95,6 +95,7 @@ uint64_t amp_ctx_random(amp_ctx *ctx, unsigned purpose);
 /* ---- parameters and buffers ---- */
 
 /* Declares a trainable parameter (a leaf with requires_grad). data is NULL until amp_ctx_alloc_params.
+ * The context keeps its own copy of name (NULL: unnamed).
  * After allocation no more parameters can be declared (AMP_ERR_INVALID_ARGUMENT). */
 amp_tensor *amp_param_new(amp_ctx *ctx, const char *name, amp_dtype dtype, int ndim, const int64_t *shape);
 /* Declares persistent state without a gradient (e.g. running statistics), allocated with the params. */

@@ -5,6 +5,7 @@
 #include "../tensor/ctx_internal.h"
 #include "amp/ops.h"
 #include "autocast_internal.h"
+#include "../core/alloc_internal.h"
 
 enum { MAX_DEPTH = 64 };
 
@@ -93,7 +94,7 @@ static amp_tensor *cast_to(amp_ctx *ctx, amp_tensor *x, amp_dtype to) {
     state.n_cache = kept;
     if (state.n_cache == state.cap_cache) {
         size_t cap = state.cap_cache ? state.cap_cache * 2 : 64;
-        cache_entry *grown = realloc(state.cache, cap * sizeof *grown);
+        cache_entry *grown = amp_realloc(state.cache, cap * sizeof *grown);
         if (!grown) return c; /* no cache: still correct */
         state.cache = grown;
         state.cap_cache = cap;

@@ -4,18 +4,16 @@
 #include <stdlib.h>
 
 #include "data_internal.h"
+#include "../core/alloc_internal.h"
 
 static void *data_default_alloc(size_t size, size_t align, void *user) {
     (void)user;
-    void *p = NULL;
-    if (align < sizeof(void *)) align = sizeof(void *);
-    if (size == 0) size = align;
-    return posix_memalign(&p, align, size) == 0 ? p : NULL;
+    return amp_aligned_alloc(align, size); /* through the process-wide hooks (amp/alloc.h) */
 }
 
 static void data_default_free(void *ptr, void *user) {
     (void)user;
-    free(ptr);
+    amp_free(ptr);
 }
 
 bool data_allocator(const amp_allocator *alloc, amp_allocator *out) {

@@ -1,8 +1,9 @@
 /* IDX image/label files (MNIST's layout), plain or gzipped, read through zlib's gz* functions (they
  * read a plain file as is). Headers are read and checked, both of them, before anything is allocated.
  *
- * IDX: a big-endian magic 0x0000TTNN (TT the element type, 0x08 for unsigned bytes; NN the number of
- * dimensions), NN big-endian uint32 dimensions, then the elements, row-major. */
+ * IDX: a big-endian magic 0x0000TTNN (TT the element type: 0x08 unsigned byte, 0x0D float32, 0x0E
+ * float64; NN the number of dimensions), NN big-endian uint32 dimensions, then the elements, row-major
+ * (multi-byte elements big-endian). Images may be ubyte or float; labels are ubyte. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,11 +21,15 @@ enum {
 
 #define IDX_MAGIC_IMAGES 0x00000803u /* ubyte, 3 dimensions: count, rows, cols */
 #define IDX_MAGIC_LABELS 0x00000801u /* ubyte, 1 dimension: count */
+#define IDX_TYPE_UBYTE 0x08u
+#define IDX_TYPE_F32 0x0Du
+#define IDX_TYPE_F64 0x0Eu
 
 typedef struct idx_file {
     char path[IDX_PATH_MAX];
     gzFile f;
     uint32_t dims[IDX_MAX_DIMS];
+    unsigned elem;     /* bytes per element: 1 (ubyte), 4 (float32) or 8 (float64) */
     bool direct;       /* plain (not gzip) data */
     uint64_t max_data; /* the most data bytes the file can hold: its size less the header (plain), or
                           deflate's 1032:1 ratio bound (gzip); checked before allocating */
@@ -69,8 +74,8 @@ static uint32_t be32(const unsigned char *p) {
 }
 
 /* Finds DIR/NAME.gz or else DIR/NAME, opens it and reads and checks its header. */
-static int idx_open(idx_file *x, const char *dir, const char *name, uint32_t magic, int ndim, const char *what,
-                    char *err, size_t err_size) {
+static int idx_open(idx_file *x, const char *dir, const char *name, uint32_t magic, bool float_ok, int ndim,
+                    const char *what, char *err, size_t err_size) {
     struct stat st;
     const size_t dl = strlen(dir);
     const char *sep = dl && dir[dl - 1] == '/' ? "" : "/";
@@ -100,10 +105,14 @@ static int idx_open(idx_file *x, const char *dir, const char *name, uint32_t mag
     if (got < 4)
         return data_error(err, err_size, AMP_ERR_FORMAT, "%s: truncated header: %lld of %lld bytes", x->path,
                           (long long)got, (long long)header);
-    const uint32_t m = be32(h);
-    if (m != magic)
-        return data_error(err, err_size, AMP_ERR_FORMAT, "%s: bad magic 0x%08x (expected 0x%08x for %s)", x->path,
-                          (unsigned)m, (unsigned)magic, what);
+    const uint32_t m = be32(h), low = magic & 0xFFu;
+    x->elem = m == magic ? 1 : 0;
+    if (float_ok && m == (IDX_TYPE_F32 << 8 | low)) x->elem = 4;
+    if (float_ok && m == (IDX_TYPE_F64 << 8 | low)) x->elem = 8;
+    if (!x->elem)
+        return data_error(err, err_size, AMP_ERR_FORMAT, "%s: bad magic 0x%08x (expected 0x%08x for %s%s)", x->path,
+                          (unsigned)m, (unsigned)magic, what,
+                          float_ok ? ", or 0x00000d03 / 0x00000e03 for float32 / float64 ones" : "");
     const int64_t got_dims = idx_read(x->f, h + 4, header - 4, &zerr, &zmsg);
     if (zerr) return data_error(err, err_size, AMP_ERR_FORMAT, "%s: corrupt gzip data: %s", x->path, idx_zmsg(x, zmsg));
     if (got_dims < header - 4)
@@ -156,6 +165,37 @@ static int idx_read_data(idx_file *x, uint8_t *buf, int64_t n, int64_t unit, con
     return AMP_OK;
 }
 
+/* Converts n big-endian float32/float64 elements (x->elem bytes each) to fp32 values. A NaN or an
+ * infinity, or a float64 outside fp32's range, is refused with the image (record) index: training on
+ * it would turn every loss into NaN, far from the file that caused it. */
+static int idx_to_fp32(const idx_file *x, const uint8_t *raw, float *values, int64_t n, uint64_t per_image,
+                       char *err, size_t err_size) {
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *p = raw + i * (int64_t)x->elem;
+        double v;
+        if (x->elem == 4) {
+            const uint32_t u = be32(p);
+            float f;
+            memcpy(&f, &u, sizeof f);
+            v = f;
+        } else {
+            const uint64_t u = (uint64_t)be32(p) << 32 | be32(p + 4);
+            memcpy(&v, &u, sizeof v);
+        }
+        const float f = (float)v;
+        if (!isfinite(f)) {
+            const long long image = (long long)((uint64_t)i / per_image), pixel = (long long)((uint64_t)i % per_image);
+            if (isfinite(v))
+                return data_error(err, err_size, AMP_ERR_FORMAT, "%s: image %lld, pixel %lld: %g is outside fp32's range",
+                                  x->path, image, pixel, v);
+            return data_error(err, err_size, AMP_ERR_FORMAT, "%s: image %lld, pixel %lld: non-finite value (%s)",
+                              x->path, image, pixel, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
+        }
+        values[i] = f;
+    }
+    return AMP_OK;
+}
+
 int amp_image_dataset_load(const char *dir, bool train, const amp_allocator *alloc, amp_image_dataset *out,
                            char *err, size_t err_size) {
     if (err && err_size) err[0] = '\0';
@@ -167,11 +207,13 @@ int amp_image_dataset_load(const char *dir, bool train, const amp_allocator *all
 
     idx_file im = {.f = NULL}, lb = {.f = NULL};
     uint8_t *pixels = NULL, *labels = NULL;
-    int st = idx_open(&im, dir, train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte", IDX_MAGIC_IMAGES, 3,
-                      "images", err, err_size);
+    float *values = NULL;
+    int st = idx_open(&im, dir, train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte", IDX_MAGIC_IMAGES, true,
+                      3, "images", err, err_size);
     if (st == AMP_OK)
-        st = idx_open(&lb, dir, train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte", IDX_MAGIC_LABELS, 1,
-                      "labels", err, err_size);
+        st = idx_open(&lb, dir, train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte", IDX_MAGIC_LABELS, false,
+                      1, "labels", err, err_size);
+    const int64_t elem = st == AMP_OK ? im.elem : 1;
     const int64_t count = im.dims[0], rows = im.dims[1], cols = im.dims[2];
     char describe[96];
     snprintf(describe, sizeof describe, "%lld images of %lldx%lld", (long long)count, (long long)rows,
@@ -180,26 +222,35 @@ int amp_image_dataset_load(const char *dir, bool train, const amp_allocator *all
         st = data_error(err, err_size, AMP_ERR_FORMAT, "%s holds %lld images but %s holds %lld labels", im.path,
                         (long long)count, lb.path, (long long)lb.dims[0]);
     /* rows * cols < 2^64 (two uint32); if it is within the bound, count * (rows * cols) < 2^63. */
-    const uint64_t image_bytes = (uint64_t)rows * (uint64_t)cols;
-    if (st == AMP_OK && (image_bytes > AMP_DATA_MAX_BYTES || (uint64_t)count * image_bytes > AMP_DATA_MAX_BYTES))
+    const uint64_t image_elems = (uint64_t)rows * (uint64_t)cols, max_elems = AMP_DATA_MAX_BYTES / (uint64_t)elem;
+    if (st == AMP_OK && (image_elems > max_elems || (uint64_t)count * image_elems > max_elems))
         st = data_error(err, err_size, AMP_ERR_FORMAT, "%s: header says %s: more than the %llu-byte limit", im.path,
                         describe, (unsigned long long)AMP_DATA_MAX_BYTES);
     /* Only multiplied once the bound above holds: for a refused header the product can overflow. */
-    const int64_t npix = st == AMP_OK ? count * (int64_t)image_bytes : 0;
+    const int64_t npix = st == AMP_OK ? count * (int64_t)image_elems : 0;
+    const int64_t image_bytes = st == AMP_OK ? (int64_t)image_elems * elem : 0; /* the same */
+    const char *kind = elem == 1 ? "pixel" : elem == 4 ? "float32 pixel" : "float64 pixel";
     /* A header claiming more than the file can hold is truncation: refused before allocating for it. */
-    if (st == AMP_OK) st = idx_check_size(&im, npix, (int64_t)image_bytes, describe, "pixel", err, err_size);
+    if (st == AMP_OK) st = idx_check_size(&im, npix * elem, image_bytes, describe, kind, err, err_size);
     if (st == AMP_OK) {
         char ldescribe[48];
         snprintf(ldescribe, sizeof ldescribe, "%lld labels", (long long)count);
         st = idx_check_size(&lb, count, 1, ldescribe, "label", err, err_size);
     }
     if (st == AMP_OK) {
-        pixels = a.alloc((size_t)npix, 64, a.user);
-        labels = pixels ? a.alloc((size_t)count, 64, a.user) : NULL;
+        /* Float images are read into `pixels` as raw bytes, then converted into `values`. */
+        pixels = a.alloc((size_t)(npix * elem), 64, a.user);
+        values = pixels && elem > 1 ? a.alloc((size_t)npix * sizeof *values, 64, a.user) : NULL;
+        labels = pixels && (elem == 1 || values) ? a.alloc((size_t)count, 64, a.user) : NULL;
         if (!labels)
             st = data_error(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory for %s", im.path, describe);
     }
-    if (st == AMP_OK) st = idx_read_data(&im, pixels, npix, (int64_t)image_bytes, describe, "pixel", err, err_size);
+    if (st == AMP_OK) st = idx_read_data(&im, pixels, npix * elem, image_bytes, describe, kind, err, err_size);
+    if (st == AMP_OK && elem > 1) {
+        st = idx_to_fp32(&im, pixels, values, npix, image_elems, err, err_size);
+        a.free(pixels, a.user);
+        pixels = NULL;
+    }
     if (st == AMP_OK) {
         char ldescribe[48];
         snprintf(ldescribe, sizeof ldescribe, "%lld labels", (long long)count);
@@ -209,6 +260,7 @@ int amp_image_dataset_load(const char *dir, bool train, const amp_allocator *all
     idx_close(&lb);
     if (st != AMP_OK) {
         if (pixels) a.free(pixels, a.user);
+        if (values) a.free(values, a.user);
         if (labels) a.free(labels, a.user);
         return st;
     }
@@ -216,7 +268,7 @@ int amp_image_dataset_load(const char *dir, bool train, const amp_allocator *all
     for (int64_t i = 0; i < count; i++)
         if (labels[i] > max_label) max_label = labels[i];
     *out = (amp_image_dataset){.count = count, .rows = rows, .cols = cols, .classes = max_label + 1,
-                               .pixels = pixels, .labels = labels, .allocator = a};
+                               .pixels = pixels, .values = values, .labels = labels, .allocator = a};
     return AMP_OK;
 }
 
@@ -224,6 +276,7 @@ void amp_image_dataset_free(amp_image_dataset *d) {
     if (!d) return;
     if (d->allocator.free) {
         if (d->pixels) d->allocator.free(d->pixels, d->allocator.user);
+        if (d->values) d->allocator.free(d->values, d->allocator.user);
         if (d->labels) d->allocator.free(d->labels, d->allocator.user);
     }
     memset(d, 0, sizeof *d);
@@ -239,6 +292,15 @@ int amp_image_dataset_batch(const amp_image_dataset *d, const int64_t *indices, 
     float lut[256];
     for (int v = 0; v < 256; v++) lut[v] = ((float)v / 255.0f - mean) / std;
     const int64_t size = d->rows * d->cols;
+    if (d->values) {
+        for (int64_t i = 0; i < n; i++) {
+            const float *src = d->values + indices[i] * size;
+            float *dst = x + i * size;
+            for (int64_t p = 0; p < size; p++) dst[p] = (src[p] - mean) / std;
+            y[i] = d->labels[indices[i]];
+        }
+        return AMP_OK;
+    }
     for (int64_t i = 0; i < n; i++) {
         const uint8_t *src = d->pixels + indices[i] * size;
         float *dst = x + i * size;

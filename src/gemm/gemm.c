@@ -37,6 +37,7 @@
 #include "amp/status.h"
 #include "gemm_kernels.h"
 #include "../core/parallel.h"
+#include "../core/alloc_internal.h"
 
 /* Below this many flops (2mnk) a second thread costs more to wake than it saves. */
 #define GEMM_MIN_FLOPS_PER_THREAD (1 << 21)
@@ -54,9 +55,9 @@ static int buffers_key_ok;
 
 static void free_buffers(void *p) {
     pack_buffers *pb = p;
-    free(pb->a);
-    free(pb->b);
-    free(pb);
+    amp_free(pb->a);
+    amp_free(pb->b);
+    amp_free(pb);
 }
 
 static void make_buffers_key(void) { buffers_key_ok = pthread_key_create(&buffers_key, free_buffers) == 0; }
@@ -66,9 +67,9 @@ static pack_buffers *thread_buffers(void) {
     if (!buffers_key_ok) return NULL;
     pack_buffers *pb = pthread_getspecific(buffers_key);
     if (pb) return pb;
-    pb = calloc(1, sizeof *pb);
+    pb = amp_calloc(1, sizeof *pb);
     if (pb && pthread_setspecific(buffers_key, pb) != 0) {
-        free(pb);
+        amp_free(pb);
         pb = NULL;
     }
     return pb;
@@ -78,9 +79,9 @@ static pack_buffers *thread_buffers(void) {
 static void *grow(void **buf, size_t *size, size_t need) {
     if (need <= *size) return *buf;
     const size_t rounded = (need + 63) & ~(size_t)63; /* aligned_alloc wants a multiple of the alignment */
-    void *p = aligned_alloc(64, rounded);
+    void *p = amp_aligned_alloc(64, rounded);
     if (!p) return NULL;
-    free(*buf);
+    amp_free(*buf);
     *buf = p;
     *size = rounded;
     return p;

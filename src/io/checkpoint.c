@@ -15,6 +15,7 @@
 #include "io_internal.h"
 #include "amp/status.h"
 #include "amp/version.h"
+#include "../core/alloc_internal.h"
 
 
 /* The optimizer state roles a checkpoint stores, with their names (torch.optim's state keys). */
@@ -39,7 +40,7 @@ enum { N_OPT_ROLES = sizeof opt_roles / sizeof opt_roles[0] };
 
 static char *role_name(const char *prefix, const char *param, const char *suffix) {
     size_t n = strlen(prefix) + strlen(param) + strlen(suffix) + 1;
-    char *s = malloc(n);
+    char *s = amp_malloc(n);
     if (s) snprintf(s, n, "%s%s%s", prefix, param, suffix);
     return s;
 }
@@ -98,10 +99,10 @@ int amp_checkpoint_save(const char *path, const amp_ctx *ctx, const amp_optimize
 
     const size_t n_opt = opt ? amp_optimizer_num_params(opt) : 0;
     const size_t cap = ctx->n_params + ctx->n_buffers + n_opt * N_OPT_ROLES;
-    amp_st_tensor *ts = calloc(cap ? cap : 1, sizeof *ts);
-    char **owned = calloc(cap ? cap : 1, sizeof *owned);
+    amp_st_tensor *ts = amp_calloc(cap ? cap : 1, sizeof *ts);
+    char **owned = amp_calloc(cap ? cap : 1, sizeof *owned);
     const size_t cap_meta = 10 + info->n_user;
-    amp_st_meta *meta = calloc(cap_meta, sizeof *meta);
+    amp_st_meta *meta = amp_calloc(cap_meta, sizeof *meta);
     char *scaler_json = NULL;
     int rc = AMP_OK;
     size_t n = 0, n_owned = 0, n_meta = 0;
@@ -158,7 +159,7 @@ int amp_checkpoint_save(const char *path, const amp_ctx *ctx, const amp_optimize
         amp_scaler_state st;
         amp_scaler_state_dict(scaler, &st);
         size_t len = amp_scaler_state_format(&st, NULL, 0);
-        scaler_json = malloc(len + 1);
+        scaler_json = amp_malloc(len + 1);
         if (!scaler_json) {
             rc = amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
             goto out;
@@ -169,11 +170,11 @@ int amp_checkpoint_save(const char *path, const amp_ctx *ctx, const amp_optimize
     for (size_t i = 0; i < info->n_user; i++) meta[n_meta++] = info->user[i];
     rc = amp_safetensors_write(path, ts, n, meta, n_meta, err, err_size);
 out:
-    for (size_t i = 0; i < n_owned; i++) free(owned[i]);
-    free(owned);
-    free(ts);
-    free(meta);
-    free(scaler_json);
+    for (size_t i = 0; i < n_owned; i++) amp_free(owned[i]);
+    amp_free(owned);
+    amp_free(ts);
+    amp_free(meta);
+    amp_free(scaler_json);
     return rc;
 }
 
@@ -214,7 +215,7 @@ int amp_checkpoint_load(const char *path, amp_ctx *ctx, amp_optimizer *opt, amp_
     if (rc != AMP_OK) return rc;
 
     const size_t n_opt = opt ? amp_optimizer_num_params(opt) : 0;
-    char **names = calloc(n_opt * N_OPT_ROLES + 1, sizeof *names);
+    char **names = amp_calloc(n_opt * N_OPT_ROLES + 1, sizeof *names);
     if (!names) {
         amp_safetensors_close(f);
         return amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
@@ -317,8 +318,8 @@ int amp_checkpoint_load(const char *path, amp_ctx *ctx, amp_optimizer *opt, amp_
         out->n_rng = n_rng;
         memcpy(out->rng, rng, sizeof rng);
     }
-    for (size_t i = 0; i < n_opt * N_OPT_ROLES; i++) free(names[i]);
-    free(names);
+    for (size_t i = 0; i < n_opt * N_OPT_ROLES; i++) amp_free(names[i]);
+    amp_free(names);
     amp_safetensors_close(f);
     return rc;
 }

@@ -17,6 +17,7 @@
 #include "amp/formats.h"
 #include "amp/status.h"
 #include "io_internal.h"
+#include "../core/alloc_internal.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; amp's reader and writer assume a little-endian host"
@@ -96,7 +97,7 @@ static void sb_put(sbuf *b, const char *s, size_t n) {
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 1024;
         while (cap < b->len + n + 1) cap *= 2;
-        char *q = realloc(b->p, cap);
+        char *q = amp_realloc(b->p, cap);
         if (!q) {
             b->oom = true;
             return;
@@ -166,7 +167,7 @@ static int build_header(const char *path, const amp_st_tensor *tensors, size_t n
 
     /* Unique names (tensors) and keys (metadata). */
     size_t m = n > n_meta ? n : n_meta;
-    const char **names = malloc((m ? m : 1) * sizeof *names);
+    const char **names = amp_malloc((m ? m : 1) * sizeof *names);
     if (!names) return amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     for (int pass = 0; pass < 2; pass++) {
         size_t k = pass == 0 ? n : n_meta;
@@ -176,11 +177,11 @@ static int build_header(const char *path, const amp_st_tensor *tensors, size_t n
             if (strcmp(names[i - 1], names[i]) == 0) {
                 int rc = amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: duplicate %s \"%s\"", path,
                               pass == 0 ? "tensor name" : "metadata key", names[i]);
-                free(names);
+                amp_free(names);
                 return rc;
             }
     }
-    free(names);
+    amp_free(names);
 
     sb_puts(h, "{");
     bool first = true;
@@ -223,27 +224,20 @@ static int build_header(const char *path, const amp_st_tensor *tensors, size_t n
     return AMP_OK;
 }
 
-/* fsync of the directory holding path, so that the rename itself is durable. */
-static int sync_parent_dir(const char *path) {
+/* fsync of the directory holding path, so that the rename itself is durable. buf (at least
+ * strlen(path) + 2 bytes, the temp name's buffer) receives the directory's name: no allocation here,
+ * after the rename, where running out of memory would turn a written file into a failure. */
+static int sync_parent_dir(const char *path, char *buf) {
     const char *slash = strrchr(path, '/');
-    char *dir;
     if (!slash) {
-        dir = strdup(".");
+        strcpy(buf, ".");
     } else if (slash == path) {
-        dir = strdup("/");
+        strcpy(buf, "/");
     } else {
-        dir = malloc((size_t)(slash - path) + 1);
-        if (dir) {
-            memcpy(dir, path, (size_t)(slash - path));
-            dir[slash - path] = '\0';
-        }
+        memcpy(buf, path, (size_t)(slash - path));
+        buf[slash - path] = '\0';
     }
-    if (!dir) {
-        errno = ENOMEM;
-        return -1;
-    }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    free(dir);
+    int fd = open(buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return -1;
     int rc = fsync(fd);
     /* Some file systems cannot fsync a directory; the rename is then as durable as they make it. */
@@ -259,21 +253,21 @@ int amp_safetensors_write(const char *path, const amp_st_tensor *tensors, size_t
     if (err && err_size) err[0] = '\0';
     if (!path || (n > 0 && !tensors) || (n_meta > 0 && !meta))
         return amp_io_fail(err, err_size, AMP_ERR_NULL_POINTER, "amp_safetensors_write: NULL argument");
-    uint64_t *sizes = malloc((n ? n : 1) * sizeof *sizes);
+    uint64_t *sizes = amp_malloc((n ? n : 1) * sizeof *sizes);
     if (!sizes) return amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     sbuf h = {0};
     int rc = build_header(path, tensors, n, meta, n_meta, sizes, &h, err, err_size);
     if (rc != AMP_OK) {
-        free(sizes);
-        free(h.p);
+        amp_free(sizes);
+        amp_free(h.p);
         return rc;
     }
 
     size_t tmp_len = strlen(path) + 32;
-    char *tmp = malloc(tmp_len);
+    char *tmp = amp_malloc(tmp_len);
     if (!tmp) {
-        free(sizes);
-        free(h.p);
+        amp_free(sizes);
+        amp_free(h.p);
         return amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     }
     snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
@@ -310,13 +304,13 @@ int amp_safetensors_write(const char *path, const amp_st_tensor *tensors, size_t
         if (fd >= 0) unlink(tmp);
         rc = amp_io_fail(err, err_size, AMP_ERR_IO, "%s: %s (%s); the previous file, if any, is unchanged", path, what,
                   strerror(saved));
-    } else if (sync_parent_dir(path) != 0) {
+    } else if (sync_parent_dir(path, tmp) != 0) {
         rc = amp_io_fail(err, err_size, AMP_ERR_IO, "%s: written, but fsync of its directory failed (%s)", path,
                   strerror(errno));
     }
-    free(tmp);
-    free(sizes);
-    free(h.p);
+    amp_free(tmp);
+    amp_free(sizes);
+    amp_free(h.p);
     return rc;
 }
 
@@ -336,16 +330,16 @@ struct amp_st_file {
 void amp_safetensors_close(amp_st_file *f) {
     if (!f) return;
     if (f->fd >= 0) close(f->fd);
-    for (size_t i = 0; i < f->n_tensors; i++) free((char *)f->tensors[i].name);
+    for (size_t i = 0; i < f->n_tensors; i++) amp_free((char *)f->tensors[i].name);
     for (size_t i = 0; i < f->n_meta; i++) {
-        free((char *)f->meta[i].key);
-        free((char *)f->meta[i].value);
+        amp_free((char *)f->meta[i].key);
+        amp_free((char *)f->meta[i].value);
     }
-    free(f->tensors);
-    free(f->by_name);
-    free(f->meta);
-    free(f->path);
-    free(f);
+    amp_free(f->tensors);
+    amp_free(f->by_name);
+    amp_free(f->meta);
+    amp_free(f->path);
+    amp_free(f);
 }
 
 /* Reads exactly n bytes at offset; 0, or -1 (errno set; EIO-like 0 on a short file). */
@@ -425,7 +419,7 @@ static void sort_indices_by_name(size_t *idx, size_t *tmp, size_t n, const amp_s
 
 static char *dup_str(const char *s) {
     size_t n = strlen(s) + 1;
-    char *p = malloc(n);
+    char *p = amp_malloc(n);
     if (p) memcpy(p, s, n);
     return p;
 }
@@ -533,12 +527,12 @@ static int parse_header(amp_st_file *f, const char *text, size_t len, char *err,
         rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: __metadata__ appears twice", path);
         goto done;
     }
-    f->tensors = calloc(n_entries ? n_entries : 1, sizeof *f->tensors);
-    f->by_name = calloc(n_entries ? n_entries : 1, sizeof *f->by_name);
-    f->meta = calloc(n_meta ? n_meta : 1, sizeof *f->meta);
-    size_t *tmp = calloc(n_entries ? n_entries : 1, sizeof *tmp);
+    f->tensors = amp_calloc(n_entries ? n_entries : 1, sizeof *f->tensors);
+    f->by_name = amp_calloc(n_entries ? n_entries : 1, sizeof *f->by_name);
+    f->meta = amp_calloc(n_meta ? n_meta : 1, sizeof *f->meta);
+    size_t *tmp = amp_calloc(n_entries ? n_entries : 1, sizeof *tmp);
     if (!f->tensors || !f->by_name || !f->meta || !tmp) {
-        free(tmp);
+        amp_free(tmp);
         rc = amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu tensors", path, n_entries);
         goto done;
     }
@@ -592,7 +586,7 @@ static int parse_header(amp_st_file *f, const char *text, size_t len, char *err,
             if (strcmp(f->tensors[f->by_name[i - 1]].name, f->tensors[f->by_name[i]].name) == 0)
                 rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: duplicate tensor name \"%.64s\"", path, f->tensors[f->by_name[i]].name);
     }
-    free(tmp);
+    amp_free(tmp);
 done:
     cJSON_Delete(root);
     return rc;
@@ -602,12 +596,12 @@ int amp_safetensors_open(const char *path, amp_st_file **out, char *err, size_t 
     if (err && err_size) err[0] = '\0';
     if (out) *out = NULL;
     if (!path || !out) return amp_io_fail(err, err_size, AMP_ERR_NULL_POINTER, "amp_safetensors_open: NULL argument");
-    amp_st_file *f = calloc(1, sizeof *f);
+    amp_st_file *f = amp_calloc(1, sizeof *f);
     if (!f) return amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     f->fd = -1;
     f->path = dup_str(path);
     if (!f->path) {
-        free(f);
+        amp_free(f);
         return amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     }
     char *header = NULL;
@@ -651,7 +645,7 @@ int amp_safetensors_open(const char *path, amp_st_file **out, char *err, size_t 
     f->header_len = n;
     f->data_start = 8 + n;
     f->data_size = size - 8 - n;
-    header = malloc((size_t)n + 1);
+    header = amp_malloc((size_t)n + 1);
     if (!header) {
         rc = amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory for a %" PRIu64 "-byte header", path, n);
         goto out;
@@ -663,7 +657,7 @@ int amp_safetensors_open(const char *path, amp_st_file **out, char *err, size_t 
     header[n] = '\0';
     rc = parse_header(f, header, (size_t)n, err, err_size);
 out:
-    free(header);
+    amp_free(header);
     if (rc != AMP_OK) {
         amp_safetensors_close(f);
         return rc;

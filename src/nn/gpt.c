@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "nn_internal.h"
+#include "../core/alloc_internal.h"
 
 enum { GPT_WTE, GPT_WPE, GPT_BLOCK0 };
 enum {
@@ -30,7 +31,7 @@ int nn_gpt_declare(amp_model *m) {
     const nn_init normal = {NN_INIT_NORMAL, GPT_INIT_STD}, zero = {NN_INIT_CONST, 0.0f}, one = {NN_INIT_CONST, 1.0f};
     /* nanoGPT scales the residual projections' std by 1/sqrt(2 * n_layer) (GPT-2's init). */
     const nn_init resid = {NN_INIT_NORMAL, (float)(GPT_INIT_STD / sqrt(2.0 * (double)cfg->layers))};
-    m->positions = malloc((size_t)T * sizeof *m->positions);
+    m->positions = amp_malloc((size_t)T * sizeof *m->positions);
     if (!m->positions) return AMP_ERR_OUT_OF_MEMORY;
     for (int64_t t = 0; t < T; t++) m->positions[t] = (int32_t)t;
     const int64_t vc[2] = {V, C}, tc[2] = {T, C}, c1[1] = {C}, c3[1] = {3 * C}, c4[1] = {4 * C};

@@ -8,6 +8,7 @@
 
 #include "../tensor/autograd.h"
 #include "nn_internal.h"
+#include "../core/alloc_internal.h"
 
 static const char *const kind_names[AMP_MODEL_COUNT] = {"mlp", "cnn", "lstm", "gpt"};
 
@@ -111,25 +112,16 @@ amp_tensor *nn_param(amp_model *m, nn_init init, int ndim, const int64_t *shape,
     va_end(ap);
     if (m->n_params == m->cap_params) {
         size_t cap = m->cap_params ? 2 * m->cap_params : 16;
-        nn_param_entry *grown = realloc(m->params, cap * sizeof *grown);
+        nn_param_entry *grown = amp_realloc(m->params, cap * sizeof *grown);
         if (!grown) {
             amp_ctx_fail(m->ctx, AMP_ERR_OUT_OF_MEMORY, "model: out of memory");
             return NULL;
         }
         m->params = grown, m->cap_params = cap;
     }
-    char *name = malloc(strlen(buf) + 1);
-    if (!name) {
-        amp_ctx_fail(m->ctx, AMP_ERR_OUT_OF_MEMORY, "model: out of memory");
-        return NULL;
-    }
-    strcpy(name, buf);
-    amp_tensor *t = amp_param_new(m->ctx, name, m->cfg.param_dtype, ndim, shape);
-    if (!t) {
-        free(name);
-        return NULL;
-    }
-    m->params[m->n_params++] = (nn_param_entry){.tensor = t, .name = name, .init = init};
+    amp_tensor *t = amp_param_new(m->ctx, buf, m->cfg.param_dtype, ndim, shape); /* copies the name */
+    if (!t) return NULL;
+    m->params[m->n_params++] = (nn_param_entry){.tensor = t, .name = t->name, .init = init};
     return t;
 }
 
@@ -138,7 +130,7 @@ int amp_model_create(amp_ctx *ctx, const amp_model_config *cfg, amp_model **out)
     if (!ctx || !cfg || !out) return AMP_ERR_NULL_POINTER;
     int st = validate(ctx, cfg);
     if (st != AMP_OK) return st;
-    amp_model *m = calloc(1, sizeof *m);
+    amp_model *m = amp_calloc(1, sizeof *m);
     if (!m) return amp_ctx_fail(ctx, AMP_ERR_OUT_OF_MEMORY, "model: out of memory");
     m->cfg = *cfg;
     m->ctx = ctx;
@@ -151,11 +143,10 @@ int amp_model_create(amp_ctx *ctx, const amp_model_config *cfg, amp_model **out)
     }
     if (st == AMP_OK && amp_ctx_status(ctx) != AMP_OK) st = amp_ctx_status(ctx);
     if (st != AMP_OK) {
-        /* Declared parameters stay in the context (it cannot undeclare) and keep pointing at their
-         * names, so the names are leaked to the context rather than freed under it. */
-        free(m->params);
-        free(m->positions);
-        free(m);
+        /* Declared parameters stay in the context (it cannot undeclare), which owns their names. */
+        amp_free(m->params);
+        amp_free(m->positions);
+        amp_free(m);
         return st;
     }
     *out = m;
@@ -164,10 +155,9 @@ int amp_model_create(amp_ctx *ctx, const amp_model_config *cfg, amp_model **out)
 
 void amp_model_free(amp_model *m) {
     if (!m) return;
-    for (size_t i = 0; i < m->n_params; i++) free(m->params[i].name);
-    free(m->params);
-    free(m->positions);
-    free(m);
+    amp_free(m->params);
+    amp_free(m->positions);
+    amp_free(m);
 }
 
 const amp_model_config *amp_model_get_config(const amp_model *m) { return m ? &m->cfg : NULL; }
@@ -228,7 +218,7 @@ int amp_model_init(amp_model *m, uint64_t seed) {
         int64_t n = amp_tensor_numel(m->params[i].tensor);
         if (n > most) most = n;
     }
-    float *buf = malloc((size_t)(most ? most : 1) * sizeof *buf);
+    float *buf = amp_malloc((size_t)(most ? most : 1) * sizeof *buf);
     if (!buf) return amp_ctx_fail(m->ctx, AMP_ERR_OUT_OF_MEMORY, "amp_model_init: out of memory");
     for (size_t i = 0; i < m->n_params; i++) {
         const nn_init in = m->params[i].init;
@@ -248,11 +238,11 @@ int amp_model_init(amp_model *m, uint64_t seed) {
         }
         int st = amp_tensor_write(m->params[i].tensor, buf, AMP_F32);
         if (st != AMP_OK) {
-            free(buf);
+            amp_free(buf);
             return st;
         }
     }
-    free(buf);
+    amp_free(buf);
     return AMP_OK;
 }
 

@@ -19,7 +19,7 @@ typedef struct nn_init {
 
 typedef struct nn_param_entry {
     amp_tensor *tensor;
-    char *name; /* owned: the context keeps this pointer as the tensor's name */
+    const char *name; /* the context's copy (the tensor's name) */
     nn_init init;
 } nn_param_entry;
 

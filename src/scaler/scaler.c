@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "scaler_internal.h"
+#include "../core/alloc_internal.h"
 
 /* PyTorch's messages, verbatim (GradScaler.unscale_, step, update, _check_scale_growth_tracker,
  * __init__). */
@@ -61,7 +62,7 @@ int amp_scaler_create(const amp_scaler_config *config, amp_scaler **out) {
     *out = NULL;
     const amp_scaler_config c = config ? *config : amp_scaler_default_config();
     if (config_error(&c, c.enabled)) return AMP_ERR_INVALID_ARGUMENT;
-    amp_scaler *s = calloc(1, sizeof *s);
+    amp_scaler *s = amp_calloc(1, sizeof *s);
     if (!s) return AMP_ERR_OUT_OF_MEMORY;
     s->config = c;
     s->enabled = c.enabled;
@@ -72,7 +73,7 @@ int amp_scaler_create(const amp_scaler_config *config, amp_scaler **out) {
     return AMP_OK;
 }
 
-void amp_scaler_free(amp_scaler *s) { free(s); }
+void amp_scaler_free(amp_scaler *s) { amp_free(s); }
 
 /* ---- errors ---- */
 

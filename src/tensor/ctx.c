@@ -5,18 +5,16 @@
 #include <string.h>
 
 #include "ctx_internal.h"
+#include "../core/alloc_internal.h"
 
 static void *default_alloc(size_t size, size_t align, void *user) {
     (void)user;
-    void *p = NULL;
-    if (align < sizeof(void *)) align = sizeof(void *);
-    if (size == 0) size = align;
-    return posix_memalign(&p, align, size) == 0 ? p : NULL;
+    return amp_aligned_alloc(align, size); /* through the process-wide hooks (amp/alloc.h) */
 }
 
 static void default_free(void *ptr, void *user) {
     (void)user;
-    free(ptr);
+    amp_free(ptr);
 }
 
 amp_ctx_config amp_ctx_default_config(void) {
@@ -167,7 +165,10 @@ static amp_tensor *declare(amp_ctx *ctx, bool trainable, const char *name, amp_d
         *slots = grown;
         *cap = new_cap;
     }
-    amp_tensor *t = ctx->allocator.alloc(sizeof *t, 64, ctx->allocator.user);
+    /* The name is copied behind the tensor, in the same block, so the context owns it: the caller's
+     * string may die (and a model that fails half-way has nothing left to leak). */
+    const size_t name_bytes = name ? strlen(name) + 1 : 0;
+    amp_tensor *t = ctx->allocator.alloc(sizeof *t + name_bytes, 64, ctx->allocator.user);
     amp_tensor *g = trainable ? ctx->allocator.alloc(sizeof *g, 64, ctx->allocator.user) : NULL;
     if (!t || (trainable && !g)) {
         ctx->allocator.free(t, ctx->allocator.user);
@@ -177,7 +178,7 @@ static amp_tensor *declare(amp_ctx *ctx, bool trainable, const char *name, amp_d
     }
     ctx->persistent_allocations += trainable ? 2 : 1;
     amp_tensor_init_leaf(t, dtype, ndim, shape);
-    t->name = name;
+    t->name = name ? memcpy(t + 1, name, name_bytes) : NULL;
     t->requires_grad = trainable;
     if (g) {
         *g = *t;

@@ -7,6 +7,7 @@
 
 #include "amp.h"
 #include "train_internal.h"
+#include "../core/alloc_internal.h"
 
 /* A run of consecutive parameters [first, last] whose gradients are summed in one call: the bytes
  * [begin, end) of the gradient buffer (alignment padding between parameters is zero everywhere and
@@ -54,9 +55,9 @@ int amp_train_dist_setup(amp_train_run_state *r) {
     /* Buckets from the last parameter back (backward finishes the last layers first). */
     const size_t n = amp_ctx_num_params(r->ctx);
     const size_t target = r->cfg.bucket_bytes ? r->cfg.bucket_bytes : AMP_TRAIN_BUCKET_BYTES;
-    r->buckets = calloc(n ? n : 1, sizeof *r->buckets);
-    r->bucket_of = calloc(n ? n : 1, sizeof *r->bucket_of);
-    r->bucket_pending = calloc(n ? n : 1, sizeof *r->bucket_pending);
+    r->buckets = amp_calloc(n ? n : 1, sizeof *r->buckets);
+    r->bucket_of = amp_calloc(n ? n : 1, sizeof *r->bucket_of);
+    r->bucket_pending = amp_calloc(n ? n : 1, sizeof *r->bucket_pending);
     if (!r->buckets || !r->bucket_of || !r->bucket_pending)
         return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "out of memory for the gradient buckets");
     int b = -1;
@@ -180,9 +181,9 @@ int amp_train_dist_check_replicas(amp_train_run_state *r) {
 }
 
 void amp_train_dist_free(amp_train_run_state *r) {
-    free(r->buckets);
-    free(r->bucket_of);
-    free(r->bucket_pending);
+    amp_free(r->buckets);
+    amp_free(r->bucket_of);
+    amp_free(r->bucket_pending);
     r->buckets = NULL;
     r->bucket_of = r->bucket_pending = NULL;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "train_internal.h"
+#include "../core/alloc_internal.h"
 
 /* Values per conversion chunk for F16/BF16 gradients. */
 enum { GS_CHUNK = 4096 };
@@ -72,7 +73,7 @@ int amp_train_grad_stats_sample(amp_train_run_state *r, int64_t done, float scal
             add_values(s, &c, g->data, n, inv_scale);
             continue;
         }
-        if (!r->gs_buf && !(r->gs_buf = malloc(GS_CHUNK * sizeof *r->gs_buf)))
+        if (!r->gs_buf && !(r->gs_buf = amp_malloc(GS_CHUNK * sizeof *r->gs_buf)))
             return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "out of memory for the gradient statistics");
         const size_t esize = amp_dtype_size(g->dtype);
         for (int64_t at = 0; at < n; at += GS_CHUNK) {
@@ -111,7 +112,7 @@ int amp_train_grad_stats_sample(amp_train_run_state *r, int64_t done, float scal
 int amp_train_update_stats_begin(amp_train_run_state *r) {
     size_t bytes = 0;
     const void *params = amp_ctx_param_memory(r->ctx, &bytes);
-    if (!r->us_before && !(r->us_before = malloc(bytes ? bytes : 1)))
+    if (!r->us_before && !(r->us_before = amp_malloc(bytes ? bytes : 1)))
         return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "out of memory for the update statistics");
     memcpy(r->us_before, params, bytes);
     return AMP_OK;
@@ -171,7 +172,7 @@ static void on_backward_grad(amp_ctx *ctx, const amp_tensor *out, const amp_tens
         count_act(r, op, grad->data, n);
         return;
     }
-    if (!r->gs_buf && !(r->gs_buf = malloc(GS_CHUNK * sizeof *r->gs_buf))) {
+    if (!r->gs_buf && !(r->gs_buf = amp_malloc(GS_CHUNK * sizeof *r->gs_buf))) {
         r->act_oom = true;
         return;
     }

@@ -10,6 +10,7 @@
 
 #include "amp/checkpoint.h"
 #include "train_internal.h"
+#include "../core/alloc_internal.h"
 
 /* The info's u64 slots. */
 enum { SLOT_DATA_SEED, SLOT_DATA_EPOCH, SLOT_DATA_POS, SLOT_TEXT_SEED, SLOT_TEXT_COUNTER, N_SLOTS };
@@ -75,7 +76,7 @@ int amp_train_save_checkpoint(amp_train_run_state *r) {
     info.rng[SLOT_TEXT_COUNTER] = (uint64_t)(m * c->batch);
 
     char batch[24], accum[24], skipped[24], loss[80], gstats[96], ustats[64], glast[200];
-    char *hist = malloc(AMP_GRAD_HIST_BINS * 21 + 1);
+    char *hist = amp_malloc(AMP_GRAD_HIST_BINS * 21 + 1);
     if (!hist) return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", c->checkpoint);
     snprintf(batch, sizeof batch, "%" PRId64, c->batch);
     snprintf(accum, sizeof accum, "%" PRId64, c->accum);
@@ -122,7 +123,7 @@ int amp_train_save_checkpoint(amp_train_run_state *r) {
     info.n_user = sizeof user / sizeof user[0];
     char msg[400];
     const int st = amp_checkpoint_save(c->checkpoint, r->ctx, r->opt, r->scaler, &info, msg, sizeof msg);
-    free(hist);
+    amp_free(hist);
     if (st != AMP_OK) return amp_train_fail(r, st, "checkpoint: %s", msg);
     return AMP_OK;
 }

@@ -9,6 +9,7 @@
 #include "amp.h"
 #include "amp/train.h"
 #include "train_internal.h"
+#include "../core/alloc_internal.h"
 
 /* The smoothed loss's weight for the newest step (an exponential moving average). */
 #define LOSS_EMA_WEIGHT 0.1
@@ -118,7 +119,7 @@ static int load_data(amp_train_run_state *r) {
     const int64_t n = r->train_set.count * r->train_set.rows * r->train_set.cols;
     double sum = 0, sum_sq = 0;
     for (int64_t i = 0; i < n; i++) {
-        const double v = r->train_set.pixels[i] / 255.0;
+        const double v = r->train_set.values ? r->train_set.values[i] : r->train_set.pixels[i] / 255.0;
         sum += v;
         sum_sq += v * v;
     }
@@ -322,16 +323,16 @@ static int setup(amp_train_run_state *r) {
 
     const int64_t batch = c->batch;
     const int64_t per_sample = r->text ? c->model.context : r->train_set.rows * r->train_set.cols;
-    r->y = calloc((size_t)(batch * per_sample), sizeof *r->y);
+    r->y = amp_calloc((size_t)(batch * per_sample), sizeof *r->y);
     if (r->text) {
-        r->tokens = calloc((size_t)(batch * per_sample), sizeof *r->tokens);
-        r->starts = calloc((size_t)batch, sizeof *r->starts);
+        r->tokens = amp_calloc((size_t)(batch * per_sample), sizeof *r->tokens);
+        r->starts = amp_calloc((size_t)batch, sizeof *r->starts);
         if (!r->tokens || !r->starts) st = AMP_ERR_OUT_OF_MEMORY;
     } else {
-        r->x = calloc((size_t)(batch * per_sample), sizeof *r->x);
-        r->order = calloc((size_t)r->train_set.count, sizeof *r->order);
-        r->order_eval = calloc((size_t)batch, sizeof *r->order_eval);
-        r->logits = calloc((size_t)(batch * c->model.classes), sizeof *r->logits);
+        r->x = amp_calloc((size_t)(batch * per_sample), sizeof *r->x);
+        r->order = amp_calloc((size_t)r->train_set.count, sizeof *r->order);
+        r->order_eval = amp_calloc((size_t)batch, sizeof *r->order_eval);
+        r->logits = amp_calloc((size_t)(batch * c->model.classes), sizeof *r->logits);
         if (!r->x || !r->order || !r->order_eval || !r->logits) st = AMP_ERR_OUT_OF_MEMORY;
     }
     if (!r->y || st != AMP_OK) return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "out of memory for the batches");
@@ -347,15 +348,15 @@ static void teardown(amp_train_run_state *r) {
     amp_image_dataset_free(&r->train_set);
     amp_image_dataset_free(&r->test_set);
     amp_text_corpus_free(&r->corpus);
-    free(r->x);
-    free(r->y);
-    free(r->tokens);
-    free(r->starts);
-    free(r->order);
-    free(r->order_eval);
-    free(r->logits);
-    free(r->gs_buf);
-    free(r->us_before);
+    amp_free(r->x);
+    amp_free(r->y);
+    amp_free(r->tokens);
+    amp_free(r->starts);
+    amp_free(r->order);
+    amp_free(r->order_eval);
+    amp_free(r->logits);
+    amp_free(r->gs_buf);
+    amp_free(r->us_before);
     amp_train_dist_free(r);
 }
 

@@ -305,17 +305,18 @@ int amp_bench_gemm(int argc, char **argv) {
         } else if (strcmp(arg, "--threads") == 0 || strcmp(arg, "--repeats") == 0) {
             long *dst = arg[2] == 't' ? &threads : &repeats;
             if (i + 1 >= argc || amp_parse_long(argv[i + 1], 1, arg[2] == 't' ? AMP_MAX_THREADS : 1000, dst) != 0)
-                return amp_usage_error("bench", "%s needs a positive integer", arg);
+                return amp_usage_error("bench gemm", "%s needs a positive integer", arg);
             i++;
         } else if (strcmp(arg, "--shape") == 0) {
             if (i + 1 >= argc || parse_shape(argv[i + 1], &shapes[n_shapes]) != 0)
-                return amp_usage_error("bench", "--shape needs MxNxK with each size in 1..65536");
-            if (++n_shapes == MAX_SHAPES) return amp_usage_error("bench", "at most %d --shape options", MAX_SHAPES);
+                return amp_usage_error("bench gemm", "--shape needs MxNxK with each size in 1..65536");
+            if (++n_shapes == MAX_SHAPES) return amp_usage_error("bench gemm", "at most %d --shape options", MAX_SHAPES);
             i++;
         } else {
-            return amp_usage_error("bench", "unknown option '%s'", arg);
+            return amp_usage_error("bench gemm", "unknown option '%s'", arg);
         }
     }
+    if (amp_cli_parse_only) return AMP_EXIT_OK;
     if (n_shapes == 0) {
         n_shapes = (int)(sizeof default_shapes / sizeof default_shapes[0]);
         memcpy(shapes, default_shapes, sizeof default_shapes);

@@ -55,6 +55,7 @@ int amp_bench_unscale(int argc, char **argv) {
     amp_bench_options o = {.mib = 64, .repeats = 9, .json = 0, .only_isa = -1};
     const int parsed = amp_bench_parse_options(argc, argv, &o, usage);
     if (parsed >= 0) return parsed;
+    if (amp_cli_parse_only) return AMP_EXIT_OK;
     const long mib = o.mib, repeats = o.repeats;
     const int json = o.json, only_isa = o.only_isa;
     const size_t bytes = (size_t)mib * 1024 * 1024;

@@ -56,6 +56,9 @@ int amp_parse_long(const char *s, long lo, long hi, long *out) {
 }
 
 int amp_bench_parse_options(int argc, char **argv, amp_bench_options *o, int (*usage)(void)) {
+    /* The hint names the benchmark (argv[0]), whose --help lists these options. */
+    char cmd[48];
+    snprintf(cmd, sizeof cmd, "bench %s", argc > 0 ? argv[0] : "");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0) return usage();
@@ -64,22 +67,22 @@ int amp_bench_parse_options(int argc, char **argv, amp_bench_options *o, int (*u
         } else if (strcmp(a, "--mib") == 0 || strcmp(a, "--repeats") == 0) {
             long *dst = a[2] == 'm' ? &o->mib : &o->repeats;
             if (i + 1 >= argc || amp_parse_long(argv[i + 1], 1, a[2] == 'm' ? 4096 : 1000, dst) != 0)
-                return amp_usage_error("bench", "%s needs a positive integer", a);
+                return amp_usage_error(cmd, "%s needs a positive integer", a);
             i++;
         } else if (strcmp(a, "--isa") == 0) {
             amp_isa isa;
-            if (i + 1 >= argc) return amp_usage_error("bench", "--isa needs a value");
+            if (i + 1 >= argc) return amp_usage_error(cmd, "--isa needs a value");
             i++;
             if (strcmp(argv[i], "all") == 0) continue;
             if (amp_isa_from_name(argv[i], &isa) != AMP_OK)
-                return amp_usage_error("bench", "unknown SIMD path '%s' (ref, avx2, avx512, all)", argv[i]);
+                return amp_usage_error(cmd, "unknown SIMD path '%s' (ref, avx2, avx512, all)", argv[i]);
             if (!amp_isa_supported(isa)) {
                 fprintf(stderr, "amp: this CPU cannot run the %s path\n", argv[i]);
                 return AMP_EXIT_FAILURE;
             }
             o->only_isa = (int)isa;
         } else {
-            return amp_usage_error("bench", "unknown option '%s'", a);
+            return amp_usage_error(cmd, "unknown option '%s'", a);
         }
     }
     return -1;

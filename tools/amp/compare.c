@@ -178,6 +178,7 @@ int amp_cmd_compare(int argc, char **argv) {
                                "--runs wants a comma-separated list of PRECISION[/dynamic|/off|/static:S] (at most %d), "
                                "not '%s'",
                                MAX_COMPARE_RUNS, runs_list);
+    if (amp_cli_parse_only) return AMP_EXIT_OK;
 
     char err[512];
     amp_report *rep = NULL;

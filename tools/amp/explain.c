@@ -705,6 +705,7 @@ int amp_cmd_explain(int argc, char **argv) {
         else
             return amp_usage_error("explain", "unknown option '%s'", argv[i]);
     }
+    if (amp_cli_parse_only) return AMP_EXIT_OK;
     static struct explain facts; /* static: zeroed, and off the stack */
     compute(&facts);
     if (convert_status != 0) {

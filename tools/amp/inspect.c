@@ -108,6 +108,7 @@ int amp_cmd_inspect(int argc, char **argv) {
         }
     }
     if (!path) return amp_usage_error("inspect", "no file given");
+    if (amp_cli_parse_only) return AMP_EXIT_OK;
     char err[512];
     amp_st_file *f = NULL;
     int rc = amp_safetensors_open(path, &f, err, sizeof err);

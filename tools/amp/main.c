@@ -6,6 +6,8 @@
 #include "amp.h"
 #include "commands.h"
 
+bool amp_cli_parse_only = false;
+
 static const struct {
     const char *name;
     int (*run)(int argc, char **argv);

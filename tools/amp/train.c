@@ -315,6 +315,7 @@ int amp_cmd_train(int argc, char **argv) {
     if (cfg.checkpoint_every > 0 && !cfg.checkpoint) return amp_usage_error("train", "--checkpoint-every needs --checkpoint FILE");
     if (have_momentum && cfg.optim.kind != AMP_OPTIM_SGD)
         return amp_usage_error("train", "--momentum applies to sgd only");
+    if (amp_cli_parse_only) return AMP_EXIT_OK;
 
     amp_train_result result;
     char err[512];
