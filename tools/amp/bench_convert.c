@@ -122,8 +122,8 @@ int amp_bench_convert(int argc, char **argv) {
             char name[32];
             snprintf(name, sizeof name, "%s->%s", amp_dtype_name(pairs[p].src), amp_dtype_name(pairs[p].dst));
             if (json) {
-                printf("%s{\"src\":\"%s\",\"dst\":\"%s\",\"isa\":\"%s\",\"gbps\":%.3f,\"melem_per_s\":%.1f,"
-                       "\"vs_memcpy\":%.3f}",
+                printf("%s{\"src\":\"%s\",\"dst\":\"%s\",\"isa\":\"%s\",\"gbps\":%.6g,\"melem_per_s\":%.1f,"
+                       "\"vs_memcpy\":%.6g}",
                        first ? "" : ",", amp_dtype_name(pairs[p].src), amp_dtype_name(pairs[p].dst),
                        amp_isa_name((amp_isa)isa), gbps, (double)n / t / 1e6, gbps / memcpy_gbps);
                 first = 0;
