@@ -85,6 +85,11 @@ run $MPIRUN -np 2 "$AMP" train --data "$TMP/idx" --batch 33 --steps 2 --threads 
 expect_rc 2 "batch 33 over 2 ranks"
 expect_err_has "does not split evenly over 2 ranks" "the message says why"
 
+# amp compare is one process's job: under mpirun it says so (exit 2) instead of training twice.
+run $MPIRUN -np 2 "$AMP" compare --data "$TMP/idx" --steps 1 --quiet
+expect_rc 2 "compare under mpirun"
+expect_err_has "under mpirun use \`amp train\`" "compare points at amp train"
+
 # 6. A rank killed mid-run: mpirun stops the other and exits non-zero, well before the timeout.
 start=$(date +%s)
 ( timeout 120 $MPIRUN -np 2 "$AMP" train $COMMON --steps 1000000 --no-eval >"$TMP/kill.out" 2>&1; echo $? >"$TMP/kill.rc" ) &

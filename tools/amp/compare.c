@@ -179,6 +179,11 @@ int amp_cmd_compare(int argc, char **argv) {
                                "not '%s'",
                                MAX_COMPARE_RUNS, runs_list);
     if (amp_cli_parse_only) return AMP_EXIT_OK;
+    const char *ranks = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!ranks) ranks = getenv("PMI_SIZE");
+    if (ranks && atoi(ranks) > 1)
+        return amp_usage_error("compare", "compare trains in one process; under mpirun use `amp train` (one "
+                                          "configuration per launch)");
 
     char err[512];
     amp_report *rep = NULL;
