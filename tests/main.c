@@ -104,6 +104,7 @@ static const harness_test all_tests[] = {
     TEST(checkpoint_mismatch),
     TEST(checkpoint_atomic),
     TEST(checkpoint_fixture),
+    TEST(lstm_sequence),
     TEST(encode_sweep),
 };
 
