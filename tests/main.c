@@ -105,6 +105,7 @@ static const harness_test all_tests[] = {
     TEST(checkpoint_atomic),
     TEST(checkpoint_fixture),
     TEST(lstm_sequence),
+    TEST(relu_bits),
     TEST(encode_sweep),
 };
 

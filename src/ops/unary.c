@@ -15,6 +15,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "amp/cpu.h"
 #include "op_util.h"
 
 /* 1/sqrt(2) and 1/sqrt(2*pi), for gelu's Gaussian CDF and density. */
@@ -40,9 +41,64 @@ static float sigmoid_grad_f32(float x) {
     return e / (d * d);
 }
 
+/* ---- relu on fp16/bf16 bits: one pass, no fp32 staging ----
+ * relu keeps x or gives +0, and its gradient keeps g or gives +0, so on a 16-bit format both are bit
+ * selections: decoding to fp32, selecting and rounding back (the generic path below, the reference
+ * twin, which AMP_ISA=ref forces) gives the same bits, NaN included once it is canonicalized (the
+ * format's quiet NaN with the sign kept, as every amp encoder gives). tests/test_relu_bits.c compares
+ * the two on all 2^16 inputs. */
+typedef struct half_bits {
+    uint16_t inf, qnan; /* exponent all ones; the canonical quiet NaN */
+} half_bits;
+
+static bool half_format(amp_dtype dt, half_bits *hb) {
+    if (dt == AMP_BF16) *hb = (half_bits){0x7F80u, 0x7FC0u};
+    else if (dt == AMP_F16) *hb = (half_bits){0x7C00u, 0x7E00u};
+    else return false;
+    return true;
+}
+
+/* NaN -> canonical quiet NaN with its sign; anything else unchanged */
+static uint16_t canon(uint16_t u, half_bits hb) {
+    return (uint16_t)((u & 0x7FFFu) > hb.inf ? (u & 0x8000u) | hb.qnan : u);
+}
+
+/* y = x > 0 || isnan(x) ? x : +0 */
+static void relu_bits(uint16_t *y, const uint16_t *x, int64_t n, half_bits hb) {
+    for (int64_t i = 0; i < n; i++) {
+        const uint16_t u = x[i];
+        const bool nan = (u & 0x7FFFu) > hb.inf;
+        y[i] = nan ? (uint16_t)((u & 0x8000u) | hb.qnan) : (u & 0x8000u) ? 0 : u;
+    }
+}
+
+/* dx = x <= 0 ? +0 : g (NaN x passes g) */
+static void relu_grad_bits(uint16_t *dx, const uint16_t *x, const uint16_t *g, int64_t n, half_bits hb) {
+    for (int64_t i = 0; i < n; i++) {
+        const uint16_t u = x[i], a = u & 0x7FFFu;
+        const bool keep = a > hb.inf || (!(u & 0x8000u) && a != 0);
+        dx[i] = keep ? canon(g[i], hb) : 0;
+    }
+}
+
+static bool fast_relu_ok(const amp_tensor *x, half_bits *hb) {
+    return amp_isa_active() != AMP_ISA_REF && half_format(x->dtype, hb) && amp_tensor_is_contiguous(x);
+}
+
 static void unary_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0];
     const int64_t n = amp_tensor_numel(x);
+    half_bits hb;
+    amp_tensor *gt = node->out->grad;
+    if (node->op == AMP_OP_RELU && !x->grad && x->requires_grad && fast_relu_ok(x, &hb) && gt &&
+        gt->dtype == x->dtype && amp_tensor_is_contiguous(gt)) {
+        /* x's first gradient, in x's dtype (what amp_grad_accumulate would create) */
+        amp_tensor *grad = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
+        if (!grad) return;
+        relu_grad_bits(grad->data, x->data, gt->data, n, hb);
+        x->grad = grad;
+        return;
+    }
     const float *g = amp_grad_out(ctx, node);
     const float *v = amp_f32_view(ctx, node->op == AMP_OP_EXP ? node->out : x); /* y for exp, else x */
     float *dx = amp_f32_scratch(ctx, n);
@@ -85,6 +141,12 @@ static amp_tensor *unary(amp_ctx *ctx, amp_op op, amp_tensor *x, float exponent)
     amp_tensor *out = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
     if (!out) return NULL;
     const int64_t n = amp_tensor_numel(x);
+    half_bits hb;
+    if (op == AMP_OP_RELU && fast_relu_ok(x, &hb)) {
+        relu_bits(out->data, x->data, n, hb);
+        amp_autograd_record(ctx, op, x->dtype, out, &x, 1, unary_backward);
+        return out;
+    }
     amp_arena_mark m = amp_scratch_mark(ctx);
     const float *xv = amp_f32_view(ctx, x);
     float *y = x->dtype == AMP_F32 ? out->data : amp_f32_scratch(ctx, n); /* fp32 results in place */
