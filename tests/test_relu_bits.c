@@ -35,9 +35,14 @@ static int run_relu(amp_dtype dt, const uint16_t *g, uint16_t *y, uint16_t *dx) 
 }
 
 void test_relu_bits(void) {
-    const amp_isa best = amp_isa_active();
+    /* the fast path runs on any non-reference path: take the best this CPU has, whatever AMP_ISA says */
+    const amp_isa was = amp_isa_active();
+    const amp_isa best = amp_isa_supported(AMP_ISA_AVX512) ? AMP_ISA_AVX512
+                         : amp_isa_supported(AMP_ISA_AVX2) ? AMP_ISA_AVX2
+                                                           : AMP_ISA_REF;
     if (best == AMP_ISA_REF) {
         harness_note("relu_bits: only the reference path on this CPU");
+        CHECK(true);
         return;
     }
     uint16_t *g = malloc(sizeof(uint16_t) * N * 5);
@@ -54,6 +59,7 @@ void test_relu_bits(void) {
         const int r0 = run_relu(dts[d], g, y0, d0);
         amp_isa_set(best);
         const int r1 = run_relu(dts[d], g, y1, d1);
+        amp_isa_set(was);
         if (!CHECK(r0 == 0 && r1 == 0)) continue;
         int bad = 0, first = -1;
         for (int i = 0; i < N; i++)
@@ -62,6 +68,6 @@ void test_relu_bits(void) {
                   amp_dtype_name(dts[d]), bad, first < 0 ? 0 : first, first < 0 ? 0 : y0[first], first < 0 ? 0 : y1[first],
                   first < 0 ? 0 : d0[first], first < 0 ? 0 : d1[first]);
     }
-    amp_isa_set(best);
+    amp_isa_set(was);
     free(g);
 }
