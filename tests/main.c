@@ -110,6 +110,8 @@ static const harness_test all_tests[] = {
     TEST(data_idx_float),
     TEST(alloc_hooks),
     TEST(alloc_failure_loops),
+    TEST(lstm_sequence),
+    TEST(relu_bits),
     TEST(encode_sweep),
 };
 

@@ -18,6 +18,10 @@ void test_decode_exhaustive(void);
 /* test_encode_edges.c: fp32 -> narrow, hand-derived boundary cases */
 void test_encode_edge_cases(void);
 
+/* test_lstm_sequence.c: the lstm model's fused sequence op against T lstm_cell calls */
+void test_lstm_sequence(void);
+/* test_relu_bits.c: relu's fp16/bf16 bit path against its reference twin, all 2^16 inputs */
+void test_relu_bits(void);
 /* test_encode_sweep.c: fp32 -> narrow, all 2^32 inputs (strided under AMP_TEST_QUICK) */
 void test_encode_sweep(void);
 

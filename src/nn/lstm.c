@@ -3,6 +3,7 @@
  * with E = 64, H = 256, unrolled over T = 64 steps from zero state: amp_lstm_cell per step (PyTorch's
  * gate order i, f, g, o, which nn.LSTM shares), so the parameters are nn.LSTM's
  * lstm.weight_ih_l0 [4H, E], lstm.weight_hh_l0 [4H, H], lstm.bias_ih_l0 [4H], lstm.bias_hh_l0 [4H]. */
+#include "../ops/op_util.h"
 #include "../tensor/ctx_internal.h"
 #include "nn_internal.h"
 
@@ -23,28 +24,18 @@ int nn_lstm_declare(amp_model *m) {
     return AMP_OK;
 }
 
-/* tokens [B, T] -> logits [B*T, V] */
+/* tokens [B, T] -> logits [B*T, V]. The T cell steps run as one node (amp_lstm_sequence: the input
+ * projection of all steps as one GEMM, the weight gradients as one GEMM each), the same arithmetic as
+ * T amp_lstm_cell calls (its twin in the tests), at a fraction of the GEMM calls. */
 amp_tensor *nn_lstm_forward(amp_model *m, amp_ctx *ctx, const int32_t *tokens, int64_t batch) {
     const amp_model_config *c = &m->cfg;
     const int64_t B = batch, T = c->context, H = c->hidden;
-    int32_t *ids = amp_ctx_alloc(ctx, (size_t)B * sizeof *ids);
-    amp_tensor **hs = amp_ctx_alloc(ctx, (size_t)T * sizeof *hs);
-    amp_tensor *h = amp_tensor_zeros(ctx, c->param_dtype, 2, (const int64_t[]){B, H});
-    amp_tensor *cell = amp_tensor_zeros(ctx, c->param_dtype, 2, (const int64_t[]){B, H});
-    if (!ids || !hs || !h || !cell) return NULL;
-    for (int64_t t = 0; t < T; t++) {
-        for (int64_t b = 0; b < B; b++) ids[b] = tokens[b * T + t];
-        amp_tensor *x = amp_embedding(ctx, nn_p(m, LSTM_EMB), ids, 1, (const int64_t[]){B}); /* [B, E] */
-        amp_tensor *h_next = NULL, *c_next = NULL;
-        if (amp_lstm_cell(ctx, x, h, cell, nn_p(m, LSTM_W_IH), nn_p(m, LSTM_W_HH), nn_p(m, LSTM_B_IH),
-                          nn_p(m, LSTM_B_HH), &h_next, &c_next) != AMP_OK)
-            return NULL;
-        h = h_next, cell = c_next;
-        if (!(hs[t] = amp_reshape(ctx, h, 3, (const int64_t[]){B, 1, H}))) return NULL;
-    }
-    amp_tensor *all = nn_concat_many(ctx, hs, (int)T, 1);                   /* [B, T, H] */
-    all = amp_reshape(ctx, all, 2, (const int64_t[]){B * T, H});
-    return amp_linear(ctx, all, nn_p(m, LSTM_HEAD_W), nn_p(m, LSTM_HEAD_B)); /* [B*T, V] */
+    amp_tensor *x = amp_embedding(ctx, nn_p(m, LSTM_EMB), tokens, 2, (const int64_t[]){B, T}); /* [B, T, E] */
+    amp_tensor *all = x ? amp_lstm_sequence(ctx, x, nn_p(m, LSTM_W_IH), nn_p(m, LSTM_W_HH), nn_p(m, LSTM_B_IH),
+                                            nn_p(m, LSTM_B_HH))
+                        : NULL; /* [B, T, H] */
+    all = all ? amp_reshape(ctx, all, 2, (const int64_t[]){B * T, H}) : NULL;
+    return all ? amp_linear(ctx, all, nn_p(m, LSTM_HEAD_W), nn_p(m, LSTM_HEAD_B)) : NULL; /* [B*T, V] */
 }
 
 double nn_lstm_flops(const amp_model_config *c) {

@@ -37,11 +37,16 @@
 /* A leading dimension for amp_gemm: at least 1 even for an empty row. */
 static int64_t ld(int64_t n) { return n > 0 ? n : 1; }
 
-static int lstm_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
-                     int64_t lda, const void *b, int64_t ldb, float beta, float *c) {
-    int st = amp_gemm(dt, ta, tb, m, n, k, 1.0f, a, ld(lda), b, ld(ldb), beta, c, ld(n));
+static int lstm_gemm_ldc(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                         const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    int st = amp_gemm(dt, ta, tb, m, n, k, 1.0f, a, ld(lda), b, ld(ldb), beta, c, ld(ldc));
     if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(OP), amp_status_str(st));
     return st;
+}
+
+static int lstm_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
+                     int64_t lda, const void *b, int64_t ldb, float beta, float *c) {
+    return lstm_gemm_ldc(ctx, dt, ta, tb, m, n, k, a, lda, b, ldb, beta, c, n);
 }
 
 static float sigmoid_f32(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -255,4 +260,185 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
     *h_next = hn;
     *c_next = cn;
     return AMP_OK;
+}
+
+/* ---- the whole sequence: amp_lstm_sequence (op_util.h) ----
+ *
+ * The same cell as above, unrolled over T steps from a zero state, as one node. What it saves over T
+ * amp_lstm_cell calls (its reference twin, tests/test_ops_lstm_attention.c compares them) is GEMM
+ * shape and bookkeeping, not arithmetic:
+ *   forward:  X W_ih^T for all B*T rows at once (one GEMM, K = I), then per step only h W_hh^T
+ *             (accumulated into that step's rows, beta 1), reading h_{t-1} in place from the output;
+ *   backward: per step only dh = dG_t W_hh; then dX = dG W_ih, dW_ih = dG^T X and dW_hh = dG^T H_prev
+ *             as three GEMMs with K = B*T, each weight gradient accumulated (rounded) once instead of
+ *             T times, and the bias gradients summed once.
+ * Values: the gate pre-activations are fp32 sums of the same dt products; tanh(c_t) is taken of the
+ * fp32 c_t and the next step reads c_t rounded to dt, as with the cell's c' output; dG is formed in fp32 and rounded once to dt for the GEMMs.
+ * The weight gradients sum over time inside one fp32 GEMM instead of T roundings to the gradient's
+ * dtype (for fp32 the same sum in another order).
+ *
+ * in[]: x [B, T, I] (contiguous, dt), w_ih, w_hh (contiguous, dt), then the biases present.
+ * i[]: B, T, I, H, index of b_ih or -1, index of b_hh or -1. saved: fp32 [T, B, 5H] activations and
+ * tanh(c_t) (as the cell's), then fp32 [T, B, H] c_{t-1}. */
+
+static float round_to(amp_dtype dt, float v) {
+    if (dt == AMP_BF16) return amp_bf16_to_fp32(amp_bf16_from_fp32(v));
+    if (dt == AMP_F16) return amp_fp16_to_fp32(amp_fp16_from_fp32(v));
+    return v;
+}
+
+static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *x = node->in[0], *w_ih = node->in[1], *w_hh = node->in[2];
+    amp_tensor *b_ih = node->i[4] >= 0 ? node->in[node->i[4]] : NULL;
+    amp_tensor *b_hh = node->i[5] >= 0 ? node->in[node->i[5]] : NULL;
+    const int64_t B = node->i[0], T = node->i[1], I = node->i[2], H = node->i[3], G = 4 * H, R = B * T;
+    const amp_dtype dt = node->out->compute_dtype;
+    const size_t es = amp_dtype_size(dt);
+    const float *acts = node->saved, *cprev = acts + T * B * 5 * H;
+    const float *dout = amp_grad_out(ctx, node);                /* [B, T, H] */
+    float *dgates = amp_f32_scratch(ctx, R * G);                /* fp32 dG, rows b*T + t */
+    void *dgd = dt == AMP_F32 ? (void *)dgates : amp_scratch_alloc(ctx, (size_t)(R * G) * es); /* dG in dt */
+    float *dh = amp_f32_scratch(ctx, B * H), *dc = amp_f32_scratch(ctx, B * H);
+    if (!dout || !dgates || !dgd || !dh || !dc) return;
+    memset(dh, 0, (size_t)(B * H) * sizeof *dh);
+    memset(dc, 0, (size_t)(B * H) * sizeof *dc);
+    for (int64_t t = T - 1; t >= 0; t--) {
+        for (int64_t b = 0; b < B; b++) {
+            const float *act = acts + (t * B + b) * 5 * H, *tc = act + G, *cp = cprev + (t * B + b) * H;
+            float *dgr = dgates + (b * T + t) * G;
+            for (int64_t j = 0; j < H; j++) {
+                const float gi = act[j], gf = act[H + j], gg = act[2 * H + j], go = act[3 * H + j], tt = tc[j];
+                const float dh_out = dout[(b * T + t) * H + j] + dh[b * H + j];
+                const float dct = dc[b * H + j] + dh_out * go * (1.0f - tt * tt);
+                dgr[j] = dct * gg * gi * (1.0f - gi);
+                dgr[H + j] = dct * cp[j] * gf * (1.0f - gf);
+                dgr[2 * H + j] = dct * gi * (1.0f - gg * gg);
+                dgr[3 * H + j] = dh_out * tt * go * (1.0f - go);
+                dc[b * H + j] = dct * gf;
+            }
+            if (dt != AMP_F32) amp_convert((char *)dgd + (size_t)((b * T + t) * G) * es, dt, dgr, AMP_F32, (size_t)G);
+        }
+        /* dh_{t-1} [B, H] = dG_t [B, 4H] W_hh [4H, H]; rows of dG_t are T*G apart */
+        if (t > 0 && lstm_gemm(ctx, dt, false, false, B, H, G, (const char *)dgd + (size_t)(t * G) * es, T * G,
+                               w_hh->data, H, 0.0f, dh))
+            return;
+    }
+    if (x->requires_grad) { /* dX [B*T, I] = dG W_ih */
+        float *dx = amp_f32_scratch(ctx, R * I);
+        if (!dx || lstm_gemm(ctx, dt, false, false, R, I, G, dgd, G, w_ih->data, I, 0.0f, dx)) return;
+        amp_grad_accumulate(ctx, x, dx);
+    }
+    if (w_ih->requires_grad) { /* dW_ih [4H, I] = dG^T X */
+        float *dw = amp_f32_scratch(ctx, G * I);
+        if (!dw || lstm_gemm(ctx, dt, true, false, G, I, R, dgd, G, x->data, I, 0.0f, dw)) return;
+        amp_grad_accumulate(ctx, w_ih, dw);
+    }
+    if (w_hh->requires_grad) { /* dW_hh [4H, H] = dG^T H_prev, H_prev row b*T + t = h_{t-1} (0 at t = 0) */
+        char *hp = amp_scratch_alloc(ctx, (size_t)(R * H) * es);
+        float *dw = amp_f32_scratch(ctx, G * H);
+        if (!hp || !dw) return;
+        const char *hout = node->out->data;
+        for (int64_t b = 0; b < B; b++) {
+            memset(hp + (size_t)(b * T * H) * es, 0, (size_t)H * es);
+            memcpy(hp + (size_t)((b * T + 1) * H) * es, hout + (size_t)(b * T * H) * es, (size_t)((T - 1) * H) * es);
+        }
+        if (lstm_gemm(ctx, dt, true, false, G, H, R, dgd, G, hp, H, 0.0f, dw)) return;
+        amp_grad_accumulate(ctx, w_hh, dw);
+    }
+    if ((b_ih && b_ih->requires_grad) || (b_hh && b_hh->requires_grad)) { /* column sums, fp32 */
+        float *db = amp_f32_scratch(ctx, G);
+        if (!db) return;
+        memset(db, 0, (size_t)G * sizeof *db);
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t j = 0; j < G; j++) db[j] += dgates[r * G + j];
+        amp_grad_accumulate(ctx, b_ih, db);
+        amp_grad_accumulate(ctx, b_hh, db);
+    }
+}
+
+amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp_tensor *w_hh, amp_tensor *b_ih,
+                              amp_tensor *b_hh) {
+    if (!ctx) return NULL;
+    amp_tensor *ts[3] = {x, w_ih, w_hh};
+    for (int t = 0; t < 3; t++)
+        if (!amp_op_input_ok(ctx, OP, ts[t])) return NULL;
+    if ((b_ih && !amp_op_input_ok(ctx, OP, b_ih)) || (b_hh && !amp_op_input_ok(ctx, OP, b_hh))) return NULL;
+    amp_tensor *cast_in[5] = {x, w_ih, w_hh, b_ih, b_hh};
+    if (!amp_autocast_inputs(ctx, OP, cast_in, 5)) return NULL;
+    x = cast_in[0], w_ih = cast_in[1], w_hh = cast_in[2], b_ih = cast_in[3], b_hh = cast_in[4];
+    if (x->ndim != 3 || w_hh->ndim != 2) return amp_op_fail(ctx, OP, "x must be [B, T, I] and w_hh [4H, H]");
+    const int64_t B = x->shape[0], T = x->shape[1], I = x->shape[2], H = w_hh->shape[1], G = 4 * H, R = B * T;
+    if (B < 1 || T < 1 || !check_shape(ctx, w_ih, "w_ih", 2, G, I) || !check_shape(ctx, w_hh, "w_hh", 2, G, H) ||
+        (b_ih && !check_shape(ctx, b_ih, "b_ih", 1, G, -1)) || (b_hh && !check_shape(ctx, b_hh, "b_hh", 1, G, -1)))
+        return ctx->status ? NULL : amp_op_fail(ctx, OP, "empty sequence");
+    amp_dtype dt = amp_promote(amp_promote(x->dtype, w_ih->dtype), w_hh->dtype);
+    if (b_ih) dt = amp_promote(dt, b_ih->dtype);
+    if (b_hh) dt = amp_promote(dt, b_hh->dtype);
+    if (!(x = amp_contiguous(ctx, amp_op_as(ctx, x, dt))) || !(w_ih = amp_contiguous(ctx, amp_op_as(ctx, w_ih, dt))) ||
+        !(w_hh = amp_contiguous(ctx, amp_op_as(ctx, w_hh, dt))))
+        return NULL;
+    if ((b_ih && !(b_ih = amp_op_as(ctx, b_ih, dt))) || (b_hh && !(b_hh = amp_op_as(ctx, b_hh, dt)))) return NULL;
+
+    amp_tensor *out = amp_ctx_new_tensor(ctx, dt, 3, (const int64_t[]){B, T, H}, true);
+    amp_tensor *in[5] = {x, w_ih, w_hh};
+    int n_in = 3;
+    const int64_t i_bih = b_ih ? n_in : -1;
+    if (b_ih) in[n_in++] = b_ih;
+    const int64_t i_bhh = b_hh ? n_in : -1;
+    if (b_hh) in[n_in++] = b_hh;
+    const bool keep = amp_autograd_will_record(ctx, in, n_in);
+    /* saved data goes straight into the arena when backward will need it */
+    float *saved = out && keep ? amp_ctx_alloc(ctx, (size_t)(T * B * 6 * H) * sizeof(float)) : NULL;
+    if (!out || (keep && !saved)) return NULL;
+    amp_arena_mark mk = amp_scratch_mark(ctx);
+    const size_t es = amp_dtype_size(dt);
+    float *xp = amp_f32_scratch(ctx, R * G);            /* gate pre-activations, rows b*T + t */
+    float *c = amp_f32_scratch(ctx, B * H);             /* c_{t-1}, values of dt */
+    float *tcs = keep ? NULL : amp_f32_scratch(ctx, 5 * H); /* one row's activations when not saving */
+    const float *bi = b_ih ? amp_f32_view(ctx, b_ih) : NULL, *bh = b_hh ? amp_f32_view(ctx, b_hh) : NULL;
+    if (!xp || !c || (!keep && !tcs) || (b_ih && !bi) || (b_hh && !bh) ||
+        lstm_gemm(ctx, dt, false, true, R, G, I, x->data, I, w_ih->data, I, 0.0f, xp)) {
+        amp_scratch_release(ctx, mk);
+        return NULL;
+    }
+    memset(c, 0, (size_t)(B * H) * sizeof *c);
+    char *hout = out->data;
+    for (int64_t t = 0; t < T; t++) {
+        /* gates_t += h_{t-1} W_hh^T, h_{t-1} read in place: rows of out T*H apart */
+        if (t > 0 && lstm_gemm_ldc(ctx, dt, false, true, B, G, H, hout + (size_t)((t - 1) * H) * es, T * H,
+                                   w_hh->data, H, 1.0f, xp + t * G, T * G)) {
+            amp_scratch_release(ctx, mk);
+            return NULL;
+        }
+        for (int64_t b = 0; b < B; b++) {
+            const float *gr = xp + (b * T + t) * G;
+            float *act = keep ? saved + (t * B + b) * 5 * H : tcs, *tc = act + G;
+            if (keep) memcpy(saved + T * B * 5 * H + (t * B + b) * H, c + b * H, (size_t)H * sizeof *c);
+            for (int64_t j = 0; j < G; j++) {
+                float v = gr[j];
+                if (bi) v += bi[j];
+                if (bh) v += bh[j];
+                act[j] = (j >= 2 * H && j < 3 * H) ? tanhf(v) : sigmoid_f32(v);
+            }
+            for (int64_t j = 0; j < H; j++) {
+                const float cn = act[H + j] * c[b * H + j] + act[j] * act[2 * H + j];
+                tc[j] = tanhf(cn);            /* from the fp32 c_t, as the cell's */
+                c[b * H + j] = round_to(dt, cn); /* the next step reads c_t rounded, as the cell's c' */
+                const float hv = act[3 * H + j] * tc[j];
+                char *dst = hout + (size_t)((b * T + t) * H + j) * es;
+                if (dt == AMP_F32) memcpy(dst, &hv, sizeof hv);
+                else {
+                    const uint16_t u = dt == AMP_BF16 ? amp_bf16_from_fp32(hv) : amp_fp16_from_fp32(hv);
+                    memcpy(dst, &u, sizeof u);
+                }
+            }
+        }
+    }
+    amp_scratch_release(ctx, mk);
+    amp_node *node = amp_autograd_record(ctx, OP, dt, out, in, n_in, lstm_seq_backward);
+    if (node && saved) {
+        node->saved = saved;
+        node->i[0] = B, node->i[1] = T, node->i[2] = I, node->i[3] = H, node->i[4] = i_bih, node->i[5] = i_bhh;
+    }
+    return ctx->status == AMP_OK ? out : NULL;
 }

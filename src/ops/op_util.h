@@ -24,4 +24,11 @@ amp_tensor *amp_op_fail(amp_ctx *ctx, amp_op op, const char *fmt, ...)
 /* x itself when it already has `dtype`, else a differentiable cast (amp_cast). */
 amp_tensor *amp_op_as(amp_ctx *ctx, amp_tensor *x, amp_dtype dtype);
 
+/* The lstm model's fast path (src/ops/lstm.c explains it): T steps of amp_lstm_cell from a zero state
+ * as one node. x [B, T, I]; w_ih [4H, I], w_hh [4H, H], biases [4H] or NULL. Returns h for every step,
+ * [B, T, H] in the compute dtype (recorded as AMP_OP_LSTM_CELL: autocast applies lstm_cell's policy),
+ * or NULL with the error in ctx. */
+amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp_tensor *w_hh, amp_tensor *b_ih,
+                              amp_tensor *b_hh);
+
 #endif

@@ -93,12 +93,18 @@ static void transpose_scatter(const amp_tensor *y, int a, int b, const float *g,
     xshape[b] = y->shape[a];
     amp_contiguous_strides(nd, xshape, xstride);
     const int64_t n = amp_tensor_numel(y);
-    for (int64_t i = 0; i < n; i++) {
+    /* When the last dim is not one of the swapped two, a row of y along it is a contiguous run of x
+     * too: walk rows (the odometer over the outer dims) and add each run. Every dx element gets
+     * exactly one addition either way. */
+    const int inner_dims = a != nd - 1 && b != nd - 1 ? 1 : 0;
+    const int64_t run = inner_dims ? y->shape[nd - 1] : 1;
+    if (run == 0) return;
+    for (int64_t i = 0; i < n; i += run) {
         /* idx: y's coordinates of element i; x's coordinates are idx with a and b swapped */
         int64_t off = 0;
         for (int d = 0; d < nd; d++) off += idx[d] * xstride[d == a ? b : d == b ? a : d];
-        dx[off] += g[i];
-        for (int d = nd - 1; d >= 0; d--) {
+        for (int64_t j = 0; j < run; j++) dx[off + j] += g[i + j];
+        for (int d = nd - 1 - inner_dims; d >= 0; d--) {
             if (++idx[d] < y->shape[d]) break;
             idx[d] = 0;
         }

@@ -15,6 +15,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "amp/cpu.h"
 #include "op_util.h"
 
 /* 1/sqrt(2) and 1/sqrt(2*pi), for gelu's Gaussian CDF and density. */
@@ -40,9 +41,75 @@ static float sigmoid_grad_f32(float x) {
     return e / (d * d);
 }
 
+/* ---- relu on fp16/bf16 bits: one pass, no fp32 staging ----
+ * relu keeps x or gives +0, and its gradient keeps g or gives +0, so on a 16-bit format both are bit
+ * selections: decoding to fp32, selecting and rounding back (the generic path below, the reference
+ * twin, which AMP_ISA=ref forces) gives the same bits, NaN included once it is canonicalized (the
+ * format's quiet NaN with the sign kept, as every amp encoder gives). tests/test_relu_bits.c compares
+ * the two on all 2^16 inputs. */
+typedef struct half_bits {
+    uint16_t inf, qnan; /* exponent all ones; the canonical quiet NaN */
+} half_bits;
+
+static bool half_format(amp_dtype dt, half_bits *hb) {
+    if (dt == AMP_BF16) *hb = (half_bits){0x7F80u, 0x7FC0u};
+    else if (dt == AMP_F16) *hb = (half_bits){0x7C00u, 0x7E00u};
+    else return false;
+    return true;
+}
+
+/* Both loops are branch-free (masks, not conditions): the sign of an activation is a coin flip, which
+ * a branch mispredicts half the time. */
+
+/* y = x > 0 || isnan(x) ? x : +0 */
+static inline uint16_t relu_one(uint16_t x, half_bits hb) {
+    const uint16_t nan = (uint16_t)(0u - (uint16_t)((x & 0x7FFFu) > hb.inf)); /* all ones when NaN */
+    const uint16_t pos = (uint16_t)((x >> 15) - 1u);                        /* all ones when the sign is clear */
+    return (uint16_t)((x & pos & ~nan) | (((x & 0x8000u) | hb.qnan) & nan));
+}
+
+/* dx = x <= 0 ? +0 : g (NaN x passes g), g's NaN canonical */
+static inline uint16_t relu_grad_one(uint16_t x, uint16_t g, half_bits hb) {
+    const uint16_t a = x & 0x7FFFu;
+    const uint16_t keep = (uint16_t)(0u - (uint16_t)((a > hb.inf) | ((x >> 15) == 0u && a != 0u)));
+    const uint16_t gnan = (uint16_t)(0u - (uint16_t)((g & 0x7FFFu) > hb.inf));
+    return (uint16_t)(((g & ~gnan) | (((g & 0x8000u) | hb.qnan) & gnan)) & keep);
+}
+
+/* Blocks of 8 with a fixed inner count, so that gcc's -O2 vectorizer takes them (autograd.c's add_f32). */
+static void relu_bits(uint16_t *restrict y, const uint16_t *restrict x, int64_t n, half_bits hb) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) y[i + k] = relu_one(x[i + k], hb);
+    for (; i < n; i++) y[i] = relu_one(x[i], hb);
+}
+
+static void relu_grad_bits(uint16_t *restrict dx, const uint16_t *restrict x, const uint16_t *restrict g, int64_t n,
+                           half_bits hb) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) dx[i + k] = relu_grad_one(x[i + k], g[i + k], hb);
+    for (; i < n; i++) dx[i] = relu_grad_one(x[i], g[i], hb);
+}
+
+static bool fast_relu_ok(const amp_tensor *x, half_bits *hb) {
+    return amp_isa_active() != AMP_ISA_REF && half_format(x->dtype, hb) && amp_tensor_is_contiguous(x);
+}
+
 static void unary_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0];
     const int64_t n = amp_tensor_numel(x);
+    half_bits hb;
+    amp_tensor *gt = node->out->grad;
+    if (node->op == AMP_OP_RELU && !x->grad && x->requires_grad && fast_relu_ok(x, &hb) && gt &&
+        gt->dtype == x->dtype && amp_tensor_is_contiguous(gt)) {
+        /* x's first gradient, in x's dtype (what amp_grad_accumulate would create) */
+        amp_tensor *grad = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
+        if (!grad) return;
+        relu_grad_bits(grad->data, x->data, gt->data, n, hb);
+        x->grad = grad;
+        return;
+    }
     const float *g = amp_grad_out(ctx, node);
     const float *v = amp_f32_view(ctx, node->op == AMP_OP_EXP ? node->out : x); /* y for exp, else x */
     float *dx = amp_f32_scratch(ctx, n);
@@ -85,6 +152,12 @@ static amp_tensor *unary(amp_ctx *ctx, amp_op op, amp_tensor *x, float exponent)
     amp_tensor *out = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
     if (!out) return NULL;
     const int64_t n = amp_tensor_numel(x);
+    half_bits hb;
+    if (op == AMP_OP_RELU && fast_relu_ok(x, &hb)) {
+        relu_bits(out->data, x->data, n, hb);
+        amp_autograd_record(ctx, op, x->dtype, out, &x, 1, unary_backward);
+        return out;
+    }
     amp_arena_mark m = amp_scratch_mark(ctx);
     const float *xv = amp_f32_view(ctx, x);
     float *y = x->dtype == AMP_F32 ? out->data : amp_f32_scratch(ctx, n); /* fp32 results in place */

@@ -32,6 +32,16 @@ amp_node *amp_autograd_record(amp_ctx *ctx, amp_op op, amp_dtype compute_dtype, 
     return node;
 }
 
+/* d[i] += g[i]. Blocks of 8 with a fixed inner count: gcc's -O2 vectorizer (the "very cheap" model)
+ * leaves a loop of unknown count scalar, but turns a fixed block into SIMD; the same additions in the
+ * same order either way. Gradients never overlap their destination (restrict). */
+static void add_f32(float *restrict d, const float *restrict g, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) d[i + k] += g[i + k];
+    for (; i < n; i++) d[i] += g[i];
+}
+
 int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g) {
     if (!t || !t->requires_grad) return AMP_OK;
     const int64_t n = amp_tensor_numel(t);
@@ -46,15 +56,14 @@ int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g) {
     }
     amp_tensor *grad = t->grad;
     if (grad->dtype == AMP_F32) {
-        float *d = grad->data;
-        for (int64_t i = 0; i < n; i++) d[i] += g[i];
+        add_f32(grad->data, g, n);
         return AMP_OK;
     }
     amp_arena_mark m = amp_scratch_mark(ctx);
     float *acc = amp_f32_scratch(ctx, n);
     if (acc) {
         amp_convert(acc, AMP_F32, grad->data, grad->dtype, (size_t)n);
-        for (int64_t i = 0; i < n; i++) acc[i] += g[i];
+        add_f32(acc, g, n);
         amp_convert(grad->data, grad->dtype, acc, AMP_F32, (size_t)n);
     }
     amp_scratch_release(ctx, m);

@@ -155,10 +155,18 @@ int amp_tensor_read(const amp_tensor *t, void *dst, amp_dtype dst_dtype) {
     if (amp_tensor_is_contiguous(t)) return amp_convert(dst, dst_dtype, t->data, t->dtype, (size_t)n);
     const size_t es = amp_dtype_size(t->dtype), ds = amp_dtype_size(dst_dtype);
     if (ds == 0) return AMP_ERR_UNSUPPORTED_DTYPE;
-    for (int64_t i = 0; i < n; i++) {
-        int st = amp_convert((unsigned char *)dst + i * (int64_t)ds, dst_dtype,
-                             (const unsigned char *)t->data + element_offset(t, i) * (int64_t)es, t->dtype, 1);
-        if (st != AMP_OK) return st;
+    /* Row by row along the last dimension: one conversion call per row when its elements are
+     * adjacent (the common view: a transpose of outer dims, a column slice), element by element
+     * otherwise. Conversions are elementwise, so the bits are those of one call per element. */
+    const int64_t inner = t->shape[t->ndim - 1], step = t->stride[t->ndim - 1];
+    for (int64_t i = 0; i < n; i += inner) {
+        const unsigned char *src = (const unsigned char *)t->data + element_offset(t, i) * (int64_t)es;
+        unsigned char *out = (unsigned char *)dst + i * (int64_t)ds;
+        for (int64_t j = 0; j < inner; j += step == 1 ? inner : 1) {
+            const int64_t len = step == 1 ? inner : 1;
+            int st = amp_convert(out + j * (int64_t)ds, dst_dtype, src + j * step * (int64_t)es, t->dtype, (size_t)len);
+            if (st != AMP_OK) return st;
+        }
     }
     return AMP_OK;
 }
@@ -169,10 +177,15 @@ int amp_tensor_write(amp_tensor *t, const void *src, amp_dtype src_dtype) {
     if (amp_tensor_is_contiguous(t)) return amp_convert(t->data, t->dtype, src, src_dtype, (size_t)n);
     const size_t es = amp_dtype_size(t->dtype), ss = amp_dtype_size(src_dtype);
     if (ss == 0) return AMP_ERR_UNSUPPORTED_DTYPE;
-    for (int64_t i = 0; i < n; i++) {
-        int st = amp_convert((unsigned char *)t->data + element_offset(t, i) * (int64_t)es, t->dtype,
-                             (const unsigned char *)src + i * (int64_t)ss, src_dtype, 1);
-        if (st != AMP_OK) return st;
+    const int64_t inner = t->shape[t->ndim - 1], step = t->stride[t->ndim - 1]; /* as amp_tensor_read */
+    for (int64_t i = 0; i < n; i += inner) {
+        unsigned char *dst = (unsigned char *)t->data + element_offset(t, i) * (int64_t)es;
+        const unsigned char *in = (const unsigned char *)src + i * (int64_t)ss;
+        for (int64_t j = 0; j < inner; j += step == 1 ? inner : 1) {
+            const int64_t len = step == 1 ? inner : 1;
+            int st = amp_convert(dst + j * step * (int64_t)es, t->dtype, in + j * (int64_t)ss, src_dtype, (size_t)len);
+            if (st != AMP_OK) return st;
+        }
     }
     return AMP_OK;
 }

@@ -123,6 +123,8 @@ static double measure_peak(peak_kind kind) {
     return (double)iters * peak_flops_per_iter[kind] / amp_bench_median(runs, 5) / 1e9;
 }
 
+double amp_bench_peak_gflops(int bf16) { return measure_peak(bf16 ? PEAK_DPBF16 : PEAK_FMA512); }
+
 typedef struct peak_thread {
     peak_loop_fn loop;
     long iters;

@@ -24,6 +24,11 @@ typedef struct amp_bench_options {
  * should run, otherwise the exit status to return (usage() printed for --help; usage errors). */
 int amp_bench_parse_options(int argc, char **argv, amp_bench_options *o, int (*usage)(void));
 
+/* One core's measured peak GFLOP/s (bench_gemm.c's register-only loops): VDPBF16PS when bf16, else
+ * zmm FMA; 0 when the CPU lacks the instruction. */
+double amp_bench_peak_gflops(int bf16);
+
+int amp_bench_train(int argc, char **argv);
 int amp_bench_convert(int argc, char **argv);
 int amp_bench_gemm(int argc, char **argv);
 int amp_bench_unscale(int argc, char **argv);

@@ -1,0 +1,134 @@
+/* amp_lstm_sequence (the lstm model's fused T-step LSTM, src/ops/lstm.c) against its reference twin:
+ * T amp_lstm_cell calls on the same values, forward outputs and every gradient, in f32, f16 and bf16.
+ *
+ * The forward pass is the same arithmetic: h must match bit for bit. Gradient tolerances, normwise
+ * (max |a - b| against max |reference| of the whole tensor; measured worst in parentheses): f32 2e-6
+ * (3e-7), the fp32 sums in another order (the weight gradients summed over time inside one GEMM instead of T
+ * accumulations); f16 and bf16 8 units of their roundoff 2^-11, 2^-8 (2.4 u), because the cell chain
+ * also rounds each step's hidden-state gradient and each weight-gradient accumulation to the dtype
+ * while the sequence keeps them in fp32 until the end. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "../src/ops/op_util.h"
+#include "harness.h"
+#include "tests.h"
+
+static float urand(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return (float)(*s >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
+}
+
+static amp_tensor *leaf(amp_ctx *ctx, amp_dtype dt, int ndim, const int64_t *shape, const float *v) {
+    amp_tensor *t = amp_tensor_from(ctx, dt, ndim, shape, v, AMP_F32);
+    if (t) amp_tensor_set_requires_grad(t, true);
+    return t;
+}
+
+/* normwise difference of n values of tensors a and b (read as fp32) */
+static double rel_diff(const amp_tensor *a, const amp_tensor *b, float *ta, float *tb, int64_t n) {
+    if (!a || !b || amp_tensor_read(a, ta, AMP_F32) != AMP_OK || amp_tensor_read(b, tb, AMP_F32) != AMP_OK) return INFINITY;
+    double d = 0, m = 1e-30;
+    for (int64_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)ta[i] - (double)tb[i]));
+        m = fmax(m, fabs((double)tb[i]));
+    }
+    return d / m;
+}
+
+static void check_shape_dtype(int64_t B, int64_t T, int64_t I, int64_t H, amp_dtype dt, double tol) {
+    const int64_t G = 4 * H;
+    amp_ctx *ctx = NULL;
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
+    float *xv = malloc(sizeof(float) * (size_t)(B * T * I)), *rv = malloc(sizeof(float) * (size_t)(B * T * H));
+    float *wi = malloc(sizeof(float) * (size_t)(G * I)), *wh = malloc(sizeof(float) * (size_t)(G * H));
+    float *bi = malloc(sizeof(float) * (size_t)G), *bh = malloc(sizeof(float) * (size_t)G);
+    float *xt = malloc(sizeof(float) * (size_t)(B * I)), *rt = malloc(sizeof(float) * (size_t)(B * H));
+    float *ta = malloc(sizeof(float) * (size_t)(B * T * (I > H ? I : H) + G * (I > H ? I : H)));
+    float *tb = malloc(sizeof(float) * (size_t)(B * T * (I > H ? I : H) + G * (I > H ? I : H)));
+    if (!CHECK(xv && rv && wi && wh && bi && bh && xt && rt && ta && tb)) goto out;
+    uint64_t s = 0x1234567ull + (uint64_t)(B * 1000 + T * 100 + I * 10 + H);
+    const float wr = 1.0f / sqrtf((float)H);
+    for (int64_t i = 0; i < B * T * I; i++) xv[i] = urand(&s);
+    for (int64_t i = 0; i < B * T * H; i++) rv[i] = urand(&s);
+    for (int64_t i = 0; i < G * I; i++) wi[i] = wr * urand(&s);
+    for (int64_t i = 0; i < G * H; i++) wh[i] = wr * urand(&s);
+    for (int64_t i = 0; i < G; i++) bi[i] = wr * urand(&s), bh[i] = wr * urand(&s);
+
+    /* the sequence */
+    amp_tensor *X = leaf(ctx, dt, 3, (const int64_t[]){B, T, I}, xv);
+    amp_tensor *Wi = leaf(ctx, dt, 2, (const int64_t[]){G, I}, wi), *Wh = leaf(ctx, dt, 2, (const int64_t[]){G, H}, wh);
+    amp_tensor *Bi = leaf(ctx, dt, 1, (const int64_t[]){G}, bi), *Bh = leaf(ctx, dt, 1, (const int64_t[]){G}, bh);
+    amp_tensor *R = amp_tensor_from(ctx, dt, 3, (const int64_t[]){B, T, H}, rv, AMP_F32);
+    amp_tensor *out = amp_lstm_sequence(ctx, X, Wi, Wh, Bi, Bh);
+    amp_tensor *loss = out ? amp_sum_all(ctx, amp_mul(ctx, out, R)) : NULL;
+    if (!CHECK_MSG(loss && amp_backward_scaled(ctx, loss, 1.0f) == AMP_OK, "sequence: %s", amp_ctx_error(ctx))) goto out;
+    CHECK(out->op == AMP_OP_LSTM_CELL && out->compute_dtype == dt);
+
+    /* the twin: T cells, x_t and r_t copied out of the same values */
+    amp_tensor *Wi2 = leaf(ctx, dt, 2, (const int64_t[]){G, I}, wi), *Wh2 = leaf(ctx, dt, 2, (const int64_t[]){G, H}, wh);
+    amp_tensor *Bi2 = leaf(ctx, dt, 1, (const int64_t[]){G}, bi), *Bh2 = leaf(ctx, dt, 1, (const int64_t[]){G}, bh);
+    amp_tensor *h = amp_tensor_zeros(ctx, dt, 2, (const int64_t[]){B, H}), *c = amp_tensor_zeros(ctx, dt, 2, (const int64_t[]){B, H});
+    amp_tensor *xs[64], *hs[64], *total = NULL;
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t b = 0; b < B; b++) {
+            for (int64_t i = 0; i < I; i++) xt[b * I + i] = xv[(b * T + t) * I + i];
+            for (int64_t j = 0; j < H; j++) rt[b * H + j] = rv[(b * T + t) * H + j];
+        }
+        xs[t] = leaf(ctx, dt, 2, (const int64_t[]){B, I}, xt);
+        amp_tensor *rtt = amp_tensor_from(ctx, dt, 2, (const int64_t[]){B, H}, rt, AMP_F32);
+        amp_tensor *hn = NULL, *cn = NULL;
+        if (!CHECK(amp_lstm_cell(ctx, xs[t], h, c, Wi2, Wh2, Bi2, Bh2, &hn, &cn) == AMP_OK)) goto out;
+        h = hs[t] = hn, c = cn;
+        amp_tensor *term = amp_sum_all(ctx, amp_mul(ctx, hn, rtt));
+        total = total ? amp_add(ctx, total, term) : term;
+    }
+    if (!CHECK_MSG(total && amp_backward_scaled(ctx, total, 1.0f) == AMP_OK, "cells: %s", amp_ctx_error(ctx))) goto out;
+
+    /* h_t against out[:, t, :], dx_t against dX[:, t, :] */
+    double dh = 0, dx = 0;
+    for (int64_t t = 0; t < T; t++) {
+        float *ho = ta, *hc = tb;
+        if (amp_tensor_read(out, ho, AMP_F32) != AMP_OK || amp_tensor_read(hs[t], hc, AMP_F32) != AMP_OK) dh = INFINITY;
+        double d = 0, m = 1e-30;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j = 0; j < H; j++) {
+                d = fmax(d, fabs((double)ho[(b * T + t) * H + j] - (double)hc[b * H + j]));
+                m = fmax(m, fabs((double)hc[b * H + j]));
+            }
+        dh = fmax(dh, d / m);
+    }
+    {
+        float *gx = ta, *gt = tb;
+        double d = 0, m = 1e-30;
+        if (!X->grad || amp_tensor_read(X->grad, gx, AMP_F32) != AMP_OK) d = INFINITY;
+        for (int64_t t = 0; t < T && isfinite(d); t++) {
+            if (!xs[t]->grad || amp_tensor_read(xs[t]->grad, gt, AMP_F32) != AMP_OK) { d = INFINITY; break; }
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t i = 0; i < I; i++) {
+                    d = fmax(d, fabs((double)gx[(b * T + t) * I + i] - (double)gt[b * I + i]));
+                    m = fmax(m, fabs((double)gt[b * I + i]));
+                }
+        }
+        dx = d / m;
+    }
+    const double dwi = rel_diff(Wi->grad, Wi2->grad, ta, tb, G * I), dwh = rel_diff(Wh->grad, Wh2->grad, ta, tb, G * H);
+    const double dbi = rel_diff(Bi->grad, Bi2->grad, ta, tb, G), dbh = rel_diff(Bh->grad, Bh2->grad, ta, tb, G);
+    CHECK_MSG(dh == 0 && dx <= tol && dwi <= tol && dwh <= tol && dbi <= tol && dbh <= tol,
+              "lstm_sequence %s B=%lld T=%lld I=%lld H=%lld vs cells: h %.3g dx %.3g dW_ih %.3g dW_hh %.3g db %.3g %.3g "
+              "(tol %.3g)",
+              amp_dtype_name(dt), (long long)B, (long long)T, (long long)I, (long long)H, dh, dx, dwi, dwh, dbi, dbh, tol);
+out:
+    free(xv), free(rv), free(wi), free(wh), free(bi), free(bh), free(xt), free(rt), free(ta), free(tb);
+    amp_ctx_free(ctx);
+}
+
+void test_lstm_sequence(void) {
+    const amp_dtype dts[3] = {AMP_F32, AMP_F16, AMP_BF16};
+    const double tol[3] = {2e-6, 8 * 0x1p-11, 8 * 0x1p-8};
+    for (int d = 0; d < 3; d++) {
+        check_shape_dtype(3, 5, 6, 4, dts[d], tol[d]);
+        check_shape_dtype(4, 9, 7, 16, dts[d], tol[d]);
+        check_shape_dtype(2, 1, 3, 5, dts[d], tol[d]); /* one step: no recurrent GEMM */
+    }
+}

@@ -1,0 +1,264 @@
+/* `amp bench train`: steady-state training speed of one of amp's default models, with the yardstick
+ * measured in the same run: the core's peak (bench_gemm.c's register-only loops).
+ *
+ * What a timed step is (the loop of amp_train_run, amp/train.h, on synthetic data, so that the figure
+ * measures the library and not the data loader; bench/train_vs_pytorch.py trains the same
+ * architectures on the same shapes in PyTorch):
+ *     amp_ctx_reset; amp_zero_grad; input tensor (fp32, as the amp-* presets store it);
+ *     autocast region (amp-bf16, amp-fp16) around forward + cross-entropy;
+ *     scaler on:  amp_backward_scaled(loss, S); amp_scaler_step_fused; amp_scaler_update
+ *     scaler off: amp_backward_scaled(loss, 1); amp_optimizer_step
+ * with SGD (momentum 0.9, lr 0.01) for every model, the optimizer the PyTorch side uses. One batch of
+ * seeded random data (images N(0,1)-like in [-2,2), labels in [0, classes); text: random byte tokens)
+ * is reused every step, as the PyTorch side does.
+ *
+ * Figures. samples/s = batch * steps / time of `steps` consecutive steps, the median of --repeats
+ * such runs, after --warmup untimed steps (the first steps allocate the arena, the GEMM packing
+ * buffers and the thread pool). FLOPs per sample is amp_model_flops_per_sample (amp/nn.h: 2 x the
+ * multiply-adds of matrix products, convolutions and attention, x3 for forward + backward;
+ * elementwise ops, norms and pooling left out). "of peak" = samples/s x FLOPs per sample / (threads x
+ * one core's peak), the peak being VDPBF16PS's under amp-bf16 (where the CPU has it) and the zmm FMA's
+ * otherwise (fp16 products run on FMA after an exact decode). The phase split (forward incl. loss,
+ * backward, optimizer incl. the scaler) is timed separately in the same steps. Memory: the arena's
+ * high-water mark (the step's activations, gradients of non-parameters and scratch) and the process's
+ * peak resident set (getrusage). Heap allocations: the context's own count per timed step
+ * (amp_ctx_heap_allocations); bench/malloc_count.c counts every malloc of the process. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "amp.h"
+#include "bench_util.h"
+#include "commands.h"
+
+static int usage(void) {
+    printf("usage: amp bench train --model mlp|cnn|lstm|gpt [--precision fp32|amp-bf16|amp-fp16|...]\n"
+           "                       [--scaler dynamic|off] [--batch N] [--steps N] [--warmup N] [--repeats N]\n"
+           "                       [--threads N] [--no-peak] [--json]\n"
+           "  --precision P   a preset of amp/precision.h (default fp32)\n"
+           "  --scaler M      dynamic or off (default: the preset's, dynamic for amp-fp16)\n"
+           "  --batch N       samples per step (default mlp 256, cnn 128, lstm and gpt 32)\n"
+           "  --steps N       timed steps per repeat (default 10)\n"
+           "  --warmup N      untimed steps first (default 3)\n"
+           "  --repeats N     timed runs; the median is reported (default 5)\n"
+           "  --threads N     amp's thread count (default: amp's default)\n"
+           "  --no-peak       skip the peak measurement (no fraction of peak)\n"
+           "  --json          one JSON object on the last line instead of the table\n"
+           "Synthetic data, SGD momentum 0.9. samples/s is the median over repeats; \"of peak\" is\n"
+           "samples/s x FLOPs per sample / (threads x one core's measured VDPBF16PS (bf16) or FMA peak).\n");
+    return AMP_EXIT_OK;
+}
+
+typedef struct run {
+    amp_ctx *ctx;
+    amp_model *model;
+    amp_optimizer *opt;
+    amp_scaler *scaler;
+    const amp_precision_info *prec;
+    bool text, scaling;
+    int64_t batch;
+    float *x;
+    int32_t *tokens, *y;
+    double t_fwd, t_bwd, t_opt; /* seconds, summed over timed steps */
+} run;
+
+static int step(run *r, bool timed) {
+    const double t0 = amp_bench_now();
+    amp_ctx_reset(r->ctx);
+    amp_zero_grad(r->ctx);
+    const amp_model_config *mc = amp_model_get_config(r->model);
+    amp_tensor *xt = NULL;
+    if (!r->text) {
+        xt = amp_tensor_from(r->ctx, r->prec->param_dtype, 4,
+                             (const int64_t[]){r->batch, mc->in_channels, mc->image_rows, mc->image_cols}, r->x,
+                             AMP_F32);
+        if (!xt) return -1;
+    }
+    const bool autocast = r->prec->autocast_dtype != AMP_F32;
+    if (autocast && amp_autocast_enter(r->prec->autocast_dtype) != AMP_OK) return -1;
+    amp_tensor *logits = amp_model_forward(r->model, r->ctx, xt, r->text ? r->tokens : NULL, r->batch, true);
+    amp_tensor *loss = logits ? amp_cross_entropy(r->ctx, logits, r->y) : NULL;
+    if (autocast) amp_autocast_exit();
+    if (!loss) return -1;
+    const double t1 = amp_bench_now();
+    const float scale = amp_scaler_scale(r->scaler);
+    if (amp_backward_scaled(r->ctx, loss, r->scaling ? scale : 1.0f) != AMP_OK) return -1;
+    const double t2 = amp_bench_now();
+    if (r->scaling) {
+        amp_step_report rep;
+        if (amp_scaler_step_fused(r->scaler, r->opt, 0.0f, &rep) != AMP_OK || amp_scaler_update(r->scaler) != AMP_OK)
+            return -2;
+    } else if (amp_optimizer_step(r->opt) != AMP_OK) {
+        return -2;
+    }
+    const double t3 = amp_bench_now();
+    if (timed) r->t_fwd += t1 - t0, r->t_bwd += t2 - t1, r->t_opt += t3 - t2;
+    return 0;
+}
+
+static uint64_t xorshift(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+int amp_bench_train(int argc, char **argv) {
+    amp_model_kind kind = AMP_MODEL_COUNT;
+    amp_precision precision = AMP_PRECISION_FP32;
+    int scaler_mode = -1; /* -1 preset default, 0 off, 1 dynamic */
+    long batch = 0, steps = 10, warmup = 3, repeats = 5, threads = 0;
+    int json = 0, want_peak = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0) return usage();
+        if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (strcmp(a, "--no-peak") == 0) {
+            want_peak = 0;
+        } else if (strcmp(a, "--model") == 0) {
+            if (!v || amp_model_kind_from_name(v, &kind) != AMP_OK)
+                return amp_usage_error("bench", "--model needs mlp, cnn, lstm or gpt");
+            i++;
+        } else if (strcmp(a, "--precision") == 0) {
+            if (!v || amp_precision_from_name(v, &precision) != AMP_OK)
+                return amp_usage_error("bench", "--precision needs a preset (fp32, amp-bf16, amp-fp16, ...)");
+            i++;
+        } else if (strcmp(a, "--scaler") == 0) {
+            if (!v || (strcmp(v, "dynamic") != 0 && strcmp(v, "off") != 0))
+                return amp_usage_error("bench", "--scaler needs dynamic or off");
+            scaler_mode = strcmp(v, "dynamic") == 0;
+            i++;
+        } else if (strcmp(a, "--batch") == 0 || strcmp(a, "--steps") == 0 || strcmp(a, "--warmup") == 0 ||
+                   strcmp(a, "--repeats") == 0 || strcmp(a, "--threads") == 0) {
+            long *dst = a[2] == 'b' ? &batch : a[2] == 's' ? &steps : a[2] == 'w' ? &warmup : a[2] == 'r' ? &repeats : &threads;
+            const long lo = a[2] == 'w' ? 0 : 1, hi = a[2] == 'b' ? 65536 : a[2] == 't' ? AMP_MAX_THREADS : 100000;
+            if (!v || amp_parse_long(v, lo, hi, dst) != 0) return amp_usage_error("bench", "%s needs an integer in [%ld, %ld]", a, lo, hi);
+            i++;
+        } else {
+            return amp_usage_error("bench", "unknown option '%s'", a);
+        }
+    }
+    if (kind == AMP_MODEL_COUNT) return amp_usage_error("bench", "train needs --model mlp|cnn|lstm|gpt");
+    if (repeats > 1000) repeats = 1000;
+    if (threads > 0) amp_set_num_threads((int)threads);
+    threads = amp_get_num_threads();
+
+    run r;
+    memset(&r, 0, sizeof r);
+    r.prec = amp_precision_get_info(precision);
+    r.text = amp_model_is_text(kind);
+    r.batch = batch > 0 ? batch : kind == AMP_MODEL_MLP ? 256 : kind == AMP_MODEL_CNN ? 128 : 32;
+    r.scaling = scaler_mode < 0 ? r.prec->dynamic_scaling : scaler_mode == 1;
+
+    amp_model_config mc = amp_model_default_config(kind);
+    mc.param_dtype = r.prec->param_dtype;
+    int st = amp_ctx_create(NULL, &r.ctx);
+    if (st == AMP_OK) st = amp_model_create(r.ctx, &mc, &r.model);
+    if (st == AMP_OK) st = amp_ctx_alloc_params(r.ctx);
+    if (st == AMP_OK) st = amp_model_init(r.model, 0);
+    amp_optim_config oc = amp_optim_default_config(AMP_OPTIM_SGD);
+    oc.lr = 0.01f;
+    oc.momentum = 0.9f;
+    if (st == AMP_OK) st = amp_optimizer_create(r.ctx, &oc, &r.opt);
+    amp_scaler_config sc = amp_scaler_default_config();
+    sc.enabled = r.scaling;
+    if (st == AMP_OK) st = amp_scaler_create(&sc, &r.scaler);
+    const int64_t per_sample = r.text ? mc.context : mc.in_channels * mc.image_rows * mc.image_cols;
+    const int64_t labels = r.text ? r.batch * mc.context : r.batch;
+    r.y = calloc((size_t)labels, sizeof *r.y);
+    if (r.text) r.tokens = calloc((size_t)(r.batch * per_sample), sizeof *r.tokens);
+    else r.x = calloc((size_t)(r.batch * per_sample), sizeof *r.x);
+    if (st == AMP_OK && (!r.y || (r.text ? !r.tokens : !r.x))) st = AMP_ERR_OUT_OF_MEMORY;
+    if (st != AMP_OK) {
+        fprintf(stderr, "amp: bench train: set-up failed: %s\n", amp_status_str(st));
+        goto done;
+    }
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    if (r.text) {
+        /* a sequence of context + 1 random bytes per sample: tokens are the first context, labels the last */
+        for (int64_t b = 0; b < r.batch; b++) {
+            int32_t prev = (int32_t)(xorshift(&s) % (uint64_t)mc.vocab);
+            for (int64_t t = 0; t < mc.context; t++) {
+                const int32_t next = (int32_t)(xorshift(&s) % (uint64_t)mc.vocab);
+                r.tokens[b * mc.context + t] = prev;
+                r.y[b * mc.context + t] = next;
+                prev = next;
+            }
+        }
+    } else {
+        for (int64_t i = 0; i < r.batch * per_sample; i++) r.x[i] = (float)(xorshift(&s) >> 40) / (float)(1 << 22) - 2.0f;
+        for (int64_t i = 0; i < r.batch; i++) r.y[i] = (int32_t)(xorshift(&s) % (uint64_t)mc.classes);
+    }
+
+    const double peak1 = want_peak ? amp_bench_peak_gflops(r.prec->autocast_dtype == AMP_BF16) : 0.0;
+    const char *peak_name = r.prec->autocast_dtype == AMP_BF16 ? "vdpbf16ps" : "fma";
+    for (long i = 0; i < warmup && st == AMP_OK; i++) st = step(&r, false);
+    double *sps = calloc((size_t)repeats, sizeof *sps);
+    if (!sps) st = AMP_ERR_OUT_OF_MEMORY;
+    const uint64_t allocs0 = amp_ctx_heap_allocations(r.ctx);
+    for (long rep = 0; rep < repeats && st == AMP_OK; rep++) {
+        const double t0 = amp_bench_now();
+        for (long i = 0; i < steps && st == AMP_OK; i++) st = step(&r, true);
+        sps[rep] = (double)r.batch * (double)steps / (amp_bench_now() - t0);
+    }
+    const uint64_t allocs1 = amp_ctx_heap_allocations(r.ctx);
+    if (st != AMP_OK) {
+        fprintf(stderr, "amp: bench train: step failed: %s %s\n", amp_ctx_error(r.ctx), amp_scaler_error(r.scaler));
+        free(sps);
+        goto done;
+    }
+    const double median = amp_bench_median(sps, (size_t)repeats);
+    free(sps);
+    const double flops = amp_model_flops_per_sample(r.model);
+    const double gflops = median * flops / 1e9;
+    const double frac = peak1 > 0 ? gflops / ((double)threads * peak1) : NAN;
+    const double tsum = r.t_fwd + r.t_bwd + r.t_opt;
+    const double timed_steps = (double)(steps * repeats);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    const double rss_mib = (double)ru.ru_maxrss / 1024.0;
+    const double arena_mib = (double)amp_ctx_arena_peak(r.ctx) / (1024.0 * 1024.0);
+    const double ctx_allocs = (double)(allocs1 - allocs0) / timed_steps;
+    char cpu[256];
+    amp_bench_cpu_name(cpu, sizeof cpu);
+    if (json) {
+        printf("{\"model\":\"%s\",\"precision\":\"%s\",\"scaler\":\"%s\",\"batch\":%lld,\"threads\":%ld,\"steps\":%ld,"
+               "\"repeats\":%ld,\"isa\":\"%s\",\"cpu\":\"%s\",\"samples_per_sec\":%.3f,\"flops_per_sample\":%.6g,"
+               "\"gflops\":%.3f,\"peak_kind\":\"%s\",\"peak_gflops_one_core\":%.3f,\"fraction_of_peak\":%.4f,"
+               "\"ms_per_step\":%.4f,\"forward_share\":%.4f,\"backward_share\":%.4f,\"optimizer_share\":%.4f,"
+               "\"optimizer_ms\":%.4f,\"arena_peak_mib\":%.3f,\"peak_rss_mib\":%.3f,\"ctx_allocs_per_step\":%.3f,"
+               "\"params\":%lld}\n",
+               amp_model_kind_name(kind), r.prec->name, r.scaling ? "dynamic" : "off", (long long)r.batch, threads, steps,
+               repeats, amp_isa_name(amp_isa_active()), cpu, median, flops, gflops, peak_name, peak1,
+               isnan(frac) ? 0.0 : frac, 1e3 * (double)r.batch / median, r.t_fwd / tsum, r.t_bwd / tsum,
+               r.t_opt / tsum, 1e3 * r.t_opt / timed_steps, arena_mib, rss_mib, ctx_allocs,
+               (long long)amp_model_num_params(r.model));
+    } else {
+        printf("cpu: %s; amp path %s; %ld thread%s\n", cpu, amp_isa_name(amp_isa_active()), threads,
+               threads == 1 ? "" : "s");
+        printf("model %s (%lld parameters), %s, scaler %s, batch %lld: %ld warm-up steps, median of %ld x %ld steps\n",
+               amp_model_kind_name(kind), (long long)amp_model_num_params(r.model), r.prec->name,
+               r.scaling ? "dynamic" : "off", (long long)r.batch, warmup, repeats, steps);
+        printf("samples/s %.1f  (%.2f ms/step)\n", median, 1e3 * (double)r.batch / median);
+        printf("FLOPs/sample %.4g (forward + backward)  ->  %.1f GFLOP/s", flops, gflops);
+        if (peak1 > 0)
+            printf(" = %.0f%% of %ld x the one-core %s peak (%.1f GFLOP/s)\n", 100 * frac, threads, peak_name, peak1);
+        else
+            printf("\n");
+        printf("time: forward+loss %.0f%%  backward %.0f%%  optimizer%s %.0f%% (%.3f ms/step)\n", 100 * r.t_fwd / tsum,
+               100 * r.t_bwd / tsum, r.scaling ? "+scaler" : "", 100 * r.t_opt / tsum, 1e3 * r.t_opt / timed_steps);
+        printf("memory: arena peak %.1f MiB, process peak RSS %.1f MiB; context heap allocations per step %.2f\n",
+               arena_mib, rss_mib, ctx_allocs);
+    }
+done:
+    free(r.x);
+    free(r.y);
+    free(r.tokens);
+    amp_scaler_free(r.scaler);
+    amp_optimizer_free(r.opt);
+    amp_ctx_free(r.ctx);
+    amp_model_free(r.model);
+    return st == AMP_OK ? AMP_EXIT_OK : AMP_EXIT_FAILURE;
+}
