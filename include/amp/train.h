@@ -198,7 +198,9 @@ typedef struct amp_grad_stats {
        micro-batch (amp_ctx_set_backward_grad_hook), by the op that made the output: values looked at,
        exact zeros, and nonzero finite values with |g| / S <= 2^-25 (they would round to zero in fp16
        without loss scaling; as for the parameters, values an unscaled fp16 run already lost are
-       zeros, not counted). act_underflow_fp16_unscaled: all ops' underflows / all nonzero values. */
+       zeros, not counted). Autocast's low-precision copies of the weights are left out: their
+       gradients are the parameters'. act_underflow_fp16_unscaled: all ops' underflows / all nonzero
+       values. */
     int64_t act_count[AMP_OP_COUNT], act_zeros[AMP_OP_COUNT], act_underflow[AMP_OP_COUNT];
     double act_underflow_fp16_unscaled;
 } amp_grad_stats;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "train_internal.h"
+#include "../tensor/ctx_internal.h"
 #include "../core/alloc_internal.h"
 
 /* Values per conversion chunk for F16/BF16 gradients. */
@@ -167,6 +168,10 @@ static void on_backward_grad(amp_ctx *ctx, const amp_tensor *out, const amp_tens
     amp_train_run_state *r = user;
     const amp_op op = out->op >= 0 && out->op < AMP_OP_COUNT ? out->op : AMP_OP_NONE;
     if (!grad->data || !amp_tensor_is_contiguous(grad)) return;
+    /* autocast's low-precision copy of a weight: its gradient is the weight's gradient (counted with
+     * the parameters), not an activation's */
+    if (op == AMP_OP_CAST && out->grad_fn && out->grad_fn->n_in > 0 && out->grad_fn->in[0] && out->grad_fn->in[0]->is_leaf)
+        return;
     const int64_t n = amp_tensor_numel(grad);
     if (grad->dtype == AMP_F32) {
         count_act(r, op, grad->data, n);
