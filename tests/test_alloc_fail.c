@@ -9,10 +9,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "amp.h"
 #include "harness.h"
+#include "test_util.h"
 #include "tests.h"
 
 enum { ERR_SIZE = 512, MAX_TRIES = 20000 };
@@ -355,14 +355,7 @@ static void be32(uint8_t *p, uint32_t v) {
 static bool write_file(const char *name, const void *data, size_t n, bool gz) {
     char path[128];
     path_in(path, sizeof path, name);
-    if (gz) {
-        gzFile g = gzopen(path, "wb");
-        return g && gzwrite(g, data, (unsigned)n) == (int)n && gzclose(g) == Z_OK;
-    }
-    FILE *f = fopen(path, "wb");
-    if (!f) return false;
-    const bool ok = fwrite(data, 1, n, f) == n;
-    return fclose(f) == 0 && ok;
+    return test_write_file(path, data, n, gz);
 }
 
 /* 8 images of 4x4 with labels 0..3 (train plain, t10k gzipped) and a small text file. */

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "amp.h"
 #include "harness.h"
+#include "test_util.h"
 #include "tests.h"
 
 enum { N = 3, ROWS = 2, COLS = 2, PER = ROWS * COLS, ERR_SIZE = 512 };
@@ -30,14 +30,7 @@ static size_t put_be(uint8_t *p, uint64_t v, int bytes) {
 static bool write_file(const char *name, const uint8_t *data, size_t n, bool gz) {
     char path[128];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
-    if (gz) {
-        gzFile g = gzopen(path, "wb");
-        return g && gzwrite(g, data, (unsigned)n) == (int)n && gzclose(g) == Z_OK;
-    }
-    FILE *f = fopen(path, "wb");
-    if (!f) return false;
-    const bool ok = fwrite(data, 1, n, f) == n;
-    return fclose(f) == 0 && ok;
+    return test_write_file(path, data, n, gz);
 }
 
 /* The training pair with images of element size `elem` (4 or 8); vals[bad] replaced by bad_value

@@ -247,6 +247,22 @@ void test_nn_init_deterministic(void) {
     }
 }
 
+/* Input buffers for `batch` samples of cfg's model (images or token windows) and their targets; false
+ * (all freed) when an allocation fails. */
+static bool alloc_inputs(const amp_model_config *cfg, int64_t batch, float **x, int32_t **tokens, int32_t **targets,
+                         int64_t *n_in, int64_t *n_targets) {
+    const bool text = amp_model_is_text(cfg->kind);
+    *n_in = text ? batch * cfg->context : batch * cfg->in_channels * cfg->image_rows * cfg->image_cols;
+    *n_targets = text ? batch * cfg->context : batch;
+    *x = malloc((size_t)*n_in * sizeof **x);
+    *tokens = malloc((size_t)*n_in * sizeof **tokens);
+    *targets = malloc((size_t)*n_targets * sizeof **targets);
+    if (CHECK(*x && *tokens && *targets)) return true;
+    free(*x), free(*tokens), free(*targets);
+    *x = NULL, *tokens = *targets = NULL;
+    return false;
+}
+
 /* ---- training: a few SGD steps on a fixed tiny batch lower the loss ---- */
 
 static float train_step(amp_model *m, amp_ctx *ctx, const float *x, const int32_t *tokens, const int32_t *targets,
@@ -293,11 +309,10 @@ void test_nn_sgd_lowers_loss(void) {
             continue;
         }
         const bool text = amp_model_is_text(kind);
-        const int64_t n_in = text ? B * cfg.context : B * cfg.in_channels * cfg.image_rows * cfg.image_cols;
-        const int64_t n_targets = text ? B * cfg.context : B;
-        float *x = malloc((size_t)n_in * sizeof *x);
-        int32_t *tokens = malloc((size_t)n_in * sizeof *tokens), *targets = malloc((size_t)n_targets * sizeof *targets);
-        if (CHECK(x && tokens && targets)) {
+        int64_t n_in, n_targets;
+        float *x;
+        int32_t *tokens, *targets;
+        if (alloc_inputs(&cfg, B, &x, &tokens, &targets, &n_in, &n_targets)) {
             for (int64_t i = 0; i < n_in; i++) {
                 state = state * 6364136223846793005ull + 1442695040888963407ull;
                 x[i] = (float)((double)(state >> 40) * 0x1p-24 * 2.0 - 1.0);
@@ -425,11 +440,10 @@ void test_grad_ready_hook(void) {
             }
             log.n = amp_ctx_num_params(ctx);
             const bool text = amp_model_is_text(kind);
-            const int64_t n_in = text ? B * cfg.context : B * cfg.in_channels * cfg.image_rows * cfg.image_cols;
-            const int64_t n_targets = text ? B * cfg.context : B;
-            float *x = malloc((size_t)n_in * sizeof *x);
-            int32_t *tokens = malloc((size_t)n_in * sizeof *tokens), *targets = malloc((size_t)n_targets * sizeof *targets);
-            if (CHECK(x && tokens && targets)) {
+            int64_t n_in, n_targets;
+            float *x;
+            int32_t *tokens, *targets;
+            if (alloc_inputs(&cfg, B, &x, &tokens, &targets, &n_in, &n_targets)) {
                 for (int64_t i = 0; i < n_in; i++) x[i] = (float)((i * 37) % 11) / 11.0f - 0.5f, tokens[i] = (int32_t)(i % cfg.vocab);
                 for (int64_t i = 0; i < n_targets; i++) targets[i] = (int32_t)((i * 5) % (text ? cfg.vocab : cfg.classes));
                 amp_zero_grad(ctx);

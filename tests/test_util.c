@@ -1,6 +1,9 @@
 /* Shared test helpers (see test_util.h). */
 #include "test_util.h"
 
+#include <stdio.h>
+#include <zlib.h>
+
 #include <unistd.h>
 
 #include "harness.h"
@@ -94,4 +97,17 @@ int test_supported_isas(amp_isa out[AMP_ISA_COUNT]) {
 int test_thread_count(void) {
     const long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : (n > 256 ? 256 : (int)n);
+}
+
+bool test_write_file(const char *path, const void *data, size_t n, bool gz) {
+    if (gz) {
+        gzFile g = gzopen(path, "wb");
+        if (!g) return false;
+        const bool ok = gzwrite(g, data, (unsigned)n) == (int)n;
+        return gzclose(g) == Z_OK && ok;
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) return false;
+    const bool ok = fwrite(data, 1, n, f) == n;
+    return fclose(f) == 0 && ok;
 }

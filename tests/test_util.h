@@ -54,6 +54,9 @@ void test_isa_end(void);
 /* Fills `out` with the supported paths; returns how many (at least 1: ref). */
 int test_supported_isas(amp_isa out[AMP_ISA_COUNT]);
 
+/* Writes n bytes to path, gzip-compressed when gz (zlib); false on any failure. */
+bool test_write_file(const char *path, const void *data, size_t n, bool gz);
+
 /* Threads for the sweeps: sysconf(_SC_NPROCESSORS_ONLN), at least 1. */
 int test_thread_count(void);
 
