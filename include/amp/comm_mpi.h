@@ -16,9 +16,11 @@
  *
  * Gradients: fp32 buckets are summed with MPI_Iallreduce (started while backward runs; progressed
  * from the grad-ready hook). fp16/bf16 buckets, and fp32 ones sent as fp16/bf16, are summed by a
- * reduce-scatter (MPI_Alltoall: rank p receives everyone's p-th chunk), an fp32 accumulation of the
- * chunk in rank order, one rounding, and an MPI_Allgather: one rounding however many ranks, where a
- * reduction tree in the narrow type would round at every level. Both give every rank the same bits. */
+ * reduce-scatter (MPI_Ialltoall: rank p receives everyone's p-th chunk), an fp32 accumulation of the
+ * chunk in rank order, one rounding, and an allgather (MPI_Iallgather, on a second duplicate of the
+ * communicator so that the order in which ranks reach it cannot cross the first stage's): one
+ * rounding however many ranks, where a reduction tree in the narrow type would round at every level.
+ * Both stages overlap backward. Both paths give every rank the same bits. */
 #ifndef AMP_COMM_MPI_H
 #define AMP_COMM_MPI_H
 

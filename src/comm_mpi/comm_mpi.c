@@ -1,5 +1,6 @@
 /* amp_comm over MPI (amp/comm_mpi.h says what and why). Built only when MPI is available. */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,23 +9,28 @@
 #include "amp/formats.h"
 #include "amp/status.h"
 
-/* A narrow-type sum waiting for wait_grads (it needs two blocking collectives in sequence). */
+/* A narrow-type sum: stage 1, the reduce-scatter (MPI_Ialltoall on comm), starts with the bucket;
+ * stage 2, the allgather (MPI_Iallgather on comm2), starts once stage 1 is complete, from progress()
+ * or wait_grads(), always in bucket order, so every rank issues the same collectives in the same
+ * order on each communicator. Slots and their buffers are kept from step to step (the same buckets
+ * come back each step: no allocation in a steady step). */
 typedef struct narrow_sum {
     void *buf;
-    size_t n;
+    size_t n, chunk;
     amp_dtype dtype, wire;
+    int stage; /* 1: alltoall in flight, 2: allgather in flight */
+    MPI_Request req;
+    uint16_t *send, *recv, *own, *full; /* wire values: p * chunk, p * chunk, chunk, p * chunk */
+    float *acc, *tmp;                   /* chunk each */
+    size_t cap_chunk;                   /* chunk the buffers hold */
 } narrow_sum;
 
 typedef struct mpi_impl {
-    MPI_Comm comm;
+    MPI_Comm comm, comm2; /* comm2: the narrow sums' second stage */
     MPI_Request *reqs;
     int n_reqs, cap_reqs;
     narrow_sum *narrow;
-    int n_narrow, cap_narrow;
-    /* scratch for narrow sums, grown on demand and kept (no allocation in a steady step) */
-    uint16_t *send, *recv, *own, *full;
-    float *acc, *tmp;
-    size_t scratch_chunk; /* elements per rank the scratch holds */
+    int n_narrow, cap_narrow, next_gather; /* slots in use this step; the next one to start stage 2 */
     char error[256];
 } mpi_impl;
 
@@ -60,6 +66,8 @@ static int allreduce_u64(amp_comm *c, uint64_t *buf, size_t n, amp_comm_reduce o
     return code == MPI_SUCCESS ? AMP_OK : mpi_fail(c, code, "MPI_Allreduce");
 }
 
+static int grow_slot(amp_comm *c, narrow_sum *q);
+
 static int start_grads(amp_comm *c, void *buf, size_t n, amp_dtype dtype, amp_dtype wire) {
     mpi_impl *m = c->impl;
     if (dtype != AMP_F32 && dtype != AMP_F16 && dtype != AMP_BF16)
@@ -85,66 +93,88 @@ static int start_grads(amp_comm *c, void *buf, size_t n, amp_dtype dtype, amp_dt
         const int cap = m->cap_narrow ? 2 * m->cap_narrow : 16;
         narrow_sum *q = realloc(m->narrow, (size_t)cap * sizeof *q);
         if (!q) return fail(c, AMP_ERR_OUT_OF_MEMORY, "out of memory for gradient buckets");
+        memset(q + m->cap_narrow, 0, (size_t)(cap - m->cap_narrow) * sizeof *q);
         m->narrow = q, m->cap_narrow = cap;
     }
-    m->narrow[m->n_narrow++] = (narrow_sum){.buf = buf, .n = n, .dtype = dtype, .wire = wire};
+    narrow_sum *q = &m->narrow[m->n_narrow];
+    const size_t p = (size_t)c->size;
+    q->buf = buf, q->n = n, q->dtype = dtype, q->wire = wire, q->chunk = (n + p - 1) / p;
+    int st = grow_slot(c, q);
+    if (st != AMP_OK) return st;
+    /* Outgoing values in the wire type, padded with zeros to p equal chunks. */
+    st = amp_convert(q->send, wire, buf, dtype, n);
+    if (st != AMP_OK) return fail(c, st, "converting a gradient bucket to %s", amp_dtype_name(wire));
+    memset(q->send + n, 0, (q->chunk * p - n) * sizeof *q->send);
+    const int code = MPI_Ialltoall(q->send, (int)q->chunk, MPI_UINT16_T, q->recv, (int)q->chunk, MPI_UINT16_T, m->comm,
+                                   &q->req);
+    if (code != MPI_SUCCESS) return mpi_fail(c, code, "MPI_Ialltoall");
+    q->stage = 1;
+    m->n_narrow++;
+    return AMP_OK;
+}
+
+/* Stage 1 of slot q is complete: sum the chunk this rank owns (everyone's values for it, in rank
+ * order, in fp32), round it once, and start the allgather. */
+static int start_gather(amp_comm *c, narrow_sum *q) {
+    mpi_impl *m = c->impl;
+    const size_t p = (size_t)c->size, chunk = q->chunk;
+    memset(q->acc, 0, chunk * sizeof *q->acc);
+    for (size_t r = 0; r < p; r++) {
+        amp_convert(q->tmp, AMP_F32, q->recv + r * chunk, q->wire, chunk);
+        for (size_t i = 0; i < chunk; i++) q->acc[i] += q->tmp[i];
+    }
+    amp_convert(q->own, q->wire, q->acc, AMP_F32, chunk);
+    const int code = MPI_Iallgather(q->own, (int)chunk, MPI_UINT16_T, q->full, (int)chunk, MPI_UINT16_T, m->comm2, &q->req);
+    if (code != MPI_SUCCESS) return mpi_fail(c, code, "MPI_Iallgather");
+    q->stage = 2;
+    return AMP_OK;
+}
+
+/* Moves narrow sums from stage 1 to stage 2 in slot order: those already complete (blocking false),
+ * or all of them (blocking true). */
+static int advance_narrow(amp_comm *c, bool blocking) {
+    mpi_impl *m = c->impl;
+    while (m->next_gather < m->n_narrow) {
+        narrow_sum *q = &m->narrow[m->next_gather];
+        int done = 0, code;
+        if (blocking) code = MPI_Wait(&q->req, MPI_STATUS_IGNORE), done = 1;
+        else code = MPI_Test(&q->req, &done, MPI_STATUS_IGNORE);
+        if (code != MPI_SUCCESS) return mpi_fail(c, code, "MPI_Ialltoall");
+        if (!done) return AMP_OK;
+        const int st = start_gather(c, q);
+        if (st != AMP_OK) return st;
+        m->next_gather++;
+    }
     return AMP_OK;
 }
 
 static void progress(amp_comm *c) {
     mpi_impl *m = c->impl;
-    if (m->n_reqs == 0) return;
     int done = 0;
-    /* Errors surface again in wait_grads' MPI_Waitall. */
-    (void)MPI_Testall(m->n_reqs, m->reqs, &done, MPI_STATUSES_IGNORE);
+    /* Errors surface again in wait_grads. */
+    if (m->n_reqs > 0) (void)MPI_Testall(m->n_reqs, m->reqs, &done, MPI_STATUSES_IGNORE);
+    (void)advance_narrow(c, false);
 }
 
-static int grow_scratch(amp_comm *c, size_t chunk) {
-    mpi_impl *m = c->impl;
-    if (chunk <= m->scratch_chunk) return AMP_OK;
-    const size_t all = chunk * (size_t)c->size;
-    free(m->send), free(m->recv), free(m->own), free(m->full), free(m->acc), free(m->tmp);
-    m->send = malloc(all * sizeof *m->send);
-    m->recv = malloc(all * sizeof *m->recv);
-    m->full = malloc(all * sizeof *m->full);
-    m->own = malloc(chunk * sizeof *m->own);
-    m->acc = malloc(chunk * sizeof *m->acc);
-    m->tmp = malloc(chunk * sizeof *m->tmp);
-    if (!m->send || !m->recv || !m->full || !m->own || !m->acc || !m->tmp) {
-        free(m->send), free(m->recv), free(m->own), free(m->full), free(m->acc), free(m->tmp);
-        m->send = m->recv = m->own = m->full = NULL;
-        m->acc = m->tmp = NULL;
-        m->scratch_chunk = 0;
+static int grow_slot(amp_comm *c, narrow_sum *q) {
+    const size_t chunk = q->chunk, all = chunk * (size_t)c->size;
+    if (chunk <= q->cap_chunk) return AMP_OK;
+    free(q->send), free(q->recv), free(q->own), free(q->full), free(q->acc), free(q->tmp);
+    q->send = malloc(all * sizeof *q->send);
+    q->recv = malloc(all * sizeof *q->recv);
+    q->full = malloc(all * sizeof *q->full);
+    q->own = malloc(chunk * sizeof *q->own);
+    q->acc = malloc(chunk * sizeof *q->acc);
+    q->tmp = malloc(chunk * sizeof *q->tmp);
+    if (!q->send || !q->recv || !q->full || !q->own || !q->acc || !q->tmp) {
+        free(q->send), free(q->recv), free(q->own), free(q->full), free(q->acc), free(q->tmp);
+        q->send = q->recv = q->own = q->full = NULL;
+        q->acc = q->tmp = NULL;
+        q->cap_chunk = 0;
         return fail(c, AMP_ERR_OUT_OF_MEMORY, "out of memory for a gradient bucket");
     }
-    m->scratch_chunk = chunk;
+    q->cap_chunk = chunk;
     return AMP_OK;
-}
-
-/* Reduce-scatter with fp32 accumulation, one rounding, then allgather (see the header). */
-static int narrow_allreduce(amp_comm *c, const narrow_sum *q) {
-    mpi_impl *m = c->impl;
-    const size_t p = (size_t)c->size, chunk = (q->n + p - 1) / p;
-    int st = grow_scratch(c, chunk);
-    if (st != AMP_OK) return st;
-    /* Outgoing values in the wire type, padded with zeros to p equal chunks. */
-    st = amp_convert(m->send, q->wire, q->buf, q->dtype, q->n);
-    if (st != AMP_OK) return fail(c, st, "converting a gradient bucket to %s", amp_dtype_name(q->wire));
-    memset(m->send + q->n, 0, (chunk * p - q->n) * sizeof *m->send);
-    int code = MPI_Alltoall(m->send, (int)chunk, MPI_UINT16_T, m->recv, (int)chunk, MPI_UINT16_T, m->comm);
-    if (code != MPI_SUCCESS) return mpi_fail(c, code, "MPI_Alltoall");
-    /* m->recv[r * chunk + i]: rank r's value of element (this rank's chunk start + i); summed in rank
-     * order in fp32, so every run and every rank counts the same way. */
-    memset(m->acc, 0, chunk * sizeof *m->acc);
-    for (size_t r = 0; r < p; r++) {
-        amp_convert(m->tmp, AMP_F32, m->recv + r * chunk, q->wire, chunk);
-        for (size_t i = 0; i < chunk; i++) m->acc[i] += m->tmp[i];
-    }
-    amp_convert(m->own, q->wire, m->acc, AMP_F32, chunk);
-    code = MPI_Allgather(m->own, (int)chunk, MPI_UINT16_T, m->full, (int)chunk, MPI_UINT16_T, m->comm);
-    if (code != MPI_SUCCESS) return mpi_fail(c, code, "MPI_Allgather");
-    st = amp_convert(q->buf, q->dtype, m->full, q->wire, q->n);
-    return st == AMP_OK ? AMP_OK : fail(c, st, "converting a gradient bucket from %s", amp_dtype_name(q->wire));
 }
 
 static int wait_grads(amp_comm *c) {
@@ -155,8 +185,19 @@ static int wait_grads(amp_comm *c) {
         m->n_reqs = 0;
         if (code != MPI_SUCCESS) st = mpi_fail(c, code, "MPI_Waitall");
     }
-    for (int i = 0; i < m->n_narrow && st == AMP_OK; i++) st = narrow_allreduce(c, &m->narrow[i]);
+    if (st == AMP_OK) st = advance_narrow(c, true);
+    for (int i = 0; i < m->n_narrow && st == AMP_OK; i++) {
+        narrow_sum *q = &m->narrow[i];
+        const int code = MPI_Wait(&q->req, MPI_STATUS_IGNORE);
+        if (code != MPI_SUCCESS) {
+            st = mpi_fail(c, code, "MPI_Iallgather");
+            break;
+        }
+        st = amp_convert(q->buf, q->dtype, q->full, q->wire, q->n);
+        if (st != AMP_OK) st = fail(c, st, "converting a gradient bucket from %s", amp_dtype_name(q->wire));
+    }
     m->n_narrow = 0;
+    m->next_gather = 0;
     return st;
 }
 
@@ -167,8 +208,12 @@ static void comm_free(amp_comm *c) {
     mpi_impl *m = c->impl;
     if (m) {
         if (m->comm != MPI_COMM_NULL) MPI_Comm_free(&m->comm);
+        if (m->comm2 != MPI_COMM_NULL) MPI_Comm_free(&m->comm2);
+        for (int i = 0; i < m->cap_narrow; i++) {
+            narrow_sum *q = &m->narrow[i];
+            free(q->send), free(q->recv), free(q->own), free(q->full), free(q->acc), free(q->tmp);
+        }
         free(m->reqs), free(m->narrow);
-        free(m->send), free(m->recv), free(m->own), free(m->full), free(m->acc), free(m->tmp);
         free(m);
     }
     free(c);
@@ -185,7 +230,7 @@ int amp_comm_mpi_create(MPI_Comm comm, amp_comm **out, char *err, size_t err_siz
         if (err && err_size) snprintf(err, err_size, "out of memory for the communicator");
         return AMP_ERR_OUT_OF_MEMORY;
     }
-    m->comm = MPI_COMM_NULL;
+    m->comm = m->comm2 = MPI_COMM_NULL;
     c->impl = m;
     c->allreduce_f64 = allreduce_f64;
     c->allreduce_u64 = allreduce_u64;
@@ -195,7 +240,9 @@ int amp_comm_mpi_create(MPI_Comm comm, amp_comm **out, char *err, size_t err_siz
     c->error = error;
     c->free = comm_free;
     int code = MPI_Comm_dup(comm, &m->comm);
+    if (code == MPI_SUCCESS) code = MPI_Comm_dup(comm, &m->comm2);
     if (code == MPI_SUCCESS) code = MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    if (code == MPI_SUCCESS) code = MPI_Comm_set_errhandler(m->comm2, MPI_ERRORS_RETURN);
     if (code == MPI_SUCCESS) code = MPI_Comm_rank(m->comm, &c->rank);
     if (code == MPI_SUCCESS) code = MPI_Comm_size(m->comm, &c->size);
     if (code != MPI_SUCCESS) {
