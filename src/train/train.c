@@ -373,6 +373,33 @@ static void reload_masters(amp_train_run_state *r) {
 
 /* ---- one optimizer step ------------------------------------------------------------------------- */
 
+static int scaler_failure(amp_train_run_state *r, int st) {
+    return amp_train_fail(r, st, "scaler at step %lld: %s", (long long)r->step + 1, amp_scaler_error(r->scaler));
+}
+
+/* The scaler's half of the step: unscale, check, clip, update (or skip), and the new scale. Data
+ * parallel, the check is agreed on first: unscale here, all-reduce the flag, record a peer's find,
+ * then the fused pass (which, after an explicit unscale, clips and updates with inv_scale 1, or
+ * skips). */
+static int scaled_update(amp_train_run_state *r) {
+    const amp_train_config *c = &r->cfg;
+    int st;
+    if (c->comm) {
+        if ((st = amp_scaler_unscale(r->scaler, r->opt)) != AMP_OK) return scaler_failure(r, st);
+        const float found = amp_scaler_found_inf(r->scaler, r->opt);
+        bool any = false;
+        if ((st = amp_train_dist_any_found(r, found, &any)) != AMP_OK) return st;
+        if (any && found == 0.0f && (st = amp_scaler_record_found_inf(r->scaler, r->opt)) != AMP_OK)
+            return scaler_failure(r, st);
+    }
+    amp_step_report rep;
+    if ((st = amp_scaler_step_fused(r->scaler, r->opt, c->clip, &rep)) != AMP_OK) return scaler_failure(r, st);
+    st = c->scaler == AMP_SCALER_STATIC ? amp_scaler_update_to(r->scaler, c->static_scale) : amp_scaler_update(r->scaler);
+    if (st != AMP_OK) return scaler_failure(r, st);
+    r->skipped += rep.skipped;
+    return AMP_OK;
+}
+
 static int train_step(amp_train_run_state *r, double *step_loss) {
     const amp_train_config *c = &r->cfg;
     const bool scaling = c->scaler != AMP_SCALER_OFF;
@@ -396,7 +423,7 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
         if (last && sampled) amp_train_act_stats_arm(r, scaling ? scale : 1.0f);
         const int bst = amp_backward_scaled(r->ctx, loss, seed);
         if (last && sampled && (st = amp_train_act_stats_done(r)) != AMP_OK) return st;
-        if (a == c->accum - 1 && (st = amp_train_dist_finish(r)) != AMP_OK) return st;
+        if (last && (st = amp_train_dist_finish(r)) != AMP_OK) return st;
         if (bst != AMP_OK) return ctx_failure(r, "backward");
         if (c->detect_anomaly && !scaling && (st = amp_train_check_backward(r)) != AMP_OK) return st;
     }
@@ -420,24 +447,7 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
         amp_optimizer_set_lr(r->opt, amp_lr_at(&sched, r->step));
     }
     if (scaling) {
-        amp_step_report rep;
-        if (c->comm) {
-            /* unscale and check here, agree on the flag everywhere, then the fused pass (which, after
-             * an explicit unscale, clips and updates with inv_scale 1, or skips). */
-            st = amp_scaler_unscale(r->scaler, r->opt);
-            bool any = false;
-            if (st == AMP_OK) st = amp_train_dist_any_found(r, amp_scaler_found_inf(r->scaler, r->opt), &any);
-            else return amp_train_fail(r, st, "scaler at step %lld: %s", (long long)r->step + 1, amp_scaler_error(r->scaler));
-            if (st != AMP_OK) return st;
-            if (any && amp_scaler_found_inf(r->scaler, r->opt) == 0.0f) st = amp_scaler_record_found_inf(r->scaler, r->opt);
-        }
-        if (st == AMP_OK) st = amp_scaler_step_fused(r->scaler, r->opt, c->clip, &rep);
-        if (st == AMP_OK)
-            st = c->scaler == AMP_SCALER_STATIC ? amp_scaler_update_to(r->scaler, c->static_scale)
-                                                : amp_scaler_update(r->scaler);
-        if (st != AMP_OK)
-            return amp_train_fail(r, st, "scaler at step %lld: %s", (long long)r->step + 1, amp_scaler_error(r->scaler));
-        r->skipped += rep.skipped;
+        if ((st = scaled_update(r)) != AMP_OK) return st;
     } else {
         if (c->clip > 0) amp_optimizer_clip_grad_norm(r->opt, c->clip);
         amp_optimizer_step(r->opt);
