@@ -96,6 +96,37 @@ static bool fast_relu_ok(const amp_tensor *x, half_bits *hb) {
     return amp_isa_active() != AMP_ISA_REF && half_format(x->dtype, hb) && amp_tensor_is_contiguous(x);
 }
 
+/* The same selections on fp32 bits (the generic loops below are their twins; the bits agree, NaN
+ * payloads included, since fp32 needs no rounding). */
+static inline uint32_t relu_one32(uint32_t x) {
+    const uint32_t nan = 0u - (uint32_t)((x & 0x7FFFFFFFu) > 0x7F800000u);
+    const uint32_t pos = (x >> 31) - 1u;
+    return x & (pos | nan);
+}
+
+static inline uint32_t relu_grad_one32(uint32_t x, uint32_t g) {
+    const uint32_t a = x & 0x7FFFFFFFu;
+    return g & (0u - (uint32_t)((a > 0x7F800000u) | ((x >> 31) == 0u && a != 0u)));
+}
+
+static void relu_bits32(uint32_t *restrict y, const uint32_t *restrict x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) y[i + k] = relu_one32(x[i + k]);
+    for (; i < n; i++) y[i] = relu_one32(x[i]);
+}
+
+static void relu_grad_bits32(uint32_t *restrict dx, const uint32_t *restrict x, const uint32_t *restrict g, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) dx[i + k] = relu_grad_one32(x[i + k], g[i + k]);
+    for (; i < n; i++) dx[i] = relu_grad_one32(x[i], g[i]);
+}
+
+static bool fast_relu32_ok(const amp_tensor *x) {
+    return amp_isa_active() != AMP_ISA_REF && x->dtype == AMP_F32 && amp_tensor_is_contiguous(x);
+}
+
 static void unary_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0];
     const int64_t n = amp_tensor_numel(x);
@@ -107,6 +138,14 @@ static void unary_backward(amp_ctx *ctx, amp_node *node) {
         amp_tensor *grad = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
         if (!grad) return;
         relu_grad_bits(grad->data, x->data, gt->data, n, hb);
+        x->grad = grad;
+        return;
+    }
+    if (node->op == AMP_OP_RELU && !x->grad && x->requires_grad && fast_relu32_ok(x) && gt && gt->dtype == AMP_F32 &&
+        amp_tensor_is_contiguous(gt)) {
+        amp_tensor *grad = amp_ctx_new_tensor(ctx, AMP_F32, x->ndim, x->shape, true);
+        if (!grad) return;
+        relu_grad_bits32(grad->data, x->data, gt->data, n);
         x->grad = grad;
         return;
     }
@@ -155,6 +194,11 @@ static amp_tensor *unary(amp_ctx *ctx, amp_op op, amp_tensor *x, float exponent)
     half_bits hb;
     if (op == AMP_OP_RELU && fast_relu_ok(x, &hb)) {
         relu_bits(out->data, x->data, n, hb);
+        amp_autograd_record(ctx, op, x->dtype, out, &x, 1, unary_backward);
+        return out;
+    }
+    if (op == AMP_OP_RELU && fast_relu32_ok(x)) {
+        relu_bits32(out->data, x->data, n);
         amp_autograd_record(ctx, op, x->dtype, out, &x, 1, unary_backward);
         return out;
     }
