@@ -112,6 +112,7 @@ static const harness_test all_tests[] = {
     TEST(alloc_failure_loops),
     TEST(lstm_sequence),
     TEST(relu_bits),
+    TEST(vecmath),
     TEST(encode_sweep),
 };
 

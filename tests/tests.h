@@ -22,6 +22,8 @@ void test_encode_edge_cases(void);
 void test_lstm_sequence(void);
 /* test_relu_bits.c: relu's fp16/bf16 bit path against its reference twin, all 2^16 inputs */
 void test_relu_bits(void);
+/* test_vecmath.c: exp, tanh, sigmoid, erfc kernels against double libm, strided 2^32 sweep, edges, tails */
+void test_vecmath(void);
 /* test_encode_sweep.c: fp32 -> narrow, all 2^32 inputs (strided under AMP_TEST_QUICK) */
 void test_encode_sweep(void);
 
