@@ -121,23 +121,37 @@ static const float erfc_poly[8][16] = {
     {-0x1.1a9532p-7f, -0x1.66c632p-10f, -0x1.47e52p-10f, -0x1.a860fp-12f, -0x1.790dd8p-13f, -0x1.222c1p-13f, 0x1.f1e5a6p-15f, -0x1.282a9cp-19f, 0x1.a0cf72p-21f, -0x1.f3897ep-22f, 0x1.21d8b2p-21f, -0x1.d3991p-27f, 0.0f, 0.0f, 0.0f, 0.0f},
 };
 
+/* coefficient j of each lane's interval */
+static inline __m512 coef(__m512i idx, int j) { return _mm512_permutexvar_ps(idx, _mm512_loadu_ps(erfc_poly[j])); }
+
 static inline __m512 erfc_v(__m512 x) {
     const __m512 sign = _mm512_set1_ps(-0.0f);
     const __m512 a = _mm512_andnot_ps(sign, x);
     /* small */
     const __m512 s = _mm512_mul_ps(x, x);
     __m512 p = _mm512_fmadd_ps(set1(erfc_small[5]), s, set1(erfc_small[4]));
-    for (int j = 3; j >= 0; j--) p = _mm512_fmadd_ps(p, s, set1(erfc_small[j]));
+    p = _mm512_fmadd_ps(p, s, set1(erfc_small[3]));
+    p = _mm512_fmadd_ps(p, s, set1(erfc_small[2]));
+    p = _mm512_fmadd_ps(p, s, set1(erfc_small[1]));
+    p = _mm512_fmadd_ps(p, s, set1(erfc_small[0]));
     const __m512 small = _mm512_fnmadd_ps(x, p, set1(1.0f));
-    /* large: interval index 2|x| - 1 below 4, then |x| + 3, at most 11 */
+    /* large: interval index floor(2|x|) - 1 below 4, then floor|x| + 3, at most 11: the smaller of the
+     * two, which is the right one on each side of 4 (a min, not a blend: clang 14 -O2 -g crashes in
+     * instruction selection on the blend) */
     const __m512 ac = _mm512_min_ps(_mm512_max_ps(a, set1(ERFC_SMALL)), set1(ERFC_BIG));
     const __m512i i_lo = _mm512_sub_epi32(_mm512_cvttps_epi32(_mm512_add_ps(ac, ac)), _mm512_set1_epi32(1));
     const __m512i i_hi = _mm512_min_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(ac), _mm512_set1_epi32(3)),
                                           _mm512_set1_epi32(11));
-    const __m512i idx = _mm512_mask_blend_epi32(_mm512_cmp_ps_mask(ac, set1(4.0f), _CMP_LT_OQ), i_hi, i_lo);
+    const __m512i idx = _mm512_min_epi32(i_lo, i_hi);
     const __m512 t = _mm512_sub_ps(ac, _mm512_permutexvar_ps(idx, _mm512_loadu_ps(erfc_mid)));
-    __m512 f = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(erfc_poly[7]));
-    for (int j = 6; j >= 0; j--) f = _mm512_fmadd_ps(f, t, _mm512_permutexvar_ps(idx, _mm512_loadu_ps(erfc_poly[j])));
+    __m512 f = coef(idx, 7);
+    f = _mm512_fmadd_ps(f, t, coef(idx, 6));
+    f = _mm512_fmadd_ps(f, t, coef(idx, 5));
+    f = _mm512_fmadd_ps(f, t, coef(idx, 4));
+    f = _mm512_fmadd_ps(f, t, coef(idx, 3));
+    f = _mm512_fmadd_ps(f, t, coef(idx, 2));
+    f = _mm512_fmadd_ps(f, t, coef(idx, 1));
+    f = _mm512_fmadd_ps(f, t, coef(idx, 0));
     const __m512 h = _mm512_mul_ps(ac, ac), l = _mm512_fmsub_ps(ac, ac, h);
     __m512 n;
     __m512 r = reduce(_mm512_sub_ps(_mm512_setzero_ps(), h), &n);
