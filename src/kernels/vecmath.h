@@ -36,6 +36,7 @@ typedef struct amp_vmath_kernels {
 
 void amp_vmath_kernels_ref(amp_vmath_kernels *k);
 #if defined(__x86_64__)
+void amp_vmath_kernels_avx2(amp_vmath_kernels *k);
 void amp_vmath_kernels_avx512(amp_vmath_kernels *k);
 #endif
 
