@@ -113,6 +113,7 @@ static const harness_test all_tests[] = {
     TEST(lstm_sequence),
     TEST(relu_bits),
     TEST(relu_bits_f32),
+    TEST(vecmath),
     TEST(encode_sweep),
 };
 

@@ -20,9 +20,11 @@ void test_encode_edge_cases(void);
 
 /* test_lstm_sequence.c: the lstm model's fused sequence op against T lstm_cell calls */
 void test_lstm_sequence(void);
-/* test_relu_bits.c: relu's fp16/bf16 bit path against its reference twin, all 2^16 inputs */
+/* test_relu_bits.c: relu's bit paths against their reference twins (fp16/bf16: all 2^16 inputs; fp32: 2^20) */
 void test_relu_bits(void);
 void test_relu_bits_f32(void);
+/* test_vecmath.c: exp, tanh, sigmoid, erfc kernels against double libm, strided 2^32 sweep, edges, tails */
+void test_vecmath(void);
 /* test_encode_sweep.c: fp32 -> narrow, all 2^32 inputs (strided under AMP_TEST_QUICK) */
 void test_encode_sweep(void);
 

@@ -23,6 +23,7 @@
 
 #include "amp/formats.h"
 #include "amp/gemm.h"
+#include "../kernels/vecmath.h"
 #include "op_util.h"
 
 #define OP AMP_OP_ATTENTION
@@ -124,6 +125,7 @@ amp_tensor *amp_causal_attention(amp_ctx *ctx, amp_tensor *q, amp_tensor *k, amp
         amp_scratch_release(ctx, mk);
         return NULL;
     }
+    const amp_vmath_kernels *vm = amp_vmath_active();
     for (int64_t bh = 0; bh < BH; bh++) {
         const size_t off = (size_t)(bh * T * D) * es;
         const unsigned char *qb = (const unsigned char *)q->data + off, *kb = (const unsigned char *)k->data + off;
@@ -133,7 +135,9 @@ amp_tensor *amp_causal_attention(amp_ctx *ctx, amp_tensor *q, amp_tensor *k, amp
         for (int64_t i = 0; i < T; i++) { /* softmax over j <= i; P_ij = 0 for j > i */
             float *row = s + i * T, m = row[0], sum = 0.0f;
             for (int64_t j = 1; j <= i; j++) m = row[j] > m ? row[j] : m;
-            for (int64_t j = 0; j <= i; j++) sum += (row[j] = expf(row[j] - m));
+            for (int64_t j = 0; j <= i; j++) row[j] -= m;
+            vm->exp(row, row, (size_t)(i + 1)); /* kernels/vecmath.h: per element, libm under AMP_ISA=ref */
+            for (int64_t j = 0; j <= i; j++) sum += row[j];
             for (int64_t j = 0; j <= i; j++) row[j] /= sum;
             for (int64_t j = i + 1; j < T; j++) row[j] = 0.0f;
         }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <math.h>
 
+#include "../kernels/vecmath.h"
 #include "op_util.h"
 
 /* ---- cross-entropy ----
@@ -20,6 +21,8 @@ typedef struct {
     float *stats;     /* [N][2]: max, log(sum exp(x - max)) */
 } ce_saved;
 
+enum { CE_CHUNK = 512 }; /* the forward's exp buffer, on the stack */
+
 static void cross_entropy_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *logits = node->in[0];
     const ce_saved *s = node->saved;
@@ -29,12 +32,13 @@ static void cross_entropy_backward(amp_ctx *ctx, amp_node *node) {
     float *dx = amp_f32_scratch(ctx, N * C);
     if (!g || !x || !dx) return;
     const float k = g[0] / (float)N; /* d mean / d loss_n, times the incoming gradient */
+    const amp_vmath_kernels *vm = amp_vmath_active();
     for (int64_t n = 0; n < N; n++) {
         const float mx = s->stats[2 * n], logsum = s->stats[2 * n + 1];
-        for (int64_t c = 0; c < C; c++) {
-            const float p = expf((x[n * C + c] - mx) - logsum);
-            dx[n * C + c] = (c == s->targets[n] ? p - 1.0f : p) * k;
-        }
+        float *d = dx + n * C;
+        for (int64_t c = 0; c < C; c++) d[c] = (x[n * C + c] - mx) - logsum;
+        vm->exp(d, d, (size_t)C); /* softmax p, kernels/vecmath.h */
+        for (int64_t c = 0; c < C; c++) d[c] = (c == s->targets[n] ? d[c] - 1.0f : d[c]) * k;
     }
     amp_grad_accumulate(ctx, logits, dx);
 }
@@ -64,13 +68,19 @@ amp_tensor *amp_cross_entropy(amp_ctx *ctx, amp_tensor *logits, const int32_t *t
         amp_scratch_release(ctx, m);
         return NULL;
     }
-    float acc = 0.0f;
+    float acc = 0.0f, e[CE_CHUNK];
+    const amp_vmath_kernels *vm = amp_vmath_active();
     for (int64_t n = 0; n < N; n++) {
         const float *row = x + n * C;
         float mx = -INFINITY, sum = 0.0f;
         for (int64_t c = 0; c < C; c++)
             if (row[c] > mx) mx = row[c]; /* skips NaN, whose exp makes the sum NaN */
-        for (int64_t c = 0; c < C; c++) sum += expf(row[c] - mx);
+        for (int64_t c0 = 0; c0 < C; c0 += CE_CHUNK) { /* exp(x - max) in chunks, summed in order */
+            const int64_t len = C - c0 < CE_CHUNK ? C - c0 : CE_CHUNK;
+            for (int64_t c = 0; c < len; c++) e[c] = row[c0 + c] - mx;
+            vm->exp(e, e, (size_t)len);
+            for (int64_t c = 0; c < len; c++) sum += e[c];
+        }
         const float logsum = logf(sum);
         stats[2 * n] = mx, stats[2 * n + 1] = logsum;
         acc += logsum - (row[targets[n]] - mx); /* -log_softmax(x)[n, t_n] */

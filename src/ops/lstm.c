@@ -30,6 +30,7 @@
 
 #include "amp/formats.h"
 #include "amp/gemm.h"
+#include "../kernels/vecmath.h"
 #include "op_util.h"
 
 #define OP AMP_OP_LSTM_CELL
@@ -49,7 +50,27 @@ static int lstm_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, in
     return lstm_gemm_ldc(ctx, dt, ta, tb, m, n, k, a, lda, b, ldb, beta, c, n);
 }
 
-static float sigmoid_f32(float x) { return 1.0f / (1.0f + expf(-x)); }
+/* One row's gate activations in place, act [4H] = i, f, g, o pre-activations: three vector passes over
+ * contiguous blocks (sigmoid on i and f together, tanh on g, sigmoid on o) through the elementwise
+ * kernels of the active path (kernels/vecmath.h), which are per element, so the cell and the sequence
+ * node, any batch split and any thread count give the same bits. */
+static void gate_activations(const amp_vmath_kernels *vm, float *act, int64_t H) {
+    vm->sigmoid(act, act, (size_t)(2 * H));
+    vm->tanh(act + 2 * H, act + 2 * H, (size_t)H);
+    vm->sigmoid(act + 3 * H, act + 3 * H, (size_t)H);
+}
+
+/* act [G] = gr + b_ih + b_hh (each bias optional, added in that order) */
+static void gate_preactivations(float *restrict act, const float *restrict gr, const float *bi, const float *bh,
+                                int64_t G) {
+    if (bi && bh)
+        for (int64_t j = 0; j < G; j++) act[j] = gr[j] + bi[j] + bh[j];
+    else if (bi || bh) {
+        const float *bb = bi ? bi : bh;
+        for (int64_t j = 0; j < G; j++) act[j] = gr[j] + bb[j];
+    } else
+        memcpy(act, gr, (size_t)G * sizeof *act);
+}
 
 /* ---- the views h_next = hc[0], c_next = hc[1] ---- */
 
@@ -220,20 +241,18 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
         amp_scratch_release(ctx, mk);
         return ctx->status;
     }
+    const amp_vmath_kernels *vm = amp_vmath_active();
     for (int64_t b = 0; b < B; b++) {
         float *gr = gates + b * G, *act = saved + b * 5 * H, *tc = act + G;
-        for (int64_t j = 0; j < G; j++) {
-            float v = gr[j];
-            if (bi) v += bi[j];
-            if (bh) v += bh[j];
-            act[j] = (j >= 2 * H && j < 3 * H) ? tanhf(v) : sigmoid_f32(v);
-        }
+        gate_preactivations(act, gr, bi, bh, G);
+        gate_activations(vm, act, H);
         for (int64_t j = 0; j < H; j++) {
             const float cn = act[H + j] * cv[b * H + j] + act[j] * act[2 * H + j];
-            tc[j] = tanhf(cn);
-            out[b * H + j] = act[3 * H + j] * tc[j];
+            tc[j] = cn;
             out[B * H + b * H + j] = cn;
         }
+        vm->tanh(tc, tc, (size_t)H);
+        for (int64_t j = 0; j < H; j++) out[b * H + j] = act[3 * H + j] * tc[j];
     }
     amp_store_f32(ctx, hc, out);
 
@@ -403,6 +422,7 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
     }
     memset(c, 0, (size_t)(B * H) * sizeof *c);
     char *hout = out->data;
+    const amp_vmath_kernels *vm = amp_vmath_active();
     for (int64_t t = 0; t < T; t++) {
         /* gates_t += h_{t-1} W_hh^T, h_{t-1} read in place: rows of out T*H apart */
         if (t > 0 && lstm_gemm_ldc(ctx, dt, false, true, B, G, H, hout + (size_t)((t - 1) * H) * es, T * H,
@@ -414,16 +434,15 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
             const float *gr = xp + (b * T + t) * G;
             float *act = keep ? saved + (t * B + b) * 5 * H : tcs, *tc = act + G;
             if (keep) memcpy(saved + T * B * 5 * H + (t * B + b) * H, c + b * H, (size_t)H * sizeof *c);
-            for (int64_t j = 0; j < G; j++) {
-                float v = gr[j];
-                if (bi) v += bi[j];
-                if (bh) v += bh[j];
-                act[j] = (j >= 2 * H && j < 3 * H) ? tanhf(v) : sigmoid_f32(v);
-            }
+            gate_preactivations(act, gr, bi, bh, G);
+            gate_activations(vm, act, H);
             for (int64_t j = 0; j < H; j++) {
                 const float cn = act[H + j] * c[b * H + j] + act[j] * act[2 * H + j];
-                tc[j] = tanhf(cn);            /* from the fp32 c_t, as the cell's */
+                tc[j] = cn;                      /* tanh below, of the fp32 c_t, as the cell's */
                 c[b * H + j] = round_to(dt, cn); /* the next step reads c_t rounded, as the cell's c' */
+            }
+            vm->tanh(tc, tc, (size_t)H);
+            for (int64_t j = 0; j < H; j++) {
                 const float hv = act[3 * H + j] * tc[j];
                 char *dst = hout + (size_t)((b * T + t) * H + j) * es;
                 if (dt == AMP_F32) memcpy(dst, &hv, sizeof hv);

@@ -1,0 +1,55 @@
+/* Internal: elementwise fp32 math kernels (exp, tanh, sigmoid, erfc), one table per SIMD path.
+ *
+ * Each kernel maps dst[i] = f(src[i]) for i < n; dst may equal src (in place), any alignment, n may be
+ * 0. The result of an element depends only on its value, never on its position or on n: the SIMD
+ * kernels run their tails through the same vector code under a mask (no scalar tail), so an op that
+ * splits its data differently (threads, rows, cell vs sequence) gets the same bits.
+ *
+ * Reference twins (kernels/ref/vecmath_ref.c) are libm's expf, tanhf, erfcf and the two-branch
+ * sigmoid below, i.e. what the ops computed before the SIMD paths existed. The SIMD paths are not bit
+ * for bit the reference: they are tested against double-precision libm over a strided sweep of all
+ * 2^32 inputs (tests/test_vecmath.c) to within AMP_VECMATH_MAX_ULP ulps, with exact special cases:
+ * NaN in gives NaN out, exp(+inf) = +inf, exp(-inf) = +0, overflow to +inf and underflow through the
+ * subnormals to +0 (one rounding, VSCALEFPS), tanh(+-0) = +-0, tanh and sigmoid saturate to +-1 and
+ * 1 / +0 exactly, erfc(+inf) = +0, erfc(-inf) = 2. No fast-math: the MXCSR default (round to nearest
+ * even, subnormals kept) is assumed, as everywhere in amp. */
+#ifndef AMP_VECMATH_H
+#define AMP_VECMATH_H
+
+#include <math.h>
+#include <stddef.h>
+
+#include "amp/cpu.h"
+
+/* The largest error, in units in the last place of the correctly rounded fp32 result, that any SIMD
+ * kernel may have on any input (the test's bound; measured figures are in the test's notes). */
+#define AMP_VECMATH_MAX_ULP 4
+
+typedef void (*amp_vmath_kernel)(float *dst, const float *src, size_t n);
+
+typedef struct amp_vmath_kernels {
+    amp_vmath_kernel exp;     /* e^x */
+    amp_vmath_kernel tanh;    /* tanh x */
+    amp_vmath_kernel sigmoid; /* 1 / (1 + e^-x) */
+    amp_vmath_kernel erfc;    /* 1 - erf x, full relative accuracy in the right tail */
+} amp_vmath_kernels;
+
+void amp_vmath_kernels_ref(amp_vmath_kernels *k);
+#if defined(__x86_64__)
+void amp_vmath_kernels_avx2(amp_vmath_kernels *k);
+void amp_vmath_kernels_avx512(amp_vmath_kernels *k);
+#endif
+
+/* The kernels for `isa` (a path the CPU lacks, or an invalid one, gets the reference's). */
+const amp_vmath_kernels *amp_vmath_kernels_for(amp_isa isa);
+/* The kernels of the active path (AMP_ISA, amp_isa_set). */
+static inline const amp_vmath_kernels *amp_vmath_active(void) { return amp_vmath_kernels_for(amp_isa_active()); }
+
+/* The scalar sigmoid of the reference path: both branches keep full relative accuracy, since e^-|x|
+ * never overflows (1/(1 + e^-x) would give 0 instead of a subnormal below x = -88.7). NaN gives NaN. */
+static inline float amp_sigmoid_scalar(float x) {
+    const float e = expf(-fabsf(x));
+    return (x >= 0.0f ? 1.0f : e) / (1.0f + e);
+}
+
+#endif

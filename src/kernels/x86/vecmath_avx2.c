@@ -1,0 +1,138 @@
+/* AVX2 + FMA elementwise math kernels (kernels/vecmath.h): the AVX-512 file's algorithms and
+ * constants (vecmath_coeffs.h) on 8 lanes. What AVX2 lacks is replaced as follows:
+ *   - VSCALEFPS: p 2^n as (p 2^n1) 2^n2 with n1 = trunc(n/2), n2 = n - n1, each power built in the
+ *     exponent field (both within [-75, 64], normal); the first product is exact, the second rounds
+ *     once, into the subnormals or to +inf as the single VSCALEFPS would;
+ *   - opmasks: compare results and VBLENDVPS; tails through VMASKMOVPS (masked-off lanes are neither
+ *     read nor written), running the same vector code;
+ *   - 16-entry VPERMPS: two 8-entry VPERMPS (the table's halves) and a blend on index >= 8. */
+#include <immintrin.h>
+
+#include "../vecmath.h"
+#include "../vecmath_coeffs.h"
+
+static inline __m256 set1(float v) { return _mm256_set1_ps(v); }
+
+/* 2^k for integer-valued k in [-126, 127] */
+static inline __m256 pow2i(__m256i k) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
+}
+
+/* p 2^n, n integer-valued in [-150, 128] (NaN p stays NaN) */
+static inline __m256 scale(__m256 p, __m256 n) {
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i n1 = _mm256_srai_epi32(_mm256_add_epi32(ni, _mm256_srli_epi32(ni, 31)), 1); /* trunc(n/2) */
+    const __m256i n2 = _mm256_sub_epi32(ni, n1);
+    return _mm256_mul_ps(_mm256_mul_ps(p, pow2i(n1)), pow2i(n2));
+}
+
+static inline __m256 expm1_reduced(__m256 r) {
+    __m256 p = _mm256_fmadd_ps(set1(P5), r, set1(P4));
+    p = _mm256_fmadd_ps(p, r, set1(P3));
+    p = _mm256_fmadd_ps(p, r, set1(P2));
+    p = _mm256_fmadd_ps(p, r, set1(P1));
+    p = _mm256_fmadd_ps(p, r, set1(P0));
+    return _mm256_fmadd_ps(_mm256_mul_ps(r, r), p, r);
+}
+
+static inline __m256 reduce(__m256 x, __m256 *n) {
+    *n = _mm256_round_ps(_mm256_mul_ps(x, set1(LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 r = _mm256_fnmadd_ps(*n, set1(LN2_HI), x);
+    return _mm256_fnmadd_ps(*n, set1(LN2_LO), r);
+}
+
+/* e^x for x in [EXP_LO, EXP_HI] or NaN (a NaN lane's n converts to INT_MIN: its product stays NaN) */
+static inline __m256 exp_core(__m256 x) {
+    __m256 n;
+    const __m256 r = reduce(x, &n);
+    return scale(_mm256_add_ps(expm1_reduced(r), set1(1.0f)), n);
+}
+
+static inline __m256 exp_v(__m256 x) {
+    return exp_core(_mm256_min_ps(set1(EXP_HI), _mm256_max_ps(set1(EXP_LO), x)));
+}
+
+static inline __m256 tanh_v(__m256 x) {
+    const __m256 sign = set1(-0.0f);
+    const __m256 a = _mm256_min_ps(set1(TANH_SAT), _mm256_andnot_ps(sign, x));
+    __m256 n;
+    const __m256 q = expm1_reduced(reduce(_mm256_add_ps(a, a), &n));
+    const __m256 p2 = pow2i(_mm256_cvtps_epi32(n)); /* n in [0, 29] */
+    const __m256 e = _mm256_fmadd_ps(q, p2, _mm256_sub_ps(p2, set1(1.0f)));
+    const __m256 t = _mm256_div_ps(e, _mm256_add_ps(e, set1(2.0f)));
+    return _mm256_or_ps(t, _mm256_and_ps(sign, x));
+}
+
+static inline __m256 sigmoid_v(__m256 x) {
+    const __m256 na = _mm256_or_ps(x, set1(-0.0f));
+    const __m256 e = exp_core(_mm256_max_ps(set1(EXP_LO), na));
+    const __m256 nonneg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ);
+    const __m256 num = _mm256_blendv_ps(e, set1(1.0f), nonneg);
+    return _mm256_div_ps(num, _mm256_add_ps(e, set1(1.0f)));
+}
+
+/* row idx (0..15) of a 16-entry table */
+static inline __m256 lookup16(const float *tab, __m256i idx) {
+    const __m256 lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(tab), idx);
+    const __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(tab + 8), idx);
+    return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(7))));
+}
+
+static inline __m256 erfc_v(__m256 x) {
+    const __m256 sign = set1(-0.0f);
+    const __m256 a = _mm256_andnot_ps(sign, x);
+    const __m256 s = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_fmadd_ps(set1(erfc_small[5]), s, set1(erfc_small[4]));
+    p = _mm256_fmadd_ps(p, s, set1(erfc_small[3]));
+    p = _mm256_fmadd_ps(p, s, set1(erfc_small[2]));
+    p = _mm256_fmadd_ps(p, s, set1(erfc_small[1]));
+    p = _mm256_fmadd_ps(p, s, set1(erfc_small[0]));
+    const __m256 small = _mm256_fnmadd_ps(x, p, set1(1.0f));
+    const __m256 ac = _mm256_min_ps(_mm256_max_ps(a, set1(ERFC_SMALL)), set1(ERFC_BIG)); /* NaN -> 1/2 */
+    const __m256i i_lo = _mm256_sub_epi32(_mm256_cvttps_epi32(_mm256_add_ps(ac, ac)), _mm256_set1_epi32(1));
+    const __m256i i_hi = _mm256_min_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(ac), _mm256_set1_epi32(3)),
+                                          _mm256_set1_epi32(11));
+    const __m256i idx = _mm256_min_epi32(i_lo, i_hi);
+    const __m256 t = _mm256_sub_ps(ac, lookup16(erfc_mid, idx));
+    __m256 f = lookup16(erfc_poly[7], idx);
+    f = _mm256_fmadd_ps(f, t, lookup16(erfc_poly[6], idx));
+    f = _mm256_fmadd_ps(f, t, lookup16(erfc_poly[5], idx));
+    f = _mm256_fmadd_ps(f, t, lookup16(erfc_poly[4], idx));
+    f = _mm256_fmadd_ps(f, t, lookup16(erfc_poly[3], idx));
+    f = _mm256_fmadd_ps(f, t, lookup16(erfc_poly[2], idx));
+    f = _mm256_fmadd_ps(f, t, lookup16(erfc_poly[1], idx));
+    f = _mm256_fmadd_ps(f, t, lookup16(erfc_poly[0], idx));
+    const __m256 h = _mm256_mul_ps(ac, ac), l = _mm256_fmsub_ps(ac, ac, h);
+    __m256 n;
+    __m256 r = reduce(_mm256_sub_ps(_mm256_setzero_ps(), h), &n);
+    r = _mm256_sub_ps(r, l);
+    const __m256 e = _mm256_add_ps(expm1_reduced(r), set1(1.0f));
+    __m256 big = scale(_mm256_mul_ps(e, f), n);
+    big = _mm256_blendv_ps(big, _mm256_setzero_ps(), _mm256_cmp_ps(a, set1(ERFC_BIG), _CMP_GE_OQ));
+    big = _mm256_blendv_ps(big, _mm256_sub_ps(set1(2.0f), big), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+    const __m256 y = _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, set1(ERFC_SMALL), _CMP_LT_OQ));
+    return _mm256_blendv_ps(y, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+#define DEFINE_MAP(name, fn)                                                                        \
+    static void name(float *dst, const float *src, size_t n) {                                      \
+        size_t i = 0;                                                                               \
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, fn(_mm256_loadu_ps(src + i)));         \
+        if (i < n) {                                                                                \
+            const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)),                   \
+                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));        \
+            _mm256_maskstore_ps(dst + i, m, fn(_mm256_maskload_ps(src + i, m)));                    \
+        }                                                                                           \
+    }
+
+DEFINE_MAP(exp_avx2, exp_v)
+DEFINE_MAP(tanh_avx2, tanh_v)
+DEFINE_MAP(sigmoid_avx2, sigmoid_v)
+DEFINE_MAP(erfc_avx2, erfc_v)
+
+void amp_vmath_kernels_avx2(amp_vmath_kernels *k) {
+    k->exp = exp_avx2;
+    k->tanh = tanh_avx2;
+    k->sigmoid = sigmoid_avx2;
+    k->erfc = erfc_avx2;
+}

@@ -1,0 +1,134 @@
+/* AVX-512 elementwise math kernels (kernels/vecmath.h): 16 lanes per vector, tails under a mask with
+ * the same vector code, so every element's result depends only on its value.
+ *
+ * All of them rest on one exp core: x = n ln2 + r with n = round(x log2 e) and |r| <= ln2/2 (Cody-Waite
+ * with a 15-bit ln2_hi, so n ln2_hi is exact for |n| < 2^9 and the subtraction is exact), then
+ * e^r - 1 = r + r^2 P(r), P a degree-5 polynomial (vecmath_coeffs.h; relative error 2.7e-9 on
+ * [-ln2/2, ln2/2], ~1/20 ulp), and e^x = (1 + (e^r - 1)) 2^n by VSCALEFPS, which rounds once even
+ * when the result is subnormal and overflows to +inf: no hand-made two-step scaling.
+ *   tanh |x| = E/(E + 2) with E = e^(2|x|) - 1 = 2^n (e^r - 1) + (2^n - 1), no cancellation near 0
+ *     (tanh x = x for tiny x, -0 kept through the sign), saturating to exactly 1 from |x| = 10;
+ *   sigmoid x = (x >= 0 ? 1 : e)/(1 + e) with e = e^-|x| <= 1, which never overflows;
+ * Clamping before the core uses MINPS/MAXPS with the constant first: they return their second operand
+ * when either is NaN, so a NaN input reaches the arithmetic and comes out NaN. */
+#include <immintrin.h>
+
+#include "../vecmath.h"
+#include "../vecmath_coeffs.h"
+
+static inline __m512 set1(float v) { return _mm512_set1_ps(v); }
+
+/* e^r - 1 for |r| <= ln2/2 */
+static inline __m512 expm1_reduced(__m512 r) {
+    __m512 p = _mm512_fmadd_ps(set1(P5), r, set1(P4));
+    p = _mm512_fmadd_ps(p, r, set1(P3));
+    p = _mm512_fmadd_ps(p, r, set1(P2));
+    p = _mm512_fmadd_ps(p, r, set1(P1));
+    p = _mm512_fmadd_ps(p, r, set1(P0));
+    return _mm512_fmadd_ps(_mm512_mul_ps(r, r), p, r);
+}
+
+/* x = n ln2 + r; returns r and stores n (an integer-valued float) */
+static inline __m512 reduce(__m512 x, __m512 *n) {
+    *n = _mm512_roundscale_ps(_mm512_mul_ps(x, set1(LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 r = _mm512_fnmadd_ps(*n, set1(LN2_HI), x);
+    return _mm512_fnmadd_ps(*n, set1(LN2_LO), r);
+}
+
+/* e^x for x in [EXP_LO, EXP_HI] or NaN */
+static inline __m512 exp_core(__m512 x) {
+    __m512 n;
+    const __m512 r = reduce(x, &n);
+    return _mm512_scalef_ps(_mm512_add_ps(expm1_reduced(r), set1(1.0f)), n);
+}
+
+static inline __m512 exp_v(__m512 x) {
+    return exp_core(_mm512_min_ps(set1(EXP_HI), _mm512_max_ps(set1(EXP_LO), x)));
+}
+
+static inline __m512 tanh_v(__m512 x) {
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    const __m512 a = _mm512_min_ps(set1(TANH_SAT), _mm512_andnot_ps(sign, x));
+    __m512 n;
+    const __m512 q = expm1_reduced(reduce(_mm512_add_ps(a, a), &n));
+    const __m512 p2 = _mm512_scalef_ps(set1(1.0f), n);                       /* 2^n, n in [0, 29] */
+    const __m512 e = _mm512_fmadd_ps(q, p2, _mm512_sub_ps(p2, set1(1.0f))); /* e^(2|x|) - 1 */
+    const __m512 t = _mm512_div_ps(e, _mm512_add_ps(e, set1(2.0f)));
+    return _mm512_or_ps(t, _mm512_and_ps(sign, x));
+}
+
+static inline __m512 sigmoid_v(__m512 x) {
+    const __m512 na = _mm512_or_ps(x, _mm512_set1_ps(-0.0f)); /* -|x| */
+    const __m512 e = exp_core(_mm512_max_ps(set1(EXP_LO), na));
+    const __mmask16 nonneg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
+    const __m512 num = _mm512_mask_blend_ps(nonneg, e, set1(1.0f));
+    return _mm512_div_ps(num, _mm512_add_ps(e, set1(1.0f)));
+}
+
+/* ---- erfc (algorithm and fits: vecmath_coeffs.h) ---- */
+
+/* coefficient j of each lane's interval */
+static inline __m512 coef(__m512i idx, int j) { return _mm512_permutexvar_ps(idx, _mm512_loadu_ps(erfc_poly[j])); }
+
+static inline __m512 erfc_v(__m512 x) {
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    const __m512 a = _mm512_andnot_ps(sign, x);
+    /* small */
+    const __m512 s = _mm512_mul_ps(x, x);
+    __m512 p = _mm512_fmadd_ps(set1(erfc_small[5]), s, set1(erfc_small[4]));
+    p = _mm512_fmadd_ps(p, s, set1(erfc_small[3]));
+    p = _mm512_fmadd_ps(p, s, set1(erfc_small[2]));
+    p = _mm512_fmadd_ps(p, s, set1(erfc_small[1]));
+    p = _mm512_fmadd_ps(p, s, set1(erfc_small[0]));
+    const __m512 small = _mm512_fnmadd_ps(x, p, set1(1.0f));
+    /* large: interval index floor(2|x|) - 1 below 4, then floor|x| + 3, at most 11: the smaller of the
+     * two, which is the right one on each side of 4 (a min, not a blend: clang 14 -O2 -g crashes in
+     * instruction selection on the blend) */
+    const __m512 ac = _mm512_min_ps(_mm512_max_ps(a, set1(ERFC_SMALL)), set1(ERFC_BIG));
+    const __m512i i_lo = _mm512_sub_epi32(_mm512_cvttps_epi32(_mm512_add_ps(ac, ac)), _mm512_set1_epi32(1));
+    const __m512i i_hi = _mm512_min_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(ac), _mm512_set1_epi32(3)),
+                                          _mm512_set1_epi32(11));
+    const __m512i idx = _mm512_min_epi32(i_lo, i_hi);
+    const __m512 t = _mm512_sub_ps(ac, _mm512_permutexvar_ps(idx, _mm512_loadu_ps(erfc_mid)));
+    __m512 f = coef(idx, 7);
+    f = _mm512_fmadd_ps(f, t, coef(idx, 6));
+    f = _mm512_fmadd_ps(f, t, coef(idx, 5));
+    f = _mm512_fmadd_ps(f, t, coef(idx, 4));
+    f = _mm512_fmadd_ps(f, t, coef(idx, 3));
+    f = _mm512_fmadd_ps(f, t, coef(idx, 2));
+    f = _mm512_fmadd_ps(f, t, coef(idx, 1));
+    f = _mm512_fmadd_ps(f, t, coef(idx, 0));
+    const __m512 h = _mm512_mul_ps(ac, ac), l = _mm512_fmsub_ps(ac, ac, h);
+    __m512 n;
+    __m512 r = reduce(_mm512_sub_ps(_mm512_setzero_ps(), h), &n);
+    r = _mm512_sub_ps(r, l);
+    const __m512 e = _mm512_add_ps(expm1_reduced(r), set1(1.0f));
+    __m512 big = _mm512_scalef_ps(_mm512_mul_ps(e, f), n);
+    big = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, set1(ERFC_BIG), _CMP_GE_OQ), big, _mm512_setzero_ps());
+    const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    big = _mm512_mask_sub_ps(big, neg, set1(2.0f), big);
+    __m512 y = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, set1(ERFC_SMALL), _CMP_LT_OQ), big, small);
+    return _mm512_mask_add_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x, x);
+}
+
+#define DEFINE_MAP(name, fn)                                                                        \
+    static void name(float *dst, const float *src, size_t n) {                                      \
+        size_t i = 0;                                                                               \
+        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, fn(_mm512_loadu_ps(src + i)));       \
+        if (i < n) {                                                                                \
+            const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);                                  \
+            _mm512_mask_storeu_ps(dst + i, m, fn(_mm512_maskz_loadu_ps(m, src + i)));               \
+        }                                                                                           \
+    }
+
+DEFINE_MAP(exp_avx512, exp_v)
+DEFINE_MAP(tanh_avx512, tanh_v)
+DEFINE_MAP(sigmoid_avx512, sigmoid_v)
+DEFINE_MAP(erfc_avx512, erfc_v)
+
+void amp_vmath_kernels_avx512(amp_vmath_kernels *k) {
+    k->exp = exp_avx512;
+    k->tanh = tanh_avx512;
+    k->sigmoid = sigmoid_avx512;
+    k->erfc = erfc_avx512;
+}
