@@ -11,22 +11,23 @@
 
 enum { N = 65536 };
 
-/* relu forward and backward on x = all patterns, seed g; writes y and dx bits */
-static int run_relu(amp_dtype dt, const uint16_t *g, uint16_t *y, uint16_t *dx) {
+/* relu forward and backward of n values of dtype dt (bits in xs), seed g (bits); writes the bits of y
+ * and dx. 0, or -1 when something failed. */
+static int run_relu(amp_dtype dt, int64_t n, const void *xs, const void *g, void *y, void *dx) {
     amp_ctx *ctx = NULL;
     if (amp_ctx_create(NULL, &ctx) != AMP_OK) return -1;
     int rc = -1;
-    amp_tensor *x = amp_tensor_new(ctx, dt, 1, (const int64_t[]){N});
-    amp_tensor *seed = amp_tensor_new(ctx, dt, 1, (const int64_t[]){N});
+    const size_t bytes = (size_t)n * amp_dtype_size(dt);
+    amp_tensor *x = amp_tensor_new(ctx, dt, 1, (const int64_t[]){n});
+    amp_tensor *seed = amp_tensor_new(ctx, dt, 1, (const int64_t[]){n});
     if (x && seed) {
-        uint16_t *xb = x->data;
-        for (int i = 0; i < N; i++) xb[i] = (uint16_t)i;
-        memcpy(seed->data, g, sizeof(uint16_t) * N);
+        memcpy(x->data, xs, bytes);
+        memcpy(seed->data, g, bytes);
         amp_tensor_set_requires_grad(x, true);
         amp_tensor *out = amp_relu(ctx, x);
         if (out && amp_backward(ctx, out, seed) == AMP_OK && x->grad && x->grad->dtype == dt) {
-            memcpy(y, out->data, sizeof(uint16_t) * N);
-            memcpy(dx, x->grad->data, sizeof(uint16_t) * N);
+            memcpy(y, out->data, bytes);
+            memcpy(dx, x->grad->data, bytes);
             rc = 0;
         }
     }
@@ -45,20 +46,21 @@ void test_relu_bits(void) {
         CHECK(true);
         return;
     }
-    uint16_t *g = malloc(sizeof(uint16_t) * N * 5);
+    uint16_t *g = malloc(sizeof(uint16_t) * N * 6);
     if (!CHECK(g)) return;
-    uint16_t *y0 = g + N, *d0 = g + 2 * N, *y1 = g + 3 * N, *d1 = g + 4 * N;
+    uint16_t *y0 = g + N, *d0 = g + 2 * N, *y1 = g + 3 * N, *d1 = g + 4 * N, *xs = g + 5 * N;
     uint64_t s = 0x9E3779B97F4A7C15ull;
     for (int i = 0; i < N; i++) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17;
         g[i] = (uint16_t)(s >> 48);
+        xs[i] = (uint16_t)i;
     }
     const amp_dtype dts[2] = {AMP_BF16, AMP_F16};
     for (int d = 0; d < 2; d++) {
         amp_isa_set(AMP_ISA_REF);
-        const int r0 = run_relu(dts[d], g, y0, d0);
+        const int r0 = run_relu(dts[d], N, xs, g, y0, d0);
         amp_isa_set(best);
-        const int r1 = run_relu(dts[d], g, y1, d1);
+        const int r1 = run_relu(dts[d], N, xs, g, y1, d1);
         amp_isa_set(was);
         if (!CHECK(r0 == 0 && r1 == 0)) continue;
         int bad = 0, first = -1;
@@ -75,27 +77,6 @@ void test_relu_bits(void) {
 /* fp32: the same comparison on 2^20 patterns spread over all 2^32 (a stride of 4093 from a seeded
  * start, plus both zeros, infinities, NaNs with payloads and the subnormal/normal boundary). */
 enum { N32 = 1 << 20 };
-
-static int run_relu32(const uint32_t *xs, const uint32_t *g, uint32_t *y, uint32_t *dx) {
-    amp_ctx *ctx = NULL;
-    if (amp_ctx_create(NULL, &ctx) != AMP_OK) return -1;
-    int rc = -1;
-    amp_tensor *x = amp_tensor_new(ctx, AMP_F32, 1, (const int64_t[]){N32});
-    amp_tensor *seed = amp_tensor_new(ctx, AMP_F32, 1, (const int64_t[]){N32});
-    if (x && seed) {
-        memcpy(x->data, xs, sizeof(uint32_t) * N32);
-        memcpy(seed->data, g, sizeof(uint32_t) * N32);
-        amp_tensor_set_requires_grad(x, true);
-        amp_tensor *out = amp_relu(ctx, x);
-        if (out && amp_backward(ctx, out, seed) == AMP_OK && x->grad && x->grad->dtype == AMP_F32) {
-            memcpy(y, out->data, sizeof(uint32_t) * N32);
-            memcpy(dx, x->grad->data, sizeof(uint32_t) * N32);
-            rc = 0;
-        }
-    }
-    amp_ctx_free(ctx);
-    return rc;
-}
 
 void test_relu_bits_f32(void) {
     const amp_isa was = amp_isa_active();
@@ -124,9 +105,9 @@ void test_relu_bits_f32(void) {
         g[i] = (i % 97 == 0) ? 0x7FC01234u : (uint32_t)(s >> 32); /* NaN gradients with a payload too */
     }
     amp_isa_set(AMP_ISA_REF);
-    const int r0 = run_relu32(xs, g, y0, d0);
+    const int r0 = run_relu(AMP_F32, N32, xs, g, y0, d0);
     amp_isa_set(best);
-    const int r1 = run_relu32(xs, g, y1, d1);
+    const int r1 = run_relu(AMP_F32, N32, xs, g, y1, d1);
     amp_isa_set(was);
     if (CHECK(r0 == 0 && r1 == 0)) {
         int bad = 0, first = -1;
