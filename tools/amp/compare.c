@@ -9,6 +9,7 @@
 #include "amp.h"
 #include "bench_util.h"
 #include "commands.h"
+#include "launch.h"
 #include "train_flags.h"
 #include "report.h"
 
@@ -179,9 +180,7 @@ int amp_cmd_compare(int argc, char **argv) {
                                "not '%s'",
                                MAX_COMPARE_RUNS, runs_list);
     if (amp_cli_parse_only) return AMP_EXIT_OK;
-    const char *ranks = getenv("OMPI_COMM_WORLD_SIZE");
-    if (!ranks) ranks = getenv("PMI_SIZE");
-    if (ranks && atoi(ranks) > 1)
+    if (amp_cli_mpi_ranks() > 1)
         return amp_usage_error("compare", "compare trains in one process; under mpirun use `amp train` (one "
                                           "configuration per launch)");
 

@@ -9,14 +9,16 @@
 #include "amp/comm_mpi.h"
 #endif
 
-int amp_cli_launched_by_mpi(void) {
+int amp_cli_mpi_ranks(void) {
     static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"};
     for (size_t i = 0; i < sizeof size_vars / sizeof size_vars[0]; i++) {
         const char *v = getenv(size_vars[i]);
-        if (v && atoi(v) >= 1) return 1;
+        if (v && atoi(v) >= 1) return atoi(v);
     }
-    return getenv("PMIX_RANK") != NULL;
+    return 0;
 }
+
+int amp_cli_launched_by_mpi(void) { return amp_cli_mpi_ranks() > 0 || getenv("PMIX_RANK") != NULL; }
 
 #ifdef AMP_HAVE_MPI
 
@@ -52,11 +54,10 @@ void amp_cli_comm_finish(amp_comm *comm) {
 
 int amp_cli_comm_start(amp_comm **comm, char *err, size_t err_size) {
     *comm = NULL;
-    const char *v = getenv("OMPI_COMM_WORLD_SIZE");
-    if (!v) v = getenv("PMI_SIZE");
-    if (v && atoi(v) > 1) {
-        snprintf(err, err_size, "started by an MPI launcher with %s ranks, but this amp was built without MPI "
-                                "(install libopenmpi-dev and rebuild)", v);
+    const int ranks = amp_cli_mpi_ranks();
+    if (ranks > 1) {
+        snprintf(err, err_size, "started by an MPI launcher with %d ranks, but this amp was built without MPI "
+                                "(install libopenmpi-dev and rebuild)", ranks);
         return AMP_ERR_INVALID_ARGUMENT;
     }
     return AMP_OK;

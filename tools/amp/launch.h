@@ -8,9 +8,10 @@
 
 #include "amp.h"
 
-/* True when a launcher (mpirun / mpiexec of Open MPI or MPICH, srun with PMI) started this process as
- * one rank of several. */
+/* True when a launcher (mpirun / mpiexec of Open MPI or MPICH, srun with PMI) started this process. */
 int amp_cli_launched_by_mpi(void);
+/* The number of ranks the launcher started (from its environment), 0 when none did. */
+int amp_cli_mpi_ranks(void);
 /* Launched by MPI: MPI_Init and the communicator (*comm); else *comm = NULL. Returns AMP_OK, or an
  * error with err filled (among others: amp built without MPI but started by mpirun). */
 int amp_cli_comm_start(amp_comm **comm, char *err, size_t err_size);
