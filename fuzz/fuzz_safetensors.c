@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "amp.h"
+#include "fuzz_temp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -16,30 +17,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * this only keeps each run fast). */
 #define MAX_READ_ELEMS ((int64_t)1 << 20)
 
-static char g_path[256];
-
-static void remove_temp(void) {
-    if (g_path[0]) unlink(g_path);
-}
-
-static const char *temp_path(void) {
-    if (!g_path[0]) {
-        snprintf(g_path, sizeof g_path, "/tmp/amp_fuzz_safetensors_%ld.safetensors", (long)getpid());
-        atexit(remove_temp);
-    }
-    return g_path;
-}
-
-static int write_file(const char *path, const uint8_t *data, size_t size) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    const int ok = fwrite(data, 1, size, f) == size;
-    return (fclose(f) == 0 && ok) ? 0 : -1;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    const char *path = temp_path();
-    if (write_file(path, data, size) != 0) abort();
+    const char *path = fuzz_temp_path("safetensors", ".safetensors");
+    if (fuzz_write_file(path, data, size) != 0) abort();
     char err[512];
     amp_st_file *f = NULL;
     const int rc = amp_safetensors_open(path, &f, err, sizeof err);

@@ -8,29 +8,9 @@
 #include <unistd.h>
 
 #include "amp.h"
+#include "fuzz_temp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static char g_path[256];
-
-static void remove_temp(void) {
-    if (g_path[0]) unlink(g_path);
-}
-
-static const char *temp_path(void) {
-    if (!g_path[0]) {
-        snprintf(g_path, sizeof g_path, "/tmp/amp_fuzz_text_%ld.txt", (long)getpid());
-        atexit(remove_temp);
-    }
-    return g_path;
-}
-
-static int write_file(const char *path, const uint8_t *data, size_t size) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    const int ok = fwrite(data, 1, size, f) == size;
-    return (fclose(f) == 0 && ok) ? 0 : -1;
-}
 
 static void check_part(const amp_text_corpus *c, bool heldout, int64_t len) {
     if (len < 2) return;
@@ -50,8 +30,8 @@ static void check_part(const amp_text_corpus *c, bool heldout, int64_t len) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     const double holdout = data[0] / 256.0;
-    const char *path = temp_path();
-    if (write_file(path, data + 1, size - 1) != 0) abort();
+    const char *path = fuzz_temp_path("text", ".txt");
+    if (fuzz_write_file(path, data + 1, size - 1) != 0) abort();
     char err[512];
     amp_text_corpus c;
     const int rc = amp_text_corpus_load(path, holdout, NULL, &c, err, sizeof err);
