@@ -101,6 +101,15 @@ static void im2col_image(const conv_geom *g, const void *x, size_t es, int64_t b
 }
 
 /* col2im of image b0 + b: adds its columns of dcol [K, nb*P] (fp32) into dx [N, C, H, W] (fp32). */
+/* d[i] += s[i]: stride 1's contiguous rows, in blocks of 8 with a fixed inner count so gcc's -O2
+ * vectorizer takes them (the same additions in the same order as the strided loop). */
+static void add_row(float *restrict d, const float *restrict s, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) d[i + k] += s[i + k];
+    for (; i < n; i++) d[i] += s[i];
+}
+
 static void col2im_image(const conv_geom *g, const float *dcol, int64_t b0, int64_t nb, int64_t b, float *dx) {
     const int64_t p_img = geom_p(g), ld = nb * p_img;
     for (int64_t c = 0; c < g->c; c++) {
@@ -115,7 +124,10 @@ static void col2im_image(const conv_geom *g, const float *dcol, int64_t b0, int6
                     const int64_t iy = oy * g->stride - g->pad + ky;
                     if (iy < 0 || iy >= g->h) continue;
                     float *dst = plane + iy * g->w;
-                    for (int64_t ox = lo; ox < hi; ox++) dst[ox * g->stride - g->pad + kx] += src[ox];
+                    if (g->stride == 1)
+                        add_row(dst + lo - g->pad + kx, src + lo, hi - lo);
+                    else
+                        for (int64_t ox = lo; ox < hi; ox++) dst[ox * g->stride - g->pad + kx] += src[ox];
                 }
             }
     }
