@@ -65,6 +65,15 @@ static void max_pool_backward(amp_ctx *ctx, amp_node *node) {
     amp_grad_accumulate(ctx, x, dx);
 }
 
+/* One window element in scan order: it becomes the max when greater, or when it is NaN (NaN wins, as
+ * in torch; a later NaN replaces an earlier one). Written as selects so the compiler need not branch
+ * on data whose order is a coin flip. */
+static inline void pool_pick(float v, int64_t idx, float *vmax, int64_t *best) {
+    const bool take = v > *vmax || v != v;
+    *vmax = take ? v : *vmax;
+    *best = take ? idx : *best;
+}
+
 amp_tensor *amp_max_pool2d(amp_ctx *ctx, amp_tensor *x, int kernel, int stride) {
     const amp_op op = AMP_OP_MAX_POOL2D;
     pool_geom pg;
@@ -87,14 +96,18 @@ amp_tensor *amp_max_pool2d(amp_ctx *ctx, amp_tensor *x, int kernel, int stride) 
         for (int64_t oy = 0; oy < pg.oh; oy++)
             for (int64_t ox = 0; ox < pg.ow; ox++) {
                 const int64_t y0 = oy * pg.stride, x0 = ox * pg.stride, o = (p * pg.oh + oy) * pg.ow + ox;
-                int64_t best = (p * pg.h + y0) * pg.w + x0;
+                const int64_t top = (p * pg.h + y0) * pg.w + x0;
+                int64_t best = top;
                 float vmax = -INFINITY;
-                for (int64_t ky = 0; ky < pg.kernel; ky++)
-                    for (int64_t kx = 0; kx < pg.kernel; kx++) {
-                        const int64_t idx = (p * pg.h + y0 + ky) * pg.w + x0 + kx;
-                        const float v = xv[idx];
-                        if (v > vmax || v != v) vmax = v, best = idx; /* v != v: NaN wins, as in torch */
-                    }
+                if (pg.kernel == 2) { /* the usual 2x2 window, unrolled: selects, not branches */
+                    pool_pick(xv[top], top, &vmax, &best);
+                    pool_pick(xv[top + 1], top + 1, &vmax, &best);
+                    pool_pick(xv[top + pg.w], top + pg.w, &vmax, &best);
+                    pool_pick(xv[top + pg.w + 1], top + pg.w + 1, &vmax, &best);
+                } else {
+                    for (int64_t ky = 0; ky < pg.kernel; ky++)
+                        for (int64_t kx = 0; kx < pg.kernel; kx++) pool_pick(xv[top + ky * pg.w + kx], top + ky * pg.w + kx, &vmax, &best);
+                }
                 y[o] = vmax;
                 argmax[o] = best;
             }
