@@ -1,6 +1,5 @@
 /* The data loaders: IDX image sets (plain and gzipped, every error path), text corpora, batches, the
  * shuffler, and allocation failure. Every file is generated here, in a mkdtemp directory. */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +8,7 @@
 
 #include "amp.h"
 #include "harness.h"
+#include "test_util.h"
 #include "tests.h"
 
 enum { ERR_SIZE = 512 };
@@ -18,20 +18,6 @@ enum { ERR_SIZE = 512 };
 static bool make_tmpdir(char *dir, size_t size) {
     snprintf(dir, size, "/tmp/amp_test_data_XXXXXX");
     return CHECK_MSG(mkdtemp(dir) != NULL, "mkdtemp failed");
-}
-
-/* Removes a directory and the plain files in it (the tests make no deeper trees inside one). */
-static void remove_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    char path[1024];
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
 }
 
 static void write_bytes(const char *dir, const char *name, const void *data, size_t n, bool gz) {
@@ -120,7 +106,7 @@ void test_data_idx_load(void) {
         CHECK(memcmp(d.labels, labels4, N_IMG) == 0 && d.classes == 3);
     amp_image_dataset_free(&d);
     /* A plain file named .gz is read too (zlib reads both), and a trailing '/' on the directory works. */
-    remove_tree(dir);
+    test_remove_tree(dir);
     if (!make_tmpdir(dir, sizeof dir)) return;
     write_idx(dir, "train-images-idx3-ubyte.gz", 0x803, 3, (const uint32_t[]){N_IMG, ROWS, COLS}, px, sizeof px,
               false);
@@ -130,7 +116,7 @@ void test_data_idx_load(void) {
     if (CHECK(amp_image_dataset_load(slash, true, NULL, &d, err, sizeof err) == AMP_OK))
         CHECK(memcmp(d.pixels, px, sizeof px) == 0);
     amp_image_dataset_free(&d);
-    remove_tree(dir);
+    test_remove_tree(dir);
 }
 
 /* Loads the train pair of dir and checks the status and that the message holds each given part. */
@@ -244,7 +230,7 @@ void test_data_idx_errors(void) {
     CHECK_EQ_INT(amp_image_dataset_load(dir, true, NULL, NULL, NULL, 0), AMP_ERR_NULL_POINTER);
     const amp_allocator half = {.alloc = NULL, .free = NULL, .user = NULL};
     CHECK_EQ_INT(amp_image_dataset_load(dir, true, &half, &d, err, sizeof err), AMP_ERR_INVALID_ARGUMENT);
-    remove_tree(dir);
+    test_remove_tree(dir);
     CHECK_EQ_INT(amp_image_dataset_load(dir, true, NULL, &d, NULL, 0), AMP_ERR_IO); /* no err buffer: fine */
 }
 
@@ -254,7 +240,7 @@ void test_data_idx_batch(void) {
     write_pair(dir, "train", true);
     amp_image_dataset d;
     const int st = amp_image_dataset_load(dir, true, NULL, &d, err, sizeof err);
-    remove_tree(dir);
+    test_remove_tree(dir);
     if (!CHECK_MSG(st == AMP_OK, "%s", err)) return;
     const int64_t idx[3] = {3, 0, 3};
     float x[3 * ROWS * COLS];
@@ -374,7 +360,7 @@ void test_data_text(void) {
         write_bytes(sub2, "x.dat", "abc", 3, false);
         CHECK_EQ_INT(amp_text_corpus_load(sub2, 0.1, NULL, &c, err, sizeof err), AMP_ERR_FORMAT);
         CHECK_MSG(strstr(err, "emptydir") != NULL && strstr(err, "empty") != NULL, "%s", err);
-        remove_tree(sub2);
+        test_remove_tree(sub2);
     }
     snprintf(path, sizeof path, "%s/missing.txt", dir);
     CHECK_EQ_INT(amp_text_corpus_load(path, 0.1, NULL, &c, err, sizeof err), AMP_ERR_IO);
@@ -386,8 +372,8 @@ void test_data_text(void) {
     CHECK_EQ_INT(amp_text_corpus_load(path, 1.0, NULL, &c, err, sizeof err), AMP_ERR_INVALID_ARGUMENT);
     CHECK_EQ_INT(amp_text_corpus_load(path, -0.1, NULL, &c, err, sizeof err), AMP_ERR_INVALID_ARGUMENT);
     CHECK_EQ_INT(amp_text_corpus_load(NULL, 0.1, NULL, &c, err, sizeof err), AMP_ERR_NULL_POINTER);
-    remove_tree(sub);
-    remove_tree(dir);
+    test_remove_tree(sub);
+    test_remove_tree(dir);
 }
 
 /* ---- allocation failure ------------------------------------------------------------------------ */
@@ -448,8 +434,8 @@ void test_data_allocation_failure(void) {
         }
         CHECK_MSG(completed, "%s: no budget below 64 allocations was enough", which ? "text" : "images");
     }
-    remove_tree(sub);
-    remove_tree(dir);
+    test_remove_tree(sub);
+    test_remove_tree(dir);
 }
 
 /* ---- shuffle ----------------------------------------------------------------------------------- */

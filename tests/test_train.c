@@ -3,7 +3,6 @@
  * documented, fp16-pure's tiny updates vanish, accumulation matches a larger batch, anomalies and
  * data errors are reported, checkpoints resume bit-exactly (and refuse another model), and the
  * gradient statistics are consistent. */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 
 #include "amp.h"
 #include "harness.h"
+#include "test_util.h"
 #include "tests.h"
 
 enum { N_TRAIN = 64, N_TEST = 32, SIDE = 4, ERR_SIZE = 512, MAX_EVALS = 64 };
@@ -47,19 +47,6 @@ static void write_pair(const char *dir, const char *prefix, int count, int offse
     }
     fclose(img);
     fclose(lab);
-}
-
-static void remove_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    char path[1024];
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
 }
 
 /* A directory with the image set and text.txt; false on failure. */
@@ -322,7 +309,7 @@ void test_train_learns_and_is_deterministic(void) {
     c.seed = 5;
     if (CHECK(run(&c, &t, &s, err) == AMP_OK)) CHECK_MSG(s.test_loss != a.test_loss, "another seed, same loss");
     check_resume(dir);
-    remove_tree(dir);
+    test_remove_tree(dir);
 }
 
 void test_train_presets_and_scalers(void) {
@@ -352,7 +339,7 @@ void test_train_presets_and_scalers(void) {
         CHECK_MSG(r.test_accuracy > 0.9, "case %zu: accuracy %g", i, r.test_accuracy);
     }
     check_grad_stats(dir);
-    remove_tree(dir);
+    test_remove_tree(dir);
 }
 
 /* fp16-pure: an update far below half an fp16 ulp of the weights is lost, so the model never
@@ -371,7 +358,7 @@ void test_train_pure_updates_vanish(void) {
     c.precision = AMP_PRECISION_FP32;
     if (CHECK_MSG(run(&c, &t, &r, err) == AMP_OK, "%s", err) && CHECK(t.n_eval == 3))
         CHECK_MSG(t.eval_loss[0] != t.eval_loss[2], "fp32 did not move");
-    remove_tree(dir);
+    test_remove_tree(dir);
 }
 
 /* accum 2 x batch 16 sees the same 32 images per step as batch 32 (same epoch orders), so the runs
@@ -393,7 +380,7 @@ void test_train_accumulation(void) {
         CHECK_MSG(fabs(a.test_loss - b.test_loss) <= 1e-4 * fabs(a.test_loss) + 1e-6,
                   "batch 32: %.9g, 2 x 16: %.9g", a.test_loss, b.test_loss);
     }
-    remove_tree(dir);
+    test_remove_tree(dir);
 }
 
 void test_train_text_models(void) {
@@ -421,7 +408,7 @@ void test_train_text_models(void) {
     c.steps = 1;
     CHECK_EQ_INT(run(&c, &t, &r, err), AMP_ERR_FORMAT);
     CHECK_MSG(strstr(err, "held-out text") != NULL, "message: %s", err);
-    remove_tree(dir);
+    test_remove_tree(dir);
 }
 
 void test_train_errors_and_anomaly(void) {
@@ -448,7 +435,7 @@ void test_train_errors_and_anomaly(void) {
     CHECK_EQ_INT(run(&c, &t, &r, err), AMP_ERR_STATE);
     CHECK_MSG(strstr(err, "anomaly at step") != NULL && strstr(err, "op '") != NULL, "message: %s", err);
     harness_note("%s", err);
-    remove_tree(dir);
+    test_remove_tree(dir);
 }
 
 /* ---- data-parallel plumbing, through a recording communicator of one rank ---- */
@@ -547,5 +534,5 @@ void test_train_data_parallel_plumbing(void) {
         fake.base.size = 0;
         CHECK(run(&c, &t, &b, err) == AMP_ERR_INVALID_ARGUMENT);
     }
-    remove_tree(dir);
+    test_remove_tree(dir);
 }

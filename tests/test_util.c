@@ -1,10 +1,10 @@
 /* Shared test helpers (see test_util.h). */
 #include "test_util.h"
 
+#include <dirent.h>
 #include <stdio.h>
-#include <zlib.h>
-
 #include <unistd.h>
+#include <zlib.h>
 
 #include "harness.h"
 
@@ -110,4 +110,17 @@ bool test_write_file(const char *path, const void *data, size_t n, bool gz) {
     if (!f) return false;
     const bool ok = fwrite(data, 1, n, f) == n;
     return fclose(f) == 0 && ok;
+}
+
+void test_remove_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char path[1024];
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
 }

@@ -56,6 +56,8 @@ int test_supported_isas(amp_isa out[AMP_ISA_COUNT]);
 
 /* Writes n bytes to path, gzip-compressed when gz (zlib); false on any failure. */
 bool test_write_file(const char *path, const void *data, size_t n, bool gz);
+/* Removes a directory and the plain files in it (the tests make no deeper trees inside one). */
+void test_remove_tree(const char *dir);
 
 /* Threads for the sweeps: sysconf(_SC_NPROCESSORS_ONLN), at least 1. */
 int test_thread_count(void);
