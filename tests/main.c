@@ -114,6 +114,7 @@ static const harness_test all_tests[] = {
     TEST(relu_bits),
     TEST(relu_bits_f32),
     TEST(vecmath),
+    TEST(data_words),
     TEST(encode_sweep),
 };
 

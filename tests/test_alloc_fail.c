@@ -324,6 +324,16 @@ static int sc_text(void *arg, char *err) {
     return st;
 }
 
+static int sc_text_words(void *arg, char *err) {
+    (void)arg;
+    char path[128];
+    path_in(path, sizeof path, "text.txt");
+    amp_text_corpus c;
+    const int st = amp_text_corpus_load_words(path, 0.1, 8, NULL, &c, err, ERR_SIZE);
+    amp_text_corpus_free(&c);
+    return st;
+}
+
 /* amp_train_run: a few steps of a tiny model with evaluation and a checkpoint; arg selects the mlp
  * (writing train.ckpt), the mlp resumed from train.ckpt, or the lstm on the text file. */
 static int sc_train(void *arg, char *err) {
@@ -451,6 +461,7 @@ void test_alloc_failure_loops(void) {
     fail_loop("IDX images (gzip)", sc_images_gz, NULL);
     fail_loop("IDX float32 images", sc_images_float, NULL);
     fail_loop("text corpus", sc_text, NULL);
+    fail_loop("text corpus, words", sc_text_words, NULL);
     static const int mlp = 0, resume = 1, lstm = 2;
     fail_loop("amp_train_run (mlp, 2 steps, checkpoint)", sc_train, (void *)&mlp);
     fail_loop("amp_train_run (mlp, resumed)", sc_train, (void *)&resume);

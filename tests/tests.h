@@ -127,6 +127,7 @@ void test_data_idx_load(void);
 void test_data_idx_errors(void);
 void test_data_idx_batch(void);
 void test_data_text(void);
+void test_data_words(void);
 void test_data_allocation_failure(void);
 void test_data_shuffle(void);
 

@@ -1,5 +1,5 @@
 /* Data for the training program: image classification sets in IDX format (MNIST's layout), a
- * character-level text corpus, and a deterministic shuffler.
+ * text corpus (characters, or words on top of them), and a deterministic shuffler.
  *
  * Errors. Every loader returns an amp status and writes a one-line message (no trailing newline) into
  * the caller's err buffer (err may be NULL, err_size 0): the message names the file, with the path the
@@ -74,36 +74,66 @@ void amp_image_dataset_free(amp_image_dataset *d);
 int amp_image_dataset_batch(const amp_image_dataset *d, const int64_t *indices, int64_t n, float mean, float std,
                             float *x, int32_t *y);
 
-/* ---- Text (character level) -------------------------------------------------------------------- */
+/* ---- Text (characters, or words with a byte fallback) ------------------------------------------- */
 
+/* Token ids: ids [0, byte_count) are the byte values present in the corpus, ascending; with a word
+ * vocabulary, ids [byte_count, vocab_size) are words, most frequent first. Every token stands for a
+ * fixed string of bytes (token_offset/token_text), and the token sequence spells the corpus exactly,
+ * so bits per character can be computed for either kind from the bytes the targets cover. */
 typedef struct amp_text_corpus {
-    int vocab_size;           /* distinct byte values present (1..256) */
+    int vocab_size;           /* byte_count + the words kept */
+    int byte_count;           /* distinct byte values present (1..256) */
     int16_t byte_to_id[256];  /* token id of each byte value, -1 where the byte is absent */
-    uint8_t id_to_byte[256];  /* [vocab_size]: the byte values present, ascending (rest 0) */
-    uint8_t *train;           /* [train_len] token ids: the corpus's first part */
+    uint8_t id_to_byte[256];  /* [byte_count]: the byte values present, ascending (rest 0) */
+    int32_t *train;           /* [train_len] token ids: the corpus's first part */
     int64_t train_len;
-    uint8_t *heldout;         /* [heldout_len] token ids: the last holdout_fraction of it */
+    int32_t *heldout;         /* [heldout_len] token ids: the last holdout_fraction of it */
     int64_t heldout_len;
-    amp_allocator allocator;  /* what allocated the tokens */
+    uint32_t *token_offset;   /* [vocab_size + 1]: token id spells token_text[token_offset[id] ..
+                                 token_offset[id + 1]) */
+    char *token_text;
+    amp_allocator allocator;  /* what allocated the tokens and the tables */
 } amp_text_corpus;
 
 /* Loads a text corpus from `path`: a file, or a directory whose regular files (not recursing; names
  * starting with '.' and the fortune index files *.dat and *.u8 skipped) are concatenated in strcmp
- * order of their names, byte for byte. The vocabulary is the byte values present, ascending. The last
- * floor(total * holdout_fraction) tokens are held out; holdout_fraction must lie in [0, 1). The corpus
- * must hold at least 2 bytes and its training part at least 2 tokens (one input/target pair).
- * alloc NULL: malloc. Returns AMP_OK or an error status with a message in err. */
+ * order of their names, byte for byte. The vocabulary is the byte values present, ascending: one
+ * token per byte. The last floor(total * holdout_fraction) bytes are held out; holdout_fraction must
+ * lie in [0, 1). The corpus must hold at least 2 bytes and its training part at least 2 tokens (one
+ * input/target pair). alloc NULL: malloc. Returns AMP_OK or an error status with a message in err. */
 int amp_text_corpus_load(const char *path, double holdout_fraction, const amp_allocator *alloc,
                          amp_text_corpus *out, char *err, size_t err_size);
+
+/* The most words a word vocabulary may keep. */
+#define AMP_TEXT_MAX_WORDS (1 << 20)
+/* The longest word (in bytes, a leading space included) that can become a token. */
+#define AMP_TEXT_MAX_WORD_BYTES 32
+
+/* As amp_text_corpus_load, with a word-level vocabulary on top of the bytes (a large-vocabulary
+ * language model, where each wrong word's share of the loss gradient is tiny). A word is a run of
+ * ASCII letters, together with the single space before it when there is one (" the" and "the" are
+ * different tokens, as in GPT-2's tokenizer), at most AMP_TEXT_MAX_WORD_BYTES long. The max_words
+ * words that occur most often in the training part (at least twice; ties broken by byte order) become
+ * tokens; the held-out part is never looked at to choose them. A word out of the vocabulary is spelled
+ * as its space token (if the bare word is in the vocabulary) or byte by byte, so nothing is lost. The
+ * split point is in bytes, as for amp_text_corpus_load, and the two parts are tokenized separately.
+ * max_words must lie in [1, AMP_TEXT_MAX_WORDS]. */
+int amp_text_corpus_load_words(const char *path, double holdout_fraction, int max_words, const amp_allocator *alloc,
+                               amp_text_corpus *out, char *err, size_t err_size);
+
 /* Frees what the corpus owns and zeroes it. NULL, or a zeroed corpus, is fine. */
 void amp_text_corpus_free(amp_text_corpus *c);
 
 /* A batch of n sequences of seq_len tokens from the training part (heldout false) or the held-out
- * part: x[b, t] = tokens[starts[b] + t] and y[b, t] = tokens[starts[b] + t + 1] (the next character),
+ * part: x[b, t] = tokens[starts[b] + t] and y[b, t] = tokens[starts[b] + t + 1] (the next token),
  * both [n, seq_len] token ids. Each start must satisfy 0 <= start and start + seq_len + 1 <= length of
  * that part. Returns AMP_OK, AMP_ERR_NULL_POINTER or AMP_ERR_INVALID_ARGUMENT (nothing written). */
 int amp_text_corpus_batch(const amp_text_corpus *c, bool heldout, const int64_t *starts, int64_t n,
                           int64_t seq_len, int32_t *x, int32_t *y);
+
+/* The bytes the n tokens ids[] spell (ids outside the vocabulary count 0): the denominator of bits
+ * per character. */
+int64_t amp_text_corpus_bytes(const amp_text_corpus *c, const int32_t *ids, int64_t n);
 
 /* ---- Order ------------------------------------------------------------------------------------- */
 

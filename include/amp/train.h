@@ -169,6 +169,11 @@ typedef struct amp_train_config {
      * repeat). inject_rank >= 0 limits it to that rank; -1: every rank draws. */
     double inject_nonfinite;
     int inject_rank;
+
+    /* Text models: 0 (default) for one token per byte; > 0 for a word vocabulary of at most this
+     * many words on top of the bytes (amp_text_corpus_load_words). bits_per_char stays per byte of
+     * held-out text, so the two compare; test_loss is per token. */
+    int text_words;
 } amp_train_config;
 
 #define AMP_TRAIN_BUCKET_BYTES ((size_t)1 << 20)

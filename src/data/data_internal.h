@@ -3,6 +3,7 @@
 #define AMP_DATA_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "amp/data.h"
 
@@ -16,5 +17,18 @@ int data_error(char *err, size_t err_size, int status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
+
+/* Text corpora (text.c, shared with words.c). */
+/* Reads the corpus at path (a file, or a directory's files in name order) into *bytes (from a). */
+int text_gather(const char *path, const amp_allocator *a, uint8_t **bytes, int64_t *total, char *err, size_t err_size);
+/* Sets c's byte vocabulary (byte_count, byte_to_id, id_to_byte; vocab_size = byte_count). */
+void text_byte_vocab(const uint8_t *bytes, int64_t total, amp_text_corpus *c);
+/* Allocates c->token_offset[vocab_size + 1] and c->token_text[text_bytes] and fills the byte tokens'
+ * entries (the first byte_count ids). AMP_ERR_OUT_OF_MEMORY leaves what it got in c for
+ * amp_text_corpus_free. */
+int text_alloc_tables(amp_text_corpus *c, const amp_allocator *a, int vocab_size, size_t text_bytes);
+/* The loaders' argument checks (fn names the loader in the message); zeroes *out. */
+int text_check_args(const char *path, double holdout_fraction, const amp_allocator *alloc, amp_text_corpus *out,
+                    amp_allocator *a, const char *fn, char *err, size_t err_size);
 
 #endif /* AMP_DATA_INTERNAL_H */

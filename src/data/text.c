@@ -1,5 +1,5 @@
-/* A character-level text corpus: one file, or a directory's files concatenated in name order. All the
- * bytes go into one allocation, which is then mapped in place to token ids: the training part is its
+/* A text corpus: one file, or a directory's files concatenated in name order, as one token per byte
+ * (the word vocabulary is words.c). The token ids go into one allocation: the training part is its
  * start and the held-out part its end. */
 #include <dirent.h>
 #include <errno.h>
@@ -58,8 +58,7 @@ static int text_read_file(const char *path, char *dst, int64_t size, char *err, 
 }
 
 /* The corpus's bytes, before mapping to ids. */
-static int text_gather(const char *path, const amp_allocator *a, uint8_t **bytes, int64_t *total, char *err,
-                       size_t err_size) {
+int text_gather(const char *path, const amp_allocator *a, uint8_t **bytes, int64_t *total, char *err, size_t err_size) {
     struct stat st;
     *bytes = NULL;
     *total = 0;
@@ -154,20 +153,54 @@ static int text_gather(const char *path, const amp_allocator *a, uint8_t **bytes
     return AMP_OK;
 }
 
-int amp_text_corpus_load(const char *path, double holdout_fraction, const amp_allocator *alloc,
-                         amp_text_corpus *out, char *err, size_t err_size) {
+void text_byte_vocab(const uint8_t *bytes, int64_t total, amp_text_corpus *c) {
+    bool present[256] = {false};
+    for (int64_t i = 0; i < total; i++) present[bytes[i]] = true;
+    c->byte_count = 0;
+    for (int v = 0; v < 256; v++) {
+        c->byte_to_id[v] = -1;
+        if (present[v]) {
+            c->byte_to_id[v] = (int16_t)c->byte_count;
+            c->id_to_byte[c->byte_count++] = (uint8_t)v;
+        }
+    }
+    c->vocab_size = c->byte_count;
+}
+
+int text_alloc_tables(amp_text_corpus *c, const amp_allocator *a, int vocab_size, size_t text_bytes) {
+    c->token_offset = a->alloc(((size_t)vocab_size + 1) * sizeof *c->token_offset, 64, a->user);
+    c->token_text = a->alloc(text_bytes ? text_bytes : 1, 64, a->user);
+    if (!c->token_offset || !c->token_text) return AMP_ERR_OUT_OF_MEMORY;
+    /* The byte tokens first: one character each. */
+    for (int i = 0; i < c->byte_count; i++) {
+        c->token_offset[i] = (uint32_t)i;
+        c->token_text[i] = (char)c->id_to_byte[i];
+    }
+    c->token_offset[c->byte_count] = (uint32_t)c->byte_count;
+    return AMP_OK;
+}
+
+int text_check_args(const char *path, double holdout_fraction, const amp_allocator *alloc, amp_text_corpus *out,
+                    amp_allocator *a, const char *fn, char *err, size_t err_size) {
     if (err && err_size) err[0] = '\0';
     if (out) memset(out, 0, sizeof *out);
-    if (!path || !out) return data_error(err, err_size, AMP_ERR_NULL_POINTER, "amp_text_corpus_load: NULL argument");
+    if (!path || !out) return data_error(err, err_size, AMP_ERR_NULL_POINTER, "%s: NULL argument", fn);
     if (!(holdout_fraction >= 0.0 && holdout_fraction < 1.0))
-        return data_error(err, err_size, AMP_ERR_INVALID_ARGUMENT,
-                          "amp_text_corpus_load: holdout fraction %g is not in [0, 1)", holdout_fraction);
+        return data_error(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: holdout fraction %g is not in [0, 1)", fn,
+                          holdout_fraction);
+    if (!data_allocator(alloc, a))
+        return data_error(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: allocator without alloc/free", fn);
+    return AMP_OK;
+}
+
+int amp_text_corpus_load(const char *path, double holdout_fraction, const amp_allocator *alloc,
+                         amp_text_corpus *out, char *err, size_t err_size) {
     amp_allocator a;
-    if (!data_allocator(alloc, &a))
-        return data_error(err, err_size, AMP_ERR_INVALID_ARGUMENT, "amp_text_corpus_load: allocator without alloc/free");
+    int rc = text_check_args(path, holdout_fraction, alloc, out, &a, "amp_text_corpus_load", err, err_size);
+    if (rc != AMP_OK) return rc;
     uint8_t *bytes;
     int64_t total;
-    const int rc = text_gather(path, &a, &bytes, &total, err, err_size);
+    rc = text_gather(path, &a, &bytes, &total, err, err_size);
     if (rc != AMP_OK) return rc;
     const int64_t heldout = (int64_t)((double)total * holdout_fraction);
     const int64_t train = total - heldout;
@@ -177,20 +210,19 @@ int amp_text_corpus_load(const char *path, double holdout_fraction, const amp_al
                           "%s: too small: %lld bytes leave %lld for training (need at least 2)", path,
                           (long long)total, (long long)train);
     }
-    bool present[256] = {false};
-    for (int64_t i = 0; i < total; i++) present[bytes[i]] = true;
-    amp_text_corpus c = {.vocab_size = 0, .allocator = a};
-    for (int v = 0; v < 256; v++) {
-        c.byte_to_id[v] = -1;
-        if (present[v]) {
-            c.byte_to_id[v] = (int16_t)c.vocab_size;
-            c.id_to_byte[c.vocab_size++] = (uint8_t)v;
-        }
+    amp_text_corpus c = {.allocator = a};
+    text_byte_vocab(bytes, total, &c);
+    c.train = a.alloc((size_t)total * sizeof *c.train, 64, a.user);
+    if (!c.train || text_alloc_tables(&c, &a, c.vocab_size, (size_t)c.byte_count) != AMP_OK) {
+        a.free(bytes, a.user);
+        amp_text_corpus_free(&c);
+        return data_error(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld tokens", path,
+                          (long long)total);
     }
-    for (int64_t i = 0; i < total; i++) bytes[i] = (uint8_t)c.byte_to_id[bytes[i]];
-    c.train = bytes;
+    for (int64_t i = 0; i < total; i++) c.train[i] = c.byte_to_id[bytes[i]];
+    a.free(bytes, a.user);
     c.train_len = train;
-    c.heldout = bytes + train;
+    c.heldout = c.train + train;
     c.heldout_len = heldout;
     *out = c;
     return AMP_OK;
@@ -199,20 +231,32 @@ int amp_text_corpus_load(const char *path, double holdout_fraction, const amp_al
 void amp_text_corpus_free(amp_text_corpus *c) {
     if (!c) return;
     /* train and heldout share one allocation, which starts at train. */
-    if (c->train && c->allocator.free) c->allocator.free(c->train, c->allocator.user);
+    if (c->allocator.free) {
+        if (c->train) c->allocator.free(c->train, c->allocator.user);
+        if (c->token_offset) c->allocator.free(c->token_offset, c->allocator.user);
+        if (c->token_text) c->allocator.free(c->token_text, c->allocator.user);
+    }
     memset(c, 0, sizeof *c);
+}
+
+int64_t amp_text_corpus_bytes(const amp_text_corpus *c, const int32_t *ids, int64_t n) {
+    if (!c || !ids || !c->token_offset) return 0;
+    int64_t sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < c->vocab_size) sum += c->token_offset[ids[i] + 1] - c->token_offset[ids[i]];
+    return sum;
 }
 
 int amp_text_corpus_batch(const amp_text_corpus *c, bool heldout, const int64_t *starts, int64_t n,
                           int64_t seq_len, int32_t *x, int32_t *y) {
     if (!c || (n > 0 && (!starts || !x || !y))) return AMP_ERR_NULL_POINTER;
     if (n < 0 || seq_len <= 0) return AMP_ERR_INVALID_ARGUMENT;
-    const uint8_t *tok = heldout ? c->heldout : c->train;
+    const int32_t *tok = heldout ? c->heldout : c->train;
     const int64_t len = heldout ? c->heldout_len : c->train_len;
     for (int64_t b = 0; b < n; b++)
         if (starts[b] < 0 || seq_len >= len || starts[b] > len - seq_len - 1) return AMP_ERR_INVALID_ARGUMENT;
     for (int64_t b = 0; b < n; b++) {
-        const uint8_t *s = tok + starts[b];
+        const int32_t *s = tok + starts[b];
         for (int64_t t = 0; t < seq_len; t++) {
             x[b * seq_len + t] = s[t];
             y[b * seq_len + t] = s[t + 1];

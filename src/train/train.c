@@ -90,7 +90,10 @@ static int load_data(amp_train_run_state *r) {
     const amp_train_config *c = &r->cfg;
     if (r->text) {
         const char *path = c->data ? c->data : AMP_TEXT_CORPUS_DEFAULT_PATH;
-        int st = amp_text_corpus_load(path, AMP_TEXT_CORPUS_DEFAULT_HOLDOUT, NULL, &r->corpus, r->err, r->err_size);
+        int st = c->text_words > 0 ? amp_text_corpus_load_words(path, AMP_TEXT_CORPUS_DEFAULT_HOLDOUT, c->text_words,
+                                                                NULL, &r->corpus, r->err, r->err_size)
+                                   : amp_text_corpus_load(path, AMP_TEXT_CORPUS_DEFAULT_HOLDOUT, NULL, &r->corpus,
+                                                          r->err, r->err_size);
         if (st != AMP_OK) return st;
         const int64_t need = c->model.context + 1;
         if (r->corpus.train_len < need)
@@ -177,10 +180,10 @@ static int ctx_failure(amp_train_run_state *r, const char *what) {
 
 /* ---- evaluation --------------------------------------------------------------------------------- */
 
-static int evaluate(amp_train_run_state *r, double *test_loss, double *accuracy) {
+static int evaluate(amp_train_run_state *r, double *test_loss, double *accuracy, double *bits_per_char) {
     const int64_t batch = r->cfg.batch;
     const bool prev = amp_set_grad_enabled(r->ctx, false);
-    double loss_sum = 0, weight = 0;
+    double loss_sum = 0, weight = 0, nats = 0, bytes = 0;
     int64_t correct = 0, seen = 0;
     int st = AMP_OK;
     if (r->text) {
@@ -192,7 +195,13 @@ static int evaluate(amp_train_run_state *r, double *test_loss, double *accuracy)
             st = amp_text_corpus_batch(&r->corpus, true, r->starts, batch, ctxlen, r->tokens, r->y);
             amp_tensor *loss = st == AMP_OK ? forward_loss(r, batch, NULL) : NULL;
             if (st == AMP_OK && !loss) st = ctx_failure(r, "evaluation");
-            if (st == AMP_OK) loss_sum += amp_tensor_get(loss, 0), weight += 1;
+            if (st == AMP_OK) {
+                const double mean = amp_tensor_get(loss, 0);
+                loss_sum += mean, weight += 1;
+                /* Words: the loss per token over the bytes those tokens spell. */
+                nats += mean * (double)(batch * ctxlen);
+                bytes += (double)amp_text_corpus_bytes(&r->corpus, r->y, batch * ctxlen);
+            }
         }
     } else {
         const int64_t count = r->test_set.count, classes = r->cfg.model.classes;
@@ -222,11 +231,15 @@ static int evaluate(amp_train_run_state *r, double *test_loss, double *accuracy)
     amp_ctx_reset(r->ctx);
     /* Data parallel: each rank evaluated every ranks-th batch; the totals are the sums. (Every rank
      * takes part even after a local failure, so no peer waits forever; the failure still wins.) */
-    double totals[4] = {loss_sum, weight, (double)correct, (double)seen};
-    const int sum_st = amp_train_dist_sum(r, totals, 4);
+    double totals[6] = {loss_sum, weight, (double)correct, (double)seen, nats, bytes};
+    const int sum_st = amp_train_dist_sum(r, totals, 6);
     if (st == AMP_OK) st = sum_st;
     loss_sum = totals[0], weight = totals[1], correct = (int64_t)totals[2], seen = (int64_t)totals[3];
     *test_loss = weight > 0 ? loss_sum / weight : NAN;
+    /* Bytes: one character per token, so bits/char is the loss in bits (computed as before). */
+    if (!r->text) *bits_per_char = NAN;
+    else if (r->cfg.text_words > 0) *bits_per_char = totals[5] > 0 ? totals[4] / totals[5] / log(2.0) : NAN;
+    else *bits_per_char = *test_loss / log(2.0);
     *accuracy = r->text ? NAN : (seen > 0 ? (double)correct / (double)seen : NAN);
     return st;
 }
@@ -540,12 +553,12 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
             if (done != total) r.window_sum = 0, r.window_n = 0;
         }
         if (epoch_end && c->eval) {
-            double test_loss, acc;
-            st = evaluate(&r, &test_loss, &acc);
+            double test_loss, acc, bpc;
+            st = evaluate(&r, &test_loss, &acc, &bpc);
             if (st != AMP_OK) break;
             result->test_loss = test_loss;
             result->test_accuracy = acc;
-            result->bits_per_char = r.text ? test_loss / log(2.0) : NAN;
+            result->bits_per_char = bpc;
             p.is_eval = true;
             p.test_loss = test_loss;
             p.test_accuracy = acc;

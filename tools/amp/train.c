@@ -32,6 +32,8 @@ static void print_help(void) {
            "  --data PATH        image models: a directory with MNIST's IDX files (train-images-idx3-ubyte[.gz],\n"
            "                     ...; default %s);\n"
            "                     text models: a file or a directory of files (default %s)\n"
+           "  --words N          text models: a vocabulary of the N most frequent words on top of the bytes\n"
+           "                     (default: one token per byte); bits/char stays per byte of held-out text\n"
            "  --precision P      fp32, amp-fp16 (default), amp-bf16, fp16-master, fp16-pure, bf16-pure\n"
            "  --scaler MODE      dynamic | off | static:S (default: dynamic for amp-fp16 and fp16-master,\n"
            "                     off for the others)\n"

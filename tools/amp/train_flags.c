@@ -29,7 +29,8 @@ int amp_cli_parse_u64(const char *s, uint64_t *out) {
 
 static const char *const shared_flags[] = {"--data",    "--seed",   "--batch",        "--epochs", "--steps",
                                            "--threads", "--accum",  "--eval-batches", "--hidden", "--layers",
-                                           "--heads",   "--context", "--embed",   "--lr-schedule", "--warmup"};
+                                           "--heads",   "--context", "--embed",   "--lr-schedule", "--warmup",
+                                           "--words"};
 
 bool amp_train_is_shared_flag(const char *flag) {
     for (size_t k = 0; k < sizeof shared_flags / sizeof shared_flags[0]; k++)
@@ -57,6 +58,7 @@ int amp_train_shared_flag(const char *command, const char *a, const char *v, amp
     long lo = strcmp(a, "--warmup") == 0 ? 0 : 1, hi = 1L << 20, n = 0;
     if (strcmp(a, "--steps") == 0) hi = 1L << 40;
     if (strcmp(a, "--threads") == 0) hi = AMP_MAX_THREADS;
+    if (strcmp(a, "--words") == 0) hi = AMP_TEXT_MAX_WORDS;
     if (amp_parse_long(v, lo, hi, &n) != 0)
         return amp_usage_error(command, "%s wants an integer in [%ld, %ld], not '%s'", a, lo, hi, v);
     if (strcmp(a, "--batch") == 0) cfg->batch = n;
@@ -70,6 +72,7 @@ int amp_train_shared_flag(const char *command, const char *a, const char *v, amp
     else if (strcmp(a, "--heads") == 0) cfg->model.heads = n;
     else if (strcmp(a, "--context") == 0) cfg->model.context = n;
     else if (strcmp(a, "--warmup") == 0) cfg->warmup_steps = n;
+    else if (strcmp(a, "--words") == 0) cfg->text_words = (int)n;
     else cfg->model.embed = n;
     return AMP_EXIT_OK;
 }
