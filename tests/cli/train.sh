@@ -68,6 +68,26 @@ run "$AMP" train --model gpt --data "$TMP/text.txt" --steps 10 --batch 4 --hidde
 expect_rc 0 "gpt run"
 expect_json_eq '[.model, .precision] + [.bits_per_char > 0]' '["gpt","amp-bf16",true]' "gpt JSON"
 
+# --words: the pangram's words seen twice in the training part are " quick", " brown", " fox", " jumps",
+# " over", " the", " lazy", " dog", " times" (the bare "the" at the start occurs once): 9 tokens more,
+# each with an embedding row (8) and a head row and bias (16 + 1).
+lstm_small() { run "$AMP" train --model lstm --data "$TMP/text.txt" --steps 4 --batch 4 --hidden 16 --embed 8 \
+    --context 16 --eval-batches 2 --threads 1 --json --quiet "$@"; }
+lstm_small
+tail -n 1 "$TMP/out" | jq -r .params >"$TMP/params_bytes"
+lstm_small --words 20 --checkpoint "$TMP/words.st"
+expect_rc 0 "lstm with --words"
+expect_json_eq ".params - $(cat "$TMP/params_bytes")" '225' "--words 20 keeps the 9 repeated words"
+# bits/char is per byte of held-out text: below the per-token loss in bits, since tokens hold > 1 byte.
+expect_json_eq '.bits_per_char > 0 and .bits_per_char < .test_loss / 0.6931471805599453' 'true' "--words bits/char per byte"
+lstm_small --words 0
+expect_rc 2 "--words 0"
+lstm_small --steps 6 --resume "$TMP/words.st"
+expect_rc 2 "resuming a word-vocabulary checkpoint with bytes"
+expect_err_has "embedding.weight" "names the mismatched tensor"
+lstm_small --steps 6 --resume "$TMP/words.st" --words 20
+expect_rc 0 "resuming with the same --words"
+
 run "$AMP" train --model mlp --data "$TMP/idx" --steps 3 --batch 16 --hidden 16 --detect-anomaly --quiet
 expect_rc 0 "--detect-anomaly on a healthy run"
 expect_out_has "test accuracy" "human summary"
