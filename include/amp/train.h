@@ -208,6 +208,8 @@ typedef struct amp_grad_stats {
        values. */
     int64_t act_count[AMP_OP_COUNT], act_zeros[AMP_OP_COUNT], act_underflow[AMP_OP_COUNT];
     double act_underflow_fp16_unscaled;
+    int64_t act_bins[AMP_GRAD_HIST_BINS]; /* the nonzero finite activation gradients by
+                                             floor(log2 |g| / S), binned as `bins` */
 } amp_grad_stats;
 
 typedef struct amp_train_progress {

@@ -104,6 +104,7 @@ int amp_train_grad_stats_sample(amp_train_run_state *r, int64_t done, float scal
         act_under += s->act_underflow[k];
     }
     s->act_underflow_fp16_unscaled = act_nonzero > 0 ? (double)act_under / (double)act_nonzero : 0;
+    memcpy(s->act_bins, r->act.act_bins, sizeof s->act_bins);
     r->act_sum += s->act_underflow_fp16_unscaled;
     return AMP_OK;
 }
@@ -155,8 +156,19 @@ static void count_act(amp_train_run_state *r, amp_op op, const float *v, int64_t
     int64_t zeros = 0, under = 0;
     for (int64_t i = 0; i < n; i++) {
         const double x = v[i];
-        if (x == 0) zeros++;
-        else if (isfinite(x) && fabs(x) * inv <= FP16_UNDERFLOW_MAX) under++;
+        if (x == 0) {
+            zeros++;
+            continue;
+        }
+        if (!isfinite(x)) continue;
+        const double g = fabs(x) * inv;
+        under += g <= FP16_UNDERFLOW_MAX;
+        int e;
+        (void)frexp(g, &e); /* floor(log2 g) = e - 1, as for the parameters */
+        int64_t k = (int64_t)(e - 1) - AMP_GRAD_HIST_MIN_EXP;
+        if (k < 0) k = 0;
+        if (k >= AMP_GRAD_HIST_BINS) k = AMP_GRAD_HIST_BINS - 1;
+        r->act.act_bins[k]++;
     }
     r->act.act_count[op] += n;
     r->act.act_zeros[op] += zeros;
@@ -194,6 +206,7 @@ void amp_train_act_stats_arm(amp_train_run_state *r, float scale) {
     memset(r->act.act_count, 0, sizeof r->act.act_count);
     memset(r->act.act_zeros, 0, sizeof r->act.act_zeros);
     memset(r->act.act_underflow, 0, sizeof r->act.act_underflow);
+    memset(r->act.act_bins, 0, sizeof r->act.act_bins);
     r->act_scale = scale;
     r->act_oom = false;
     amp_ctx_set_backward_grad_hook(r->ctx, on_backward_grad, r);

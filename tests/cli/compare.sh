@@ -14,7 +14,7 @@ expect_report() {
     for f in metrics.jsonl index.html; do
         if [ -s "$1/$f" ]; then pass; else fail "$2: $f missing or empty"; fi
     done
-    for p in loss scale grad_hist; do
+    for p in loss scale grad_hist act_hist; do
         if is_png "$1/$p.png"; then pass; else fail "$2: $p.png is not a PNG"; fi
         if is_svg "$1/$p.svg"; then pass; else fail "$2: $p.svg is not an SVG"; fi
         if grep -qF "$p.png" "$1/index.html"; then pass; else fail "$2: index.html does not show $p.png"; fi
@@ -55,6 +55,19 @@ if [ "$got" = '[["amp-fp16/dynamic","fp32"],2]' ]; then pass; else fail "metrics
 if [ "$(jq -s -c 'map(select(.type == "step" and .run == "fp32")) | map(.step) == [range(1; 13)]' "$TMP/rep/compare/metrics.jsonl")" = true ]; then pass; else fail "metrics.jsonl: one step line per step"; fi
 if [ "$(jq -s -c 'map(select(.type == "step")) | map(has("loss", "scale", "skipped")) | all' "$TMP/rep/compare/metrics.jsonl")" = true ]; then pass; else fail "step lines lack loss/scale/skipped"; fi
 if [ "$(jq -s -c 'map(select(.type == "eval")) | length > 0' "$TMP/rep/compare/metrics.jsonl")" = true ]; then pass; else fail "no eval lines"; fi
+
+# The activation-gradient histogram and the per-op counts agree on every sampled step: the bins hold
+# every nonzero value (count - zeros, no inf/NaN here), and the underflows (|g| <= 2^-25) lie between
+# the bins below 2^-25 and those up to it (2^-25 itself is bin -25).
+agree=$(jq -s -c 'map(select(.type == "grad_hist")) | map(
+    ([.act_log2_bins[][1]] | add) as $binned
+    | ([.act_by_op[] | .[0] - .[1]] | add) as $nonzero
+    | ([.act_by_op[] | .[2]] | add) as $under
+    | ([.act_log2_bins[] | select(.[0] <= -26) | .[1]] | add // 0) as $below
+    | ([.act_log2_bins[] | select(.[0] <= -25) | .[1]] | add // 0) as $upto
+    | $binned == $nonzero and $below <= $under and $under <= $upto and $binned > 0) | (length > 0 and all)' \
+    "$TMP/rep/compare/metrics.jsonl")
+if [ "$agree" = true ]; then pass; else fail "act_log2_bins disagree with act_by_op"; fi
 
 run "$AMP" train --model mlp --data "$TMP/idx" --steps 8 --batch 16 --hidden 16 --threads 2 --quiet --report "$TMP/rep/train"
 expect_rc 0 "train --report"

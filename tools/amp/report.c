@@ -24,6 +24,7 @@ typedef struct run_series {
     double *eval_step, *eval_loss;
     /* gradient histogram, summed over the sampled steps */
     int64_t hist[AMP_GRAD_HIST_BINS];
+    int64_t act_hist[AMP_GRAD_HIST_BINS]; /* the activation gradients', likewise */
     int64_t hist_samples;
     int64_t prev_skipped;
     bool done;
@@ -282,7 +283,7 @@ static void record_eval(amp_report *rep, run_series *s, const amp_train_progress
 }
 
 static void record_hist(amp_report *rep, run_series *s, const amp_grad_stats *g) {
-    for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) s->hist[k] += g->bins[k];
+    for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) s->hist[k] += g->bins[k], s->act_hist[k] += g->act_bins[k];
     s->hist_samples++;
     FILE *f = rep->metrics;
     fprintf(f, "{\"type\": \"grad_hist\", \"run\": ");
@@ -311,6 +312,14 @@ static void record_hist(amp_report *rep, run_series *s, const amp_grad_stats *g)
     for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) {
         if (g->bins[k] == 0) continue;
         fprintf(f, "%s[%d, %lld]", first ? "" : ", ", AMP_GRAD_HIST_MIN_EXP + k, (long long)g->bins[k]);
+        first = false;
+    }
+    /* the activation gradients' bins (|g| / S), likewise */
+    fprintf(f, "], \"act_log2_bins\": [");
+    first = true;
+    for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) {
+        if (g->act_bins[k] == 0) continue;
+        fprintf(f, "%s[%d, %lld]", first ? "" : ", ", AMP_GRAD_HIST_MIN_EXP + k, (long long)g->act_bins[k]);
         first = false;
     }
     fprintf(f, "]}\n");
@@ -355,7 +364,8 @@ int amp_report_end_run(amp_report *rep, const amp_train_config *cfg, const amp_t
     s->text = amp_model_is_text(r->model);
     /* runs without per-step samples in the callbacks still get the latest histogram */
     if (s->hist_samples == 0 && r->grad_stats_samples > 0 && r->grad_stats.step > 0) {
-        for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) s->hist[k] = r->grad_stats.bins[k];
+        for (int k = 0; k < AMP_GRAD_HIST_BINS; k++)
+            s->hist[k] = r->grad_stats.bins[k], s->act_hist[k] = r->grad_stats.act_bins[k];
         s->hist_samples = 1;
     }
     fprintf(rep->metrics, "{\"type\": \"summary\", ");
@@ -373,7 +383,7 @@ static const int palette[][3] = {{0, 0, 0},       {230, 159, 0}, {86, 180, 233},
                                  {213, 94, 0},    {0, 114, 178}, {204, 121, 167}, {120, 120, 120}};
 enum { N_COLORS = sizeof palette / sizeof palette[0], GRAY = 15 };
 
-typedef enum { PLOT_LOSS, PLOT_SCALE, PLOT_HIST } plot_kind;
+typedef enum { PLOT_LOSS, PLOT_SCALE, PLOT_HIST, PLOT_ACT_HIST } plot_kind;
 
 static void start_page(const char *dev, const char *file) {
     plsdev(dev);
@@ -489,7 +499,9 @@ static void vline(double x, double ylo, double yhi, double at, double just, cons
     plschr(0, 1.0);
 }
 
-static void plot_hist(run_series *const *runs, int n) {
+#define HIST(r) (act ? (r)->act_hist : (r)->hist)
+/* act: the activation gradients' histogram instead of the parameters'. */
+static void plot_hist(run_series *const *runs, int n, bool act) {
     /* the x range: the occupied bins, widened to show fp16's limits */
     const double sub = log2((double)amp_fp16_to_fp32(0x0001));
     const double norm = log2((double)amp_fp16_to_fp32(0x0400));
@@ -497,7 +509,7 @@ static void plot_hist(run_series *const *runs, int n) {
     int kmin = AMP_GRAD_HIST_BINS, kmax = -1;
     for (int i = 0; i < n; i++)
         for (int k = 0; k < AMP_GRAD_HIST_BINS; k++)
-            if (runs[i]->hist[k]) {
+            if (HIST(runs[i])[k]) {
                 if (k < kmin) kmin = k;
                 if (k > kmax) kmax = k;
             }
@@ -509,9 +521,9 @@ static void plot_hist(run_series *const *runs, int n) {
     double ymax = 0;
     for (int i = 0; i < n; i++) {
         int64_t total = 0;
-        for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) total += runs[i]->hist[k];
+        for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) total += HIST(runs[i])[k];
         for (int k = 0; k < AMP_GRAD_HIST_BINS && total > 0; k++) {
-            const double f = 100.0 * (double)runs[i]->hist[k] / (double)total;
+            const double f = 100.0 * (double)HIST(runs[i])[k] / (double)total;
             if (f > ymax) ymax = f;
         }
     }
@@ -520,7 +532,9 @@ static void plot_hist(run_series *const *runs, int n) {
     plcol0(1);
     plenv(xlo, xhi, 0, ymax, 0, 0);
     pllab("log#d2#u |gradient| (unscaled; bin k holds 2#uk#d <= |g| < 2#uk+1#d)", "% of nonzero gradient values",
-          kmax >= 0 ? "Gradient magnitudes (all sampled steps)" : "Gradient magnitudes: no samples (n/a)");
+          kmax < 0    ? "Gradient magnitudes: no samples (n/a)"
+          : act       ? "Activation-gradient magnitudes (all sampled steps)"
+                      : "Parameter-gradient magnitudes (all sampled steps)");
     char t_sub[64], t_norm[64], t_max[64];
     snprintf(t_sub, sizeof t_sub, "fp16 min subnormal 2#u%d#d", (int)sub);
     snprintf(t_norm, sizeof t_norm, "fp16 min normal 2#u%d#d", (int)norm);
@@ -530,7 +544,7 @@ static void plot_hist(run_series *const *runs, int n) {
     vline(maxv, 0, ymax, 0.95, 1, t_max);
     for (int i = 0; i < n; i++) {
         int64_t total = 0;
-        for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) total += runs[i]->hist[k];
+        for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) total += HIST(runs[i])[k];
         if (total == 0) continue;
         /* a step outline: (e, f) to (e + 1, f) for each bin */
         PLFLT xs[2 * AMP_GRAD_HIST_BINS + 2], ys[2 * AMP_GRAD_HIST_BINS + 2];
@@ -538,7 +552,7 @@ static void plot_hist(run_series *const *runs, int n) {
         for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) {
             const double e = AMP_GRAD_HIST_MIN_EXP + k;
             if (e + 1 < xlo || e > xhi) continue;
-            const double f = 100.0 * (double)runs[i]->hist[k] / (double)total;
+            const double f = 100.0 * (double)HIST(runs[i])[k] / (double)total;
             xs[m] = e, ys[m] = f, m++;
             xs[m] = e + 1, ys[m] = f, m++;
         }
@@ -549,6 +563,7 @@ static void plot_hist(run_series *const *runs, int n) {
     }
     legend(runs, n, false);
 }
+#undef HIST
 
 static int draw(const char *dir, const char *name, plot_kind kind, run_series *const *runs, int n, char *err,
                 size_t err_size) {
@@ -575,7 +590,7 @@ static int draw(const char *dir, const char *name, plot_kind kind, run_series *c
         else if (kind == PLOT_SCALE)
             plot_scale(runs, n);
         else
-            plot_hist(runs, n);
+            plot_hist(runs, n, kind == PLOT_ACT_HIST);
         plend();
         struct stat st;
         if (stat(path, &st) != 0 || st.st_size == 0) {
@@ -662,7 +677,9 @@ static int write_index(const amp_report *rep, char *err, size_t err_size) {
           f);
     static const char *const plots[][2] = {{"loss", "Training loss"},
                                            {"scale", "Loss scale (log2 axis; x marks a skipped step)"},
-                                           {"grad_hist", "Gradient magnitudes against fp16's limits"}};
+                                           {"grad_hist", "Parameter-gradient magnitudes against fp16's limits"},
+                                           {"act_hist", "Activation-gradient magnitudes against fp16's limits "
+                                                        "(what flows back into each op's output)"}};
     for (size_t i = 0; i < sizeof plots / sizeof plots[0]; i++)
         fprintf(f, "<h2>%s</h2>\n<p><a href=\"%s.svg\"><img src=\"%s.png\" alt=\"%s\"></a></p>\n", plots[i][1],
                 plots[i][0], plots[i][0], plots[i][1]);
@@ -696,6 +713,7 @@ int amp_report_finish(amp_report *rep, char *err, size_t err_size) {
         (draw(rep->dir, "loss", PLOT_LOSS, rep->runs, rep->n_runs, err, err_size) != 0 ||
          draw(rep->dir, "scale", PLOT_SCALE, rep->runs, rep->n_runs, err, err_size) != 0 ||
          draw(rep->dir, "grad_hist", PLOT_HIST, rep->runs, rep->n_runs, err, err_size) != 0 ||
+         draw(rep->dir, "act_hist", PLOT_ACT_HIST, rep->runs, rep->n_runs, err, err_size) != 0 ||
          write_index(rep, err, err_size) != 0))
         rc = AMP_REPORT_FAILED;
     amp_report_discard(rep);
