@@ -1,6 +1,7 @@
-/* Fuzz target for the text corpus loader: byte 0 picks the holdout fraction (byte / 256, so always
- * in [0, 1)), the rest is written to a per-process temp file and loaded; on success a few batches at
- * valid starts are fetched from both parts, and an invalid start must be refused. */
+/* Fuzz target for the text corpus loaders: byte 0 picks the holdout fraction (byte / 256, so always
+ * in [0, 1)), the rest is written to a per-process temp file and loaded as bytes, then with a word
+ * vocabulary of a size the byte also picks; on success a few batches at valid starts are fetched from
+ * both parts, an invalid start must be refused, and the word tokens must spell the file back. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (c.vocab_size < 1 || c.vocab_size > 256 || c.train_len < 2 || c.heldout_len < 0) abort();
     if ((size_t)(c.train_len + c.heldout_len) != size - 1) abort();
+    check_part(&c, false, c.train_len);
+    check_part(&c, true, c.heldout_len);
+    amp_text_corpus_free(&c);
+
+    const int words = 1 + data[0] % 64;
+    if (amp_text_corpus_load_words(path, holdout, words, NULL, &c, err, sizeof err) != AMP_OK) {
+        if (c.train != NULL || c.token_offset != NULL) abort();
+        return 0;
+    }
+    if (c.vocab_size < c.byte_count || c.vocab_size > c.byte_count + words || c.train_len < 2) abort();
+    /* Lossless: the tokens spell the file, the training part first. */
+    size_t at = 1;
+    for (int part = 0; part < 2; part++) {
+        const int32_t *t = part ? c.heldout : c.train;
+        const int64_t n = part ? c.heldout_len : c.train_len;
+        for (int64_t i = 0; i < n; i++) {
+            if (t[i] < 0 || t[i] >= c.vocab_size) abort();
+            const uint32_t a = c.token_offset[t[i]], b = c.token_offset[t[i] + 1];
+            if (b < a || at + (b - a) > size || memcmp(c.token_text + a, data + at, b - a) != 0) abort();
+            at += b - a;
+        }
+    }
+    if (at != size) abort();
     check_part(&c, false, c.train_len);
     check_part(&c, true, c.heldout_len);
     amp_text_corpus_free(&c);
