@@ -85,8 +85,9 @@ static void ref_conv(const double *const *in, double *out, const void *user) {
 }
 
 /* Batch chunking: with 11 images of 16 x 64 x 64 and a 5x5 kernel the fp32 columns take 6.6 MB per
- * image, so forward runs in chunks of 10 + 1 images and backward (columns plus their gradient) in
- * chunks of 5 + 5 + 1. Checked against the direct definition, in double, elementwise. */
+ * image, over conv.c's per-chunk scratch bound (2 MiB), so forward and backward run in 11 chunks of
+ * one image each, the over-bound single image included (dW accumulates across chunks). Checked
+ * against the direct definition, in double, elementwise. */
 static void check_conv_chunked(void) {
     enum { N = 11, C = 16, H = 64, W = 64, K = 5, PAD = 2, HW = H * W };
     amp_ctx *ctx = NULL;
