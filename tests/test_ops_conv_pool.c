@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/ops/pool_kernels.h"
 #include "gradcheck.h"
 #include "harness.h"
 #include "tests.h"
@@ -353,15 +354,48 @@ static void check_max_pool_ties(void) {
     amp_ctx_free(ctx);
 }
 
+/* The kernel 2 stride 2 row kernels against the reference plane kernels, bit for bit: random planes
+ * drawn from a few values (ties everywhere), NaNs, infinities and signed zeros, forward values and
+ * offsets, then backward (the reference adds into zeros, the row kernel writes). */
+static void check_max_pool_k2_twin(void) {
+    enum { H = 6, W = 10, OH = 3, OW = 5, PLANES = 200 };
+    const float pool_vals[8] = {0.0f, -0.0f, 1.0f, -NAN, -2.5f, INFINITY, -INFINITY, NAN};
+    uint64_t s = harness_seed();
+    int bad = 0;
+    for (int p = 0; p < PLANES; p++) {
+        float x[H * W], g[OH * OW], y_ref[OH * OW], y[OH * OW], dx_ref[H * W] = {0}, dx[H * W];
+        uint8_t off_ref[OH * OW], off[OH * OW];
+        for (int i = 0; i < H * W; i++) {
+            const float u = next_uniform(&s); /* [-1, 1) */
+            /* mostly a tie-prone pick from the list; NaN and the infinities one time in 8 each */
+            x[i] = pool_vals[(int)((u + 1.0f) * 4.0f) & 7];
+            if (p % 4 == 0) x[i] = u; /* some planes without ties */
+        }
+        for (int i = 0; i < OH * OW; i++) g[i] = (i % 5 == 0) ? -0.0f : next_uniform(&s);
+        amp_max_pool_plane_ref(x, W, 2, 2, OH, OW, y_ref, off_ref);
+        for (int oy = 0; oy < OH; oy++) amp_max_pool_row_k2(x + 2 * oy * W, x + (2 * oy + 1) * W, OW, y + oy * OW, off + oy * OW);
+        bad += memcmp(y, y_ref, sizeof y) != 0 || memcmp(off, off_ref, sizeof off) != 0;
+        amp_max_pool_backward_plane_ref(g, off_ref, W, 2, 2, OH, OW, dx_ref);
+        for (int i = 0; i < H * W; i++) dx[i] = 12345.0f; /* every element must be written */
+        for (int oy = 0; oy < OH; oy++)
+            amp_max_pool_backward_row_k2(g + oy * OW, off + oy * OW, OW, dx + 2 * oy * W, dx + (2 * oy + 1) * W);
+        bad += memcmp(dx, dx_ref, sizeof dx) != 0;
+    }
+    CHECK_MSG(bad == 0, "max pool k2 row kernels differ from the reference in %d of %d planes", bad, 2 * PLANES);
+}
+
 void test_ops_pool2d(void) {
     static const pool_user users[] = {
         {4, 4, 6, 6, {2, 2}, 2, 2, true},  {4, 2, 7, 7, {1, 2}, 3, 2, true},  {4, 6, 5, 4, {2, 3}, 2, 1, true},
         {3, 2, 5, 5, {2, 0}, 3, 1, true},  {4, 4, 6, 6, {2, 2}, 2, 2, false}, {4, 2, 7, 7, {1, 2}, 3, 2, false},
         {4, 6, 5, 4, {2, 3}, 2, 1, false}, {3, 2, 5, 5, {2, 0}, 3, 1, false}, {4, 2, 5, 7, {1, 2}, 2, 3, false},
+        {4, 3, 5, 7, {1, 3}, 2, 2, true},  {4, 1, 18, 18, {1, 1}, 17, 1, true}, {3, 2, 3, 33, {2, 0}, 2, 2, true},
     };
     const char *names[] = {"max_pool2d k2 s2",     "max_pool2d k3 s2",     "max_pool2d k2 s1 (overlap)",
                            "max_pool2d 3-D k3 s1", "avg_pool2d k2 s2",     "avg_pool2d k3 s2",
-                           "avg_pool2d k2 s1",     "avg_pool2d 3-D k3 s1", "avg_pool2d k2 s3 (gaps)"};
+                           "avg_pool2d k2 s1",     "avg_pool2d 3-D k3 s1", "avg_pool2d k2 s3 (gaps)",
+                           "max_pool2d k2 s2 odd (floor mode drops a row and a column)",
+                           "max_pool2d k17 (uint32 offsets)", "max_pool2d k2 s2 3-D, 33 columns"};
     for (size_t v = 0; v < sizeof users / sizeof users[0]; v++) {
         const pool_user *u = &users[v];
         gradcheck c = {.name = names[v],
@@ -379,6 +413,7 @@ void test_ops_pool2d(void) {
         run_dtypes(c, F32_FACTOR);
     }
     check_max_pool_ties();
+    check_max_pool_k2_twin();
 
     amp_ctx *ctx = NULL;
     if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;

@@ -1,13 +1,16 @@
 /* 2-D max and average pooling, PyTorch's semantics without padding, floor mode: x [N, C, H, W] (or
  * [C, H, W]) -> [..., H', W'] with H' = (H - kernel) / stride + 1. The result keeps x's dtype. Max
- * pooling is exact (the max is one of the inputs); it saves, per output, the index of the element it
- * took, the first maximum in row-major window order on ties and the last NaN when the window has any
- * (torch's CPU kernel: `if (val > maxval || isnan(val))`), and backward routes the gradient there.
+ * pooling is exact (the max is one of the inputs); it saves, per output, where in its window the
+ * element it took sits (one byte for kernels up to 16: pool_kernels.h), the first maximum in row-major
+ * window order on ties and the last NaN when the window has any (torch's CPU kernel:
+ * `if (val > maxval || isnan(val))`), and backward routes the gradient there.
  * Average pooling sums the window in fp32 and divides once; backward spreads dy / kernel^2 evenly. */
 #include <math.h>
 #include <string.h>
 
+#include "amp/formats.h"
 #include "op_util.h"
+#include "pool_kernels.h"
 
 typedef struct {
     int64_t planes, h, w, oh, ow, kernel, stride;
@@ -52,17 +55,8 @@ static pool_geom saved_geometry(const amp_node *node) {
 
 /* ---- max ---- */
 
-static void max_pool_backward(amp_ctx *ctx, amp_node *node) {
-    amp_tensor *x = node->in[0];
-    const pool_geom pg = saved_geometry(node);
-    const int64_t *argmax = node->saved; /* [planes * oh * ow], flat indices into x */
-    const int64_t n_out = pg.planes * pg.oh * pg.ow, n_in = pg.planes * pg.h * pg.w;
-    const float *g = amp_grad_out(ctx, node);
-    float *dx = amp_f32_scratch(ctx, n_in);
-    if (!g || !dx) return;
-    memset(dx, 0, (size_t)n_in * sizeof *dx);
-    for (int64_t i = 0; i < n_out; i++) dx[argmax[i]] += g[i];
-    amp_grad_accumulate(ctx, x, dx);
+static inline int64_t offset_get(const void *offsets, bool byte, int64_t i) {
+    return byte ? ((const uint8_t *)offsets)[i] : ((const uint32_t *)offsets)[i];
 }
 
 /* One window element in scan order: it becomes the max when greater, or when it is NaN (NaN wins, as
@@ -74,6 +68,147 @@ static inline void pool_pick(float v, int64_t idx, float *vmax, int64_t *best) {
     *best = take ? idx : *best;
 }
 
+void amp_max_pool_plane_ref(const float *x, int64_t w, int64_t kernel, int64_t stride, int64_t oh, int64_t ow,
+                            float *y, void *offsets) {
+    const bool byte = kernel <= AMP_POOL_BYTE_KERNEL;
+    for (int64_t oy = 0; oy < oh; oy++)
+        for (int64_t ox = 0; ox < ow; ox++) {
+            const float *top = x + oy * stride * w + ox * stride;
+            int64_t best = 0;
+            float vmax = -INFINITY;
+            for (int64_t ky = 0; ky < kernel; ky++)
+                for (int64_t kx = 0; kx < kernel; kx++) pool_pick(top[ky * w + kx], ky * kernel + kx, &vmax, &best);
+            const int64_t o = oy * ow + ox;
+            y[o] = vmax;
+            if (byte)
+                ((uint8_t *)offsets)[o] = (uint8_t)best;
+            else
+                ((uint32_t *)offsets)[o] = (uint32_t)best;
+        }
+}
+
+void amp_max_pool_backward_plane_ref(const float *g, const void *offsets, int64_t w, int64_t kernel,
+                                     int64_t stride, int64_t oh, int64_t ow, float *dx) {
+    const bool byte = kernel <= AMP_POOL_BYTE_KERNEL;
+    for (int64_t oy = 0; oy < oh; oy++)
+        for (int64_t ox = 0; ox < ow; ox++) {
+            const int64_t o = oy * ow + ox, off = offset_get(offsets, byte, o);
+            dx[(oy * stride + off / kernel) * w + ox * stride + off % kernel] += g[o];
+        }
+}
+
+static inline uint32_t pool_nan(uint32_t bits) { return (bits & 0x7fffffffu) > 0x7f800000u; }
+
+/* An int32 that orders non-NaN floats as < does, with -0 and +0 equal (they compare equal, so neither
+ * displaces the other): the bits for x >= +0, minus the magnitude's bits for x <= -0. A NaN of either
+ * sign is INT32_MAX: once the max is NaN nothing but a NaN displaces it (v > NaN is false). */
+static inline int32_t pool_key(uint32_t bits) {
+    const uint32_t mag = bits & 0x7fffffffu, neg = 0u - (bits >> 31), nan = 0u - pool_nan(bits);
+    const uint32_t key = (mag ^ neg) - neg; /* two's complement -mag when negative */
+    return (int32_t)((key & ~nan) | (0x7fffffffu & nan));
+}
+
+/* Branch-free on purpose: which element of a window wins is data, and random, so branches would
+ * mispredict about half the time. gcc branches on float selects, so the picks run on integer keys
+ * (pool_key) and the bits of the picked element: (key > max key) | NaN, the reference's
+ * (v > max) | (v != v) exactly. */
+void amp_max_pool_row_k2(const float *restrict r0, const float *restrict r1, int64_t ow, float *restrict y,
+                         uint8_t *restrict offsets) {
+    for (int64_t ox = 0; ox < ow; ox++) {
+        uint32_t e[4];
+        memcpy(e, r0 + 2 * ox, 8);
+        memcpy(e + 2, r1 + 2 * ox, 8);
+        /* a first: a > -inf or NaN takes it, and a = -inf leaves (-inf, 0), which is a as well */
+        uint32_t m = e[0], k = 0;
+        int32_t km = pool_key(e[0]);
+        for (uint32_t i = 1; i < 4; i++) {
+            const int32_t ki = pool_key(e[i]);
+            const uint32_t t = 0u - ((uint32_t)(ki > km) | pool_nan(e[i])); /* all ones: take e[i] */
+            m ^= (m ^ e[i]) & t, k ^= (k ^ i) & t, km = (int32_t)((uint32_t)km ^ (((uint32_t)km ^ (uint32_t)ki) & t));
+        }
+        memcpy(y + ox, &m, sizeof m);
+        offsets[ox] = (uint8_t)k;
+    }
+}
+
+/* d = g + 0 where the offset matches, else +0: as bit masks, so the selects need no branches and
+ * an inf or NaN gradient stays where it goes. */
+void amp_max_pool_backward_row_k2(const float *restrict g, const uint8_t *restrict offsets, int64_t ow,
+                                  float *restrict d0, float *restrict d1) {
+    for (int64_t ox = 0; ox < ow; ox++) {
+        const float v = 0.0f + g[ox];
+        uint32_t bits;
+        memcpy(&bits, &v, sizeof bits);
+        const uint32_t k = offsets[ox];
+        const uint32_t w0 = bits & (0u - (uint32_t)(k == 0)), w1 = bits & (0u - (uint32_t)(k == 1));
+        const uint32_t w2 = bits & (0u - (uint32_t)(k == 2)), w3 = bits & (0u - (uint32_t)(k == 3));
+        memcpy(d0 + 2 * ox, &w0, sizeof w0);
+        memcpy(d0 + 2 * ox + 1, &w1, sizeof w1);
+        memcpy(d1 + 2 * ox, &w2, sizeof w2);
+        memcpy(d1 + 2 * ox + 1, &w3, sizeof w3);
+    }
+}
+
+/* The kernel 2, stride 2 path works on fp32 copies of a few rows at a time (in L1) instead of an fp32
+ * copy of the whole input: this many floats of input rows per block. */
+#define POOL_K2_BLOCK 4096
+
+static bool use_k2_path(const pool_geom *pg) { return pg->kernel == 2 && pg->stride == 2 && 2 * pg->w <= POOL_K2_BLOCK; }
+
+static void max_pool_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *x = node->in[0];
+    const pool_geom pg = saved_geometry(node);
+    const void *offsets = node->saved; /* [planes, oh, ow] window offsets */
+    const int64_t n_in = pg.planes * pg.h * pg.w, plane_out = pg.oh * pg.ow, plane_in = pg.h * pg.w;
+    const float *g = amp_grad_out(ctx, node);
+    float *dx = amp_f32_scratch(ctx, n_in);
+    if (!g || !dx) return;
+    if (pg.kernel == 2 && pg.stride == 2) {
+        /* every input element is written once: the windows' rows, then what floor mode left out */
+        for (int64_t p = 0; p < pg.planes; p++) {
+            float *d = dx + p * plane_in;
+            for (int64_t oy = 0; oy < pg.oh; oy++) {
+                float *d0 = d + 2 * oy * pg.w, *d1 = d0 + pg.w;
+                amp_max_pool_backward_row_k2(g + p * plane_out + oy * pg.ow, (const uint8_t *)offsets + p * plane_out + oy * pg.ow,
+                                             pg.ow, d0, d1);
+                if (pg.w > 2 * pg.ow) d0[pg.w - 1] = d1[pg.w - 1] = 0.0f;
+            }
+            if (pg.h > 2 * pg.oh) memset(d + (pg.h - 1) * pg.w, 0, (size_t)pg.w * sizeof *d);
+        }
+    } else {
+        const size_t osize = pg.kernel <= AMP_POOL_BYTE_KERNEL ? 1 : 4;
+        memset(dx, 0, (size_t)n_in * sizeof *dx);
+        for (int64_t p = 0; p < pg.planes; p++)
+            amp_max_pool_backward_plane_ref(g + p * plane_out, (const char *)offsets + (size_t)(p * plane_out) * osize,
+                                            pg.w, pg.kernel, pg.stride, pg.oh, pg.ow, dx + p * plane_in);
+    }
+    amp_grad_accumulate(ctx, x, dx);
+}
+
+/* kernel 2, stride 2, x contiguous: planes in blocks of output rows, each block's input rows decoded to
+ * fp32 in one amp_convert (f16/bf16; an f32 x is read in place), its outputs encoded in one. Max
+ * pooling is exact, so the output's bits are the picked input's (rounding an exact value). */
+static void max_pool_k2(const amp_tensor *x, amp_tensor *out, const pool_geom *pg, uint8_t *offsets) {
+    const amp_dtype dt = x->dtype;
+    const size_t es = amp_dtype_size(dt);
+    const int64_t rows = POOL_K2_BLOCK / (2 * pg->w) < pg->oh ? POOL_K2_BLOCK / (2 * pg->w) : pg->oh;
+    float in[POOL_K2_BLOCK], yb[POOL_K2_BLOCK / 4];
+    for (int64_t p = 0; p < pg->planes; p++)
+        for (int64_t oy0 = 0; oy0 < pg->oh; oy0 += rows) {
+            const int64_t nr = pg->oh - oy0 < rows ? pg->oh - oy0 : rows;
+            const int64_t o0 = (p * pg->oh + oy0) * pg->ow;
+            const unsigned char *src = (const unsigned char *)x->data + (size_t)((p * pg->h + 2 * oy0) * pg->w) * es;
+            const float *r = dt == AMP_F32 ? (const float *)(const void *)src : in;
+            float *y = dt == AMP_F32 ? (float *)out->data + o0 : yb;
+            if (dt != AMP_F32) amp_convert(in, AMP_F32, src, dt, (size_t)(2 * nr * pg->w));
+            for (int64_t i = 0; i < nr; i++)
+                amp_max_pool_row_k2(r + 2 * i * pg->w, r + (2 * i + 1) * pg->w, pg->ow, y + i * pg->ow,
+                                    offsets + o0 + i * pg->ow);
+            if (dt != AMP_F32)
+                amp_convert((unsigned char *)out->data + (size_t)o0 * es, dt, yb, AMP_F32, (size_t)(nr * pg->ow));
+        }
+}
+
 amp_tensor *amp_max_pool2d(amp_ctx *ctx, amp_tensor *x, int kernel, int stride) {
     const amp_op op = AMP_OP_MAX_POOL2D;
     pool_geom pg;
@@ -82,43 +217,38 @@ amp_tensor *amp_max_pool2d(amp_ctx *ctx, amp_tensor *x, int kernel, int stride) 
         return NULL;
     amp_tensor *out = pool_output(ctx, x, &pg);
     if (!out) return NULL;
-    const int64_t n_out = pg.planes * pg.oh * pg.ow;
+    const int64_t n_out = pg.planes * pg.oh * pg.ow, plane_out = pg.oh * pg.ow;
+    const size_t osize = pg.kernel <= AMP_POOL_BYTE_KERNEL ? 1 : 4;
     amp_arena_mark m = amp_scratch_mark(ctx);
-    /* argmax goes to scratch and, when a node is recorded, into the arena for backward */
-    int64_t *argmax = amp_scratch_alloc(ctx, (size_t)(n_out > 0 ? n_out : 1) * sizeof *argmax);
-    const float *xv = amp_f32_view(ctx, x);
-    float *y = amp_f32_scratch(ctx, n_out);
-    if (!argmax || !xv || !y) {
+    /* the offsets go straight into the arena when backward will need them */
+    const size_t obytes = (size_t)(n_out > 0 ? n_out : 1) * osize;
+    const bool record = amp_autograd_will_record(ctx, &x, 1);
+    void *offsets = record ? amp_ctx_alloc(ctx, obytes) : amp_scratch_alloc(ctx, obytes);
+    if (!offsets) {
         amp_scratch_release(ctx, m);
         return NULL;
     }
-    for (int64_t p = 0; p < pg.planes; p++)
-        for (int64_t oy = 0; oy < pg.oh; oy++)
-            for (int64_t ox = 0; ox < pg.ow; ox++) {
-                const int64_t y0 = oy * pg.stride, x0 = ox * pg.stride, o = (p * pg.oh + oy) * pg.ow + ox;
-                const int64_t top = (p * pg.h + y0) * pg.w + x0;
-                int64_t best = top;
-                float vmax = -INFINITY;
-                if (pg.kernel == 2) { /* the usual 2x2 window, unrolled: selects, not branches */
-                    pool_pick(xv[top], top, &vmax, &best);
-                    pool_pick(xv[top + 1], top + 1, &vmax, &best);
-                    pool_pick(xv[top + pg.w], top + pg.w, &vmax, &best);
-                    pool_pick(xv[top + pg.w + 1], top + pg.w + 1, &vmax, &best);
-                } else {
-                    for (int64_t ky = 0; ky < pg.kernel; ky++)
-                        for (int64_t kx = 0; kx < pg.kernel; kx++) pool_pick(xv[top + ky * pg.w + kx], top + ky * pg.w + kx, &vmax, &best);
-                }
-                y[o] = vmax;
-                argmax[o] = best;
-            }
-    amp_store_f32(ctx, out, y);
+    if (use_k2_path(&pg) && amp_tensor_is_contiguous(x)) {
+        max_pool_k2(x, out, &pg, offsets);
+    } else {
+        const float *xv = amp_f32_view(ctx, x);
+        float *y = amp_f32_scratch(ctx, n_out);
+        if (!xv || !y) {
+            amp_scratch_release(ctx, m);
+            return NULL;
+        }
+        for (int64_t p = 0; p < pg.planes; p++)
+            amp_max_pool_plane_ref(xv + p * pg.h * pg.w, pg.w, pg.kernel, pg.stride, pg.oh, pg.ow, y + p * plane_out,
+                                   (char *)offsets + (size_t)(p * plane_out) * osize);
+        amp_store_f32(ctx, out, y);
+    }
+    amp_scratch_release(ctx, m);
+    if (ctx->status != AMP_OK) return NULL;
     amp_node *node = amp_autograd_record(ctx, op, x->dtype, out, &x, 1, max_pool_backward);
     if (node) {
         save_geometry(node, &pg);
-        node->saved = amp_ctx_alloc(ctx, (size_t)(n_out > 0 ? n_out : 1) * sizeof *argmax);
-        if (node->saved) memcpy(node->saved, argmax, (size_t)n_out * sizeof *argmax);
+        node->saved = offsets;
     }
-    amp_scratch_release(ctx, m);
     return ctx->status == AMP_OK ? out : NULL;
 }
 
