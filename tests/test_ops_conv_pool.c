@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/ops/conv_kernels.h"
 #include "../src/ops/pool_kernels.h"
 #include "gradcheck.h"
 #include "harness.h"
@@ -199,6 +200,45 @@ static void check_conv_thread_invariance(void) {
     free(xs), free(gs);
 }
 
+/* The stride-1 padded-plane im2col and col2im against the general ones, bit for bit, on one image
+ * (b = 1) of a chunk of 3 starting at image 1 of 4: columns for both element sizes (every byte
+ * written: col starts as garbage), and dx (the reference adds into zeros, the padded one writes;
+ * other images' planes stay untouched). */
+static void check_conv_padded_twin(void) {
+    static const int geoms[][6] = {/* c, h, w, kh, kw, pad */
+                                   {3, 5, 7, 3, 3, 1}, {2, 6, 4, 5, 5, 2}, {1, 28, 28, 5, 5, 2}, {2, 3, 9, 1, 1, 0},
+                                   {2, 4, 5, 2, 3, 0}, {1, 3, 3, 3, 3, 3}, {2, 9, 40, 3, 5, 2}, {1, 2, 1, 2, 1, 0}};
+    enum { N = 4, B0 = 1, NB = 3, B = 1 };
+    uint64_t s = harness_seed();
+    for (size_t v = 0; v < sizeof geoms / sizeof geoms[0]; v++) {
+        const int *q = geoms[v];
+        amp_conv_geom g = {.n = N, .c = q[0], .h = q[1], .w = q[2], .o = 1, .kh = q[3], .kw = q[4], .stride = 1, .pad = q[5]};
+        g.oh = g.h + 2 * g.pad - g.kh + 1, g.ow = g.w + 2 * g.pad - g.kw + 1;
+        if (!CHECK_MSG(amp_conv_padded_ok(&g), "geometry %zu should take the padded path", v)) continue;
+        const int64_t k = g.c * g.kh * g.kw, p = g.oh * g.ow, ncol = k * NB * p, nx = N * g.c * g.h * g.w;
+        const int64_t plane0 = (B0 + B) * g.c * g.h * g.w, nplane = g.c * g.h * g.w;
+        float *x = malloc(sizeof(float) * (size_t)nx), *dcol = malloc(sizeof(float) * (size_t)ncol);
+        float *col_ref = malloc(sizeof(float) * (size_t)ncol), *col = malloc(sizeof(float) * (size_t)ncol);
+        float *dx_ref = malloc(sizeof(float) * (size_t)nx), *dx = malloc(sizeof(float) * (size_t)nx);
+        for (int64_t i = 0; i < nx; i++) x[i] = next_uniform(&s);
+        for (int64_t i = 0; i < ncol; i++) dcol[i] = next_uniform(&s);
+        for (size_t es = 2; es <= 4; es += 2) {
+            memset(col_ref, 0xAB, sizeof(float) * (size_t)ncol);
+            memset(col, 0xAB, sizeof(float) * (size_t)ncol);
+            amp_conv_im2col_ref(&g, x, es, B0, NB, B, col_ref);
+            amp_conv_im2col_padded(&g, x, es, B0, NB, B, col);
+            CHECK_MSG(memcmp(col, col_ref, sizeof(float) * (size_t)ncol) == 0, "im2col padded != ref, geometry %zu, es %zu",
+                      v, es);
+        }
+        for (int64_t i = 0; i < nx; i++) dx_ref[i] = dx[i] = 7.0f;
+        for (int64_t i = 0; i < nplane; i++) dx_ref[plane0 + i] = 0.0f;
+        amp_conv_col2im_ref(&g, dcol, B0, NB, B, dx_ref);
+        amp_conv_col2im_padded(&g, dcol, B0, NB, B, dx);
+        CHECK_MSG(memcmp(dx, dx_ref, sizeof(float) * (size_t)nx) == 0, "col2im padded != ref, geometry %zu", v);
+        free(x), free(dcol), free(col_ref), free(col), free(dx_ref), free(dx);
+    }
+}
+
 void test_ops_conv2d(void) {
     static const conv_user users[] = {
         {2, 3, 5, 5, 4, 3, 3, 1, 1, true},  /* 3x3, padding 1, N > 1, C > 1 */
@@ -206,9 +246,10 @@ void test_ops_conv2d(void) {
         {3, 2, 6, 5, 4, 1, 1, 2, 0, true},  /* 1x1, stride 2 */
         {1, 1, 8, 8, 3, 5, 5, 1, 2, true},  /* the cnn's first layer shape, small */
         {2, 2, 5, 5, 3, 3, 3, 3, 1, true},  /* stride 3 (windows skip pixels) */
+        {2, 2, 4, 6, 3, 3, 2, 1, 3, true},  /* padding past the kernel: border outputs see only zeros */
     };
     const char *names[] = {"conv2d 3x3 pad 1", "conv2d 3x2 stride 2 pad 2", "conv2d 1x1 stride 2", "conv2d 5x5 pad 2",
-                           "conv2d stride 3"};
+                           "conv2d stride 3", "conv2d 3x2 pad 3"};
     for (size_t v = 0; v < sizeof users / sizeof users[0]; v++) {
         const conv_user *u = &users[v];
         gradcheck c = {.name = names[v],
@@ -224,6 +265,7 @@ void test_ops_conv2d(void) {
     }
     check_conv_chunked();
     check_conv_thread_invariance();
+    check_conv_padded_twin();
 
     amp_ctx *ctx = NULL;
     if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
