@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "amp/cpu.h"
 #include "amp/formats.h"
 #include "op_util.h"
 #include "pool_kernels.h"
@@ -112,8 +113,8 @@ static inline int32_t pool_key(uint32_t bits) {
  * mispredict about half the time. gcc branches on float selects, so the picks run on integer keys
  * (pool_key) and the bits of the picked element: (key > max key) | NaN, the reference's
  * (v > max) | (v != v) exactly. */
-void amp_max_pool_row_k2(const float *restrict r0, const float *restrict r1, int64_t ow, float *restrict y,
-                         uint8_t *restrict offsets) {
+static void max_pool_row_k2_scalar(const float *restrict r0, const float *restrict r1, int64_t ow,
+                                   float *restrict y, uint8_t *restrict offsets) {
     for (int64_t ox = 0; ox < ow; ox++) {
         uint32_t e[4];
         memcpy(e, r0 + 2 * ox, 8);
@@ -129,6 +130,49 @@ void amp_max_pool_row_k2(const float *restrict r0, const float *restrict r1, int
         memcpy(y + ox, &m, sizeof m);
         offsets[ox] = (uint8_t)k;
     }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define POOL_HAVE_AVX2 1
+
+/* Eight windows at a time: the even and odd elements of each row split by shuffles (in the lane
+ * order 0 1 4 5 2 3 6 7, put back before the stores), then the scalar picks as compare masks and
+ * blends: (v > max, ordered) | (v unordered with itself), which is (v > max) | (v != v). */
+__attribute__((target("avx2"))) static int64_t max_pool_row_k2_avx2(const float *r0, const float *r1, int64_t ow,
+                                                                     float *y, uint8_t *offsets) {
+    int64_t ox = 0;
+    for (; ox + 8 <= ow; ox += 8) {
+        const __m256 t0 = _mm256_loadu_ps(r0 + 2 * ox), t1 = _mm256_loadu_ps(r0 + 2 * ox + 8);
+        const __m256 u0 = _mm256_loadu_ps(r1 + 2 * ox), u1 = _mm256_loadu_ps(r1 + 2 * ox + 8);
+        const __m256 a = _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0));
+        const __m256 b = _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
+        const __m256 c = _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(2, 0, 2, 0));
+        const __m256 d = _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(3, 1, 3, 1));
+        __m256 m = a, k = _mm256_setzero_ps();
+        __m256 t = _mm256_or_ps(_mm256_cmp_ps(b, m, _CMP_GT_OQ), _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+        m = _mm256_blendv_ps(m, b, t), k = _mm256_blendv_ps(k, _mm256_castsi256_ps(_mm256_set1_epi32(1)), t);
+        t = _mm256_or_ps(_mm256_cmp_ps(c, m, _CMP_GT_OQ), _mm256_cmp_ps(c, c, _CMP_UNORD_Q));
+        m = _mm256_blendv_ps(m, c, t), k = _mm256_blendv_ps(k, _mm256_castsi256_ps(_mm256_set1_epi32(2)), t);
+        t = _mm256_or_ps(_mm256_cmp_ps(d, m, _CMP_GT_OQ), _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
+        m = _mm256_blendv_ps(m, d, t), k = _mm256_blendv_ps(k, _mm256_castsi256_ps(_mm256_set1_epi32(3)), t);
+        const __m256 ym = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), _MM_SHUFFLE(3, 1, 2, 0)));
+        const __m256i km = _mm256_permute4x64_epi64(_mm256_castps_si256(k), _MM_SHUFFLE(3, 1, 2, 0));
+        _mm256_storeu_ps(y + ox, ym);
+        const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(km), _mm256_extracti128_si256(km, 1));
+        _mm_storel_epi64((__m128i *)(void *)(offsets + ox), _mm_packus_epi16(w16, w16));
+    }
+    return ox;
+}
+#endif
+
+void amp_max_pool_row_k2(const float *restrict r0, const float *restrict r1, int64_t ow, float *restrict y,
+                         uint8_t *restrict offsets) {
+    int64_t done = 0;
+#if defined(POOL_HAVE_AVX2)
+    if (amp_isa_active() >= AMP_ISA_AVX2) done = max_pool_row_k2_avx2(r0, r1, ow, y, offsets);
+#endif
+    max_pool_row_k2_scalar(r0 + 2 * done, r1 + 2 * done, ow - done, y + done, offsets + done);
 }
 
 /* d = g + 0 where the offset matches, else +0: as bit masks, so the selects need no branches and
