@@ -136,43 +136,71 @@ static void max_pool_row_k2_scalar(const float *restrict r0, const float *restri
 #include <immintrin.h>
 #define POOL_HAVE_AVX2 1
 
-/* Eight windows at a time: the even and odd elements of each row split by shuffles (in the lane
- * order 0 1 4 5 2 3 6 7, put back before the stores), then the scalar picks as compare masks and
- * blends: (v > max, ordered) | (v unordered with itself), which is (v > max) | (v != v). */
-__attribute__((target("avx2"))) static int64_t max_pool_row_k2_avx2(const float *r0, const float *r1, int64_t ow,
-                                                                     float *y, uint8_t *offsets) {
+/* Eight windows at a time from their rows' 16 + 16 elements: the even and odd elements split by
+ * shuffles (in the lane order 0 1 4 5 2 3 6 7, put back at the end), then the scalar picks as compare
+ * masks and blends: (v > max, ordered) | (v unordered with itself), which is (v > max) | (v != v).
+ * *y gets the maxima, *k their offsets as int32 lanes. */
+__attribute__((target("avx2"))) static inline void max_pool_k2_x8(__m256 t0, __m256 t1, __m256 u0, __m256 u1,
+                                                                   __m256 *y, __m256i *k) {
+    const __m256 a = _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 b = _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m256 c = _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 d = _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(3, 1, 3, 1));
+    __m256 m = a, o = _mm256_setzero_ps();
+    __m256 t = _mm256_or_ps(_mm256_cmp_ps(b, m, _CMP_GT_OQ), _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+    m = _mm256_blendv_ps(m, b, t), o = _mm256_blendv_ps(o, _mm256_castsi256_ps(_mm256_set1_epi32(1)), t);
+    t = _mm256_or_ps(_mm256_cmp_ps(c, m, _CMP_GT_OQ), _mm256_cmp_ps(c, c, _CMP_UNORD_Q));
+    m = _mm256_blendv_ps(m, c, t), o = _mm256_blendv_ps(o, _mm256_castsi256_ps(_mm256_set1_epi32(2)), t);
+    t = _mm256_or_ps(_mm256_cmp_ps(d, m, _CMP_GT_OQ), _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
+    m = _mm256_blendv_ps(m, d, t), o = _mm256_blendv_ps(o, _mm256_castsi256_ps(_mm256_set1_epi32(3)), t);
+    *y = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), _MM_SHUFFLE(3, 1, 2, 0)));
+    *k = _mm256_permute4x64_epi64(_mm256_castps_si256(o), _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+/* int32 lanes (0..3) -> 8 bytes */
+__attribute__((target("avx2"))) static inline __m128i offsets_to_bytes(__m256i k) {
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(k), _mm256_extracti128_si256(k, 1));
+    return _mm_packus_epi16(w16, w16);
+}
+
+/* The cnn's rows are 14 and 7 windows: a tail of up to 7 windows goes through one more vector with
+ * masked loads (lanes past the row read as 0; their windows are computed and dropped) and stores. */
+__attribute__((target("avx2"))) static void max_pool_row_k2_avx2(const float *r0, const float *r1, int64_t ow,
+                                                                  float *y, uint8_t *offsets) {
     int64_t ox = 0;
+    __m256 m;
+    __m256i k;
     for (; ox + 8 <= ow; ox += 8) {
-        const __m256 t0 = _mm256_loadu_ps(r0 + 2 * ox), t1 = _mm256_loadu_ps(r0 + 2 * ox + 8);
-        const __m256 u0 = _mm256_loadu_ps(r1 + 2 * ox), u1 = _mm256_loadu_ps(r1 + 2 * ox + 8);
-        const __m256 a = _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0));
-        const __m256 b = _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
-        const __m256 c = _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(2, 0, 2, 0));
-        const __m256 d = _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(3, 1, 3, 1));
-        __m256 m = a, k = _mm256_setzero_ps();
-        __m256 t = _mm256_or_ps(_mm256_cmp_ps(b, m, _CMP_GT_OQ), _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
-        m = _mm256_blendv_ps(m, b, t), k = _mm256_blendv_ps(k, _mm256_castsi256_ps(_mm256_set1_epi32(1)), t);
-        t = _mm256_or_ps(_mm256_cmp_ps(c, m, _CMP_GT_OQ), _mm256_cmp_ps(c, c, _CMP_UNORD_Q));
-        m = _mm256_blendv_ps(m, c, t), k = _mm256_blendv_ps(k, _mm256_castsi256_ps(_mm256_set1_epi32(2)), t);
-        t = _mm256_or_ps(_mm256_cmp_ps(d, m, _CMP_GT_OQ), _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
-        m = _mm256_blendv_ps(m, d, t), k = _mm256_blendv_ps(k, _mm256_castsi256_ps(_mm256_set1_epi32(3)), t);
-        const __m256 ym = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), _MM_SHUFFLE(3, 1, 2, 0)));
-        const __m256i km = _mm256_permute4x64_epi64(_mm256_castps_si256(k), _MM_SHUFFLE(3, 1, 2, 0));
-        _mm256_storeu_ps(y + ox, ym);
-        const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(km), _mm256_extracti128_si256(km, 1));
-        _mm_storel_epi64((__m128i *)(void *)(offsets + ox), _mm_packus_epi16(w16, w16));
+        max_pool_k2_x8(_mm256_loadu_ps(r0 + 2 * ox), _mm256_loadu_ps(r0 + 2 * ox + 8), _mm256_loadu_ps(r1 + 2 * ox),
+                       _mm256_loadu_ps(r1 + 2 * ox + 8), &m, &k);
+        _mm256_storeu_ps(y + ox, m);
+        _mm_storel_epi64((__m128i *)(void *)(offsets + ox), offsets_to_bytes(k));
     }
-    return ox;
+    if (ox < ow) {
+        const int n = (int)(ow - ox);
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i in_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * n), lane);     /* 2n input elements */
+        const __m256i in_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * n - 8), lane);
+        const __m256i out = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane);           /* n outputs */
+        max_pool_k2_x8(_mm256_maskload_ps(r0 + 2 * ox, in_lo), _mm256_maskload_ps(r0 + 2 * ox + 8, in_hi),
+                       _mm256_maskload_ps(r1 + 2 * ox, in_lo), _mm256_maskload_ps(r1 + 2 * ox + 8, in_hi), &m, &k);
+        _mm256_maskstore_ps(y + ox, out, m);
+        uint8_t bytes[8];
+        _mm_storel_epi64((__m128i *)(void *)bytes, offsets_to_bytes(k));
+        for (int i = 0; i < n; i++) offsets[ox + i] = bytes[i];
+    }
 }
 #endif
 
 void amp_max_pool_row_k2(const float *restrict r0, const float *restrict r1, int64_t ow, float *restrict y,
                          uint8_t *restrict offsets) {
-    int64_t done = 0;
 #if defined(POOL_HAVE_AVX2)
-    if (amp_isa_active() >= AMP_ISA_AVX2) done = max_pool_row_k2_avx2(r0, r1, ow, y, offsets);
+    if (amp_isa_active() >= AMP_ISA_AVX2) {
+        max_pool_row_k2_avx2(r0, r1, ow, y, offsets);
+        return;
+    }
 #endif
-    max_pool_row_k2_scalar(r0 + 2 * done, r1 + 2 * done, ow - done, y + done, offsets + done);
+    max_pool_row_k2_scalar(r0, r1, ow, y, offsets);
 }
 
 /* d = g + 0 where the offset matches, else +0: as bit masks, so the selects need no branches and
