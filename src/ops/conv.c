@@ -106,12 +106,17 @@ void amp_conv_im2col_ref(const conv_geom *g, const void *x, size_t es, int64_t b
 }
 
 /* col2im of image b0 + b: adds its columns of dcol [K, nb*P] (fp32) into dx [N, C, H, W] (fp32). */
-/* d[i] += s[i]: stride 1's contiguous rows, in blocks of 8 with a fixed inner count so gcc's -O2
- * vectorizer takes them (the same additions in the same order as the strided loop). */
-static void add_row(float *restrict d, const float *restrict s, int64_t n) {
+/* d[i] += s[i]: stride 1's contiguous rows, in blocks of 8, then one of 4, with a fixed inner count
+ * so gcc's -O2 vectorizer takes them (the same additions in the same order as the strided loop).
+ * Inline, with the block of 4: the cnn's rows are 14 and 28 elements, called per row. */
+static inline void add_row(float *restrict d, const float *restrict s, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
         for (int k = 0; k < 8; k++) d[i + k] += s[i + k];
+    if (i + 4 <= n) {
+        for (int k = 0; k < 4; k++) d[i + k] += s[i + k];
+        i += 4;
+    }
     for (; i < n; i++) d[i] += s[i];
 }
 
