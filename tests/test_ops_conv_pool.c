@@ -207,7 +207,7 @@ static void check_conv_thread_invariance(void) {
 static void check_conv_padded_twin(void) {
     static const int geoms[][6] = {/* c, h, w, kh, kw, pad */
                                    {3, 5, 7, 3, 3, 1}, {2, 6, 4, 5, 5, 2}, {1, 28, 28, 5, 5, 2}, {2, 3, 9, 1, 1, 0},
-                                   {2, 4, 5, 2, 3, 0}, {1, 3, 3, 3, 3, 3}, {2, 9, 40, 3, 5, 2}, {1, 2, 1, 2, 1, 0}};
+                                   {2, 4, 5, 2, 3, 0}, {1, 3, 3, 3, 3, 3}, {2, 9, 40, 3, 5, 2}, {1, 2, 1, 2, 1, 0}, {1, 4, 20, 3, 3, 1}, {1, 3, 70, 3, 3, 1}};
     enum { N = 4, B0 = 1, NB = 3, B = 1 };
     uint64_t s = harness_seed();
     for (size_t v = 0; v < sizeof geoms / sizeof geoms[0]; v++) {

@@ -156,12 +156,15 @@ bool amp_conv_padded_ok(const conv_geom *g) {
     return g->stride == 1 && (size_t)((g->h + 2 * g->pad) * (g->w + 2 * g->pad)) * 4 <= CONV_PAD_PLANE_BYTES;
 }
 
-/* d[0, n) = s[0, n), n >= 2 bytes. Up to 64 bytes as a few fixed-size pieces that may overlap (no
- * loop, which gcc would turn back into a memcpy call); longer rows call memcpy, whose cost they
- * amortize. */
+/* d[0, n) = s[0, n), n >= 2 bytes. Up to 128 bytes (the cnn's fp32 rows are 112) as a few
+ * fixed-size pieces that may overlap (no loop, which gcc would turn back into a memcpy call); longer
+ * rows call memcpy, whose cost they amortize. */
 static inline void copy_bytes(unsigned char *restrict d, const unsigned char *restrict s, size_t n) {
-    if (n > 64) {
+    if (n > 128) {
         memcpy(d, s, n);
+    } else if (n > 64) {
+        for (size_t i = 0; i < 64; i += 16) memcpy(d + i, s + i, 16);
+        for (size_t i = 64; i > 0; i -= 16) memcpy(d + n - i, s + n - i, 16);
     } else if (n > 32) {
         memcpy(d, s, 16);
         memcpy(d + 16, s + 16, 16);
