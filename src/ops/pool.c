@@ -205,8 +205,8 @@ void amp_max_pool_row_k2(const float *restrict r0, const float *restrict r1, int
 
 /* d = g + 0 where the offset matches, else +0: as bit masks, so the selects need no branches and
  * an inf or NaN gradient stays where it goes. */
-void amp_max_pool_backward_row_k2(const float *restrict g, const uint8_t *restrict offsets, int64_t ow,
-                                  float *restrict d0, float *restrict d1) {
+static void max_pool_backward_row_k2_scalar(const float *restrict g, const uint8_t *restrict offsets, int64_t ow,
+                                            float *restrict d0, float *restrict d1) {
     for (int64_t ox = 0; ox < ow; ox++) {
         const float v = 0.0f + g[ox];
         uint32_t bits;
@@ -219,6 +219,61 @@ void amp_max_pool_backward_row_k2(const float *restrict g, const uint8_t *restri
         memcpy(d1 + 2 * ox, &w2, sizeof w2);
         memcpy(d1 + 2 * ox + 1, &w3, sizeof w3);
     }
+}
+
+#if defined(POOL_HAVE_AVX2)
+/* Eight windows: g + 0 masked by offset == 0, 1, 2, 3 (the same bits as the scalar selects), then
+ * (0, 1) and (2, 3) interleaved into the two rows. The tail goes through one more vector with masked
+ * loads and stores, as in forward. */
+__attribute__((target("avx2"))) static inline void max_pool_backward_k2_x8(__m256 g, __m256i k, __m256 *d0lo,
+                                                                            __m256 *d0hi, __m256 *d1lo,
+                                                                            __m256 *d1hi) {
+    const __m256 v = _mm256_add_ps(_mm256_setzero_ps(), g);
+    const __m256 w0 = _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, _mm256_setzero_si256())));
+    const __m256 w1 = _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, _mm256_set1_epi32(1))));
+    const __m256 w2 = _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, _mm256_set1_epi32(2))));
+    const __m256 w3 = _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, _mm256_set1_epi32(3))));
+    const __m256 a = _mm256_unpacklo_ps(w0, w1), b = _mm256_unpackhi_ps(w0, w1);
+    const __m256 c = _mm256_unpacklo_ps(w2, w3), d = _mm256_unpackhi_ps(w2, w3);
+    *d0lo = _mm256_permute2f128_ps(a, b, 0x20), *d0hi = _mm256_permute2f128_ps(a, b, 0x31);
+    *d1lo = _mm256_permute2f128_ps(c, d, 0x20), *d1hi = _mm256_permute2f128_ps(c, d, 0x31);
+}
+
+__attribute__((target("avx2"))) static void max_pool_backward_row_k2_avx2(const float *g, const uint8_t *offsets,
+                                                                           int64_t ow, float *d0, float *d1) {
+    int64_t ox = 0;
+    __m256 a, b, c, d;
+    for (; ox + 8 <= ow; ox += 8) {
+        const __m256i k = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(offsets + ox)));
+        max_pool_backward_k2_x8(_mm256_loadu_ps(g + ox), k, &a, &b, &c, &d);
+        _mm256_storeu_ps(d0 + 2 * ox, a), _mm256_storeu_ps(d0 + 2 * ox + 8, b);
+        _mm256_storeu_ps(d1 + 2 * ox, c), _mm256_storeu_ps(d1 + 2 * ox + 8, d);
+    }
+    if (ox < ow) {
+        const int n = (int)(ow - ox);
+        uint8_t bytes[8] = {0};
+        for (int i = 0; i < n; i++) bytes[i] = offsets[ox + i];
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane);
+        const __m256i out_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * n), lane);
+        const __m256i out_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * n - 8), lane);
+        const __m256i k = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)bytes));
+        max_pool_backward_k2_x8(_mm256_maskload_ps(g + ox, in), k, &a, &b, &c, &d);
+        _mm256_maskstore_ps(d0 + 2 * ox, out_lo, a), _mm256_maskstore_ps(d0 + 2 * ox + 8, out_hi, b);
+        _mm256_maskstore_ps(d1 + 2 * ox, out_lo, c), _mm256_maskstore_ps(d1 + 2 * ox + 8, out_hi, d);
+    }
+}
+#endif
+
+void amp_max_pool_backward_row_k2(const float *restrict g, const uint8_t *restrict offsets, int64_t ow,
+                                  float *restrict d0, float *restrict d1) {
+#if defined(POOL_HAVE_AVX2)
+    if (amp_isa_active() >= AMP_ISA_AVX2) {
+        max_pool_backward_row_k2_avx2(g, offsets, ow, d0, d1);
+        return;
+    }
+#endif
+    max_pool_backward_row_k2_scalar(g, offsets, ow, d0, d1);
 }
 
 /* The kernel 2, stride 2 path works on fp32 copies of a few rows at a time (in L1) instead of an fp32
