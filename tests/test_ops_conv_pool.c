@@ -392,6 +392,17 @@ static void check_max_pool_ties(void) {
             CHECK_MSG(amp_tensor_get(x->grad, i) == want[i], "%s dx[%d] = %g, want %g", amp_dtype_name(dt), i,
                       amp_tensor_get(x->grad, i), want[i]);
         amp_ctx_reset(ctx);
+        /* x pooled twice: the first backward writes x's gradient, the second adds into it */
+        x = amp_tensor_from(ctx, dt, 4, (const int64_t[]){1, 1, 4, 4}, xs, AMP_F32);
+        amp_tensor_set_requires_grad(x, true);
+        y = amp_add(ctx, amp_max_pool2d(ctx, x, 2, 2), amp_max_pool2d(ctx, x, 2, 2));
+        if (!CHECK(y != NULL)) break;
+        CHECK(amp_backward(ctx, y, amp_tensor_from(ctx, dt, 4, (const int64_t[]){1, 1, 2, 2}, seed, AMP_F32)) ==
+              AMP_OK);
+        for (int i = 0; i < 16; i++)
+            CHECK_MSG(amp_tensor_get(x->grad, i) == 2 * want[i], "%s twice: dx[%d] = %g, want %g", amp_dtype_name(dt),
+                      i, amp_tensor_get(x->grad, i), 2 * want[i]);
+        amp_ctx_reset(ctx);
     }
     amp_ctx_free(ctx);
 }

@@ -223,8 +223,7 @@ static void max_pool_backward_row_k2_scalar(const float *restrict g, const uint8
 
 #if defined(POOL_HAVE_AVX2)
 /* Eight windows: g + 0 masked by offset == 0, 1, 2, 3 (the same bits as the scalar selects), then
- * (0, 1) and (2, 3) interleaved into the two rows. The tail goes through one more vector with masked
- * loads and stores, as in forward. */
+ * (0, 1) and (2, 3) interleaved into the two rows. */
 __attribute__((target("avx2"))) static inline void max_pool_backward_k2_x8(__m256 g, __m256i k, __m256 *d0lo,
                                                                             __m256 *d0hi, __m256 *d1lo,
                                                                             __m256 *d1hi) {
@@ -249,19 +248,8 @@ __attribute__((target("avx2"))) static void max_pool_backward_row_k2_avx2(const 
         _mm256_storeu_ps(d0 + 2 * ox, a), _mm256_storeu_ps(d0 + 2 * ox + 8, b);
         _mm256_storeu_ps(d1 + 2 * ox, c), _mm256_storeu_ps(d1 + 2 * ox + 8, d);
     }
-    if (ox < ow) {
-        const int n = (int)(ow - ox);
-        uint8_t bytes[8] = {0};
-        for (int i = 0; i < n; i++) bytes[i] = offsets[ox + i];
-        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        const __m256i in = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane);
-        const __m256i out_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * n), lane);
-        const __m256i out_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * n - 8), lane);
-        const __m256i k = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)bytes));
-        max_pool_backward_k2_x8(_mm256_maskload_ps(g + ox, in), k, &a, &b, &c, &d);
-        _mm256_maskstore_ps(d0 + 2 * ox, out_lo, a), _mm256_maskstore_ps(d0 + 2 * ox + 8, out_hi, b);
-        _mm256_maskstore_ps(d1 + 2 * ox, out_lo, c), _mm256_maskstore_ps(d1 + 2 * ox + 8, out_hi, d);
-    }
+    /* the tail in scalar code: four masked stores (slow on AMD: microcoded) cost more than 7 windows */
+    max_pool_backward_row_k2_scalar(g + ox, offsets + ox, ow - ox, d0 + 2 * ox, d1 + 2 * ox);
 }
 #endif
 
@@ -282,33 +270,73 @@ void amp_max_pool_backward_row_k2(const float *restrict g, const uint8_t *restri
 
 static bool use_k2_path(const pool_geom *pg) { return pg->kernel == 2 && pg->stride == 2 && 2 * pg->w <= POOL_K2_BLOCK; }
 
+/* kernel 2, stride 2 backward in blocks of output rows: g ([planes, oh, ow], contiguous, dtype gdt)
+ * decoded a block at a time, the block's input rows written in fp32 (in L1) and encoded into dst
+ * ([planes, h, w], dtype ddt) in one amp_convert, or written in place when ddt is f32. Every element
+ * of dst is written: the rows and column floor mode leaves out get +0 (all-zero bits in every float
+ * dtype). The values are those of the fp32 dx that amp_grad_accumulate would round to ddt. */
+static void max_pool_backward_k2(const pool_geom *pg, const void *g, amp_dtype gdt, const uint8_t *offsets,
+                                 void *dst, amp_dtype ddt) {
+    const size_t ges = amp_dtype_size(gdt), des = amp_dtype_size(ddt);
+    const int64_t rows = POOL_K2_BLOCK / (2 * pg->w) < pg->oh ? POOL_K2_BLOCK / (2 * pg->w) : pg->oh;
+    float gb[POOL_K2_BLOCK / 4], db[POOL_K2_BLOCK];
+    for (int64_t p = 0; p < pg->planes; p++) {
+        for (int64_t oy0 = 0; oy0 < pg->oh; oy0 += rows) {
+            const int64_t nr = pg->oh - oy0 < rows ? pg->oh - oy0 : rows;
+            const int64_t o0 = (p * pg->oh + oy0) * pg->ow, i0 = (p * pg->h + 2 * oy0) * pg->w;
+            const unsigned char *gsrc = (const unsigned char *)g + (size_t)o0 * ges;
+            const float *gr = gdt == AMP_F32 ? (const float *)(const void *)gsrc : gb;
+            float *d = ddt == AMP_F32 ? (float *)dst + i0 : db;
+            if (gdt != AMP_F32) amp_convert(gb, AMP_F32, gsrc, gdt, (size_t)(nr * pg->ow));
+            for (int64_t i = 0; i < nr; i++) {
+                float *d0 = d + 2 * i * pg->w, *d1 = d0 + pg->w;
+                amp_max_pool_backward_row_k2(gr + i * pg->ow, offsets + o0 + i * pg->ow, pg->ow, d0, d1);
+                if (pg->w > 2 * pg->ow) d0[pg->w - 1] = d1[pg->w - 1] = 0.0f;
+            }
+            if (ddt != AMP_F32)
+                amp_convert((unsigned char *)dst + (size_t)i0 * des, ddt, db, AMP_F32, (size_t)(2 * nr * pg->w));
+        }
+        if (pg->h > 2 * pg->oh)
+            memset((unsigned char *)dst + (size_t)((p * pg->h + pg->h - 1) * pg->w) * des, 0, (size_t)pg->w * des);
+    }
+}
+
+static bool grad_dtype_ok(amp_dtype dt) { return dt == AMP_F32 || dt == AMP_F16 || dt == AMP_BF16; }
+
 static void max_pool_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0];
     const pool_geom pg = saved_geometry(node);
     const void *offsets = node->saved; /* [planes, oh, ow] window offsets */
     const int64_t n_in = pg.planes * pg.h * pg.w, plane_out = pg.oh * pg.ow, plane_in = pg.h * pg.w;
+    if (use_k2_path(&pg)) {
+        /* dY as it is when it is contiguous (decoded a block at a time), else through amp_grad_out */
+        const amp_tensor *gt = node->out->grad;
+        const bool direct = gt && amp_tensor_is_contiguous(gt) && grad_dtype_ok(gt->dtype);
+        const void *g = direct ? gt->data : amp_grad_out(ctx, node);
+        if (!g) return;
+        const amp_dtype gdt = direct ? gt->dtype : AMP_F32;
+        if (!x->grad && x->requires_grad) {
+            /* x's first gradient, written in x's dtype (what amp_grad_accumulate would create) */
+            amp_tensor *grad = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
+            if (!grad) return;
+            max_pool_backward_k2(&pg, g, gdt, offsets, grad->data, x->dtype);
+            x->grad = grad;
+            return;
+        }
+        float *dx = amp_f32_scratch(ctx, n_in);
+        if (!dx) return;
+        max_pool_backward_k2(&pg, g, gdt, offsets, dx, AMP_F32);
+        amp_grad_accumulate(ctx, x, dx);
+        return;
+    }
     const float *g = amp_grad_out(ctx, node);
     float *dx = amp_f32_scratch(ctx, n_in);
     if (!g || !dx) return;
-    if (pg.kernel == 2 && pg.stride == 2) {
-        /* every input element is written once: the windows' rows, then what floor mode left out */
-        for (int64_t p = 0; p < pg.planes; p++) {
-            float *d = dx + p * plane_in;
-            for (int64_t oy = 0; oy < pg.oh; oy++) {
-                float *d0 = d + 2 * oy * pg.w, *d1 = d0 + pg.w;
-                amp_max_pool_backward_row_k2(g + p * plane_out + oy * pg.ow, (const uint8_t *)offsets + p * plane_out + oy * pg.ow,
-                                             pg.ow, d0, d1);
-                if (pg.w > 2 * pg.ow) d0[pg.w - 1] = d1[pg.w - 1] = 0.0f;
-            }
-            if (pg.h > 2 * pg.oh) memset(d + (pg.h - 1) * pg.w, 0, (size_t)pg.w * sizeof *d);
-        }
-    } else {
-        const size_t osize = pg.kernel <= AMP_POOL_BYTE_KERNEL ? 1 : 4;
-        memset(dx, 0, (size_t)n_in * sizeof *dx);
-        for (int64_t p = 0; p < pg.planes; p++)
-            amp_max_pool_backward_plane_ref(g + p * plane_out, (const char *)offsets + (size_t)(p * plane_out) * osize,
-                                            pg.w, pg.kernel, pg.stride, pg.oh, pg.ow, dx + p * plane_in);
-    }
+    const size_t osize = pg.kernel <= AMP_POOL_BYTE_KERNEL ? 1 : 4;
+    memset(dx, 0, (size_t)n_in * sizeof *dx);
+    for (int64_t p = 0; p < pg.planes; p++)
+        amp_max_pool_backward_plane_ref(g + p * plane_out, (const char *)offsets + (size_t)(p * plane_out) * osize,
+                                        pg.w, pg.kernel, pg.stride, pg.oh, pg.ow, dx + p * plane_in);
     amp_grad_accumulate(ctx, x, dx);
 }
 
