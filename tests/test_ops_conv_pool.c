@@ -207,12 +207,14 @@ static void check_conv_thread_invariance(void) {
 static void check_conv_padded_twin(void) {
     static const int geoms[][6] = {/* c, h, w, kh, kw, pad */
                                    {3, 5, 7, 3, 3, 1}, {2, 6, 4, 5, 5, 2}, {1, 28, 28, 5, 5, 2}, {2, 3, 9, 1, 1, 0},
-                                   {2, 4, 5, 2, 3, 0}, {1, 3, 3, 3, 3, 3}, {2, 9, 40, 3, 5, 2}, {1, 2, 1, 2, 1, 0}, {1, 4, 20, 3, 3, 1}, {1, 3, 70, 3, 3, 1}};
+                                   {2, 4, 5, 2, 3, 0}, {1, 3, 3, 3, 3, 3}, {2, 9, 40, 3, 5, 2}, {1, 2, 1, 2, 1, 0},
+                                   {1, 4, 20, 3, 3, 1}, {1, 3, 70, 3, 3, 1}};
     enum { N = 4, B0 = 1, NB = 3, B = 1 };
     uint64_t s = harness_seed();
     for (size_t v = 0; v < sizeof geoms / sizeof geoms[0]; v++) {
         const int *q = geoms[v];
-        amp_conv_geom g = {.n = N, .c = q[0], .h = q[1], .w = q[2], .o = 1, .kh = q[3], .kw = q[4], .stride = 1, .pad = q[5]};
+        amp_conv_geom g = {
+            .n = N, .c = q[0], .h = q[1], .w = q[2], .o = 1, .kh = q[3], .kw = q[4], .stride = 1, .pad = q[5]};
         g.oh = g.h + 2 * g.pad - g.kh + 1, g.ow = g.w + 2 * g.pad - g.kw + 1;
         if (!CHECK_MSG(amp_conv_padded_ok(&g), "geometry %zu should take the padded path", v)) continue;
         const int64_t k = g.c * g.kh * g.kw, p = g.oh * g.ow, ncol = k * NB * p, nx = N * g.c * g.h * g.w;
@@ -227,8 +229,8 @@ static void check_conv_padded_twin(void) {
             memset(col, 0xAB, sizeof(float) * (size_t)ncol);
             amp_conv_im2col_ref(&g, x, es, B0, NB, B, col_ref);
             amp_conv_im2col_padded(&g, x, es, B0, NB, B, col);
-            CHECK_MSG(memcmp(col, col_ref, sizeof(float) * (size_t)ncol) == 0, "im2col padded != ref, geometry %zu, es %zu",
-                      v, es);
+            CHECK_MSG(memcmp(col, col_ref, sizeof(float) * (size_t)ncol) == 0,
+                      "im2col padded != ref, geometry %zu, es %zu", v, es);
         }
         for (int64_t i = 0; i < nx; i++) dx_ref[i] = dx[i] = 7.0f;
         for (int64_t i = 0; i < nplane; i++) dx_ref[plane0 + i] = 0.0f;
@@ -426,7 +428,8 @@ static void check_max_pool_k2_twin(void) {
         }
         for (int i = 0; i < OH * OW; i++) g[i] = (i % 5 == 0) ? -0.0f : next_uniform(&s);
         amp_max_pool_plane_ref(x, W, 2, 2, OH, OW, y_ref, off_ref);
-        for (int oy = 0; oy < OH; oy++) amp_max_pool_row_k2(x + 2 * oy * W, x + (2 * oy + 1) * W, OW, y + oy * OW, off + oy * OW);
+        for (int oy = 0; oy < OH; oy++)
+            amp_max_pool_row_k2(x + 2 * oy * W, x + (2 * oy + 1) * W, OW, y + oy * OW, off + oy * OW);
         bad += memcmp(y, y_ref, sizeof y) != 0 || memcmp(off, off_ref, sizeof off) != 0;
         amp_max_pool_backward_plane_ref(g, off_ref, W, 2, 2, OH, OW, dx_ref);
         for (int i = 0; i < H * W; i++) dx[i] = 12345.0f; /* every element must be written */

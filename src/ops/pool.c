@@ -268,7 +268,9 @@ void amp_max_pool_backward_row_k2(const float *restrict g, const uint8_t *restri
  * copy of the whole input: this many floats of input rows per block. */
 #define POOL_K2_BLOCK 4096
 
-static bool use_k2_path(const pool_geom *pg) { return pg->kernel == 2 && pg->stride == 2 && 2 * pg->w <= POOL_K2_BLOCK; }
+static bool use_k2_path(const pool_geom *pg) {
+    return pg->kernel == 2 && pg->stride == 2 && 2 * pg->w <= POOL_K2_BLOCK;
+}
 
 /* kernel 2, stride 2 backward in blocks of output rows: g ([planes, oh, ow], contiguous, dtype gdt)
  * decoded a block at a time, the block's input rows written in fp32 (in L1) and encoded into dst
