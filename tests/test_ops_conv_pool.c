@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/ops/conv_kernels.h"
+#include "../src/ops/pool_kernels.h"
 #include "gradcheck.h"
 #include "harness.h"
 #include "tests.h"
@@ -85,8 +87,9 @@ static void ref_conv(const double *const *in, double *out, const void *user) {
 }
 
 /* Batch chunking: with 11 images of 16 x 64 x 64 and a 5x5 kernel the fp32 columns take 6.6 MB per
- * image, so forward runs in chunks of 10 + 1 images and backward (columns plus their gradient) in
- * chunks of 5 + 5 + 1. Checked against the direct definition, in double, elementwise. */
+ * image, over conv.c's per-chunk scratch bound (2 MiB), so forward and backward run in 11 chunks of
+ * one image each, the over-bound single image included (dW accumulates across chunks). Checked
+ * against the direct definition, in double, elementwise. */
 static void check_conv_chunked(void) {
     enum { N = 11, C = 16, H = 64, W = 64, K = 5, PAD = 2, HW = H * W };
     amp_ctx *ctx = NULL;
@@ -197,6 +200,47 @@ static void check_conv_thread_invariance(void) {
     free(xs), free(gs);
 }
 
+/* The stride-1 padded-plane im2col and col2im against the general ones, bit for bit, on one image
+ * (b = 1) of a chunk of 3 starting at image 1 of 4: columns for both element sizes (every byte
+ * written: col starts as garbage), and dx (the reference adds into zeros, the padded one writes;
+ * other images' planes stay untouched). */
+static void check_conv_padded_twin(void) {
+    static const int geoms[][6] = {/* c, h, w, kh, kw, pad */
+                                   {3, 5, 7, 3, 3, 1}, {2, 6, 4, 5, 5, 2}, {1, 28, 28, 5, 5, 2}, {2, 3, 9, 1, 1, 0},
+                                   {2, 4, 5, 2, 3, 0}, {1, 3, 3, 3, 3, 3}, {2, 9, 40, 3, 5, 2}, {1, 2, 1, 2, 1, 0},
+                                   {1, 4, 20, 3, 3, 1}, {1, 3, 70, 3, 3, 1}};
+    enum { N = 4, B0 = 1, NB = 3, B = 1 };
+    uint64_t s = harness_seed();
+    for (size_t v = 0; v < sizeof geoms / sizeof geoms[0]; v++) {
+        const int *q = geoms[v];
+        amp_conv_geom g = {
+            .n = N, .c = q[0], .h = q[1], .w = q[2], .o = 1, .kh = q[3], .kw = q[4], .stride = 1, .pad = q[5]};
+        g.oh = g.h + 2 * g.pad - g.kh + 1, g.ow = g.w + 2 * g.pad - g.kw + 1;
+        if (!CHECK_MSG(amp_conv_padded_ok(&g), "geometry %zu should take the padded path", v)) continue;
+        const int64_t k = g.c * g.kh * g.kw, p = g.oh * g.ow, ncol = k * NB * p, nx = N * g.c * g.h * g.w;
+        const int64_t plane0 = (B0 + B) * g.c * g.h * g.w, nplane = g.c * g.h * g.w;
+        float *x = malloc(sizeof(float) * (size_t)nx), *dcol = malloc(sizeof(float) * (size_t)ncol);
+        float *col_ref = malloc(sizeof(float) * (size_t)ncol), *col = malloc(sizeof(float) * (size_t)ncol);
+        float *dx_ref = malloc(sizeof(float) * (size_t)nx), *dx = malloc(sizeof(float) * (size_t)nx);
+        for (int64_t i = 0; i < nx; i++) x[i] = next_uniform(&s);
+        for (int64_t i = 0; i < ncol; i++) dcol[i] = next_uniform(&s);
+        for (size_t es = 2; es <= 4; es += 2) {
+            memset(col_ref, 0xAB, sizeof(float) * (size_t)ncol);
+            memset(col, 0xAB, sizeof(float) * (size_t)ncol);
+            amp_conv_im2col_ref(&g, x, es, B0, NB, B, col_ref);
+            amp_conv_im2col_padded(&g, x, es, B0, NB, B, col);
+            CHECK_MSG(memcmp(col, col_ref, sizeof(float) * (size_t)ncol) == 0,
+                      "im2col padded != ref, geometry %zu, es %zu", v, es);
+        }
+        for (int64_t i = 0; i < nx; i++) dx_ref[i] = dx[i] = 7.0f;
+        for (int64_t i = 0; i < nplane; i++) dx_ref[plane0 + i] = 0.0f;
+        amp_conv_col2im_ref(&g, dcol, B0, NB, B, dx_ref);
+        amp_conv_col2im_padded(&g, dcol, B0, NB, B, dx);
+        CHECK_MSG(memcmp(dx, dx_ref, sizeof(float) * (size_t)nx) == 0, "col2im padded != ref, geometry %zu", v);
+        free(x), free(dcol), free(col_ref), free(col), free(dx_ref), free(dx);
+    }
+}
+
 void test_ops_conv2d(void) {
     static const conv_user users[] = {
         {2, 3, 5, 5, 4, 3, 3, 1, 1, true},  /* 3x3, padding 1, N > 1, C > 1 */
@@ -204,9 +248,10 @@ void test_ops_conv2d(void) {
         {3, 2, 6, 5, 4, 1, 1, 2, 0, true},  /* 1x1, stride 2 */
         {1, 1, 8, 8, 3, 5, 5, 1, 2, true},  /* the cnn's first layer shape, small */
         {2, 2, 5, 5, 3, 3, 3, 3, 1, true},  /* stride 3 (windows skip pixels) */
+        {2, 2, 4, 6, 3, 3, 2, 1, 3, true},  /* padding past the kernel: border outputs see only zeros */
     };
     const char *names[] = {"conv2d 3x3 pad 1", "conv2d 3x2 stride 2 pad 2", "conv2d 1x1 stride 2", "conv2d 5x5 pad 2",
-                           "conv2d stride 3"};
+                           "conv2d stride 3", "conv2d 3x2 pad 3"};
     for (size_t v = 0; v < sizeof users / sizeof users[0]; v++) {
         const conv_user *u = &users[v];
         gradcheck c = {.name = names[v],
@@ -222,6 +267,7 @@ void test_ops_conv2d(void) {
     }
     check_conv_chunked();
     check_conv_thread_invariance();
+    check_conv_padded_twin();
 
     amp_ctx *ctx = NULL;
     if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
@@ -348,8 +394,50 @@ static void check_max_pool_ties(void) {
             CHECK_MSG(amp_tensor_get(x->grad, i) == want[i], "%s dx[%d] = %g, want %g", amp_dtype_name(dt), i,
                       amp_tensor_get(x->grad, i), want[i]);
         amp_ctx_reset(ctx);
+        /* x pooled twice: the first backward writes x's gradient, the second adds into it */
+        x = amp_tensor_from(ctx, dt, 4, (const int64_t[]){1, 1, 4, 4}, xs, AMP_F32);
+        amp_tensor_set_requires_grad(x, true);
+        y = amp_add(ctx, amp_max_pool2d(ctx, x, 2, 2), amp_max_pool2d(ctx, x, 2, 2));
+        if (!CHECK(y != NULL)) break;
+        CHECK(amp_backward(ctx, y, amp_tensor_from(ctx, dt, 4, (const int64_t[]){1, 1, 2, 2}, seed, AMP_F32)) ==
+              AMP_OK);
+        for (int i = 0; i < 16; i++)
+            CHECK_MSG(amp_tensor_get(x->grad, i) == 2 * want[i], "%s twice: dx[%d] = %g, want %g", amp_dtype_name(dt),
+                      i, amp_tensor_get(x->grad, i), 2 * want[i]);
+        amp_ctx_reset(ctx);
     }
     amp_ctx_free(ctx);
+}
+
+/* The kernel 2 stride 2 row kernels against the reference plane kernels, bit for bit: random planes
+ * drawn from a few values (ties everywhere), NaNs, infinities and signed zeros, forward values and
+ * offsets, then backward (the reference adds into zeros, the row kernel writes). */
+static void check_max_pool_k2_twin(void) {
+    enum { H = 6, W = 38, OH = 3, OW = 19, PLANES = 200 }; /* OW: two 8-window vectors and a tail */
+    const float pool_vals[8] = {0.0f, -0.0f, 1.0f, -NAN, -2.5f, INFINITY, -INFINITY, NAN};
+    uint64_t s = harness_seed();
+    int bad = 0;
+    for (int p = 0; p < PLANES; p++) {
+        float x[H * W], g[OH * OW], y_ref[OH * OW], y[OH * OW], dx_ref[H * W] = {0}, dx[H * W];
+        uint8_t off_ref[OH * OW], off[OH * OW];
+        for (int i = 0; i < H * W; i++) {
+            const float u = next_uniform(&s); /* [-1, 1) */
+            /* mostly a tie-prone pick from the list; NaN and the infinities one time in 8 each */
+            x[i] = pool_vals[(int)((u + 1.0f) * 4.0f) & 7];
+            if (p % 4 == 0) x[i] = u; /* some planes without ties */
+        }
+        for (int i = 0; i < OH * OW; i++) g[i] = (i % 5 == 0) ? -0.0f : next_uniform(&s);
+        amp_max_pool_plane_ref(x, W, 2, 2, OH, OW, y_ref, off_ref);
+        for (int oy = 0; oy < OH; oy++)
+            amp_max_pool_row_k2(x + 2 * oy * W, x + (2 * oy + 1) * W, OW, y + oy * OW, off + oy * OW);
+        bad += memcmp(y, y_ref, sizeof y) != 0 || memcmp(off, off_ref, sizeof off) != 0;
+        amp_max_pool_backward_plane_ref(g, off_ref, W, 2, 2, OH, OW, dx_ref);
+        for (int i = 0; i < H * W; i++) dx[i] = 12345.0f; /* every element must be written */
+        for (int oy = 0; oy < OH; oy++)
+            amp_max_pool_backward_row_k2(g + oy * OW, off + oy * OW, OW, dx + 2 * oy * W, dx + (2 * oy + 1) * W);
+        bad += memcmp(dx, dx_ref, sizeof dx) != 0;
+    }
+    CHECK_MSG(bad == 0, "max pool k2 row kernels differ from the reference in %d of %d planes", bad, 2 * PLANES);
 }
 
 void test_ops_pool2d(void) {
@@ -357,10 +445,13 @@ void test_ops_pool2d(void) {
         {4, 4, 6, 6, {2, 2}, 2, 2, true},  {4, 2, 7, 7, {1, 2}, 3, 2, true},  {4, 6, 5, 4, {2, 3}, 2, 1, true},
         {3, 2, 5, 5, {2, 0}, 3, 1, true},  {4, 4, 6, 6, {2, 2}, 2, 2, false}, {4, 2, 7, 7, {1, 2}, 3, 2, false},
         {4, 6, 5, 4, {2, 3}, 2, 1, false}, {3, 2, 5, 5, {2, 0}, 3, 1, false}, {4, 2, 5, 7, {1, 2}, 2, 3, false},
+        {4, 3, 5, 7, {1, 3}, 2, 2, true},  {4, 1, 18, 18, {1, 1}, 17, 1, true}, {3, 2, 3, 33, {2, 0}, 2, 2, true},
     };
     const char *names[] = {"max_pool2d k2 s2",     "max_pool2d k3 s2",     "max_pool2d k2 s1 (overlap)",
                            "max_pool2d 3-D k3 s1", "avg_pool2d k2 s2",     "avg_pool2d k3 s2",
-                           "avg_pool2d k2 s1",     "avg_pool2d 3-D k3 s1", "avg_pool2d k2 s3 (gaps)"};
+                           "avg_pool2d k2 s1",     "avg_pool2d 3-D k3 s1", "avg_pool2d k2 s3 (gaps)",
+                           "max_pool2d k2 s2 odd (floor mode drops a row and a column)",
+                           "max_pool2d k17 (uint32 offsets)", "max_pool2d k2 s2 3-D, 33 columns"};
     for (size_t v = 0; v < sizeof users / sizeof users[0]; v++) {
         const pool_user *u = &users[v];
         gradcheck c = {.name = names[v],
@@ -378,6 +469,7 @@ void test_ops_pool2d(void) {
         run_dtypes(c, F32_FACTOR);
     }
     check_max_pool_ties();
+    check_max_pool_k2_twin();
 
     amp_ctx *ctx = NULL;
     if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;

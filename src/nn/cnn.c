@@ -27,10 +27,13 @@ amp_tensor *nn_cnn_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, int64_t ba
     const int pad = (int)(c->kernel / 2);
     if (x->ndim != 4)
         x = amp_reshape(ctx, x, 4, (const int64_t[]){batch, c->in_channels, c->image_rows, c->image_cols});
+    /* relu(max_pool(h)) is max_pool(relu(h)) exactly (relu is monotone: the window's max stays the
+     * max, values and gradients alike; where the max is <= 0 both give 0 and a zero gradient), and
+     * on a quarter of the elements: relu's activation and gradient tensors shrink 4x. */
     amp_tensor *h = amp_conv2d(ctx, x, nn_p(m, 0), nn_p(m, 1), 1, pad);  /* [B, c1, H, W] */
-    h = amp_max_pool2d(ctx, amp_relu(ctx, h), 2, 2);                      /* [B, c1, H/2, W/2] */
+    h = amp_relu(ctx, amp_max_pool2d(ctx, h, 2, 2));                      /* [B, c1, H/2, W/2] */
     h = amp_conv2d(ctx, h, nn_p(m, 2), nn_p(m, 3), 1, pad);               /* [B, c2, H/2, W/2] */
-    h = amp_max_pool2d(ctx, amp_relu(ctx, h), 2, 2);                      /* [B, c2, H/4, W/4] */
+    h = amp_relu(ctx, amp_max_pool2d(ctx, h, 2, 2));                      /* [B, c2, H/4, W/4] */
     h = amp_relu(ctx, amp_linear(ctx, amp_flatten(ctx, h, 1), nn_p(m, 4), nn_p(m, 5))); /* [B, h] */
     return amp_linear(ctx, h, nn_p(m, 6), nn_p(m, 7));                    /* [B, classes] */
 }

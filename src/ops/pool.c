@@ -1,13 +1,17 @@
 /* 2-D max and average pooling, PyTorch's semantics without padding, floor mode: x [N, C, H, W] (or
  * [C, H, W]) -> [..., H', W'] with H' = (H - kernel) / stride + 1. The result keeps x's dtype. Max
- * pooling is exact (the max is one of the inputs); it saves, per output, the index of the element it
- * took, the first maximum in row-major window order on ties and the last NaN when the window has any
- * (torch's CPU kernel: `if (val > maxval || isnan(val))`), and backward routes the gradient there.
+ * pooling is exact (the max is one of the inputs); it saves, per output, where in its window the
+ * element it took sits (one byte for kernels up to 16: pool_kernels.h), the first maximum in row-major
+ * window order on ties and the last NaN when the window has any (torch's CPU kernel:
+ * `if (val > maxval || isnan(val))`), and backward routes the gradient there.
  * Average pooling sums the window in fp32 and divides once; backward spreads dy / kernel^2 evenly. */
 #include <math.h>
 #include <string.h>
 
+#include "amp/cpu.h"
+#include "amp/formats.h"
 #include "op_util.h"
+#include "pool_kernels.h"
 
 typedef struct {
     int64_t planes, h, w, oh, ow, kernel, stride;
@@ -52,17 +56,8 @@ static pool_geom saved_geometry(const amp_node *node) {
 
 /* ---- max ---- */
 
-static void max_pool_backward(amp_ctx *ctx, amp_node *node) {
-    amp_tensor *x = node->in[0];
-    const pool_geom pg = saved_geometry(node);
-    const int64_t *argmax = node->saved; /* [planes * oh * ow], flat indices into x */
-    const int64_t n_out = pg.planes * pg.oh * pg.ow, n_in = pg.planes * pg.h * pg.w;
-    const float *g = amp_grad_out(ctx, node);
-    float *dx = amp_f32_scratch(ctx, n_in);
-    if (!g || !dx) return;
-    memset(dx, 0, (size_t)n_in * sizeof *dx);
-    for (int64_t i = 0; i < n_out; i++) dx[argmax[i]] += g[i];
-    amp_grad_accumulate(ctx, x, dx);
+static inline int64_t offset_get(const void *offsets, bool byte, int64_t i) {
+    return byte ? ((const uint8_t *)offsets)[i] : ((const uint32_t *)offsets)[i];
 }
 
 /* One window element in scan order: it becomes the max when greater, or when it is NaN (NaN wins, as
@@ -74,6 +69,303 @@ static inline void pool_pick(float v, int64_t idx, float *vmax, int64_t *best) {
     *best = take ? idx : *best;
 }
 
+void amp_max_pool_plane_ref(const float *x, int64_t w, int64_t kernel, int64_t stride, int64_t oh, int64_t ow,
+                            float *y, void *offsets) {
+    const bool byte = kernel <= AMP_POOL_BYTE_KERNEL;
+    for (int64_t oy = 0; oy < oh; oy++)
+        for (int64_t ox = 0; ox < ow; ox++) {
+            const float *top = x + oy * stride * w + ox * stride;
+            int64_t best = 0;
+            float vmax = -INFINITY;
+            for (int64_t ky = 0; ky < kernel; ky++)
+                for (int64_t kx = 0; kx < kernel; kx++) pool_pick(top[ky * w + kx], ky * kernel + kx, &vmax, &best);
+            const int64_t o = oy * ow + ox;
+            y[o] = vmax;
+            if (byte)
+                ((uint8_t *)offsets)[o] = (uint8_t)best;
+            else
+                ((uint32_t *)offsets)[o] = (uint32_t)best;
+        }
+}
+
+void amp_max_pool_backward_plane_ref(const float *g, const void *offsets, int64_t w, int64_t kernel,
+                                     int64_t stride, int64_t oh, int64_t ow, float *dx) {
+    const bool byte = kernel <= AMP_POOL_BYTE_KERNEL;
+    for (int64_t oy = 0; oy < oh; oy++)
+        for (int64_t ox = 0; ox < ow; ox++) {
+            const int64_t o = oy * ow + ox, off = offset_get(offsets, byte, o);
+            dx[(oy * stride + off / kernel) * w + ox * stride + off % kernel] += g[o];
+        }
+}
+
+static inline uint32_t pool_nan(uint32_t bits) { return (bits & 0x7fffffffu) > 0x7f800000u; }
+
+/* An int32 that orders non-NaN floats as < does, with -0 and +0 equal (they compare equal, so neither
+ * displaces the other): the bits for x >= +0, minus the magnitude's bits for x <= -0. A NaN of either
+ * sign is INT32_MAX: once the max is NaN nothing but a NaN displaces it (v > NaN is false). */
+static inline int32_t pool_key(uint32_t bits) {
+    const uint32_t mag = bits & 0x7fffffffu, neg = 0u - (bits >> 31), nan = 0u - pool_nan(bits);
+    const uint32_t key = (mag ^ neg) - neg; /* two's complement -mag when negative */
+    return (int32_t)((key & ~nan) | (0x7fffffffu & nan));
+}
+
+/* Branch-free on purpose: which element of a window wins is data, and random, so branches would
+ * mispredict about half the time. gcc branches on float selects, so the picks run on integer keys
+ * (pool_key) and the bits of the picked element: (key > max key) | NaN, the reference's
+ * (v > max) | (v != v) exactly. */
+static void max_pool_row_k2_scalar(const float *restrict r0, const float *restrict r1, int64_t ow,
+                                   float *restrict y, uint8_t *restrict offsets) {
+    for (int64_t ox = 0; ox < ow; ox++) {
+        uint32_t e[4];
+        memcpy(e, r0 + 2 * ox, 8);
+        memcpy(e + 2, r1 + 2 * ox, 8);
+        /* a first: a > -inf or NaN takes it, and a = -inf leaves (-inf, 0), which is a as well */
+        uint32_t m = e[0], k = 0;
+        int32_t km = pool_key(e[0]);
+        for (uint32_t i = 1; i < 4; i++) {
+            const int32_t ki = pool_key(e[i]);
+            const uint32_t t = 0u - ((uint32_t)(ki > km) | pool_nan(e[i])); /* all ones: take e[i] */
+            m ^= (m ^ e[i]) & t, k ^= (k ^ i) & t, km = (int32_t)((uint32_t)km ^ (((uint32_t)km ^ (uint32_t)ki) & t));
+        }
+        memcpy(y + ox, &m, sizeof m);
+        offsets[ox] = (uint8_t)k;
+    }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define POOL_HAVE_AVX2 1
+
+/* Eight windows at a time from their rows' 16 + 16 elements: the even and odd elements split by
+ * shuffles (in the lane order 0 1 4 5 2 3 6 7, put back at the end), then the scalar picks as compare
+ * masks and blends: (v > max, ordered) | (v unordered with itself), which is (v > max) | (v != v).
+ * *y gets the maxima, *k their offsets as int32 lanes. */
+__attribute__((target("avx2"))) static inline void max_pool_k2_x8(__m256 t0, __m256 t1, __m256 u0, __m256 u1,
+                                                                   __m256 *y, __m256i *k) {
+    const __m256 a = _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 b = _mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m256 c = _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 d = _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(3, 1, 3, 1));
+    __m256 m = a, o = _mm256_setzero_ps();
+    __m256 t = _mm256_or_ps(_mm256_cmp_ps(b, m, _CMP_GT_OQ), _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+    m = _mm256_blendv_ps(m, b, t), o = _mm256_blendv_ps(o, _mm256_castsi256_ps(_mm256_set1_epi32(1)), t);
+    t = _mm256_or_ps(_mm256_cmp_ps(c, m, _CMP_GT_OQ), _mm256_cmp_ps(c, c, _CMP_UNORD_Q));
+    m = _mm256_blendv_ps(m, c, t), o = _mm256_blendv_ps(o, _mm256_castsi256_ps(_mm256_set1_epi32(2)), t);
+    t = _mm256_or_ps(_mm256_cmp_ps(d, m, _CMP_GT_OQ), _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
+    m = _mm256_blendv_ps(m, d, t), o = _mm256_blendv_ps(o, _mm256_castsi256_ps(_mm256_set1_epi32(3)), t);
+    *y = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), _MM_SHUFFLE(3, 1, 2, 0)));
+    *k = _mm256_permute4x64_epi64(_mm256_castps_si256(o), _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+/* int32 lanes (0..3) -> 8 bytes */
+__attribute__((target("avx2"))) static inline __m128i offsets_to_bytes(__m256i k) {
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(k), _mm256_extracti128_si256(k, 1));
+    return _mm_packus_epi16(w16, w16);
+}
+
+/* The cnn's rows are 14 and 7 windows: a tail of up to 7 windows goes through one more vector with
+ * masked loads (lanes past the row read as 0; their windows are computed and dropped) and stores. */
+__attribute__((target("avx2"))) static void max_pool_row_k2_avx2(const float *r0, const float *r1, int64_t ow,
+                                                                  float *y, uint8_t *offsets) {
+    int64_t ox = 0;
+    __m256 m;
+    __m256i k;
+    for (; ox + 8 <= ow; ox += 8) {
+        max_pool_k2_x8(_mm256_loadu_ps(r0 + 2 * ox), _mm256_loadu_ps(r0 + 2 * ox + 8), _mm256_loadu_ps(r1 + 2 * ox),
+                       _mm256_loadu_ps(r1 + 2 * ox + 8), &m, &k);
+        _mm256_storeu_ps(y + ox, m);
+        _mm_storel_epi64((__m128i *)(void *)(offsets + ox), offsets_to_bytes(k));
+    }
+    if (ox < ow) {
+        const int n = (int)(ow - ox);
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i in_lo = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * n), lane);     /* 2n input elements */
+        const __m256i in_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * n - 8), lane);
+        const __m256i out = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane);           /* n outputs */
+        max_pool_k2_x8(_mm256_maskload_ps(r0 + 2 * ox, in_lo), _mm256_maskload_ps(r0 + 2 * ox + 8, in_hi),
+                       _mm256_maskload_ps(r1 + 2 * ox, in_lo), _mm256_maskload_ps(r1 + 2 * ox + 8, in_hi), &m, &k);
+        _mm256_maskstore_ps(y + ox, out, m);
+        uint8_t bytes[8];
+        _mm_storel_epi64((__m128i *)(void *)bytes, offsets_to_bytes(k));
+        for (int i = 0; i < n; i++) offsets[ox + i] = bytes[i];
+    }
+}
+#endif
+
+void amp_max_pool_row_k2(const float *restrict r0, const float *restrict r1, int64_t ow, float *restrict y,
+                         uint8_t *restrict offsets) {
+#if defined(POOL_HAVE_AVX2)
+    if (amp_isa_active() >= AMP_ISA_AVX2) {
+        max_pool_row_k2_avx2(r0, r1, ow, y, offsets);
+        return;
+    }
+#endif
+    max_pool_row_k2_scalar(r0, r1, ow, y, offsets);
+}
+
+/* d = g + 0 where the offset matches, else +0: as bit masks, so the selects need no branches and
+ * an inf or NaN gradient stays where it goes. */
+static void max_pool_backward_row_k2_scalar(const float *restrict g, const uint8_t *restrict offsets, int64_t ow,
+                                            float *restrict d0, float *restrict d1) {
+    for (int64_t ox = 0; ox < ow; ox++) {
+        const float v = 0.0f + g[ox];
+        uint32_t bits;
+        memcpy(&bits, &v, sizeof bits);
+        const uint32_t k = offsets[ox];
+        const uint32_t w0 = bits & (0u - (uint32_t)(k == 0)), w1 = bits & (0u - (uint32_t)(k == 1));
+        const uint32_t w2 = bits & (0u - (uint32_t)(k == 2)), w3 = bits & (0u - (uint32_t)(k == 3));
+        memcpy(d0 + 2 * ox, &w0, sizeof w0);
+        memcpy(d0 + 2 * ox + 1, &w1, sizeof w1);
+        memcpy(d1 + 2 * ox, &w2, sizeof w2);
+        memcpy(d1 + 2 * ox + 1, &w3, sizeof w3);
+    }
+}
+
+#if defined(POOL_HAVE_AVX2)
+/* Eight windows: g + 0 masked by offset == 0, 1, 2, 3 (the same bits as the scalar selects), then
+ * (0, 1) and (2, 3) interleaved into the two rows. */
+__attribute__((target("avx2"))) static inline void max_pool_backward_k2_x8(__m256 g, __m256i k, __m256 *d0lo,
+                                                                            __m256 *d0hi, __m256 *d1lo,
+                                                                            __m256 *d1hi) {
+    const __m256 v = _mm256_add_ps(_mm256_setzero_ps(), g);
+    const __m256 w0 = _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, _mm256_setzero_si256())));
+    const __m256 w1 = _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, _mm256_set1_epi32(1))));
+    const __m256 w2 = _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, _mm256_set1_epi32(2))));
+    const __m256 w3 = _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, _mm256_set1_epi32(3))));
+    const __m256 a = _mm256_unpacklo_ps(w0, w1), b = _mm256_unpackhi_ps(w0, w1);
+    const __m256 c = _mm256_unpacklo_ps(w2, w3), d = _mm256_unpackhi_ps(w2, w3);
+    *d0lo = _mm256_permute2f128_ps(a, b, 0x20), *d0hi = _mm256_permute2f128_ps(a, b, 0x31);
+    *d1lo = _mm256_permute2f128_ps(c, d, 0x20), *d1hi = _mm256_permute2f128_ps(c, d, 0x31);
+}
+
+__attribute__((target("avx2"))) static void max_pool_backward_row_k2_avx2(const float *g, const uint8_t *offsets,
+                                                                           int64_t ow, float *d0, float *d1) {
+    int64_t ox = 0;
+    __m256 a, b, c, d;
+    for (; ox + 8 <= ow; ox += 8) {
+        const __m256i k = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(offsets + ox)));
+        max_pool_backward_k2_x8(_mm256_loadu_ps(g + ox), k, &a, &b, &c, &d);
+        _mm256_storeu_ps(d0 + 2 * ox, a), _mm256_storeu_ps(d0 + 2 * ox + 8, b);
+        _mm256_storeu_ps(d1 + 2 * ox, c), _mm256_storeu_ps(d1 + 2 * ox + 8, d);
+    }
+    /* the tail in scalar code: four masked stores (slow on AMD: microcoded) cost more than 7 windows */
+    max_pool_backward_row_k2_scalar(g + ox, offsets + ox, ow - ox, d0 + 2 * ox, d1 + 2 * ox);
+}
+#endif
+
+void amp_max_pool_backward_row_k2(const float *restrict g, const uint8_t *restrict offsets, int64_t ow,
+                                  float *restrict d0, float *restrict d1) {
+#if defined(POOL_HAVE_AVX2)
+    if (amp_isa_active() >= AMP_ISA_AVX2) {
+        max_pool_backward_row_k2_avx2(g, offsets, ow, d0, d1);
+        return;
+    }
+#endif
+    max_pool_backward_row_k2_scalar(g, offsets, ow, d0, d1);
+}
+
+/* The kernel 2, stride 2 path works on fp32 copies of a few rows at a time (in L1) instead of an fp32
+ * copy of the whole input: this many floats of input rows per block. */
+#define POOL_K2_BLOCK 4096
+
+static bool use_k2_path(const pool_geom *pg) {
+    return pg->kernel == 2 && pg->stride == 2 && 2 * pg->w <= POOL_K2_BLOCK;
+}
+
+/* kernel 2, stride 2 backward in blocks of output rows: g ([planes, oh, ow], contiguous, dtype gdt)
+ * decoded a block at a time, the block's input rows written in fp32 (in L1) and encoded into dst
+ * ([planes, h, w], dtype ddt) in one amp_convert, or written in place when ddt is f32. Every element
+ * of dst is written: the rows and column floor mode leaves out get +0 (all-zero bits in every float
+ * dtype). The values are those of the fp32 dx that amp_grad_accumulate would round to ddt. */
+static void max_pool_backward_k2(const pool_geom *pg, const void *g, amp_dtype gdt, const uint8_t *offsets,
+                                 void *dst, amp_dtype ddt) {
+    const size_t ges = amp_dtype_size(gdt), des = amp_dtype_size(ddt);
+    const int64_t rows = POOL_K2_BLOCK / (2 * pg->w) < pg->oh ? POOL_K2_BLOCK / (2 * pg->w) : pg->oh;
+    float gb[POOL_K2_BLOCK / 4], db[POOL_K2_BLOCK];
+    for (int64_t p = 0; p < pg->planes; p++) {
+        for (int64_t oy0 = 0; oy0 < pg->oh; oy0 += rows) {
+            const int64_t nr = pg->oh - oy0 < rows ? pg->oh - oy0 : rows;
+            const int64_t o0 = (p * pg->oh + oy0) * pg->ow, i0 = (p * pg->h + 2 * oy0) * pg->w;
+            const unsigned char *gsrc = (const unsigned char *)g + (size_t)o0 * ges;
+            const float *gr = gdt == AMP_F32 ? (const float *)(const void *)gsrc : gb;
+            float *d = ddt == AMP_F32 ? (float *)dst + i0 : db;
+            if (gdt != AMP_F32) amp_convert(gb, AMP_F32, gsrc, gdt, (size_t)(nr * pg->ow));
+            for (int64_t i = 0; i < nr; i++) {
+                float *d0 = d + 2 * i * pg->w, *d1 = d0 + pg->w;
+                amp_max_pool_backward_row_k2(gr + i * pg->ow, offsets + o0 + i * pg->ow, pg->ow, d0, d1);
+                if (pg->w > 2 * pg->ow) d0[pg->w - 1] = d1[pg->w - 1] = 0.0f;
+            }
+            if (ddt != AMP_F32)
+                amp_convert((unsigned char *)dst + (size_t)i0 * des, ddt, db, AMP_F32, (size_t)(2 * nr * pg->w));
+        }
+        if (pg->h > 2 * pg->oh)
+            memset((unsigned char *)dst + (size_t)((p * pg->h + pg->h - 1) * pg->w) * des, 0, (size_t)pg->w * des);
+    }
+}
+
+static bool grad_dtype_ok(amp_dtype dt) { return dt == AMP_F32 || dt == AMP_F16 || dt == AMP_BF16; }
+
+static void max_pool_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *x = node->in[0];
+    const pool_geom pg = saved_geometry(node);
+    const void *offsets = node->saved; /* [planes, oh, ow] window offsets */
+    const int64_t n_in = pg.planes * pg.h * pg.w, plane_out = pg.oh * pg.ow, plane_in = pg.h * pg.w;
+    if (use_k2_path(&pg)) {
+        /* dY as it is when it is contiguous (decoded a block at a time), else through amp_grad_out */
+        const amp_tensor *gt = node->out->grad;
+        const bool direct = gt && amp_tensor_is_contiguous(gt) && grad_dtype_ok(gt->dtype);
+        const void *g = direct ? gt->data : amp_grad_out(ctx, node);
+        if (!g) return;
+        const amp_dtype gdt = direct ? gt->dtype : AMP_F32;
+        if (!x->grad && x->requires_grad) {
+            /* x's first gradient, written in x's dtype (what amp_grad_accumulate would create) */
+            amp_tensor *grad = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
+            if (!grad) return;
+            max_pool_backward_k2(&pg, g, gdt, offsets, grad->data, x->dtype);
+            x->grad = grad;
+            return;
+        }
+        float *dx = amp_f32_scratch(ctx, n_in);
+        if (!dx) return;
+        max_pool_backward_k2(&pg, g, gdt, offsets, dx, AMP_F32);
+        amp_grad_accumulate(ctx, x, dx);
+        return;
+    }
+    const float *g = amp_grad_out(ctx, node);
+    float *dx = amp_f32_scratch(ctx, n_in);
+    if (!g || !dx) return;
+    const size_t osize = pg.kernel <= AMP_POOL_BYTE_KERNEL ? 1 : 4;
+    memset(dx, 0, (size_t)n_in * sizeof *dx);
+    for (int64_t p = 0; p < pg.planes; p++)
+        amp_max_pool_backward_plane_ref(g + p * plane_out, (const char *)offsets + (size_t)(p * plane_out) * osize,
+                                        pg.w, pg.kernel, pg.stride, pg.oh, pg.ow, dx + p * plane_in);
+    amp_grad_accumulate(ctx, x, dx);
+}
+
+/* kernel 2, stride 2, x contiguous: planes in blocks of output rows, each block's input rows decoded to
+ * fp32 in one amp_convert (f16/bf16; an f32 x is read in place), its outputs encoded in one. Max
+ * pooling is exact, so the output's bits are the picked input's (rounding an exact value). */
+static void max_pool_k2(const amp_tensor *x, amp_tensor *out, const pool_geom *pg, uint8_t *offsets) {
+    const amp_dtype dt = x->dtype;
+    const size_t es = amp_dtype_size(dt);
+    const int64_t rows = POOL_K2_BLOCK / (2 * pg->w) < pg->oh ? POOL_K2_BLOCK / (2 * pg->w) : pg->oh;
+    float in[POOL_K2_BLOCK], yb[POOL_K2_BLOCK / 4];
+    for (int64_t p = 0; p < pg->planes; p++)
+        for (int64_t oy0 = 0; oy0 < pg->oh; oy0 += rows) {
+            const int64_t nr = pg->oh - oy0 < rows ? pg->oh - oy0 : rows;
+            const int64_t o0 = (p * pg->oh + oy0) * pg->ow;
+            const unsigned char *src = (const unsigned char *)x->data + (size_t)((p * pg->h + 2 * oy0) * pg->w) * es;
+            const float *r = dt == AMP_F32 ? (const float *)(const void *)src : in;
+            float *y = dt == AMP_F32 ? (float *)out->data + o0 : yb;
+            if (dt != AMP_F32) amp_convert(in, AMP_F32, src, dt, (size_t)(2 * nr * pg->w));
+            for (int64_t i = 0; i < nr; i++)
+                amp_max_pool_row_k2(r + 2 * i * pg->w, r + (2 * i + 1) * pg->w, pg->ow, y + i * pg->ow,
+                                    offsets + o0 + i * pg->ow);
+            if (dt != AMP_F32)
+                amp_convert((unsigned char *)out->data + (size_t)o0 * es, dt, yb, AMP_F32, (size_t)(nr * pg->ow));
+        }
+}
+
 amp_tensor *amp_max_pool2d(amp_ctx *ctx, amp_tensor *x, int kernel, int stride) {
     const amp_op op = AMP_OP_MAX_POOL2D;
     pool_geom pg;
@@ -82,43 +374,38 @@ amp_tensor *amp_max_pool2d(amp_ctx *ctx, amp_tensor *x, int kernel, int stride) 
         return NULL;
     amp_tensor *out = pool_output(ctx, x, &pg);
     if (!out) return NULL;
-    const int64_t n_out = pg.planes * pg.oh * pg.ow;
+    const int64_t n_out = pg.planes * pg.oh * pg.ow, plane_out = pg.oh * pg.ow;
+    const size_t osize = pg.kernel <= AMP_POOL_BYTE_KERNEL ? 1 : 4;
     amp_arena_mark m = amp_scratch_mark(ctx);
-    /* argmax goes to scratch and, when a node is recorded, into the arena for backward */
-    int64_t *argmax = amp_scratch_alloc(ctx, (size_t)(n_out > 0 ? n_out : 1) * sizeof *argmax);
-    const float *xv = amp_f32_view(ctx, x);
-    float *y = amp_f32_scratch(ctx, n_out);
-    if (!argmax || !xv || !y) {
+    /* the offsets go straight into the arena when backward will need them */
+    const size_t obytes = (size_t)(n_out > 0 ? n_out : 1) * osize;
+    const bool record = amp_autograd_will_record(ctx, &x, 1);
+    void *offsets = record ? amp_ctx_alloc(ctx, obytes) : amp_scratch_alloc(ctx, obytes);
+    if (!offsets) {
         amp_scratch_release(ctx, m);
         return NULL;
     }
-    for (int64_t p = 0; p < pg.planes; p++)
-        for (int64_t oy = 0; oy < pg.oh; oy++)
-            for (int64_t ox = 0; ox < pg.ow; ox++) {
-                const int64_t y0 = oy * pg.stride, x0 = ox * pg.stride, o = (p * pg.oh + oy) * pg.ow + ox;
-                const int64_t top = (p * pg.h + y0) * pg.w + x0;
-                int64_t best = top;
-                float vmax = -INFINITY;
-                if (pg.kernel == 2) { /* the usual 2x2 window, unrolled: selects, not branches */
-                    pool_pick(xv[top], top, &vmax, &best);
-                    pool_pick(xv[top + 1], top + 1, &vmax, &best);
-                    pool_pick(xv[top + pg.w], top + pg.w, &vmax, &best);
-                    pool_pick(xv[top + pg.w + 1], top + pg.w + 1, &vmax, &best);
-                } else {
-                    for (int64_t ky = 0; ky < pg.kernel; ky++)
-                        for (int64_t kx = 0; kx < pg.kernel; kx++) pool_pick(xv[top + ky * pg.w + kx], top + ky * pg.w + kx, &vmax, &best);
-                }
-                y[o] = vmax;
-                argmax[o] = best;
-            }
-    amp_store_f32(ctx, out, y);
+    if (use_k2_path(&pg) && amp_tensor_is_contiguous(x)) {
+        max_pool_k2(x, out, &pg, offsets);
+    } else {
+        const float *xv = amp_f32_view(ctx, x);
+        float *y = amp_f32_scratch(ctx, n_out);
+        if (!xv || !y) {
+            amp_scratch_release(ctx, m);
+            return NULL;
+        }
+        for (int64_t p = 0; p < pg.planes; p++)
+            amp_max_pool_plane_ref(xv + p * pg.h * pg.w, pg.w, pg.kernel, pg.stride, pg.oh, pg.ow, y + p * plane_out,
+                                   (char *)offsets + (size_t)(p * plane_out) * osize);
+        amp_store_f32(ctx, out, y);
+    }
+    amp_scratch_release(ctx, m);
+    if (ctx->status != AMP_OK) return NULL;
     amp_node *node = amp_autograd_record(ctx, op, x->dtype, out, &x, 1, max_pool_backward);
     if (node) {
         save_geometry(node, &pg);
-        node->saved = amp_ctx_alloc(ctx, (size_t)(n_out > 0 ? n_out : 1) * sizeof *argmax);
-        if (node->saved) memcpy(node->saved, argmax, (size_t)n_out * sizeof *argmax);
+        node->saved = offsets;
     }
-    amp_scratch_release(ctx, m);
     return ctx->status == AMP_OK ? out : NULL;
 }
 

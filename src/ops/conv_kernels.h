@@ -1,0 +1,30 @@
+/* Internal: conv2d's column passes (conv.c describes the layout), exposed so the tests can compare
+ * the stride-1 padded-plane versions with the general ones bit for bit. */
+#ifndef AMP_CONV_KERNELS_H
+#define AMP_CONV_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct amp_conv_geom {
+    int64_t n, c, h, w, o, kh, kw, oh, ow, stride, pad;
+} amp_conv_geom;
+
+/* im2col of image b0 + b of x ([N, C, H, W] contiguous, element size es: 2 or 4) into its columns
+ * [b*P, (b+1)*P) of col [C*KH*KW, nb*P], P = OH*OW. */
+void amp_conv_im2col_ref(const amp_conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
+                         void *col);
+/* col2im of image b0 + b: adds its columns of dcol [C*KH*KW, nb*P] (fp32) into dx [N, C, H, W]. */
+void amp_conv_col2im_ref(const amp_conv_geom *g, const float *dcol, int64_t b0, int64_t nb, int64_t b, float *dx);
+
+/* Whether the padded-plane versions take this geometry (stride 1, padded plane within a stack
+ * buffer). */
+bool amp_conv_padded_ok(const amp_conv_geom *g);
+/* The same columns as amp_conv_im2col_ref. */
+void amp_conv_im2col_padded(const amp_conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
+                            void *col);
+/* Writes image b0 + b's planes of dx with the bits amp_conv_col2im_ref adds into a zeroed dx. */
+void amp_conv_col2im_padded(const amp_conv_geom *g, const float *dcol, int64_t b0, int64_t nb, int64_t b, float *dx);
+
+#endif /* AMP_CONV_KERNELS_H */

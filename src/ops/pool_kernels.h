@@ -1,0 +1,35 @@
+/* Internal: max pooling's kernels on fp32 rows and planes (pool.c drives them; the tests compare the
+ * fast ones against the reference bit for bit).
+ *
+ * What backward needs per output is where its maximum sits in the window: the window offset
+ * ky * kernel + kx, one byte while kernel <= AMP_POOL_BYTE_KERNEL (the 2x2 pools of a cnn: 1 byte per
+ * output instead of an int64 flat index), else a uint32. The pick is PyTorch's CPU rule: scan the
+ * window row-major, take an element when it is greater than the max so far or NaN (so the first
+ * maximum wins ties and the last NaN wins; a window of -inf gives -inf at offset 0). */
+#ifndef AMP_POOL_KERNELS_H
+#define AMP_POOL_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The largest kernel whose window offsets (kernel^2 - 1) fit a byte. */
+#define AMP_POOL_BYTE_KERNEL 16
+
+/* Reference, any kernel and stride: one plane x [h, w] -> y [oh, ow] and window offsets [oh, ow]
+ * (uint8_t when kernel <= AMP_POOL_BYTE_KERNEL, else uint32_t). */
+void amp_max_pool_plane_ref(const float *x, int64_t w, int64_t kernel, int64_t stride, int64_t oh, int64_t ow,
+                            float *y, void *offsets);
+/* Reference backward of one plane: adds g [oh, ow] into dx [h, w] at the saved offsets (dx holds
+ * what was there before: zeros for a fresh gradient). */
+void amp_max_pool_backward_plane_ref(const float *g, const void *offsets, int64_t w, int64_t kernel,
+                                     int64_t stride, int64_t oh, int64_t ow, float *dx);
+
+/* kernel 2, stride 2, one output row: r0, r1 are the window's two input rows (2 * ow values each),
+ * y and offsets the row's ow outputs. Same picks and bits as the reference. */
+void amp_max_pool_row_k2(const float *r0, const float *r1, int64_t ow, float *y, uint8_t *offsets);
+/* Its backward: writes every element of the two input rows d0, d1 (2 * ow values each): g[ox] + 0
+ * at the saved offset (the reference's 0 + g, so -0 becomes +0 alike), 0 elsewhere. Windows with
+ * kernel = stride do not overlap, so nothing needs zeroing or adding first. */
+void amp_max_pool_backward_row_k2(const float *g, const uint8_t *offsets, int64_t ow, float *d0, float *d1);
+
+#endif /* AMP_POOL_KERNELS_H */
