@@ -30,6 +30,8 @@
 
 #include "amp/formats.h"
 #include "amp/gemm.h"
+#include "../core/parallel.h"
+#include "../gemm/gemm_kernels.h"
 #include "../kernels/vecmath.h"
 #include "op_util.h"
 
@@ -48,6 +50,113 @@ static int lstm_gemm_ldc(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m
 static int lstm_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
                      int64_t lda, const void *b, int64_t ldb, float beta, float *c) {
     return lstm_gemm_ldc(ctx, dt, ta, tb, m, n, k, a, lda, b, ldb, beta, c, n);
+}
+
+/* ---- the recurrent product with W_hh packed once per pass ----
+ *
+ * The sequence multiplies by the same W_hh at every step (T products of B rows). amp_gemm would pack
+ * W_hh's panels again for each of them (B times less arithmetic than packing work would justify);
+ * these two functions pack it once per pass with the GEMM path's own pack routine and run the same
+ * micro-kernel over the same k blocks (kc of the path, each block's sum added to C as gemm.c does:
+ * beta for the first block, 1 for the others), so every element of C gets the bits amp_gemm would
+ * give it (gemm.c: they depend on the path and the shape only), which the tests check against the
+ * per-step cell. Only the A side (B rows of h or dG_t) is packed per step. */
+
+typedef struct packed_b {
+    const amp_gemm_kernel *kern;
+    int64_t n, k, kc_pad; /* kc_pad: one k block's packed depth (the largest block, padded) */
+    size_t a_es;          /* bytes per element of the source dtype (of both operands) */
+    char *panels;         /* k block q at panels + q * round_up(n, nr) * kc_pad * packed_size */
+} packed_b;
+
+static int64_t round_up64(int64_t x, int64_t unit) { return (x + unit - 1) / unit * unit; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+static size_t packed_block_bytes(const packed_b *pb) {
+    return (size_t)(round_up64(pb->n, pb->kern->nr) * pb->kc_pad) * (size_t)pb->kern->packed_size;
+}
+
+/* Packs M_b [n, k] (M_b[i, p] = src[trans ? p * ld + i : i * ld + p], dtype dt) into scratch; false
+ * (error recorded) when out of memory. */
+static bool pack_b(amp_ctx *ctx, packed_b *pb, amp_dtype dt, const void *src, int64_t ld, bool trans, int64_t n,
+                   int64_t k) {
+    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
+    const size_t es = amp_dtype_size(dt);
+    *pb = (packed_b){.kern = kern, .n = n, .k = k, .kc_pad = round_up64(min64(kern->kc, k), kern->k_unit), .a_es = es};
+    const int64_t blocks = (k + kern->kc - 1) / kern->kc;
+    const size_t bytes = packed_block_bytes(pb);
+    pb->panels = amp_scratch_alloc(ctx, bytes * (size_t)(blocks > 0 ? blocks : 1));
+    if (!pb->panels) return false;
+    for (int64_t q = 0; q < blocks; q++) {
+        const int64_t pc = q * kern->kc, kc = min64(kern->kc, k - pc);
+        kern->pack(pb->panels + (size_t)q * bytes, (const char *)src + (size_t)(trans ? pc * ld : pc) * es, ld, trans, n,
+                   kc, kern->nr);
+    }
+    return true;
+}
+
+typedef struct packed_job {
+    const packed_b *pb;
+    const char *apack; /* A packed for every k block: block q at apack + q * a_block_bytes */
+    size_t a_block_bytes;
+    int64_t m, tiles_n, tasks;
+    float *c;
+    int64_t ldc;
+    float beta;
+} packed_job;
+
+/* Task t: the tiles of columns [t * tiles_n / tasks, (t + 1) * tiles_n / tasks), every row. */
+static void packed_task(void *arg, int64_t task, int thread_id) {
+    (void)thread_id;
+    const packed_job *j = arg;
+    const amp_gemm_kernel *kern = j->pb->kern;
+    const int mr = kern->mr, nr = kern->nr;
+    const size_t ps = (size_t)kern->packed_size, b_bytes = packed_block_bytes(j->pb);
+    const int64_t t0 = j->tiles_n * task / j->tasks, t1 = j->tiles_n * (task + 1) / j->tasks;
+    for (int64_t pc = 0, q = 0; pc < j->pb->k; pc += kern->kc, q++) {
+        const int64_t kc = min64(kern->kc, j->pb->k - pc), kc_pad = round_up64(kc, kern->k_unit);
+        const float beta = pc == 0 ? j->beta : 1.0f;
+        const char *ablock = j->apack + (size_t)q * j->a_block_bytes, *bblock = j->pb->panels + (size_t)q * b_bytes;
+        for (int64_t ir = 0; ir < j->m; ir += mr)
+            for (int64_t tj = t0; tj < t1; tj++) {
+                const int64_t jr = tj * nr;
+                kern->ukernel(kc, ablock + (size_t)(ir * kc_pad) * ps, bblock + (size_t)(jr * kc_pad) * ps,
+                              j->c + ir * j->ldc + jr, j->ldc, (int)min64(mr, j->m - ir), (int)min64(nr, j->pb->n - jr),
+                              1.0f, beta);
+            }
+    }
+}
+
+/* Below this many flops (2mnk) per thread, one thread: gemm.c's threshold. */
+#define PACKED_MIN_FLOPS_PER_THREAD (1 << 21)
+
+/* c [m, n] (ldc) = A [m, k] M_b^T + beta c, A[i, p] = a[i * lda + p] in the packed dtype's source
+ * dtype, as amp_gemm(dt, false, ...) with alpha 1 gives it. False (error recorded) when out of memory. */
+static bool packed_gemm(amp_ctx *ctx, const packed_b *pb, int64_t m, const void *a, int64_t lda, float beta, float *c,
+                        int64_t ldc) {
+    const amp_gemm_kernel *kern = pb->kern;
+    const int64_t k = pb->k, blocks = (k + kern->kc - 1) / kern->kc;
+    if (m == 0 || pb->n == 0) return true;
+    amp_arena_mark mk = amp_scratch_mark(ctx);
+    const size_t a_bytes = (size_t)(round_up64(m, kern->mr) * pb->kc_pad) * (size_t)kern->packed_size;
+    char *apack = amp_scratch_alloc(ctx, a_bytes * (size_t)(blocks > 0 ? blocks : 1));
+    if (!apack) return false;
+    for (int64_t q = 0; q < blocks; q++) {
+        const int64_t pc = q * kern->kc;
+        kern->pack(apack + (size_t)q * a_bytes, (const char *)a + (size_t)pc * pb->a_es, lda, false, m,
+                   min64(kern->kc, k - pc), kern->mr);
+    }
+    const int64_t tiles_n = (pb->n + kern->nr - 1) / kern->nr;
+    const double flops = 2.0 * (double)m * (double)pb->n * (double)k;
+    int64_t tasks = amp_parallel_max_threads();
+    if (flops < (double)tasks * PACKED_MIN_FLOPS_PER_THREAD) tasks = (int64_t)(flops / PACKED_MIN_FLOPS_PER_THREAD);
+    if (tasks > tiles_n) tasks = tiles_n;
+    if (tasks < 1) tasks = 1;
+    packed_job job = {pb, apack, a_bytes, m, tiles_n, tasks, c, ldc, beta};
+    if (tasks == 1) packed_task(&job, 0, 0);
+    else amp_parallel_for(tasks, packed_task, &job);
+    amp_scratch_release(ctx, mk);
+    return true;
 }
 
 /* One row's gate activations in place, act [4H] = i, f, g, o pre-activations: three vector passes over
@@ -321,6 +430,8 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     if (!dout || !dgates || !dgd || !dh || !dc) return;
     memset(dh, 0, (size_t)(B * H) * sizeof *dh);
     memset(dc, 0, (size_t)(B * H) * sizeof *dc);
+    packed_b whh; /* M_b [H, 4H] = W_hh^T, for dh = dG_t W_hh */
+    if (T > 1 && !pack_b(ctx, &whh, dt, w_hh->data, H, true, H, G)) return;
     for (int64_t t = T - 1; t >= 0; t--) {
         for (int64_t b = 0; b < B; b++) {
             const float *act = acts + (t * B + b) * 5 * H, *tc = act + G, *cp = cprev + (t * B + b) * H;
@@ -338,9 +449,7 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
             if (dt != AMP_F32) amp_convert((char *)dgd + (size_t)((b * T + t) * G) * es, dt, dgr, AMP_F32, (size_t)G);
         }
         /* dh_{t-1} [B, H] = dG_t [B, 4H] W_hh [4H, H]; rows of dG_t are T*G apart */
-        if (t > 0 && lstm_gemm(ctx, dt, false, false, B, H, G, (const char *)dgd + (size_t)(t * G) * es, T * G,
-                               w_hh->data, H, 0.0f, dh))
-            return;
+        if (t > 0 && !packed_gemm(ctx, &whh, B, (const char *)dgd + (size_t)(t * G) * es, T * G, 0.0f, dh, H)) return;
     }
     if (x->requires_grad) { /* dX [B*T, I] = dG W_ih */
         float *dx = amp_f32_scratch(ctx, R * I);
@@ -421,12 +530,16 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
         return NULL;
     }
     memset(c, 0, (size_t)(B * H) * sizeof *c);
+    packed_b whh; /* M_b [4H, H] = W_hh, for gates_t += h_{t-1} W_hh^T */
+    if (T > 1 && !pack_b(ctx, &whh, dt, w_hh->data, H, false, G, H)) {
+        amp_scratch_release(ctx, mk);
+        return NULL;
+    }
     char *hout = out->data;
     const amp_vmath_kernels *vm = amp_vmath_active();
     for (int64_t t = 0; t < T; t++) {
         /* gates_t += h_{t-1} W_hh^T, h_{t-1} read in place: rows of out T*H apart */
-        if (t > 0 && lstm_gemm_ldc(ctx, dt, false, true, B, G, H, hout + (size_t)((t - 1) * H) * es, T * H,
-                                   w_hh->data, H, 1.0f, xp + t * G, T * G)) {
+        if (t > 0 && !packed_gemm(ctx, &whh, B, hout + (size_t)((t - 1) * H) * es, T * H, 1.0f, xp + t * G, T * G)) {
             amp_scratch_release(ctx, mk);
             return NULL;
         }
