@@ -115,6 +115,7 @@ static const harness_test all_tests[] = {
     TEST(relu_bits_f32),
     TEST(vecmath),
     TEST(encode_sweep),
+    TEST(lstm_kernels),
 };
 
 int main(void) {

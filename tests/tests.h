@@ -168,4 +168,7 @@ void test_alloc_failure_loops(void);
 /* test_data_float.c: float32/float64 IDX images, their batches, non-finite values refused */
 void test_data_idx_float(void);
 
+/* test_lstm_kernels.c: the LSTM pointwise kernels of every SIMD path against the reference, bit for bit */
+void test_lstm_kernels(void);
+
 #endif /* AMP_TESTS_TESTS_H */

@@ -32,6 +32,7 @@
 #include "amp/gemm.h"
 #include "../core/parallel.h"
 #include "../gemm/gemm_kernels.h"
+#include "../kernels/lstm_kernels.h"
 #include "../kernels/vecmath.h"
 #include "op_util.h"
 
@@ -222,21 +223,10 @@ static void lstm_backward(amp_ctx *ctx, amp_node *node) {
     float *dc = amp_f32_scratch(ctx, B * H);
     if (!g || !cv || !dgates || !dc) return;
 
-    for (int64_t b = 0; b < B; b++) {
-        const float *act = saved + b * 5 * H, *tc = act + G;
-        float *dgr = dgates + b * G;
-        for (int64_t j = 0; j < H; j++) {
-            const float gi = act[j], gf = act[H + j], gg = act[2 * H + j], go = act[3 * H + j], t = tc[j];
-            const float dh_out = g[b * H + j];
-            /* c' reaches the loss directly (dc') and through h' = o tanh(c') */
-            const float dct = g[B * H + b * H + j] + dh_out * go * (1.0f - t * t);
-            dgr[j] = dct * gg * gi * (1.0f - gi);
-            dgr[H + j] = dct * cv[b * H + j] * gf * (1.0f - gf);
-            dgr[2 * H + j] = dct * gi * (1.0f - gg * gg);
-            dgr[3 * H + j] = dh_out * t * go * (1.0f - go);
-            dc[b * H + j] = dct * gf;
-        }
-    }
+    const amp_lstm_kernels *lk = amp_lstm_active();
+    for (int64_t b = 0; b < B; b++)
+        lk->cell_backward(dgates + b * G, dc + b * H, saved + b * 5 * H, cv + b * H, g + b * H, NULL,
+                          g + B * H + b * H, (size_t)H);
     amp_grad_accumulate(ctx, c, dc);
 
     /* The GEMM operand: dG in the compute dtype (the fp32 buffer itself for fp32). */
@@ -271,8 +261,7 @@ static void lstm_backward(amp_ctx *ctx, amp_node *node) {
         float *db = amp_f32_scratch(ctx, G);
         if (!db) return;
         memset(db, 0, (size_t)G * sizeof *db);
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t j = 0; j < G; j++) db[j] += dgates[b * G + j];
+        for (int64_t b = 0; b < B; b++) lk->acc(db, dgates + b * G, (size_t)G);
         amp_grad_accumulate(ctx, b_ih, db);
         amp_grad_accumulate(ctx, b_hh, db);
     }
@@ -409,12 +398,6 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
  * i[]: B, T, I, H, index of b_ih or -1, index of b_hh or -1. saved: fp32 [T, B, 5H] activations and
  * tanh(c_t) (as the cell's), then fp32 [T, B, H] c_{t-1}. */
 
-static float round_to(amp_dtype dt, float v) {
-    if (dt == AMP_BF16) return amp_bf16_to_fp32(amp_bf16_from_fp32(v));
-    if (dt == AMP_F16) return amp_fp16_to_fp32(amp_fp16_from_fp32(v));
-    return v;
-}
-
 static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0], *w_ih = node->in[1], *w_hh = node->in[2];
     amp_tensor *b_ih = node->i[4] >= 0 ? node->in[node->i[4]] : NULL;
@@ -430,22 +413,14 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     if (!dout || !dgates || !dgd || !dh || !dc) return;
     memset(dh, 0, (size_t)(B * H) * sizeof *dh);
     memset(dc, 0, (size_t)(B * H) * sizeof *dc);
+    const amp_lstm_kernels *lk = amp_lstm_active();
     packed_b whh; /* M_b [H, 4H] = W_hh^T, for dh = dG_t W_hh */
     if (T > 1 && !pack_b(ctx, &whh, dt, w_hh->data, H, true, H, G)) return;
     for (int64_t t = T - 1; t >= 0; t--) {
         for (int64_t b = 0; b < B; b++) {
-            const float *act = acts + (t * B + b) * 5 * H, *tc = act + G, *cp = cprev + (t * B + b) * H;
             float *dgr = dgates + (b * T + t) * G;
-            for (int64_t j = 0; j < H; j++) {
-                const float gi = act[j], gf = act[H + j], gg = act[2 * H + j], go = act[3 * H + j], tt = tc[j];
-                const float dh_out = dout[(b * T + t) * H + j] + dh[b * H + j];
-                const float dct = dc[b * H + j] + dh_out * go * (1.0f - tt * tt);
-                dgr[j] = dct * gg * gi * (1.0f - gi);
-                dgr[H + j] = dct * cp[j] * gf * (1.0f - gf);
-                dgr[2 * H + j] = dct * gi * (1.0f - gg * gg);
-                dgr[3 * H + j] = dh_out * tt * go * (1.0f - go);
-                dc[b * H + j] = dct * gf;
-            }
+            lk->cell_backward(dgr, dc + b * H, acts + (t * B + b) * 5 * H, cprev + (t * B + b) * H,
+                              dout + (b * T + t) * H, dh + b * H, dc + b * H, (size_t)H);
             if (dt != AMP_F32) amp_convert((char *)dgd + (size_t)((b * T + t) * G) * es, dt, dgr, AMP_F32, (size_t)G);
         }
         /* dh_{t-1} [B, H] = dG_t [B, 4H] W_hh [4H, H]; rows of dG_t are T*G apart */
@@ -477,8 +452,7 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         float *db = amp_f32_scratch(ctx, G);
         if (!db) return;
         memset(db, 0, (size_t)G * sizeof *db);
-        for (int64_t r = 0; r < R; r++)
-            for (int64_t j = 0; j < G; j++) db[j] += dgates[r * G + j];
+        for (int64_t r = 0; r < R; r++) lk->acc(db, dgates + r * G, (size_t)G);
         amp_grad_accumulate(ctx, b_ih, db);
         amp_grad_accumulate(ctx, b_hh, db);
     }
@@ -523,8 +497,10 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
     float *xp = amp_f32_scratch(ctx, R * G);            /* gate pre-activations, rows b*T + t */
     float *c = amp_f32_scratch(ctx, B * H);             /* c_{t-1}, values of dt */
     float *tcs = keep ? NULL : amp_f32_scratch(ctx, 5 * H); /* one row's activations when not saving */
+    float *hrow = amp_f32_scratch(ctx, H);                  /* one row of h_t before its rounding */
+    void *cq = amp_scratch_alloc(ctx, (size_t)(B * H) * es); /* c_t in dt */
     const float *bi = b_ih ? amp_f32_view(ctx, b_ih) : NULL, *bh = b_hh ? amp_f32_view(ctx, b_hh) : NULL;
-    if (!xp || !c || (!keep && !tcs) || (b_ih && !bi) || (b_hh && !bh) ||
+    if (!xp || !c || (!keep && !tcs) || !hrow || !cq || (b_ih && !bi) || (b_hh && !bh) ||
         lstm_gemm(ctx, dt, false, true, R, G, I, x->data, I, w_ih->data, I, 0.0f, xp)) {
         amp_scratch_release(ctx, mk);
         return NULL;
@@ -551,19 +527,18 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
             gate_activations(vm, act, H);
             for (int64_t j = 0; j < H; j++) {
                 const float cn = act[H + j] * c[b * H + j] + act[j] * act[2 * H + j];
-                tc[j] = cn;                      /* tanh below, of the fp32 c_t, as the cell's */
-                c[b * H + j] = round_to(dt, cn); /* the next step reads c_t rounded, as the cell's c' */
+                tc[j] = cn;        /* tanh below, of the fp32 c_t, as the cell's */
+                c[b * H + j] = cn; /* rounded to dt after the step's rows */
             }
             vm->tanh(tc, tc, (size_t)H);
-            for (int64_t j = 0; j < H; j++) {
-                const float hv = act[3 * H + j] * tc[j];
-                char *dst = hout + (size_t)((b * T + t) * H + j) * es;
-                if (dt == AMP_F32) memcpy(dst, &hv, sizeof hv);
-                else {
-                    const uint16_t u = dt == AMP_BF16 ? amp_bf16_from_fp32(hv) : amp_fp16_from_fp32(hv);
-                    memcpy(dst, &u, sizeof u);
-                }
-            }
+            char *dst = hout + (size_t)((b * T + t) * H) * es;
+            float *hv = dt == AMP_F32 ? (float *)(void *)dst : hrow;
+            for (int64_t j = 0; j < H; j++) hv[j] = act[3 * H + j] * tc[j];
+            if (dt != AMP_F32) amp_convert(dst, dt, hrow, AMP_F32, (size_t)H);
+        }
+        if (dt != AMP_F32) { /* the next step reads c_t rounded to dt, as the cell's c' */
+            amp_convert(cq, dt, c, AMP_F32, (size_t)(B * H));
+            amp_convert(c, AMP_F32, cq, dt, (size_t)(B * H));
         }
     }
     amp_scratch_release(ctx, mk);
