@@ -57,73 +57,91 @@ static int lstm_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, in
  *
  * The sequence multiplies by the same W_hh at every step (T products of B rows). amp_gemm would pack
  * W_hh's panels again for each of them (B times less arithmetic than packing work would justify);
- * these two functions pack it once per pass with the GEMM path's own pack routine and run the same
- * micro-kernel over the same k blocks (kc of the path, each block's sum added to C as gemm.c does:
+ * these functions pack it once per pass with the GEMM path's own pack routine and run the same
+ * micro-kernels over the same k blocks (kc of the path, each block's sum added to C as gemm.c does:
  * beta for the first block, 1 for the others), so every element of C gets the bits amp_gemm would
  * give it (gemm.c: they depend on the path and the shape only), which the tests check against the
- * per-step cell. Only the A side (B rows of h or dG_t) is packed per step. */
+ * per-step cell. Only the B rows of h or dG_t are packed per step.
+ *
+ * With B = 32 rows against a 12-row tile, C = X W^T fills 32/36 of its tiles; C^T = W X^T (W's
+ * 4H or H rows on the 12-row side, X's B rows on the 32-wide side) fills 99% (gemm.c's transposed
+ * product, ukernel_ct: products commute exactly, so the bits are the same). The weight side is packed
+ * as whichever operand the better fill makes it. */
 
-typedef struct packed_b {
+typedef struct packed_w {
     const amp_gemm_kernel *kern;
-    int64_t n, k, kc_pad; /* kc_pad: one k block's packed depth (the largest block, padded) */
-    size_t a_es;          /* bytes per element of the source dtype (of both operands) */
-    char *panels;         /* k block q at panels + q * round_up(n, nr) * kc_pad * packed_size */
-} packed_b;
+    bool flip;            /* W packed as the A operand (panels of mr) and C^T computed; else as B (nr) */
+    int64_t n, k, kc_pad; /* n: W's rows (C's columns); kc_pad: one k block's packed depth, padded */
+    size_t es;            /* bytes per element of the source dtype (of both operands) */
+    char *panels;         /* k block q at panels + q * round_up(n, r) * kc_pad * packed_size */
+} packed_w;
 
 static int64_t round_up64(int64_t x, int64_t unit) { return (x + unit - 1) / unit * unit; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-static size_t packed_block_bytes(const packed_b *pb) {
-    return (size_t)(round_up64(pb->n, pb->kern->nr) * pb->kc_pad) * (size_t)pb->kern->packed_size;
+/* bytes of one k block of `rows` rows packed in panels of r */
+static size_t packed_bytes(const amp_gemm_kernel *kern, int64_t rows, int r, int64_t kc_pad) {
+    return (size_t)(round_up64(rows, r) * kc_pad) * (size_t)kern->packed_size;
 }
 
-/* Packs M_b [n, k] (M_b[i, p] = src[trans ? p * ld + i : i * ld + p], dtype dt) into scratch; false
- * (error recorded) when out of memory. */
-static bool pack_b(amp_ctx *ctx, packed_b *pb, amp_dtype dt, const void *src, int64_t ld, bool trans, int64_t n,
-                   int64_t k) {
+/* Packs W [n, k] (W[i, p] = src[trans ? p * ld + i : i * ld + p], dtype dt) into scratch for products
+ * with m-row operands; false (error recorded) when out of memory. */
+static bool pack_w(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *src, int64_t ld, bool trans, int64_t n,
+                   int64_t k, int64_t m) {
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
-    const size_t es = amp_dtype_size(dt);
-    *pb = (packed_b){.kern = kern, .n = n, .k = k, .kc_pad = round_up64(min64(kern->kc, k), kern->k_unit), .a_es = es};
+    const double direct = (double)m / (double)round_up64(m, kern->mr) * (double)n / (double)round_up64(n, kern->nr);
+    const double flipped = (double)n / (double)round_up64(n, kern->mr) * (double)m / (double)round_up64(m, kern->nr);
+    *pw = (packed_w){.kern = kern,
+                     .flip = kern->ukernel_ct && flipped > direct,
+                     .n = n,
+                     .k = k,
+                     .kc_pad = round_up64(min64(kern->kc, k), kern->k_unit),
+                     .es = amp_dtype_size(dt)};
+    const int r = pw->flip ? kern->mr : kern->nr;
     const int64_t blocks = (k + kern->kc - 1) / kern->kc;
-    const size_t bytes = packed_block_bytes(pb);
-    pb->panels = amp_scratch_alloc(ctx, bytes * (size_t)(blocks > 0 ? blocks : 1));
-    if (!pb->panels) return false;
+    const size_t bytes = packed_bytes(kern, n, r, pw->kc_pad);
+    pw->panels = amp_scratch_alloc(ctx, bytes * (size_t)(blocks > 0 ? blocks : 1));
+    if (!pw->panels) return false;
     for (int64_t q = 0; q < blocks; q++) {
         const int64_t pc = q * kern->kc, kc = min64(kern->kc, k - pc);
-        kern->pack(pb->panels + (size_t)q * bytes, (const char *)src + (size_t)(trans ? pc * ld : pc) * es, ld, trans, n,
-                   kc, kern->nr);
+        kern->pack(pw->panels + (size_t)q * bytes, (const char *)src + (size_t)(trans ? pc * ld : pc) * pw->es, ld, trans,
+                   n, kc, r);
     }
     return true;
 }
 
 typedef struct packed_job {
-    const packed_b *pb;
-    const char *apack; /* A packed for every k block: block q at apack + q * a_block_bytes */
-    size_t a_block_bytes;
-    int64_t m, tiles_n, tasks;
+    const packed_w *pw;
+    const char *xpack; /* X packed for every k block: block q at xpack + q * x_bytes */
+    size_t x_bytes, w_bytes;
+    int64_t m, tiles_w, tasks; /* tiles_w: W's panels, split between the tasks */
     float *c;
     int64_t ldc;
     float beta;
 } packed_job;
 
-/* Task t: the tiles of columns [t * tiles_n / tasks, (t + 1) * tiles_n / tasks), every row. */
+/* Task t: W's panels [t * tiles_w / tasks, (t + 1) * tiles_w / tasks) against every panel of X. */
 static void packed_task(void *arg, int64_t task, int thread_id) {
     (void)thread_id;
     const packed_job *j = arg;
-    const amp_gemm_kernel *kern = j->pb->kern;
-    const int mr = kern->mr, nr = kern->nr;
-    const size_t ps = (size_t)kern->packed_size, b_bytes = packed_block_bytes(j->pb);
-    const int64_t t0 = j->tiles_n * task / j->tasks, t1 = j->tiles_n * (task + 1) / j->tasks;
-    for (int64_t pc = 0, q = 0; pc < j->pb->k; pc += kern->kc, q++) {
-        const int64_t kc = min64(kern->kc, j->pb->k - pc), kc_pad = round_up64(kc, kern->k_unit);
+    const packed_w *pw = j->pw;
+    const amp_gemm_kernel *kern = pw->kern;
+    const int rw = pw->flip ? kern->mr : kern->nr, rx = pw->flip ? kern->nr : kern->mr;
+    const amp_gemm_ukernel_fn uk = pw->flip ? kern->ukernel_ct : kern->ukernel;
+    const size_t ps = (size_t)kern->packed_size;
+    const int64_t t0 = j->tiles_w * task / j->tasks, t1 = j->tiles_w * (task + 1) / j->tasks;
+    for (int64_t pc = 0, q = 0; pc < pw->k; pc += kern->kc, q++) {
+        const int64_t kc = min64(kern->kc, pw->k - pc), kc_pad = round_up64(kc, kern->k_unit);
         const float beta = pc == 0 ? j->beta : 1.0f;
-        const char *ablock = j->apack + (size_t)q * j->a_block_bytes, *bblock = j->pb->panels + (size_t)q * b_bytes;
-        for (int64_t ir = 0; ir < j->m; ir += mr)
-            for (int64_t tj = t0; tj < t1; tj++) {
-                const int64_t jr = tj * nr;
-                kern->ukernel(kc, ablock + (size_t)(ir * kc_pad) * ps, bblock + (size_t)(jr * kc_pad) * ps,
-                              j->c + ir * j->ldc + jr, j->ldc, (int)min64(mr, j->m - ir), (int)min64(nr, j->pb->n - jr),
-                              1.0f, beta);
+        const char *xblock = j->xpack + (size_t)q * j->x_bytes, *wblock = pw->panels + (size_t)q * j->w_bytes;
+        for (int64_t ix = 0; ix < j->m; ix += rx)
+            for (int64_t tw = t0; tw < t1; tw++) {
+                const int64_t iw = tw * rw;
+                const char *xp = xblock + (size_t)(ix * kc_pad) * ps, *wp = wblock + (size_t)(iw * kc_pad) * ps;
+                const int mx = (int)min64(rx, j->m - ix), nw = (int)min64(rw, pw->n - iw);
+                float *ct = j->c + ix * j->ldc + iw; /* C[ix, iw]; flipped: element (i, j) of W X^T is C[j, i] */
+                if (pw->flip) uk(kc, wp, xp, ct, j->ldc, nw, mx, 1.0f, beta);
+                else uk(kc, xp, wp, ct, j->ldc, mx, nw, 1.0f, beta);
             }
     }
 }
@@ -131,29 +149,30 @@ static void packed_task(void *arg, int64_t task, int thread_id) {
 /* Below this many flops (2mnk) per thread, one thread: gemm.c's threshold. */
 #define PACKED_MIN_FLOPS_PER_THREAD (1 << 21)
 
-/* c [m, n] (ldc) = A [m, k] M_b^T + beta c, A[i, p] = a[i * lda + p] in the packed dtype's source
- * dtype, as amp_gemm(dt, false, ...) with alpha 1 gives it. False (error recorded) when out of memory. */
-static bool packed_gemm(amp_ctx *ctx, const packed_b *pb, int64_t m, const void *a, int64_t lda, float beta, float *c,
+/* c [m, n] (ldc) = X [m, k] W^T + beta c, X[i, p] = x[i * ldx + p] in W's source dtype, as
+ * amp_gemm(dt, false, ...) with alpha 1 gives it. False (error recorded) when out of memory. */
+static bool packed_gemm(amp_ctx *ctx, const packed_w *pw, int64_t m, const void *x, int64_t ldx, float beta, float *c,
                         int64_t ldc) {
-    const amp_gemm_kernel *kern = pb->kern;
-    const int64_t k = pb->k, blocks = (k + kern->kc - 1) / kern->kc;
-    if (m == 0 || pb->n == 0) return true;
+    const amp_gemm_kernel *kern = pw->kern;
+    const int rw = pw->flip ? kern->mr : kern->nr, rx = pw->flip ? kern->nr : kern->mr;
+    const int64_t k = pw->k, blocks = (k + kern->kc - 1) / kern->kc;
+    if (m == 0 || pw->n == 0) return true;
     amp_arena_mark mk = amp_scratch_mark(ctx);
-    const size_t a_bytes = (size_t)(round_up64(m, kern->mr) * pb->kc_pad) * (size_t)kern->packed_size;
-    char *apack = amp_scratch_alloc(ctx, a_bytes * (size_t)(blocks > 0 ? blocks : 1));
-    if (!apack) return false;
+    const size_t x_bytes = packed_bytes(kern, m, rx, pw->kc_pad);
+    char *xpack = amp_scratch_alloc(ctx, x_bytes * (size_t)(blocks > 0 ? blocks : 1));
+    if (!xpack) return false;
     for (int64_t q = 0; q < blocks; q++) {
         const int64_t pc = q * kern->kc;
-        kern->pack(apack + (size_t)q * a_bytes, (const char *)a + (size_t)pc * pb->a_es, lda, false, m,
-                   min64(kern->kc, k - pc), kern->mr);
+        kern->pack(xpack + (size_t)q * x_bytes, (const char *)x + (size_t)pc * pw->es, ldx, false, m,
+                   min64(kern->kc, k - pc), rx);
     }
-    const int64_t tiles_n = (pb->n + kern->nr - 1) / kern->nr;
-    const double flops = 2.0 * (double)m * (double)pb->n * (double)k;
+    const int64_t tiles_w = (pw->n + rw - 1) / rw;
+    const double flops = 2.0 * (double)m * (double)pw->n * (double)k;
     int64_t tasks = amp_parallel_max_threads();
     if (flops < (double)tasks * PACKED_MIN_FLOPS_PER_THREAD) tasks = (int64_t)(flops / PACKED_MIN_FLOPS_PER_THREAD);
-    if (tasks > tiles_n) tasks = tiles_n;
+    if (tasks > tiles_w) tasks = tiles_w;
     if (tasks < 1) tasks = 1;
-    packed_job job = {pb, apack, a_bytes, m, tiles_n, tasks, c, ldc, beta};
+    packed_job job = {pw, xpack, x_bytes, packed_bytes(kern, pw->n, rw, pw->kc_pad), m, tiles_w, tasks, c, ldc, beta};
     if (tasks == 1) packed_task(&job, 0, 0);
     else amp_parallel_for(tasks, packed_task, &job);
     amp_scratch_release(ctx, mk);
@@ -414,8 +433,8 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     memset(dh, 0, (size_t)(B * H) * sizeof *dh);
     memset(dc, 0, (size_t)(B * H) * sizeof *dc);
     const amp_lstm_kernels *lk = amp_lstm_active();
-    packed_b whh; /* M_b [H, 4H] = W_hh^T, for dh = dG_t W_hh */
-    if (T > 1 && !pack_b(ctx, &whh, dt, w_hh->data, H, true, H, G)) return;
+    packed_w whh; /* W [H, 4H] = W_hh^T, for dh = dG_t W_hh */
+    if (T > 1 && !pack_w(ctx, &whh, dt, w_hh->data, H, true, H, G, B)) return;
     for (int64_t t = T - 1; t >= 0; t--) {
         for (int64_t b = 0; b < B; b++) {
             float *dgr = dgates + (b * T + t) * G;
@@ -506,8 +525,8 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
         return NULL;
     }
     memset(c, 0, (size_t)(B * H) * sizeof *c);
-    packed_b whh; /* M_b [4H, H] = W_hh, for gates_t += h_{t-1} W_hh^T */
-    if (T > 1 && !pack_b(ctx, &whh, dt, w_hh->data, H, false, G, H)) {
+    packed_w whh; /* W [4H, H] = W_hh, for gates_t += h_{t-1} W_hh^T */
+    if (T > 1 && !pack_w(ctx, &whh, dt, w_hh->data, H, false, G, H, B)) {
         amp_scratch_release(ctx, mk);
         return NULL;
     }
