@@ -116,6 +116,7 @@ static const harness_test all_tests[] = {
     TEST(vecmath),
     TEST(encode_sweep),
     TEST(lstm_kernels),
+    TEST(attention_fused),
 };
 
 int main(void) {

@@ -171,4 +171,7 @@ void test_data_idx_float(void);
 /* test_lstm_kernels.c: the LSTM pointwise kernels of every SIMD path against the reference, bit for bit */
 void test_lstm_kernels(void);
 
+/* test_attention_fused.c: the gpt model's self-attention on a fused qkv against split heads + attention */
+void test_attention_fused(void);
+
 #endif /* AMP_TESTS_TESTS_H */
