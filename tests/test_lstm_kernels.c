@@ -17,74 +17,57 @@
 enum { MAXH = 70 };
 
 static uint64_t next(uint64_t *s) {
-  *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
-  return *s;
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
 }
 
-static float unit(uint64_t *s) {
-  return (float)(next(s) >> 40) / (float)(1 << 24);
-} /* [0, 1) */
+static float unit(uint64_t *s) { return (float)(next(s) >> 40) / (float)(1 << 24); } /* [0, 1) */
 
 /* a gradient: mostly ordinary values, sometimes an edge case */
 static float grad(uint64_t *s) {
-  static const float edges[] = {0.0f,   -0.0f,    1e-40f,    -1e-42f, 3e38f,
-                                -3e38f, INFINITY, -INFINITY, NAN,     1.0f};
-  const uint64_t r = next(s);
-  if (r % 16 == 0)
-    return edges[(r >> 8) % (sizeof edges / sizeof edges[0])];
-  return (unit(s) * 2.0f - 1.0f) * (float)(1 << (r >> 20) % 8);
+    static const float edges[] = {0.0f, -0.0f, 1e-40f, -1e-42f, 3e38f, -3e38f, INFINITY, -INFINITY, NAN, 1.0f};
+    const uint64_t r = next(s);
+    if (r % 16 == 0) return edges[(r >> 8) % (sizeof edges / sizeof edges[0])];
+    return (unit(s) * 2.0f - 1.0f) * (float)(1 << (r >> 20) % 8);
 }
 
-static bool same_bits(const float *a, const float *b, size_t n) {
-  return memcmp(a, b, n * sizeof *a) == 0;
-}
+static bool same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
 
 void test_lstm_kernels(void) {
-  const amp_lstm_kernels *ref = amp_lstm_kernels_for(AMP_ISA_REF);
-  uint64_t s = 0x9e3779b97f4a7c15ull;
-  float act[5 * MAXH], cprev[MAXH], dh[MAXH], dh2[MAXH], dc[MAXH];
-  float dgr_r[4 * MAXH], dgr_k[4 * MAXH], dcp_r[MAXH], dcp_k[MAXH],
-      acc_r[4 * MAXH], acc_k[4 * MAXH];
-  for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
-    if (isa == AMP_ISA_REF || !amp_isa_supported((amp_isa)isa))
-      continue;
-    const amp_lstm_kernels *k = amp_lstm_kernels_for((amp_isa)isa);
-    int bad_bwd = 0, bad_acc = 0;
-    for (size_t H = 0; H <= MAXH; H++) {
-      for (int rep = 0; rep < 8; rep++) {
-        for (size_t j = 0; j < 5 * H; j++) {
-          /* i, f, o in (0, 1), g and tanh(c') in (-1, 1), with the edges now
-           * and then */
-          const size_t gate = j / (H ? H : 1);
-          float v = gate == 2 || gate == 4 ? unit(&s) * 2.0f - 1.0f : unit(&s);
-          if (next(&s) % 32 == 0)
-            v = (float)((int)(next(&s) % 3) - (gate == 2 || gate == 4 ? 1 : 0));
-          act[j] = v;
-        }
-        for (size_t j = 0; j < H; j++)
-          cprev[j] = grad(&s), dh[j] = grad(&s), dh2[j] = grad(&s),
-          dc[j] = grad(&s);
-        const bool two = rep & 1, alias = rep & 2;
-        memset(dgr_r, 0, sizeof dgr_r), memset(dgr_k, 0xff, sizeof dgr_k);
-        memcpy(dcp_r, dc, sizeof dc), memcpy(dcp_k, dc, sizeof dc);
-        ref->cell_backward(dgr_r, dcp_r, act, cprev, dh, two ? dh2 : NULL,
-                           alias ? dcp_r : dc, H);
-        k->cell_backward(dgr_k, dcp_k, act, cprev, dh, two ? dh2 : NULL,
-                         alias ? dcp_k : dc, H);
-        if (!same_bits(dgr_r, dgr_k, 4 * H) || !same_bits(dcp_r, dcp_k, H))
-          bad_bwd++;
+    const amp_lstm_kernels *ref = amp_lstm_kernels_for(AMP_ISA_REF);
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    float act[5 * MAXH], cprev[MAXH], dh[MAXH], dh2[MAXH], dc[MAXH];
+    float dgr_r[4 * MAXH], dgr_k[4 * MAXH], dcp_r[MAXH], dcp_k[MAXH], acc_r[4 * MAXH], acc_k[4 * MAXH];
+    for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
+        if (isa == AMP_ISA_REF || !amp_isa_supported((amp_isa)isa)) continue;
+        const amp_lstm_kernels *k = amp_lstm_kernels_for((amp_isa)isa);
+        int bad_bwd = 0, bad_acc = 0;
+        for (size_t H = 0; H <= MAXH; H++) {
+            for (int rep = 0; rep < 8; rep++) {
+                for (size_t j = 0; j < 5 * H; j++) {
+                    /* i, f, o in (0, 1), g and tanh(c') in (-1, 1), with the edges now
+                     * and then */
+                    const size_t gate = j / (H ? H : 1);
+                    float v = gate == 2 || gate == 4 ? unit(&s) * 2.0f - 1.0f : unit(&s);
+                    if (next(&s) % 32 == 0) v = (float)((int)(next(&s) % 3) - (gate == 2 || gate == 4 ? 1 : 0));
+                    act[j] = v;
+                }
+                for (size_t j = 0; j < H; j++)
+                    cprev[j] = grad(&s), dh[j] = grad(&s), dh2[j] = grad(&s), dc[j] = grad(&s);
+                const bool two = rep & 1, alias = rep & 2;
+                memset(dgr_r, 0, sizeof dgr_r), memset(dgr_k, 0xff, sizeof dgr_k);
+                memcpy(dcp_r, dc, sizeof dc), memcpy(dcp_k, dc, sizeof dc);
+                ref->cell_backward(dgr_r, dcp_r, act, cprev, dh, two ? dh2 : NULL, alias ? dcp_r : dc, H);
+                k->cell_backward(dgr_k, dcp_k, act, cprev, dh, two ? dh2 : NULL, alias ? dcp_k : dc, H);
+                if (!same_bits(dgr_r, dgr_k, 4 * H) || !same_bits(dcp_r, dcp_k, H)) bad_bwd++;
 
-        for (size_t j = 0; j < 4 * H; j++)
-          acc_r[j] = acc_k[j] = grad(&s);
-        ref->acc(acc_r, dgr_r, 4 * H);
-        k->acc(acc_k, dgr_r, 4 * H);
-        if (!same_bits(acc_r, acc_k, 4 * H))
-          bad_acc++;
-      }
+                for (size_t j = 0; j < 4 * H; j++) acc_r[j] = acc_k[j] = grad(&s);
+                ref->acc(acc_r, dgr_r, 4 * H);
+                k->acc(acc_k, dgr_r, 4 * H);
+                if (!same_bits(acc_r, acc_k, 4 * H)) bad_acc++;
+            }
+        }
+        CHECK_MSG(bad_bwd == 0 && bad_acc == 0, "lstm kernels %s: %d cell_backward and %d acc cases differ from ref",
+                  amp_isa_name((amp_isa)isa), bad_bwd, bad_acc);
     }
-    CHECK_MSG(
-        bad_bwd == 0 && bad_acc == 0,
-        "lstm kernels %s: %d cell_backward and %d acc cases differ from ref",
-        amp_isa_name((amp_isa)isa), bad_bwd, bad_acc);
-  }
 }

@@ -20,16 +20,14 @@
  * a second one added to it (NULL: none), dc [H] the gradient of c' out: dgr
  * [4H] the gate pre-activation gradients, dc_prev [H] = dc'_total * f (may
  * alias dc). */
-typedef void (*amp_lstm_cell_backward_fn)(float *dgr, float *dc_prev,
-                                          const float *act, const float *cprev,
-                                          const float *dh, const float *dh2,
-                                          const float *dc, size_t H);
+typedef void (*amp_lstm_cell_backward_fn)(float *dgr, float *dc_prev, const float *act, const float *cprev,
+                                          const float *dh, const float *dh2, const float *dc, size_t H);
 /* dst[j] += src[j], j < n */
 typedef void (*amp_lstm_acc_fn)(float *dst, const float *src, size_t n);
 
 typedef struct amp_lstm_kernels {
-  amp_lstm_cell_backward_fn cell_backward;
-  amp_lstm_acc_fn acc;
+    amp_lstm_cell_backward_fn cell_backward;
+    amp_lstm_acc_fn acc;
 } amp_lstm_kernels;
 
 void amp_lstm_kernels_ref(amp_lstm_kernels *k);
@@ -41,26 +39,21 @@ void amp_lstm_kernels_avx512(amp_lstm_kernels *k);
 /* The kernels for `isa` (a path the CPU lacks, or an invalid one, gets the
  * reference's). */
 const amp_lstm_kernels *amp_lstm_kernels_for(amp_isa isa);
-static inline const amp_lstm_kernels *amp_lstm_active(void) {
-  return amp_lstm_kernels_for(amp_isa_active());
-}
+static inline const amp_lstm_kernels *amp_lstm_active(void) { return amp_lstm_kernels_for(amp_isa_active()); }
 
 /* Element j of cell_backward, the reference arithmetic (the SIMD paths' tails
  * call it too). c' reaches the loss directly (dc') and through h' = o tanh(c').
  */
-static inline void
-amp_lstm_cell_backward_at(float *dgr, float *dc_prev, const float *act,
-                          const float *cprev, const float *dh, const float *dh2,
-                          const float *dc, size_t H, size_t j) {
-  const float gi = act[j], gf = act[H + j], gg = act[2 * H + j],
-              go = act[3 * H + j], t = act[4 * H + j];
-  const float dh_out = dh2 ? dh[j] + dh2[j] : dh[j];
-  const float dct = dc[j] + dh_out * go * (1.0f - t * t);
-  dgr[j] = dct * gg * gi * (1.0f - gi);
-  dgr[H + j] = dct * cprev[j] * gf * (1.0f - gf);
-  dgr[2 * H + j] = dct * gi * (1.0f - gg * gg);
-  dgr[3 * H + j] = dh_out * t * go * (1.0f - go);
-  dc_prev[j] = dct * gf;
+static inline void amp_lstm_cell_backward_at(float *dgr, float *dc_prev, const float *act, const float *cprev,
+                                             const float *dh, const float *dh2, const float *dc, size_t H, size_t j) {
+    const float gi = act[j], gf = act[H + j], gg = act[2 * H + j], go = act[3 * H + j], t = act[4 * H + j];
+    const float dh_out = dh2 ? dh[j] + dh2[j] : dh[j];
+    const float dct = dc[j] + dh_out * go * (1.0f - t * t);
+    dgr[j] = dct * gg * gi * (1.0f - gi);
+    dgr[H + j] = dct * cprev[j] * gf * (1.0f - gf);
+    dgr[2 * H + j] = dct * gi * (1.0f - gg * gg);
+    dgr[3 * H + j] = dh_out * t * go * (1.0f - go);
+    dc_prev[j] = dct * gf;
 }
 
 #endif

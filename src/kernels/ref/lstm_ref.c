@@ -3,19 +3,16 @@
  * under AMP_ISA=ref. */
 #include "../lstm_kernels.h"
 
-static void cell_backward_ref(float *dgr, float *dc_prev, const float *act,
-                              const float *cprev, const float *dh,
+static void cell_backward_ref(float *dgr, float *dc_prev, const float *act, const float *cprev, const float *dh,
                               const float *dh2, const float *dc, size_t H) {
-  for (size_t j = 0; j < H; j++)
-    amp_lstm_cell_backward_at(dgr, dc_prev, act, cprev, dh, dh2, dc, H, j);
+    for (size_t j = 0; j < H; j++) amp_lstm_cell_backward_at(dgr, dc_prev, act, cprev, dh, dh2, dc, H, j);
 }
 
 static void acc_ref(float *dst, const float *src, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    dst[i] += src[i];
+    for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
 void amp_lstm_kernels_ref(amp_lstm_kernels *k) {
-  k->cell_backward = cell_backward_ref;
-  k->acc = acc_ref;
+    k->cell_backward = cell_backward_ref;
+    k->acc = acc_ref;
 }
