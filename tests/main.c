@@ -117,6 +117,7 @@ static const harness_test all_tests[] = {
     TEST(encode_sweep),
     TEST(lstm_kernels),
     TEST(attention_fused),
+    TEST(gelu_kernels),
 };
 
 int main(void) {

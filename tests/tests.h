@@ -174,4 +174,7 @@ void test_lstm_kernels(void);
 /* test_attention_fused.c: the gpt model's self-attention on a fused qkv against split heads + attention */
 void test_attention_fused(void);
 
+/* test_gelu_kernels.c: the fused gelu kernels of every path against their erfc/exp composition, bit for bit */
+void test_gelu_kernels(void);
+
 #endif /* AMP_TESTS_TESTS_H */
