@@ -4,7 +4,8 @@
  * back. Forward output and the gradient of qkv, in f32, f16 and bf16, several
  * shapes (one head, odd lengths). The same GEMMs on the same values and the
  * same single rounding of each gradient: the values must be equal (compared as
- * numbers, so +0 and -0 match). Shape errors are reported, not crashed on. */
+ * numbers, so +0 and -0 match), over several causal blocks of rows too (T
+ * over 48). Shape errors are reported, not crashed on. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -100,6 +101,8 @@ void test_attention_fused(void) {
         check_case(1, 19, 24, 3, dts[d]);
         check_case(3, 7, 6, 1, dts[d]);
         check_case(2, 40, 64, 4, dts[d]); /* the gpt model's head width, D = 16 */
+        check_case(2, 100, 16, 2, dts[d]); /* several causal blocks of rows, the last one short */
+        check_case(1, 144, 6, 1, dts[d]);  /* blocks that end at T */
     }
     check_error(10, 1); /* not 3C */
     check_error(12, 3); /* C = 4 not a multiple of 3 heads */

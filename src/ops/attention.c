@@ -185,8 +185,19 @@ amp_tensor *amp_causal_attention(amp_ctx *ctx, amp_tensor *q, amp_tensor *k, amp
  * gradient of qkv, rounded once (the composition rounds dq, dk, dv once each, then copies them exactly:
  * the same values). Each GEMM is the composition's on the same values and shape, so the same bits.
  *
+ * Causal blocks: the products run on blocks of ATTN_ROWS query rows, each only over the keys it sees,
+ * so the masked upper triangle of S, dP and of the P and dS operands is skipped (about a third of the
+ * attention GEMMs' work at T = 128). A skipped term is a product with an exact zero of P or dS; left
+ * out at the end of a sum (O, dQ: columns past the block) or at its start (dV, dK: rows above it, where
+ * the sum is still +0; ATTN_ROWS even keeps VDPBF16PS's pairs aligned) it changes no bit, as long as
+ * one k block of the GEMM covers T (kc: 512 fp32, 1024 bf16) and the skipped operand is finite. Past
+ * that, the sums are split at other points than amp_causal_attention's: still deterministic.
+ *
  * in[]: qkv (contiguous, compute dtype). i[]: B, T, C, heads. saved: P [B, heads, T, T] in the
  * compute dtype. */
+
+/* query rows per causal block: a multiple of the micro-kernels' 12 and 6 rows, and even */
+enum { ATTN_ROWS = 48 };
 static void self_attention_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *qkv = node->in[0];
     const int64_t B = node->i[0], T = node->i[1], C = node->i[2], NH = node->i[3], D = C / NH, C3 = 3 * C;
@@ -216,15 +227,28 @@ static void self_attention_backward(amp_ctx *ctx, amp_node *node) {
             const unsigned char *gb = (const unsigned char *)dout + (size_t)(b * T * C + h * D) * es;
             const void *pb = (const unsigned char *)node->saved + (size_t)((b * NH + h) * T * T) * es;
             float *dq = dqkv + b * T * C3 + h * D, *dk = dq + C, *dv = dq + 2 * C;
-            if (attn_gemm_ldc(ctx, dt, true, false, T, D, T, 1.0f, pb, T, gb, C, dv, C3) || /* dV = P^T dO */
-                attn_gemm(ctx, dt, false, true, T, T, D, 1.0f, gb, C, vb, C3, dp))          /* dP = dO V^T */
-                return;
+            const unsigned char *pc = pb, *dsc = ds;
+            for (int64_t r0 = 0; r0 < T; r0 += ATTN_ROWS) { /* rows [r0, r1): see causal blocks above */
+                const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS, nr = r1 - r0;
+                /* dV[r0:r1] = P[r0:T, r0:r1]^T dO[r0:T]; dP[r0:r1, 0:r1] = dO[r0:r1] V[0:r1]^T */
+                if (attn_gemm_ldc(ctx, dt, true, false, nr, D, T - r0, 1.0f, pc + (size_t)(r0 * T + r0) * es, T,
+                                  gb + (size_t)(r0 * C) * es, C, dv + r0 * C3, C3) ||
+                    attn_gemm_ldc(ctx, dt, false, true, nr, r1, D, 1.0f, gb + (size_t)(r0 * C) * es, C, vb, C3,
+                                  dp + r0 * T, T))
+                    return;
+            }
             amp_convert(pf, AMP_F32, pb, dt, (size_t)(T * T));
-            causal_softmax_backward(dp, pf, T);
+            causal_softmax_backward(dp, pf, T); /* reads dP_ij for j <= i only, zeroes the rest */
             if (dt != AMP_F32) amp_convert(ds, dt, dp, AMP_F32, (size_t)(T * T));
-            if (attn_gemm_ldc(ctx, dt, false, false, T, D, T, scale, ds, T, kb, C3, dq, C3) || /* dQ = dS K */
-                attn_gemm_ldc(ctx, dt, true, false, T, D, T, scale, ds, T, qb, C3, dk, C3))    /* dK = dS^T Q */
-                return;
+            for (int64_t r0 = 0; r0 < T; r0 += ATTN_ROWS) {
+                const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS, nr = r1 - r0;
+                /* dQ[r0:r1] = dS[r0:r1, 0:r1] K[0:r1] / sqrt(D); dK[r0:r1] = dS[r0:T, r0:r1]^T Q[r0:T] / sqrt(D) */
+                if (attn_gemm_ldc(ctx, dt, false, false, nr, D, r1, scale, dsc + (size_t)(r0 * T) * es, T, kb, C3,
+                                  dq + r0 * C3, C3) ||
+                    attn_gemm_ldc(ctx, dt, true, false, nr, D, T - r0, scale, dsc + (size_t)(r0 * T + r0) * es, T,
+                                  qb + (size_t)(r0 * C3) * es, C3, dk + r0 * C3, C3))
+                    return;
+            }
         }
     }
     amp_grad_accumulate(ctx, qkv, dqkv);
@@ -261,12 +285,23 @@ amp_tensor *amp_causal_self_attention(amp_ctx *ctx, amp_tensor *qkv, int64_t hea
             const unsigned char *qb = (const unsigned char *)qkv->data + (size_t)(b * T * C3 + h * D) * es;
             const unsigned char *kb = qb + (size_t)C * es, *vb = qb + (size_t)(2 * C) * es;
             void *pb = keep_p ? (unsigned char *)p_all + (size_t)((b * NH + h) * T * T) * es : p_one;
-            if (attn_gemm(ctx, dt, false, true, T, T, D, scale, qb, C3, kb, C3, s)) break; /* S = q k^T / sqrt(D) */
-            causal_softmax(vm, s, T);
+            bool failed = false;
+            for (int64_t r0 = 0; r0 < T && !failed; r0 += ATTN_ROWS) { /* S[r0:r1, 0:r1] = q[r0:r1] k[0:r1]^T / sqrt(D) */
+                const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS;
+                failed = attn_gemm_ldc(ctx, dt, false, true, r1 - r0, r1, D, scale, qb + (size_t)(r0 * C3) * es, C3, kb,
+                                       C3, s + r0 * T, T) != AMP_OK;
+            }
+            if (failed) break;
+            causal_softmax(vm, s, T); /* reads S_ij for j <= i only, zeroes the rest */
             if (dt == AMP_F32) memcpy(pb, s, (size_t)(T * T) * sizeof *s);
             else amp_convert(pb, dt, s, AMP_F32, (size_t)(T * T));
-            if (attn_gemm_ldc(ctx, dt, false, false, T, D, T, 1.0f, pb, T, vb, C3, o + b * T * C + h * D, C)) /* O = P v */
-                break;
+            for (int64_t r0 = 0; r0 < T && !failed; r0 += ATTN_ROWS) { /* O[r0:r1] = P[r0:r1, 0:r1] v[0:r1] */
+                const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS;
+                failed = attn_gemm_ldc(ctx, dt, false, false, r1 - r0, D, r1, 1.0f,
+                                       (const unsigned char *)pb + (size_t)(r0 * T) * es, T, vb, C3,
+                                       o + (b * T + r0) * C + h * D, C) != AMP_OK;
+            }
+            if (failed) break;
         }
     }
     if (ctx->status == AMP_OK && dt != AMP_F32) amp_store_f32(ctx, out, o);
