@@ -118,6 +118,7 @@ static const harness_test all_tests[] = {
     TEST(lstm_kernels),
     TEST(attention_fused),
     TEST(gelu_kernels),
+    TEST(grad_reuse),
 };
 
 int main(void) {

@@ -177,4 +177,7 @@ void test_attention_fused(void);
 /* test_gelu_kernels.c: the fused gelu kernels of every path against their erfc/exp composition, bit for bit */
 void test_gelu_kernels(void);
 
+/* test_grad_reuse.c: dropped non-leaf gradients' arena blocks reused: same gradients, lower peak */
+void test_grad_reuse(void);
+
 #endif /* AMP_TESTS_TESTS_H */
