@@ -46,6 +46,12 @@ static inline const amp_lstm_kernels *amp_lstm_active(void) { return amp_lstm_ke
  */
 static inline void amp_lstm_cell_backward_at(float *dgr, float *dc_prev, const float *act, const float *cprev,
                                              const float *dh, const float *dh2, const float *dc, size_t H, size_t j) {
+#if defined(__clang__)
+/* The SIMD paths' files are built with -mfma, where clang would fuse the multiply-adds below into
+ * FMAs (its default -ffp-contract=on) and the tails would differ from the reference's bits; gcc's
+ * -std=c11 does not contract. */
+#pragma clang fp contract(off)
+#endif
     const float gi = act[j], gf = act[H + j], gg = act[2 * H + j], go = act[3 * H + j], t = act[4 * H + j];
     const float dh_out = dh2 ? dh[j] + dh2[j] : dh[j];
     const float dct = dc[j] + dh_out * go * (1.0f - t * t);
