@@ -24,10 +24,13 @@ typedef void (*amp_lstm_cell_backward_fn)(float *dgr, float *dc_prev, const floa
                                           const float *dh, const float *dh2, const float *dc, size_t H);
 /* dst[j] += src[j], j < n */
 typedef void (*amp_lstm_acc_fn)(float *dst, const float *src, size_t n);
+/* dst[j] = (a[j] + b[j]) + c[j], or a[j] + b[j] when c is NULL, j < n (the gates' two biases) */
+typedef void (*amp_lstm_add3_fn)(float *dst, const float *a, const float *b, const float *c, size_t n);
 
 typedef struct amp_lstm_kernels {
     amp_lstm_cell_backward_fn cell_backward;
     amp_lstm_acc_fn acc;
+    amp_lstm_add3_fn add3;
 } amp_lstm_kernels;
 
 void amp_lstm_kernels_ref(amp_lstm_kernels *k);

@@ -190,15 +190,11 @@ static void gate_activations(const amp_vmath_kernels *vm, float *act, int64_t H)
 }
 
 /* act [G] = gr + b_ih + b_hh (each bias optional, added in that order) */
-static void gate_preactivations(float *restrict act, const float *restrict gr, const float *bi, const float *bh,
-                                int64_t G) {
-    if (bi && bh)
-        for (int64_t j = 0; j < G; j++) act[j] = gr[j] + bi[j] + bh[j];
-    else if (bi || bh) {
-        const float *bb = bi ? bi : bh;
-        for (int64_t j = 0; j < G; j++) act[j] = gr[j] + bb[j];
-    } else
-        memcpy(act, gr, (size_t)G * sizeof *act);
+static void gate_preactivations(const amp_lstm_kernels *lk, float *act, const float *gr, const float *bi,
+                                const float *bh, int64_t G) {
+    if (bi && bh) lk->add3(act, gr, bi, bh, (size_t)G);
+    else if (bi || bh) lk->add3(act, gr, bi ? bi : bh, NULL, (size_t)G);
+    else memcpy(act, gr, (size_t)G * sizeof *act);
 }
 
 /* ---- the views h_next = hc[0], c_next = hc[1] ---- */
@@ -359,9 +355,10 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
         return ctx->status;
     }
     const amp_vmath_kernels *vm = amp_vmath_active();
+    const amp_lstm_kernels *lk = amp_lstm_active();
     for (int64_t b = 0; b < B; b++) {
         float *gr = gates + b * G, *act = saved + b * 5 * H, *tc = act + G;
-        gate_preactivations(act, gr, bi, bh, G);
+        gate_preactivations(lk, act, gr, bi, bh, G);
         gate_activations(vm, act, H);
         for (int64_t j = 0; j < H; j++) {
             const float cn = act[H + j] * cv[b * H + j] + act[j] * act[2 * H + j];
@@ -532,6 +529,7 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
     }
     char *hout = out->data;
     const amp_vmath_kernels *vm = amp_vmath_active();
+    const amp_lstm_kernels *lk = amp_lstm_active();
     for (int64_t t = 0; t < T; t++) {
         /* gates_t += h_{t-1} W_hh^T, h_{t-1} read in place: rows of out T*H apart */
         if (t > 0 && !packed_gemm(ctx, &whh, B, hout + (size_t)((t - 1) * H) * es, T * H, 1.0f, xp + t * G, T * G)) {
@@ -542,7 +540,7 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
             const float *gr = xp + (b * T + t) * G;
             float *act = keep ? saved + (t * B + b) * 5 * H : tcs, *tc = act + G;
             if (keep) memcpy(saved + T * B * 5 * H + (t * B + b) * H, c + b * H, (size_t)H * sizeof *c);
-            gate_preactivations(act, gr, bi, bh, G);
+            gate_preactivations(lk, act, gr, bi, bh, G);
             gate_activations(vm, act, H);
             for (int64_t j = 0; j < H; j++) {
                 const float cn = act[H + j] * c[b * H + j] + act[j] * act[2 * H + j];

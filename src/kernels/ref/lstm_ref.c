@@ -12,7 +12,15 @@ static void acc_ref(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
+static void add3_ref(float *dst, const float *a, const float *b, const float *c, size_t n) {
+    if (c)
+        for (size_t i = 0; i < n; i++) dst[i] = a[i] + b[i] + c[i];
+    else
+        for (size_t i = 0; i < n; i++) dst[i] = a[i] + b[i];
+}
+
 void amp_lstm_kernels_ref(amp_lstm_kernels *k) {
+    k->add3 = add3_ref;
     k->cell_backward = cell_backward_ref;
     k->acc = acc_ref;
 }

@@ -37,7 +37,20 @@ static void acc_avx512(float *dst, const float *src, size_t n) {
     for (; i < n; i++) dst[i] += src[i];
 }
 
+static void add3_avx512(float *dst, const float *a, const float *b, const float *c, size_t n) {
+    size_t i = 0;
+    if (c) {
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(dst + i, _mm512_add_ps(_mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)), _mm512_loadu_ps(c + i)));
+        for (; i < n; i++) dst[i] = a[i] + b[i] + c[i];
+    } else {
+        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+        for (; i < n; i++) dst[i] = a[i] + b[i];
+    }
+}
+
 void amp_lstm_kernels_avx512(amp_lstm_kernels *k) {
+    k->add3 = add3_avx512;
     k->cell_backward = cell_backward_avx512;
     k->acc = acc_avx512;
 }
