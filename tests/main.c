@@ -116,6 +116,10 @@ static const harness_test all_tests[] = {
     TEST(vecmath),
     TEST(data_words),
     TEST(encode_sweep),
+    TEST(lstm_kernels),
+    TEST(attention_fused),
+    TEST(gelu_kernels),
+    TEST(grad_reuse),
 };
 
 int main(void) {

@@ -130,5 +130,12 @@ void test_lstm_sequence(void) {
         check_shape_dtype(3, 5, 6, 4, dts[d], tol[d]);
         check_shape_dtype(4, 9, 7, 16, dts[d], tol[d]);
         check_shape_dtype(2, 1, 3, 5, dts[d], tol[d]); /* one step: no recurrent GEMM */
+        /* 4H = 1088 is over every path's k block (fp32 512, bf16 pairs 1024): the recurrent products
+         * with W_hh packed once (dh_{t-1} = dG_t W_hh has k = 4H) add several blocks as amp_gemm does */
+        check_shape_dtype(13, 3, 5, 272, dts[d], tol[d]);
+        /* B near 32 rows: the recurrent products run transposed (C^T = W X^T, ukernel_ct), one k block
+         * and several */
+        check_shape_dtype(32, 3, 5, 24, dts[d], tol[d]);
+        check_shape_dtype(31, 3, 5, 272, dts[d], tol[d]);
     }
 }

@@ -169,4 +169,16 @@ void test_alloc_failure_loops(void);
 /* test_data_float.c: float32/float64 IDX images, their batches, non-finite values refused */
 void test_data_idx_float(void);
 
+/* test_lstm_kernels.c: the LSTM pointwise kernels of every SIMD path against the reference, bit for bit */
+void test_lstm_kernels(void);
+
+/* test_attention_fused.c: the gpt model's self-attention on a fused qkv against split heads + attention */
+void test_attention_fused(void);
+
+/* test_gelu_kernels.c: the fused gelu kernels of every path against their erfc/exp composition, bit for bit */
+void test_gelu_kernels(void);
+
+/* test_grad_reuse.c: dropped non-leaf gradients' arena blocks reused: same gradients, lower peak */
+void test_grad_reuse(void);
+
 #endif /* AMP_TESTS_TESTS_H */

@@ -26,13 +26,34 @@
 #define AMP_VECMATH_MAX_ULP 4
 
 typedef void (*amp_vmath_kernel)(float *dst, const float *src, size_t n);
+/* dx[i] = g[i] f'(x[i]) */
+typedef void (*amp_vmath_grad_kernel)(float *dx, const float *g, const float *x, size_t n);
 
 typedef struct amp_vmath_kernels {
     amp_vmath_kernel exp;     /* e^x */
     amp_vmath_kernel tanh;    /* tanh x */
     amp_vmath_kernel sigmoid; /* 1 / (1 + e^-x) */
     amp_vmath_kernel erfc;    /* 1 - erf x, full relative accuracy in the right tail */
+    /* GELU and its gradient in one pass, without intermediate arrays: exactly the bits of
+     * amp_vmath_gelu_composed and amp_vmath_gelu_grad_composed on this table (its own erfc and exp,
+     * the scalar arithmetic below); tests/test_gelu_kernels.c checks the equality. */
+    amp_vmath_kernel gelu;           /* x Phi(x) */
+    amp_vmath_grad_kernel gelu_grad; /* g (Phi(x) + x phi(x)) */
 } amp_vmath_kernels;
+
+/* 1/sqrt(2) and 1/sqrt(2*pi), for gelu's Gaussian CDF and density. */
+#define AMP_VMATH_INV_SQRT2 0.70710678118654752440f
+#define AMP_VMATH_INV_SQRT_2PI 0.39894228040143267794f
+
+/* gelu uses Phi(x) = erfc(-x/sqrt 2)/2, the standard normal CDF: x/2 * (1 + erf(x/sqrt 2)) rewritten
+ * with erfc, which keeps full relative accuracy in the left tail where 1 + erf cancels; and the
+ * density phi(x) = e^(-x^2/2)/sqrt(2 pi). Per element, with erfc and exp of the table k:
+ *     y  = x * (0.5 * erfc(-x * INV_SQRT2))
+ *     dx = g * (0.5 * erfc(-x * INV_SQRT2) + x * (INV_SQRT_2PI * exp((-0.5 * x) * x)))
+ * These compose k->erfc and k->exp with scalar loops (what the gelu op ran before the fused kernels):
+ * the fused kernels' oracle. */
+void amp_vmath_gelu_composed(const amp_vmath_kernels *k, float *y, const float *x, size_t n);
+void amp_vmath_gelu_grad_composed(const amp_vmath_kernels *k, float *dx, const float *g, const float *x, size_t n);
 
 void amp_vmath_kernels_ref(amp_vmath_kernels *k);
 #if defined(__x86_64__)

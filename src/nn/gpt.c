@@ -8,12 +8,14 @@
  * LayerNorm eps 1e-5 (nn.LayerNorm's default).
  *
  * The fused qkv projection: c_attn is one [3C, C] parameter (nanoGPT's layout, so checkpoints load)
- * and one amp_linear; amp has no slice op, so nn_narrow_last (model.c) copies columns [0, C),
- * [C, 2C), [2C, 3C) of its output into q, k, v, and scatters their gradients back. */
+ * and one amp_linear; amp_causal_self_attention (src/ops/attention.c) reads q, k, v and each head in
+ * place from its output and writes the heads' outputs merged, so no split, transpose or merge copies
+ * (nor their gradients' scatters) are made. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "nn_internal.h"
+#include "../ops/op_util.h"
 #include "../core/alloc_internal.h"
 
 enum { GPT_WTE, GPT_WPE, GPT_BLOCK0 };
@@ -58,21 +60,14 @@ int nn_gpt_declare(amp_model *m) {
 }
 
 /* x [B, T, C] -> x + attn(ln_1(x)) -> + mlp(ln_2(.)) */
-static amp_tensor *block(amp_model *m, amp_ctx *ctx, amp_tensor *x, size_t base, int64_t B) {
-    const amp_model_config *cfg = &m->cfg;
-    const int64_t T = cfg->context, C = cfg->hidden, NH = cfg->heads, D = C / NH;
+static amp_tensor *block(amp_model *m, amp_ctx *ctx, amp_tensor *x, size_t base) {
+    const int64_t NH = m->cfg.heads;
 #define P(i) nn_p(m, base + (i))
     amp_tensor *h = amp_layer_norm(ctx, x, P(BLK_LN1_W), P(BLK_LN1_B), GPT_LN_EPS);
     amp_tensor *qkv = amp_linear(ctx, h, P(BLK_ATTN_W), P(BLK_ATTN_B)); /* [B, T, 3C] */
     if (!qkv) return NULL;
-    amp_tensor *heads[3];
-    for (int i = 0; i < 3; i++) {
-        amp_tensor *p = nn_narrow_last(ctx, qkv, i * C, C);                 /* [B, T, C] */
-        p = amp_reshape(ctx, p, 4, (const int64_t[]){B, T, NH, D});         /* [B, T, nh, D] */
-        heads[i] = amp_transpose(ctx, p, 1, 2);                             /* [B, nh, T, D] */
-    }
-    amp_tensor *att = amp_causal_attention(ctx, heads[0], heads[1], heads[2]); /* [B, nh, T, D] */
-    att = amp_reshape(ctx, amp_transpose(ctx, att, 1, 2), 3, (const int64_t[]){B, T, C});
+    /* q, k, v split into nh heads of D, attention per head, heads merged: [B, T, C] */
+    amp_tensor *att = amp_causal_self_attention(ctx, qkv, NH);
     x = amp_add(ctx, x, amp_linear(ctx, att, P(BLK_PROJ_W), P(BLK_PROJ_B)));
     h = amp_layer_norm(ctx, x, P(BLK_LN2_W), P(BLK_LN2_B), GPT_LN_EPS);
     h = amp_gelu(ctx, amp_linear(ctx, h, P(BLK_FC_W), P(BLK_FC_B)));      /* [B, T, 4C] */
@@ -87,7 +82,7 @@ amp_tensor *nn_gpt_forward(amp_model *m, amp_ctx *ctx, const int32_t *tokens, in
     amp_tensor *tok = amp_embedding(ctx, nn_p(m, GPT_WTE), tokens, 2, (const int64_t[]){B, T}); /* [B, T, C] */
     amp_tensor *pos = amp_embedding(ctx, nn_p(m, GPT_WPE), m->positions, 1, (const int64_t[]){T}); /* [T, C] */
     amp_tensor *x = amp_add(ctx, tok, pos);
-    for (int64_t l = 0; l < cfg->layers && x; l++) x = block(m, ctx, x, GPT_BLOCK0 + (size_t)l * BLK_COUNT, B);
+    for (int64_t l = 0; l < cfg->layers && x; l++) x = block(m, ctx, x, GPT_BLOCK0 + (size_t)l * BLK_COUNT);
     const size_t tail = GPT_BLOCK0 + (size_t)cfg->layers * BLK_COUNT;
     x = amp_layer_norm(ctx, x, nn_p(m, tail), nn_p(m, tail + 1), GPT_LN_EPS);
     x = amp_reshape(ctx, x, 2, (const int64_t[]){B * T, C});

@@ -37,7 +37,39 @@ static int attn_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, in
     return st;
 }
 
+static int attn_gemm_ldc(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                         const void *a, int64_t lda, const void *b, int64_t ldb, float *c, int64_t ldc) {
+    int st = amp_gemm(dt, ta, tb, m, n, k, alpha, a, ld(lda), b, ld(ldb), 0.0f, c, ld(ldc));
+    if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(OP), amp_status_str(st));
+    return st;
+}
+
 static float attn_scale(int64_t d) { return d > 0 ? (float)(1.0 / sqrt((double)d)) : 1.0f; }
+
+/* s [T, T] in place: softmax of each row i over j <= i; P_ij = 0 for j > i */
+static void causal_softmax(const amp_vmath_kernels *vm, float *s, int64_t T) {
+    for (int64_t i = 0; i < T; i++) {
+        float *row = s + i * T, m = row[0], sum = 0.0f;
+        for (int64_t j = 1; j <= i; j++) m = row[j] > m ? row[j] : m;
+        for (int64_t j = 0; j <= i; j++) row[j] -= m;
+        vm->exp(row, row, (size_t)(i + 1)); /* kernels/vecmath.h: per element, libm under AMP_ISA=ref */
+        for (int64_t j = 0; j <= i; j++) sum += row[j];
+        for (int64_t j = 0; j <= i; j++) row[j] /= sum;
+        for (int64_t j = i + 1; j < T; j++) row[j] = 0.0f;
+    }
+}
+
+/* dp [T, T] in place: dP -> dS = P (dP - rowsum(dP P)), masked entries 0; pf = P in fp32 */
+static void causal_softmax_backward(float *dp, const float *pf, int64_t T) {
+    for (int64_t i = 0; i < T; i++) {
+        float *dr = dp + i * T;
+        const float *pr = pf + i * T;
+        float r = 0.0f;
+        for (int64_t j = 0; j <= i; j++) r += pr[j] * dr[j];
+        for (int64_t j = 0; j <= i; j++) dr[j] = pr[j] * (dr[j] - r);
+        for (int64_t j = i + 1; j < T; j++) dr[j] = 0.0f;
+    }
+}
 
 /* in[]: q, k, v (contiguous, compute dtype). i[]: BH (batch * heads), T, D. saved: P [BH, T, T] in the
  * compute dtype. */
@@ -75,14 +107,7 @@ static void attention_backward(amp_ctx *ctx, amp_node *node) {
         if (!need_s) continue;
         if (attn_gemm(ctx, dt, false, true, T, T, D, 1.0f, gb, D, vb, D, dp)) return; /* dP = dO V^T */
         amp_convert(pf, AMP_F32, pb, dt, (size_t)(T * T));
-        for (int64_t i = 0; i < T; i++) {
-            float *dr = dp + i * T;
-            const float *pr = pf + i * T;
-            float r = 0.0f;
-            for (int64_t j = 0; j <= i; j++) r += pr[j] * dr[j];
-            for (int64_t j = 0; j <= i; j++) dr[j] = pr[j] * (dr[j] - r);
-            for (int64_t j = i + 1; j < T; j++) dr[j] = 0.0f;
-        }
+        causal_softmax_backward(dp, pf, T);
         if (dt != AMP_F32) amp_convert(ds, dt, dp, AMP_F32, (size_t)(T * T));
         if (dq && attn_gemm(ctx, dt, false, false, T, D, T, scale, ds, T, kb, D, dq + bh * T * D)) return;
         if (dk && attn_gemm(ctx, dt, true, false, T, D, T, scale, ds, T, qb, D, dk + bh * T * D)) return;
@@ -132,15 +157,7 @@ amp_tensor *amp_causal_attention(amp_ctx *ctx, amp_tensor *q, amp_tensor *k, amp
         const unsigned char *vb = (const unsigned char *)v->data + off;
         void *pb = keep_p ? (unsigned char *)p_all + (size_t)(bh * T * T) * es : p_one;
         if (attn_gemm(ctx, dt, false, true, T, T, D, scale, qb, D, kb, D, s)) break; /* S = q k^T / sqrt(D) */
-        for (int64_t i = 0; i < T; i++) { /* softmax over j <= i; P_ij = 0 for j > i */
-            float *row = s + i * T, m = row[0], sum = 0.0f;
-            for (int64_t j = 1; j <= i; j++) m = row[j] > m ? row[j] : m;
-            for (int64_t j = 0; j <= i; j++) row[j] -= m;
-            vm->exp(row, row, (size_t)(i + 1)); /* kernels/vecmath.h: per element, libm under AMP_ISA=ref */
-            for (int64_t j = 0; j <= i; j++) sum += row[j];
-            for (int64_t j = 0; j <= i; j++) row[j] /= sum;
-            for (int64_t j = i + 1; j < T; j++) row[j] = 0.0f;
-        }
+        causal_softmax(vm, s, T);
         if (dt == AMP_F32) memcpy(pb, s, (size_t)(T * T) * sizeof *s);
         else amp_convert(pb, dt, s, AMP_F32, (size_t)(T * T));
         if (attn_gemm(ctx, dt, false, false, T, D, T, 1.0f, pb, T, vb, D, o + bh * T * D)) break; /* O = P v */
@@ -153,6 +170,147 @@ amp_tensor *amp_causal_attention(amp_ctx *ctx, amp_tensor *q, amp_tensor *k, amp
     if (node) {
         node->saved = p_all;
         node->i[0] = BH, node->i[1] = T, node->i[2] = D;
+    }
+    return out;
+}
+
+/* ---- self-attention on a fused projection: amp_causal_self_attention (op_util.h) ----
+ *
+ * The same arithmetic as amp_causal_attention on the heads of qkv [B, T, 3C] (q = columns [0, C),
+ * k = [C, 2C), v = [2C, 3C), head h = columns [h D, (h + 1) D) of each), with the heads merged
+ * back into O [B, T, C]; what it saves over narrow + reshape + transpose + amp_causal_attention +
+ * transpose + reshape (its reference twin, tests/test_attention_fused.c compares them) is the copies:
+ * the GEMMs read q, k, v and dO in place with leading dimensions 3C and C and write O and dq, dk, dv
+ * in place, so the forward makes no copy of q, k, v or O and the backward accumulates one fp32
+ * gradient of qkv, rounded once (the composition rounds dq, dk, dv once each, then copies them exactly:
+ * the same values). Each GEMM is the composition's on the same values and shape, so the same bits.
+ *
+ * Causal blocks: the products run on blocks of ATTN_ROWS query rows, each only over the keys it sees,
+ * so the masked upper triangle of S, dP and of the P and dS operands is skipped (about a third of the
+ * attention GEMMs' work at T = 128). A skipped term is a product with an exact zero of P or dS; left
+ * out at the end of a sum (O, dQ: columns past the block) or at its start (dV, dK: rows above it, where
+ * the sum is still +0; ATTN_ROWS even keeps VDPBF16PS's pairs aligned) it changes no bit, as long as
+ * one k block of the GEMM covers T (kc: 512 fp32, 1024 bf16) and the skipped operand is finite. Past
+ * that, the sums are split at other points than amp_causal_attention's: still deterministic.
+ *
+ * in[]: qkv (contiguous, compute dtype). i[]: B, T, C, heads. saved: P [B, heads, T, T] in the
+ * compute dtype. */
+
+/* query rows per causal block: a multiple of the micro-kernels' 12 and 6 rows, and even */
+enum { ATTN_ROWS = 48 };
+static void self_attention_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *qkv = node->in[0];
+    const int64_t B = node->i[0], T = node->i[1], C = node->i[2], NH = node->i[3], D = C / NH, C3 = 3 * C;
+    const amp_dtype dt = node->out->compute_dtype;
+    const size_t es = amp_dtype_size(dt);
+    const float scale = attn_scale(D);
+
+    /* dO in the compute dtype, contiguous [B, T, C] */
+    const amp_tensor *go = node->out->grad;
+    const void *dout = go->data;
+    if (go->dtype != dt || !amp_tensor_is_contiguous(go)) {
+        void *tmp = amp_scratch_alloc(ctx, (size_t)ld(B * T * C) * es);
+        if (!tmp) return;
+        amp_tensor_read(go, tmp, dt);
+        dout = tmp;
+    }
+    float *dqkv = amp_f32_scratch(ctx, B * T * C3); /* every column is written below */
+    float *dp = amp_f32_scratch(ctx, T * T);        /* dP, then dS in place */
+    float *pf = amp_f32_scratch(ctx, T * T);        /* P as fp32 */
+    void *ds = dt != AMP_F32 ? amp_scratch_alloc(ctx, (size_t)ld(T * T) * es) : dp; /* dS in dt */
+    if (ctx->status != AMP_OK) return;
+
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t h = 0; h < NH; h++) {
+            const unsigned char *qb = (const unsigned char *)qkv->data + (size_t)(b * T * C3 + h * D) * es;
+            const unsigned char *kb = qb + (size_t)C * es, *vb = qb + (size_t)(2 * C) * es;
+            const unsigned char *gb = (const unsigned char *)dout + (size_t)(b * T * C + h * D) * es;
+            const void *pb = (const unsigned char *)node->saved + (size_t)((b * NH + h) * T * T) * es;
+            float *dq = dqkv + b * T * C3 + h * D, *dk = dq + C, *dv = dq + 2 * C;
+            const unsigned char *pc = pb, *dsc = ds;
+            for (int64_t r0 = 0; r0 < T; r0 += ATTN_ROWS) { /* rows [r0, r1): see causal blocks above */
+                const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS, nr = r1 - r0;
+                /* dV[r0:r1] = P[r0:T, r0:r1]^T dO[r0:T]; dP[r0:r1, 0:r1] = dO[r0:r1] V[0:r1]^T */
+                if (attn_gemm_ldc(ctx, dt, true, false, nr, D, T - r0, 1.0f, pc + (size_t)(r0 * T + r0) * es, T,
+                                  gb + (size_t)(r0 * C) * es, C, dv + r0 * C3, C3) ||
+                    attn_gemm_ldc(ctx, dt, false, true, nr, r1, D, 1.0f, gb + (size_t)(r0 * C) * es, C, vb, C3,
+                                  dp + r0 * T, T))
+                    return;
+            }
+            amp_convert(pf, AMP_F32, pb, dt, (size_t)(T * T));
+            causal_softmax_backward(dp, pf, T); /* reads dP_ij for j <= i only, zeroes the rest */
+            if (dt != AMP_F32) amp_convert(ds, dt, dp, AMP_F32, (size_t)(T * T));
+            for (int64_t r0 = 0; r0 < T; r0 += ATTN_ROWS) {
+                const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS, nr = r1 - r0;
+                /* dQ[r0:r1] = dS[r0:r1, 0:r1] K[0:r1] / sqrt(D); dK[r0:r1] = dS[r0:T, r0:r1]^T Q[r0:T] / sqrt(D) */
+                if (attn_gemm_ldc(ctx, dt, false, false, nr, D, r1, scale, dsc + (size_t)(r0 * T) * es, T, kb, C3,
+                                  dq + r0 * C3, C3) ||
+                    attn_gemm_ldc(ctx, dt, true, false, nr, D, T - r0, scale, dsc + (size_t)(r0 * T + r0) * es, T,
+                                  qb + (size_t)(r0 * C3) * es, C3, dk + r0 * C3, C3))
+                    return;
+            }
+        }
+    }
+    amp_grad_accumulate(ctx, qkv, dqkv);
+}
+
+amp_tensor *amp_causal_self_attention(amp_ctx *ctx, amp_tensor *qkv, int64_t heads) {
+    if (!amp_op_input_ok(ctx, OP, qkv) || !amp_autocast_inputs(ctx, OP, &qkv, 1)) return NULL;
+    if (qkv->ndim != 3 || qkv->shape[2] % 3 != 0 || heads < 1 || (qkv->shape[2] / 3) % heads != 0) {
+        char sq[64];
+        return amp_op_fail(ctx, OP, "qkv %s must be [B, T, 3C] with C a multiple of the %lld heads",
+                           amp_shape_str(qkv, sq, sizeof sq), (long long)heads);
+    }
+    const amp_dtype dt = qkv->dtype;
+    if (!(qkv = amp_contiguous(ctx, qkv))) return NULL;
+    const int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3, NH = heads, D = C / NH, C3 = 3 * C;
+    const size_t es = amp_dtype_size(dt);
+    const float scale = attn_scale(D);
+    amp_tensor *out = amp_ctx_new_tensor(ctx, dt, 3, (const int64_t[]){B, T, C}, true);
+    if (!out) return NULL;
+
+    const bool keep_p = ctx->grad_enabled && qkv->requires_grad;
+    void *p_all = keep_p ? amp_ctx_alloc(ctx, (size_t)ld(B * NH * T * T) * es) : NULL;
+    amp_arena_mark mk = amp_scratch_mark(ctx);
+    float *o = dt == AMP_F32 ? out->data : amp_f32_scratch(ctx, B * T * C);
+    float *s = amp_f32_scratch(ctx, T * T);
+    void *p_one = keep_p ? NULL : amp_scratch_alloc(ctx, (size_t)ld(T * T) * es);
+    if (ctx->status != AMP_OK) {
+        amp_scratch_release(ctx, mk);
+        return NULL;
+    }
+    const amp_vmath_kernels *vm = amp_vmath_active();
+    for (int64_t b = 0; b < B && ctx->status == AMP_OK; b++) {
+        for (int64_t h = 0; h < NH; h++) {
+            const unsigned char *qb = (const unsigned char *)qkv->data + (size_t)(b * T * C3 + h * D) * es;
+            const unsigned char *kb = qb + (size_t)C * es, *vb = qb + (size_t)(2 * C) * es;
+            void *pb = keep_p ? (unsigned char *)p_all + (size_t)((b * NH + h) * T * T) * es : p_one;
+            bool failed = false;
+            for (int64_t r0 = 0; r0 < T && !failed; r0 += ATTN_ROWS) { /* S[r0:r1, 0:r1] = q[r0:r1] k[0:r1]^T / sqrt(D) */
+                const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS;
+                failed = attn_gemm_ldc(ctx, dt, false, true, r1 - r0, r1, D, scale, qb + (size_t)(r0 * C3) * es, C3, kb,
+                                       C3, s + r0 * T, T) != AMP_OK;
+            }
+            if (failed) break;
+            causal_softmax(vm, s, T); /* reads S_ij for j <= i only, zeroes the rest */
+            if (dt == AMP_F32) memcpy(pb, s, (size_t)(T * T) * sizeof *s);
+            else amp_convert(pb, dt, s, AMP_F32, (size_t)(T * T));
+            for (int64_t r0 = 0; r0 < T && !failed; r0 += ATTN_ROWS) { /* O[r0:r1] = P[r0:r1, 0:r1] v[0:r1] */
+                const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS;
+                failed = attn_gemm_ldc(ctx, dt, false, false, r1 - r0, D, r1, 1.0f,
+                                       (const unsigned char *)pb + (size_t)(r0 * T) * es, T, vb, C3,
+                                       o + (b * T + r0) * C + h * D, C) != AMP_OK;
+            }
+            if (failed) break;
+        }
+    }
+    if (ctx->status == AMP_OK && dt != AMP_F32) amp_store_f32(ctx, out, o);
+    amp_scratch_release(ctx, mk);
+    if (ctx->status != AMP_OK) return NULL;
+    amp_node *node = amp_autograd_record(ctx, OP, dt, out, &qkv, 1, self_attention_backward);
+    if (node) {
+        node->saved = p_all;
+        node->i[0] = B, node->i[1] = T, node->i[2] = C, node->i[3] = NH;
     }
     return out;
 }

@@ -30,6 +30,9 @@
 
 #include "amp/formats.h"
 #include "amp/gemm.h"
+#include "../core/parallel.h"
+#include "../gemm/gemm_kernels.h"
+#include "../kernels/lstm_kernels.h"
 #include "../kernels/vecmath.h"
 #include "op_util.h"
 
@@ -50,6 +53,132 @@ static int lstm_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, in
     return lstm_gemm_ldc(ctx, dt, ta, tb, m, n, k, a, lda, b, ldb, beta, c, n);
 }
 
+/* ---- the recurrent product with W_hh packed once per pass ----
+ *
+ * The sequence multiplies by the same W_hh at every step (T products of B rows). amp_gemm would pack
+ * W_hh's panels again for each of them (B times less arithmetic than packing work would justify);
+ * these functions pack it once per pass with the GEMM path's own pack routine and run the same
+ * micro-kernels over the same k blocks (kc of the path, each block's sum added to C as gemm.c does:
+ * beta for the first block, 1 for the others), so every element of C gets the bits amp_gemm would
+ * give it (gemm.c: they depend on the path and the shape only), which the tests check against the
+ * per-step cell. Only the B rows of h or dG_t are packed per step.
+ *
+ * With B = 32 rows against a 12-row tile, C = X W^T fills 32/36 of its tiles; C^T = W X^T (W's
+ * 4H or H rows on the 12-row side, X's B rows on the 32-wide side) fills 99% (gemm.c's transposed
+ * product, ukernel_ct: products commute exactly, so the bits are the same). The weight side is packed
+ * as whichever operand the better fill makes it. */
+
+typedef struct packed_w {
+    const amp_gemm_kernel *kern;
+    bool flip;            /* W packed as the A operand (panels of mr) and C^T computed; else as B (nr) */
+    int64_t n, k, kc_pad; /* n: W's rows (C's columns); kc_pad: one k block's packed depth, padded */
+    size_t es;            /* bytes per element of the source dtype (of both operands) */
+    char *panels;         /* k block q at panels + q * round_up(n, r) * kc_pad * packed_size */
+} packed_w;
+
+static int64_t round_up64(int64_t x, int64_t unit) { return (x + unit - 1) / unit * unit; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* bytes of one k block of `rows` rows packed in panels of r */
+static size_t packed_bytes(const amp_gemm_kernel *kern, int64_t rows, int r, int64_t kc_pad) {
+    return (size_t)(round_up64(rows, r) * kc_pad) * (size_t)kern->packed_size;
+}
+
+/* Packs W [n, k] (W[i, p] = src[trans ? p * ld + i : i * ld + p], dtype dt) into scratch for products
+ * with m-row operands; false (error recorded) when out of memory. */
+static bool pack_w(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *src, int64_t ld, bool trans, int64_t n,
+                   int64_t k, int64_t m) {
+    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
+    const double direct = (double)m / (double)round_up64(m, kern->mr) * (double)n / (double)round_up64(n, kern->nr);
+    const double flipped = (double)n / (double)round_up64(n, kern->mr) * (double)m / (double)round_up64(m, kern->nr);
+    *pw = (packed_w){.kern = kern,
+                     .flip = kern->ukernel_ct && flipped > direct,
+                     .n = n,
+                     .k = k,
+                     .kc_pad = round_up64(min64(kern->kc, k), kern->k_unit),
+                     .es = amp_dtype_size(dt)};
+    const int r = pw->flip ? kern->mr : kern->nr;
+    const int64_t blocks = (k + kern->kc - 1) / kern->kc;
+    const size_t bytes = packed_bytes(kern, n, r, pw->kc_pad);
+    pw->panels = amp_scratch_alloc(ctx, bytes * (size_t)(blocks > 0 ? blocks : 1));
+    if (!pw->panels) return false;
+    for (int64_t q = 0; q < blocks; q++) {
+        const int64_t pc = q * kern->kc, kc = min64(kern->kc, k - pc);
+        kern->pack(pw->panels + (size_t)q * bytes, (const char *)src + (size_t)(trans ? pc * ld : pc) * pw->es, ld, trans,
+                   n, kc, r);
+    }
+    return true;
+}
+
+typedef struct packed_job {
+    const packed_w *pw;
+    const char *xpack; /* X packed for every k block: block q at xpack + q * x_bytes */
+    size_t x_bytes, w_bytes;
+    int64_t m, tiles_w, tasks; /* tiles_w: W's panels, split between the tasks */
+    float *c;
+    int64_t ldc;
+    float beta;
+} packed_job;
+
+/* Task t: W's panels [t * tiles_w / tasks, (t + 1) * tiles_w / tasks) against every panel of X. */
+static void packed_task(void *arg, int64_t task, int thread_id) {
+    (void)thread_id;
+    const packed_job *j = arg;
+    const packed_w *pw = j->pw;
+    const amp_gemm_kernel *kern = pw->kern;
+    const int rw = pw->flip ? kern->mr : kern->nr, rx = pw->flip ? kern->nr : kern->mr;
+    const amp_gemm_ukernel_fn uk = pw->flip ? kern->ukernel_ct : kern->ukernel;
+    const size_t ps = (size_t)kern->packed_size;
+    const int64_t t0 = j->tiles_w * task / j->tasks, t1 = j->tiles_w * (task + 1) / j->tasks;
+    for (int64_t pc = 0, q = 0; pc < pw->k; pc += kern->kc, q++) {
+        const int64_t kc = min64(kern->kc, pw->k - pc), kc_pad = round_up64(kc, kern->k_unit);
+        const float beta = pc == 0 ? j->beta : 1.0f;
+        const char *xblock = j->xpack + (size_t)q * j->x_bytes, *wblock = pw->panels + (size_t)q * j->w_bytes;
+        for (int64_t ix = 0; ix < j->m; ix += rx)
+            for (int64_t tw = t0; tw < t1; tw++) {
+                const int64_t iw = tw * rw;
+                const char *xp = xblock + (size_t)(ix * kc_pad) * ps, *wp = wblock + (size_t)(iw * kc_pad) * ps;
+                const int mx = (int)min64(rx, j->m - ix), nw = (int)min64(rw, pw->n - iw);
+                float *ct = j->c + ix * j->ldc + iw; /* C[ix, iw]; flipped: element (i, j) of W X^T is C[j, i] */
+                if (pw->flip) uk(kc, wp, xp, ct, j->ldc, nw, mx, 1.0f, beta);
+                else uk(kc, xp, wp, ct, j->ldc, mx, nw, 1.0f, beta);
+            }
+    }
+}
+
+/* Below this many flops (2mnk) per thread, one thread: gemm.c's threshold. */
+#define PACKED_MIN_FLOPS_PER_THREAD (1 << 21)
+
+/* c [m, n] (ldc) = X [m, k] W^T + beta c, X[i, p] = x[i * ldx + p] in W's source dtype, as
+ * amp_gemm(dt, false, ...) with alpha 1 gives it. False (error recorded) when out of memory. */
+static bool packed_gemm(amp_ctx *ctx, const packed_w *pw, int64_t m, const void *x, int64_t ldx, float beta, float *c,
+                        int64_t ldc) {
+    const amp_gemm_kernel *kern = pw->kern;
+    const int rw = pw->flip ? kern->mr : kern->nr, rx = pw->flip ? kern->nr : kern->mr;
+    const int64_t k = pw->k, blocks = (k + kern->kc - 1) / kern->kc;
+    if (m == 0 || pw->n == 0) return true;
+    amp_arena_mark mk = amp_scratch_mark(ctx);
+    const size_t x_bytes = packed_bytes(kern, m, rx, pw->kc_pad);
+    char *xpack = amp_scratch_alloc(ctx, x_bytes * (size_t)(blocks > 0 ? blocks : 1));
+    if (!xpack) return false;
+    for (int64_t q = 0; q < blocks; q++) {
+        const int64_t pc = q * kern->kc;
+        kern->pack(xpack + (size_t)q * x_bytes, (const char *)x + (size_t)pc * pw->es, ldx, false, m,
+                   min64(kern->kc, k - pc), rx);
+    }
+    const int64_t tiles_w = (pw->n + rw - 1) / rw;
+    const double flops = 2.0 * (double)m * (double)pw->n * (double)k;
+    int64_t tasks = amp_parallel_max_threads();
+    if (flops < (double)tasks * PACKED_MIN_FLOPS_PER_THREAD) tasks = (int64_t)(flops / PACKED_MIN_FLOPS_PER_THREAD);
+    if (tasks > tiles_w) tasks = tiles_w;
+    if (tasks < 1) tasks = 1;
+    packed_job job = {pw, xpack, x_bytes, packed_bytes(kern, pw->n, rw, pw->kc_pad), m, tiles_w, tasks, c, ldc, beta};
+    if (tasks == 1) packed_task(&job, 0, 0);
+    else amp_parallel_for(tasks, packed_task, &job);
+    amp_scratch_release(ctx, mk);
+    return true;
+}
+
 /* One row's gate activations in place, act [4H] = i, f, g, o pre-activations: three vector passes over
  * contiguous blocks (sigmoid on i and f together, tanh on g, sigmoid on o) through the elementwise
  * kernels of the active path (kernels/vecmath.h), which are per element, so the cell and the sequence
@@ -61,15 +190,11 @@ static void gate_activations(const amp_vmath_kernels *vm, float *act, int64_t H)
 }
 
 /* act [G] = gr + b_ih + b_hh (each bias optional, added in that order) */
-static void gate_preactivations(float *restrict act, const float *restrict gr, const float *bi, const float *bh,
-                                int64_t G) {
-    if (bi && bh)
-        for (int64_t j = 0; j < G; j++) act[j] = gr[j] + bi[j] + bh[j];
-    else if (bi || bh) {
-        const float *bb = bi ? bi : bh;
-        for (int64_t j = 0; j < G; j++) act[j] = gr[j] + bb[j];
-    } else
-        memcpy(act, gr, (size_t)G * sizeof *act);
+static void gate_preactivations(const amp_lstm_kernels *lk, float *act, const float *gr, const float *bi,
+                                const float *bh, int64_t G) {
+    if (bi && bh) lk->add3(act, gr, bi, bh, (size_t)G);
+    else if (bi || bh) lk->add3(act, gr, bi ? bi : bh, NULL, (size_t)G);
+    else memcpy(act, gr, (size_t)G * sizeof *act);
 }
 
 /* ---- the views h_next = hc[0], c_next = hc[1] ---- */
@@ -113,21 +238,10 @@ static void lstm_backward(amp_ctx *ctx, amp_node *node) {
     float *dc = amp_f32_scratch(ctx, B * H);
     if (!g || !cv || !dgates || !dc) return;
 
-    for (int64_t b = 0; b < B; b++) {
-        const float *act = saved + b * 5 * H, *tc = act + G;
-        float *dgr = dgates + b * G;
-        for (int64_t j = 0; j < H; j++) {
-            const float gi = act[j], gf = act[H + j], gg = act[2 * H + j], go = act[3 * H + j], t = tc[j];
-            const float dh_out = g[b * H + j];
-            /* c' reaches the loss directly (dc') and through h' = o tanh(c') */
-            const float dct = g[B * H + b * H + j] + dh_out * go * (1.0f - t * t);
-            dgr[j] = dct * gg * gi * (1.0f - gi);
-            dgr[H + j] = dct * cv[b * H + j] * gf * (1.0f - gf);
-            dgr[2 * H + j] = dct * gi * (1.0f - gg * gg);
-            dgr[3 * H + j] = dh_out * t * go * (1.0f - go);
-            dc[b * H + j] = dct * gf;
-        }
-    }
+    const amp_lstm_kernels *lk = amp_lstm_active();
+    for (int64_t b = 0; b < B; b++)
+        lk->cell_backward(dgates + b * G, dc + b * H, saved + b * 5 * H, cv + b * H, g + b * H, NULL,
+                          g + B * H + b * H, (size_t)H);
     amp_grad_accumulate(ctx, c, dc);
 
     /* The GEMM operand: dG in the compute dtype (the fp32 buffer itself for fp32). */
@@ -162,8 +276,7 @@ static void lstm_backward(amp_ctx *ctx, amp_node *node) {
         float *db = amp_f32_scratch(ctx, G);
         if (!db) return;
         memset(db, 0, (size_t)G * sizeof *db);
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t j = 0; j < G; j++) db[j] += dgates[b * G + j];
+        for (int64_t b = 0; b < B; b++) lk->acc(db, dgates + b * G, (size_t)G);
         amp_grad_accumulate(ctx, b_ih, db);
         amp_grad_accumulate(ctx, b_hh, db);
     }
@@ -242,9 +355,10 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
         return ctx->status;
     }
     const amp_vmath_kernels *vm = amp_vmath_active();
+    const amp_lstm_kernels *lk = amp_lstm_active();
     for (int64_t b = 0; b < B; b++) {
         float *gr = gates + b * G, *act = saved + b * 5 * H, *tc = act + G;
-        gate_preactivations(act, gr, bi, bh, G);
+        gate_preactivations(lk, act, gr, bi, bh, G);
         gate_activations(vm, act, H);
         for (int64_t j = 0; j < H; j++) {
             const float cn = act[H + j] * cv[b * H + j] + act[j] * act[2 * H + j];
@@ -300,12 +414,6 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
  * i[]: B, T, I, H, index of b_ih or -1, index of b_hh or -1. saved: fp32 [T, B, 5H] activations and
  * tanh(c_t) (as the cell's), then fp32 [T, B, H] c_{t-1}. */
 
-static float round_to(amp_dtype dt, float v) {
-    if (dt == AMP_BF16) return amp_bf16_to_fp32(amp_bf16_from_fp32(v));
-    if (dt == AMP_F16) return amp_fp16_to_fp32(amp_fp16_from_fp32(v));
-    return v;
-}
-
 static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0], *w_ih = node->in[1], *w_hh = node->in[2];
     amp_tensor *b_ih = node->i[4] >= 0 ? node->in[node->i[4]] : NULL;
@@ -321,26 +429,18 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     if (!dout || !dgates || !dgd || !dh || !dc) return;
     memset(dh, 0, (size_t)(B * H) * sizeof *dh);
     memset(dc, 0, (size_t)(B * H) * sizeof *dc);
+    const amp_lstm_kernels *lk = amp_lstm_active();
+    packed_w whh; /* W [H, 4H] = W_hh^T, for dh = dG_t W_hh */
+    if (T > 1 && !pack_w(ctx, &whh, dt, w_hh->data, H, true, H, G, B)) return;
     for (int64_t t = T - 1; t >= 0; t--) {
         for (int64_t b = 0; b < B; b++) {
-            const float *act = acts + (t * B + b) * 5 * H, *tc = act + G, *cp = cprev + (t * B + b) * H;
             float *dgr = dgates + (b * T + t) * G;
-            for (int64_t j = 0; j < H; j++) {
-                const float gi = act[j], gf = act[H + j], gg = act[2 * H + j], go = act[3 * H + j], tt = tc[j];
-                const float dh_out = dout[(b * T + t) * H + j] + dh[b * H + j];
-                const float dct = dc[b * H + j] + dh_out * go * (1.0f - tt * tt);
-                dgr[j] = dct * gg * gi * (1.0f - gi);
-                dgr[H + j] = dct * cp[j] * gf * (1.0f - gf);
-                dgr[2 * H + j] = dct * gi * (1.0f - gg * gg);
-                dgr[3 * H + j] = dh_out * tt * go * (1.0f - go);
-                dc[b * H + j] = dct * gf;
-            }
+            lk->cell_backward(dgr, dc + b * H, acts + (t * B + b) * 5 * H, cprev + (t * B + b) * H,
+                              dout + (b * T + t) * H, dh + b * H, dc + b * H, (size_t)H);
             if (dt != AMP_F32) amp_convert((char *)dgd + (size_t)((b * T + t) * G) * es, dt, dgr, AMP_F32, (size_t)G);
         }
         /* dh_{t-1} [B, H] = dG_t [B, 4H] W_hh [4H, H]; rows of dG_t are T*G apart */
-        if (t > 0 && lstm_gemm(ctx, dt, false, false, B, H, G, (const char *)dgd + (size_t)(t * G) * es, T * G,
-                               w_hh->data, H, 0.0f, dh))
-            return;
+        if (t > 0 && !packed_gemm(ctx, &whh, B, (const char *)dgd + (size_t)(t * G) * es, T * G, 0.0f, dh, H)) return;
     }
     if (x->requires_grad) { /* dX [B*T, I] = dG W_ih */
         float *dx = amp_f32_scratch(ctx, R * I);
@@ -368,8 +468,7 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         float *db = amp_f32_scratch(ctx, G);
         if (!db) return;
         memset(db, 0, (size_t)G * sizeof *db);
-        for (int64_t r = 0; r < R; r++)
-            for (int64_t j = 0; j < G; j++) db[j] += dgates[r * G + j];
+        for (int64_t r = 0; r < R; r++) lk->acc(db, dgates + r * G, (size_t)G);
         amp_grad_accumulate(ctx, b_ih, db);
         amp_grad_accumulate(ctx, b_hh, db);
     }
@@ -414,19 +513,26 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
     float *xp = amp_f32_scratch(ctx, R * G);            /* gate pre-activations, rows b*T + t */
     float *c = amp_f32_scratch(ctx, B * H);             /* c_{t-1}, values of dt */
     float *tcs = keep ? NULL : amp_f32_scratch(ctx, 5 * H); /* one row's activations when not saving */
+    float *hrow = amp_f32_scratch(ctx, H);                  /* one row of h_t before its rounding */
+    void *cq = amp_scratch_alloc(ctx, (size_t)(B * H) * es); /* c_t in dt */
     const float *bi = b_ih ? amp_f32_view(ctx, b_ih) : NULL, *bh = b_hh ? amp_f32_view(ctx, b_hh) : NULL;
-    if (!xp || !c || (!keep && !tcs) || (b_ih && !bi) || (b_hh && !bh) ||
+    if (!xp || !c || (!keep && !tcs) || !hrow || !cq || (b_ih && !bi) || (b_hh && !bh) ||
         lstm_gemm(ctx, dt, false, true, R, G, I, x->data, I, w_ih->data, I, 0.0f, xp)) {
         amp_scratch_release(ctx, mk);
         return NULL;
     }
     memset(c, 0, (size_t)(B * H) * sizeof *c);
+    packed_w whh; /* W [4H, H] = W_hh, for gates_t += h_{t-1} W_hh^T */
+    if (T > 1 && !pack_w(ctx, &whh, dt, w_hh->data, H, false, G, H, B)) {
+        amp_scratch_release(ctx, mk);
+        return NULL;
+    }
     char *hout = out->data;
     const amp_vmath_kernels *vm = amp_vmath_active();
+    const amp_lstm_kernels *lk = amp_lstm_active();
     for (int64_t t = 0; t < T; t++) {
         /* gates_t += h_{t-1} W_hh^T, h_{t-1} read in place: rows of out T*H apart */
-        if (t > 0 && lstm_gemm_ldc(ctx, dt, false, true, B, G, H, hout + (size_t)((t - 1) * H) * es, T * H,
-                                   w_hh->data, H, 1.0f, xp + t * G, T * G)) {
+        if (t > 0 && !packed_gemm(ctx, &whh, B, hout + (size_t)((t - 1) * H) * es, T * H, 1.0f, xp + t * G, T * G)) {
             amp_scratch_release(ctx, mk);
             return NULL;
         }
@@ -434,23 +540,22 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
             const float *gr = xp + (b * T + t) * G;
             float *act = keep ? saved + (t * B + b) * 5 * H : tcs, *tc = act + G;
             if (keep) memcpy(saved + T * B * 5 * H + (t * B + b) * H, c + b * H, (size_t)H * sizeof *c);
-            gate_preactivations(act, gr, bi, bh, G);
+            gate_preactivations(lk, act, gr, bi, bh, G);
             gate_activations(vm, act, H);
             for (int64_t j = 0; j < H; j++) {
                 const float cn = act[H + j] * c[b * H + j] + act[j] * act[2 * H + j];
-                tc[j] = cn;                      /* tanh below, of the fp32 c_t, as the cell's */
-                c[b * H + j] = round_to(dt, cn); /* the next step reads c_t rounded, as the cell's c' */
+                tc[j] = cn;        /* tanh below, of the fp32 c_t, as the cell's */
+                c[b * H + j] = cn; /* rounded to dt after the step's rows */
             }
             vm->tanh(tc, tc, (size_t)H);
-            for (int64_t j = 0; j < H; j++) {
-                const float hv = act[3 * H + j] * tc[j];
-                char *dst = hout + (size_t)((b * T + t) * H + j) * es;
-                if (dt == AMP_F32) memcpy(dst, &hv, sizeof hv);
-                else {
-                    const uint16_t u = dt == AMP_BF16 ? amp_bf16_from_fp32(hv) : amp_fp16_from_fp32(hv);
-                    memcpy(dst, &u, sizeof u);
-                }
-            }
+            char *dst = hout + (size_t)((b * T + t) * H) * es;
+            float *hv = dt == AMP_F32 ? (float *)(void *)dst : hrow;
+            for (int64_t j = 0; j < H; j++) hv[j] = act[3 * H + j] * tc[j];
+            if (dt != AMP_F32) amp_convert(dst, dt, hrow, AMP_F32, (size_t)H);
+        }
+        if (dt != AMP_F32) { /* the next step reads c_t rounded to dt, as the cell's c' */
+            amp_convert(cq, dt, c, AMP_F32, (size_t)(B * H));
+            amp_convert(c, AMP_F32, cq, dt, (size_t)(B * H));
         }
     }
     amp_scratch_release(ctx, mk);

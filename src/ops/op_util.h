@@ -31,4 +31,10 @@ amp_tensor *amp_op_as(amp_ctx *ctx, amp_tensor *x, amp_dtype dtype);
 amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp_tensor *w_hh, amp_tensor *b_ih,
                               amp_tensor *b_hh);
 
+/* Causal self-attention on a fused projection (src/ops/attention.c): qkv [B, T, 3C] holds q, k, v in
+ * its three column blocks, each split into `heads` heads of C / heads columns; returns the heads'
+ * outputs merged, [B, T, C] in qkv's dtype (recorded as AMP_OP_ATTENTION), or NULL with the error in
+ * ctx. The same values as amp_causal_attention on the split heads, without the copies. */
+amp_tensor *amp_causal_self_attention(amp_ctx *ctx, amp_tensor *qkv, int64_t heads);
+
 #endif

@@ -19,46 +19,8 @@
 #include "../kernels/vecmath.h"
 #include "op_util.h"
 
-/* 1/sqrt(2) and 1/sqrt(2*pi), for gelu's Gaussian CDF and density. */
-#define AMP_INV_SQRT2 0.70710678118654752440f
-#define AMP_INV_SQRT_2PI 0.39894228040143267794f
-
-/* gelu uses Phi(x) = erfc(-x/sqrt 2)/2, the standard normal CDF: x/2 * (1 + erf(x/sqrt 2)) rewritten
- * with erfc, which keeps full relative accuracy in the left tail where 1 + erf cancels; and the
- * density phi(x) = e^(-x^2/2)/sqrt(2 pi). */
-
-/* The elementwise passes below go through the active path's kernels (kernels/vecmath.h: libm under
- * AMP_ISA=ref) in chunks of GELU_CHUNK elements, so that their intermediate arrays stay in L1. */
-enum { GELU_CHUNK = 1024 };
-
-/* y = x Phi(x) = x erfc(-x/sqrt 2)/2 */
-static void gelu_forward(const amp_vmath_kernels *vm, float *y, const float *x, int64_t n) {
-    float z[GELU_CHUNK];
-    for (int64_t i0 = 0; i0 < n; i0 += GELU_CHUNK) {
-        const int64_t m = n - i0 < GELU_CHUNK ? n - i0 : GELU_CHUNK;
-        const float *xv = x + i0;
-        for (int64_t i = 0; i < m; i++) z[i] = -xv[i] * AMP_INV_SQRT2;
-        vm->erfc(z, z, (size_t)m);
-        for (int64_t i = 0; i < m; i++) y[i0 + i] = xv[i] * (0.5f * z[i]);
-    }
-}
-
-/* dx = g (Phi(x) + x phi(x)) */
-static void gelu_backward(const amp_vmath_kernels *vm, float *dx, const float *g, const float *x, int64_t n) {
-    float cdf[GELU_CHUNK], pdf[GELU_CHUNK];
-    for (int64_t i0 = 0; i0 < n; i0 += GELU_CHUNK) {
-        const int64_t m = n - i0 < GELU_CHUNK ? n - i0 : GELU_CHUNK;
-        const float *v = x + i0;
-        for (int64_t i = 0; i < m; i++) {
-            cdf[i] = -v[i] * AMP_INV_SQRT2;
-            pdf[i] = -0.5f * v[i] * v[i];
-        }
-        vm->erfc(cdf, cdf, (size_t)m);
-        vm->exp(pdf, pdf, (size_t)m);
-        for (int64_t i = 0; i < m; i++)
-            dx[i0 + i] = g[i0 + i] * (0.5f * cdf[i] + v[i] * (AMP_INV_SQRT_2PI * pdf[i]));
-    }
-}
+/* gelu and its gradient: the active path's fused kernels (kernels/vecmath.h: x Phi(x) with Phi from
+ * erfc, full relative accuracy in the left tail; libm under AMP_ISA=ref). */
 
 /* sigmoid'(x) = sigmoid(x) sigmoid(-x) = e/(1+e)^2 with e = exp(-|x|) in (0, 1]: no cancellation, 0 at
  * +-inf, NaN at NaN. */
@@ -185,7 +147,7 @@ static void unary_backward(amp_ctx *ctx, amp_node *node) {
         for (int64_t i = 0; i < n; i++) dx[i] = v[i] <= 0.0f ? 0.0f : g[i];
         break;
     case AMP_OP_GELU: /* d/dx x Phi(x) = Phi(x) + x phi(x) */
-        gelu_backward(amp_vmath_active(), dx, g, v, n);
+        amp_vmath_active()->gelu_grad(dx, g, v, (size_t)n);
         break;
     case AMP_OP_TANH: /* 1 - tanh^2 = 4 e/(1+e)^2, e = exp(-2|x|) */
         for (int64_t i = 0; i < n; i++) dx[i] = g[i] * (4.0f * sigmoid_grad_f32(2.0f * v[i]));
@@ -240,7 +202,7 @@ static amp_tensor *unary(amp_ctx *ctx, amp_op op, amp_tensor *x, float exponent)
         for (int64_t i = 0; i < n; i++) y[i] = (xv[i] > 0.0f || isnan(xv[i])) ? xv[i] : 0.0f;
         break;
     case AMP_OP_GELU:
-        gelu_forward(amp_vmath_active(), y, xv, n);
+        amp_vmath_active()->gelu(y, xv, (size_t)n);
         break;
     case AMP_OP_TANH:
         amp_vmath_active()->tanh(y, xv, (size_t)n);

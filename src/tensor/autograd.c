@@ -42,14 +42,59 @@ static void add_f32(float *restrict d, const float *restrict g, int64_t n) {
     for (; i < n; i++) d[i] += g[i];
 }
 
+/* ---- reuse of dropped gradients ----
+ * Backward drops each non-leaf gradient once its node has run; the arena cannot free it, so without
+ * reuse every activation's gradient stays until the step ends and the arena holds the forward's
+ * activations plus all their gradients. Dropped blocks go to a small pool (ctx->grad_free) and the
+ * next first gradient takes the smallest block that fits (the rest of it goes back), so the step's
+ * high-water mark holds only the gradients alive at once. A block is reused only after its tensor's
+ * node has run (nothing reads a dropped gradient: no gradient is an operand, and ops read only their
+ * output's), every element is written before it is read, and the order is the tape's: the values and
+ * the determinism are unchanged. Blocks under GRAD_REUSE_MIN bytes are not pooled (not worth a slot). */
+enum { GRAD_REUSE_MIN = 16384, GRAD_ALIGN = 64 };
+
+static void grad_block_push(amp_ctx *ctx, unsigned char *data, size_t bytes) {
+    if (!data || bytes < GRAD_REUSE_MIN) return;
+    if (ctx->n_grad_free == AMP_GRAD_FREE_MAX) { /* full: replace the smallest block if this one is larger */
+        int small = 0;
+        for (int i = 1; i < ctx->n_grad_free; i++)
+            if (ctx->grad_free[i].bytes < ctx->grad_free[small].bytes) small = i;
+        if (ctx->grad_free[small].bytes < bytes) ctx->grad_free[small] = (amp_grad_block){data, bytes};
+        return;
+    }
+    ctx->grad_free[ctx->n_grad_free++] = (amp_grad_block){data, bytes};
+}
+
+/* Arena memory for a gradient's data: a pooled block when one fits, else fresh arena memory. */
+static void *grad_data_alloc(amp_ctx *ctx, size_t bytes) {
+    const size_t need = (bytes + GRAD_ALIGN - 1) & ~(size_t)(GRAD_ALIGN - 1);
+    int best = -1;
+    for (int i = 0; i < ctx->n_grad_free; i++)
+        if (ctx->grad_free[i].bytes >= need && (best < 0 || ctx->grad_free[i].bytes < ctx->grad_free[best].bytes))
+            best = i;
+    if (best < 0) return amp_ctx_alloc(ctx, bytes > 0 ? bytes : 1);
+    const amp_grad_block b = ctx->grad_free[best];
+    ctx->grad_free[best] = ctx->grad_free[--ctx->n_grad_free];
+    grad_block_push(ctx, b.data + need, b.bytes - need);
+    return b.data;
+}
+
+/* Drops a non-leaf tensor's gradient after its node has run, its data block to the pool. */
+static void grad_drop(amp_ctx *ctx, amp_tensor *t) {
+    amp_tensor *g = t->grad;
+    t->grad = NULL;
+    if (g && g->data && amp_tensor_is_contiguous(g))
+        grad_block_push(ctx, g->data, (size_t)amp_tensor_numel(g) * amp_dtype_size(g->dtype) & ~(size_t)(GRAD_ALIGN - 1));
+}
+
 int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g) {
     if (!t || !t->requires_grad) return AMP_OK;
     const int64_t n = amp_tensor_numel(t);
     if (!t->grad) {
         /* First gradient: a contiguous tensor of t's shape and dtype, rounded once. Parameters always
          * have one (in the gradient buffer), so this is an arena tensor. */
-        amp_tensor *grad = amp_ctx_new_tensor(ctx, t->dtype, t->ndim, t->shape, true);
-        if (!grad) return ctx->status;
+        amp_tensor *grad = amp_ctx_new_tensor(ctx, t->dtype, t->ndim, t->shape, false);
+        if (!grad || !(grad->data = grad_data_alloc(ctx, (size_t)n * amp_dtype_size(t->dtype)))) return ctx->status;
         amp_convert(grad->data, grad->dtype, g, AMP_F32, (size_t)n);
         t->grad = grad;
         return AMP_OK;
@@ -157,7 +202,7 @@ static int run_backward(amp_ctx *ctx, amp_tensor *loss, const float *seed) {
             node->backward(ctx, node);
             amp_scratch_release(ctx, m);
             if ((st = ctx->status) != AMP_OK) break;
-            if (!out->retains_grad) out->grad = NULL; /* PyTorch frees non-leaf gradients after use */
+            if (!out->retains_grad) grad_drop(ctx, out); /* PyTorch frees non-leaf gradients after use */
         }
         if (pending) release_param_uses(ctx, node, pending);
     }

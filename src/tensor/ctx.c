@@ -119,6 +119,7 @@ void amp_ctx_reset(amp_ctx *ctx) {
     amp_arena_reset(&ctx->arena);
     amp_arena_reset(&ctx->scratch);
     ctx->tape = NULL;
+    ctx->n_grad_free = 0;
     ctx->generation++;
 }
 

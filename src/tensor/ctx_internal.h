@@ -34,6 +34,14 @@ typedef struct amp_param_slot {
     size_t offset;    /* bytes into the role's buffer */
 } amp_param_slot;
 
+/* How many dropped gradient blocks a step can hold for reuse (amp_grad_accumulate). */
+enum { AMP_GRAD_FREE_MAX = 64 };
+
+typedef struct amp_grad_block {
+    unsigned char *data; /* arena memory, 64-byte aligned */
+    size_t bytes;
+} amp_grad_block;
+
 struct amp_ctx {
     amp_allocator allocator;
     amp_arena arena;   /* the step's tensors, tape and gradients; rewound by amp_ctx_reset */
@@ -42,6 +50,10 @@ struct amp_ctx {
     char error[256];
     bool grad_enabled;
     amp_node *tape;
+    /* Arena blocks of the non-leaf gradients backward has dropped (PyTorch frees them after use),
+     * reused for later first gradients of the same step; emptied by amp_ctx_reset. */
+    amp_grad_block grad_free[AMP_GRAD_FREE_MAX];
+    int n_grad_free;
     uint64_t generation; /* steps since creation: amp_ctx_reset increments it (autocast's cache keys on it) */
 
     amp_param_slot *params, *buffers;

@@ -130,7 +130,36 @@ DEFINE_MAP(tanh_avx2, tanh_v)
 DEFINE_MAP(sigmoid_avx2, sigmoid_v)
 DEFINE_MAP(erfc_avx2, erfc_v)
 
+/* ---- gelu, fused: amp_vmath_gelu_composed's arithmetic with erfc_v and exp_v, no FMA (vecmath.h) ---- */
+
+static inline __m256 neg_v(__m256 x) { return _mm256_xor_ps(x, _mm256_set1_ps(-0.0f)); }
+
+static inline __m256 gelu_v(__m256 x) {
+    const __m256 z = erfc_v(_mm256_mul_ps(neg_v(x), set1(AMP_VMATH_INV_SQRT2)));
+    return _mm256_mul_ps(x, _mm256_mul_ps(set1(0.5f), z));
+}
+
+static inline __m256 gelu_grad_v(__m256 g, __m256 v) {
+    const __m256 cdf = erfc_v(_mm256_mul_ps(neg_v(v), set1(AMP_VMATH_INV_SQRT2)));
+    const __m256 pdf = exp_v(_mm256_mul_ps(_mm256_mul_ps(set1(-0.5f), v), v));
+    const __m256 phi = _mm256_mul_ps(set1(AMP_VMATH_INV_SQRT_2PI), pdf);
+    return _mm256_mul_ps(g, _mm256_add_ps(_mm256_mul_ps(set1(0.5f), cdf), _mm256_mul_ps(v, phi)));
+}
+
+DEFINE_MAP(gelu_avx2, gelu_v)
+
+static void gelu_grad_avx2(float *dx, const float *g, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dx + i, gelu_grad_v(_mm256_loadu_ps(g + i), _mm256_loadu_ps(x + i)));
+    if (i < n) {
+        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskstore_ps(dx + i, m, gelu_grad_v(_mm256_maskload_ps(g + i, m), _mm256_maskload_ps(x + i, m)));
+    }
+}
+
 void amp_vmath_kernels_avx2(amp_vmath_kernels *k) {
+    k->gelu = gelu_avx2;
+    k->gelu_grad = gelu_grad_avx2;
     k->exp = exp_avx2;
     k->tanh = tanh_avx2;
     k->sigmoid = sigmoid_avx2;

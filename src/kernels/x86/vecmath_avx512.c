@@ -126,7 +126,36 @@ DEFINE_MAP(tanh_avx512, tanh_v)
 DEFINE_MAP(sigmoid_avx512, sigmoid_v)
 DEFINE_MAP(erfc_avx512, erfc_v)
 
+/* ---- gelu, fused: amp_vmath_gelu_composed's arithmetic with erfc_v and exp_v, no FMA (vecmath.h) ---- */
+
+static inline __m512 neg_v(__m512 x) { return _mm512_xor_ps(x, _mm512_set1_ps(-0.0f)); }
+
+static inline __m512 gelu_v(__m512 x) {
+    const __m512 z = erfc_v(_mm512_mul_ps(neg_v(x), set1(AMP_VMATH_INV_SQRT2)));
+    return _mm512_mul_ps(x, _mm512_mul_ps(set1(0.5f), z));
+}
+
+static inline __m512 gelu_grad_v(__m512 g, __m512 v) {
+    const __m512 cdf = erfc_v(_mm512_mul_ps(neg_v(v), set1(AMP_VMATH_INV_SQRT2)));
+    const __m512 pdf = exp_v(_mm512_mul_ps(_mm512_mul_ps(set1(-0.5f), v), v));
+    const __m512 phi = _mm512_mul_ps(set1(AMP_VMATH_INV_SQRT_2PI), pdf);
+    return _mm512_mul_ps(g, _mm512_add_ps(_mm512_mul_ps(set1(0.5f), cdf), _mm512_mul_ps(v, phi)));
+}
+
+DEFINE_MAP(gelu_avx512, gelu_v)
+
+static void gelu_grad_avx512(float *dx, const float *g, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dx + i, gelu_grad_v(_mm512_loadu_ps(g + i), _mm512_loadu_ps(x + i)));
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        _mm512_mask_storeu_ps(dx + i, m, gelu_grad_v(_mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+
 void amp_vmath_kernels_avx512(amp_vmath_kernels *k) {
+    k->gelu = gelu_avx512;
+    k->gelu_grad = gelu_grad_avx512;
     k->exp = exp_avx512;
     k->tanh = tanh_avx512;
     k->sigmoid = sigmoid_avx512;

@@ -1,0 +1,68 @@
+/* Internal: the LSTM cell's pointwise backward pass and a row accumulation, one
+ * table per SIMD path (the vecmath pattern: a path inherits the reference for
+ * anything it does not fill).
+ *
+ * Only IEEE multiplies and adds in a fixed order, no FMA: every path gives the
+ * reference's bits for every element (tests/test_lstm_kernels.c checks
+ * equality), so the ops' results do not depend on the path, on how rows are
+ * split, or on where an element sits in a vector (tails use the scalar formula
+ * below, which is the same arithmetic). */
+#ifndef AMP_LSTM_KERNELS_H
+#define AMP_LSTM_KERNELS_H
+
+#include <stddef.h>
+
+#include "amp/cpu.h"
+
+/* One row of the cell's backward (src/ops/lstm.c), j < H:
+ *   act [5H]   the saved fp32 i, f, g, o activations, then tanh(c')
+ *   cprev [H]  c (the state the step read), dh [H] the gradient of h', dh2 [H]
+ * a second one added to it (NULL: none), dc [H] the gradient of c' out: dgr
+ * [4H] the gate pre-activation gradients, dc_prev [H] = dc'_total * f (may
+ * alias dc). */
+typedef void (*amp_lstm_cell_backward_fn)(float *dgr, float *dc_prev, const float *act, const float *cprev,
+                                          const float *dh, const float *dh2, const float *dc, size_t H);
+/* dst[j] += src[j], j < n */
+typedef void (*amp_lstm_acc_fn)(float *dst, const float *src, size_t n);
+/* dst[j] = (a[j] + b[j]) + c[j], or a[j] + b[j] when c is NULL, j < n (the gates' two biases) */
+typedef void (*amp_lstm_add3_fn)(float *dst, const float *a, const float *b, const float *c, size_t n);
+
+typedef struct amp_lstm_kernels {
+    amp_lstm_cell_backward_fn cell_backward;
+    amp_lstm_acc_fn acc;
+    amp_lstm_add3_fn add3;
+} amp_lstm_kernels;
+
+void amp_lstm_kernels_ref(amp_lstm_kernels *k);
+#if defined(__x86_64__)
+void amp_lstm_kernels_avx2(amp_lstm_kernels *k);
+void amp_lstm_kernels_avx512(amp_lstm_kernels *k);
+#endif
+
+/* The kernels for `isa` (a path the CPU lacks, or an invalid one, gets the
+ * reference's). */
+const amp_lstm_kernels *amp_lstm_kernels_for(amp_isa isa);
+static inline const amp_lstm_kernels *amp_lstm_active(void) { return amp_lstm_kernels_for(amp_isa_active()); }
+
+/* Element j of cell_backward, the reference arithmetic (the SIMD paths' tails
+ * call it too). c' reaches the loss directly (dc') and through h' = o tanh(c').
+ */
+static inline void amp_lstm_cell_backward_at(float *dgr, float *dc_prev, const float *act, const float *cprev,
+                                             const float *dh, const float *dh2, const float *dc, size_t H, size_t j) {
+#if defined(__clang__)
+/* The SIMD paths' files are built with -mfma, where clang would fuse the multiply-adds below into
+ * FMAs (its default -ffp-contract=on) and the tails would differ from the reference's bits; gcc's
+ * -std=c11 does not contract. */
+#pragma clang fp contract(off)
+#endif
+    const float gi = act[j], gf = act[H + j], gg = act[2 * H + j], go = act[3 * H + j], t = act[4 * H + j];
+    const float dh_out = dh2 ? dh[j] + dh2[j] : dh[j];
+    const float dct = dc[j] + dh_out * go * (1.0f - t * t);
+    dgr[j] = dct * gg * gi * (1.0f - gi);
+    dgr[H + j] = dct * cprev[j] * gf * (1.0f - gf);
+    dgr[2 * H + j] = dct * gi * (1.0f - gg * gg);
+    dgr[3 * H + j] = dh_out * t * go * (1.0f - go);
+    dc_prev[j] = dct * gf;
+}
+
+#endif

@@ -1,0 +1,82 @@
+/* The fused gelu kernels (kernels/vecmath.h: gelu, gelu_grad) of every path, the reference included,
+ * against the composition they replace (amp_vmath_gelu_composed and amp_vmath_gelu_grad_composed on
+ * the same table: its erfc and exp with the scalar arithmetic), bit for bit, any NaN matching any NaN
+ * (payloads are not compared): a strided sweep of the fp32 patterns (every 65537th, so every binade
+ * of both signs, NaNs and infinities) with gradients from a generator, named edges (+-0, +-inf, NaN,
+ * the largest finite, subnormals, where erfc and exp saturate), and lengths 0..70 (tails). */
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/kernels/vecmath.h"
+#include "harness.h"
+#include "tests.h"
+
+enum { CHUNK = 4096 };
+
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The same bits, or both NaN: which NaN's payload a multiply passes on depends on its operand order,
+ * which the compiler may swap (it does at -O1), so payloads are not compared. */
+static bool same(const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(a + i, b + i, sizeof *a) != 0 && !(isnan(a[i]) && isnan(b[i]))) return false;
+    return true;
+}
+
+/* how many calls (of two) of the fused kernels differ from the composition */
+static int64_t compare(const amp_vmath_kernels *k, const float *x, const float *g, size_t n, float *a, float *b) {
+    int64_t bad = 0;
+    k->gelu(a, x, n);
+    amp_vmath_gelu_composed(k, b, x, n);
+    bad += !same(a, b, n);
+    k->gelu_grad(a, g, x, n);
+    amp_vmath_gelu_grad_composed(k, b, g, x, n);
+    bad += !same(a, b, n);
+    return bad;
+}
+
+void test_gelu_kernels(void) {
+    float *x = malloc(CHUNK * sizeof *x), *g = malloc(CHUNK * sizeof *g);
+    float *a = malloc(CHUNK * sizeof *a), *b = malloc(CHUNK * sizeof *b);
+    if (!CHECK(x && g && a && b)) goto out;
+    static const float edges[] = {0.0f,     -0.0f,    INFINITY, -INFINITY, NAN,    3.4028235e38f, -3.4028235e38f,
+                                  1e-45f,   -1e-45f,  1e-38f,   -1e-38f,   1.0f,   -1.0f,         5.0f,
+                                  -5.0f,    10.0f,    -10.0f,   13.2f,     -13.2f, 14.0f,         -14.0f,
+                                  26.5f,    -26.5f,   1e4f,     -1e4f,     0.5f,   -0.5f,         1e-20f};
+    const size_t n_edges = sizeof edges / sizeof edges[0];
+    for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
+        if (!amp_isa_supported((amp_isa)isa)) continue;
+        const amp_vmath_kernels *k = amp_vmath_kernels_for((amp_isa)isa);
+        int64_t bad = 0;
+        uint64_t s = 0x243f6a8885a308d3ull;
+        /* the sweep, CHUNK values per call */
+        size_t m = 0;
+        for (uint64_t u = 0; u <= UINT32_MAX; u += 65537) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            x[m] = from_bits((uint32_t)u);
+            g[m] = (float)(int64_t)(s >> 40) / (float)(1 << 20) - 8.0f;
+            if (++m == CHUNK) bad += compare(k, x, g, m, a, b), m = 0;
+        }
+        if (m) bad += compare(k, x, g, m, a, b);
+        /* edges against every gradient edge */
+        for (size_t i = 0; i < n_edges; i++)
+            for (size_t j = 0; j < n_edges; j++) x[i * n_edges + j] = edges[i], g[i * n_edges + j] = edges[j];
+        bad += compare(k, x, g, n_edges * n_edges, a, b);
+        /* every length to 70 */
+        for (size_t n = 0; n <= 70; n++) {
+            for (size_t i = 0; i < n; i++) x[i] = (float)i * 0.37f - 13.0f, g[i] = 1.0f - (float)i * 0.01f;
+            bad += compare(k, x, g, n, a, b);
+        }
+        CHECK_MSG(bad == 0, "gelu kernels %s: %lld calls differ from the composition", amp_isa_name((amp_isa)isa),
+                  (long long)bad);
+    }
+out:
+    free(x), free(g), free(a), free(b);
+}

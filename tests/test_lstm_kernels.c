@@ -1,0 +1,90 @@
+/* The LSTM pointwise kernels (src/kernels/lstm_kernels.h) of every SIMD path
+ * the CPU has against the reference twin: the bits must be identical (the
+ * kernels promise the reference's arithmetic in the reference's order). Rows of
+ * every length up to 70 (tails of 8 and 16 lanes, and none), with and without
+ * the second hidden-state gradient, dc_prev aliasing dc (how the sequence calls
+ * it) and not, activations drawn from (0, 1) and (-1, 1) plus the edges 0, 1,
+ * -1, and gradients with both zeros, subnormals, huge values, infinities and
+ * NaN; acc and add3 (with and without c, in place) on the same rows. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../src/kernels/lstm_kernels.h"
+#include "harness.h"
+#include "tests.h"
+
+enum { MAXH = 70 };
+
+static uint64_t next(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+static float unit(uint64_t *s) { return (float)(next(s) >> 40) / (float)(1 << 24); } /* [0, 1) */
+
+/* a gradient: mostly ordinary values, sometimes an edge case */
+static float grad(uint64_t *s) {
+    static const float edges[] = {0.0f, -0.0f, 1e-40f, -1e-42f, 3e38f, -3e38f, INFINITY, -INFINITY, NAN, 1.0f};
+    const uint64_t r = next(s);
+    if (r % 16 == 0) return edges[(r >> 8) % (sizeof edges / sizeof edges[0])];
+    return (unit(s) * 2.0f - 1.0f) * (float)(1 << (r >> 20) % 8);
+}
+
+/* The same bits, or both NaN: which NaN's payload a multiply passes on depends on its operand order,
+ * which the compiler may swap, so payloads are not compared. */
+static bool same_bits(const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(a + i, b + i, sizeof *a) != 0 && !(isnan(a[i]) && isnan(b[i]))) return false;
+    return true;
+}
+
+void test_lstm_kernels(void) {
+    const amp_lstm_kernels *ref = amp_lstm_kernels_for(AMP_ISA_REF);
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    float act[5 * MAXH], cprev[MAXH], dh[MAXH], dh2[MAXH], dc[MAXH];
+    float dgr_r[4 * MAXH], dgr_k[4 * MAXH], dcp_r[MAXH], dcp_k[MAXH], acc_r[4 * MAXH], acc_k[4 * MAXH];
+    for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
+        if (isa == AMP_ISA_REF || !amp_isa_supported((amp_isa)isa)) continue;
+        const amp_lstm_kernels *k = amp_lstm_kernels_for((amp_isa)isa);
+        int bad_bwd = 0, bad_acc = 0, bad_add = 0;
+        for (size_t H = 0; H <= MAXH; H++) {
+            for (int rep = 0; rep < 8; rep++) {
+                for (size_t j = 0; j < 5 * H; j++) {
+                    /* i, f, o in (0, 1), g and tanh(c') in (-1, 1), with the edges now
+                     * and then */
+                    const size_t gate = j / (H ? H : 1);
+                    float v = gate == 2 || gate == 4 ? unit(&s) * 2.0f - 1.0f : unit(&s);
+                    if (next(&s) % 32 == 0) v = (float)((int)(next(&s) % 3) - (gate == 2 || gate == 4 ? 1 : 0));
+                    act[j] = v;
+                }
+                for (size_t j = 0; j < H; j++)
+                    cprev[j] = grad(&s), dh[j] = grad(&s), dh2[j] = grad(&s), dc[j] = grad(&s);
+                const bool two = rep & 1, alias = rep & 2;
+                memset(dgr_r, 0, sizeof dgr_r), memset(dgr_k, 0xff, sizeof dgr_k);
+                memcpy(dcp_r, dc, sizeof dc), memcpy(dcp_k, dc, sizeof dc);
+                ref->cell_backward(dgr_r, dcp_r, act, cprev, dh, two ? dh2 : NULL, alias ? dcp_r : dc, H);
+                k->cell_backward(dgr_k, dcp_k, act, cprev, dh, two ? dh2 : NULL, alias ? dcp_k : dc, H);
+                if (!same_bits(dgr_r, dgr_k, 4 * H) || !same_bits(dcp_r, dcp_k, H)) bad_bwd++;
+
+                for (size_t j = 0; j < 4 * H; j++) acc_r[j] = acc_k[j] = grad(&s);
+                ref->acc(acc_r, dgr_r, 4 * H);
+                k->acc(acc_k, dgr_r, 4 * H);
+                if (!same_bits(acc_r, acc_k, 4 * H)) bad_acc++;
+
+                /* add3 with and without its third operand, out of place and in place on a */
+                const float *c3 = two ? act : NULL;
+                ref->add3(dgr_r, acc_r, dgr_k, c3, 4 * H);
+                k->add3(acc_k, acc_r, dgr_k, c3, 4 * H);
+                if (!same_bits(dgr_r, acc_k, 4 * H)) bad_add++;
+                memcpy(acc_k, acc_r, sizeof acc_k);
+                ref->add3(acc_r, acc_r, dgr_k, c3, 4 * H);
+                k->add3(acc_k, acc_k, dgr_k, c3, 4 * H);
+                if (!same_bits(acc_r, acc_k, 4 * H)) bad_add++;
+            }
+        }
+        CHECK_MSG(bad_bwd == 0 && bad_acc == 0 && bad_add == 0,
+                  "lstm kernels %s: %d cell_backward, %d acc and %d add3 cases differ from ref",
+                  amp_isa_name((amp_isa)isa), bad_bwd, bad_acc, bad_add);
+    }
+}
