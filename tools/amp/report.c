@@ -541,7 +541,7 @@ static void plot_hist(run_series *const *runs, int n, bool act) {
     snprintf(t_max, sizeof t_max, "fp16 max %.0f", exp2(maxv));
     vline(sub, 0, ymax, 0.55, 1, t_sub);
     vline(norm, 0, ymax, 0.95, 0, t_norm);
-    vline(maxv, 0, ymax, 0.95, 1, t_max);
+    vline(maxv, 0, ymax, 0.85, 1, t_max); /* below the min-normal label, which can sit close */
     for (int i = 0; i < n; i++) {
         int64_t total = 0;
         for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) total += HIST(runs[i])[k];
