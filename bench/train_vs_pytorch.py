@@ -248,6 +248,7 @@ def main():
             row = dict(model=model, precision=prec, batch=BATCH[model], amp=statistics.median(amp_s),
                        torch=statistics.median(torch_s), flops=j["flops_per_sample"], peak_kind=j["peak_kind"],
                        amp_rss=j["peak_rss_mib"], arena=j["arena_peak_mib"], torch_rss=torch_rss,
+                       act=j.get("activation_mib", float("nan")), copies=j.get("weight_copies_mib", 0.0),
                        allocs=allocs_per_step(args, model, preset, scaler, so), load=loadavg())
             row["ratio"] = row["amp"] / row["torch"]
             # the least disturbed sample of each side: on a shared machine the medians carry the load
@@ -303,8 +304,10 @@ def main():
         if r["precision"] == "fp32":
             for s in rows:
                 if s["model"] == r["model"] and s["precision"] != "fp32":
-                    print(f"activation memory (arena peak) {s['model']} {s['precision']}/fp32: "
-                          f"{s['arena']:.1f}/{r['arena']:.1f} MiB = {s['arena'] / r['arena']:.2f}")
+                    print(f"activation memory {s['model']} {s['precision']}/fp32: kept for backward "
+                          f"{s['act']:.1f}/{r['act']:.1f} MiB = {s['act'] / r['act']:.2f} (plus weight copies "
+                          f"{s['copies']:.1f} MiB); arena peak {s['arena']:.1f}/{r['arena']:.1f} MiB = "
+                          f"{s['arena'] / r['arena']:.2f}")
     print()
     for u in unscale.get("results", []):
         print(f"unscale {u.get('dtype')} {u.get('pass')} {u.get('isa')}: {u.get('gbps', 0):.2f} GB/s = "

@@ -131,7 +131,10 @@ void test_autocast_cast_cache(void) {
     /* w cast once and reused; x (not a leaf requiring grad) is cast each time, uncached */
     CHECK_EQ_INT(stores - stores0, 1);
     CHECK_EQ_INT(hits - hits0, 1);
+    /* The cache holds w's bf16 copy: its elements x 2 bytes. */
+    CHECK_EQ_INT((int)amp_autocast_cache_bytes(), (int)(amp_tensor_numel(m.w) * 2));
     amp_autocast_exit();
+    CHECK_EQ_INT((int)amp_autocast_cache_bytes(), 0);
     /* A new outermost region starts with an empty cache. */
     amp_autocast_enter(AMP_BF16);
     amp_linear(m.ctx, x, m.w, NULL);

@@ -30,6 +30,7 @@
 #define AMP_AUTOCAST_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "dtype.h"
 #include "ops_list.h"
@@ -66,6 +67,9 @@ void amp_autocast_set_cache_enabled(bool enabled);
 void amp_autocast_clear_cache(void);
 /* Casts served from the cache / made and stored since the thread started (for tests and reports). */
 void amp_autocast_cache_stats(unsigned long long *hits, unsigned long long *stores);
+/* Bytes of the low-precision weight copies in this thread's cast cache now (what autocast holds
+ * per step besides activations; read it before the outermost region exits, which empties the cache). */
+size_t amp_autocast_cache_bytes(void);
 
 amp_cast_policy amp_autocast_get_policy(amp_op op);
 /* Changes one op's policy for the whole process (not thread-safe against running ops: set it at

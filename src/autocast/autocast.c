@@ -69,6 +69,17 @@ void amp_autocast_cache_stats(unsigned long long *hits, unsigned long long *stor
     if (stores) *stores = state.stores;
 }
 
+size_t amp_autocast_cache_bytes(void) {
+    size_t sum = 0;
+    for (size_t i = 0; i < state.n_cache; i++) {
+        const cache_entry *e = &state.cache[i];
+        /* entries from an earlier step of their context died with its arena */
+        if (e->cast && e->generation == e->ctx->generation)
+            sum += (size_t)amp_tensor_numel(e->cast) * amp_dtype_size(e->cast->dtype);
+    }
+    return sum;
+}
+
 /* PyTorch's cacheable rule: casting an fp32 leaf that requires grad down to the region's dtype. */
 static bool cacheable(const amp_tensor *x, amp_dtype to) {
     return !state.cache_off && x->dtype == AMP_F32 && x->is_leaf && x->requires_grad && to == amp_autocast_dtype();

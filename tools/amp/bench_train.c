@@ -20,8 +20,10 @@
  * one core's peak), the peak being VDPBF16PS's under amp-bf16 (where the CPU has it) and the zmm FMA's
  * otherwise (fp16 products run on FMA after an exact decode). The phase split (forward incl. loss,
  * backward, optimizer incl. the scaler) is timed separately in the same steps. Memory: the arena's
- * high-water mark (the step's activations, gradients of non-parameters and scratch) and the process's
- * peak resident set (getrusage). Heap allocations: the context's own count per timed step
+ * high-water mark (the step's activations, gradients of non-parameters and scratch), the activations
+ * (the arena in use when forward and the loss are done, which is what backward will read, less
+ * autocast's low-precision weight copies, counted apart) and the process's peak resident set
+ * (getrusage). Heap allocations: the context's own count per timed step
  * (amp_ctx_heap_allocations); bench/malloc_count.c counts every malloc of the process. */
 #include <math.h>
 #include <stdint.h>
@@ -63,6 +65,8 @@ typedef struct run {
     float *x;
     int32_t *tokens, *y;
     double t_fwd, t_bwd, t_opt; /* seconds, summed over timed steps */
+    size_t act_bytes, copy_bytes; /* the most, over the steps, of what forward left for backward (arena
+                                     in use after the loss, less the weight copies) and of those copies */
 } run;
 
 static int step(run *r, bool timed) {
@@ -81,8 +85,13 @@ static int step(run *r, bool timed) {
     if (autocast && amp_autocast_enter(r->prec->autocast_dtype) != AMP_OK) return -1;
     amp_tensor *logits = amp_model_forward(r->model, r->ctx, xt, r->text ? r->tokens : NULL, r->batch, true);
     amp_tensor *loss = logits ? amp_cross_entropy(r->ctx, logits, r->y) : NULL;
+    /* What forward leaves for backward: the arena in use now, less autocast's weight copies (read
+     * before the region exits and empties the cache). */
+    const size_t in_use = amp_ctx_arena_used(r->ctx), copies = amp_autocast_cache_bytes();
     if (autocast) amp_autocast_exit();
     if (!loss) return -1;
+    if (in_use - copies > r->act_bytes) r->act_bytes = in_use - copies;
+    if (copies > r->copy_bytes) r->copy_bytes = copies;
     const double t1 = amp_bench_now();
     const float scale = amp_scaler_scale(r->scaler);
     if (amp_backward_scaled(r->ctx, loss, r->scaling ? scale : 1.0f) != AMP_OK) return -1;
@@ -221,6 +230,7 @@ int amp_bench_train(int argc, char **argv) {
     const double rss_mib = (double)ru.ru_maxrss / 1024.0;
     const double arena_mib = (double)amp_ctx_arena_peak(r.ctx) / (1024.0 * 1024.0);
     const double ctx_allocs = (double)(allocs1 - allocs0) / timed_steps;
+    const double act_mib = (double)r.act_bytes / (1024.0 * 1024.0), copy_mib = (double)r.copy_bytes / (1024.0 * 1024.0);
     char cpu[256];
     amp_bench_cpu_name(cpu, sizeof cpu);
     if (json) {
@@ -229,11 +239,11 @@ int amp_bench_train(int argc, char **argv) {
                "\"gflops\":%.3f,\"peak_kind\":\"%s\",\"peak_gflops_one_core\":%.3f,\"fraction_of_peak\":%.4f,"
                "\"ms_per_step\":%.4f,\"forward_share\":%.4f,\"backward_share\":%.4f,\"optimizer_share\":%.4f,"
                "\"optimizer_ms\":%.4f,\"arena_peak_mib\":%.3f,\"peak_rss_mib\":%.3f,\"ctx_allocs_per_step\":%.3f,"
-               "\"params\":%lld}\n",
+               "\"activation_mib\":%.3f,\"weight_copies_mib\":%.3f,\"params\":%lld}\n",
                amp_model_kind_name(kind), r.prec->name, r.scaling ? "dynamic" : "off", (long long)r.batch, threads, steps,
                repeats, amp_isa_name(amp_isa_active()), cpu, median, flops, gflops, peak_name, peak1,
                isnan(frac) ? 0.0 : frac, 1e3 * (double)r.batch / median, r.t_fwd / tsum, r.t_bwd / tsum,
-               r.t_opt / tsum, 1e3 * r.t_opt / timed_steps, arena_mib, rss_mib, ctx_allocs,
+               r.t_opt / tsum, 1e3 * r.t_opt / timed_steps, arena_mib, rss_mib, ctx_allocs, act_mib, copy_mib,
                (long long)amp_model_num_params(r.model));
     } else {
         printf("cpu: %s; amp path %s; %ld thread%s\n", cpu, amp_isa_name(amp_isa_active()), threads,
@@ -251,6 +261,7 @@ int amp_bench_train(int argc, char **argv) {
                100 * r.t_bwd / tsum, r.scaling ? "+scaler" : "", 100 * r.t_opt / tsum, 1e3 * r.t_opt / timed_steps);
         printf("memory: arena peak %.1f MiB, process peak RSS %.1f MiB; context heap allocations per step %.2f\n",
                arena_mib, rss_mib, ctx_allocs);
+        printf("activations kept for backward %.1f MiB (plus autocast's weight copies %.1f MiB)\n", act_mib, copy_mib);
     }
 done:
     free(r.x);
