@@ -33,8 +33,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "amp/formats.h"
 #include "amp/gemm.h"
 #include "amp/status.h"
+#include "gemm_fused.h"
 #include "gemm_kernels.h"
 #include "../core/parallel.h"
 #include "../core/alloc_internal.h"
@@ -111,6 +113,7 @@ typedef struct gemm_job {
     float alpha, beta;
     float *c;
     int64_t ldc, c_row, c_col;
+    const amp_gemm_epilogue *ep; /* NULL: none (gemm_fused.h) */
     int grid_m, grid_n; /* P is split into grid_m x grid_n rectangles of whole tiles, one per task */
     atomic_int status;
 } gemm_job;
@@ -123,6 +126,27 @@ static void pack(const gemm_job *j, const operand *op, void *dst, int64_t i0, in
                  int r) {
     const int64_t off = op->trans ? p0 * op->ld + i0 : i0 * op->ld + p0;
     j->kern->pack(dst, op->src + (size_t)off * j->esize, op->ld, op->trans, rows, kc, r);
+}
+
+/* The epilogue (gemm_fused.h) on the C rectangle rows [r0, r1) x columns [c0, c1), each row in
+ * increasing j: bias add in fp32, then one rounding to out_dtype. */
+/* row[j] += bias[j]; the fixed-length inner loop is what gcc -O2 and clang vectorize */
+static void add_bias(float *restrict row, const float *restrict bias, int64_t n) {
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int q = 0; q < 16; q++) row[j + q] += bias[j + q];
+    for (; j < n; j++) row[j] += bias[j];
+}
+
+static void epilogue(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t r0, int64_t r1, int64_t c0,
+                     int64_t c1) {
+    for (int64_t r = r0; r < r1; r++) {
+        float *row = c + r * ldc;
+        if (ep->bias) add_bias(row + c0, ep->bias + c0, c1 - c0);
+        if (ep->out)
+            amp_convert((char *)ep->out + (size_t)(r * ep->ldo + c0) * amp_dtype_size(ep->out_dtype), ep->out_dtype,
+                        row + c0, AMP_F32, (size_t)(c1 - c0));
+    }
 }
 
 static int gemm_block(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
@@ -154,6 +178,10 @@ static int gemm_block(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int
                         float *ctile = j->c + (ic + ir) * j->c_row + (jc + jr) * j->c_col;
                         j->ukernel(kc, apanel, bpanel, ctile, j->ldc, m_tile, (int)min64(nr, nc - jr), j->alpha, beta);
                     }
+                }
+                if (j->ep && pc + kc >= j->k) { /* this block of C is final and still in cache */
+                    if (j->c_col == 1) epilogue(j->ep, j->c, j->ldc, ic, ic + mc, jc, jc + nc);
+                    else epilogue(j->ep, j->c, j->ldc, jc, jc + nc, ic, ic + mc); /* P = C^T */
                 }
             }
         }
@@ -225,8 +253,9 @@ static int check_matrix(int64_t rows, int64_t cols, int64_t ld, size_t esize) {
     return AMP_OK;
 }
 
-int amp_gemm(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-             const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+int amp_gemm_fused(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc,
+                   const amp_gemm_epilogue *ep) {
     if (ab_dtype != AMP_F32 && ab_dtype != AMP_F16 && ab_dtype != AMP_BF16) return AMP_ERR_UNSUPPORTED_DTYPE;
     if (m < 0 || n < 0 || k < 0) return AMP_ERR_INVALID_ARGUMENT;
     const size_t esize = ab_dtype == AMP_F32 ? 4 : 2;
@@ -246,6 +275,7 @@ int amp_gemm(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t 
                 for (int64_t jj = 0; jj < n; jj++) row[jj] *= beta;
             }
         }
+        if (ep) epilogue(ep, c, ldc, 0, m, 0, n);
         return AMP_OK;
     }
 
@@ -268,6 +298,7 @@ int amp_gemm(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t 
         .ldc = ldc,
         .c_row = transposed ? 1 : ldc,
         .c_col = transposed ? ldc : 1,
+        .ep = ep,
     };
     atomic_init(&job.status, AMP_OK);
     const double flops = 2.0 * (double)m * (double)n * (double)k;
@@ -278,4 +309,9 @@ int amp_gemm(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t 
                 &job.grid_m, &job.grid_n);
     amp_parallel_for((int64_t)job.grid_m * job.grid_n, gemm_task, &job);
     return atomic_load(&job.status);
+}
+
+int amp_gemm(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+             const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    return amp_gemm_fused(ab_dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL);
 }

@@ -76,6 +76,9 @@ typedef struct packed_w {
     char *panels;         /* k block q at panels + q * round_up(n, r) * kc_pad * packed_size */
 } packed_w;
 
+/* floats of padding after each row of the forward's gate pre-activations (amp_lstm_sequence) */
+#define LSTM_XP_PAD 16
+
 static int64_t round_up64(int64_t x, int64_t unit) { return (x + unit - 1) / unit * unit; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -474,6 +477,32 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     }
 }
 
+/* c_t = f c_{t-1} + i g (act [4H] = i, f, g, o after activation) into both tc and c; c is rounded
+ * to dt after the step's rows. The fixed-length inner loops are what gcc -O2 and clang vectorize;
+ * each element's operations are those of the cell (no contraction: the baseline has no FMA). */
+static void cell_state(float *restrict tc, float *restrict c, const float *restrict act, int64_t H) {
+    int64_t j = 0;
+    for (; j + 16 <= H; j += 16)
+        for (int q = 0; q < 16; q++) {
+            const float cn = act[H + j + q] * c[j + q] + act[j + q] * act[2 * H + j + q];
+            tc[j + q] = cn;
+            c[j + q] = cn;
+        }
+    for (; j < H; j++) {
+        const float cn = act[H + j] * c[j] + act[j] * act[2 * H + j];
+        tc[j] = cn;
+        c[j] = cn;
+    }
+}
+
+/* h = o tanh(c_t) */
+static void mul_rows(float *restrict h, const float *restrict o, const float *restrict tc, int64_t H) {
+    int64_t j = 0;
+    for (; j + 16 <= H; j += 16)
+        for (int q = 0; q < 16; q++) h[j + q] = o[j + q] * tc[j + q];
+    for (; j < H; j++) h[j] = o[j] * tc[j];
+}
+
 amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp_tensor *w_hh, amp_tensor *b_ih,
                               amp_tensor *b_hh) {
     if (!ctx) return NULL;
@@ -510,20 +539,24 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
     if (!out || (keep && !saved)) return NULL;
     amp_arena_mark mk = amp_scratch_mark(ctx);
     const size_t es = amp_dtype_size(dt);
-    float *xp = amp_f32_scratch(ctx, R * G);            /* gate pre-activations, rows b*T + t */
+    /* Gate pre-activations, row t*B + b, LSTM_XP_PAD floats past 4H apart: each step's B rows are one
+     * block that both products store into, and the pad keeps those rows from falling into the same L1
+     * set (4H floats is a multiple of 4 KiB here), which the transposed tile stores of ukernel_ct hit. */
+    const int64_t ldx = G + LSTM_XP_PAD;
+    float *xp = amp_f32_scratch(ctx, R * ldx);
     float *c = amp_f32_scratch(ctx, B * H);             /* c_{t-1}, values of dt */
     float *tcs = keep ? NULL : amp_f32_scratch(ctx, 5 * H); /* one row's activations when not saving */
     float *hrow = amp_f32_scratch(ctx, H);                  /* one row of h_t before its rounding */
     void *cq = amp_scratch_alloc(ctx, (size_t)(B * H) * es); /* c_t in dt */
     const float *bi = b_ih ? amp_f32_view(ctx, b_ih) : NULL, *bh = b_hh ? amp_f32_view(ctx, b_hh) : NULL;
-    if (!xp || !c || (!keep && !tcs) || !hrow || !cq || (b_ih && !bi) || (b_hh && !bh) ||
-        lstm_gemm(ctx, dt, false, true, R, G, I, x->data, I, w_ih->data, I, 0.0f, xp)) {
+    if (!xp || !c || (!keep && !tcs) || !hrow || !cq || (b_ih && !bi) || (b_hh && !bh)) {
         amp_scratch_release(ctx, mk);
         return NULL;
     }
     memset(c, 0, (size_t)(B * H) * sizeof *c);
-    packed_w whh; /* W [4H, H] = W_hh, for gates_t += h_{t-1} W_hh^T */
-    if (T > 1 && !pack_w(ctx, &whh, dt, w_hh->data, H, false, G, H, B)) {
+    packed_w wih, whh; /* W_ih [4H, I], for gates_t = x_t W_ih^T; W_hh [4H, H], for gates_t += h_{t-1} W_hh^T */
+    if (!pack_w(ctx, &wih, dt, w_ih->data, I, false, G, I, B) ||
+        (T > 1 && !pack_w(ctx, &whh, dt, w_hh->data, H, false, G, H, B))) {
         amp_scratch_release(ctx, mk);
         return NULL;
     }
@@ -531,26 +564,26 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
     const amp_vmath_kernels *vm = amp_vmath_active();
     const amp_lstm_kernels *lk = amp_lstm_active();
     for (int64_t t = 0; t < T; t++) {
-        /* gates_t += h_{t-1} W_hh^T, h_{t-1} read in place: rows of out T*H apart */
-        if (t > 0 && !packed_gemm(ctx, &whh, B, hout + (size_t)((t - 1) * H) * es, T * H, 1.0f, xp + t * G, T * G)) {
+        /* gates_t = x_t W_ih^T (amp_gemm's bits for the whole [B*T, I] product: k = I is the same, and an
+         * element's sum does not depend on its row), then += h_{t-1} W_hh^T; x_t and h_{t-1} read in
+         * place, rows T*I and T*H apart */
+        float *xt = xp + t * B * ldx;
+        if (!packed_gemm(ctx, &wih, B, (const char *)x->data + (size_t)(t * I) * es, T * I, 0.0f, xt, ldx) ||
+            (t > 0 && !packed_gemm(ctx, &whh, B, hout + (size_t)((t - 1) * H) * es, T * H, 1.0f, xt, ldx))) {
             amp_scratch_release(ctx, mk);
             return NULL;
         }
         for (int64_t b = 0; b < B; b++) {
-            const float *gr = xp + (b * T + t) * G;
+            const float *gr = xt + b * ldx;
             float *act = keep ? saved + (t * B + b) * 5 * H : tcs, *tc = act + G;
             if (keep) memcpy(saved + T * B * 5 * H + (t * B + b) * H, c + b * H, (size_t)H * sizeof *c);
             gate_preactivations(lk, act, gr, bi, bh, G);
             gate_activations(vm, act, H);
-            for (int64_t j = 0; j < H; j++) {
-                const float cn = act[H + j] * c[b * H + j] + act[j] * act[2 * H + j];
-                tc[j] = cn;        /* tanh below, of the fp32 c_t, as the cell's */
-                c[b * H + j] = cn; /* rounded to dt after the step's rows */
-            }
+            cell_state(tc, c + b * H, act, H); /* tanh below, of the fp32 c_t, as the cell's */
             vm->tanh(tc, tc, (size_t)H);
             char *dst = hout + (size_t)((b * T + t) * H) * es;
             float *hv = dt == AMP_F32 ? (float *)(void *)dst : hrow;
-            for (int64_t j = 0; j < H; j++) hv[j] = act[3 * H + j] * tc[j];
+            mul_rows(hv, act + 3 * H, tc, H);
             if (dt != AMP_F32) amp_convert(dst, dt, hrow, AMP_F32, (size_t)H);
         }
         if (dt != AMP_F32) { /* the next step reads c_t rounded to dt, as the cell's c' */

@@ -4,7 +4,9 @@
  * it as such loses nothing. */
 #include <string.h>
 
+#include "amp/formats.h"
 #include "amp/gemm.h"
+#include "../gemm/gemm_fused.h"
 #include "op_util.h"
 
 /* A matrix operand: the last two dims of a tensor, row-major or (a transposed view) column-major. */
@@ -136,6 +138,32 @@ amp_tensor *amp_matmul(amp_ctx *ctx, amp_tensor *a, amp_tensor *b) {
 
 /* ---- linear ---- */
 
+/* db[j] += g[r, j] over the rows r in increasing order, g [rows, cols] contiguous in dt: each row is
+ * decoded exactly to fp32 a chunk at a time on the stack (the sums of a full fp32 copy of g, without
+ * writing one), and added with a fixed-length inner loop that the compilers vectorize. */
+#define COLUMN_CHUNK 1024
+static void add_row(float *restrict acc, const float *restrict v, int64_t n) {
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int q = 0; q < 16; q++) acc[j + q] += v[j + q];
+    for (; j < n; j++) acc[j] += v[j];
+}
+
+static void column_sums(float *db, const void *g, amp_dtype dt, int64_t rows, int64_t cols) {
+    float buf[COLUMN_CHUNK];
+    const size_t es = amp_dtype_size(dt);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c0 = 0; c0 < cols; c0 += COLUMN_CHUNK) {
+            const int64_t len = cols - c0 < COLUMN_CHUNK ? cols - c0 : COLUMN_CHUNK;
+            const char *src = (const char *)g + (size_t)(r * cols + c0) * es;
+            if (dt == AMP_F32) add_row(db + c0, (const float *)src, len);
+            else {
+                amp_convert(buf, AMP_F32, src, dt, (size_t)len);
+                add_row(db + c0, buf, len);
+            }
+        }
+}
+
 /* saved i[]: rows (the flattened leading dims), in, out */
 static void linear_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0], *w = node->in[1], *bias = node->n_in > 2 ? node->in[2] : NULL;
@@ -154,7 +182,13 @@ static void linear_backward(amp_ctx *ctx, amp_node *node) {
         if (!dw || gemm(ctx, AMP_OP_LINEAR, dt, g, true, xm, false, out_f, in_f, rows, dw, 0.0f)) return;
         amp_grad_accumulate(ctx, w, dw);
     }
-    if (bias && bias->requires_grad) { /* db = column sums of G, in fp32 */
+    if (bias && bias->requires_grad && g.data == node->out->grad->data) { /* db = column sums of G, in fp32 */
+        float *db = amp_f32_scratch(ctx, out_f);
+        if (!db) return;
+        memset(db, 0, (size_t)out_f * sizeof *db);
+        column_sums(db, g.data, dt, rows, out_f);
+        amp_grad_accumulate(ctx, bias, db);
+    } else if (bias && bias->requires_grad) {
         const float *gf = amp_grad_out(ctx, node);
         float *db = amp_f32_scratch(ctx, out_f);
         if (!gf || !db) return;
@@ -193,13 +227,15 @@ amp_tensor *amp_linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tens
     if (!out) return NULL;
     amp_arena_mark mk = amp_scratch_mark(ctx);
     float *c = dt == AMP_F32 ? out->data : amp_f32_scratch(ctx, rows * out_f);
-    mat xm = {x->data, false, in_f > 0 ? in_f : 1}, wm = {weight->data, false, in_f > 0 ? in_f : 1};
-    if (c && gemm(ctx, AMP_OP_LINEAR, dt, xm, false, wm, true, rows, out_f, in_f, c, 0.0f) == AMP_OK && bias) {
-        const float *bv = amp_f32_view(ctx, bias); /* added in fp32 before the single rounding */
-        for (int64_t r = 0; bv && r < rows; r++)
-            for (int64_t j = 0; j < out_f; j++) c[r * out_f + j] += bv[j];
+    /* The bias is added in fp32 before the single rounding to dt, both in the GEMM's epilogue while
+     * each block of C is in cache (the bits of a separate add pass and amp_convert). */
+    const float *bv = bias ? amp_f32_view(ctx, bias) : NULL;
+    const amp_gemm_epilogue ep = {bv, dt != AMP_F32 ? out->data : NULL, dt, out_f > 0 ? out_f : 1};
+    if (c && (!bias || bv)) {
+        int st = amp_gemm_fused(dt, false, true, rows, out_f, in_f, 1.0f, x->data, in_f > 0 ? in_f : 1, weight->data,
+                                in_f > 0 ? in_f : 1, 0.0f, c, out_f > 0 ? out_f : 1, bv || ep.out ? &ep : NULL);
+        if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(AMP_OP_LINEAR), amp_status_str(st));
     }
-    if (c && dt != AMP_F32 && ctx->status == AMP_OK) amp_store_f32(ctx, out, c);
     amp_scratch_release(ctx, mk);
     if (ctx->status != AMP_OK) return NULL;
     amp_tensor *in[3] = {x, weight, bias};

@@ -1,0 +1,33 @@
+/* Internal: amp_gemm with an epilogue applied while each block of C is still in cache.
+ *
+ * The ops that follow a product with a per-column bias and a rounding to the compute dtype (linear's
+ * forward) would otherwise make two more passes over the whole fp32 C after the GEMM, reading it back
+ * from memory. The epilogue runs once per block of C, right after that block's last k block:
+ *
+ *   C[i, j] = (alpha op(A) op(B) + beta C)[i, j] + bias[j]     (fp32 add, when bias is not NULL)
+ *   out[i * ldo + j] = C[i, j] rounded to out_dtype            (amp_convert, when out is not NULL)
+ *
+ * Each element gets exactly the operations, in the same order, that amp_gemm followed by a separate
+ * bias pass and amp_convert would give it, so the bits are those of the unfused sequence. */
+#ifndef AMP_GEMM_FUSED_H
+#define AMP_GEMM_FUSED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "amp/dtype.h"
+
+typedef struct amp_gemm_epilogue {
+    const float *bias;   /* [n] fp32, added to every row of C; or NULL */
+    void *out;           /* m x n in out_dtype, row stride ldo >= n; or NULL (C is the result) */
+    amp_dtype out_dtype; /* any dtype amp_convert encodes from fp32 */
+    int64_t ldo;
+} amp_gemm_epilogue;
+
+/* amp_gemm (same arguments, checks and return values) followed by the epilogue `ep` (NULL: none).
+ * C holds the fp32 result (bias included) afterwards in every case. */
+int amp_gemm_fused(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc,
+                   const amp_gemm_epilogue *ep);
+
+#endif /* AMP_GEMM_FUSED_H */
