@@ -120,6 +120,7 @@ static const harness_test all_tests[] = {
     TEST(attention_fused),
     TEST(gelu_kernels),
     TEST(grad_reuse),
+    TEST(elem_kernels),
 };
 
 int main(void) {

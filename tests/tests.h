@@ -181,4 +181,8 @@ void test_gelu_kernels(void);
 /* test_grad_reuse.c: dropped non-leaf gradients' arena blocks reused: same gradients, lower peak */
 void test_grad_reuse(void);
 
+/* test_elem_kernels.c: the layer norm, softmax and add row kernels of every SIMD path against the
+ * reference, bit for bit, and the reference's summation order */
+void test_elem_kernels(void);
+
 #endif /* AMP_TESTS_TESTS_H */
