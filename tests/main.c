@@ -121,6 +121,7 @@ static const harness_test all_tests[] = {
     TEST(gelu_kernels),
     TEST(grad_reuse),
     TEST(gemm_fused_epilogue),
+    TEST(elem_kernels),
 };
 
 int main(void) {

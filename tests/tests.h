@@ -183,5 +183,8 @@ void test_grad_reuse(void);
 
 /* test_gemm_fused.c: amp_gemm_fused's epilogue against amp_gemm and separate passes, bit for bit */
 void test_gemm_fused_epilogue(void);
+/* test_elem_kernels.c: the layer norm, softmax and add row kernels of every SIMD path against the
+ * reference, bit for bit, and the reference's summation order */
+void test_elem_kernels(void);
 
 #endif /* AMP_TESTS_TESTS_H */

@@ -23,6 +23,7 @@
 
 #include "amp/formats.h"
 #include "amp/gemm.h"
+#include "../kernels/elem_kernels.h"
 #include "../kernels/vecmath.h"
 #include "op_util.h"
 
@@ -46,28 +47,27 @@ static int attn_gemm_ldc(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m
 
 static float attn_scale(int64_t d) { return d > 0 ? (float)(1.0 / sqrt((double)d)) : 1.0f; }
 
-/* s [T, T] in place: softmax of each row i over j <= i; P_ij = 0 for j > i */
-static void causal_softmax(const amp_vmath_kernels *vm, float *s, int64_t T) {
+/* s [T, T] in place: softmax of each row i over j <= i; P_ij = 0 for j > i. The row sums are the
+ * row kernels' (kernels/elem_kernels.h, their 16-lane order); the rest is elementwise. */
+static void causal_softmax(const amp_vmath_kernels *vm, const amp_elem_kernels *ek, float *s, int64_t T) {
     for (int64_t i = 0; i < T; i++) {
-        float *row = s + i * T, m = row[0], sum = 0.0f;
-        for (int64_t j = 1; j <= i; j++) m = row[j] > m ? row[j] : m;
-        for (int64_t j = 0; j <= i; j++) row[j] -= m;
-        vm->exp(row, row, (size_t)(i + 1)); /* kernels/vecmath.h: per element, libm under AMP_ISA=ref */
-        for (int64_t j = 0; j <= i; j++) sum += row[j];
-        for (int64_t j = 0; j <= i; j++) row[j] /= sum;
-        for (int64_t j = i + 1; j < T; j++) row[j] = 0.0f;
+        float *row = s + i * T;
+        const size_t n = (size_t)(i + 1);
+        ek->sub_scalar(row, ek->max(row, n), n);
+        vm->exp(row, row, n); /* kernels/vecmath.h: per element, libm under AMP_ISA=ref */
+        ek->div_scalar(row, ek->sum(row, n), n);
+        memset(row + n, 0, (size_t)(T - i - 1) * sizeof *row);
     }
 }
 
 /* dp [T, T] in place: dP -> dS = P (dP - rowsum(dP P)), masked entries 0; pf = P in fp32 */
-static void causal_softmax_backward(float *dp, const float *pf, int64_t T) {
+static void causal_softmax_backward(const amp_elem_kernels *ek, float *dp, const float *pf, int64_t T) {
     for (int64_t i = 0; i < T; i++) {
         float *dr = dp + i * T;
         const float *pr = pf + i * T;
-        float r = 0.0f;
-        for (int64_t j = 0; j <= i; j++) r += pr[j] * dr[j];
-        for (int64_t j = 0; j <= i; j++) dr[j] = pr[j] * (dr[j] - r);
-        for (int64_t j = i + 1; j < T; j++) dr[j] = 0.0f;
+        const size_t n = (size_t)(i + 1);
+        ek->softmax_grad(dr, pr, ek->dot(pr, dr, n), n);
+        memset(dr + n, 0, (size_t)(T - i - 1) * sizeof *dr);
     }
 }
 
@@ -107,7 +107,7 @@ static void attention_backward(amp_ctx *ctx, amp_node *node) {
         if (!need_s) continue;
         if (attn_gemm(ctx, dt, false, true, T, T, D, 1.0f, gb, D, vb, D, dp)) return; /* dP = dO V^T */
         amp_convert(pf, AMP_F32, pb, dt, (size_t)(T * T));
-        causal_softmax_backward(dp, pf, T);
+        causal_softmax_backward(amp_elem_active(), dp, pf, T);
         if (dt != AMP_F32) amp_convert(ds, dt, dp, AMP_F32, (size_t)(T * T));
         if (dq && attn_gemm(ctx, dt, false, false, T, D, T, scale, ds, T, kb, D, dq + bh * T * D)) return;
         if (dk && attn_gemm(ctx, dt, true, false, T, D, T, scale, ds, T, qb, D, dk + bh * T * D)) return;
@@ -151,13 +151,14 @@ amp_tensor *amp_causal_attention(amp_ctx *ctx, amp_tensor *q, amp_tensor *k, amp
         return NULL;
     }
     const amp_vmath_kernels *vm = amp_vmath_active();
+    const amp_elem_kernels *ek = amp_elem_active();
     for (int64_t bh = 0; bh < BH; bh++) {
         const size_t off = (size_t)(bh * T * D) * es;
         const unsigned char *qb = (const unsigned char *)q->data + off, *kb = (const unsigned char *)k->data + off;
         const unsigned char *vb = (const unsigned char *)v->data + off;
         void *pb = keep_p ? (unsigned char *)p_all + (size_t)(bh * T * T) * es : p_one;
         if (attn_gemm(ctx, dt, false, true, T, T, D, scale, qb, D, kb, D, s)) break; /* S = q k^T / sqrt(D) */
-        causal_softmax(vm, s, T);
+        causal_softmax(vm, ek, s, T);
         if (dt == AMP_F32) memcpy(pb, s, (size_t)(T * T) * sizeof *s);
         else amp_convert(pb, dt, s, AMP_F32, (size_t)(T * T));
         if (attn_gemm(ctx, dt, false, false, T, D, T, 1.0f, pb, T, vb, D, o + bh * T * D)) break; /* O = P v */
@@ -238,7 +239,7 @@ static void self_attention_backward(amp_ctx *ctx, amp_node *node) {
                     return;
             }
             amp_convert(pf, AMP_F32, pb, dt, (size_t)(T * T));
-            causal_softmax_backward(dp, pf, T); /* reads dP_ij for j <= i only, zeroes the rest */
+            causal_softmax_backward(amp_elem_active(), dp, pf, T); /* reads dP_ij for j <= i only, zeroes the rest */
             if (dt != AMP_F32) amp_convert(ds, dt, dp, AMP_F32, (size_t)(T * T));
             for (int64_t r0 = 0; r0 < T; r0 += ATTN_ROWS) {
                 const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS, nr = r1 - r0;
@@ -280,6 +281,7 @@ amp_tensor *amp_causal_self_attention(amp_ctx *ctx, amp_tensor *qkv, int64_t hea
         return NULL;
     }
     const amp_vmath_kernels *vm = amp_vmath_active();
+    const amp_elem_kernels *ek = amp_elem_active();
     for (int64_t b = 0; b < B && ctx->status == AMP_OK; b++) {
         for (int64_t h = 0; h < NH; h++) {
             const unsigned char *qb = (const unsigned char *)qkv->data + (size_t)(b * T * C3 + h * D) * es;
@@ -292,7 +294,7 @@ amp_tensor *amp_causal_self_attention(amp_ctx *ctx, amp_tensor *qkv, int64_t hea
                                        C3, s + r0 * T, T) != AMP_OK;
             }
             if (failed) break;
-            causal_softmax(vm, s, T); /* reads S_ij for j <= i only, zeroes the rest */
+            causal_softmax(vm, ek, s, T); /* reads S_ij for j <= i only, zeroes the rest */
             if (dt == AMP_F32) memcpy(pb, s, (size_t)(T * T) * sizeof *s);
             else amp_convert(pb, dt, s, AMP_F32, (size_t)(T * T));
             for (int64_t r0 = 0; r0 < T && !failed; r0 += ATTN_ROWS) { /* O[r0:r1] = P[r0:r1, 0:r1] v[0:r1] */

@@ -3,6 +3,7 @@
  * own dtype); arithmetic is fp32; the result is rounded once. */
 #include <string.h>
 
+#include "../kernels/elem_kernels.h"
 #include "op_util.h"
 
 typedef struct {
@@ -46,6 +47,44 @@ static bool make_bcast(const amp_tensor *a, const amp_tensor *b, bcast *bc) {
         }                                                                             \
     } while (0)
 
+/* The element count of x's period when x's index is the output's index modulo it: x has the
+ * output's trailing dimensions from some point on and is broadcast along all before it (x = the
+ * output's shape is the period n; a residual add, or a [T, C] position table added to [B, T, C]);
+ * 0 when x is broadcast otherwise. */
+static int64_t bcast_period(const bcast *bc, const int64_t *sx, int64_t n) {
+    int64_t period = 1;
+    int d = bc->ndim - 1;
+    for (; d >= 0 && (sx[d] != 0 || bc->shape[d] == 1); d--) period *= bc->shape[d];
+    for (; d >= 0; d--)
+        if (sx[d] != 0) return 0;
+    return n > 0 && period > 0 && n % period == 0 ? period : 0;
+}
+
+/* add's backward when each input is the output's shape or a period of it (bcast_period): the
+ * row kernels give the generic loop's bits (0 + g, and a period's gradient summed over the
+ * periods in the same order), without its index arithmetic. false: not that case. */
+static bool add_backward_rows(amp_ctx *ctx, amp_node *node, const bcast *bc, int64_t n, const float *g, float *da,
+                              float *db) {
+    const int64_t pa = bcast_period(bc, bc->sa, n), pb = bcast_period(bc, bc->sb, n);
+    if (!pa || !pb) return false;
+    const amp_elem_kernels *ek = amp_elem_active();
+    float *const d[2] = {da, db};
+    const int64_t p[2] = {pa, pb};
+    float *full = NULL; /* 0 + g, shared by the inputs of the output's shape */
+    for (int k = 0; k < 2; k++) {
+        if (!d[k]) continue;
+        if (p[k] == n) {
+            if (!full) ek->add_scalar(full = d[k], g, 0.0f, (size_t)n);
+            amp_grad_accumulate(ctx, node->in[k], full);
+        } else {
+            memset(d[k], 0, (size_t)p[k] * sizeof *d[k]);
+            for (int64_t i = 0; i < n; i += p[k]) ek->acc(d[k], g + i, (size_t)p[k]);
+            amp_grad_accumulate(ctx, node->in[k], d[k]);
+        }
+    }
+    return true;
+}
+
 static void binary_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *a = node->in[0], *b = node->in[1];
     const bcast *bc = node->saved;
@@ -55,6 +94,7 @@ static void binary_backward(amp_ctx *ctx, amp_node *node) {
     float *da = a->requires_grad ? amp_f32_scratch(ctx, amp_tensor_numel(a)) : NULL;
     float *db = b->requires_grad ? amp_f32_scratch(ctx, amp_tensor_numel(b)) : NULL;
     if (!g || !av || !bv || ctx->status != AMP_OK) return;
+    if (node->op == AMP_OP_ADD && add_backward_rows(ctx, node, bc, n, g, da, db)) return;
     if (da) memset(da, 0, (size_t)amp_tensor_numel(a) * sizeof *da);
     if (db) memset(db, 0, (size_t)amp_tensor_numel(b) * sizeof *db);
     switch (node->op) {
@@ -101,7 +141,12 @@ static amp_tensor *binary(amp_ctx *ctx, amp_op op, amp_tensor *a, amp_tensor *b)
         amp_scratch_release(ctx, m);
         return NULL;
     }
-    switch (op) {
+    const int64_t pa = bcast_period(&bc, bc.sa, n), pb = bcast_period(&bc, bc.sb, n);
+    if (op == AMP_OP_ADD && pa && pb) { /* the same bits as BCAST_FOR, a row kernel per period */
+        const amp_elem_kernels *ek = amp_elem_active();
+        const int64_t p = pa < pb ? pa : pb;
+        for (int64_t i = 0; i < n; i += p) ek->add(y + i, av + i % pa, bv + i % pb, (size_t)p);
+    } else switch (op) {
     case AMP_OP_ADD: BCAST_FOR(&bc, n, y[i] = av[ia] + bv[ib]); break;
     case AMP_OP_SUB: BCAST_FOR(&bc, n, y[i] = av[ia] - bv[ib]); break;
     case AMP_OP_MUL: BCAST_FOR(&bc, n, y[i] = av[ia] * bv[ib]); break;

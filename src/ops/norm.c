@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../kernels/elem_kernels.h"
 #include "op_util.h"
 
 /* Copies n floats from scratch into the arena (data a node keeps until backward). */
@@ -34,7 +35,8 @@ static bool affine_ok(amp_ctx *ctx, amp_op op, const amp_tensor *p, const char *
 }
 
 /* ---- layer norm ----
- * x [rows, D] (leading dims flattened), per row: mean, var = mean((x - mean)^2) (biased, two passes),
+ * x [rows, D] (leading dims flattened), per row: mean, var = mean((x - mean)^2) (biased, two passes; the
+ * sums here and in backward are the row kernels' of kernels/elem_kernels.h, in their 16-lane order),
  * rstd = 1/sqrt(var + eps), y = (x - mean) * rstd * w + b. Backward, with xhat = (x - mean) * rstd and
  * gw = dy * w: dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), dw = sum_rows dy * xhat,
  * db = sum_rows dy. */
@@ -56,27 +58,17 @@ static void layer_norm_backward(amp_ctx *ctx, amp_node *node) {
     if (!g || !xv || (w && !wv) || ctx->status != AMP_OK) return;
     if (dw) memset(dw, 0, (size_t)d * sizeof *dw);
     if (db) memset(db, 0, (size_t)d * sizeof *db);
+    const amp_elem_kernels *ek = amp_elem_active();
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = xv + r * d, *gr = g + r * d;
         const float mean = s->mean[r], rstd = s->rstd[r];
+        float a = 0.0f, c = 0.0f;
         if (dx) {
-            float sum_gw = 0.0f, sum_gwx = 0.0f;
-            for (int64_t j = 0; j < d; j++) {
-                const float gw = gr[j] * (wv ? wv[j] : 1.0f), xhat = (xr[j] - mean) * rstd;
-                sum_gw += gw;
-                sum_gwx += gw * xhat;
-            }
-            const float a = sum_gw / (float)d, c = sum_gwx / (float)d;
-            float *dxr = dx + r * d;
-            for (int64_t j = 0; j < d; j++) {
-                const float gw = gr[j] * (wv ? wv[j] : 1.0f), xhat = (xr[j] - mean) * rstd;
-                dxr[j] = rstd * (gw - a - xhat * c);
-            }
+            float sums[2]; /* sum gw, sum gw * xhat, in the kernels' 16-lane order */
+            ek->norm_grad_sums(sums, gr, xr, wv, mean, rstd, (size_t)d);
+            a = sums[0] / (float)d, c = sums[1] / (float)d;
         }
-        for (int64_t j = 0; (dw || db) && j < d; j++) {
-            if (dw) dw[j] += gr[j] * (xr[j] - mean) * rstd;
-            if (db) db[j] += gr[j];
-        }
+        ek->norm_grad_apply(dx ? dx + r * d : NULL, dw, db, gr, xr, wv, mean, rstd, a, c, (size_t)d);
     }
     if (dx) amp_grad_accumulate(ctx, x, dx);
     if (dw) amp_grad_accumulate(ctx, w, dw);
@@ -108,21 +100,13 @@ amp_tensor *amp_layer_norm(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_
         amp_scratch_release(ctx, m);
         return NULL;
     }
-    for (int64_t r = 0; r < rows; r++) {
+    const amp_elem_kernels *ek = amp_elem_active();
+    for (int64_t r = 0; r < rows; r++) { /* the sums in the kernels' 16-lane order (kernels/elem_kernels.h) */
         const float *xr = xv + r * d;
-        float sum = 0.0f, sq = 0.0f;
-        for (int64_t j = 0; j < d; j++) sum += xr[j];
-        const float mu = sum / (float)d;
-        for (int64_t j = 0; j < d; j++) sq += (xr[j] - mu) * (xr[j] - mu);
-        const float rs = 1.0f / sqrtf(sq / (float)d + eps);
+        const float mu = ek->sum(xr, (size_t)d) / (float)d;
+        const float rs = 1.0f / sqrtf(ek->sum_sq_dev(xr, mu, (size_t)d) / (float)d + eps);
         mean[r] = mu, rstd[r] = rs;
-        float *yr = y + r * d;
-        for (int64_t j = 0; j < d; j++) {
-            float v = (xr[j] - mu) * rs;
-            if (wv) v *= wv[j];
-            if (bv) v += bv[j];
-            yr[j] = v;
-        }
+        ek->norm_apply(y + r * d, xr, mu, rs, wv, bv, (size_t)d);
     }
     if (dt != AMP_F32) amp_store_f32(ctx, out, y);
     amp_tensor *in[3] = {x, weight, bias};

@@ -1,0 +1,122 @@
+/* The row kernels (src/kernels/elem_kernels.h) of every SIMD path the CPU has against the reference
+ * twin, bit for bit (NaN payloads aside): rows of every length up to 80 (tails of 8 and 16 lanes, and
+ * none) at misaligned offsets, values with both zeros, subnormals, huge values, infinities and NaN
+ * now and then, weights and biases present or not, in place where the ops use it so. max may pick
+ * either zero and any NaN (see the header): compared by value, NaN as NaN. Also: the reference's
+ * sums, in their 16-lane order, are within n unit roundoffs of the exact (double) sums of
+ * well-scaled rows, and the lane order is what the header says on a row where it shows. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../src/kernels/elem_kernels.h"
+#include "harness.h"
+#include "tests.h"
+
+enum { MAXN = 80, PAD = 3 };
+
+static uint64_t next(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+static float unit(uint64_t *s) { return (float)(next(s) >> 40) / (float)(1 << 24); } /* [0, 1) */
+
+static float value(uint64_t *s, bool edges) {
+    static const float edge[] = {0.0f, -0.0f, 1e-40f, -1e-42f, 3e38f, -3e38f, INFINITY, -INFINITY, NAN, 1.0f};
+    const uint64_t r = next(s);
+    if (edges && r % 24 == 0) return edge[(r >> 8) % (sizeof edge / sizeof edge[0])];
+    return (unit(s) * 2.0f - 1.0f) * (float)(1 << (r >> 20) % 8);
+}
+
+static bool same(float a, float b) { return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b)); }
+static bool same_bits(const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!same(a[i], b[i])) return false;
+    return true;
+}
+
+void test_elem_kernels(void) {
+    const amp_elem_kernels *ref = amp_elem_kernels_for(AMP_ISA_REF);
+    uint64_t s = 0x2545f4914f6cdd1dull;
+    float xa[MAXN + PAD], ya[MAXN + PAD], wa[MAXN + PAD], ba[MAXN + PAD];
+    float r1[MAXN + PAD], k1[MAXN + PAD], r2[MAXN + PAD], k2[MAXN + PAD], r3[MAXN + PAD], k3[MAXN + PAD];
+    for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
+        if (isa == AMP_ISA_REF || !amp_isa_supported((amp_isa)isa)) continue;
+        const amp_elem_kernels *k = amp_elem_kernels_for((amp_isa)isa);
+        int bad_elem = 0, bad_red = 0, bad_norm = 0, bad_max = 0;
+        for (size_t n = 0; n <= MAXN; n++) {
+            for (int rep = 0; rep < 12; rep++) {
+                const bool edges = rep % 3 == 2, use_w = rep & 1, use_b = rep & 2;
+                const size_t o = (size_t)rep % PAD; /* misaligned rows */
+                float *x = xa + o, *y = ya + o, *w = use_w ? wa + o : NULL, *b = use_b ? ba + o : NULL;
+                for (size_t i = 0; i < n; i++) x[i] = value(&s, edges), y[i] = value(&s, edges);
+                for (size_t i = 0; i < n; i++) wa[o + i] = value(&s, edges), ba[o + i] = value(&s, edges);
+                const float c = value(&s, false), mu = value(&s, edges), rs = unit(&s) * 4.0f;
+
+                /* elementwise */
+                ref->add(r1, x, y, n), k->add(k1, x, y, n);
+                bad_elem += !same_bits(r1, k1, n);
+                ref->add_scalar(r1, x, 0.0f, n), k->add_scalar(k1, x, 0.0f, n);
+                bad_elem += !same_bits(r1, k1, n);
+                memcpy(r1, y, sizeof ya), memcpy(k1, y, sizeof ya);
+                ref->acc(r1, x, n), k->acc(k1, x, n);
+                bad_elem += !same_bits(r1, k1, n);
+                memcpy(r1, x, sizeof xa), memcpy(k1, x, sizeof xa);
+                ref->sub_scalar(r1, c, n), k->sub_scalar(k1, c, n);
+                bad_elem += !same_bits(r1, k1, n);
+                ref->div_scalar(r1, c, n), k->div_scalar(k1, c, n);
+                bad_elem += !same_bits(r1, k1, n);
+                memcpy(r1, y, sizeof ya), memcpy(k1, y, sizeof ya);
+                ref->softmax_grad(r1, x, c, n), k->softmax_grad(k1, x, c, n);
+                bad_elem += !same_bits(r1, k1, n);
+
+                /* reductions */
+                bad_red += !same(ref->sum(x, n), k->sum(x, n));
+                bad_red += !same(ref->dot(x, y, n), k->dot(x, y, n));
+                bad_red += !same(ref->sum_sq_dev(x, mu, n), k->sum_sq_dev(x, mu, n));
+                if (n > 0) {
+                    const float mr = ref->max(x, n), mk = k->max(x, n);
+                    bad_max += !(mr == mk || (isnan(mr) && isnan(mk)));
+                    bool any_nan = false;
+                    for (size_t i = 0; i < n; i++) any_nan |= isnan(x[i]);
+                    if (!any_nan) bad_max += !(mr == mk);
+                }
+
+                /* layer norm rows */
+                ref->norm_apply(r1, x, mu, rs, w, b, n), k->norm_apply(k1, x, mu, rs, w, b, n);
+                bad_norm += !same_bits(r1, k1, n);
+                float sr[2], sk[2];
+                ref->norm_grad_sums(sr, y, x, w, mu, rs, n), k->norm_grad_sums(sk, y, x, w, mu, rs, n);
+                bad_norm += !same_bits(sr, sk, 2);
+                const bool dx = rep & 4, dw = rep & 8;
+                memcpy(r2, wa, sizeof wa), memcpy(k2, wa, sizeof wa), memcpy(r3, ba, sizeof ba), memcpy(k3, ba, sizeof ba);
+                ref->norm_grad_apply(dx ? r1 : NULL, dw ? r2 : NULL, r3, y, x, w, mu, rs, sr[0], sr[1], n);
+                k->norm_grad_apply(dx ? k1 : NULL, dw ? k2 : NULL, k3, y, x, w, mu, rs, sr[0], sr[1], n);
+                bad_norm += (dx && !same_bits(r1, k1, n)) + !same_bits(r2, k2, n) + !same_bits(r3, k3, n);
+            }
+        }
+        CHECK_MSG(bad_elem == 0 && bad_red == 0 && bad_norm == 0 && bad_max == 0,
+                  "elem kernels %s: %d elementwise, %d reduction, %d norm and %d max cases differ from ref",
+                  amp_isa_name((amp_isa)isa), bad_elem, bad_red, bad_norm, bad_max);
+    }
+
+    /* the reference's order: lane l holds the elements l, l + 16, ...; the fold pairs l with l + 8 */
+    float row[32] = {0};
+    row[0] = 1e8f, row[16] = -1e8f, row[8] = 1.0f; /* (1e8 + -1e8) + 1: exact 1 only in this order */
+    CHECK(ref->sum(row, 32) == 1.0f);
+    /* accuracy: within n unit roundoffs of the exact sum of |terms| */
+    int bad_acc = 0;
+    for (size_t n = 1; n <= MAXN; n++) {
+        for (size_t i = 0; i < n; i++) xa[i] = value(&s, false), ya[i] = value(&s, false);
+        double e = 0.0, ea = 0.0, d = 0.0, da = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            e += xa[i], ea += fabs(xa[i]);
+            d += (double)xa[i] * ya[i], da += fabs((double)xa[i] * ya[i]);
+        }
+        const double u = ldexp(1.0, -24) * (double)n;
+        bad_acc += fabs(ref->sum(xa, n) - e) > u * ea + 1e-30;
+        bad_acc += fabs(ref->dot(xa, ya, n) - d) > 2.0 * u * da + 1e-30;
+    }
+    CHECK_MSG(bad_acc == 0, "elem kernels ref: %d sums outside n unit roundoffs", bad_acc);
+}
