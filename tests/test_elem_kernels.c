@@ -59,15 +59,15 @@ void test_elem_kernels(void) {
                 bad_elem += !same_bits(r1, k1, n);
                 ref->add_scalar(r1, x, 0.0f, n), k->add_scalar(k1, x, 0.0f, n);
                 bad_elem += !same_bits(r1, k1, n);
-                memcpy(r1, y, sizeof ya), memcpy(k1, y, sizeof ya);
+                memcpy(r1, y, n * sizeof *y), memcpy(k1, y, n * sizeof *y);
                 ref->acc(r1, x, n), k->acc(k1, x, n);
                 bad_elem += !same_bits(r1, k1, n);
-                memcpy(r1, x, sizeof xa), memcpy(k1, x, sizeof xa);
+                memcpy(r1, x, n * sizeof *x), memcpy(k1, x, n * sizeof *x);
                 ref->sub_scalar(r1, c, n), k->sub_scalar(k1, c, n);
                 bad_elem += !same_bits(r1, k1, n);
                 ref->div_scalar(r1, c, n), k->div_scalar(k1, c, n);
                 bad_elem += !same_bits(r1, k1, n);
-                memcpy(r1, y, sizeof ya), memcpy(k1, y, sizeof ya);
+                memcpy(r1, y, n * sizeof *y), memcpy(k1, y, n * sizeof *y);
                 ref->softmax_grad(r1, x, c, n), k->softmax_grad(k1, x, c, n);
                 bad_elem += !same_bits(r1, k1, n);
 
