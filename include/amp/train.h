@@ -246,7 +246,8 @@ typedef struct amp_train_result {
     double train_loss;          /* mean loss of the steps of the last (possibly partial) epoch */
     double test_loss;           /* last evaluation's mean loss; NaN without evaluation */
     double test_accuracy;       /* image models: fraction correct in [0, 1]; NaN for text */
-    double bits_per_char;       /* text models: test_loss / ln 2; NaN for image models */
+    double bits_per_char;       /* text models: held-out nats per byte / ln 2 (= test_loss / ln 2 with one
+                                   token per byte; see text_words); NaN for image models */
     double samples_per_sec;     /* training samples / training time (no evaluation, no start-up) */
     double wall_seconds;        /* the whole call */
     int64_t num_params;
