@@ -66,7 +66,12 @@ static int lstm_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, in
  * With B = 32 rows against a 12-row tile, C = X W^T fills 32/36 of its tiles; C^T = W X^T (W's
  * 4H or H rows on the 12-row side, X's B rows on the 32-wide side) fills 99% (gemm.c's transposed
  * product, ukernel_ct: products commute exactly, so the bits are the same). The weight side is packed
- * as whichever operand the better fill makes it. */
+ * as whichever operand the better fill makes it, but only for k >= LSTM_FLIP_MIN_K: ukernel_ct ends
+ * each tile with two 16 x 16 register transposes and 32 row stores, a fixed cost that a short k loop
+ * does not amortize. Measured on the lstm model (B = 32, amp-bf16, one thread): the forward's
+ * x_t W_ih^T (k = I = 64) direct makes the whole step 2.7% faster; W_hh's products (k = 256 forward,
+ * 1024 backward) stay faster transposed. */
+#define LSTM_FLIP_MIN_K 128
 
 typedef struct packed_w {
     const amp_gemm_kernel *kern;
@@ -95,7 +100,7 @@ static bool pack_w(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *src, in
     const double direct = (double)m / (double)round_up64(m, kern->mr) * (double)n / (double)round_up64(n, kern->nr);
     const double flipped = (double)n / (double)round_up64(n, kern->mr) * (double)m / (double)round_up64(m, kern->nr);
     *pw = (packed_w){.kern = kern,
-                     .flip = kern->ukernel_ct && flipped > direct,
+                     .flip = kern->ukernel_ct && k >= LSTM_FLIP_MIN_K && flipped > direct,
                      .n = n,
                      .k = k,
                      .kc_pad = round_up64(min64(kern->kc, k), kern->k_unit),
