@@ -122,6 +122,7 @@ static const harness_test all_tests[] = {
     TEST(grad_reuse),
     TEST(gemm_fused_epilogue),
     TEST(elem_kernels),
+    TEST(grad_fused),
 };
 
 int main(void) {

@@ -186,5 +186,7 @@ void test_gemm_fused_epilogue(void);
 /* test_elem_kernels.c: the layer norm, softmax and add row kernels of every SIMD path against the
  * reference, bit for bit, and the reference's summation order */
 void test_elem_kernels(void);
+/* test_grad_fused.c: bf16 gradients added into fp32 ones (and fp32 into bf16) in one pass, bit for bit */
+void test_grad_fused(void);
 
 #endif /* AMP_TESTS_TESTS_H */

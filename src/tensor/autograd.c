@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "amp/formats.h"
+#include "../formats/float_bits.h"
 #include "autograd.h"
 
 bool amp_autograd_will_record(const amp_ctx *ctx, amp_tensor *const *in, int n_in) {
@@ -40,6 +41,23 @@ static void add_f32(float *restrict d, const float *restrict g, int64_t n) {
     for (; i + 8 <= n; i += 8)
         for (int k = 0; k < 8; k++) d[i + k] += g[i + k];
     for (; i < n; i++) d[i] += g[i];
+}
+
+/* d[i] += decode(h[i]) for bf16 h: bf16 -> fp32 is exact (the bits shifted up), so these are the
+ * values of amp_convert to fp32 scratch then add_f32, in one pass with no scratch. */
+static void add_bf16(float *restrict d, const uint16_t *restrict h, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) d[i + k] += amp_f32_from_bits(amp_bf16_decode(h[i + k]));
+    for (; i < n; i++) d[i] += amp_f32_from_bits(amp_bf16_decode(h[i]));
+}
+
+/* d[i] = decode(h[i]) + g[i] for bf16 h: amp_convert to fp32 then add_f32, in one pass. */
+static void decode_add_bf16(float *restrict d, const uint16_t *restrict h, const float *restrict g, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) d[i + k] = amp_f32_from_bits(amp_bf16_decode(h[i + k])) + g[i + k];
+    for (; i < n; i++) d[i] = amp_f32_from_bits(amp_bf16_decode(h[i])) + g[i];
 }
 
 /* ---- reuse of dropped gradients ----
@@ -107,12 +125,32 @@ int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g) {
     amp_arena_mark m = amp_scratch_mark(ctx);
     float *acc = amp_f32_scratch(ctx, n);
     if (acc) {
-        amp_convert(acc, AMP_F32, grad->data, grad->dtype, (size_t)n);
-        add_f32(acc, g, n);
+        if (grad->dtype == AMP_BF16) {
+            decode_add_bf16(acc, grad->data, g, n);
+        } else {
+            amp_convert(acc, AMP_F32, grad->data, grad->dtype, (size_t)n);
+            add_f32(acc, g, n);
+        }
         amp_convert(grad->data, grad->dtype, acc, AMP_F32, (size_t)n);
     }
     amp_scratch_release(ctx, m);
     return ctx->status;
+}
+
+int amp_grad_accumulate_grad(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g) {
+    if (!t || !t->requires_grad) return AMP_OK;
+    /* An fp32 gradient (a parameter's, or one already started) taking a contiguous bf16 one: decode
+     * and add in one pass. The gradient tensors made here are contiguous; a parameter's is too. */
+    if (g->dtype == AMP_BF16 && amp_tensor_is_contiguous(g) && t->grad && t->grad->dtype == AMP_F32 &&
+        amp_tensor_is_contiguous(t->grad) && amp_tensor_numel(g) == amp_tensor_numel(t)) {
+        add_bf16(t->grad->data, g->data, amp_tensor_numel(t));
+        return AMP_OK;
+    }
+    amp_arena_mark m = amp_scratch_mark(ctx);
+    const float *f = amp_f32_view(ctx, g);
+    int st = f ? amp_grad_accumulate(ctx, t, f) : ctx->status;
+    amp_scratch_release(ctx, m);
+    return st;
 }
 
 float *amp_f32_scratch(amp_ctx *ctx, int64_t n) {

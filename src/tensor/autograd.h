@@ -22,6 +22,11 @@ bool amp_autograd_will_record(const amp_ctx *ctx, amp_tensor *const *in, int n_i
  * gradient's dtype (t's dtype). Does nothing when t is NULL or does not require grad. */
 int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g);
 
+/* amp_grad_accumulate with the gradient g as a tensor of t's shape, in any float dtype (the same
+ * values as amp_grad_accumulate(ctx, t, amp_f32_view(ctx, g))); a contiguous bf16 g goes into an
+ * fp32 gradient in one pass, with no fp32 staging. */
+int amp_grad_accumulate_grad(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g);
+
 /* fp32 staging (scratch memory: valid until the caller's scratch release). */
 /* t's elements, contiguous fp32 in row-major logical order; may return t->data itself: read only. */
 const float *amp_f32_view(amp_ctx *ctx, const amp_tensor *t);
