@@ -124,7 +124,7 @@ demo: deps
 	@sh tools/install-demo-data.sh
 	$(MAKE) all
 	$(BUILD)/amp compare $(DEMO_FLAGS) --report $(BUILD)/demo-report
-	@echo "demo: report in $(BUILD)/demo-report/index.html (metrics.jsonl, loss/scale/grad_hist .png/.svg)"
+	@echo "demo: report in $(BUILD)/demo-report/index.html (metrics.jsonl, loss/scale/grad_hist/act_hist .png/.svg)"
 
 bench: all
 	$(BUILD)/amp bench convert
