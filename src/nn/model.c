@@ -272,44 +272,6 @@ amp_tensor *amp_model_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, const i
     return c->kind == AMP_MODEL_MLP ? nn_mlp_forward(m, ctx, x, batch) : nn_cnn_forward(m, ctx, x, batch);
 }
 
-/* ---- narrow (a slice of the last dimension) ---- */
-
-static void narrow_backward(amp_ctx *ctx, amp_node *node) {
-    amp_tensor *x = node->in[0];
-    if (!x->requires_grad) return;
-    const float *g = amp_grad_out(ctx, node);
-    const int64_t start = node->i[0], len = node->i[1], width = x->shape[x->ndim - 1];
-    const int64_t outer = amp_tensor_numel(x) / width;
-    float *dx = amp_f32_scratch(ctx, outer * width);
-    if (!g || !dx) return;
-    memset(dx, 0, (size_t)(outer * width) * sizeof *dx);
-    for (int64_t o = 0; o < outer; o++) memcpy(dx + o * width + start, g + o * len, (size_t)len * sizeof *dx);
-    amp_grad_accumulate(ctx, x, dx);
-}
-
-amp_tensor *nn_narrow_last(amp_ctx *ctx, amp_tensor *x, int64_t start, int64_t len) {
-    if (!ctx || !x) return NULL;
-    const int64_t width = x->ndim ? x->shape[x->ndim - 1] : 0;
-    if (start < 0 || len <= 0 || start + len > width)
-        return nn_fail(ctx, "narrow: columns [%lld, %lld) of %lld", (long long)start, (long long)(start + len),
-                       (long long)width);
-    amp_tensor *src = amp_contiguous(ctx, x);
-    if (!src) return NULL;
-    int64_t shape[AMP_MAX_DIMS];
-    memcpy(shape, src->shape, sizeof shape);
-    shape[src->ndim - 1] = len;
-    amp_tensor *out = amp_ctx_new_tensor(ctx, src->dtype, src->ndim, shape, true);
-    if (!out) return NULL;
-    const size_t es = amp_dtype_size(src->dtype);
-    const int64_t outer = amp_tensor_numel(src) / width;
-    for (int64_t o = 0; o < outer; o++)
-        memcpy((unsigned char *)out->data + (size_t)(o * len) * es,
-               (const unsigned char *)src->data + (size_t)(o * width + start) * es, (size_t)len * es);
-    amp_node *node = amp_autograd_record(ctx, AMP_OP_CONTIGUOUS, src->dtype, out, &src, 1, narrow_backward);
-    if (node) node->i[0] = start, node->i[1] = len;
-    return out;
-}
-
 amp_tensor *nn_concat_many(amp_ctx *ctx, amp_tensor **xs, int n, int dim) {
     enum { FAN = 8 }; /* amp_concat's limit (AMP_NODE_MAX_INPUTS) */
     if (n <= FAN) return amp_concat(ctx, xs, n, dim);

@@ -43,10 +43,6 @@ static inline amp_tensor *nn_p(const amp_model *m, size_t i) { return i < m->n_p
 /* PyTorch's nn.Linear / nn.Conv2d default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
 nn_init nn_fan_in_uniform(int64_t fan_in);
 
-/* Columns [start, start+len) of x's last dimension as a new contiguous tensor [..., len], with a
- * backward that scatters the gradient back (amp has no narrow/slice op; gpt splits its fused qkv with
- * it). Recorded on the tape as "contiguous": it is a contiguous copy of a strided view. */
-amp_tensor *nn_narrow_last(amp_ctx *ctx, amp_tensor *x, int64_t start, int64_t len);
 /* amp_concat over any number of tensors (amp_concat takes at most 8): a tree of concats. */
 amp_tensor *nn_concat_many(amp_ctx *ctx, amp_tensor **xs, int n, int dim);
 /* Records an invalid-argument error "model: message" in ctx; returns NULL. */
