@@ -27,6 +27,15 @@ bool amp_train_grad_stats_due(const amp_train_run_state *r, int64_t done) {
     return done < quarter && (done & (done - 1)) == 0;
 }
 
+/* The histogram bin of a nonzero finite magnitude g: floor(log2 g) (g = m * 2^e, m in [0.5, 1), so
+ * floor(log2 g) = e - 1), offset by AMP_GRAD_HIST_MIN_EXP and clamped to the bins. */
+static int64_t hist_bin(double g) {
+    int e;
+    (void)frexp(g, &e);
+    const int64_t k = (int64_t)(e - 1) - AMP_GRAD_HIST_MIN_EXP;
+    return k < 0 ? 0 : k >= AMP_GRAD_HIST_BINS ? AMP_GRAD_HIST_BINS - 1 : k;
+}
+
 typedef struct counts {
     int64_t under_unscaled, under_scaled, over_scaled;
 } counts;
@@ -47,12 +56,7 @@ static void add_values(amp_grad_stats *s, counts *c, const float *v, int64_t n, 
         c->under_scaled += ax <= FP16_UNDERFLOW_MAX;
         c->over_scaled += ax >= FP16_OVERFLOW_MIN;
         c->under_unscaled += g <= FP16_UNDERFLOW_MAX;
-        int e;
-        (void)frexp(g, &e); /* g = m * 2^e, m in [0.5, 1): floor(log2 g) = e - 1 */
-        int64_t k = (int64_t)(e - 1) - AMP_GRAD_HIST_MIN_EXP;
-        if (k < 0) k = 0;
-        if (k >= AMP_GRAD_HIST_BINS) k = AMP_GRAD_HIST_BINS - 1;
-        s->bins[k]++;
+        s->bins[hist_bin(g)]++;
     }
 }
 
@@ -163,12 +167,7 @@ static void count_act(amp_train_run_state *r, amp_op op, const float *v, int64_t
         if (!isfinite(x)) continue;
         const double g = fabs(x) * inv;
         under += g <= FP16_UNDERFLOW_MAX;
-        int e;
-        (void)frexp(g, &e); /* floor(log2 g) = e - 1, as for the parameters */
-        int64_t k = (int64_t)(e - 1) - AMP_GRAD_HIST_MIN_EXP;
-        if (k < 0) k = 0;
-        if (k >= AMP_GRAD_HIST_BINS) k = AMP_GRAD_HIST_BINS - 1;
-        r->act.act_bins[k]++;
+        r->act.act_bins[hist_bin(g)]++;
     }
     r->act.act_count[op] += n;
     r->act.act_zeros[op] += zeros;

@@ -282,6 +282,18 @@ static void record_eval(amp_report *rep, run_series *s, const amp_train_progress
     fprintf(f, "}\n");
 }
 
+/* "key": bins as [floor(log2 |g|), count] pairs, nonzero bins only. */
+static void json_bins(FILE *f, const char *key, const int64_t *bins, bool last) {
+    fprintf(f, "\"%s\": [", key);
+    bool first = true;
+    for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) {
+        if (bins[k] == 0) continue;
+        fprintf(f, "%s[%d, %lld]", first ? "" : ", ", AMP_GRAD_HIST_MIN_EXP + k, (long long)bins[k]);
+        first = false;
+    }
+    fprintf(f, "]%s", last ? "" : ", ");
+}
+
 static void record_hist(amp_report *rep, run_series *s, const amp_grad_stats *g) {
     for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) s->hist[k] += g->bins[k], s->act_hist[k] += g->act_bins[k];
     s->hist_samples++;
@@ -306,23 +318,9 @@ static void record_hist(amp_report *rep, run_series *s, const amp_grad_stats *g)
         first_op = false;
     }
     fprintf(f, "}, ");
-    /* bins as [floor(log2 |g|), count] pairs, nonzero bins only */
-    fprintf(f, "\"log2_bins\": [");
-    bool first = true;
-    for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) {
-        if (g->bins[k] == 0) continue;
-        fprintf(f, "%s[%d, %lld]", first ? "" : ", ", AMP_GRAD_HIST_MIN_EXP + k, (long long)g->bins[k]);
-        first = false;
-    }
-    /* the activation gradients' bins (|g| / S), likewise */
-    fprintf(f, "], \"act_log2_bins\": [");
-    first = true;
-    for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) {
-        if (g->act_bins[k] == 0) continue;
-        fprintf(f, "%s[%d, %lld]", first ? "" : ", ", AMP_GRAD_HIST_MIN_EXP + k, (long long)g->act_bins[k]);
-        first = false;
-    }
-    fprintf(f, "]}\n");
+    json_bins(f, "log2_bins", g->bins, false);
+    json_bins(f, "act_log2_bins", g->act_bins, true); /* the activation gradients' (|g| / S) */
+    fprintf(f, "}\n");
 }
 
 static void on_progress(const amp_train_progress *p, void *user) {
@@ -499,9 +497,9 @@ static void vline(double x, double ylo, double yhi, double at, double just, cons
     plschr(0, 1.0);
 }
 
-#define HIST(r) (act ? (r)->act_hist : (r)->hist)
 /* act: the activation gradients' histogram instead of the parameters'. */
 static void plot_hist(run_series *const *runs, int n, bool act) {
+#define HIST(r) (act ? (r)->act_hist : (r)->hist)
     /* the x range: the occupied bins, widened to show fp16's limits */
     const double sub = log2((double)amp_fp16_to_fp32(0x0001));
     const double norm = log2((double)amp_fp16_to_fp32(0x0400));
