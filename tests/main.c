@@ -121,8 +121,10 @@ static const harness_test all_tests[] = {
     TEST(gelu_kernels),
     TEST(grad_reuse),
     TEST(gemm_fused_epilogue),
+    TEST(gemm_fused_acc),
     TEST(elem_kernels),
     TEST(grad_fused),
+    TEST(grad_direct),
 };
 
 int main(void) {

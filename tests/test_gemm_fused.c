@@ -1,6 +1,7 @@
 /* amp_gemm_fused (src/gemm/gemm_fused.h): the epilogue must give exactly the bits of amp_gemm
  * followed by a separate bias pass and amp_convert, on every path, for the normal and the transposed
  * (narrow C) orientation, several k blocks, the alpha == 0 shortcut, and any thread count. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,7 +69,7 @@ void test_gemm_fused_epilogue(void) {
                         amp_set_num_threads(threads);
                         memcpy(got, c0, (size_t)(m * ldc) * sizeof *got);
                         memset(out_got, 0xA5, (size_t)(m * ldo) * 4);
-                        const amp_gemm_epilogue ep = {bias, out_got, odt, ldo};
+                        const amp_gemm_epilogue ep = {.bias = bias, .out = out_got, .out_dtype = odt, .ldo = ldo};
                         CHECK_EQ_INT(amp_gemm_fused(dt, fc->trans_a, fc->trans_b, m, n, k, fc->alpha, a, lda, b, ldb,
                                                     fc->beta, got, ldc, &ep),
                                      AMP_OK);
@@ -84,5 +85,98 @@ void test_gemm_fused_epilogue(void) {
             test_isa_end();
         }
         free(a), free(b), free(bias), free(c0), free(want), free(got), free(out_want), free(out_got);
+    }
+}
+
+/* The epilogue's accumulation into an fp32 gradient (acc): C rounded to out_dtype, decoded, added
+ * into acc (or stored as 0 + value, acc unread), with and without the out rows written, against
+ * amp_gemm, amp_convert both ways and a scalar add. acc starts with signed zeros and infinities (an
+ * add keeps the bits of `acc += v`); in store mode it starts as garbage that must not matter. */
+void test_gemm_fused_acc(void) {
+    const fused_case cases[] = {
+        {300, 157, 530, true, false, -1.0f, 0.0f}, /* a weight gradient, G^T X; -0 in C (alpha < 0) */
+        {520, 9, 700, true, false, -1.0f, 0.0f},   /* narrow C: computed as C^T; -0 in C */
+        {37, 200, 2100, true, false, 0.75f, 0.5f}, /* several k blocks on every path */
+        {64, 33, 0, false, false, 1.0f, 0.5f},     /* k == 0: C = beta C, then the epilogue */
+    };
+    const amp_dtype in_dts[] = {AMP_F32, AMP_BF16};
+    const amp_dtype out_dts[] = {AMP_F32, AMP_F16, AMP_BF16};
+    test_rng rng = {harness_seed() ^ 0xACCu};
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        const fused_case *fc = &cases[q];
+        const int64_t m = fc->m, n = fc->n, k = fc->k;
+        const int64_t lda = fc->trans_a ? m : k, ldb = fc->trans_b ? k : n, ldc = n + 3, ldo = n + 1, lda_acc = n + 5;
+        void *a = malloc((size_t)(m * k + 1) * 4), *b = malloc((size_t)(k * n + 1) * 4);
+        float *c0 = malloc((size_t)(m * ldc) * sizeof *c0), *want = malloc((size_t)(m * ldc) * sizeof *want);
+        float *got = malloc((size_t)(m * ldc) * sizeof *got), *acc0 = malloc((size_t)(m * lda_acc) * sizeof *acc0);
+        float *acc_want = malloc((size_t)(m * lda_acc) * sizeof *acc_want);
+        float *acc_got = malloc((size_t)(m * lda_acc) * sizeof *acc_got), *dec = malloc((size_t)n * sizeof *dec);
+        void *out_want = malloc((size_t)(m * ldo) * 4), *out_got = malloc((size_t)(m * ldo) * 4);
+        if (!CHECK(a && b && c0 && want && got && acc0 && acc_want && acc_got && dec && out_want && out_got)) return;
+        for (int64_t i = 0; i < m * ldc; i++) c0[i] = small_value(&rng);
+        for (int64_t i = 0; i < m * lda_acc; i++) {
+            acc0[i] = small_value(&rng);
+            if (i % 7 == 3) acc0[i] = -0.0f;
+            if (i % 53 == 11) acc0[i] = i % 2 ? INFINITY : -INFINITY;
+        }
+        for (size_t d = 0; d < sizeof in_dts / sizeof in_dts[0]; d++) {
+            const amp_dtype dt = in_dts[d];
+            fill(dt, a, (size_t)(m * k), &rng);
+            fill(dt, b, (size_t)(k * n), &rng);
+            /* row 0 of op(A) zero, so C's row 0 holds zeros (-0 where alpha < 0 and beta == 0) */
+            for (int64_t p = 0; p < k; p++)
+                memset((char *)a + (size_t)(fc->trans_a ? p * lda : p) * amp_dtype_size(dt), 0, amp_dtype_size(dt));
+            for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
+                if (!test_isa_begin(isa)) continue;
+                memcpy(want, c0, (size_t)(m * ldc) * sizeof *want);
+                CHECK_EQ_INT(amp_gemm(dt, fc->trans_a, fc->trans_b, m, n, k, fc->alpha, a, lda, b, ldb, fc->beta, want,
+                                      ldc),
+                             AMP_OK);
+                for (size_t o = 0; o < sizeof out_dts / sizeof out_dts[0]; o++) {
+                    const amp_dtype odt = out_dts[o];
+                    const size_t os = amp_dtype_size(odt);
+                    for (int mode = 0; mode < 4; mode++) {
+                        const bool store = mode & 1, with_out = mode & 2;
+                        for (int64_t i = 0; i < m; i++) {
+                            char *orow = (char *)out_want + (size_t)(i * ldo) * os;
+                            amp_convert(orow, odt, want + i * ldc, AMP_F32, (size_t)n);
+                            amp_convert(dec, AMP_F32, orow, odt, (size_t)n);
+                            for (int64_t j = 0; j < n; j++) {
+                                float v = store ? 0.0f : acc0[i * lda_acc + j];
+                                v += dec[j];
+                                acc_want[i * lda_acc + j] = v;
+                            }
+                        }
+                        for (int threads = 1; threads <= 3; threads++) {
+                            amp_set_num_threads(threads);
+                            memcpy(got, c0, (size_t)(m * ldc) * sizeof *got);
+                            if (store) memset(acc_got, 0xA5, (size_t)(m * lda_acc) * sizeof *acc_got);
+                            else memcpy(acc_got, acc0, (size_t)(m * lda_acc) * sizeof *acc_got);
+                            memset(out_got, 0xA5, (size_t)(m * ldo) * 4);
+                            const amp_gemm_epilogue ep = {.out = with_out ? out_got : NULL, .out_dtype = odt,
+                                                          .ldo = ldo, .acc = acc_got, .ldacc = lda_acc,
+                                                          .acc_store = store};
+                            CHECK_EQ_INT(amp_gemm_fused(dt, fc->trans_a, fc->trans_b, m, n, k, fc->alpha, a, lda, b,
+                                                        ldb, fc->beta, got, ldc, &ep),
+                                         AMP_OK);
+                            bool same = memcmp(got, want, (size_t)(m * ldc) * sizeof *got) == 0;
+                            for (int64_t i = 0; same && i < m; i++)
+                                same = memcmp(acc_got + i * lda_acc, acc_want + i * lda_acc, (size_t)n * 4) == 0 &&
+                                       (!with_out || memcmp((char *)out_got + (size_t)(i * ldo) * os,
+                                                            (char *)out_want + (size_t)(i * ldo) * os,
+                                                            (size_t)n * os) == 0);
+                            CHECK_MSG(same, "%s %s->%s %lldx%lldx%lld, %s%s, %d threads: acc epilogue differs",
+                                      amp_isa_name(isa), amp_dtype_name(dt), amp_dtype_name(odt), (long long)m,
+                                      (long long)n, (long long)k, store ? "store" : "add",
+                                      with_out ? " with out" : "", threads);
+                        }
+                        amp_set_num_threads(0);
+                    }
+                }
+            }
+            test_isa_end();
+        }
+        free(a), free(b), free(c0), free(want), free(got), free(acc0), free(acc_want), free(acc_got), free(dec);
+        free(out_want), free(out_got);
     }
 }

@@ -183,10 +183,13 @@ void test_grad_reuse(void);
 
 /* test_gemm_fused.c: amp_gemm_fused's epilogue against amp_gemm and separate passes, bit for bit */
 void test_gemm_fused_epilogue(void);
+void test_gemm_fused_acc(void);
 /* test_elem_kernels.c: the layer norm, softmax and add row kernels of every SIMD path against the
  * reference, bit for bit, and the reference's summation order */
 void test_elem_kernels(void);
 /* test_grad_fused.c: bf16 gradients added into fp32 ones (and fp32 into bf16) in one pass, bit for bit */
 void test_grad_fused(void);
+/* test_grad_direct.c: weight gradients into the fp32 master's inside the GEMM, against the unfused path */
+void test_grad_direct(void);
 
 #endif /* AMP_TESTS_TESTS_H */

@@ -6,9 +6,17 @@
  *
  *   C[i, j] = (alpha op(A) op(B) + beta C)[i, j] + bias[j]     (fp32 add, when bias is not NULL)
  *   out[i * ldo + j] = C[i, j] rounded to out_dtype            (amp_convert, when out is not NULL)
+ *   acc[i * ldacc + j] += C[i, j] rounded to out_dtype, as fp32 (when acc is not NULL; with
+ *                         acc_store, acc = 0 + that value, acc not read: acc held zeros)
+ *
+ * The acc step is a weight gradient's way into its fp32 master gradient under autocast: the GEMM's
+ * fp32 dW, rounded once to the weight copy's dtype (the copy's gradient), decoded and added into the
+ * master's gradient, the cast's backward; done here, no fp32 dW or low-precision gradient tensor
+ * goes back to memory and is read again (src/tensor/autograd.c, amp_grad_sink_open).
  *
  * Each element gets exactly the operations, in the same order, that amp_gemm followed by a separate
- * bias pass and amp_convert would give it, so the bits are those of the unfused sequence. */
+ * bias pass, amp_convert and the fp32 add would give it, so the bits are those of the unfused
+ * sequence. */
 #ifndef AMP_GEMM_FUSED_H
 #define AMP_GEMM_FUSED_H
 
@@ -22,6 +30,9 @@ typedef struct amp_gemm_epilogue {
     void *out;           /* m x n in out_dtype, row stride ldo >= n; or NULL (C is the result) */
     amp_dtype out_dtype; /* any dtype amp_convert encodes from fp32 */
     int64_t ldo;
+    float *acc;          /* m x n fp32, row stride ldacc >= n; or NULL. Overlaps neither C nor out */
+    int64_t ldacc;
+    bool acc_store;      /* acc is overwritten with 0 + the rounded value, not read */
 } amp_gemm_epilogue;
 
 /* amp_gemm (same arguments, checks and return values) followed by the epilogue `ep` (NULL: none).

@@ -31,12 +31,17 @@ static bool as_matrix(const amp_tensor *t, mat *out) {
     return false;
 }
 
-static int gemm(amp_ctx *ctx, amp_op op, amp_dtype dt, mat a, bool ta, mat b, bool tb, int64_t m, int64_t n,
-                int64_t k, float *c, float beta) {
-    int st = amp_gemm(dt, a.trans != ta, b.trans != tb, m, n, k, 1.0f, a.data, a.ld, b.data, b.ld, beta, c,
-                      n > 0 ? n : 1);
+static int gemm_ep(amp_ctx *ctx, amp_op op, amp_dtype dt, mat a, bool ta, mat b, bool tb, int64_t m, int64_t n,
+                   int64_t k, float *c, float beta, const amp_gemm_epilogue *ep) {
+    int st = amp_gemm_fused(dt, a.trans != ta, b.trans != tb, m, n, k, 1.0f, a.data, a.ld, b.data, b.ld, beta, c,
+                            n > 0 ? n : 1, ep);
     if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(op), amp_status_str(st));
     return st;
+}
+
+static int gemm(amp_ctx *ctx, amp_op op, amp_dtype dt, mat a, bool ta, mat b, bool tb, int64_t m, int64_t n,
+                int64_t k, float *c, float beta) {
+    return gemm_ep(ctx, op, dt, a, ta, b, tb, m, n, k, c, beta, NULL);
 }
 
 /* The output gradient of a node as a row-major matrix in the compute dtype. */
@@ -179,8 +184,21 @@ static void linear_backward(amp_ctx *ctx, amp_node *node) {
     }
     if (w->requires_grad) { /* dW [out, in] = G^T [out, rows] x [rows, in] */
         float *dw = amp_f32_scratch(ctx, out_f * in_f);
-        if (!dw || gemm(ctx, AMP_OP_LINEAR, dt, g, true, xm, false, out_f, in_f, rows, dw, 0.0f)) return;
-        amp_grad_accumulate(ctx, w, dw);
+        if (!dw) return;
+        /* Rounded, and under autocast added into the master weight's gradient, in the GEMM's blocks
+         * while they are in cache (amp_grad_sink_open); else through amp_grad_accumulate. */
+        amp_grad_sink sink;
+        if (amp_grad_sink_open(ctx, w, &sink)) {
+            const int64_t ld = in_f > 0 ? in_f : 1;
+            const amp_gemm_epilogue ep = {.out = sink.out, .out_dtype = sink.out_dtype, .ldo = ld,
+                                          .acc = sink.acc, .ldacc = ld, .acc_store = sink.acc_store};
+            const int st = gemm_ep(ctx, AMP_OP_LINEAR, dt, g, true, xm, false, out_f, in_f, rows, dw, 0.0f, &ep);
+            amp_grad_sink_close(ctx, &sink);
+            if (st != AMP_OK) return;
+        } else {
+            if (gemm(ctx, AMP_OP_LINEAR, dt, g, true, xm, false, out_f, in_f, rows, dw, 0.0f)) return;
+            amp_grad_accumulate(ctx, w, dw);
+        }
     }
     if (bias && bias->requires_grad && g.data == node->out->grad->data) { /* db = column sums of G, in fp32 */
         float *db = amp_f32_scratch(ctx, out_f);
@@ -230,7 +248,8 @@ amp_tensor *amp_linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tens
     /* The bias is added in fp32 before the single rounding to dt, both in the GEMM's epilogue while
      * each block of C is in cache (the bits of a separate add pass and amp_convert). */
     const float *bv = bias ? amp_f32_view(ctx, bias) : NULL;
-    const amp_gemm_epilogue ep = {bv, dt != AMP_F32 ? out->data : NULL, dt, out_f > 0 ? out_f : 1};
+    const amp_gemm_epilogue ep = {.bias = bv, .out = dt != AMP_F32 ? out->data : NULL, .out_dtype = dt,
+                                  .ldo = out_f > 0 ? out_f : 1};
     if (c && (!bias || bv)) {
         int st = amp_gemm_fused(dt, false, true, rows, out_f, in_f, 1.0f, x->data, in_f > 0 ? in_f : 1, weight->data,
                                 in_f > 0 ? in_f : 1, 0.0f, c, out_f > 0 ? out_f : 1, bv || ep.out ? &ep : NULL);

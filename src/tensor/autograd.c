@@ -25,7 +25,10 @@ amp_node *amp_autograd_record(amp_ctx *ctx, amp_op op, amp_dtype compute_dtype, 
     node->backward = backward;
     node->out = out;
     node->n_in = n_in;
-    for (int i = 0; i < n_in; i++) node->in[i] = in[i];
+    for (int i = 0; i < n_in; i++) {
+        node->in[i] = in[i];
+        if (in[i] && in[i]->grad_fn) in[i]->grad_fn->out_uses++;
+    }
     node->prev = ctx->tape;
     ctx->tape = node;
     out->requires_grad = true;
@@ -105,14 +108,21 @@ static void grad_drop(amp_ctx *ctx, amp_tensor *t) {
         grad_block_push(ctx, g->data, (size_t)amp_tensor_numel(g) * amp_dtype_size(g->dtype) & ~(size_t)(GRAD_ALIGN - 1));
 }
 
+/* t's first gradient: a contiguous tensor of t's shape and dtype, data uninitialized. Parameters
+ * always have one (in the gradient buffer), so this is an arena tensor. NULL on OOM (recorded). */
+static amp_tensor *new_grad(amp_ctx *ctx, const amp_tensor *t) {
+    amp_tensor *grad = amp_ctx_new_tensor(ctx, t->dtype, t->ndim, t->shape, false);
+    if (!grad || !(grad->data = grad_data_alloc(ctx, (size_t)amp_tensor_numel(t) * amp_dtype_size(t->dtype))))
+        return NULL;
+    return grad;
+}
+
 int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g) {
     if (!t || !t->requires_grad) return AMP_OK;
     const int64_t n = amp_tensor_numel(t);
-    if (!t->grad) {
-        /* First gradient: a contiguous tensor of t's shape and dtype, rounded once. Parameters always
-         * have one (in the gradient buffer), so this is an arena tensor. */
-        amp_tensor *grad = amp_ctx_new_tensor(ctx, t->dtype, t->ndim, t->shape, false);
-        if (!grad || !(grad->data = grad_data_alloc(ctx, (size_t)n * amp_dtype_size(t->dtype)))) return ctx->status;
+    if (!t->grad) { /* first gradient: rounded once */
+        amp_tensor *grad = new_grad(ctx, t);
+        if (!grad) return ctx->status;
         amp_convert(grad->data, grad->dtype, g, AMP_F32, (size_t)n);
         t->grad = grad;
         return AMP_OK;
@@ -151,6 +161,54 @@ int amp_grad_accumulate_grad(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g) {
     int st = f ? amp_grad_accumulate(ctx, t, f) : ctx->status;
     amp_scratch_release(ctx, m);
     return st;
+}
+
+static int64_t param_index(const amp_ctx *ctx, const amp_tensor *t);
+
+/* The fp32 gradient of the parameter that t is autocast's (or any cast's) copy of, when t's gradient
+ * may skip the copy and go straight into it: t is a cast's output with no gradient yet, read by
+ * exactly one tape node (the caller's), not retained, and no hook looks at it; the parameter's
+ * gradient is fp32 and no tape node still to run but the cast adds into it. Then the cast's backward
+ * would be the only thing to read t's gradient, adding decode(gradient) into the parameter's: the
+ * same additions, in the same order, as the caller adding them now. The cast node then finds no
+ * gradient and is skipped (the grad-ready hook still counts it). */
+static float *master_grad_of(const amp_ctx *ctx, const amp_tensor *t) {
+    const amp_node *cast = t->grad_fn;
+    if (t->grad || t->is_leaf || t->retains_grad || !cast || cast->op != AMP_OP_CAST || cast->out != t ||
+        cast->n_in != 1 || cast->out_uses != 1 || ctx->backward_grad || !ctx->backward_pending ||
+        !amp_tensor_is_contiguous(t))
+        return NULL;
+    const amp_tensor *p = cast->in[0];
+    const int64_t k = param_index(ctx, p);
+    if (k < 0 || ctx->backward_pending[k] != 1 || !p->requires_grad || !p->grad || p->grad->dtype != AMP_F32 ||
+        !amp_tensor_is_contiguous(p->grad) || amp_tensor_numel(p->grad) != amp_tensor_numel(t) || !p->grad->data)
+        return NULL;
+    return p->grad->data;
+}
+
+bool amp_grad_sink_open(amp_ctx *ctx, amp_tensor *t, amp_grad_sink *s) {
+    memset(s, 0, sizeof *s);
+    if (!t || !t->requires_grad || ctx->status != AMP_OK) return false;
+    s->out_dtype = t->dtype;
+    if (t->grad) { /* an fp32 gradient takes the additions of add_f32 in place */
+        if (t->grad->dtype != AMP_F32 || !amp_tensor_is_contiguous(t->grad)) return false;
+        s->acc = t->grad->data;
+        s->out_dtype = AMP_F32;
+        return true;
+    }
+    if ((s->acc = master_grad_of(ctx, t))) {
+        ctx->grads_direct++;
+        return true;
+    }
+    if (!(s->grad = new_grad(ctx, t))) return false;
+    s->t = t;
+    s->out = s->grad->data;
+    return true;
+}
+
+void amp_grad_sink_close(amp_ctx *ctx, amp_grad_sink *s) {
+    if (s->t && ctx->status == AMP_OK) s->t->grad = s->grad;
+    s->t = NULL;
 }
 
 float *amp_f32_scratch(amp_ctx *ctx, int64_t n) {
@@ -213,7 +271,7 @@ static int32_t *count_param_uses(amp_ctx *ctx) {
 static void release_param_uses(amp_ctx *ctx, const amp_node *node, int32_t *pending) {
     for (int i = 0; i < node->n_in; i++) {
         const int64_t k = param_index(ctx, node->in[i]);
-        if (k >= 0 && --pending[k] == 0) ctx->grad_ready(ctx, (size_t)k, ctx->grad_ready_user);
+        if (k >= 0 && --pending[k] == 0 && ctx->grad_ready) ctx->grad_ready(ctx, (size_t)k, ctx->grad_ready_user);
     }
 }
 
@@ -225,8 +283,10 @@ static int run_backward(amp_ctx *ctx, amp_tensor *loss, const float *seed) {
                             "backward: the loss does not require grad (no parameter or input with requires_grad "
                             "reached it, or grad mode was off)");
     const amp_arena_mark outer = amp_scratch_mark(ctx);
-    int32_t *pending = ctx->grad_ready ? count_param_uses(ctx) : NULL;
-    if (ctx->grad_ready && !pending) return ctx->status;
+    /* (every backward: amp_grad_sink_open reads it too) */
+    int32_t *pending = count_param_uses(ctx);
+    if (!pending) return ctx->status;
+    ctx->backward_pending = pending;
     amp_arena_mark m = amp_scratch_mark(ctx);
     /* The seed becomes the loss's gradient (kept only if the loss is a leaf or retains its grad). */
     if (!loss->is_leaf) loss->grad = NULL;
@@ -242,8 +302,9 @@ static int run_backward(amp_ctx *ctx, amp_tensor *loss, const float *seed) {
             if ((st = ctx->status) != AMP_OK) break;
             if (!out->retains_grad) grad_drop(ctx, out); /* PyTorch frees non-leaf gradients after use */
         }
-        if (pending) release_param_uses(ctx, node, pending);
+        release_param_uses(ctx, node, pending);
     }
+    ctx->backward_pending = NULL;
     amp_scratch_release(ctx, outer);
     return st != AMP_OK ? st : ctx->status;
 }

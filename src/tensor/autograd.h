@@ -27,6 +27,27 @@ int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g);
  * fp32 gradient in one pass, with no fp32 staging. */
 int amp_grad_accumulate_grad(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g);
 
+/* A gradient of t that a backward computes in fp32 and writes straight to where it goes (a GEMM's
+ * epilogue, src/gemm/gemm_fused.h), instead of through fp32 scratch and amp_grad_accumulate. When
+ * amp_grad_sink_open returns true the caller writes every element g[i] of the gradient (numel(t),
+ * row-major logical order) as:
+ *   out[i] = g[i] rounded to out_dtype                          (when out is not NULL)
+ *   acc[i] += g[i] rounded to out_dtype, decoded to fp32         (when acc is not NULL; with
+ *                                                                acc_store, acc[i] = 0 + that value)
+ * then calls amp_grad_sink_close. The bits are those of amp_grad_accumulate(ctx, t, g). Cases: t's
+ * gradient exists in fp32 (acc, out_dtype f32); t is a cast's copy of a parameter that may take the
+ * gradient directly (acc: the parameter's, out_dtype t's; see master_grad_of in autograd.c); t has
+ * no gradient yet (out: its new gradient). False (nothing to close): use amp_grad_accumulate. */
+typedef struct amp_grad_sink {
+    void *out;           /* numel(t) contiguous values in out_dtype, or NULL */
+    amp_dtype out_dtype;
+    float *acc;          /* numel(t) contiguous fp32 values, or NULL */
+    bool acc_store;
+    amp_tensor *t, *grad; /* private: the new gradient amp_grad_sink_close gives t */
+} amp_grad_sink;
+bool amp_grad_sink_open(amp_ctx *ctx, amp_tensor *t, amp_grad_sink *s);
+void amp_grad_sink_close(amp_ctx *ctx, amp_grad_sink *s);
+
 /* fp32 staging (scratch memory: valid until the caller's scratch release). */
 /* t's elements, contiguous fp32 in row-major logical order; may return t->data itself: read only. */
 const float *amp_f32_view(amp_ctx *ctx, const amp_tensor *t);

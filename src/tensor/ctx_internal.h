@@ -24,6 +24,7 @@ struct amp_node {
     void *saved;      /* op-specific data in the arena (masks, statistics, indices) */
     float f[4];       /* op scalars (scale, exponent, eps, ...) */
     int64_t i[8];     /* op integers (dims, stride, padding, ...) */
+    int32_t out_uses; /* tape nodes recorded with out as an input (each input slot counts) */
     amp_node *prev;   /* the tape, newest first */
 };
 
@@ -65,6 +66,10 @@ struct amp_ctx {
 
     amp_grad_ready_fn grad_ready; /* amp_ctx_set_grad_ready_hook */
     void *grad_ready_user;
+    /* During backward: per parameter, the tape nodes still to run that take it as an input
+     * (scratch; NULL outside backward). */
+    int32_t *backward_pending;
+    uint64_t grads_direct; /* weight gradients added straight into a master's (amp_grad_sink_open); tests read it */
     amp_backward_grad_fn backward_grad; /* amp_ctx_set_backward_grad_hook */
     void *backward_grad_user;
 
