@@ -125,6 +125,7 @@ static const harness_test all_tests[] = {
     TEST(elem_kernels),
     TEST(grad_fused),
     TEST(grad_direct),
+    TEST(grad_lazy_zero),
 };
 
 int main(void) {

@@ -5,10 +5,13 @@
  * run the same graph in one binary; every gradient must match bit for bit. The cases are the ones
  * where a shortcut could change the order of the additions into the master's gradient: a copy read
  * twice, a parameter also read directly between its cast and the linear, a gradient accumulated
- * over backward calls, a retained copy, bf16 and fp16, and plain fp32 weights. */
+ * over backward calls, a retained copy, bf16 and fp16, and plain fp32 weights. The unfused side
+ * also zeroes its gradients the old way (a memset), the fused one with amp_zero_grad's lazy zeros,
+ * over the last step's garbage; test_grad_lazy_zero checks every reader of those zeros. */
+#include <math.h>
 #include <string.h>
 
-#include "../src/tensor/ctx_internal.h"
+#include "../src/tensor/autograd.h"
 #include "amp.h"
 #include "harness.h"
 #include "tests.h"
@@ -40,6 +43,28 @@ static bool rig_make(rig *r) {
     return true;
 }
 
+/* Nonzero gradients everywhere (NaN in the unused parameter's). */
+static void fill_grads(rig *r) {
+    for (size_t i = 0; i < amp_ctx_num_params(r->ctx); i++) {
+        amp_tensor *g = amp_ctx_param(r->ctx, i)->grad;
+        float *v = g->data;
+        for (int64_t e = 0; e < amp_tensor_numel(g); e++) v[e] = i == 5 ? NAN : 1.5f + (float)e;
+    }
+}
+
+static uint32_t f32_bits_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* The old amp_zero_grad: a memset of the whole gradient buffer. */
+static void eager_zero(rig *r) {
+    size_t bytes = 0;
+    void *grads = amp_ctx_grad_memory(r->ctx, &bytes);
+    memset(grads, 0, bytes);
+}
+
 static void noop_hook(amp_ctx *ctx, const amp_tensor *out, const amp_tensor *grad, void *user) {
     (void)ctx, (void)out, (void)grad, (void)user;
 }
@@ -60,6 +85,7 @@ static bool step(rig *r, int which, amp_dtype cast, int mb, bool unfused, amp_te
         amp_tensor *wc = cast != AMP_F32 ? amp_cast(c, r->wd, cast) : r->wd;
         amp_autocast_enter_disabled();
         amp_tensor *direct = amp_sum_all(c, amp_mul(c, r->wd, r->wd));
+        amp_mul(c, r->w3, r->w3); /* on the tape, reaches no loss: w3 gets no gradient */
         amp_autocast_exit();
         y = amp_add(c, amp_linear(c, h, wc, NULL), amp_linear(c, h, r->w2, NULL));
         y = amp_add(c, amp_sum_all(c, y), direct);
@@ -93,7 +119,11 @@ void test_grad_direct(void) {
                 amp_ctx_free(fused.ctx), amp_ctx_free(plain.ctx);
                 continue;
             }
-            amp_zero_grad(fused.ctx), amp_zero_grad(plain.ctx);
+            /* the last step's gradients: garbage that zero_grad must hide. The fused side zeroes lazily
+             * (amp_zero_grad), the unfused side writes its zeros itself (the old memset) */
+            fill_grads(&fused), fill_grads(&plain);
+            amp_zero_grad(fused.ctx);
+            eager_zero(&plain);
             amp_tensor *fused_copy = NULL, *plain_copy = NULL;
             for (int mb = 0; mb < 3; mb++) { /* three micro-batches: the later ones add into the first's */
                 if (!step(&fused, which, casts[ci], mb, false, &fused_copy) ||
@@ -122,4 +152,123 @@ void test_grad_direct(void) {
             amp_ctx_free(fused.ctx), amp_ctx_free(plain.ctx);
         }
     }
+}
+
+/* ---- amp_zero_grad's lazy zeros (src/tensor/ctx_internal.h) ---- */
+
+typedef struct ready_log {
+    rig *r;
+    int order[N_PARAMS], n;
+    float snap[N_PARAMS][HID * IN];
+} ready_log;
+
+static void on_ready(amp_ctx *ctx, size_t index, void *user) {
+    (void)ctx;
+    ready_log *log = user;
+    const amp_tensor *g = amp_ctx_param(log->r->ctx, index)->grad;
+    if (log->n < N_PARAMS) log->order[log->n++] = (int)index;
+    memcpy(log->snap[index], g->data, (size_t)amp_tensor_numel(g) * sizeof(float));
+}
+
+static bool grads_zero(const rig *r) {
+    for (size_t i = 0; i < amp_ctx_num_params(r->ctx); i++) {
+        const amp_tensor *g = amp_ctx_param(r->ctx, i)->grad;
+        for (int64_t e = 0; e < amp_tensor_numel(g); e++)
+            if (f32_bits_of(((const float *)g->data)[e]) != 0) return false;
+    }
+    return true;
+}
+
+/* Every reader sees zeros where no gradient was written: the grad-ready hook (at the moment each
+ * parameter is reported, in the order of an eagerly zeroed context), the end of backward (the unused
+ * parameter, a failed backward), amp_ctx_grad_memory and the optimizer without any backward. */
+void test_grad_lazy_zero(void) {
+    rig lazy, eager;
+    static ready_log lazy_log, eager_log;
+    if (!CHECK(rig_make(&lazy) && rig_make(&eager))) goto out;
+    fill_grads(&lazy), fill_grads(&eager);
+    amp_zero_grad(lazy.ctx);
+    size_t bytes = 0;
+    eager_zero(&eager);
+    memset(&lazy_log, 0, sizeof lazy_log), memset(&eager_log, 0, sizeof eager_log);
+    lazy_log.r = &lazy, eager_log.r = &eager;
+    amp_ctx_set_grad_ready_hook(lazy.ctx, on_ready, &lazy_log);
+    amp_ctx_set_grad_ready_hook(eager.ctx, on_ready, &eager_log);
+    if (!step(&lazy, 2, AMP_BF16, 0, false, NULL) || !step(&eager, 2, AMP_BF16, 0, false, NULL)) goto out;
+    CHECK(lazy_log.n == eager_log.n && lazy_log.n == N_PARAMS - 1); /* all but unused are on the tape */
+    CHECK(memcmp(lazy_log.order, eager_log.order, sizeof lazy_log.order) == 0);
+    for (int q = 0; q < lazy_log.n; q++) {
+        const int i = lazy_log.order[q];
+        const amp_tensor *g = amp_ctx_param(lazy.ctx, (size_t)i)->grad;
+        const size_t nb = (size_t)amp_tensor_numel(g) * sizeof(float);
+        const void *want = amp_ctx_param(eager.ctx, (size_t)i)->grad->data;
+        CHECK_MSG(memcmp(lazy_log.snap[i], g->data, nb) == 0 && memcmp(g->data, want, nb) == 0,
+                  "%s: reported before it was complete, or differs from the eagerly zeroed run",
+                  amp_ctx_param(lazy.ctx, (size_t)i)->name);
+    }
+    const float *u = amp_ctx_param(lazy.ctx, 5)->grad->data, *w3 = amp_ctx_param(lazy.ctx, 3)->grad->data;
+    CHECK(f32_bits_of(u[0]) == 0 && f32_bits_of(u[6]) == 0);
+    CHECK(f32_bits_of(w3[0]) == 0 && f32_bits_of(w3[OUT * OUT - 1]) == 0);
+    amp_ctx_set_grad_ready_hook(lazy.ctx, NULL, NULL);
+
+    /* the first accumulation into an empty gradient stores 0 + g: -0 becomes +0, as when added to zeros */
+    fill_grads(&lazy);
+    amp_zero_grad(lazy.ctx);
+    amp_ctx_reset(lazy.ctx);
+    enum { NW3 = OUT * OUT };
+    uint16_t hb[NW3];
+    float gf[NW3];
+    for (int e = 0; e < NW3; e++) {
+        hb[e] = e % 3 == 0 ? 0x8000u : (uint16_t)(0x3F80u + (unsigned)e);
+        gf[e] = e % 4 == 1 ? -0.0f : (float)e - 100.0f;
+    }
+    amp_tensor *gb = amp_tensor_from(lazy.ctx, AMP_BF16, 2, (const int64_t[]){OUT, OUT}, hb, AMP_BF16);
+    amp_tensor *pw3 = amp_ctx_param(lazy.ctx, 3), *pu = amp_ctx_param(lazy.ctx, 5);
+    if (CHECK(gb && amp_grad_accumulate_grad(lazy.ctx, pw3, gb) == AMP_OK &&
+              amp_grad_accumulate(lazy.ctx, pu, gf) == AMP_OK)) {
+        int bad = 0;
+        const float *g3 = pw3->grad->data, *gu = pu->grad->data;
+        for (int e = 0; e < NW3; e++) bad += f32_bits_of(g3[e]) != f32_bits_of(0.0f + amp_bf16_to_fp32(hb[e]));
+        for (int e = 0; e < 7; e++) bad += f32_bits_of(gu[e]) != f32_bits_of(0.0f + gf[e]);
+        CHECK_MSG(bad == 0, "%d gradient elements differ from 0 + g", bad);
+    }
+    amp_ctx_settle_grads(lazy.ctx);
+
+    /* a backward that fails still leaves zeros */
+    fill_grads(&lazy);
+    amp_zero_grad(lazy.ctx);
+    amp_ctx_reset(lazy.ctx);
+    amp_tensor *c = amp_tensor_from(lazy.ctx, AMP_F32, 1, (const int64_t[]){1}, (const float[]){2.0f}, AMP_F32);
+    CHECK(c && amp_backward(lazy.ctx, c, NULL) == AMP_ERR_INVALID_ARGUMENT);
+    amp_ctx_clear_error(lazy.ctx);
+    CHECK(grads_zero(&lazy));
+
+    /* no backward at all: the flat buffer reads zeros */
+    fill_grads(&lazy);
+    amp_zero_grad(lazy.ctx);
+    const unsigned char *flat = amp_ctx_grad_memory(lazy.ctx, &bytes);
+    bool all_zero = true;
+    for (size_t b = 0; b < bytes; b++) all_zero = all_zero && flat[b] == 0;
+    CHECK(all_zero);
+
+    /* ... and the optimizer steps with zero gradients (weight decay and momentum still move w) */
+    fill_grads(&lazy), fill_grads(&eager);
+    amp_zero_grad(lazy.ctx);
+    eager_zero(&eager);
+    amp_optim_config oc = amp_optim_default_config(AMP_OPTIM_SGD);
+    oc.lr = 0.5f, oc.momentum = 0.9f, oc.weight_decay = 0.25f;
+    amp_optimizer *ol = NULL, *oe = NULL;
+    if (CHECK(amp_optimizer_create(lazy.ctx, &oc, &ol) == AMP_OK &&
+              amp_optimizer_create(eager.ctx, &oc, &oe) == AMP_OK)) {
+        fill_grads(&lazy);
+        amp_zero_grad(lazy.ctx);
+        CHECK(amp_optimizer_step(ol) == AMP_OK && amp_optimizer_step(oe) == AMP_OK);
+        size_t pb = 0;
+        const void *pl = amp_ctx_param_memory(lazy.ctx, &pb), *pe = amp_ctx_param_memory(eager.ctx, NULL);
+        CHECK(memcmp(pl, pe, pb) == 0);
+        CHECK(grads_zero(&lazy));
+    }
+    amp_optimizer_free(ol), amp_optimizer_free(oe);
+out:
+    amp_ctx_free(lazy.ctx), amp_ctx_free(eager.ctx);
 }

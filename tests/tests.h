@@ -191,5 +191,6 @@ void test_elem_kernels(void);
 void test_grad_fused(void);
 /* test_grad_direct.c: weight gradients into the fp32 master's inside the GEMM, against the unfused path */
 void test_grad_direct(void);
+void test_grad_lazy_zero(void);
 
 #endif /* AMP_TESTS_TESTS_H */

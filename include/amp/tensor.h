@@ -107,7 +107,11 @@ amp_tensor *amp_ctx_param(const amp_ctx *ctx, size_t index);
 /* The parameter and gradient buffers as flat byte ranges (for one-pass optimizers and checkpoints). */
 void *amp_ctx_param_memory(const amp_ctx *ctx, size_t *bytes);
 void *amp_ctx_grad_memory(const amp_ctx *ctx, size_t *bytes);
-/* Zeroes every parameter gradient (one memset). */
+/* Zeroes every parameter gradient. The zeros are not written here: each gradient is marked empty,
+ * the next backward's first write into it stores instead of adding, and what the backward does not
+ * reach is zeroed when it completes (or, during it, when the grad-ready hook reports the parameter).
+ * amp_ctx_grad_memory and the optimizer and scaler write any pending zeros before they read. Only a
+ * read of p->grad->data between amp_zero_grad and the next backward sees the old values. */
 void amp_zero_grad(amp_ctx *ctx);
 /* The parameter's byte offset in the parameter (and gradient) buffer. */
 size_t amp_ctx_param_offset(const amp_ctx *ctx, size_t index);

@@ -27,6 +27,7 @@
 #include "amp/formats.h"
 #include "amp/status.h"
 #include "optim_internal.h"
+#include "../tensor/ctx_internal.h"
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
@@ -42,7 +43,10 @@ static const float *grad_fp32(const optim_param *q, int64_t off, int64_t n, floa
 
 /* Runs fn over every segment: on the thread pool for large optimizers, in this thread for small ones
  * (waking the pool costs more than a few hundred thousand elements take). Either way the same bits. */
+void optim_settle_grads(const amp_optimizer *opt) { amp_ctx_settle_grads(opt->ctx); }
+
 static void for_each_segment(const amp_optimizer *opt, amp_task_fn fn, void *arg) {
+    optim_settle_grads(opt);
     if (opt->total_numel < OPTIM_PARALLEL_MIN) {
         for (size_t t = 0; t < opt->n_segments; t++) fn(arg, (int64_t)t, 0);
     } else {

@@ -60,6 +60,10 @@ struct amp_optimizer {
     size_t state_bytes;
 };
 
+/* Writes the gradients' pending zeros (amp_zero_grad's, src/tensor/ctx_internal.h) before a pass
+ * reads them: every sweep of the optimizer, and the scaler's unscale. */
+void optim_settle_grads(const amp_optimizer *opt);
+
 /* ---- per-step scalars, fixed for one update (computed once, as torch computes them) ---- */
 
 typedef struct optim_sgd_scalars {

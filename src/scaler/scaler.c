@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "scaler_internal.h"
+#include "../optim/optim_internal.h"
 #include "../core/alloc_internal.h"
 
 /* PyTorch's messages, verbatim (GradScaler.unscale_, step, update, _check_scale_growth_tracker,
@@ -199,6 +200,7 @@ static int validate_grads(amp_scaler *s, const amp_optimizer *opt) {
 
 /* Runs the unscale kernel over every gradient of opt with the given inv_scale; ORs the flags. */
 static void unscale_grads(const amp_optimizer *opt, float inv_scale, float *found_inf, float *found_after) {
+    optim_settle_grads(opt);
     const size_t n = amp_optimizer_num_params(opt);
     for (size_t i = 0; i < n; i++) {
         const amp_tensor *p = amp_optimizer_param(opt, i);

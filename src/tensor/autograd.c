@@ -55,6 +55,22 @@ static void add_bf16(float *restrict d, const uint16_t *restrict h, int64_t n) {
     for (; i < n; i++) d[i] += amp_f32_from_bits(amp_bf16_decode(h[i]));
 }
 
+/* The first writes into an empty gradient (claim_empty): d[i] = 0 + g[i], the bits of
+ * add_f32 / add_bf16 into zeros (-0 becomes +0) without reading d. */
+static void store_f32(float *restrict d, const float *restrict g, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) d[i + k] = 0.0f + g[i + k];
+    for (; i < n; i++) d[i] = 0.0f + g[i];
+}
+
+static void store_bf16(float *restrict d, const uint16_t *restrict h, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) d[i + k] = 0.0f + amp_f32_from_bits(amp_bf16_decode(h[i + k]));
+    for (; i < n; i++) d[i] = 0.0f + amp_f32_from_bits(amp_bf16_decode(h[i]));
+}
+
 /* d[i] = decode(h[i]) + g[i] for bf16 h: amp_convert to fp32 then add_f32, in one pass. */
 static void decode_add_bf16(float *restrict d, const uint16_t *restrict h, const float *restrict g, int64_t n) {
     int64_t i = 0;
@@ -117,6 +133,26 @@ static amp_tensor *new_grad(amp_ctx *ctx, const amp_tensor *t) {
     return grad;
 }
 
+static int64_t param_index(const amp_ctx *ctx, const amp_tensor *t);
+
+/* True when t is a parameter whose gradient amp_zero_grad left empty (ctx_internal.h); the flag is
+ * cleared, and the caller must then write every element as 0 + value. */
+static bool claim_empty(amp_ctx *ctx, const amp_tensor *t) {
+    if (!ctx->n_grads_empty) return false;
+    const int64_t k = param_index(ctx, t);
+    if (k < 0 || !ctx->params[k].grad_empty) return false;
+    ctx->params[k].grad_empty = false;
+    ctx->n_grads_empty--;
+    return true;
+}
+
+/* Writes the zeros of an empty parameter gradient before a read-modify-write that has no store form. */
+static void settle_param(amp_ctx *ctx, const amp_tensor *t) {
+    if (!ctx->n_grads_empty) return;
+    const int64_t k = param_index(ctx, t);
+    if (k >= 0) amp_ctx_settle_grad(ctx, (size_t)k);
+}
+
 int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g) {
     if (!t || !t->requires_grad) return AMP_OK;
     const int64_t n = amp_tensor_numel(t);
@@ -129,9 +165,11 @@ int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g) {
     }
     amp_tensor *grad = t->grad;
     if (grad->dtype == AMP_F32) {
-        add_f32(grad->data, g, n);
+        if (claim_empty(ctx, t)) store_f32(grad->data, g, n);
+        else add_f32(grad->data, g, n);
         return AMP_OK;
     }
+    settle_param(ctx, t);
     amp_arena_mark m = amp_scratch_mark(ctx);
     float *acc = amp_f32_scratch(ctx, n);
     if (acc) {
@@ -153,7 +191,8 @@ int amp_grad_accumulate_grad(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g) {
      * and add in one pass. The gradient tensors made here are contiguous; a parameter's is too. */
     if (g->dtype == AMP_BF16 && amp_tensor_is_contiguous(g) && t->grad && t->grad->dtype == AMP_F32 &&
         amp_tensor_is_contiguous(t->grad) && amp_tensor_numel(g) == amp_tensor_numel(t)) {
-        add_bf16(t->grad->data, g->data, amp_tensor_numel(t));
+        if (claim_empty(ctx, t)) store_bf16(t->grad->data, g->data, amp_tensor_numel(t));
+        else add_bf16(t->grad->data, g->data, amp_tensor_numel(t));
         return AMP_OK;
     }
     amp_arena_mark m = amp_scratch_mark(ctx);
@@ -163,8 +202,6 @@ int amp_grad_accumulate_grad(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g) {
     return st;
 }
 
-static int64_t param_index(const amp_ctx *ctx, const amp_tensor *t);
-
 /* The fp32 gradient of the parameter that t is autocast's (or any cast's) copy of, when t's gradient
  * may skip the copy and go straight into it: t is a cast's output with no gradient yet, read by
  * exactly one tape node (the caller's), not retained, and no hook looks at it; the parameter's
@@ -172,7 +209,7 @@ static int64_t param_index(const amp_ctx *ctx, const amp_tensor *t);
  * would be the only thing to read t's gradient, adding decode(gradient) into the parameter's: the
  * same additions, in the same order, as the caller adding them now. The cast node then finds no
  * gradient and is skipped (the grad-ready hook still counts it). */
-static float *master_grad_of(const amp_ctx *ctx, const amp_tensor *t) {
+static amp_tensor *master_of(const amp_ctx *ctx, const amp_tensor *t) {
     const amp_node *cast = t->grad_fn;
     if (t->grad || t->is_leaf || t->retains_grad || !cast || cast->op != AMP_OP_CAST || cast->out != t ||
         cast->n_in != 1 || cast->out_uses != 1 || ctx->backward_grad || !ctx->backward_pending ||
@@ -183,7 +220,7 @@ static float *master_grad_of(const amp_ctx *ctx, const amp_tensor *t) {
     if (k < 0 || ctx->backward_pending[k] != 1 || !p->requires_grad || !p->grad || p->grad->dtype != AMP_F32 ||
         !amp_tensor_is_contiguous(p->grad) || amp_tensor_numel(p->grad) != amp_tensor_numel(t) || !p->grad->data)
         return NULL;
-    return p->grad->data;
+    return cast->in[0];
 }
 
 bool amp_grad_sink_open(amp_ctx *ctx, amp_tensor *t, amp_grad_sink *s) {
@@ -194,9 +231,15 @@ bool amp_grad_sink_open(amp_ctx *ctx, amp_tensor *t, amp_grad_sink *s) {
         if (t->grad->dtype != AMP_F32 || !amp_tensor_is_contiguous(t->grad)) return false;
         s->acc = t->grad->data;
         s->out_dtype = AMP_F32;
+        s->acc_store = claim_empty(ctx, t);
+        s->numel = amp_tensor_numel(t);
         return true;
     }
-    if ((s->acc = master_grad_of(ctx, t))) {
+    amp_tensor *master = master_of(ctx, t);
+    if (master) {
+        s->acc = master->grad->data;
+        s->acc_store = claim_empty(ctx, master);
+        s->numel = amp_tensor_numel(t);
         ctx->grads_direct++;
         return true;
     }
@@ -208,6 +251,8 @@ bool amp_grad_sink_open(amp_ctx *ctx, amp_tensor *t, amp_grad_sink *s) {
 
 void amp_grad_sink_close(amp_ctx *ctx, amp_grad_sink *s) {
     if (s->t && ctx->status == AMP_OK) s->t->grad = s->grad;
+    /* a claimed empty gradient the failed product may have left half written: zeros, as it was */
+    if (s->acc_store && ctx->status != AMP_OK) memset(s->acc, 0, (size_t)s->numel * sizeof(float));
     s->t = NULL;
 }
 
@@ -271,12 +316,14 @@ static int32_t *count_param_uses(amp_ctx *ctx) {
 static void release_param_uses(amp_ctx *ctx, const amp_node *node, int32_t *pending) {
     for (int i = 0; i < node->n_in; i++) {
         const int64_t k = param_index(ctx, node->in[i]);
-        if (k >= 0 && --pending[k] == 0 && ctx->grad_ready) ctx->grad_ready(ctx, (size_t)k, ctx->grad_ready_user);
+        if (k >= 0 && --pending[k] == 0 && ctx->grad_ready) {
+            amp_ctx_settle_grad(ctx, (size_t)k); /* a gradient no node wrote is complete as zeros */
+            ctx->grad_ready(ctx, (size_t)k, ctx->grad_ready_user);
+        }
     }
 }
 
-static int run_backward(amp_ctx *ctx, amp_tensor *loss, const float *seed) {
-    if (!ctx || !loss) return ctx ? amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "backward: loss is NULL") : AMP_ERR_NULL_POINTER;
+static int backward_tape(amp_ctx *ctx, amp_tensor *loss, const float *seed) {
     if (ctx->status != AMP_OK) return ctx->status;
     if (!loss->requires_grad)
         return amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT,
@@ -307,6 +354,14 @@ static int run_backward(amp_ctx *ctx, amp_tensor *loss, const float *seed) {
     ctx->backward_pending = NULL;
     amp_scratch_release(ctx, outer);
     return st != AMP_OK ? st : ctx->status;
+}
+
+static int run_backward(amp_ctx *ctx, amp_tensor *loss, const float *seed) {
+    if (!ctx || !loss) return ctx ? amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "backward: loss is NULL") : AMP_ERR_NULL_POINTER;
+    const int st = backward_tape(ctx, loss, seed);
+    /* Whatever this backward did not write is complete as zeros, whichever way it returned. */
+    amp_ctx_settle_grads(ctx);
+    return st;
 }
 
 int amp_backward(amp_ctx *ctx, amp_tensor *loss, const amp_tensor *seed) {

@@ -43,6 +43,7 @@ typedef struct amp_grad_sink {
     amp_dtype out_dtype;
     float *acc;          /* numel(t) contiguous fp32 values, or NULL */
     bool acc_store;
+    int64_t numel;
     amp_tensor *t, *grad; /* private: the new gradient amp_grad_sink_close gives t */
 } amp_grad_sink;
 bool amp_grad_sink_open(amp_ctx *ctx, amp_tensor *t, amp_grad_sink *s);

@@ -187,7 +187,7 @@ static amp_tensor *declare(amp_ctx *ctx, bool trainable, const char *name, amp_d
         g->name = NULL;
         t->grad = g;
     }
-    (*slots)[(*n)++] = (amp_param_slot){t, g, 0};
+    (*slots)[(*n)++] = (amp_param_slot){.tensor = t, .grad = g};
     return t;
 }
 
@@ -251,6 +251,9 @@ void *amp_ctx_param_memory(const amp_ctx *ctx, size_t *bytes) {
 }
 void *amp_ctx_grad_memory(const amp_ctx *ctx, size_t *bytes) {
     if (bytes) *bytes = ctx->param_bytes;
+    /* The pending zeros are part of the gradients' value: written before anyone reads the buffer.
+     * (The context is never a const object: the caller's pointer is const, not the memory.) */
+    amp_ctx_settle_grads((amp_ctx *)ctx);
     return ctx->grad_memory;
 }
 size_t amp_ctx_param_offset(const amp_ctx *ctx, size_t index) {
@@ -266,6 +269,23 @@ void amp_ctx_set_backward_grad_hook(amp_ctx *ctx, amp_backward_grad_fn fn, void 
     ctx->backward_grad = fn;
     ctx->backward_grad_user = user;
 }
+void amp_ctx_settle_grad(amp_ctx *ctx, size_t k) {
+    amp_param_slot *s = &ctx->params[k];
+    if (!s->grad_empty) return;
+    memset(s->grad->data, 0, (size_t)amp_tensor_numel(s->grad) * amp_dtype_size(s->grad->dtype));
+    s->grad_empty = false;
+    ctx->n_grads_empty--;
+}
+
+void amp_ctx_settle_grads(amp_ctx *ctx) {
+    for (size_t k = 0; ctx && ctx->n_grads_empty && k < ctx->n_params; k++) amp_ctx_settle_grad(ctx, k);
+}
+
+/* Marks every gradient empty instead of writing zeros (ctx_internal.h): the backward that follows
+ * writes each gradient it reaches anyway, so a memset of the whole buffer would be a pass for
+ * nothing. */
 void amp_zero_grad(amp_ctx *ctx) {
-    if (ctx && ctx->grad_memory) memset(ctx->grad_memory, 0, ctx->param_bytes);
+    if (!ctx || !ctx->grad_memory) return;
+    for (size_t k = 0; k < ctx->n_params; k++) ctx->params[k].grad_empty = true;
+    ctx->n_grads_empty = ctx->n_params;
 }

@@ -33,6 +33,7 @@ typedef struct amp_param_slot {
     amp_tensor *tensor;
     amp_tensor *grad; /* NULL for buffers */
     size_t offset;    /* bytes into the role's buffer */
+    bool grad_empty;  /* amp_zero_grad's zeros not written yet (see amp_ctx_settle_grads) */
 } amp_param_slot;
 
 /* How many dropped gradient blocks a step can hold for reuse (amp_grad_accumulate). */
@@ -63,6 +64,7 @@ struct amp_ctx {
     void *param_memory, *grad_memory, *buffer_memory;
     size_t param_bytes, buffer_bytes;
     uint64_t persistent_allocations;
+    size_t n_grads_empty; /* slots with grad_empty set */
 
     amp_grad_ready_fn grad_ready; /* amp_ctx_set_grad_ready_hook */
     void *grad_ready_user;
@@ -89,6 +91,17 @@ void *amp_ctx_alloc(amp_ctx *ctx, size_t bytes);
 void *amp_scratch_alloc(amp_ctx *ctx, size_t bytes);
 static inline amp_arena_mark amp_scratch_mark(amp_ctx *ctx) { return amp_arena_get_mark(&ctx->scratch); }
 static inline void amp_scratch_release(amp_ctx *ctx, amp_arena_mark m) { amp_arena_release(&ctx->scratch, m); }
+
+/* Parameter gradients "empty until first written". amp_zero_grad does not write the zeros: it marks
+ * every gradient empty, and the first accumulation into an empty one (autograd.c, through
+ * claim_empty) stores 0 + g instead of loading zeros and adding g (the same bits). Whatever
+ * is still empty is written as zeros by amp_ctx_settle_grads, which every reader calls first: the end
+ * of every backward (and each parameter's grad-ready point), amp_ctx_grad_memory, and the optimizer's
+ * and scaler's passes. Between amp_zero_grad and the next backward a gradient read through its tensor
+ * struct holds the old values (amp/tensor.h). */
+void amp_ctx_settle_grads(amp_ctx *ctx);
+/* amp_ctx_settle_grads for parameter slot k only. */
+void amp_ctx_settle_grad(amp_ctx *ctx, size_t k);
 
 /* Checks a dtype and shape (0..AMP_MAX_DIMS dims, no negative size, numel * 16 within int64);
  * records "what: problem" and returns false when they are not acceptable. */
