@@ -181,7 +181,8 @@ static bool grads_zero(const rig *r) {
 
 /* Every reader sees zeros where no gradient was written: the grad-ready hook (at the moment each
  * parameter is reported, in the order of an eagerly zeroed context), the end of backward (the unused
- * parameter, a failed backward), amp_ctx_grad_memory and the optimizer without any backward. */
+ * parameter, a failed backward), amp_ctx_grad_memory, the optimizer and the scaler's unscale without
+ * any backward. */
 void test_grad_lazy_zero(void) {
     rig lazy, eager;
     static ready_log lazy_log, eager_log;
@@ -267,6 +268,16 @@ void test_grad_lazy_zero(void) {
         const void *pl = amp_ctx_param_memory(lazy.ctx, &pb), *pe = amp_ctx_param_memory(eager.ctx, NULL);
         CHECK(memcmp(pl, pe, pb) == 0);
         CHECK(grads_zero(&lazy));
+        /* the scaler's unscale: the unused parameter's NaN must not be seen as an overflow */
+        amp_scaler *sc = NULL;
+        fill_grads(&lazy);
+        amp_zero_grad(lazy.ctx);
+        if (CHECK(amp_scaler_create(NULL, &sc) == AMP_OK)) {
+            amp_scaler_scale(sc);
+            CHECK(amp_scaler_unscale(sc, ol) == AMP_OK && amp_scaler_found_inf(sc, ol) == 0.0f);
+            CHECK(grads_zero(&lazy));
+        }
+        amp_scaler_free(sc);
     }
     amp_optimizer_free(ol), amp_optimizer_free(oe);
 out:
