@@ -5,12 +5,16 @@
  * the second hidden-state gradient, dc_prev aliasing dc (how the sequence calls
  * it) and not, activations drawn from (0, 1) and (-1, 1) plus the edges 0, 1,
  * -1, and gradients with both zeros, subnormals, huge values, infinities and
- * NaN; acc and add3 (with and without c, in place) on the same rows. */
+ * NaN; acc and add3 (with and without c, in place) on the same rows. cell_forward of every path
+ * (the reference's too) against amp_lstm_cell_forward_composed on that path's own tables: row
+ * lengths up to 70, every bias combination, pre-activations from ordinary to saturating, infinite
+ * and NaN. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "../src/kernels/lstm_kernels.h"
+#include "../src/kernels/vecmath.h"
 #include "harness.h"
 #include "tests.h"
 
@@ -86,5 +90,47 @@ void test_lstm_kernels(void) {
         CHECK_MSG(bad_bwd == 0 && bad_acc == 0 && bad_add == 0,
                   "lstm kernels %s: %d cell_backward, %d acc and %d add3 cases differ from ref",
                   amp_isa_name((amp_isa)isa), bad_bwd, bad_acc, bad_add);
+    }
+}
+
+/* a gate pre-activation: mostly in the range where the activations bend, sometimes saturating or
+ * special */
+static float preact(uint64_t *s) {
+    static const float edges[] = {0.0f, -0.0f, 1e-40f, 12.0f, -12.0f, 95.0f, -110.0f, INFINITY, -INFINITY, NAN};
+    const uint64_t r = next(s);
+    if (r % 32 == 0) return edges[(r >> 8) % (sizeof edges / sizeof edges[0])];
+    return (unit(s) * 2.0f - 1.0f) * (float)(1 << (r >> 20) % 4);
+}
+
+void test_lstm_cell_forward_kernels(void) {
+    uint64_t s = 0x2545f4914f6cdd1dull;
+    float gr[4 * MAXH], bi[4 * MAXH], bh[4 * MAXH], c0[MAXH];
+    /* 64-byte aligned rows, so the streaming stores of the AVX-512 kernel run where H allows */
+    _Alignas(64) float act_r[5 * MAXH], act_k[5 * MAXH], cs_r[MAXH], cs_k[MAXH];
+    float c_r[MAXH], c_k[MAXH], h_r[MAXH], h_k[MAXH];
+    for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
+        if (!amp_isa_supported((amp_isa)isa)) continue;
+        const amp_lstm_kernels *k = amp_lstm_kernels_for((amp_isa)isa);
+        const amp_vmath_kernels *vm = amp_vmath_kernels_for((amp_isa)isa);
+        int bad = 0;
+        for (size_t H = 0; H <= MAXH; H++) {
+            for (int rep = 0; rep < 8; rep++) {
+                for (size_t j = 0; j < 4 * H; j++) gr[j] = preact(&s), bi[j] = preact(&s), bh[j] = preact(&s);
+                for (size_t j = 0; j < H; j++) c0[j] = grad(&s);
+                const float *b1 = rep & 1 ? bi : NULL, *b2 = rep & 2 ? bh : NULL;
+                const bool save = rep & 4, stream = (rep + H) & 1;
+                memcpy(c_r, c0, sizeof c0), memcpy(c_k, c0, sizeof c0);
+                memset(act_r, 0, sizeof act_r), memset(act_k, 0xff, sizeof act_k);
+                memset(h_r, 0, sizeof h_r), memset(h_k, 0xff, sizeof h_k);
+                memset(cs_r, 0, sizeof cs_r), memset(cs_k, 0, sizeof cs_k);
+                amp_lstm_cell_forward_composed(vm, k, act_r, save ? cs_r : NULL, c_r, h_r, gr, b1, b2, H);
+                k->cell_forward(act_k, save ? cs_k : NULL, c_k, h_k, gr, b1, b2, H, stream);
+                if (!same_bits(act_r, act_k, 5 * H) || !same_bits(c_r, c_k, H) || !same_bits(h_r, h_k, H) ||
+                    !same_bits(cs_r, cs_k, H))
+                    bad++;
+            }
+        }
+        CHECK_MSG(bad == 0, "lstm cell_forward %s: %d rows differ from the composition of its vecmath and add3",
+                  amp_isa_name((amp_isa)isa), bad);
     }
 }

@@ -33,7 +33,6 @@
 #include "../core/parallel.h"
 #include "../gemm/gemm_kernels.h"
 #include "../kernels/lstm_kernels.h"
-#include "../kernels/vecmath.h"
 #include "op_util.h"
 
 #define OP AMP_OP_LSTM_CELL
@@ -185,24 +184,6 @@ static bool packed_gemm(amp_ctx *ctx, const packed_w *pw, int64_t m, const void 
     else amp_parallel_for(tasks, packed_task, &job);
     amp_scratch_release(ctx, mk);
     return true;
-}
-
-/* One row's gate activations in place, act [4H] = i, f, g, o pre-activations: three vector passes over
- * contiguous blocks (sigmoid on i and f together, tanh on g, sigmoid on o) through the elementwise
- * kernels of the active path (kernels/vecmath.h), which are per element, so the cell and the sequence
- * node, any batch split and any thread count give the same bits. */
-static void gate_activations(const amp_vmath_kernels *vm, float *act, int64_t H) {
-    vm->sigmoid(act, act, (size_t)(2 * H));
-    vm->tanh(act + 2 * H, act + 2 * H, (size_t)H);
-    vm->sigmoid(act + 3 * H, act + 3 * H, (size_t)H);
-}
-
-/* act [G] = gr + b_ih + b_hh (each bias optional, added in that order) */
-static void gate_preactivations(const amp_lstm_kernels *lk, float *act, const float *gr, const float *bi,
-                                const float *bh, int64_t G) {
-    if (bi && bh) lk->add3(act, gr, bi, bh, (size_t)G);
-    else if (bi || bh) lk->add3(act, gr, bi ? bi : bh, NULL, (size_t)G);
-    else memcpy(act, gr, (size_t)G * sizeof *act);
 }
 
 /* ---- the views h_next = hc[0], c_next = hc[1] ---- */
@@ -362,19 +343,11 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
         amp_scratch_release(ctx, mk);
         return ctx->status;
     }
-    const amp_vmath_kernels *vm = amp_vmath_active();
     const amp_lstm_kernels *lk = amp_lstm_active();
-    for (int64_t b = 0; b < B; b++) {
-        float *gr = gates + b * G, *act = saved + b * 5 * H, *tc = act + G;
-        gate_preactivations(lk, act, gr, bi, bh, G);
-        gate_activations(vm, act, H);
-        for (int64_t j = 0; j < H; j++) {
-            const float cn = act[H + j] * cv[b * H + j] + act[j] * act[2 * H + j];
-            tc[j] = cn;
-            out[B * H + b * H + j] = cn;
-        }
-        vm->tanh(tc, tc, (size_t)H);
-        for (int64_t j = 0; j < H; j++) out[b * H + j] = act[3 * H + j] * tc[j];
+    for (int64_t b = 0; b < B; b++) { /* c' computed in place in its half of out, from a copy of c */
+        float *cn = out + B * H + b * H;
+        memcpy(cn, cv + b * H, (size_t)H * sizeof *cn);
+        lk->cell_forward(saved + b * 5 * H, NULL, cn, out + b * H, gates + b * G, bi, bh, (size_t)H, false);
     }
     amp_store_f32(ctx, hc, out);
 
@@ -408,15 +381,22 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
  * The same cell as above, unrolled over T steps from a zero state, as one node. What it saves over T
  * amp_lstm_cell calls (its reference twin, tests/test_ops_lstm_attention.c compares them) is GEMM
  * shape and bookkeeping, not arithmetic:
- *   forward:  X W_ih^T for all B*T rows at once (one GEMM, K = I), then per step only h W_hh^T
- *             (accumulated into that step's rows, beta 1), reading h_{t-1} in place from the output;
+ *   forward:  per step x_t W_ih^T, then h_{t-1} W_hh^T accumulated into the same rows (beta 1), with
+ *             both weights packed once per pass and h_{t-1} read in place from the output; then one
+ *             fused pointwise pass per row (lstm_kernels.h cell_forward: biases, activations, c_t, h_t),
+ *             which stores the saved activations and c_{t-1} around the caches, as nothing reads them
+ *             before the backward pass;
  *   backward: per step only dh = dG_t W_hh; then dX = dG W_ih, dW_ih = dG^T X and dW_hh = dG^T H_prev
  *             as three GEMMs with K = B*T, each weight gradient accumulated (rounded) once instead of
- *             T times, and the bias gradients summed once.
+ *             T times. The bias gradient is summed in fp32 as the rows of dG are formed (t from T - 1
+ *             down, b up within a step), so for f16/bf16 each fp32 row of dG lives only in a one-row
+ *             buffer until it is rounded: no fp32 [B*T, 4H] buffer written and read again (measured
+ *             3-5% of the lstm model's amp-bf16 step).
  * Values: the gate pre-activations are fp32 sums of the same dt products; tanh(c_t) is taken of the
- * fp32 c_t and the next step reads c_t rounded to dt, as with the cell's c' output; dG is formed in fp32 and rounded once to dt for the GEMMs.
- * The weight gradients sum over time inside one fp32 GEMM instead of T roundings to the gradient's
- * dtype (for fp32 the same sum in another order).
+ * fp32 c_t and the next step reads c_t rounded to dt, as with the cell's c' output; dG is formed in
+ * fp32 and rounded once to dt for the GEMMs. The weight gradients sum over time inside one fp32 GEMM
+ * instead of T roundings to the gradient's dtype (for fp32 the same sum in another order), the bias
+ * gradient in the order above.
  *
  * in[]: x [B, T, I] (contiguous, dt), w_ih, w_hh (contiguous, dt), then the biases present.
  * i[]: B, T, I, H, index of b_ih or -1, index of b_hh or -1. saved: fp32 [T, B, 5H] activations and
@@ -431,20 +411,25 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     const size_t es = amp_dtype_size(dt);
     const float *acts = node->saved, *cprev = acts + T * B * 5 * H;
     const float *dout = amp_grad_out(ctx, node);                /* [B, T, H] */
-    float *dgates = amp_f32_scratch(ctx, R * G);                /* fp32 dG, rows b*T + t */
-    void *dgd = dt == AMP_F32 ? (void *)dgates : amp_scratch_alloc(ctx, (size_t)(R * G) * es); /* dG in dt */
+    /* dG in dt, rows b*T + t; for a narrower dt each row is formed in fp32 in dgrow, then rounded */
+    void *dgd = amp_scratch_alloc(ctx, (size_t)(R * G) * es);
+    float *dgrow = dt == AMP_F32 ? NULL : amp_f32_scratch(ctx, G);
+    const bool want_db = (b_ih && b_ih->requires_grad) || (b_hh && b_hh->requires_grad);
+    float *db = want_db ? amp_f32_scratch(ctx, G) : NULL; /* the bias gradient, summed row by row below */
     float *dh = amp_f32_scratch(ctx, B * H), *dc = amp_f32_scratch(ctx, B * H);
-    if (!dout || !dgates || !dgd || !dh || !dc) return;
+    if (!dout || !dgd || (dt != AMP_F32 && !dgrow) || (want_db && !db) || !dh || !dc) return;
     memset(dh, 0, (size_t)(B * H) * sizeof *dh);
     memset(dc, 0, (size_t)(B * H) * sizeof *dc);
+    if (db) memset(db, 0, (size_t)G * sizeof *db);
     const amp_lstm_kernels *lk = amp_lstm_active();
     packed_w whh; /* W [H, 4H] = W_hh^T, for dh = dG_t W_hh */
     if (T > 1 && !pack_w(ctx, &whh, dt, w_hh->data, H, true, H, G, B)) return;
     for (int64_t t = T - 1; t >= 0; t--) {
         for (int64_t b = 0; b < B; b++) {
-            float *dgr = dgates + (b * T + t) * G;
+            float *dgr = dt == AMP_F32 ? (float *)dgd + (b * T + t) * G : dgrow;
             lk->cell_backward(dgr, dc + b * H, acts + (t * B + b) * 5 * H, cprev + (t * B + b) * H,
                               dout + (b * T + t) * H, dh + b * H, dc + b * H, (size_t)H);
+            if (db) lk->acc(db, dgr, (size_t)G);
             if (dt != AMP_F32) amp_convert((char *)dgd + (size_t)((b * T + t) * G) * es, dt, dgr, AMP_F32, (size_t)G);
         }
         /* dh_{t-1} [B, H] = dG_t [B, 4H] W_hh [4H, H]; rows of dG_t are T*G apart */
@@ -472,40 +457,10 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         if (lstm_gemm(ctx, dt, true, false, G, H, R, dgd, G, hp, H, 0.0f, dw)) return;
         amp_grad_accumulate(ctx, w_hh, dw);
     }
-    if ((b_ih && b_ih->requires_grad) || (b_hh && b_hh->requires_grad)) { /* column sums, fp32 */
-        float *db = amp_f32_scratch(ctx, G);
-        if (!db) return;
-        memset(db, 0, (size_t)G * sizeof *db);
-        for (int64_t r = 0; r < R; r++) lk->acc(db, dgates + r * G, (size_t)G);
+    if (db) {
         amp_grad_accumulate(ctx, b_ih, db);
         amp_grad_accumulate(ctx, b_hh, db);
     }
-}
-
-/* c_t = f c_{t-1} + i g (act [4H] = i, f, g, o after activation) into both tc and c; c is rounded
- * to dt after the step's rows. The fixed-length inner loops are what gcc -O2 and clang vectorize;
- * each element's operations are those of the cell (no contraction: the baseline has no FMA). */
-static void cell_state(float *restrict tc, float *restrict c, const float *restrict act, int64_t H) {
-    int64_t j = 0;
-    for (; j + 16 <= H; j += 16)
-        for (int q = 0; q < 16; q++) {
-            const float cn = act[H + j + q] * c[j + q] + act[j + q] * act[2 * H + j + q];
-            tc[j + q] = cn;
-            c[j + q] = cn;
-        }
-    for (; j < H; j++) {
-        const float cn = act[H + j] * c[j] + act[j] * act[2 * H + j];
-        tc[j] = cn;
-        c[j] = cn;
-    }
-}
-
-/* h = o tanh(c_t) */
-static void mul_rows(float *restrict h, const float *restrict o, const float *restrict tc, int64_t H) {
-    int64_t j = 0;
-    for (; j + 16 <= H; j += 16)
-        for (int q = 0; q < 16; q++) h[j + q] = o[j + q] * tc[j + q];
-    for (; j < H; j++) h[j] = o[j] * tc[j];
 }
 
 amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp_tensor *w_hh, amp_tensor *b_ih,
@@ -566,7 +521,6 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
         return NULL;
     }
     char *hout = out->data;
-    const amp_vmath_kernels *vm = amp_vmath_active();
     const amp_lstm_kernels *lk = amp_lstm_active();
     for (int64_t t = 0; t < T; t++) {
         /* gates_t = x_t W_ih^T (amp_gemm's bits for the whole [B*T, I] product: k = I is the same, and an
@@ -579,16 +533,13 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
             return NULL;
         }
         for (int64_t b = 0; b < B; b++) {
-            const float *gr = xt + b * ldx;
-            float *act = keep ? saved + (t * B + b) * 5 * H : tcs, *tc = act + G;
-            if (keep) memcpy(saved + T * B * 5 * H + (t * B + b) * H, c + b * H, (size_t)H * sizeof *c);
-            gate_preactivations(lk, act, gr, bi, bh, G);
-            gate_activations(vm, act, H);
-            cell_state(tc, c + b * H, act, H); /* tanh below, of the fp32 c_t, as the cell's */
-            vm->tanh(tc, tc, (size_t)H);
+            float *act = keep ? saved + (t * B + b) * 5 * H : tcs;
             char *dst = hout + (size_t)((b * T + t) * H) * es;
             float *hv = dt == AMP_F32 ? (float *)(void *)dst : hrow;
-            mul_rows(hv, act + 3 * H, tc, H);
+            /* c_t in place (c_{t-1} saved first); tanh of the fp32 c_t, as the cell's. What is saved is
+             * read back only by the backward pass, after the rest of the forward: streamed past the caches. */
+            lk->cell_forward(act, keep ? saved + T * B * 5 * H + (t * B + b) * H : NULL, c + b * H, hv, xt + b * ldx, bi,
+                             bh, (size_t)H, keep);
             if (dt != AMP_F32) amp_convert(dst, dt, hrow, AMP_F32, (size_t)H);
         }
         if (dt != AMP_F32) { /* the next step reads c_t rounded to dt, as the cell's c' */
