@@ -8,13 +8,15 @@
  * NaN; acc and add3 (with and without c, in place) on the same rows. cell_forward of every path
  * (the reference's too) against amp_lstm_cell_forward_composed on that path's own tables: row
  * lengths up to 70, every bias combination, pre-activations from ordinary to saturating, infinite
- * and NaN. */
+ * and NaN. cell_backward_bf16 where a path has it against its composition (cell_backward, acc,
+ * amp_convert), with and without the bias sum, on the same rows as cell_backward. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "../src/kernels/lstm_kernels.h"
 #include "../src/kernels/vecmath.h"
+#include "amp/formats.h"
 #include "harness.h"
 #include "tests.h"
 
@@ -133,4 +135,48 @@ void test_lstm_cell_forward_kernels(void) {
         CHECK_MSG(bad == 0, "lstm cell_forward %s: %d rows differ from the composition of its vecmath and add3",
                   amp_isa_name((amp_isa)isa), bad);
     }
+}
+
+void test_lstm_cell_backward_bf16_kernels(void) {
+    uint64_t s = 0x94d049bb133111ebull;
+    float act[5 * MAXH], cprev[MAXH], dh[MAXH], dh2[MAXH], dc[MAXH], tmp[4 * MAXH];
+    float db_r[4 * MAXH], db_k[4 * MAXH], dcp_r[MAXH], dcp_k[MAXH];
+    uint16_t dg_r[4 * MAXH], dg_k[4 * MAXH];
+    int tested = 0;
+    for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
+        if (!amp_isa_supported((amp_isa)isa)) continue;
+        const amp_lstm_kernels *k = amp_lstm_kernels_for((amp_isa)isa);
+        if (!k->cell_backward_bf16) continue;
+        tested++;
+        int bad = 0;
+        for (size_t H = 0; H <= MAXH; H++) {
+            for (int rep = 0; rep < 8; rep++) {
+                for (size_t j = 0; j < 5 * H; j++) {
+                    const size_t gate = j / (H ? H : 1);
+                    act[j] = gate == 2 || gate == 4 ? unit(&s) * 2.0f - 1.0f : unit(&s);
+                    if (next(&s) % 32 == 0) act[j] = (float)((int)(next(&s) % 3) - (gate == 2 || gate == 4 ? 1 : 0));
+                }
+                for (size_t j = 0; j < H; j++)
+                    cprev[j] = grad(&s), dh[j] = grad(&s), dh2[j] = grad(&s), dc[j] = grad(&s);
+                /* gradients whose products land on bf16 rounding ties and in the subnormals */
+                if (rep & 4)
+                    for (size_t j = 0; j < H; j++) dc[j] = (float)(int)(next(&s) % 512) * 0x1p-130f;
+                for (size_t j = 0; j < 4 * H; j++) db_r[j] = db_k[j] = grad(&s);
+                const bool two = rep & 1, alias = rep & 2, sum = (rep + H) % 3 != 0;
+                memcpy(dcp_r, dc, sizeof dc), memcpy(dcp_k, dc, sizeof dc);
+                memset(dg_k, 0xff, sizeof dg_k);
+                k->cell_backward(tmp, dcp_r, act, cprev, dh, two ? dh2 : NULL, alias ? dcp_r : dc, H);
+                if (sum) k->acc(db_r, tmp, 4 * H);
+                amp_convert(dg_r, AMP_BF16, tmp, AMP_F32, 4 * H);
+                k->cell_backward_bf16(dg_k, sum ? db_k : NULL, dcp_k, act, cprev, dh, two ? dh2 : NULL,
+                                      alias ? dcp_k : dc, H);
+                if (memcmp(dg_r, dg_k, 4 * H * sizeof *dg_r) != 0 || !same_bits(db_r, db_k, 4 * H) ||
+                    !same_bits(dcp_r, dcp_k, H))
+                    bad++;
+            }
+        }
+        CHECK_MSG(bad == 0, "lstm cell_backward_bf16 %s: %d rows differ from cell_backward + acc + amp_convert",
+                  amp_isa_name((amp_isa)isa), bad);
+    }
+    if (tested == 0) CHECK(true); /* no path here has the fused kernel */
 }

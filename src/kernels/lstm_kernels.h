@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "amp/cpu.h"
 
@@ -33,6 +34,13 @@ typedef void (*amp_lstm_cell_backward_fn)(float *dgr, float *dc_prev, const floa
  * Exactly the bits of amp_lstm_cell_forward_composed on the same path's tables (below). */
 typedef void (*amp_lstm_cell_forward_fn)(float *act, float *c_save, float *c, float *h, const float *gr,
                                          const float *bi, const float *bh, size_t H, bool stream);
+/* cell_backward's row, then db [4H] += dgr (db NULL: no sum) and dg [4H] = dgr rounded to bf16 (round
+ * to nearest even, NaN to the quiet NaN of its sign: amp_convert's bits), the fp32 dgr never stored.
+ * Exactly the bits of cell_backward, acc and amp_convert in that order (tests/test_lstm_kernels.c).
+ * A path without it leaves it NULL and the op runs that composition. */
+typedef void (*amp_lstm_cell_backward_bf16_fn)(uint16_t *dg, float *db, float *dc_prev, const float *act,
+                                               const float *cprev, const float *dh, const float *dh2, const float *dc,
+                                               size_t H);
 /* dst[j] += src[j], j < n */
 typedef void (*amp_lstm_acc_fn)(float *dst, const float *src, size_t n);
 /* dst[j] = (a[j] + b[j]) + c[j], or a[j] + b[j] when c is NULL, j < n (the gates' two biases) */
@@ -41,6 +49,7 @@ typedef void (*amp_lstm_add3_fn)(float *dst, const float *a, const float *b, con
 typedef struct amp_lstm_kernels {
     amp_lstm_cell_forward_fn cell_forward;
     amp_lstm_cell_backward_fn cell_backward;
+    amp_lstm_cell_backward_bf16_fn cell_backward_bf16; /* NULL: compose */
     amp_lstm_acc_fn acc;
     amp_lstm_add3_fn add3;
 } amp_lstm_kernels;

@@ -426,11 +426,17 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     if (T > 1 && !pack_w(ctx, &whh, dt, w_hh->data, H, true, H, G, B)) return;
     for (int64_t t = T - 1; t >= 0; t--) {
         for (int64_t b = 0; b < B; b++) {
-            float *dgr = dt == AMP_F32 ? (float *)dgd + (b * T + t) * G : dgrow;
-            lk->cell_backward(dgr, dc + b * H, acts + (t * B + b) * 5 * H, cprev + (t * B + b) * H,
-                              dout + (b * T + t) * H, dh + b * H, dc + b * H, (size_t)H);
+            const float *act = acts + (t * B + b) * 5 * H, *cp = cprev + (t * B + b) * H, *dho = dout + (b * T + t) * H;
+            char *dgt = (char *)dgd + (size_t)((b * T + t) * G) * es;
+            if (dt == AMP_BF16 && lk->cell_backward_bf16) { /* the three steps below in one pass */
+                lk->cell_backward_bf16((uint16_t *)(void *)dgt, db, dc + b * H, act, cp, dho, dh + b * H, dc + b * H,
+                                       (size_t)H);
+                continue;
+            }
+            float *dgr = dt == AMP_F32 ? (float *)(void *)dgt : dgrow;
+            lk->cell_backward(dgr, dc + b * H, act, cp, dho, dh + b * H, dc + b * H, (size_t)H);
             if (db) lk->acc(db, dgr, (size_t)G);
-            if (dt != AMP_F32) amp_convert((char *)dgd + (size_t)((b * T + t) * G) * es, dt, dgr, AMP_F32, (size_t)G);
+            if (dt != AMP_F32) amp_convert(dgt, dt, dgr, AMP_F32, (size_t)G);
         }
         /* dh_{t-1} [B, H] = dG_t [B, 4H] W_hh [4H, H]; rows of dG_t are T*G apart */
         if (t > 0 && !packed_gemm(ctx, &whh, B, (const char *)dgd + (size_t)(t * G) * es, T * G, 0.0f, dh, H)) return;

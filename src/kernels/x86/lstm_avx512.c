@@ -81,6 +81,50 @@ static void cell_backward_avx512(float *dgr, float *dc_prev, const float *act, c
     for (; j < H; j++) amp_lstm_cell_backward_at(dgr, dc_prev, act, cprev, dh, dh2, dc, H, j);
 }
 
+/* fp32 -> bf16, round to nearest even on the bit pattern, NaN to 0x7FC0 with the input's sign:
+ * convert_avx512.c's encode (not VCVTNEPS2BF16, which flushes subnormals) */
+static inline __m256i bf16_from_f32(__m512 v) {
+    const __m512i x = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+    const __mmask16 nan =
+        _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+    const __m512i qnan = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(x, 31), 15), _mm512_set1_epi32(0x7FC0));
+    r = _mm512_mask_mov_epi32(r, nan, qnan);
+    return _mm512_cvtepi32_epi16(r);
+}
+
+/* one gate's gradient: summed into db, rounded into dg */
+static inline __attribute__((always_inline)) void put_gate(uint16_t *dg, float *db, size_t o, __mmask16 m, __m512 d) {
+    if (db) _mm512_mask_storeu_ps(db + o, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, db + o), d));
+    _mm256_mask_storeu_epi16(dg + o, m, bf16_from_f32(d));
+}
+
+/* cell_backward_avx512's arithmetic, in registers through the sum and the rounding; the tail under a
+ * mask with the same vector code (the same operations as the scalar formula) */
+static void cell_backward_bf16_avx512(uint16_t *dg, float *db, float *dc_prev, const float *act, const float *cprev,
+                                      const float *dh, const float *dh2, const float *dc, size_t H) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (size_t j = 0; j < H; j += 16) {
+        const __mmask16 m = H - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (H - j)) - 1u);
+        const __m512 gi = _mm512_maskz_loadu_ps(m, act + j), gf = _mm512_maskz_loadu_ps(m, act + H + j);
+        const __m512 gg = _mm512_maskz_loadu_ps(m, act + 2 * H + j), go = _mm512_maskz_loadu_ps(m, act + 3 * H + j);
+        const __m512 t = _mm512_maskz_loadu_ps(m, act + 4 * H + j);
+        __m512 dh_out = _mm512_maskz_loadu_ps(m, dh + j);
+        if (dh2) dh_out = _mm512_add_ps(dh_out, _mm512_maskz_loadu_ps(m, dh2 + j));
+        const __m512 dct = _mm512_add_ps(_mm512_maskz_loadu_ps(m, dc + j),
+                                         _mm512_mul_ps(_mm512_mul_ps(dh_out, go), _mm512_sub_ps(one, _mm512_mul_ps(t, t))));
+        put_gate(dg, db, j, m, _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dct, gg), gi), _mm512_sub_ps(one, gi)));
+        put_gate(dg, db, H + j, m,
+                 _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dct, _mm512_maskz_loadu_ps(m, cprev + j)), gf),
+                               _mm512_sub_ps(one, gf)));
+        put_gate(dg, db, 2 * H + j, m, _mm512_mul_ps(_mm512_mul_ps(dct, gi), _mm512_sub_ps(one, _mm512_mul_ps(gg, gg))));
+        put_gate(dg, db, 3 * H + j, m,
+                 _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dh_out, t), go), _mm512_sub_ps(one, go)));
+        _mm512_mask_storeu_ps(dc_prev + j, m, _mm512_mul_ps(dct, gf));
+    }
+}
+
 static void acc_avx512(float *dst, const float *src, size_t n) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16)
@@ -102,6 +146,7 @@ static void add3_avx512(float *dst, const float *a, const float *b, const float 
 
 void amp_lstm_kernels_avx512(amp_lstm_kernels *k) {
     k->cell_forward = cell_forward_avx512;
+    k->cell_backward_bf16 = cell_backward_bf16_avx512;
     k->add3 = add3_avx512;
     k->cell_backward = cell_backward_avx512;
     k->acc = acc_avx512;
