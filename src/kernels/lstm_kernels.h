@@ -34,6 +34,12 @@ typedef void (*amp_lstm_cell_backward_fn)(float *dgr, float *dc_prev, const floa
  * Exactly the bits of amp_lstm_cell_forward_composed on the same path's tables (below). */
 typedef void (*amp_lstm_cell_forward_fn)(float *act, float *c_save, float *c, float *h, const float *gr,
                                          const float *bi, const float *bh, size_t H, bool stream);
+/* cell_forward's row for bf16: h' stored rounded to bf16 in h, and c' left rounded to bf16 (as an fp32
+ * value) for the next step, tanh still taken of the fp32 c'. Exactly the bits of cell_forward into an
+ * fp32 row, amp_convert of that row to bf16, and c' converted to bf16 and back (the sequence's order).
+ * NULL on a path without it. */
+typedef void (*amp_lstm_cell_forward_bf16_fn)(float *act, float *c_save, float *c, uint16_t *h, const float *gr,
+                                              const float *bi, const float *bh, size_t H, bool stream);
 /* cell_backward's row, then db [4H] += dgr (db NULL: no sum) and dg [4H] = dgr rounded to bf16 (round
  * to nearest even, NaN to the quiet NaN of its sign: amp_convert's bits), the fp32 dgr never stored.
  * Exactly the bits of cell_backward, acc and amp_convert in that order (tests/test_lstm_kernels.c).
@@ -48,6 +54,7 @@ typedef void (*amp_lstm_add3_fn)(float *dst, const float *a, const float *b, con
 
 typedef struct amp_lstm_kernels {
     amp_lstm_cell_forward_fn cell_forward;
+    amp_lstm_cell_forward_bf16_fn cell_forward_bf16; /* NULL: compose */
     amp_lstm_cell_backward_fn cell_backward;
     amp_lstm_cell_backward_bf16_fn cell_backward_bf16; /* NULL: compose */
     amp_lstm_acc_fn acc;

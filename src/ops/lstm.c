@@ -528,6 +528,7 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
     }
     char *hout = out->data;
     const amp_lstm_kernels *lk = amp_lstm_active();
+    const bool fused_bf16 = dt == AMP_BF16 && lk->cell_forward_bf16;
     for (int64_t t = 0; t < T; t++) {
         /* gates_t = x_t W_ih^T (amp_gemm's bits for the whole [B*T, I] product: k = I is the same, and an
          * element's sum does not depend on its row), then += h_{t-1} W_hh^T; x_t and h_{t-1} read in
@@ -542,13 +543,18 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
             float *act = keep ? saved + (t * B + b) * 5 * H : tcs;
             char *dst = hout + (size_t)((b * T + t) * H) * es;
             float *hv = dt == AMP_F32 ? (float *)(void *)dst : hrow;
+            float *csave = keep ? saved + T * B * 5 * H + (t * B + b) * H : NULL;
             /* c_t in place (c_{t-1} saved first); tanh of the fp32 c_t, as the cell's. What is saved is
              * read back only by the backward pass, after the rest of the forward: streamed past the caches. */
-            lk->cell_forward(act, keep ? saved + T * B * 5 * H + (t * B + b) * H : NULL, c + b * H, hv, xt + b * ldx, bi,
-                             bh, (size_t)H, keep);
+            if (fused_bf16) { /* the next two roundings below in the same pass */
+                lk->cell_forward_bf16(act, csave, c + b * H, (uint16_t *)(void *)dst, xt + b * ldx, bi, bh, (size_t)H,
+                                      keep);
+                continue;
+            }
+            lk->cell_forward(act, csave, c + b * H, hv, xt + b * ldx, bi, bh, (size_t)H, keep);
             if (dt != AMP_F32) amp_convert(dst, dt, hrow, AMP_F32, (size_t)H);
         }
-        if (dt != AMP_F32) { /* the next step reads c_t rounded to dt, as the cell's c' */
+        if (dt != AMP_F32 && !fused_bf16) { /* the next step reads c_t rounded to dt, as the cell's c' */
             amp_convert(cq, dt, c, AMP_F32, (size_t)(B * H));
             amp_convert(c, AMP_F32, cq, dt, (size_t)(B * H));
         }

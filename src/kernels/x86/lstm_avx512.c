@@ -13,6 +13,19 @@
  * in registers. The same instructions per element as the composition on this path (vecmath_avx512.h
  * is the vecmath table's code; the tail runs the same vector code under a mask, as the maps do), so
  * the same bits. */
+/* fp32 -> bf16, round to nearest even on the bit pattern, NaN to 0x7FC0 with the input's sign:
+ * convert_avx512.c's encode (not VCVTNEPS2BF16, which flushes subnormals) */
+static inline __m256i bf16_from_f32(__m512 v) {
+    const __m512i x = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+    const __mmask16 nan =
+        _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+    const __m512i qnan = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(x, 31), 15), _mm512_set1_epi32(0x7FC0));
+    r = _mm512_mask_mov_epi32(r, nan, qnan);
+    return _mm512_cvtepi32_epi16(r);
+}
+
 static inline __attribute__((always_inline)) __m512 preact(__mmask16 m, const float *gr, const float *b1,
                                                            const float *b2, size_t o) {
     __m512 p = _mm512_maskz_loadu_ps(m, gr + o);
@@ -21,8 +34,10 @@ static inline __attribute__((always_inline)) __m512 preact(__mmask16 m, const fl
     return p;
 }
 
-static void cell_forward_avx512(float *act, float *c_save, float *c, float *h, const float *gr, const float *bi,
-                                const float *bh, size_t H, bool stream) {
+/* h is fp32, or bf16 when bf16 is set (then c' is left rounded to bf16 too) */
+static inline __attribute__((always_inline)) void cell_forward_impl(float *act, float *c_save, float *c, void *h,
+                                                                    const float *gr, const float *bi, const float *bh,
+                                                                    size_t H, bool stream, bool bf16) {
     const float *b1 = bi ? bi : bh, *b2 = bi ? bh : NULL; /* (gr + b1) + b2, as add3 */
     /* non-temporal stores need whole aligned vectors */
     stream = stream && H % 16 == 0 && (uintptr_t)act % 64 == 0 && (!c_save || (uintptr_t)c_save % 64 == 0);
@@ -50,8 +65,15 @@ static void cell_forward_avx512(float *act, float *c_save, float *c, float *h, c
             _mm512_mask_storeu_ps(act + 3 * H + j, m, go);
             _mm512_mask_storeu_ps(act + 4 * H + j, m, t);
         }
-        _mm512_mask_storeu_ps(c + j, m, cn);
-        _mm512_mask_storeu_ps(h + j, m, _mm512_mul_ps(go, t));
+        const __m512 hn = _mm512_mul_ps(go, t);
+        if (bf16) { /* c' to bf16 and back: the low half cleared, as bf16 decodes */
+            const __m256i cb = bf16_from_f32(cn);
+            _mm512_mask_storeu_ps(c + j, m, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(cb), 16)));
+            _mm256_mask_storeu_epi16((uint16_t *)h + j, m, bf16_from_f32(hn));
+        } else {
+            _mm512_mask_storeu_ps(c + j, m, cn);
+            _mm512_mask_storeu_ps((float *)h + j, m, hn);
+        }
     }
     if (stream) _mm_sfence();
 }
@@ -81,17 +103,14 @@ static void cell_backward_avx512(float *dgr, float *dc_prev, const float *act, c
     for (; j < H; j++) amp_lstm_cell_backward_at(dgr, dc_prev, act, cprev, dh, dh2, dc, H, j);
 }
 
-/* fp32 -> bf16, round to nearest even on the bit pattern, NaN to 0x7FC0 with the input's sign:
- * convert_avx512.c's encode (not VCVTNEPS2BF16, which flushes subnormals) */
-static inline __m256i bf16_from_f32(__m512 v) {
-    const __m512i x = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7FFF)), lsb), 16);
-    const __mmask16 nan =
-        _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-    const __m512i qnan = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(x, 31), 15), _mm512_set1_epi32(0x7FC0));
-    r = _mm512_mask_mov_epi32(r, nan, qnan);
-    return _mm512_cvtepi32_epi16(r);
+static void cell_forward_avx512(float *act, float *c_save, float *c, float *h, const float *gr, const float *bi,
+                                const float *bh, size_t H, bool stream) {
+    cell_forward_impl(act, c_save, c, h, gr, bi, bh, H, stream, false);
+}
+
+static void cell_forward_bf16_avx512(float *act, float *c_save, float *c, uint16_t *h, const float *gr,
+                                     const float *bi, const float *bh, size_t H, bool stream) {
+    cell_forward_impl(act, c_save, c, h, gr, bi, bh, H, stream, true);
 }
 
 /* one gate's gradient: summed into db, rounded into dg */
@@ -146,6 +165,7 @@ static void add3_avx512(float *dst, const float *a, const float *b, const float 
 
 void amp_lstm_kernels_avx512(amp_lstm_kernels *k) {
     k->cell_forward = cell_forward_avx512;
+    k->cell_forward_bf16 = cell_forward_bf16_avx512;
     k->cell_backward_bf16 = cell_backward_bf16_avx512;
     k->add3 = add3_avx512;
     k->cell_backward = cell_backward_avx512;
