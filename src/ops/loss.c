@@ -21,7 +21,7 @@ typedef struct {
     float *stats;     /* [N][2]: max, log(sum exp(x - max)) */
 } ce_saved;
 
-enum { CE_CHUNK = 512 }; /* the forward's exp buffer, on the stack */
+enum { CE_CHUNK = 256, CE_ROWS = 8 }; /* the forward's exp buffer, CE_ROWS rows of CE_CHUNK, on the stack */
 
 /* The loops over a row below work in blocks of CE_LANES with fixed-length inner loops (what gcc -O2
  * and clang vectorize) and a scalar tail; each element gets the same operations as in the plain loop.
@@ -107,21 +107,34 @@ amp_tensor *amp_cross_entropy(amp_ctx *ctx, amp_tensor *logits, const int32_t *t
         amp_scratch_release(ctx, m);
         return NULL;
     }
-    float acc = 0.0f, e[CE_CHUNK];
+    /* CE_ROWS rows at a time: each row's exps are still summed one after another in increasing c (the
+     * order that defines the bits), but the rows' chains are interleaved, so the adds overlap instead of
+     * each waiting for the previous one */
+    float acc = 0.0f, e[CE_ROWS][CE_CHUNK];
     const amp_vmath_kernels *vm = amp_vmath_active();
-    for (int64_t n = 0; n < N; n++) {
-        const float *row = x + n * C;
-        const float mx = row_max(row, C);
-        float sum = 0.0f;
+    for (int64_t n0 = 0; n0 < N; n0 += CE_ROWS) {
+        const int nr = N - n0 < CE_ROWS ? (int)(N - n0) : CE_ROWS;
+        float mx[CE_ROWS], sum[CE_ROWS];
+        for (int r = 0; r < nr; r++) mx[r] = row_max(x + (n0 + r) * C, C), sum[r] = 0.0f;
         for (int64_t c0 = 0; c0 < C; c0 += CE_CHUNK) { /* exp(x - max) in chunks, summed in order */
             const int64_t len = C - c0 < CE_CHUNK ? C - c0 : CE_CHUNK;
-            row_shift(e, row + c0, mx, len);
-            vm->exp(e, e, (size_t)len);
-            for (int64_t c = 0; c < len; c++) sum += e[c];
+            for (int r = 0; r < nr; r++) {
+                row_shift(e[r], x + (n0 + r) * C + c0, mx[r], len);
+                vm->exp(e[r], e[r], (size_t)len);
+            }
+            if (nr == CE_ROWS)
+                for (int64_t c = 0; c < len; c++)
+                    for (int r = 0; r < CE_ROWS; r++) sum[r] += e[r][c];
+            else
+                for (int r = 0; r < nr; r++)
+                    for (int64_t c = 0; c < len; c++) sum[r] += e[r][c];
         }
-        const float logsum = logf(sum);
-        stats[2 * n] = mx, stats[2 * n + 1] = logsum;
-        acc += logsum - (row[targets[n]] - mx); /* -log_softmax(x)[n, t_n] */
+        for (int r = 0; r < nr; r++) {
+            const int64_t n = n0 + r;
+            const float logsum = logf(sum[r]);
+            stats[2 * n] = mx[r], stats[2 * n + 1] = logsum;
+            acc += logsum - (x[n * C + targets[n]] - mx[r]); /* -log_softmax(x)[n, t_n] */
+        }
     }
     *(float *)out->data = acc / (float)N;
     amp_node *node = amp_autograd_record(ctx, op, logits->dtype, out, &logits, 1, cross_entropy_backward);
