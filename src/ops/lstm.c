@@ -383,15 +383,17 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
  * shape and bookkeeping, not arithmetic:
  *   forward:  per step x_t W_ih^T, then h_{t-1} W_hh^T accumulated into the same rows (beta 1), with
  *             both weights packed once per pass and h_{t-1} read in place from the output; then one
- *             fused pointwise pass per row (lstm_kernels.h cell_forward: biases, activations, c_t, h_t),
- *             which stores the saved activations and c_{t-1} around the caches, as nothing reads them
- *             before the backward pass;
+ *             fused pointwise pass per row (lstm_kernels.h cell_forward: biases, activations, c_t, h_t;
+ *             for bf16 on AVX-512 also h_t's and c_t's rounding, cell_forward_bf16), which stores the
+ *             saved activations and c_{t-1} around the caches, as nothing reads them before the
+ *             backward pass;
  *   backward: per step only dh = dG_t W_hh; then dX = dG W_ih and [dW_ih | dW_hh] = dG^T [X | H_prev]
  *             as two GEMMs with K = B*T (one pass over dG for both weight gradients), each weight
- *             gradient accumulated (rounded) once instead of T times. The bias gradient is summed in fp32 as the rows of dG are formed (t from T - 1
- *             down, b up within a step), so for f16/bf16 each fp32 row of dG lives only in a one-row
- *             buffer until it is rounded: no fp32 [B*T, 4H] buffer written and read again (measured
- *             3-5% of the lstm model's amp-bf16 step).
+ *             gradient accumulated (rounded) once instead of T times. The bias gradient is summed in
+ *             fp32 as the rows of dG are formed (t from T - 1 down, b up within a step), so for f16/bf16
+ *             each fp32 row of dG lives only in a one-row buffer until it is rounded (for bf16 on
+ *             AVX-512 only in registers, lstm_kernels.h cell_backward_bf16): no fp32 [B*T, 4H] buffer
+ *             written and read again (measured 3-5% of the lstm model's amp-bf16 step).
  * Values: the gate pre-activations are fp32 sums of the same dt products; tanh(c_t) is taken of the
  * fp32 c_t and the next step reads c_t rounded to dt, as with the cell's c' output; dG is formed in
  * fp32 and rounded once to dt for the GEMMs. The weight gradients sum over time inside one fp32 GEMM
@@ -459,13 +461,14 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     }
     const char *hout = node->out->data;
     if (w_ih->requires_grad && w_hh->requires_grad) {
-        /* [dW_ih | dW_hh] [4H, I + H] = dG^T [X | H_prev]: one pass over dG (packed once per block, where two
-         * GEMMs read and packed all of it twice; measured 1.4% of the lstm model's amp-bf16 step); an
-         * element's sum does not depend on the columns around it (gemm.c), so the bits are those of the
-         * two products */
+        /* [dW_ih | dW_hh] [4H, I + H] = dG^T [X | H_prev]: one pass over dG, packed once per block where two
+         * GEMMs read and packed all of it twice (measured on the lstm model, one thread: fp32 step about
+         * 1% faster, bf16 within noise); an element's sum does not depend on the columns around it
+         * (gemm.c), so the bits are those of the two products */
         const int64_t N = I + H;
         char *xh = amp_scratch_alloc(ctx, (size_t)(R * N) * es);
-        float *dwc = amp_f32_scratch(ctx, G * N), *dwi = amp_f32_scratch(ctx, G * I), *dwh = amp_f32_scratch(ctx, G * H);
+        float *dwc = amp_f32_scratch(ctx, G * N); /* [dW_ih | dW_hh], then copied into the two below */
+        float *dwi = amp_f32_scratch(ctx, G * I), *dwh = amp_f32_scratch(ctx, G * H);
         if (!xh || !dwc || !dwi || !dwh) return;
         for (int64_t r = 0; r < R; r++)
             memcpy(xh + (size_t)(r * N) * es, (const char *)x->data + (size_t)(r * I) * es, (size_t)I * es);

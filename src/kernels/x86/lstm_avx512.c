@@ -1,6 +1,7 @@
 /* AVX-512 LSTM pointwise kernels (kernels/lstm_kernels.h): 16 lanes, the
  * reference's multiplies and adds in the reference's order (no FMA), so the
- * same bits; tails run the scalar formula. */
+ * same bits; tails run the scalar formula (cell_backward, acc, add3) or the
+ * same vector code under a mask (the fused row kernels). */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -8,11 +9,6 @@
 #include "../lstm_kernels.h"
 #include "vecmath_avx512.h"
 
-/* One fused pass over the row instead of the composition's seven (add3, three activation maps, the
- * cell update, tanh, the product): each vector of 16 columns goes from the pre-activations to h'
- * in registers. The same instructions per element as the composition on this path (vecmath_avx512.h
- * is the vecmath table's code; the tail runs the same vector code under a mask, as the maps do), so
- * the same bits. */
 /* fp32 -> bf16, round to nearest even on the bit pattern, NaN to 0x7FC0 with the input's sign:
  * convert_avx512.c's encode (not VCVTNEPS2BF16, which flushes subnormals) */
 static inline __m256i bf16_from_f32(__m512 v) {
@@ -34,7 +30,11 @@ static inline __attribute__((always_inline)) __m512 preact(__mmask16 m, const fl
     return p;
 }
 
-/* h is fp32, or bf16 when bf16 is set (then c' is left rounded to bf16 too) */
+/* One fused pass over the row instead of the composition's seven (add3, three activation maps, the
+ * cell update, tanh, the product): each vector of 16 columns goes from the pre-activations to h'
+ * in registers. The same instructions per element as the composition on this path (vecmath_avx512.h
+ * is the vecmath table's code; the tail runs the same vector code under a mask, as the maps do), so
+ * the same bits. h is fp32, or bf16 when bf16 is set (then c' is left rounded to bf16 too). */
 static inline __attribute__((always_inline)) void cell_forward_impl(float *act, float *c_save, float *c, void *h,
                                                                     const float *gr, const float *bi, const float *bh,
                                                                     size_t H, bool stream, bool bf16) {
@@ -131,13 +131,14 @@ static void cell_backward_bf16_avx512(uint16_t *dg, float *db, float *dc_prev, c
         const __m512 t = _mm512_maskz_loadu_ps(m, act + 4 * H + j);
         __m512 dh_out = _mm512_maskz_loadu_ps(m, dh + j);
         if (dh2) dh_out = _mm512_add_ps(dh_out, _mm512_maskz_loadu_ps(m, dh2 + j));
-        const __m512 dct = _mm512_add_ps(_mm512_maskz_loadu_ps(m, dc + j),
-                                         _mm512_mul_ps(_mm512_mul_ps(dh_out, go), _mm512_sub_ps(one, _mm512_mul_ps(t, t))));
+        const __m512 dot = _mm512_mul_ps(_mm512_mul_ps(dh_out, go), _mm512_sub_ps(one, _mm512_mul_ps(t, t)));
+        const __m512 dct = _mm512_add_ps(_mm512_maskz_loadu_ps(m, dc + j), dot);
         put_gate(dg, db, j, m, _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dct, gg), gi), _mm512_sub_ps(one, gi)));
         put_gate(dg, db, H + j, m,
                  _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dct, _mm512_maskz_loadu_ps(m, cprev + j)), gf),
                                _mm512_sub_ps(one, gf)));
-        put_gate(dg, db, 2 * H + j, m, _mm512_mul_ps(_mm512_mul_ps(dct, gi), _mm512_sub_ps(one, _mm512_mul_ps(gg, gg))));
+        put_gate(dg, db, 2 * H + j, m,
+                 _mm512_mul_ps(_mm512_mul_ps(dct, gi), _mm512_sub_ps(one, _mm512_mul_ps(gg, gg))));
         put_gate(dg, db, 3 * H + j, m,
                  _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dh_out, t), go), _mm512_sub_ps(one, go)));
         _mm512_mask_storeu_ps(dc_prev + j, m, _mm512_mul_ps(dct, gf));
