@@ -117,6 +117,8 @@ static const harness_test all_tests[] = {
     TEST(data_words),
     TEST(encode_sweep),
     TEST(lstm_kernels),
+    TEST(lstm_cell_forward_kernels),
+    TEST(lstm_cell_backward_bf16_kernels),
     TEST(attention_fused),
     TEST(gelu_kernels),
     TEST(grad_reuse),

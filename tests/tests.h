@@ -171,6 +171,10 @@ void test_data_idx_float(void);
 
 /* test_lstm_kernels.c: the LSTM pointwise kernels of every SIMD path against the reference, bit for bit */
 void test_lstm_kernels(void);
+/* ... and the fused forward row kernel of every path against the composition of its own kernels */
+void test_lstm_cell_forward_kernels(void);
+/* ... and the fused backward row with the bias sum and the bf16 rounding against its composition */
+void test_lstm_cell_backward_bf16_kernels(void);
 
 /* test_attention_fused.c: the gpt model's self-attention on a fused qkv against split heads + attention */
 void test_attention_fused(void);

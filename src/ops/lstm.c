@@ -33,7 +33,6 @@
 #include "../core/parallel.h"
 #include "../gemm/gemm_kernels.h"
 #include "../kernels/lstm_kernels.h"
-#include "../kernels/vecmath.h"
 #include "op_util.h"
 
 #define OP AMP_OP_LSTM_CELL
@@ -185,24 +184,6 @@ static bool packed_gemm(amp_ctx *ctx, const packed_w *pw, int64_t m, const void 
     else amp_parallel_for(tasks, packed_task, &job);
     amp_scratch_release(ctx, mk);
     return true;
-}
-
-/* One row's gate activations in place, act [4H] = i, f, g, o pre-activations: three vector passes over
- * contiguous blocks (sigmoid on i and f together, tanh on g, sigmoid on o) through the elementwise
- * kernels of the active path (kernels/vecmath.h), which are per element, so the cell and the sequence
- * node, any batch split and any thread count give the same bits. */
-static void gate_activations(const amp_vmath_kernels *vm, float *act, int64_t H) {
-    vm->sigmoid(act, act, (size_t)(2 * H));
-    vm->tanh(act + 2 * H, act + 2 * H, (size_t)H);
-    vm->sigmoid(act + 3 * H, act + 3 * H, (size_t)H);
-}
-
-/* act [G] = gr + b_ih + b_hh (each bias optional, added in that order) */
-static void gate_preactivations(const amp_lstm_kernels *lk, float *act, const float *gr, const float *bi,
-                                const float *bh, int64_t G) {
-    if (bi && bh) lk->add3(act, gr, bi, bh, (size_t)G);
-    else if (bi || bh) lk->add3(act, gr, bi ? bi : bh, NULL, (size_t)G);
-    else memcpy(act, gr, (size_t)G * sizeof *act);
 }
 
 /* ---- the views h_next = hc[0], c_next = hc[1] ---- */
@@ -362,19 +343,11 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
         amp_scratch_release(ctx, mk);
         return ctx->status;
     }
-    const amp_vmath_kernels *vm = amp_vmath_active();
     const amp_lstm_kernels *lk = amp_lstm_active();
-    for (int64_t b = 0; b < B; b++) {
-        float *gr = gates + b * G, *act = saved + b * 5 * H, *tc = act + G;
-        gate_preactivations(lk, act, gr, bi, bh, G);
-        gate_activations(vm, act, H);
-        for (int64_t j = 0; j < H; j++) {
-            const float cn = act[H + j] * cv[b * H + j] + act[j] * act[2 * H + j];
-            tc[j] = cn;
-            out[B * H + b * H + j] = cn;
-        }
-        vm->tanh(tc, tc, (size_t)H);
-        for (int64_t j = 0; j < H; j++) out[b * H + j] = act[3 * H + j] * tc[j];
+    for (int64_t b = 0; b < B; b++) { /* c' computed in place in its half of out, from a copy of c */
+        float *cn = out + B * H + b * H;
+        memcpy(cn, cv + b * H, (size_t)H * sizeof *cn);
+        lk->cell_forward(saved + b * 5 * H, NULL, cn, out + b * H, gates + b * G, bi, bh, (size_t)H, false);
     }
     amp_store_f32(ctx, hc, out);
 
@@ -408,19 +381,39 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
  * The same cell as above, unrolled over T steps from a zero state, as one node. What it saves over T
  * amp_lstm_cell calls (its reference twin, tests/test_ops_lstm_attention.c compares them) is GEMM
  * shape and bookkeeping, not arithmetic:
- *   forward:  X W_ih^T for all B*T rows at once (one GEMM, K = I), then per step only h W_hh^T
- *             (accumulated into that step's rows, beta 1), reading h_{t-1} in place from the output;
- *   backward: per step only dh = dG_t W_hh; then dX = dG W_ih, dW_ih = dG^T X and dW_hh = dG^T H_prev
- *             as three GEMMs with K = B*T, each weight gradient accumulated (rounded) once instead of
- *             T times, and the bias gradients summed once.
+ *   forward:  per step x_t W_ih^T, then h_{t-1} W_hh^T accumulated into the same rows (beta 1), with
+ *             both weights packed once per pass and h_{t-1} read in place from the output; then one
+ *             fused pointwise pass per row (lstm_kernels.h cell_forward: biases, activations, c_t, h_t;
+ *             for bf16 on AVX-512 also h_t's and c_t's rounding, cell_forward_bf16), which stores the
+ *             saved activations and c_{t-1} around the caches, as nothing reads them before the
+ *             backward pass;
+ *   backward: per step only dh = dG_t W_hh; then dX = dG W_ih and [dW_ih | dW_hh] = dG^T [X | H_prev]
+ *             as two GEMMs with K = B*T (one pass over dG for both weight gradients), each weight
+ *             gradient accumulated (rounded) once instead of T times. The bias gradient is summed in
+ *             fp32 as the rows of dG are formed (t from T - 1 down, b up within a step), so for f16/bf16
+ *             each fp32 row of dG lives only in a one-row buffer until it is rounded (for bf16 on
+ *             AVX-512 only in registers, lstm_kernels.h cell_backward_bf16): no fp32 [B*T, 4H] buffer
+ *             written and read again (measured 3-5% of the lstm model's amp-bf16 step).
  * Values: the gate pre-activations are fp32 sums of the same dt products; tanh(c_t) is taken of the
- * fp32 c_t and the next step reads c_t rounded to dt, as with the cell's c' output; dG is formed in fp32 and rounded once to dt for the GEMMs.
- * The weight gradients sum over time inside one fp32 GEMM instead of T roundings to the gradient's
- * dtype (for fp32 the same sum in another order).
+ * fp32 c_t and the next step reads c_t rounded to dt, as with the cell's c' output; dG is formed in
+ * fp32 and rounded once to dt for the GEMMs. The weight gradients sum over time inside one fp32 GEMM
+ * instead of T roundings to the gradient's dtype (for fp32 the same sum in another order), the bias
+ * gradient in the order above.
  *
  * in[]: x [B, T, I] (contiguous, dt), w_ih, w_hh (contiguous, dt), then the biases present.
  * i[]: B, T, I, H, index of b_ih or -1, index of b_hh or -1. saved: fp32 [T, B, 5H] activations and
  * tanh(c_t) (as the cell's), then fp32 [T, B, H] c_{t-1}. */
+
+/* H_prev [B*T, H] into dst (rows ldd elements apart): row b*T + t = h_{t-1}, zeros at t = 0; h is the
+ * sequence's output [B, T, H] (es bytes per element) */
+static void put_hprev(char *dst, int64_t ldd, const char *h, int64_t B, int64_t T, int64_t H, size_t es) {
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++) {
+            char *row = dst + (size_t)((b * T + t) * ldd) * es;
+            if (t == 0) memset(row, 0, (size_t)H * es);
+            else memcpy(row, h + (size_t)((b * T + t - 1) * H) * es, (size_t)H * es);
+        }
+}
 
 static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0], *w_ih = node->in[1], *w_hh = node->in[2];
@@ -431,21 +424,32 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     const size_t es = amp_dtype_size(dt);
     const float *acts = node->saved, *cprev = acts + T * B * 5 * H;
     const float *dout = amp_grad_out(ctx, node);                /* [B, T, H] */
-    float *dgates = amp_f32_scratch(ctx, R * G);                /* fp32 dG, rows b*T + t */
-    void *dgd = dt == AMP_F32 ? (void *)dgates : amp_scratch_alloc(ctx, (size_t)(R * G) * es); /* dG in dt */
+    /* dG in dt, rows b*T + t; for a narrower dt each row is formed in fp32 in dgrow, then rounded */
+    void *dgd = amp_scratch_alloc(ctx, (size_t)(R * G) * es);
+    float *dgrow = dt == AMP_F32 ? NULL : amp_f32_scratch(ctx, G);
+    const bool want_db = (b_ih && b_ih->requires_grad) || (b_hh && b_hh->requires_grad);
+    float *db = want_db ? amp_f32_scratch(ctx, G) : NULL; /* the bias gradient, summed row by row below */
     float *dh = amp_f32_scratch(ctx, B * H), *dc = amp_f32_scratch(ctx, B * H);
-    if (!dout || !dgates || !dgd || !dh || !dc) return;
+    if (!dout || !dgd || (dt != AMP_F32 && !dgrow) || (want_db && !db) || !dh || !dc) return;
     memset(dh, 0, (size_t)(B * H) * sizeof *dh);
     memset(dc, 0, (size_t)(B * H) * sizeof *dc);
+    if (db) memset(db, 0, (size_t)G * sizeof *db);
     const amp_lstm_kernels *lk = amp_lstm_active();
     packed_w whh; /* W [H, 4H] = W_hh^T, for dh = dG_t W_hh */
     if (T > 1 && !pack_w(ctx, &whh, dt, w_hh->data, H, true, H, G, B)) return;
     for (int64_t t = T - 1; t >= 0; t--) {
         for (int64_t b = 0; b < B; b++) {
-            float *dgr = dgates + (b * T + t) * G;
-            lk->cell_backward(dgr, dc + b * H, acts + (t * B + b) * 5 * H, cprev + (t * B + b) * H,
-                              dout + (b * T + t) * H, dh + b * H, dc + b * H, (size_t)H);
-            if (dt != AMP_F32) amp_convert((char *)dgd + (size_t)((b * T + t) * G) * es, dt, dgr, AMP_F32, (size_t)G);
+            const float *act = acts + (t * B + b) * 5 * H, *cp = cprev + (t * B + b) * H, *dho = dout + (b * T + t) * H;
+            char *dgt = (char *)dgd + (size_t)((b * T + t) * G) * es;
+            if (dt == AMP_BF16 && lk->cell_backward_bf16) { /* the three steps below in one pass */
+                lk->cell_backward_bf16((uint16_t *)(void *)dgt, db, dc + b * H, act, cp, dho, dh + b * H, dc + b * H,
+                                       (size_t)H);
+                continue;
+            }
+            float *dgr = dt == AMP_F32 ? (float *)(void *)dgt : dgrow;
+            lk->cell_backward(dgr, dc + b * H, act, cp, dho, dh + b * H, dc + b * H, (size_t)H);
+            if (db) lk->acc(db, dgr, (size_t)G);
+            if (dt != AMP_F32) amp_convert(dgt, dt, dgr, AMP_F32, (size_t)G);
         }
         /* dh_{t-1} [B, H] = dG_t [B, 4H] W_hh [4H, H]; rows of dG_t are T*G apart */
         if (t > 0 && !packed_gemm(ctx, &whh, B, (const char *)dgd + (size_t)(t * G) * es, T * G, 0.0f, dh, H)) return;
@@ -455,57 +459,43 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         if (!dx || lstm_gemm(ctx, dt, false, false, R, I, G, dgd, G, w_ih->data, I, 0.0f, dx)) return;
         amp_grad_accumulate(ctx, x, dx);
     }
-    if (w_ih->requires_grad) { /* dW_ih [4H, I] = dG^T X */
+    const char *hout = node->out->data;
+    if (w_ih->requires_grad && w_hh->requires_grad) {
+        /* [dW_ih | dW_hh] [4H, I + H] = dG^T [X | H_prev]: one pass over dG, packed once per block where two
+         * GEMMs read and packed all of it twice (measured on the lstm model, one thread: fp32 step about
+         * 1% faster, bf16 within noise); an element's sum does not depend on the columns around it
+         * (gemm.c), so the bits are those of the two products */
+        const int64_t N = I + H;
+        char *xh = amp_scratch_alloc(ctx, (size_t)(R * N) * es);
+        float *dwc = amp_f32_scratch(ctx, G * N); /* [dW_ih | dW_hh], then copied into the two below */
+        float *dwi = amp_f32_scratch(ctx, G * I), *dwh = amp_f32_scratch(ctx, G * H);
+        if (!xh || !dwc || !dwi || !dwh) return;
+        for (int64_t r = 0; r < R; r++)
+            memcpy(xh + (size_t)(r * N) * es, (const char *)x->data + (size_t)(r * I) * es, (size_t)I * es);
+        put_hprev(xh + (size_t)I * es, N, hout, B, T, H, es);
+        if (lstm_gemm(ctx, dt, true, false, G, N, R, dgd, G, xh, N, 0.0f, dwc)) return;
+        for (int64_t g = 0; g < G; g++) {
+            memcpy(dwi + g * I, dwc + g * N, (size_t)I * sizeof *dwi);
+            memcpy(dwh + g * H, dwc + g * N + I, (size_t)H * sizeof *dwh);
+        }
+        amp_grad_accumulate(ctx, w_ih, dwi);
+        amp_grad_accumulate(ctx, w_hh, dwh);
+    } else if (w_ih->requires_grad) { /* dW_ih [4H, I] = dG^T X */
         float *dw = amp_f32_scratch(ctx, G * I);
         if (!dw || lstm_gemm(ctx, dt, true, false, G, I, R, dgd, G, x->data, I, 0.0f, dw)) return;
         amp_grad_accumulate(ctx, w_ih, dw);
-    }
-    if (w_hh->requires_grad) { /* dW_hh [4H, H] = dG^T H_prev, H_prev row b*T + t = h_{t-1} (0 at t = 0) */
+    } else if (w_hh->requires_grad) { /* dW_hh [4H, H] = dG^T H_prev */
         char *hp = amp_scratch_alloc(ctx, (size_t)(R * H) * es);
         float *dw = amp_f32_scratch(ctx, G * H);
         if (!hp || !dw) return;
-        const char *hout = node->out->data;
-        for (int64_t b = 0; b < B; b++) {
-            memset(hp + (size_t)(b * T * H) * es, 0, (size_t)H * es);
-            memcpy(hp + (size_t)((b * T + 1) * H) * es, hout + (size_t)(b * T * H) * es, (size_t)((T - 1) * H) * es);
-        }
+        put_hprev(hp, H, hout, B, T, H, es);
         if (lstm_gemm(ctx, dt, true, false, G, H, R, dgd, G, hp, H, 0.0f, dw)) return;
         amp_grad_accumulate(ctx, w_hh, dw);
     }
-    if ((b_ih && b_ih->requires_grad) || (b_hh && b_hh->requires_grad)) { /* column sums, fp32 */
-        float *db = amp_f32_scratch(ctx, G);
-        if (!db) return;
-        memset(db, 0, (size_t)G * sizeof *db);
-        for (int64_t r = 0; r < R; r++) lk->acc(db, dgates + r * G, (size_t)G);
+    if (db) {
         amp_grad_accumulate(ctx, b_ih, db);
         amp_grad_accumulate(ctx, b_hh, db);
     }
-}
-
-/* c_t = f c_{t-1} + i g (act [4H] = i, f, g, o after activation) into both tc and c; c is rounded
- * to dt after the step's rows. The fixed-length inner loops are what gcc -O2 and clang vectorize;
- * each element's operations are those of the cell (no contraction: the baseline has no FMA). */
-static void cell_state(float *restrict tc, float *restrict c, const float *restrict act, int64_t H) {
-    int64_t j = 0;
-    for (; j + 16 <= H; j += 16)
-        for (int q = 0; q < 16; q++) {
-            const float cn = act[H + j + q] * c[j + q] + act[j + q] * act[2 * H + j + q];
-            tc[j + q] = cn;
-            c[j + q] = cn;
-        }
-    for (; j < H; j++) {
-        const float cn = act[H + j] * c[j] + act[j] * act[2 * H + j];
-        tc[j] = cn;
-        c[j] = cn;
-    }
-}
-
-/* h = o tanh(c_t) */
-static void mul_rows(float *restrict h, const float *restrict o, const float *restrict tc, int64_t H) {
-    int64_t j = 0;
-    for (; j + 16 <= H; j += 16)
-        for (int q = 0; q < 16; q++) h[j + q] = o[j + q] * tc[j + q];
-    for (; j < H; j++) h[j] = o[j] * tc[j];
 }
 
 amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp_tensor *w_hh, amp_tensor *b_ih,
@@ -566,8 +556,8 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
         return NULL;
     }
     char *hout = out->data;
-    const amp_vmath_kernels *vm = amp_vmath_active();
     const amp_lstm_kernels *lk = amp_lstm_active();
+    const bool fused_bf16 = dt == AMP_BF16 && lk->cell_forward_bf16;
     for (int64_t t = 0; t < T; t++) {
         /* gates_t = x_t W_ih^T (amp_gemm's bits for the whole [B*T, I] product: k = I is the same, and an
          * element's sum does not depend on its row), then += h_{t-1} W_hh^T; x_t and h_{t-1} read in
@@ -579,19 +569,21 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
             return NULL;
         }
         for (int64_t b = 0; b < B; b++) {
-            const float *gr = xt + b * ldx;
-            float *act = keep ? saved + (t * B + b) * 5 * H : tcs, *tc = act + G;
-            if (keep) memcpy(saved + T * B * 5 * H + (t * B + b) * H, c + b * H, (size_t)H * sizeof *c);
-            gate_preactivations(lk, act, gr, bi, bh, G);
-            gate_activations(vm, act, H);
-            cell_state(tc, c + b * H, act, H); /* tanh below, of the fp32 c_t, as the cell's */
-            vm->tanh(tc, tc, (size_t)H);
+            float *act = keep ? saved + (t * B + b) * 5 * H : tcs;
             char *dst = hout + (size_t)((b * T + t) * H) * es;
             float *hv = dt == AMP_F32 ? (float *)(void *)dst : hrow;
-            mul_rows(hv, act + 3 * H, tc, H);
+            float *csave = keep ? saved + T * B * 5 * H + (t * B + b) * H : NULL;
+            /* c_t in place (c_{t-1} saved first); tanh of the fp32 c_t, as the cell's. What is saved is
+             * read back only by the backward pass, after the rest of the forward: streamed past the caches. */
+            if (fused_bf16) { /* the next two roundings below in the same pass */
+                lk->cell_forward_bf16(act, csave, c + b * H, (uint16_t *)(void *)dst, xt + b * ldx, bi, bh, (size_t)H,
+                                      keep);
+                continue;
+            }
+            lk->cell_forward(act, csave, c + b * H, hv, xt + b * ldx, bi, bh, (size_t)H, keep);
             if (dt != AMP_F32) amp_convert(dst, dt, hrow, AMP_F32, (size_t)H);
         }
-        if (dt != AMP_F32) { /* the next step reads c_t rounded to dt, as the cell's c' */
+        if (dt != AMP_F32 && !fused_bf16) { /* the next step reads c_t rounded to dt, as the cell's c' */
             amp_convert(cq, dt, c, AMP_F32, (size_t)(B * H));
             amp_convert(c, AMP_F32, cq, dt, (size_t)(B * H));
         }

@@ -4,6 +4,16 @@
 #include <immintrin.h>
 
 #include "../lstm_kernels.h"
+#include "../vecmath.h"
+
+/* the composition of this path's vecmath and add3 (no fused AVX2 kernel: the lstm model runs the
+ * AVX-512 path on the machines measured) */
+static void cell_forward_avx2(float *act, float *c_save, float *c, float *h, const float *gr, const float *bi,
+                              const float *bh, size_t H, bool stream) {
+    (void)stream;
+    amp_lstm_cell_forward_composed(amp_vmath_kernels_for(AMP_ISA_AVX2), amp_lstm_kernels_for(AMP_ISA_AVX2), act,
+                                   c_save, c, h, gr, bi, bh, H);
+}
 
 static void cell_backward_avx2(float *dgr, float *dc_prev, const float *act, const float *cprev, const float *dh,
                                const float *dh2, const float *dc, size_t H) {
@@ -50,6 +60,7 @@ static void add3_avx2(float *dst, const float *a, const float *b, const float *c
 }
 
 void amp_lstm_kernels_avx2(amp_lstm_kernels *k) {
+    k->cell_forward = cell_forward_avx2;
     k->add3 = add3_avx2;
     k->cell_backward = cell_backward_avx2;
     k->acc = acc_avx2;
