@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "../core/parallel.h"
+#include "amp/cpu.h"
 #include "amp/formats.h"
 #include "amp/gemm.h"
 #include "conv_kernels.h"
@@ -150,7 +151,7 @@ void amp_conv_col2im_ref(const conv_geom *g, const float *dcol, int64_t b0, int6
  * adds into the padded plane without bounds, then copies the interior out. Rows are short (14 and
  * 28 elements in the cnn): memcpy and memset calls per row cost more than the copies, so rows are
  * copied in fixed-size pieces the compiler inlines. Used while the padded plane fits on the stack. */
-#define CONV_PAD_PLANE_BYTES 16384
+#define CONV_PAD_PLANE_BYTES AMP_CONV_PAD_PLANE_BYTES
 
 bool amp_conv_padded_ok(const conv_geom *g) {
     return g->stride == 1 && (size_t)((g->h + 2 * g->pad) * (g->w + 2 * g->pad)) * 4 <= CONV_PAD_PLANE_BYTES;
@@ -185,7 +186,7 @@ static inline void copy_bytes(unsigned char *restrict d, const unsigned char *re
     }
 }
 
-void amp_conv_im2col_padded(const conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
+void amp_conv_im2col_padded_ref(const conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
                                 void *col) {
     const int64_t p_img = geom_p(g), ld = nb * p_img, wp = g->w + 2 * g->pad, hp = g->h + 2 * g->pad;
     _Alignas(64) unsigned char pad[CONV_PAD_PLANE_BYTES];
@@ -209,7 +210,7 @@ void amp_conv_im2col_padded(const conv_geom *g, const void *x, size_t es, int64_
 /* Writes (not adds) image b0 + b's planes of dx: the additions onto each element are amp_conv_col2im_ref's,
  * in its order, starting from the padded plane's zero, so the bits are those of amp_conv_col2im_ref into a
  * zeroed dx. */
-void amp_conv_col2im_padded(const conv_geom *g, const float *dcol, int64_t b0, int64_t nb, int64_t b, float *dx) {
+void amp_conv_col2im_padded_ref(const conv_geom *g, const float *dcol, int64_t b0, int64_t nb, int64_t b, float *dx) {
     const int64_t p_img = geom_p(g), ld = nb * p_img, wp = g->w + 2 * g->pad, hp = g->h + 2 * g->pad;
     _Alignas(64) float pad[CONV_PAD_PLANE_BYTES / sizeof(float)];
     for (int64_t c = 0; c < g->c; c++) {
@@ -225,6 +226,26 @@ void amp_conv_col2im_padded(const conv_geom *g, const float *dcol, int64_t b0, i
             copy_bytes((unsigned char *)(plane + iy * g->w), (const unsigned char *)(pad + (iy + g->pad) * wp + g->pad),
                        (size_t)g->w * sizeof *plane);
     }
+}
+
+void amp_conv_im2col_padded(const conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b, void *col) {
+#if defined(__x86_64__)
+    if (amp_isa_active() == AMP_ISA_AVX512) {
+        amp_conv_im2col_padded_avx512(g, x, es, b0, nb, b, col);
+        return;
+    }
+#endif
+    amp_conv_im2col_padded_ref(g, x, es, b0, nb, b, col);
+}
+
+void amp_conv_col2im_padded(const conv_geom *g, const float *dcol, int64_t b0, int64_t nb, int64_t b, float *dx) {
+#if defined(__x86_64__)
+    if (amp_isa_active() == AMP_ISA_AVX512) {
+        amp_conv_col2im_padded_avx512(g, dcol, b0, nb, b, dx);
+        return;
+    }
+#endif
+    amp_conv_col2im_padded_ref(g, dcol, b0, nb, b, dx);
 }
 
 /* The per-chunk passes around the GEMMs, run on the thread pool: one task per image (im2col, col2im,
@@ -282,8 +303,10 @@ static void task_store(void *arg, int64_t b, int thread_id) {
     (void)thread_id;
     for (int64_t o = 0; o < a->g->o; o++) {
         float *yo = a->y + o * ld + b * p_img;
-        if (a->bias)
-            for (int64_t i = 0; i < p_img; i++) yo[i] += a->bias[o];
+        if (a->bias) {
+            const float bo = a->bias[o]; /* a local: yo could alias a->bias, which kept the loop scalar */
+            for (int64_t i = 0; i < p_img; i++) yo[i] += bo;
+        }
         amp_convert((unsigned char *)a->out + (size_t)(((a->b0 + b) * a->g->o + o) * p_img) * a->es, a->dt, yo, AMP_F32,
                     (size_t)p_img);
     }

@@ -18,13 +18,28 @@ void amp_conv_im2col_ref(const amp_conv_geom *g, const void *x, size_t es, int64
 /* col2im of image b0 + b: adds its columns of dcol [C*KH*KW, nb*P] (fp32) into dx [N, C, H, W]. */
 void amp_conv_col2im_ref(const amp_conv_geom *g, const float *dcol, int64_t b0, int64_t nb, int64_t b, float *dx);
 
+/* The padded plane's bound (bytes, as fp32), a stack buffer. */
+#define AMP_CONV_PAD_PLANE_BYTES 16384
+
 /* Whether the padded-plane versions take this geometry (stride 1, padded plane within a stack
  * buffer). */
 bool amp_conv_padded_ok(const amp_conv_geom *g);
-/* The same columns as amp_conv_im2col_ref. */
+/* The same columns as amp_conv_im2col_ref; the _ref versions are the C ones, the plain names take
+ * the active SIMD path's. */
+void amp_conv_im2col_padded_ref(const amp_conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
+                                void *col);
 void amp_conv_im2col_padded(const amp_conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
                             void *col);
 /* Writes image b0 + b's planes of dx with the bits amp_conv_col2im_ref adds into a zeroed dx. */
+void amp_conv_col2im_padded_ref(const amp_conv_geom *g, const float *dcol, int64_t b0, int64_t nb, int64_t b,
+                                float *dx);
 void amp_conv_col2im_padded(const amp_conv_geom *g, const float *dcol, int64_t b0, int64_t nb, int64_t b, float *dx);
+#if defined(__x86_64__)
+/* src/kernels/x86/conv_avx512.c: the same bits as the _ref versions; only when the CPU has AVX-512 */
+void amp_conv_im2col_padded_avx512(const amp_conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
+                                   void *col);
+void amp_conv_col2im_padded_avx512(const amp_conv_geom *g, const float *dcol, int64_t b0, int64_t nb, int64_t b,
+                                   float *dx);
+#endif
 
 #endif /* AMP_CONV_KERNELS_H */

@@ -1,0 +1,122 @@
+/* AVX-512 versions of conv2d's stride-1 padded-plane im2col and col2im (ops/conv_kernels.h): the
+ * same elements written, and the same fp32 additions in the same order, as amp_conv_im2col_padded_ref
+ * and amp_conv_col2im_padded_ref, so the same bits (tests/test_ops_conv_pool.c compares them).
+ *
+ * im2col: the columns of row (c, ky, kx) for one image are the P = OH*OW outputs in order, element
+ * e = oy*OW + ox reading the padded plane at (oy + ky)*Wp + ox + kx. Instead of one short copy per
+ * output row (14 elements in the cnn: a 28-byte copy, 14 per row of col), each full vector of the
+ * destination (32 bf16 or 16 fp32 outputs, spanning 2-4 output rows) is one permute of the 128
+ * bytes of the padded plane that hold its sources: the permutation and the window's start depend on
+ * the block only, not on (c, ky, kx), so they are worked out once per call. When some block's
+ * sources span more than two vectors (a narrow output in a wide plane), the call copies rows.
+ * col2im: one masked load-add-store per output row and (c, ky, kx), in the reference's order (rows
+ * of the same (ky, kx) do not overlap, so consecutive stores never feed the next load). */
+#include <immintrin.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "../../ops/conv_kernels.h"
+
+/* the most destination blocks of one image the permute path handles (the plane's bound allows up to
+ * AMP_CONV_PAD_PLANE_BYTES / 4 / 16 = 256 fp32 blocks) */
+#define MAX_BLOCKS 256
+
+static inline __mmask64 byte_mask(size_t n) { return n >= 64 ? ~(__mmask64)0 : ((__mmask64)1 << n) - 1; }
+
+/* d[0, n) = s[0, n) in bytes, under masks */
+static inline void copy_masked(unsigned char *d, const unsigned char *s, size_t n) {
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) _mm512_storeu_si512((void *)(d + i), _mm512_loadu_si512((const void *)(s + i)));
+    if (i < n) {
+        const __mmask64 k = byte_mask(n - i);
+        _mm512_mask_storeu_epi8(d + i, k, _mm512_maskz_loadu_epi8(k, s + i));
+    }
+}
+
+void amp_conv_im2col_padded_avx512(const amp_conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
+                                   void *col) {
+    const int64_t p_img = g->oh * g->ow, ld = nb * p_img, wp = g->w + 2 * g->pad, hp = g->h + 2 * g->pad;
+    const int lanes = es == 2 ? 32 : 16; /* outputs per vector */
+    const int64_t blocks = (p_img + lanes - 1) / lanes;
+    /* the plane, and two vectors of slack that the last block's window may read (never used) */
+    _Alignas(64) unsigned char pad[AMP_CONV_PAD_PLANE_BYTES + 128];
+    memset(pad, 0, (size_t)(hp * wp) * es + 128); /* the border stays zero; the interior is rewritten per plane */
+
+    /* per block: the window's start (in elements of the plane) and the permutation into it */
+    _Alignas(64) union {
+        uint16_t e16[MAX_BLOCKS * 32];
+        uint32_t e32[MAX_BLOCKS * 16];
+    } idx;
+    int32_t base[MAX_BLOCKS];
+    bool permute = blocks <= MAX_BLOCKS;
+    for (int64_t t = 0; permute && t < blocks; t++) {
+        const int64_t e0 = t * lanes;
+        base[t] = (int32_t)(e0 / g->ow * wp + e0 % g->ow);
+        for (int l = 0; l < lanes; l++) {
+            const int64_t e = e0 + l < p_img ? e0 + l : e0; /* past the end: any lane, not stored */
+            const int64_t off = e / g->ow * wp + e % g->ow - base[t];
+            if (off >= 2 * lanes) permute = false;
+            if (es == 2) idx.e16[t * 32 + l] = (uint16_t)off;
+            else idx.e32[t * 16 + l] = (uint32_t)off;
+        }
+    }
+    const int64_t tail = p_img - (blocks - 1) * lanes; /* outputs in the last block, 1..lanes */
+
+    for (int64_t c = 0; c < g->c; c++) {
+        const unsigned char *plane = (const unsigned char *)x + (size_t)(((b0 + b) * g->c + c) * g->h * g->w) * es;
+        for (int64_t iy = 0; iy < g->h; iy++)
+            copy_masked(pad + (size_t)((iy + g->pad) * wp + g->pad) * es, plane + (size_t)(iy * g->w) * es,
+                        (size_t)g->w * es);
+        for (int64_t ky = 0; ky < g->kh; ky++)
+            for (int64_t kx = 0; kx < g->kw; kx++) {
+                const int64_t r = (c * g->kh + ky) * g->kw + kx;
+                unsigned char *dst = (unsigned char *)col + (size_t)(r * ld + b * p_img) * es;
+                const unsigned char *src = pad + (size_t)(ky * wp + kx) * es;
+                if (!permute) {
+                    for (int64_t oy = 0; oy < g->oh; oy++)
+                        copy_masked(dst + (size_t)(oy * g->ow) * es, src + (size_t)(oy * wp) * es, (size_t)g->ow * es);
+                    continue;
+                }
+                for (int64_t t = 0; t < blocks; t++) {
+                    const unsigned char *s = src + (size_t)base[t] * es;
+                    const __m512i lo = _mm512_loadu_si512((const void *)s);
+                    const __m512i hi = _mm512_loadu_si512((const void *)(s + 64));
+                    const __m512i v =
+                        es == 2 ? _mm512_permutex2var_epi16(lo, _mm512_load_si512((const void *)(idx.e16 + t * 32)), hi)
+                                : _mm512_permutex2var_epi32(lo, _mm512_load_si512((const void *)(idx.e32 + t * 16)), hi);
+                    unsigned char *d = dst + (size_t)(t * lanes) * es;
+                    if (t + 1 < blocks) _mm512_storeu_si512((void *)d, v);
+                    else _mm512_mask_storeu_epi8(d, byte_mask((size_t)tail * es), v);
+                }
+            }
+    }
+}
+
+void amp_conv_col2im_padded_avx512(const amp_conv_geom *g, const float *dcol, int64_t b0, int64_t nb, int64_t b,
+                                   float *dx) {
+    const int64_t p_img = g->oh * g->ow, ld = nb * p_img, wp = g->w + 2 * g->pad, hp = g->h + 2 * g->pad;
+    _Alignas(64) float pad[AMP_CONV_PAD_PLANE_BYTES / sizeof(float)];
+    const int64_t full = g->ow / 16 * 16;
+    const __mmask16 km = (__mmask16)((1u << (g->ow - full)) - 1u);
+    for (int64_t c = 0; c < g->c; c++) {
+        memset(pad, 0, (size_t)(hp * wp) * sizeof *pad);
+        for (int64_t ky = 0; ky < g->kh; ky++)
+            for (int64_t kx = 0; kx < g->kw; kx++) {
+                const int64_t r = (c * g->kh + ky) * g->kw + kx;
+                const float *src = dcol + r * ld + b * p_img;
+                for (int64_t oy = 0; oy < g->oh; oy++, src += g->ow) {
+                    float *d = pad + (oy + ky) * wp + kx;
+                    for (int64_t i = 0; i < full; i += 16)
+                        _mm512_storeu_ps(d + i, _mm512_add_ps(_mm512_loadu_ps(d + i), _mm512_loadu_ps(src + i)));
+                    if (km)
+                        _mm512_mask_storeu_ps(
+                            d + full, km,
+                            _mm512_add_ps(_mm512_maskz_loadu_ps(km, d + full), _mm512_maskz_loadu_ps(km, src + full)));
+                }
+            }
+        float *plane = dx + ((b0 + b) * g->c + c) * g->h * g->w;
+        for (int64_t iy = 0; iy < g->h; iy++)
+            copy_masked((unsigned char *)(plane + iy * g->w), (const unsigned char *)(pad + (iy + g->pad) * wp + g->pad),
+                        (size_t)g->w * sizeof *plane);
+    }
+}
