@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/gemm/gemm_kernels.h"
 #include "../src/ops/conv_kernels.h"
 #include "../src/ops/pool_kernels.h"
 #include "gradcheck.h"
@@ -255,6 +256,107 @@ static void check_conv_padded_twin(void) {
     }
 }
 
+
+/* The implicit GEMM's panels: the AVX-512 version against the reference, bit for bit, for every
+ * panel position of a chunk of 3 padded images (panels straddling images included), r = 6, 12, 16
+ * (and 32, which the SIMD version declines), both element sizes, a k block starting past 0 and an
+ * odd one (the bf16 pair padding). The panels start as garbage. */
+static void check_conv_implicit_panels(void) {
+#if defined(__x86_64__)
+    if (!amp_isa_supported(AMP_ISA_AVX512)) return;
+    static const int geoms[][6] = {/* c, h, w, kh, kw, pad */
+                                   {3, 14, 14, 5, 5, 2}, {1, 28, 28, 5, 5, 2}, {2, 7, 9, 3, 3, 1},
+                                   {1, 5, 6, 1, 1, 0},   {2, 3, 3, 3, 3, 0},   {2, 4, 30, 3, 2, 1}};
+    enum { NB = 3 };
+    uint64_t s = harness_seed();
+    for (size_t v = 0; v < sizeof geoms / sizeof geoms[0]; v++) {
+        const int *q = geoms[v];
+        amp_conv_geom g = {
+            .n = NB, .c = q[0], .h = q[1], .w = q[2], .o = 1, .kh = q[3], .kw = q[4], .stride = 1, .pad = q[5]};
+        g.oh = g.h + 2 * g.pad - g.kh + 1, g.ow = g.w + 2 * g.pad - g.kw + 1;
+        const int64_t hp = g.h + 2 * g.pad, wp = g.w + 2 * g.pad, k = g.c * g.kh * g.kw, pixels = NB * g.oh * g.ow;
+        const int64_t nxp = NB * g.c * hp * wp;
+        uint32_t *xp = malloc(sizeof(uint32_t) * (size_t)nxp + AMP_CONV_IMPLICIT_SLACK);
+        int32_t *koff = malloc(sizeof(int32_t) * (size_t)k);
+        uint32_t *ref = malloc(sizeof(uint32_t) * 32 * (size_t)(k + 1)), *got = malloc(sizeof(uint32_t) * 32 * (size_t)(k + 1));
+        for (int64_t i = 0; i < nxp; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            xp[i] = (uint32_t)(s >> 32);
+        }
+        memset(xp + nxp, 0, AMP_CONV_IMPLICIT_SLACK);
+        for (int64_t c = 0, r = 0; c < g.c; c++)
+            for (int64_t ky = 0; ky < g.kh; ky++)
+                for (int64_t kx = 0; kx < g.kw; kx++) koff[r++] = (int32_t)((c * hp + ky) * wp + kx);
+        int64_t simd_panels = 0;
+        for (size_t es = 2; es <= 4; es += 2) {
+            const amp_conv_implicit ci = {.g = &g, .xp = xp, .es = es, .koff = koff};
+            static const int rs[] = {6, 12, 16, 32};
+            for (size_t ri = 0; ri < 4; ri++) {
+                const int r = rs[ri];
+                for (int blk = 0; blk < 2; blk++) {
+                    const int64_t p0 = blk == 0 ? 0 : (k > 1 ? 1 : 0), kc = blk == 0 ? k : k - p0;
+                    for (int64_t i0 = 0; i0 < pixels; i0 += r) {
+                        const int64_t rows = pixels - i0 < r ? pixels - i0 : r;
+                        memset(ref, 0xCD, sizeof(uint32_t) * 32 * (size_t)(k + 1));
+                        memset(got, 0xCD, sizeof(uint32_t) * 32 * (size_t)(k + 1));
+                        amp_conv_pack_panel_ref(&ci, ref, i0, rows, p0, kc, r);
+                        if (!amp_conv_pack_panel_avx512(&ci, got, i0, rows, p0, kc, r)) continue;
+                        simd_panels++;
+                        CHECK_MSG(memcmp(got, ref, sizeof(uint32_t) * 32 * (size_t)(k + 1)) == 0,
+                                  "implicit panel avx512 != ref: geometry %zu, es %zu, r %d, i0 %lld, p0 %lld, kc %lld",
+                                  v, es, r, (long long)i0, (long long)p0, (long long)kc);
+                    }
+                }
+            }
+        }
+        if (v < 3) CHECK_MSG(simd_panels > 0, "geometry %zu: no panel took the AVX-512 path", v);
+        free(xp), free(koff), free(ref), free(got);
+    }
+#endif
+}
+
+/* conv2d's forward through the implicit GEMM (AVX-512, shapes whose product the GEMM computes as
+ * C^T: O = 64 against mr = 12) against im2col + amp_gemm + bias + one rounding, bit for bit, in
+ * f32 and bf16; on the other paths the same check covers the im2col forward. */
+static void check_conv_implicit_forward(void) {
+    enum { N = 3, C = 8, H = 10, W = 10, O = 64, KS = 5, PAD = 2, P = H * W, KK = C * KS * KS };
+    float *xs = malloc(sizeof(float) * N * C * H * W), *ws = malloc(sizeof(float) * O * KK), bs[O];
+    float *col = malloc(sizeof(float) * KK * N * P), *y = malloc(sizeof(float) * O * N * P);
+    unsigned char *want = malloc(sizeof(float) * N * O * P);
+    uint64_t s = harness_seed();
+    for (int i = 0; i < N * C * H * W; i++) xs[i] = next_uniform(&s);
+    for (int i = 0; i < O * KK; i++) ws[i] = next_uniform(&s);
+    for (int i = 0; i < O; i++) bs[i] = next_uniform(&s);
+    const amp_conv_geom g = {.n = N, .c = C, .h = H, .w = W, .o = O, .kh = KS, .kw = KS, .oh = H, .ow = W,
+                             .stride = 1, .pad = PAD};
+    for (int d = 0; d < 2; d++) {
+        const amp_dtype dt = d == 0 ? AMP_F32 : AMP_BF16;
+        const size_t es = amp_dtype_size(dt);
+        amp_ctx *ctx = NULL;
+        if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) break;
+        amp_tensor *x = amp_tensor_from(ctx, dt, 4, (const int64_t[]){N, C, H, W}, xs, AMP_F32);
+        amp_tensor *w = amp_tensor_from(ctx, dt, 4, (const int64_t[]){O, C, KS, KS}, ws, AMP_F32);
+        amp_tensor *b = amp_tensor_from(ctx, dt, 1, (const int64_t[]){O}, bs, AMP_F32);
+        amp_tensor *out = amp_conv2d(ctx, x, w, b, 1, PAD);
+        if (CHECK_MSG(out, "%s", amp_ctx_error(ctx))) {
+            float bias[O];
+            amp_tensor_read(b, bias, AMP_F32);
+            for (int64_t i = 0; i < N; i++) amp_conv_im2col_ref(&g, x->data, es, 0, N, i, col);
+            CHECK(amp_gemm(dt, false, false, O, N * P, KK, 1.0f, w->data, KK, col, N * P, 0.0f, y, N * P) == AMP_OK);
+            for (int i = 0; i < N; i++)
+                for (int o = 0; o < O; o++) {
+                    float row[P];
+                    for (int e = 0; e < P; e++) row[e] = y[o * N * P + i * P + e] + bias[o];
+                    amp_convert(want + (size_t)((i * O + o) * P) * es, dt, row, AMP_F32, P);
+                }
+            CHECK_MSG(memcmp(want, out->data, (size_t)(N * O * P) * es) == 0, "%s conv2d forward (%s) != im2col + gemm",
+                      amp_dtype_name(dt), amp_isa_name(amp_isa_active()));
+        }
+        amp_ctx_free(ctx);
+    }
+    free(xs), free(ws), free(col), free(y), free(want);
+}
+
 void test_ops_conv2d(void) {
     static const conv_user users[] = {
         {2, 3, 5, 5, 4, 3, 3, 1, 1, true},  /* 3x3, padding 1, N > 1, C > 1 */
@@ -282,6 +384,8 @@ void test_ops_conv2d(void) {
     check_conv_chunked();
     check_conv_thread_invariance();
     check_conv_padded_twin();
+    check_conv_implicit_panels();
+    check_conv_implicit_forward();
 
     amp_ctx *ctx = NULL;
     if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;

@@ -37,6 +37,7 @@
 #include "amp/gemm.h"
 #include "amp/status.h"
 #include "gemm_fused.h"
+#include "gemm_implicit.h"
 #include "gemm_kernels.h"
 #include "../formats/float_bits.h"
 #include "../core/parallel.h"
@@ -98,6 +99,8 @@ typedef struct operand {
     const char *src;
     int64_t ld;
     bool trans;
+    amp_gemm_pack_cb cb; /* not NULL: M is implicit, packed by cb(cb_arg, ...) (gemm_implicit.h) */
+    const void *cb_arg;
 } operand;
 
 /* The product the loops compute, P = M_a M_b^T (m x n, inner size k), stored with element (i, j) at
@@ -125,6 +128,10 @@ static int64_t round_up(int64_t x, int64_t unit) { return (x + unit - 1) / unit 
 /* Packs M[i0 .. i0 + rows, p0 .. p0 + kc] of an operand into panels of r rows. */
 static void pack(const gemm_job *j, const operand *op, void *dst, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
                  int r) {
+    if (op->cb) {
+        op->cb(op->cb_arg, j->kern, dst, i0, rows, p0, kc, r);
+        return;
+    }
     const int64_t off = op->trans ? p0 * op->ld + i0 : i0 * op->ld + p0;
     j->kern->pack(dst, op->src + (size_t)off * j->esize, op->ld, op->trans, rows, kc, r);
 }
@@ -320,22 +327,30 @@ static int check_matrix(int64_t rows, int64_t cols, int64_t ld, size_t esize) {
     return AMP_OK;
 }
 
-int amp_gemm_fused(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                   const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc,
-                   const amp_gemm_epilogue *ep) {
+/* The checks of both entries, in amp/gemm.h's order, and the epilogue's matrices; a stored B when
+ * `stored_b`, else B is the callback (b_given: B's pointer or callback is not NULL). */
+static int check_args(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const void *a,
+                      int64_t lda, bool stored_b, bool b_given, int64_t ldb, const float *c, int64_t ldc,
+                      const amp_gemm_epilogue *ep) {
     if (ab_dtype != AMP_F32 && ab_dtype != AMP_F16 && ab_dtype != AMP_BF16) return AMP_ERR_UNSUPPORTED_DTYPE;
     if (m < 0 || n < 0 || k < 0) return AMP_ERR_INVALID_ARGUMENT;
     const size_t esize = ab_dtype == AMP_F32 ? 4 : 2;
     int st;
     if ((st = check_matrix(trans_a ? k : m, trans_a ? m : k, lda, esize)) != AMP_OK) return st;
-    if ((st = check_matrix(trans_b ? n : k, trans_b ? k : n, ldb, esize)) != AMP_OK) return st;
+    if (stored_b && (st = check_matrix(trans_b ? n : k, trans_b ? k : n, ldb, esize)) != AMP_OK) return st;
     if ((st = check_matrix(m, n, ldc, sizeof(float))) != AMP_OK) return st;
     if (ep && ((ep->out && (st = check_matrix(m, n, ep->ldo, amp_dtype_size(ep->out_dtype))) != AMP_OK) ||
                (ep->acc && (st = check_matrix(m, n, ep->ldacc, sizeof(float))) != AMP_OK)))
         return st;
-    if ((!a && m > 0 && k > 0) || (!b && k > 0 && n > 0) || (!c && m > 0 && n > 0)) return AMP_ERR_NULL_POINTER;
-    if (m == 0 || n == 0) return AMP_OK;
+    if ((!a && m > 0 && k > 0) || (!c && m > 0 && n > 0)) return AMP_ERR_NULL_POINTER;
+    if (!b_given && (!stored_b || (k > 0 && n > 0))) return AMP_ERR_NULL_POINTER;
+    return AMP_OK;
+}
 
+/* The product once the arguments are checked; op_bt is M = op(B)^T, stored or implicit. */
+static int gemm_run(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
+                    int64_t lda, operand op_bt, float beta, float *c, int64_t ldc, const amp_gemm_epilogue *ep) {
+    if (m == 0 || n == 0) return AMP_OK;
     if (alpha == 0.0f || k == 0) { /* C = beta C, A and B unread (BLAS) */
         for (int64_t i = 0; i < m; i++) {
             float *row = c + i * ldc;
@@ -349,9 +364,9 @@ int amp_gemm_fused(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, in
         return AMP_OK;
     }
 
+    const size_t esize = ab_dtype == AMP_F32 ? 4 : 2;
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), ab_dtype);
-    const operand op_a = {a, lda, trans_a};   /* M = op(A) */
-    const operand op_bt = {b, ldb, !trans_b}; /* M = op(B)^T */
+    const operand op_a = {.src = a, .ld = lda, .trans = trans_a}; /* M = op(A) */
     const bool transposed = compute_transposed(kern, m, n, k);
     gemm_job job = {
         .kern = kern,
@@ -379,6 +394,29 @@ int amp_gemm_fused(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, in
                 &job.grid_m, &job.grid_n);
     amp_parallel_for((int64_t)job.grid_m * job.grid_n, gemm_task, &job);
     return atomic_load(&job.status);
+}
+
+int amp_gemm_fused(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc,
+                   const amp_gemm_epilogue *ep) {
+    const int st = check_args(ab_dtype, trans_a, trans_b, m, n, k, a, lda, true, b != NULL, ldb, c, ldc, ep);
+    if (st != AMP_OK) return st;
+    const operand op_bt = {.src = b, .ld = ldb, .trans = !trans_b}; /* M = op(B)^T */
+    return gemm_run(ab_dtype, trans_a, m, n, k, alpha, a, lda, op_bt, beta, c, ldc, ep);
+}
+
+int amp_gemm_implicit_b(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
+                        int64_t lda, amp_gemm_pack_cb pack_b, const void *pack_arg, float beta, float *c, int64_t ldc,
+                        const amp_gemm_epilogue *ep) {
+    const int st = check_args(ab_dtype, trans_a, false, m, n, k, a, lda, false, pack_b != NULL, 0, c, ldc, ep);
+    if (st != AMP_OK) return st;
+    const operand op_bt = {.cb = pack_b, .cb_arg = pack_arg};
+    return gemm_run(ab_dtype, trans_a, m, n, k, alpha, a, lda, op_bt, beta, c, ldc, ep);
+}
+
+bool amp_gemm_computes_transposed(amp_dtype ab_dtype, int64_t m, int64_t n, int64_t k) {
+    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), ab_dtype);
+    return kern && m > 0 && n > 0 && k > 0 && compute_transposed(kern, m, n, k);
 }
 
 int amp_gemm(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,

@@ -32,6 +32,7 @@
 #include "amp/cpu.h"
 #include "amp/formats.h"
 #include "amp/gemm.h"
+#include "../gemm/gemm_implicit.h"
 #include "conv_kernels.h"
 #include "op_util.h"
 
@@ -248,6 +249,68 @@ void amp_conv_col2im_padded(const conv_geom *g, const float *dcol, int64_t b0, i
     amp_conv_col2im_padded_ref(g, dcol, b0, nb, b, dx);
 }
 
+/* ---- implicit GEMM: column panels from the padded chunk (conv_kernels.h) ---- */
+
+int64_t amp_conv_pixel_offset(const amp_conv_implicit *ci, int64_t i) {
+    const conv_geom *g = ci->g;
+    const int64_t p_img = geom_p(g), wp = g->w + 2 * g->pad, hp = g->h + 2 * g->pad;
+    const int64_t b = i / p_img, e = i % p_img;
+    return b * g->c * hp * wp + e / g->ow * wp + e % g->ow;
+}
+
+void amp_conv_pack_panel_ref(const amp_conv_implicit *ci, void *dst, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
+                             int r) {
+    const bool pairs = ci->es == 2;
+    const int64_t kc_pad = pairs ? (kc + 1) / 2 * 2 : kc;
+    for (int64_t ii = 0; ii < r; ii++) {
+        const int64_t po = ii < rows ? amp_conv_pixel_offset(ci, i0 + ii) : 0;
+        for (int64_t p = 0; p < kc_pad; p++) {
+            const bool real = ii < rows && p < kc;
+            if (pairs) {
+                const uint16_t v = real ? ((const uint16_t *)ci->xp)[po + ci->koff[p0 + p]] : 0;
+                ((uint16_t *)dst)[(p / 2) * 2 * r + 2 * ii + p % 2] = v;
+            } else {
+                const uint32_t v = real ? ((const uint32_t *)ci->xp)[po + ci->koff[p0 + p]] : 0; /* the bits */
+                ((uint32_t *)dst)[p * r + ii] = v;
+            }
+        }
+    }
+}
+
+/* The GEMM's pack callback: panels of r pixels, each by the SIMD version when it takes it. */
+static void conv_pack_cb(const void *arg, const amp_gemm_kernel *kern, void *dst, int64_t j0, int64_t cols, int64_t p0,
+                         int64_t kc, int r) {
+    const amp_conv_implicit *ci = arg;
+    const size_t panel_bytes = (size_t)r * (size_t)((kc + kern->k_unit - 1) / kern->k_unit * kern->k_unit) *
+                               (size_t)kern->packed_size;
+#if defined(__x86_64__)
+    const bool simd = amp_isa_active() == AMP_ISA_AVX512;
+#endif
+    for (int64_t t = 0; t * r < cols; t++) {
+        unsigned char *panel = (unsigned char *)dst + (size_t)t * panel_bytes;
+        const int64_t i0 = j0 + t * r, rows = cols - t * r < r ? cols - t * r : r;
+#if defined(__x86_64__)
+        if (simd && amp_conv_pack_panel_avx512(ci, panel, i0, rows, p0, kc, r)) continue;
+#endif
+        amp_conv_pack_panel_ref(ci, panel, i0, rows, p0, kc, r);
+    }
+}
+
+/* Whether the forward takes the implicit GEMM: stride 1 within the padded plane's bound, the
+ * kernel's packed format one the panels write (fp32 -> fp32, bf16 -> VDPBF16PS pairs), and (on
+ * AVX-512, where the panels have SIMD code) a product the GEMM computes as C^T, so panels are
+ * mr = 12 pixels, for every chunk size used. Elsewhere im2col stays faster. */
+static bool implicit_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
+    if (!amp_conv_padded_ok(g) || amp_isa_active() != AMP_ISA_AVX512) return false;
+    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
+    if (!kern || !((dt == AMP_F32 && kern->packed == AMP_GEMM_PACKED_F32) ||
+                   (dt == AMP_BF16 && kern->packed == AMP_GEMM_PACKED_BF16_PAIRS)))
+        return false;
+    const int64_t k = geom_k(g), p_img = geom_p(g), last = g->n % nb_max;
+    return amp_gemm_computes_transposed(dt, g->o, nb_max * p_img, k) &&
+           (last == 0 || amp_gemm_computes_transposed(dt, g->o, last * p_img, k));
+}
+
 /* The per-chunk passes around the GEMMs, run on the thread pool: one task per image (im2col, col2im,
  * the output's bias and rounding) or per output channel (dY's permutation and bias gradient). Every
  * task writes its own elements in a fixed order, so the bits do not depend on the thread count. */
@@ -266,6 +329,7 @@ typedef struct {
     const void *gy;    /* dY [N, O, P] in dt */
     void *gp;          /* dY permuted, [O, nb*P] in dt */
     float *db;         /* [O] or NULL */
+    void *xp;          /* implicit GEMM: padded chunk [nb, C, Hp, Wp] in dt */
 } conv_pass;
 
 /* Runs fn for tasks [0, n) on the pool, or serially for a small pass (the same per-task work, so the
@@ -285,6 +349,21 @@ static void task_im2col(void *arg, int64_t b, int thread_id) {
         amp_conv_im2col_padded(a->g, a->x, a->es, a->b0, a->nb, b, a->col);
     else
         amp_conv_im2col_ref(a->g, a->x, a->es, a->b0, a->nb, b, a->col);
+}
+
+/* x's image b0 + b -> its zero-padded planes in xp */
+static void task_pad(void *arg, int64_t b, int thread_id) {
+    const conv_pass *a = arg;
+    const conv_geom *g = a->g;
+    const int64_t wp = g->w + 2 * g->pad, hp = g->h + 2 * g->pad;
+    (void)thread_id;
+    unsigned char *dst = (unsigned char *)a->xp + (size_t)(b * g->c * hp * wp) * a->es;
+    const unsigned char *src = (const unsigned char *)a->x + (size_t)((a->b0 + b) * g->c * g->h * g->w) * a->es;
+    memset(dst, 0, (size_t)(g->c * hp * wp) * a->es);
+    for (int64_t c = 0; c < g->c; c++)
+        for (int64_t iy = 0; iy < g->h; iy++)
+            memcpy(dst + (size_t)((c * hp + iy + g->pad) * wp + g->pad) * a->es,
+                   src + (size_t)((c * g->h + iy) * g->w) * a->es, (size_t)g->w * a->es);
 }
 
 static void task_col2im(void *arg, int64_t b, int thread_id) {
@@ -452,22 +531,43 @@ amp_tensor *amp_conv2d(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tens
     amp_tensor *out = amp_ctx_new_tensor(ctx, dt, 4, out_shape, true);
     if (!out) return NULL;
     const size_t es = amp_dtype_size(dt);
-    const int64_t k = geom_k(&g), p_img = geom_p(&g);
-    const int64_t nb_max = chunk_images(&g, p_img * (k * (int64_t)es + g.o * 4));
+    const int64_t k = geom_k(&g), p_img = geom_p(&g), hp = g.h + 2 * g.pad, wp = g.w + 2 * g.pad;
+    /* implicit GEMM: scratch per image is the padded image and the fp32 output; else the columns too */
+    int64_t nb_max = chunk_images(&g, g.c * hp * wp * (int64_t)es + p_img * g.o * 4);
+    const bool implicit = implicit_ok(&g, dt, nb_max);
+    if (!implicit) nb_max = chunk_images(&g, p_img * (k * (int64_t)es + g.o * 4));
     amp_arena_mark m = amp_scratch_mark(ctx);
     const float *bv = bias ? amp_f32_view(ctx, bias) : NULL;
-    void *col = amp_scratch_alloc(ctx, (size_t)(k * nb_max * p_img) * es);
+    void *col = implicit ? amp_scratch_alloc(ctx, (size_t)(nb_max * g.c * hp * wp) * es + AMP_CONV_IMPLICIT_SLACK)
+                         : amp_scratch_alloc(ctx, (size_t)(k * nb_max * p_img) * es);
     float *y = amp_f32_scratch(ctx, g.o * nb_max * p_img);
-    if ((bias && !bv) || !col || !y) {
+    int32_t *koff = implicit ? amp_scratch_alloc(ctx, (size_t)k * sizeof *koff) : NULL;
+    if ((bias && !bv) || !col || !y || (implicit && !koff)) {
         amp_scratch_release(ctx, m);
         return NULL;
     }
-    conv_pass a = {.g = &g, .dt = dt, .es = es, .x = x->data, .col = col, .y = y, .bias = bv, .out = out->data};
+    conv_pass a = {.g = &g, .dt = dt, .es = es, .x = x->data, .col = col, .y = y, .bias = bv, .out = out->data, .xp = col};
+    amp_conv_implicit ci = {.g = &g, .xp = col, .es = es, .koff = koff};
+    if (implicit) {
+        for (int64_t c = 0, r = 0; c < g.c; c++)
+            for (int64_t ky = 0; ky < g.kh; ky++)
+                for (int64_t kx = 0; kx < g.kw; kx++) koff[r++] = (int32_t)((c * hp + ky) * wp + kx);
+        memset((unsigned char *)col + (size_t)(nb_max * g.c * hp * wp) * es, 0, AMP_CONV_IMPLICIT_SLACK);
+    }
     for (int64_t b0 = 0; b0 < g.n; b0 += nb_max) {
         const int64_t nb = g.n - b0 < nb_max ? g.n - b0 : nb_max, ld = nb * p_img;
         a.b0 = b0, a.nb = nb;
-        run_pass(nb, task_im2col, &a, k * ld);
-        if (conv_gemm(ctx, dt, false, false, g.o, ld, k, weight->data, k, col, ld, 0.0f, y, ld)) {
+        int st;
+        if (implicit) {
+            run_pass(nb, task_pad, &a, nb * g.c * hp * wp);
+            st = amp_gemm_implicit_b(dt, false, g.o, ld, k, 1.0f, weight->data, k > 0 ? k : 1, conv_pack_cb, &ci, 0.0f,
+                                     y, ld > 0 ? ld : 1, NULL);
+            if (st != AMP_OK) amp_ctx_fail(ctx, st, "conv2d: amp_gemm failed: %s", amp_status_str(st));
+        } else {
+            run_pass(nb, task_im2col, &a, k * ld);
+            st = conv_gemm(ctx, dt, false, false, g.o, ld, k, weight->data, k, col, ld, 0.0f, y, ld);
+        }
+        if (st != AMP_OK) {
             amp_scratch_release(ctx, m);
             return NULL;
         }

@@ -120,3 +120,66 @@ void amp_conv_col2im_padded_avx512(const amp_conv_geom *g, const float *dcol, in
                         (size_t)g->w * sizeof *plane);
     }
 }
+
+/* ---- implicit GEMM panels ----
+ * Each row of the panel (one k index p, or a pair of them for bf16) is r values from one or two
+ * windows of 32 elements of the padded chunk, one per image the panel's pixels fall in: a permute
+ * of the window(s) by the pixels' offsets (fixed for the panel), a blend when there are two, a
+ * masked store. The bf16 permute interleaves the pair's two windows at once. */
+bool amp_conv_pack_panel_avx512(const amp_conv_implicit *ci, void *dst, int64_t i0, int64_t rows, int64_t p0,
+                                int64_t kc, int r) {
+    const amp_conv_geom *g = ci->g;
+    const int64_t p_img = g->oh * g->ow;
+    if (r > 16 || rows < 1 || rows > r) return false;
+    const int64_t b_first = i0 / p_img, b_last = (i0 + rows - 1) / p_img;
+    if (b_last - b_first > 1) return false;
+    const int split = b_last == b_first ? (int)rows : (int)((b_first + 1) * p_img - i0); /* lanes of image b_first */
+    const int64_t base_a = amp_conv_pixel_offset(ci, i0);
+    const int64_t base_b = split < rows ? amp_conv_pixel_offset(ci, i0 + split) : base_a;
+    int32_t off[16] = {0};
+    for (int ii = 0; ii < rows; ii++) {
+        const int64_t o = amp_conv_pixel_offset(ci, i0 + ii) - (ii < split ? base_a : base_b);
+        if (o < 0 || o >= 32) return false;
+        off[ii] = (int32_t)o;
+    }
+    const __mmask16 k_rows = (__mmask16)((1u << rows) - 1u), k_b = (__mmask16)(k_rows & ~((1u << split) - 1u));
+    const __mmask16 k_store = (__mmask16)((1u << r) - 1u);
+    if (ci->es == 4) {
+        const __m512i idx = _mm512_loadu_si512((const void *)off);
+        const float *xa = (const float *)ci->xp + base_a, *xb = (const float *)ci->xp + base_b;
+        float *d = dst;
+        for (int64_t p = 0; p < kc; p++, d += r) {
+            const int32_t ko = ci->koff[p0 + p];
+            __m512 v = _mm512_maskz_permutex2var_ps(k_rows, _mm512_loadu_ps(xa + ko), idx, _mm512_loadu_ps(xa + ko + 16));
+            if (k_b)
+                v = _mm512_mask_blend_ps(k_b, v,
+                                         _mm512_permutex2var_ps(_mm512_loadu_ps(xb + ko), idx, _mm512_loadu_ps(xb + ko + 16)));
+            _mm512_mask_storeu_ps(d, k_store, v);
+        }
+        return true;
+    }
+    /* bf16 pairs: lane 2ii takes the even k's window at off[ii], lane 2ii + 1 the odd one's (32 + off) */
+    uint16_t idx16[32];
+    for (int ii = 0; ii < 16; ii++) idx16[2 * ii] = (uint16_t)off[ii], idx16[2 * ii + 1] = (uint16_t)(32 + off[ii]);
+    const __m512i idx = _mm512_loadu_si512((const void *)idx16);
+    uint32_t kr = 0, kb = 0;
+    for (int ii = 0; ii < rows; ii++) kr |= 3u << (2 * ii);
+    for (int ii = split; ii < rows; ii++) kb |= 3u << (2 * ii);
+    const __mmask32 k_rows2 = kr, k_b2 = kb, k_store2 = r == 16 ? 0xFFFFFFFFu : (1u << (2 * r)) - 1u;
+    const uint16_t *xa = (const uint16_t *)ci->xp + base_a, *xb = (const uint16_t *)ci->xp + base_b;
+    uint16_t *d = dst;
+    for (int64_t q = 0; 2 * q < kc; q++, d += 2 * r) {
+        const int64_t p = p0 + 2 * q;
+        const bool odd = 2 * q + 1 < kc;
+        const int32_t ke = ci->koff[p], ko = odd ? ci->koff[p + 1] : 0;
+        const __m512i zero = _mm512_setzero_si512();
+        __m512i v = _mm512_maskz_permutex2var_epi16(k_rows2, _mm512_loadu_si512((const void *)(xa + ke)), idx,
+                                                    odd ? _mm512_loadu_si512((const void *)(xa + ko)) : zero);
+        if (k_b2)
+            v = _mm512_mask_blend_epi16(k_b2, v,
+                                        _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)(xb + ke)), idx,
+                                                                  odd ? _mm512_loadu_si512((const void *)(xb + ko)) : zero));
+        _mm512_mask_storeu_epi16(d, k_store2, v);
+    }
+    return true;
+}
