@@ -531,13 +531,16 @@ static void check_max_pool_ties(void) {
  * drawn from a few values (ties everywhere), NaNs, infinities and signed zeros, forward values and
  * offsets, then backward (the reference adds into zeros, the row kernel writes). */
 static void check_max_pool_k2_twin(void) {
-    enum { H = 6, W = 38, OH = 3, OW = 19, PLANES = 200 }; /* OW: two 8-window vectors and a tail */
+    /* OW: two 8-window vectors and a tail; the cnn's 7 (all tail); 1; exactly 8; 8 and a tail of 7 */
+    static const int ows[] = {19, 7, 1, 8, 15};
+    enum { H = 6, OH = 3, MAX_OW = 19, MAX_W = 2 * MAX_OW, PLANES = 200 };
     const float pool_vals[8] = {0.0f, -0.0f, 1.0f, -NAN, -2.5f, INFINITY, -INFINITY, NAN};
     uint64_t s = harness_seed();
     int bad = 0;
     for (int p = 0; p < PLANES; p++) {
-        float x[H * W], g[OH * OW], y_ref[OH * OW], y[OH * OW], dx_ref[H * W] = {0}, dx[H * W];
-        uint8_t off_ref[OH * OW], off[OH * OW];
+        const int OW = ows[p % 5], W = 2 * OW;
+        float x[H * MAX_W], g[OH * MAX_OW], y_ref[OH * MAX_OW], y[OH * MAX_OW], dx_ref[H * MAX_W] = {0}, dx[H * MAX_W];
+        uint8_t off_ref[OH * MAX_OW], off[OH * MAX_OW];
         for (int i = 0; i < H * W; i++) {
             const float u = next_uniform(&s); /* [-1, 1) */
             /* mostly a tie-prone pick from the list; NaN and the infinities one time in 8 each */
@@ -548,12 +551,15 @@ static void check_max_pool_k2_twin(void) {
         amp_max_pool_plane_ref(x, W, 2, 2, OH, OW, y_ref, off_ref);
         for (int oy = 0; oy < OH; oy++)
             amp_max_pool_row_k2(x + 2 * oy * W, x + (2 * oy + 1) * W, OW, y + oy * OW, off + oy * OW);
-        bad += memcmp(y, y_ref, sizeof y) != 0 || memcmp(off, off_ref, sizeof off) != 0;
+        bad += memcmp(y, y_ref, sizeof(float) * (size_t)(OH * OW)) != 0 ||
+               memcmp(off, off_ref, (size_t)(OH * OW)) != 0;
         amp_max_pool_backward_plane_ref(g, off_ref, W, 2, 2, OH, OW, dx_ref);
-        for (int i = 0; i < H * W; i++) dx[i] = 12345.0f; /* every element must be written */
+        for (int i = 0; i < H * MAX_W; i++) dx[i] = 12345.0f; /* every element must be written, no more */
         for (int oy = 0; oy < OH; oy++)
             amp_max_pool_backward_row_k2(g + oy * OW, off + oy * OW, OW, dx + 2 * oy * W, dx + (2 * oy + 1) * W);
-        bad += memcmp(dx, dx_ref, sizeof dx) != 0;
+        bad += memcmp(dx, dx_ref, sizeof(float) * (size_t)(H * W)) != 0;
+        for (int i = H * W; i < H * MAX_W; i++) bad += dx[i] != 12345.0f;
+        for (int i = 0; i < H * W; i++) dx_ref[i] = 0.0f;
     }
     CHECK_MSG(bad == 0, "max pool k2 row kernels differ from the reference in %d of %d planes", bad, 2 * PLANES);
 }

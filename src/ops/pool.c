@@ -251,11 +251,40 @@ __attribute__((target("avx2"))) static void max_pool_backward_row_k2_avx2(const 
     /* the tail in scalar code: four masked stores (slow on AMD: microcoded) cost more than 7 windows */
     max_pool_backward_row_k2_scalar(g + ox, offsets + ox, ow - ox, d0 + 2 * ox, d1 + 2 * ox);
 }
+
+/* AVX-512 (VL, BW): the same, with the tail of up to 7 windows as one more vector under masks
+ * (AVX-512's masked loads and stores are not microcoded). The cnn's second pool has 7 windows per
+ * row, all of which took the scalar tail: 1.2-1.6% of its step. */
+__attribute__((target("avx2,avx512f,avx512vl,avx512bw"))) static void
+max_pool_backward_row_k2_avx512(const float *g, const uint8_t *offsets, int64_t ow, float *d0, float *d1) {
+    int64_t ox = 0;
+    __m256 a, b, c, d;
+    for (; ox + 8 <= ow; ox += 8) {
+        const __m256i k = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(offsets + ox)));
+        max_pool_backward_k2_x8(_mm256_loadu_ps(g + ox), k, &a, &b, &c, &d);
+        _mm256_storeu_ps(d0 + 2 * ox, a), _mm256_storeu_ps(d0 + 2 * ox + 8, b);
+        _mm256_storeu_ps(d1 + 2 * ox, c), _mm256_storeu_ps(d1 + 2 * ox + 8, d);
+    }
+    if (ox < ow) {
+        const int rest = (int)(ow - ox); /* 1..7 windows: 2 * rest outputs per row */
+        const __mmask8 kg = (__mmask8)((1u << rest) - 1u);
+        const __mmask8 klo = (__mmask8)(rest >= 4 ? 0xFFu : (1u << (2 * rest)) - 1u);
+        const __mmask8 khi = (__mmask8)(rest <= 4 ? 0u : (1u << (2 * rest - 8)) - 1u);
+        const __m256i k = _mm256_cvtepu8_epi32(_mm_maskz_loadu_epi8((__mmask16)kg, offsets + ox));
+        max_pool_backward_k2_x8(_mm256_maskz_loadu_ps(kg, g + ox), k, &a, &b, &c, &d);
+        _mm256_mask_storeu_ps(d0 + 2 * ox, klo, a), _mm256_mask_storeu_ps(d0 + 2 * ox + 8, khi, b);
+        _mm256_mask_storeu_ps(d1 + 2 * ox, klo, c), _mm256_mask_storeu_ps(d1 + 2 * ox + 8, khi, d);
+    }
+}
 #endif
 
 void amp_max_pool_backward_row_k2(const float *restrict g, const uint8_t *restrict offsets, int64_t ow,
                                   float *restrict d0, float *restrict d1) {
 #if defined(POOL_HAVE_AVX2)
+    if (amp_isa_active() == AMP_ISA_AVX512) {
+        max_pool_backward_row_k2_avx512(g, offsets, ow, d0, d1);
+        return;
+    }
     if (amp_isa_active() >= AMP_ISA_AVX2) {
         max_pool_backward_row_k2_avx2(g, offsets, ow, d0, d1);
         return;
