@@ -257,10 +257,12 @@ static void check_conv_padded_twin(void) {
 }
 
 
-/* The implicit GEMM's panels: the AVX-512 version against the reference, bit for bit, for every
- * panel position of a chunk of 3 padded images (panels straddling images included), r = 6, 12, 16
- * (and 32, which the SIMD version declines), both element sizes, a k block starting past 0 and an
- * odd one (the bf16 pair padding). The panels start as garbage. */
+/* The implicit GEMM's panels: the AVX-512 versions against the references, bit for bit, for every
+ * panel position of a chunk of 3 padded images (forward: panels straddling images; weight
+ * gradient: rows straddling channels, pixel pairs straddling output rows and images), r = 6, 12,
+ * 16 (and 32, which the SIMD versions decline), both element sizes (the weight gradient's SIMD
+ * panels are bf16 only), a k block starting past 0 and an odd one (the bf16 pair padding). The
+ * panels start as garbage. */
 static void check_conv_implicit_panels(void) {
 #if defined(__x86_64__)
     if (!amp_isa_supported(AMP_ISA_AVX512)) return;
@@ -277,7 +279,7 @@ static void check_conv_implicit_panels(void) {
         const int64_t hp = g.h + 2 * g.pad, wp = g.w + 2 * g.pad, k = g.c * g.kh * g.kw, pixels = NB * g.oh * g.ow;
         const int64_t nxp = NB * g.c * hp * wp;
         uint32_t *xp = malloc(sizeof(uint32_t) * (size_t)nxp + AMP_CONV_IMPLICIT_SLACK);
-        int32_t *koff = malloc(sizeof(int32_t) * (size_t)k);
+        int32_t *koff = malloc(sizeof(int32_t) * (size_t)k), *pix = malloc(sizeof(int32_t) * (size_t)pixels);
         uint32_t *ref = malloc(sizeof(uint32_t) * 32 * (size_t)(k + 1)), *got = malloc(sizeof(uint32_t) * 32 * (size_t)(k + 1));
         for (int64_t i = 0; i < nxp; i++) {
             s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -287,9 +289,13 @@ static void check_conv_implicit_panels(void) {
         for (int64_t c = 0, r = 0; c < g.c; c++)
             for (int64_t ky = 0; ky < g.kh; ky++)
                 for (int64_t kx = 0; kx < g.kw; kx++) koff[r++] = (int32_t)((c * hp + ky) * wp + kx);
-        int64_t simd_panels = 0;
+        for (int64_t i = 0; i < pixels; i++) {
+            const amp_conv_implicit c0 = {.g = &g};
+            pix[i] = (int32_t)amp_conv_pixel_offset(&c0, i);
+        }
+        int64_t simd_panels = 0, simd_k_panels = 0;
         for (size_t es = 2; es <= 4; es += 2) {
-            const amp_conv_implicit ci = {.g = &g, .xp = xp, .es = es, .koff = koff};
+            const amp_conv_implicit ci = {.g = &g, .xp = xp, .es = es, .koff = koff, .pix = pix};
             static const int rs[] = {6, 12, 16, 32};
             for (size_t ri = 0; ri < 4; ri++) {
                 const int r = rs[ri];
@@ -306,18 +312,38 @@ static void check_conv_implicit_panels(void) {
                                   "implicit panel avx512 != ref: geometry %zu, es %zu, r %d, i0 %lld, p0 %lld, kc %lld",
                                   v, es, r, (long long)i0, (long long)p0, (long long)kc);
                     }
+                    /* the weight gradient's panels: rows are k indices, columns pixels (from p0) */
+                    const int64_t q0 = blk == 0 ? 0 : 3, qc = blk == 0 ? pixels : pixels - 3 - (pixels > 8);
+                    if (qc < 1) continue;
+                    const size_t kbytes = sizeof(uint32_t) * 32 * (size_t)(pixels + 1);
+                    uint32_t *kref = malloc(kbytes), *kgot = malloc(kbytes);
+                    for (int64_t j0 = 0; j0 < k; j0 += r) {
+                        const int64_t rows = k - j0 < r ? k - j0 : r;
+                        memset(kref, 0xCD, kbytes);
+                        memset(kgot, 0xCD, kbytes);
+                        amp_conv_pack_panel_k_ref(&ci, kref, j0, rows, q0, qc, r);
+                        if (!amp_conv_pack_panel_k_avx512(&ci, kgot, j0, rows, q0, qc, r)) continue;
+                        simd_k_panels++;
+                        CHECK_MSG(memcmp(kgot, kref, kbytes) == 0,
+                                  "implicit k panel avx512 != ref: geometry %zu, es %zu, r %d, j0 %lld, p0 %lld, kc %lld",
+                                  v, es, r, (long long)j0, (long long)q0, (long long)qc);
+                    }
+                    free(kref), free(kgot);
                 }
             }
         }
-        if (v < 3) CHECK_MSG(simd_panels > 0, "geometry %zu: no panel took the AVX-512 path", v);
-        free(xp), free(koff), free(ref), free(got);
+        if (v < 3)
+            CHECK_MSG(simd_panels > 0 && simd_k_panels > 0, "geometry %zu: no panel took the AVX-512 path (%lld, %lld)",
+                      v, (long long)simd_panels, (long long)simd_k_panels);
+        free(xp), free(koff), free(pix), free(ref), free(got);
     }
 #endif
 }
 
-/* conv2d's forward through the implicit GEMM (AVX-512, shapes whose product the GEMM computes as
- * C^T: O = 64 against mr = 12) against im2col + amp_gemm + bias + one rounding, bit for bit, in
- * f32 and bf16; on the other paths the same check covers the im2col forward. */
+/* conv2d's forward and weight gradient through the implicit GEMM (AVX-512, shapes whose products
+ * the GEMM computes as C^T: O = 64 against mr = 12) against im2col + amp_gemm (+ bias + one
+ * rounding), bit for bit, in f32 and bf16; on the other paths the same checks cover the im2col
+ * versions. */
 static void check_conv_implicit_forward(void) {
     enum { N = 3, C = 8, H = 10, W = 10, O = 64, KS = 5, PAD = 2, P = H * W, KK = C * KS * KS };
     float *xs = malloc(sizeof(float) * N * C * H * W), *ws = malloc(sizeof(float) * O * KK), bs[O];
@@ -351,6 +377,31 @@ static void check_conv_implicit_forward(void) {
                 }
             CHECK_MSG(memcmp(want, out->data, (size_t)(N * O * P) * es) == 0, "%s conv2d forward (%s) != im2col + gemm",
                       amp_dtype_name(dt), amp_isa_name(amp_isa_active()));
+            /* the weight gradient (one chunk here): dW = dY col^T, as one GEMM on the stored columns */
+            amp_tensor_set_requires_grad(w, true);
+            amp_tensor *w2 = w;
+            amp_tensor *out2 = amp_conv2d(ctx, x, w2, b, 1, PAD);
+            float *gs = malloc(sizeof(float) * N * O * P), *dw = calloc((size_t)O * KK, sizeof(float));
+            unsigned char *gp = malloc(sizeof(float) * O * N * P);
+            for (int i = 0; i < N * O * P; i++) gs[i] = next_uniform(&s);
+            amp_tensor *seed = amp_tensor_from(ctx, dt, 4, (const int64_t[]){N, O, H, W}, gs, AMP_F32);
+            if (CHECK_MSG(out2 && seed && amp_backward(ctx, out2, seed) == AMP_OK && w2->grad, "%s", amp_ctx_error(ctx))) {
+                for (int i = 0; i < N; i++)
+                    for (int o = 0; o < O; o++)
+                        memcpy(gp + (size_t)(o * N * P + i * P) * es, (const unsigned char *)seed->data +
+                               (size_t)((i * O + o) * P) * es, (size_t)P * es);
+                CHECK(amp_gemm(dt, false, true, O, KK, N * P, 1.0f, gp, N * P, col, N * P, 1.0f, dw, KK) == AMP_OK);
+                const amp_dtype gdt = w2->grad->dtype;
+                float *got = malloc(sizeof(float) * O * KK), *want_dw = malloc(sizeof(float) * O * KK);
+                unsigned char *tmp = malloc(sizeof(float) * O * KK);
+                amp_convert(tmp, gdt, dw, AMP_F32, (size_t)O * KK);
+                amp_convert(want_dw, AMP_F32, tmp, gdt, (size_t)O * KK);
+                amp_tensor_read(w2->grad, got, AMP_F32);
+                CHECK_MSG(memcmp(got, want_dw, sizeof(float) * O * KK) == 0, "%s conv2d dW (%s) != gemm on the columns",
+                          amp_dtype_name(dt), amp_isa_name(amp_isa_active()));
+                free(got), free(want_dw), free(tmp);
+            }
+            free(gs), free(dw), free(gp);
         }
         amp_ctx_free(ctx);
     }

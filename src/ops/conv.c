@@ -277,6 +277,45 @@ void amp_conv_pack_panel_ref(const amp_conv_implicit *ci, void *dst, int64_t i0,
     }
 }
 
+void amp_conv_pack_panel_k_ref(const amp_conv_implicit *ci, void *dst, int64_t j0, int64_t rows, int64_t p0,
+                               int64_t kc, int r) {
+    const bool pairs = ci->es == 2;
+    const int64_t kc_pad = pairs ? (kc + 1) / 2 * 2 : kc;
+    for (int64_t ii = 0; ii < r; ii++) {
+        const int64_t ko = ii < rows ? ci->koff[j0 + ii] : 0;
+        for (int64_t p = 0; p < kc_pad; p++) {
+            const bool real = ii < rows && p < kc;
+            const int64_t at = real ? amp_conv_pixel_offset(ci, p0 + p) + ko : 0;
+            if (pairs) {
+                const uint16_t v = real ? ((const uint16_t *)ci->xp)[at] : 0;
+                ((uint16_t *)dst)[(p / 2) * 2 * r + 2 * ii + p % 2] = v;
+            } else {
+                const uint32_t v = real ? ((const uint32_t *)ci->xp)[at] : 0;
+                ((uint32_t *)dst)[p * r + ii] = v;
+            }
+        }
+    }
+}
+
+/* The weight gradient's pack callback: panels of r k indices. */
+static void conv_pack_k_cb(const void *arg, const amp_gemm_kernel *kern, void *dst, int64_t j0, int64_t cols,
+                           int64_t p0, int64_t kc, int r) {
+    const amp_conv_implicit *ci = arg;
+    const size_t panel_bytes = (size_t)r * (size_t)((kc + kern->k_unit - 1) / kern->k_unit * kern->k_unit) *
+                               (size_t)kern->packed_size;
+#if defined(__x86_64__)
+    const bool simd = amp_isa_active() == AMP_ISA_AVX512;
+#endif
+    for (int64_t t = 0; t * r < cols; t++) {
+        unsigned char *panel = (unsigned char *)dst + (size_t)t * panel_bytes;
+        const int64_t i0 = j0 + t * r, rows = cols - t * r < r ? cols - t * r : r;
+#if defined(__x86_64__)
+        if (simd && amp_conv_pack_panel_k_avx512(ci, panel, i0, rows, p0, kc, r)) continue;
+#endif
+        amp_conv_pack_panel_k_ref(ci, panel, i0, rows, p0, kc, r);
+    }
+}
+
 /* The GEMM's pack callback: panels of r pixels, each by the SIMD version when it takes it. */
 static void conv_pack_cb(const void *arg, const amp_gemm_kernel *kern, void *dst, int64_t j0, int64_t cols, int64_t p0,
                          int64_t kc, int r) {
@@ -294,6 +333,27 @@ static void conv_pack_cb(const void *arg, const amp_gemm_kernel *kern, void *dst
 #endif
         amp_conv_pack_panel_ref(ci, panel, i0, rows, p0, kc, r);
     }
+}
+
+/* koff [K] and pix [nb*P] of amp_conv_implicit, for chunks of up to nb images. */
+static void implicit_tables(const conv_geom *g, int64_t nb, int32_t *koff, int32_t *pix) {
+    const int64_t hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad;
+    for (int64_t c = 0, r = 0; c < g->c; c++)
+        for (int64_t ky = 0; ky < g->kh; ky++)
+            for (int64_t kx = 0; kx < g->kw; kx++) koff[r++] = (int32_t)((c * hp + ky) * wp + kx);
+    const amp_conv_implicit ci = {.g = g};
+    for (int64_t i = 0; i < nb * geom_p(g); i++) pix[i] = (int32_t)amp_conv_pixel_offset(&ci, i);
+}
+
+/* Whether the weight gradient takes the implicit GEMM: bf16 pairs on AVX-512 (the panels' SIMD
+ * code), stride 1, and a product computed as C^T (panels of mr k indices) for every chunk size. */
+static bool implicit_dw_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
+    if (dt != AMP_BF16 || !amp_conv_padded_ok(g) || amp_isa_active() != AMP_ISA_AVX512) return false;
+    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
+    if (!kern || kern->packed != AMP_GEMM_PACKED_BF16_PAIRS) return false;
+    const int64_t k = geom_k(g), p_img = geom_p(g), last = g->n % nb_max;
+    return amp_gemm_computes_transposed(dt, g->o, k, nb_max * p_img) &&
+           (last == 0 || amp_gemm_computes_transposed(dt, g->o, k, last * p_img));
 }
 
 /* Whether the forward takes the implicit GEMM: stride 1 within the padded plane's bound, the
@@ -460,21 +520,51 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
     const int64_t per_image = p_img * (g->o * (int64_t)es + k * (int64_t)es + k * 4);
     const int64_t nb_max = chunk_images(g, per_image);
     void *gp = amp_scratch_alloc(ctx, (size_t)(g->o * nb_max * p_img) * es);
-    void *col = need_dw ? amp_scratch_alloc(ctx, (size_t)(k * nb_max * p_img) * es) : NULL;
+    /* the implicit weight gradient needs the padded images instead of the columns; the chunk stays
+     * the same (dW's sum over the batch is split at chunk boundaries: its bits depend on nb) */
+    const bool implicit = need_dw && implicit_dw_ok(g, dt, nb_max);
+    const int64_t hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad, xp_bytes = nb_max * g->c * hp * wp * (int64_t)es;
+    void *col = !need_dw    ? NULL
+                : implicit ? amp_scratch_alloc(ctx, (size_t)xp_bytes + AMP_CONV_IMPLICIT_SLACK)
+                           : amp_scratch_alloc(ctx, (size_t)(k * nb_max * p_img) * es);
+    int32_t *koff = implicit ? amp_scratch_alloc(ctx, (size_t)k * sizeof *koff) : NULL;
+    int32_t *pix = implicit ? amp_scratch_alloc(ctx, (size_t)(nb_max * p_img) * sizeof *pix) : NULL;
     float *dcol = need_dx ? amp_f32_scratch(ctx, k * nb_max * p_img) : NULL;
     if (ctx->status != AMP_OK) return;
+    const amp_conv_implicit ci = {.g = g, .xp = col, .es = es, .koff = koff, .pix = pix};
+    if (implicit) {
+        implicit_tables(g, nb_max, koff, pix);
+        memset((unsigned char *)col + xp_bytes, 0, AMP_CONV_IMPLICIT_SLACK);
+    }
     /* the padded col2im writes every element of dx; the other one adds into zeros */
     if (dx && !amp_conv_padded_ok(g)) memset(dx, 0, (size_t)(g->n * g->c * g->h * g->w) * sizeof *dx);
     if (dw) memset(dw, 0, (size_t)(g->o * k) * sizeof *dw);
     if (db) memset(db, 0, (size_t)g->o * sizeof *db);
 
-    conv_pass a = {
-        .g = g, .dt = dt, .es = es, .x = x->data, .col = col, .dcol = dcol, .dx = dx, .gy = gy, .gp = gp, .db = db};
+    conv_pass a = {.g = g,
+                   .dt = dt,
+                   .es = es,
+                   .x = x->data,
+                   .col = col,
+                   .dcol = dcol,
+                   .dx = dx,
+                   .gy = gy,
+                   .gp = gp,
+                   .db = db,
+                   .xp = col};
     for (int64_t b0 = 0; b0 < g->n; b0 += nb_max) {
         const int64_t nb = g->n - b0 < nb_max ? g->n - b0 : nb_max, ld = nb * p_img;
         a.b0 = b0, a.nb = nb;
         run_pass(g->o, task_permute_grad, &a, g->o * ld);
-        if (dw) {
+        if (dw && implicit) {
+            run_pass(nb, task_pad, &a, nb * g->c * hp * wp);
+            const int st = amp_gemm_implicit_b(dt, false, g->o, k, ld, 1.0f, gp, ld > 0 ? ld : 1, conv_pack_k_cb, &ci,
+                                               1.0f, dw, k > 0 ? k : 1, NULL);
+            if (st != AMP_OK) {
+                amp_ctx_fail(ctx, st, "conv2d: amp_gemm failed: %s", amp_status_str(st));
+                return;
+            }
+        } else if (dw) {
             run_pass(nb, task_im2col, &a, k * ld);
             if (conv_gemm(ctx, dt, false, true, g->o, k, ld, gp, ld, col, ld, 1.0f, dw, k)) return;
         }
@@ -542,16 +632,15 @@ amp_tensor *amp_conv2d(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tens
                          : amp_scratch_alloc(ctx, (size_t)(k * nb_max * p_img) * es);
     float *y = amp_f32_scratch(ctx, g.o * nb_max * p_img);
     int32_t *koff = implicit ? amp_scratch_alloc(ctx, (size_t)k * sizeof *koff) : NULL;
-    if ((bias && !bv) || !col || !y || (implicit && !koff)) {
+    int32_t *pix = implicit ? amp_scratch_alloc(ctx, (size_t)(nb_max * p_img) * sizeof *pix) : NULL;
+    if ((bias && !bv) || !col || !y || (implicit && (!koff || !pix))) {
         amp_scratch_release(ctx, m);
         return NULL;
     }
     conv_pass a = {.g = &g, .dt = dt, .es = es, .x = x->data, .col = col, .y = y, .bias = bv, .out = out->data, .xp = col};
-    amp_conv_implicit ci = {.g = &g, .xp = col, .es = es, .koff = koff};
+    amp_conv_implicit ci = {.g = &g, .xp = col, .es = es, .koff = koff, .pix = pix};
     if (implicit) {
-        for (int64_t c = 0, r = 0; c < g.c; c++)
-            for (int64_t ky = 0; ky < g.kh; ky++)
-                for (int64_t kx = 0; kx < g.kw; kx++) koff[r++] = (int32_t)((c * hp + ky) * wp + kx);
+        implicit_tables(&g, nb_max, koff, pix);
         memset((unsigned char *)col + (size_t)(nb_max * g.c * hp * wp) * es, 0, AMP_CONV_IMPLICIT_SLACK);
     }
     for (int64_t b0 = 0; b0 < g.n; b0 += nb_max) {

@@ -51,19 +51,28 @@ typedef struct amp_conv_implicit {
     const void *xp;    /* [nb, C, Hp, Wp] in the compute dtype, then AMP_CONV_IMPLICIT_SLACK bytes */
     size_t es;         /* 4: fp32 into AMP_GEMM_PACKED_F32; 2: bf16 into AMP_GEMM_PACKED_BF16_PAIRS */
     const int32_t *koff; /* [C*KH*KW]: c*Hp*Wp + ky*Wp + kx */
+    const int32_t *pix;  /* [nb*P]: amp_conv_pixel_offset of each pixel of the chunk */
 } amp_conv_implicit;
 
 /* Bytes after the padded chunk that the AVX-512 panels may read (and never use). */
 #define AMP_CONV_IMPLICIT_SLACK 128
 
-/* Offset (elements) of chunk pixel i in xp. */
+/* Offset (elements) of chunk pixel i in xp (what ci->pix holds). */
 int64_t amp_conv_pixel_offset(const amp_conv_implicit *ci, int64_t i);
 /* One panel of r rows: pixels [i0, i0 + rows) x columns [p0, p0 + kc) of M in the packed layout
  * (fp32: element (p, ii) at p*r + ii; bf16 pairs: at (p/2)*2r + 2ii + p%2), missing rows and the
  * pad of an odd kc (pairs) zero. The reference, any r. */
 void amp_conv_pack_panel_ref(const amp_conv_implicit *ci, void *dst, int64_t i0, int64_t rows, int64_t p0, int64_t kc,
                              int r);
+/* The same for the weight gradient's product, where M = col (rows: k indices, columns: pixels):
+ * rows [j0, j0 + rows) of k indices x pixels [p0, p0 + kc), same layouts. */
+void amp_conv_pack_panel_k_ref(const amp_conv_implicit *ci, void *dst, int64_t j0, int64_t rows, int64_t p0,
+                               int64_t kc, int r);
 #if defined(__x86_64__)
+/* The same bits as amp_conv_pack_panel_k_ref for bf16 pairs, r <= 16, rows within two channels
+ * whose offsets lie within a 63-element window; false (nothing written) otherwise. */
+bool amp_conv_pack_panel_k_avx512(const amp_conv_implicit *ci, void *dst, int64_t j0, int64_t rows, int64_t p0,
+                                  int64_t kc, int r);
 /* The same bits, for r <= 16 and panels over at most two images whose pixels lie within a 32-element
  * window of each image's plane; returns false (nothing written) for the others. */
 bool amp_conv_pack_panel_avx512(const amp_conv_implicit *ci, void *dst, int64_t i0, int64_t rows, int64_t p0,

@@ -134,11 +134,11 @@ bool amp_conv_pack_panel_avx512(const amp_conv_implicit *ci, void *dst, int64_t 
     const int64_t b_first = i0 / p_img, b_last = (i0 + rows - 1) / p_img;
     if (b_last - b_first > 1) return false;
     const int split = b_last == b_first ? (int)rows : (int)((b_first + 1) * p_img - i0); /* lanes of image b_first */
-    const int64_t base_a = amp_conv_pixel_offset(ci, i0);
-    const int64_t base_b = split < rows ? amp_conv_pixel_offset(ci, i0 + split) : base_a;
+    const int64_t base_a = ci->pix[i0];
+    const int64_t base_b = split < rows ? ci->pix[i0 + split] : base_a;
     int32_t off[16] = {0};
     for (int ii = 0; ii < rows; ii++) {
-        const int64_t o = amp_conv_pixel_offset(ci, i0 + ii) - (ii < split ? base_a : base_b);
+        const int64_t o = ci->pix[i0 + ii] - (ii < split ? base_a : base_b);
         if (o < 0 || o >= 32) return false;
         off[ii] = (int32_t)o;
     }
@@ -180,6 +180,61 @@ bool amp_conv_pack_panel_avx512(const amp_conv_implicit *ci, void *dst, int64_t 
                                         _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)(xb + ke)), idx,
                                                                   odd ? _mm512_loadu_si512((const void *)(xb + ko)) : zero));
         _mm512_mask_storeu_epi16(d, k_store2, v);
+    }
+    return true;
+}
+
+/* The weight gradient's panels (rows: k indices, columns: pixels), bf16 pairs: each pair of
+ * pixels (p, p + 1) in one output row reads one 64-element window of the padded chunk per channel
+ * the panel's rows fall in, and a permute picks lane 2ii = the row's offset, lane 2ii + 1 = the
+ * same + 1 (the next pixel); pairs that straddle an output row or image, and an odd last pixel,
+ * are gathered one element at a time. */
+bool amp_conv_pack_panel_k_avx512(const amp_conv_implicit *ci, void *dst, int64_t j0, int64_t rows, int64_t p0,
+                                  int64_t kc, int r) {
+    const amp_conv_geom *g = ci->g;
+    const int64_t khw = g->kh * g->kw;
+    if (ci->es != 2 || r > 16 || rows < 1 || rows > r) return false;
+    const int64_t c_first = j0 / khw, c_last = (j0 + rows - 1) / khw;
+    if (c_last - c_first > 1) return false;
+    const int split = c_last == c_first ? (int)rows : (int)((c_first + 1) * khw - j0); /* rows in channel c_first */
+    const int32_t k_a = ci->koff[j0], k_b = split < rows ? ci->koff[j0 + split] : k_a;
+    uint16_t idx16[32] = {0};
+    uint32_t kr = 0, kb = 0;
+    for (int ii = 0; ii < rows; ii++) {
+        const int32_t o = ci->koff[j0 + ii] - (ii < split ? k_a : k_b);
+        if (o < 0 || o > 62) return false;
+        idx16[2 * ii] = (uint16_t)o, idx16[2 * ii + 1] = (uint16_t)(o + 1);
+        kr |= 3u << (2 * ii);
+        if (ii >= split) kb |= 3u << (2 * ii);
+    }
+    const __m512i idx = _mm512_loadu_si512((const void *)idx16);
+    const __mmask32 k_rows2 = kr, k_b2 = kb, k_store2 = r == 16 ? 0xFFFFFFFFu : (1u << (2 * r)) - 1u;
+    const uint16_t *xp = ci->xp;
+    uint16_t *d = dst;
+    for (int64_t q = 0; 2 * q < kc; q++, d += 2 * r) {
+        const int64_t p = p0 + 2 * q;
+        const int32_t po = ci->pix[p];
+        const bool has_next = 2 * q + 1 < kc;
+        if (has_next && ci->pix[p + 1] == po + 1) {
+            const uint16_t *wa = xp + po + k_a;
+            __m512i v = _mm512_maskz_permutex2var_epi16(k_rows2, _mm512_loadu_si512((const void *)wa), idx,
+                                                        _mm512_loadu_si512((const void *)(wa + 32)));
+            if (k_b2) {
+                const uint16_t *wb = xp + po + k_b;
+                v = _mm512_mask_blend_epi16(k_b2, v,
+                                            _mm512_permutex2var_epi16(_mm512_loadu_si512((const void *)wb), idx,
+                                                                      _mm512_loadu_si512((const void *)(wb + 32))));
+            }
+            _mm512_mask_storeu_epi16(d, k_store2, v);
+            continue;
+        }
+        const int32_t po1 = has_next ? ci->pix[p + 1] : 0;
+        for (int ii = 0; ii < r; ii++) {
+            const bool real = ii < rows;
+            const int32_t ko = real ? ci->koff[j0 + ii] : 0;
+            d[2 * ii] = real ? xp[po + ko] : 0;
+            d[2 * ii + 1] = real && has_next ? xp[po1 + ko] : 0;
+        }
     }
     return true;
 }
