@@ -448,19 +448,36 @@ static void task_col2im(void *arg, int64_t b, int thread_id) {
         amp_conv_col2im_ref(a->g, a->dcol, a->b0, a->nb, b, a->dx);
 }
 
-/* y [O, nb*P] -> out [b0 + b, O, P]: bias added in fp32, then the one rounding. */
+/* d[i] = s[i] + bo, and d[i] += bo, in blocks of 16 with a fixed inner count, which gcc's -O2
+ * vectorizer takes (the plain loop stayed scalar: 2% of the cnn's bf16 step). */
+static void add_scalar_to(float *restrict d, const float *restrict s, float bo, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int q = 0; q < 16; q++) d[i + q] = s[i + q] + bo;
+    for (; i < n; i++) d[i] = s[i] + bo;
+}
+static void add_scalar(float *d, float bo, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int q = 0; q < 16; q++) d[i + q] += bo;
+    for (; i < n; i++) d[i] += bo;
+}
+
+/* y [O, nb*P] -> out [b0 + b, O, P]: bias added in fp32, then the one rounding (fp32: the sum is
+ * written straight into out, no copy). */
 static void task_store(void *arg, int64_t b, int thread_id) {
     const conv_pass *a = arg;
     const int64_t p_img = geom_p(a->g), ld = a->nb * p_img;
     (void)thread_id;
     for (int64_t o = 0; o < a->g->o; o++) {
         float *yo = a->y + o * ld + b * p_img;
-        if (a->bias) {
-            const float bo = a->bias[o]; /* a local: yo could alias a->bias, which kept the loop scalar */
-            for (int64_t i = 0; i < p_img; i++) yo[i] += bo;
+        unsigned char *dst = (unsigned char *)a->out + (size_t)(((a->b0 + b) * a->g->o + o) * p_img) * a->es;
+        if (a->bias && a->dt == AMP_F32) {
+            add_scalar_to((float *)(void *)dst, yo, a->bias[o], p_img);
+            continue;
         }
-        amp_convert((unsigned char *)a->out + (size_t)(((a->b0 + b) * a->g->o + o) * p_img) * a->es, a->dt, yo, AMP_F32,
-                    (size_t)p_img);
+        if (a->bias) add_scalar(yo, a->bias[o], p_img);
+        amp_convert(dst, a->dt, yo, AMP_F32, (size_t)p_img);
     }
 }
 
