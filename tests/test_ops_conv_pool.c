@@ -408,6 +408,68 @@ static void check_conv_implicit_forward(void) {
     free(xs), free(ws), free(col), free(y), free(want);
 }
 
+/* The weight gradient with dY packed straight from [N, O, P] (conv_backward's dW^T = col dY^T, taken
+ * when x needs no gradient and a chunk holds several images) against the one through dY's permuted
+ * copy (x needs a gradient), bit for bit, with db, in chunks of 3-4 images and a last partial
+ * chunk (the packed runs split at image boundaries inside a k block); P odd (bf16 pairs then keep
+ * the copy; f32 and f16 take the direct path) and stride 2; 1 and 3 threads. */
+static void check_conv_dw_direct_dy(void) {
+    static const int geoms[][6] = {/* n, c, hw, o, stride, pad */
+                                   {10, 8, 20, 6, 1, 2}, {7, 8, 19, 5, 1, 2}, {9, 8, 20, 6, 2, 2}};
+    enum { K = 5 };
+    const int saved_threads = amp_get_num_threads();
+    uint64_t s = harness_seed();
+    for (size_t v = 0; v < sizeof geoms / sizeof geoms[0]; v++) {
+        const int n = geoms[v][0], c = geoms[v][1], hw = geoms[v][2], o = geoms[v][3], st = geoms[v][4],
+                  pad = geoms[v][5];
+        const int ohw = (hw + 2 * pad - K) / st + 1;
+        const int64_t nx = (int64_t)n * c * hw * hw, nw = (int64_t)o * c * K * K, ny = (int64_t)n * o * ohw * ohw;
+        float *xs = malloc(sizeof(float) * (size_t)nx), *ws = malloc(sizeof(float) * (size_t)nw);
+        float *gs = malloc(sizeof(float) * (size_t)ny);
+        for (int64_t i = 0; i < nx; i++) xs[i] = next_uniform(&s);
+        for (int64_t i = 0; i < nw; i++) ws[i] = next_uniform(&s);
+        for (int64_t i = 0; i < ny; i++) gs[i] = next_uniform(&s);
+        for (int d = 0; d < 3; d++) {
+            const amp_dtype dt = d == 0 ? AMP_F32 : d == 1 ? AMP_F16 : AMP_BF16;
+            const size_t es = amp_dtype_size(dt);
+            unsigned char *want[2] = {0};
+            /* run 0: x needs a gradient (dY's copy); runs 1, 2: it does not, 1 and 3 threads */
+            for (int r = 0; r < 3; r++) {
+                amp_set_num_threads(r == 2 ? 3 : 1);
+                amp_ctx *ctx = NULL;
+                if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) break;
+                amp_tensor *x = amp_tensor_from(ctx, dt, 4, (const int64_t[]){n, c, hw, hw}, xs, AMP_F32);
+                amp_tensor *w = amp_tensor_from(ctx, dt, 4, (const int64_t[]){o, c, K, K}, ws, AMP_F32);
+                amp_tensor *b = amp_tensor_from(ctx, dt, 1, (const int64_t[]){o}, ws, AMP_F32);
+                amp_tensor_set_requires_grad(x, r == 0);
+                amp_tensor_set_requires_grad(w, true);
+                amp_tensor_set_requires_grad(b, true);
+                amp_tensor *y = amp_conv2d(ctx, x, w, b, st, pad);
+                amp_tensor *seed = amp_tensor_from(ctx, dt, 4, (const int64_t[]){n, o, ohw, ohw}, gs, AMP_F32);
+                if (CHECK_MSG(y && amp_backward(ctx, y, seed) == AMP_OK, "%s", amp_ctx_error(ctx))) {
+                    const amp_tensor *res[2] = {w->grad, b->grad};
+                    for (int q = 0; q < 2; q++) {
+                        const size_t bytes = (size_t)amp_tensor_numel(res[q]) * es;
+                        if (r == 0) {
+                            want[q] = malloc(bytes);
+                            memcpy(want[q], res[q]->data, bytes);
+                        } else if (want[q]) {
+                            CHECK_MSG(memcmp(want[q], res[q]->data, bytes) == 0,
+                                      "geometry %zu, %s, %d thread(s): %s differs from the copy path (seed %llu)", v,
+                                      amp_dtype_name(dt), r == 2 ? 3 : 1, q ? "db" : "dW",
+                                      (unsigned long long)harness_seed());
+                        }
+                    }
+                }
+                amp_ctx_free(ctx);
+            }
+            for (int q = 0; q < 2; q++) free(want[q]);
+        }
+        free(xs), free(ws), free(gs);
+    }
+    amp_set_num_threads(saved_threads);
+}
+
 void test_ops_conv2d(void) {
     static const conv_user users[] = {
         {2, 3, 5, 5, 4, 3, 3, 1, 1, true},  /* 3x3, padding 1, N > 1, C > 1 */
@@ -437,6 +499,7 @@ void test_ops_conv2d(void) {
     check_conv_padded_twin();
     check_conv_implicit_panels();
     check_conv_implicit_forward();
+    check_conv_dw_direct_dy();
 
     amp_ctx *ctx = NULL;
     if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;

@@ -25,7 +25,8 @@
  *   backward  dW [O, K] += dY [O, nb*P] col^T                   (fp32 across chunks, GEMM beta = 1)
  *             dcol [K, nb*P] = W^T dY, then col2im adds it into dx (fp32)
  *             db [O] = sums of dY (fp32)
- * dY is the output gradient in the compute dtype (the output's dtype: exact), permuted to [O, nb*P].
+ * dY is the output gradient in the compute dtype (the output's dtype: exact), permuted to [O, nb*P]
+ * (with nb = 1 that is dY's image [O, P] itself, used in place).
  *
  * Implicit GEMM (AVX-512, stride 1, padded plane within its bound): where the GEMM computes a
  * product as C^T (gemm.c's compute_transposed: the cnn's conv2, O = 64 against the kernel's 12 rows),
@@ -348,6 +349,37 @@ static void conv_pack_cb(const void *arg, const amp_gemm_kernel *kern, void *dst
     }
 }
 
+/* dY's chunk as a GEMM operand packed straight from dY [N, O, P]: M = dY permuted, [O, nb*P] (rows:
+ * output channels, columns: the chunk's pixels), each panel's columns split at image boundaries
+ * into runs that are plain [rows, len] matrices of row stride P, each packed by the kernel's own
+ * pack at its column offset in the panel (the packed layouts put column p of a panel at p*r
+ * elements, in pairs for bf16: so the runs start at even columns, P even, when k_unit = 2). The
+ * values are those the kernel packs from the permuted copy, so are the bits. */
+typedef struct {
+    const conv_geom *g;
+    const unsigned char *gy; /* dY [N, O, P] in the compute dtype */
+    size_t es;
+    int64_t b0; /* the chunk's first image */
+} conv_dy_src;
+
+static void conv_pack_dy_cb(const void *arg, const amp_gemm_kernel *kern, void *dst, int64_t j0, int64_t cols,
+                            int64_t p0, int64_t kc, int r) {
+    const conv_dy_src *d = arg;
+    const int64_t p_img = geom_p(d->g);
+    const size_t ps = (size_t)kern->packed_size;
+    const size_t panel_bytes = (size_t)r * (size_t)((kc + kern->k_unit - 1) / kern->k_unit * kern->k_unit) * ps;
+    for (int64_t t = 0; t * r < cols; t++) {
+        unsigned char *panel = (unsigned char *)dst + (size_t)t * panel_bytes;
+        const int64_t o0 = j0 + t * r, rows = cols - t * r < r ? cols - t * r : r;
+        for (int64_t p = p0; p < p0 + kc;) {
+            const int64_t b = p / p_img, e = p % p_img, len = p_img - e < p0 + kc - p ? p_img - e : p0 + kc - p;
+            const unsigned char *src = d->gy + (size_t)(((d->b0 + b) * d->g->o + o0) * p_img + e) * d->es;
+            kern->pack(panel + (size_t)((p - p0) * r) * ps, src, p_img, false, rows, len, r);
+            p += len;
+        }
+    }
+}
+
 /* koff [K] and pix [nb*P] of amp_conv_implicit, for chunks of up to nb images. */
 static void implicit_tables(const conv_geom *g, int64_t nb, int32_t *koff, int32_t *pix) {
     const int64_t hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad;
@@ -400,7 +432,8 @@ typedef struct {
     const float *bias; /* [O] or NULL */
     void *out;         /* [N, O, P] in dt */
     const void *gy;    /* dY [N, O, P] in dt */
-    void *gp;          /* dY permuted, [O, nb*P] in dt */
+    void *gp;          /* dY permuted, [O, nb*P] in dt (when copy_gp; conv_backward says when not) */
+    bool copy_gp;
     float *db;         /* [O] or NULL */
     void *xp;          /* implicit GEMM: padded chunk [nb, C, Hp, Wp] in dt */
 } conv_pass;
@@ -494,7 +527,7 @@ static float sum_f32(const float *v, int64_t n) {
     return s;
 }
 
-/* dY [b0.., O, P] -> gp [O, nb*P] for output channel o; db[o] += its sum in fp32. */
+/* dY [b0.., O, P] -> gp [O, nb*P] for output channel o (nb > 1); db[o] += its sum in fp32. */
 static void task_permute_grad(void *arg, int64_t o, int thread_id) {
     const conv_pass *a = arg;
     const int64_t p_img = geom_p(a->g), ld = a->nb * p_img;
@@ -502,7 +535,7 @@ static void task_permute_grad(void *arg, int64_t o, int thread_id) {
     (void)thread_id;
     for (int64_t b = 0; b < a->nb; b++) {
         const unsigned char *src = (const unsigned char *)a->gy + (size_t)(((a->b0 + b) * a->g->o + o) * p_img) * a->es;
-        memcpy((unsigned char *)a->gp + (size_t)(o * ld + b * p_img) * a->es, src, (size_t)p_img * a->es);
+        if (a->copy_gp) memcpy((unsigned char *)a->gp + (size_t)(o * ld + b * p_img) * a->es, src, (size_t)p_img * a->es);
         if (!a->db) continue;
         float s = 0.0f;
         for (int64_t i0 = 0; i0 < p_img; i0 += 256) {
@@ -546,13 +579,23 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
     }
     float *dx = need_dx ? amp_f32_scratch(ctx, g->n * g->c * g->h * g->w) : NULL;
     float *dw = need_dw ? amp_f32_scratch(ctx, g->o * k) : NULL;
+    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
     float *db = need_db ? amp_f32_scratch(ctx, g->o) : NULL;
     const int64_t per_image = p_img * (g->o * (int64_t)es + k * (int64_t)es + k * 4);
     const int64_t nb_max = chunk_images(g, per_image);
-    void *gp = amp_scratch_alloc(ctx, (size_t)(g->o * nb_max * p_img) * es);
     /* the implicit weight gradient needs the padded images instead of the columns; the chunk stays
      * the same (dW's sum over the batch is split at chunk boundaries: its bits depend on nb) */
     const bool implicit = need_dw && implicit_dw_ok(g, dt, nb_max);
+    /* dY's permuted copy gp [O, nb*P], the GEMMs' operand, is not made when
+     * - one image per chunk (fp32's conv2 in the cnn: 128 chunks): dY's image [O, P] is that already;
+     * - dW is the only product and takes the columns (the cnn's conv1): it is computed as
+     *   dW^T [K, O] = col dY^T, dY packed straight from [N, O, P] by conv_pack_dy_cb (the same
+     *   products summed in the same order: the same bits), then transposed into dW.
+     * The cnn's conv1 dY is 3.2M elements: its copy was 1% of the fp32 step. */
+    const bool dw_t = need_dw && !implicit && !need_dx && nb_max > 1 && kern &&
+                      (kern->k_unit == 1 || p_img % kern->k_unit == 0);
+    void *gp = nb_max > 1 && !dw_t ? amp_scratch_alloc(ctx, (size_t)(g->o * nb_max * p_img) * es) : NULL;
+    float *dwt = dw_t ? amp_f32_scratch(ctx, k * g->o) : NULL; /* dW^T [K, O] */
     const int64_t hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad, xp_bytes = nb_max * g->c * hp * wp * (int64_t)es;
     void *col = !need_dw    ? NULL
                 : implicit ? amp_scratch_alloc(ctx, (size_t)xp_bytes + AMP_CONV_IMPLICIT_SLACK)
@@ -568,7 +611,7 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
     }
     /* the padded col2im writes every element of dx; the other one adds into zeros */
     if (dx && !amp_conv_padded_ok(g)) memset(dx, 0, (size_t)(g->n * g->c * g->h * g->w) * sizeof *dx);
-    if (dw) memset(dw, 0, (size_t)(g->o * k) * sizeof *dw);
+    if (dw) memset(dw_t ? dwt : dw, 0, (size_t)(g->o * k) * sizeof *dw);
     if (db) memset(db, 0, (size_t)g->o * sizeof *db);
 
     conv_pass a = {.g = g,
@@ -580,29 +623,43 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
                    .dx = dx,
                    .gy = gy,
                    .gp = gp,
+                   .copy_gp = gp != NULL,
                    .db = db,
                    .xp = col};
     for (int64_t b0 = 0; b0 < g->n; b0 += nb_max) {
         const int64_t nb = g->n - b0 < nb_max ? g->n - b0 : nb_max, ld = nb * p_img;
         a.b0 = b0, a.nb = nb;
-        run_pass(g->o, task_permute_grad, &a, g->o * ld);
+        const void *gop = gp ? gp : gy + (size_t)(b0 * g->o * p_img) * es;
+        if (gp || db) run_pass(g->o, task_permute_grad, &a, g->o * ld);
         if (dw && implicit) {
             run_pass(nb, task_pad, &a, nb * g->c * hp * wp);
-            const int st = amp_gemm_implicit_b(dt, false, g->o, k, ld, 1.0f, gp, ld > 0 ? ld : 1, conv_pack_k_cb, &ci,
+            const int st = amp_gemm_implicit_b(dt, false, g->o, k, ld, 1.0f, gop, ld > 0 ? ld : 1, conv_pack_k_cb, &ci,
                                                1.0f, dw, k > 0 ? k : 1, NULL);
+            if (st != AMP_OK) {
+                amp_ctx_fail(ctx, st, "conv2d: amp_gemm failed: %s", amp_status_str(st));
+                return;
+            }
+        } else if (dw_t) {
+            run_pass(nb, task_im2col, &a, k * ld);
+            const conv_dy_src dys = {.g = g, .gy = gy, .es = es, .b0 = b0};
+            const int st = amp_gemm_implicit_b(dt, false, k, g->o, ld, 1.0f, col, ld > 0 ? ld : 1, conv_pack_dy_cb, &dys,
+                                               1.0f, dwt, g->o > 0 ? g->o : 1, NULL);
             if (st != AMP_OK) {
                 amp_ctx_fail(ctx, st, "conv2d: amp_gemm failed: %s", amp_status_str(st));
                 return;
             }
         } else if (dw) {
             run_pass(nb, task_im2col, &a, k * ld);
-            if (conv_gemm(ctx, dt, false, true, g->o, k, ld, gp, ld, col, ld, 1.0f, dw, k)) return;
+            if (conv_gemm(ctx, dt, false, true, g->o, k, ld, gop, ld, col, ld, 1.0f, dw, k)) return;
         }
         if (dx) {
-            if (conv_gemm(ctx, dt, true, false, k, ld, g->o, w->data, k, gp, ld, 0.0f, dcol, ld)) return;
+            if (conv_gemm(ctx, dt, true, false, k, ld, g->o, w->data, k, gop, ld, 0.0f, dcol, ld)) return;
             run_pass(nb, task_col2im, &a, k * ld);
         }
     }
+    if (dw_t)
+        for (int64_t o = 0; o < g->o; o++)
+            for (int64_t r = 0; r < k; r++) dw[o * k + r] = dwt[r * g->o + o];
     if (dx) amp_grad_accumulate(ctx, x, dx);
     if (dw) amp_grad_accumulate(ctx, w, dw);
     if (db) amp_grad_accumulate(ctx, bias, db);
