@@ -674,8 +674,32 @@ static void check_max_pool_k2_twin(void) {
         bad += memcmp(dx, dx_ref, sizeof(float) * (size_t)(H * W)) != 0;
         for (int i = H * W; i < H * MAX_W; i++) bad += dx[i] != 12345.0f;
         for (int i = 0; i < H * W; i++) dx_ref[i] = 0.0f;
+
+        /* bf16 rows: the direct kernels against decode, the fp32 row kernel, encode (the path they
+         * replace), with NaN payloads other than the canonical one (quiet and signalling, both signs) */
+        static const uint16_t nans[4] = {0x7F81u, 0xFFC1u, 0x7FFFu, 0xFF80u | 0x20u};
+        uint16_t xh[H * MAX_W], yh_ref[OH * MAX_OW], yh[OH * MAX_OW], yh2[OH * MAX_OW];
+        float xd[H * MAX_W], yd[OH * MAX_OW];
+        amp_convert(xh, AMP_BF16, x, AMP_F32, (size_t)(H * W));
+        for (int i = 0; i < H * W; i++)
+            if (x[i] != x[i] && (i & 1)) xh[i] = nans[(i >> 1) & 3];
+        amp_convert(xd, AMP_F32, xh, AMP_BF16, (size_t)(H * W));
+        for (int oy = 0; oy < OH; oy++)
+            amp_max_pool_row_k2(xd + 2 * oy * W, xd + (2 * oy + 1) * W, OW, yd + oy * OW, off_ref + oy * OW);
+        amp_convert(yh_ref, AMP_BF16, yd, AMP_F32, (size_t)(OH * OW));
+        memset(yh, 0xAB, sizeof yh), memset(yh2, 0xAB, sizeof yh2), memset(off, 0xCD, sizeof off);
+        for (int oy = 0; oy < OH; oy++)
+            amp_max_pool_row_k2_bf16(xh + 2 * oy * W, xh + (2 * oy + 1) * W, OW, yh + oy * OW, off + oy * OW);
+        bad += memcmp(yh, yh_ref, sizeof(uint16_t) * (size_t)(OH * OW)) != 0 ||
+               memcmp(off, off_ref, (size_t)(OH * OW)) != 0;
+        for (int i = OH * OW; i < OH * MAX_OW; i++) bad += yh[i] != 0xABABu || off[i] != 0xCD; /* no more */
+        memset(off, 0xCD, sizeof off);
+        for (int oy = 0; oy < OH; oy++)
+            amp_max_pool_row_k2_bf16_ref(xh + 2 * oy * W, xh + (2 * oy + 1) * W, OW, yh2 + oy * OW, off + oy * OW);
+        bad += memcmp(yh2, yh_ref, sizeof(uint16_t) * (size_t)(OH * OW)) != 0 ||
+               memcmp(off, off_ref, (size_t)(OH * OW)) != 0;
     }
-    CHECK_MSG(bad == 0, "max pool k2 row kernels differ from the reference in %d of %d planes", bad, 2 * PLANES);
+    CHECK_MSG(bad == 0, "max pool k2 row kernels differ from the reference in %d of %d planes", bad, 4 * PLANES);
 }
 
 void test_ops_pool2d(void) {

@@ -27,6 +27,13 @@ void amp_max_pool_backward_plane_ref(const float *g, const void *offsets, int64_
 /* kernel 2, stride 2, one output row: r0, r1 are the window's two input rows (2 * ow values each),
  * y and offsets the row's ow outputs. Same picks and bits as the reference. */
 void amp_max_pool_row_k2(const float *r0, const float *r1, int64_t ow, float *y, uint8_t *offsets);
+/* The same on bf16 rows (bits) for a bf16 x: the picks of amp_max_pool_row_k2 on the decoded rows,
+ * y the picked element encoded as amp_convert would (its own bits; a NaN as sign | 0x7FC0), with no
+ * decoded copy of the rows. _ref is the scalar twin; the plain name is AVX-512 only (the caller
+ * checks amp_isa_active() == AMP_ISA_AVX512; pool.c keeps the decode path elsewhere). */
+void amp_max_pool_row_k2_bf16_ref(const uint16_t *r0, const uint16_t *r1, int64_t ow, uint16_t *y,
+                                  uint8_t *offsets);
+void amp_max_pool_row_k2_bf16(const uint16_t *r0, const uint16_t *r1, int64_t ow, uint16_t *y, uint8_t *offsets);
 /* Its backward: writes every element of the two input rows d0, d1 (2 * ow values each): g[ox] + 0
  * at the saved offset (the reference's 0 + g, so -0 becomes +0 alike), 0 elsewhere. Windows with
  * kernel = stride do not overlap, so nothing needs zeroing or adding first. */
