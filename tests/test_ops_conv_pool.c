@@ -698,8 +698,28 @@ static void check_max_pool_k2_twin(void) {
             amp_max_pool_row_k2_bf16_ref(xh + 2 * oy * W, xh + (2 * oy + 1) * W, OW, yh2 + oy * OW, off + oy * OW);
         bad += memcmp(yh2, yh_ref, sizeof(uint16_t) * (size_t)(OH * OW)) != 0 ||
                memcmp(off, off_ref, (size_t)(OH * OW)) != 0;
+
+        /* bf16 backward: dY with -0, infinities and NaN payloads, against decode, the fp32 row
+         * kernel, encode; every element of the two rows written, nothing past them */
+        uint16_t gh[OH * MAX_OW], dh_ref[H * MAX_W], dh[H * MAX_W];
+        float gd[OH * MAX_OW];
+        amp_convert(gh, AMP_BF16, g, AMP_F32, (size_t)(OH * OW));
+        for (int i = 0; i < OH * OW; i++)
+            if (i % 7 == 3) gh[i] = i % 3 ? nans[i & 3] : (uint16_t)(0x7F80u | (i & 1u) << 15);
+        amp_convert(gd, AMP_F32, gh, AMP_BF16, (size_t)(OH * OW));
+        for (int oy = 0; oy < OH; oy++)
+            amp_max_pool_backward_row_k2(gd + oy * OW, off_ref + oy * OW, OW, dx + 2 * oy * W, dx + (2 * oy + 1) * W);
+        amp_convert(dh_ref, AMP_BF16, dx, AMP_F32, (size_t)(H * W));
+        for (int v = 0; v < 2; v++) {
+            for (int i = 0; i < H * MAX_W; i++) dh[i] = 0xABABu;
+            for (int oy = 0; oy < OH; oy++)
+                (v ? amp_max_pool_backward_row_k2_bf16_ref : amp_max_pool_backward_row_k2_bf16)(
+                    gh + oy * OW, off_ref + oy * OW, OW, dh + 2 * oy * W, dh + (2 * oy + 1) * W);
+            bad += memcmp(dh, dh_ref, sizeof(uint16_t) * (size_t)(H * W)) != 0;
+            for (int i = H * W; i < H * MAX_W; i++) bad += dh[i] != 0xABABu;
+        }
     }
-    CHECK_MSG(bad == 0, "max pool k2 row kernels differ from the reference in %d of %d planes", bad, 4 * PLANES);
+    CHECK_MSG(bad == 0, "max pool k2 row kernels differ from the reference in %d of %d planes", bad, 6 * PLANES);
 }
 
 void test_ops_pool2d(void) {

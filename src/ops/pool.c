@@ -371,6 +371,56 @@ void amp_max_pool_backward_row_k2(const float *restrict g, const uint8_t *restri
     max_pool_backward_row_k2_scalar(g, offsets, ow, d0, d1);
 }
 
+void amp_max_pool_backward_row_k2_bf16_ref(const uint16_t *g, const uint8_t *offsets, int64_t ow, uint16_t *d0,
+                                           uint16_t *d1) {
+    for (int64_t ox = 0; ox < ow; ox++) {
+        const uint16_t v = bf16_exact_bits(0.0f + bf16_value(g[ox])), k = offsets[ox];
+        d0[2 * ox] = k == 0 ? v : 0, d0[2 * ox + 1] = k == 1 ? v : 0;
+        d1[2 * ox] = k == 2 ? v : 0, d1[2 * ox + 1] = k == 3 ? v : 0;
+    }
+}
+
+#if defined(POOL_HAVE_AVX2)
+/* 16 windows at a time in 32-bit lanes: g's bits with -0 -> +0 and NaN -> sign | 0x7FC0 (what 0 + g
+ * then the encode give), masked by offset == 0..3, and each row's pair of windows packed as the
+ * two halves of a lane (element 2ox low, 2ox + 1 high): one 64-byte store per row, masked in the
+ * tail. Replaces a decode of dY, the fp32 row kernel and an encode of dx. */
+__attribute__((target("avx2,avx512f,avx512vl,avx512bw"))) static void
+max_pool_backward_row_k2_bf16_avx512(const uint16_t *g, const uint8_t *offsets, int64_t ow, uint16_t *d0,
+                                     uint16_t *d1) {
+    for (int64_t ox = 0; ox < ow; ox += 16) {
+        const int n = ow - ox < 16 ? (int)(ow - ox) : 16;
+        const __mmask16 kn = (__mmask16)(n == 16 ? 0xFFFFu : (1u << n) - 1u);
+        const __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(kn, g + ox));
+        const __m512i k = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(kn, offsets + ox));
+        const __m512i mag = _mm512_and_si512(h, _mm512_set1_epi32(0x7FFF));
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7F80));
+        const __mmask16 nonzero = _mm512_test_epi32_mask(mag, mag);
+        const __m512i v = _mm512_maskz_mov_epi32(
+            nonzero, _mm512_mask_mov_epi32(h, nan,
+                                           _mm512_or_si512(_mm512_and_si512(h, _mm512_set1_epi32(0x8000)),
+                                                           _mm512_set1_epi32(0x7FC0))));
+        const __m512i w0 = _mm512_maskz_mov_epi32(_mm512_cmpeq_epi32_mask(k, _mm512_setzero_si512()), v);
+        const __m512i w1 = _mm512_maskz_mov_epi32(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(1)), v);
+        const __m512i w2 = _mm512_maskz_mov_epi32(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(2)), v);
+        const __m512i w3 = _mm512_maskz_mov_epi32(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(3)), v);
+        _mm512_mask_storeu_epi32(d0 + 2 * ox, kn, _mm512_or_si512(w0, _mm512_slli_epi32(w1, 16)));
+        _mm512_mask_storeu_epi32(d1 + 2 * ox, kn, _mm512_or_si512(w2, _mm512_slli_epi32(w3, 16)));
+    }
+}
+#endif
+
+void amp_max_pool_backward_row_k2_bf16(const uint16_t *g, const uint8_t *offsets, int64_t ow, uint16_t *d0,
+                                       uint16_t *d1) {
+#if defined(POOL_HAVE_AVX2)
+    if (amp_isa_active() == AMP_ISA_AVX512) {
+        max_pool_backward_row_k2_bf16_avx512(g, offsets, ow, d0, d1);
+        return;
+    }
+#endif
+    amp_max_pool_backward_row_k2_bf16_ref(g, offsets, ow, d0, d1);
+}
+
 /* The kernel 2, stride 2 path works on fp32 copies of a few rows at a time (in L1) instead of an fp32
  * copy of the whole input: this many floats of input rows per block. */
 #define POOL_K2_BLOCK 4096
@@ -389,6 +439,20 @@ static void max_pool_backward_k2(const pool_geom *pg, const void *g, amp_dtype g
     const size_t ges = amp_dtype_size(gdt), des = amp_dtype_size(ddt);
     const int64_t rows = POOL_K2_BLOCK / (2 * pg->w) < pg->oh ? POOL_K2_BLOCK / (2 * pg->w) : pg->oh;
     float gb[POOL_K2_BLOCK / 4], db[POOL_K2_BLOCK];
+    if (gdt == AMP_BF16 && ddt == AMP_BF16 && amp_isa_active() == AMP_ISA_AVX512) { /* no fp32 copies */
+        const uint16_t *gs = g;
+        uint16_t *ds = dst;
+        for (int64_t p = 0; p < pg->planes; p++) {
+            for (int64_t oy = 0; oy < pg->oh; oy++) {
+                const int64_t o0 = (p * pg->oh + oy) * pg->ow;
+                uint16_t *d0 = ds + (p * pg->h + 2 * oy) * pg->w, *d1 = d0 + pg->w;
+                amp_max_pool_backward_row_k2_bf16(gs + o0, offsets + o0, pg->ow, d0, d1);
+                if (pg->w > 2 * pg->ow) d0[pg->w - 1] = d1[pg->w - 1] = 0;
+            }
+            if (pg->h > 2 * pg->oh) memset(ds + (p * pg->h + pg->h - 1) * pg->w, 0, (size_t)pg->w * sizeof *ds);
+        }
+        return;
+    }
     for (int64_t p = 0; p < pg->planes; p++) {
         for (int64_t oy0 = 0; oy0 < pg->oh; oy0 += rows) {
             const int64_t nr = pg->oh - oy0 < rows ? pg->oh - oy0 : rows;

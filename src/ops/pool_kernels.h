@@ -39,4 +39,12 @@ void amp_max_pool_row_k2_bf16(const uint16_t *r0, const uint16_t *r1, int64_t ow
  * kernel = stride do not overlap, so nothing needs zeroing or adding first. */
 void amp_max_pool_backward_row_k2(const float *g, const uint8_t *offsets, int64_t ow, float *d0, float *d1);
 
+/* Its bf16 twin (bits), for a bf16 dY and a bf16 dx: the rows amp_max_pool_backward_row_k2 writes
+ * from the decoded g, encoded as amp_convert would (g's bits; -0 -> +0; NaN -> sign | 0x7FC0).
+ * _ref is the scalar twin; the plain name is AVX-512 only (the caller checks). */
+void amp_max_pool_backward_row_k2_bf16_ref(const uint16_t *g, const uint8_t *offsets, int64_t ow, uint16_t *d0,
+                                           uint16_t *d1);
+void amp_max_pool_backward_row_k2_bf16(const uint16_t *g, const uint8_t *offsets, int64_t ow, uint16_t *d0,
+                                       uint16_t *d1);
+
 #endif /* AMP_POOL_KERNELS_H */
