@@ -408,6 +408,40 @@ static void check_conv_implicit_forward(void) {
     free(xs), free(ws), free(col), free(y), free(want);
 }
 
+/* The forward's fused bias + bf16 rounding against the fp32 add then amp_convert, bit for bit: random
+ * values with rounding ties, subnormals, infinities, NaN payloads, sums that overflow; rows of 1-40
+ * elements and the cnn's 196 and 784 (tails under masks). */
+static void check_conv_store_bf16(void) {
+#if defined(__x86_64__)
+    if (amp_isa_active() != AMP_ISA_AVX512) return;
+    static const uint32_t special[] = {0x3F808000u, 0x3F818000u, 0x00000001u, 0x807FFFFFu, 0x7F800000u,
+                                       0xFF800000u, 0x7F800001u, 0xFFC00001u, 0x7F7FFFFFu, 0x80000000u};
+    uint64_t s = harness_seed();
+    int bad = 0;
+    float y[800], want_f[800];
+    uint16_t want[800], got[800];
+    for (int t = 0; t < 60; t++) {
+        const int n = t < 40 ? t + 1 : t % 2 ? 196 : 784;
+        const float bias = t % 5 == 0 ? 0.0f : t % 7 == 0 ? 3.0e38f : next_uniform(&s);
+        for (int i = 0; i < n; i++) {
+            y[i] = next_uniform(&s) * 4.0f;
+            if (i % 3 == 0) {
+                const uint32_t b = special[(unsigned)(i / 3 + t) % (sizeof special / sizeof special[0])];
+                memcpy(&y[i], &b, sizeof b);
+            }
+        }
+        for (int i = 0; i < n; i++) want_f[i] = y[i] + bias;
+        amp_convert(want, AMP_BF16, want_f, AMP_F32, (size_t)n);
+        memset(got, 0xAB, sizeof got);
+        amp_conv_store_bf16_avx512(got, y, bias, n);
+        bad += memcmp(got, want, sizeof(uint16_t) * (size_t)n) != 0;
+        for (int i = n; i < 800; i++) bad += got[i] != 0xABABu;
+    }
+    CHECK_MSG(bad == 0, "conv store bf16 (avx512) differs from add + amp_convert in %d of 60 rows (seed %llu)", bad,
+              (unsigned long long)harness_seed());
+#endif
+}
+
 /* The weight gradient with dY packed straight from [N, O, P] (conv_backward's dW^T = col dY^T, taken
  * when x needs no gradient and a chunk holds several images) against the one through dY's permuted
  * copy (x needs a gradient), bit for bit, with db, in chunks of 3-4 images and a last partial
@@ -500,6 +534,7 @@ void test_ops_conv2d(void) {
     check_conv_implicit_panels();
     check_conv_implicit_forward();
     check_conv_dw_direct_dy();
+    check_conv_store_bf16();
 
     amp_ctx *ctx = NULL;
     if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;

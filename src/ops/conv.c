@@ -509,6 +509,12 @@ static void task_store(void *arg, int64_t b, int thread_id) {
             add_scalar_to((float *)(void *)dst, yo, a->bias[o], p_img);
             continue;
         }
+#if defined(__x86_64__)
+        if (a->bias && a->dt == AMP_BF16 && amp_isa_active() == AMP_ISA_AVX512) {
+            amp_conv_store_bf16_avx512((uint16_t *)(void *)dst, yo, a->bias[o], p_img);
+            continue;
+        }
+#endif
         if (a->bias) add_scalar(yo, a->bias[o], p_img);
         amp_convert(dst, a->dt, yo, AMP_F32, (size_t)p_img);
     }

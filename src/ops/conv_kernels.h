@@ -42,6 +42,12 @@ void amp_conv_col2im_padded_avx512(const amp_conv_geom *g, const float *dcol, in
                                    float *dx);
 #endif
 
+/* The forward's output row: out[i] = y[i] + bias in fp32, rounded once to bf16 (amp_convert's
+ * rounding); the reference is conv.c's add then amp_convert. */
+#if defined(__x86_64__)
+void amp_conv_store_bf16_avx512(uint16_t *out, const float *y, float bias, int64_t n);
+#endif
+
 /* ---- implicit GEMM (conv.c's stride-1 forward): the column panels packed straight from the
  * zero-padded images, as the GEMM's B operand (gemm/gemm_implicit.h). Row i of M = col^T is output
  * pixel i of the chunk (image i / P, then oy, ox), column p is (c, ky, kx); M[i, p] is the padded

@@ -238,3 +238,22 @@ bool amp_conv_pack_panel_k_avx512(const amp_conv_implicit *ci, void *dst, int64_
     }
     return true;
 }
+
+/* ---- the forward's store ---- */
+
+/* out[i] = bf16(y[i] + bias): the fp32 add, then amp_convert's bf16 rounding (to nearest even on the
+ * bits; NaN -> sign | 0x7FC0), in one pass. */
+void amp_conv_store_bf16_avx512(uint16_t *out, const float *y, float bias, int64_t n) {
+    const __m512 vb = _mm512_set1_ps(bias);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 k = (__mmask16)(n - i >= 16 ? 0xFFFFu : (1u << (n - i)) - 1u);
+        const __m512i x = _mm512_castps_si512(_mm512_add_ps(_mm512_maskz_loadu_ps(k, y + i), vb));
+        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+        const __mmask16 nan =
+            _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+        r = _mm512_mask_mov_epi32(
+            r, nan, _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(x, 31), 15), _mm512_set1_epi32(0x7FC0)));
+        _mm256_mask_storeu_epi16(out + i, k, _mm512_cvtepi32_epi16(r));
+    }
+}
