@@ -311,42 +311,41 @@ void amp_conv_pack_panel_k_ref(const amp_conv_implicit *ci, void *dst, int64_t j
     }
 }
 
-/* The weight gradient's pack callback: panels of r k indices. */
-static void conv_pack_k_cb(const void *arg, const amp_gemm_kernel *kern, void *dst, int64_t j0, int64_t cols,
-                           int64_t p0, int64_t kc, int r) {
-    const amp_conv_implicit *ci = arg;
+typedef bool (*panel_simd_fn)(const amp_conv_implicit *, void *, int64_t, int64_t, int64_t, int64_t, int);
+typedef void (*panel_ref_fn)(const amp_conv_implicit *, void *, int64_t, int64_t, int64_t, int64_t, int);
+
+/* Packs columns [j0, j0 + cols) of the implicit operand as consecutive panels of r, each by the
+ * AVX-512 version when the path is active and it takes the panel, else by the reference. */
+static void pack_panels(const amp_conv_implicit *ci, const amp_gemm_kernel *kern, void *dst, int64_t j0, int64_t cols,
+                        int64_t p0, int64_t kc, int r, panel_simd_fn simd_fn, panel_ref_fn ref_fn) {
     const size_t panel_bytes = (size_t)r * (size_t)((kc + kern->k_unit - 1) / kern->k_unit * kern->k_unit) *
                                (size_t)kern->packed_size;
-#if defined(__x86_64__)
-    const bool simd = amp_isa_active() == AMP_ISA_AVX512;
-#endif
+    const bool simd = simd_fn && amp_isa_active() == AMP_ISA_AVX512;
     for (int64_t t = 0; t * r < cols; t++) {
         unsigned char *panel = (unsigned char *)dst + (size_t)t * panel_bytes;
         const int64_t i0 = j0 + t * r, rows = cols - t * r < r ? cols - t * r : r;
-#if defined(__x86_64__)
-        if (simd && amp_conv_pack_panel_k_avx512(ci, panel, i0, rows, p0, kc, r)) continue;
-#endif
-        amp_conv_pack_panel_k_ref(ci, panel, i0, rows, p0, kc, r);
+        if (simd && simd_fn(ci, panel, i0, rows, p0, kc, r)) continue;
+        ref_fn(ci, panel, i0, rows, p0, kc, r);
     }
 }
 
-/* The GEMM's pack callback: panels of r pixels, each by the SIMD version when it takes it. */
+#if defined(__x86_64__)
+#define PANEL_SIMD(f) f
+#else
+#define PANEL_SIMD(f) NULL
+#endif
+
+/* The weight gradient's pack callback: panels of r k indices. */
+static void conv_pack_k_cb(const void *arg, const amp_gemm_kernel *kern, void *dst, int64_t j0, int64_t cols,
+                           int64_t p0, int64_t kc, int r) {
+    pack_panels(arg, kern, dst, j0, cols, p0, kc, r, PANEL_SIMD(amp_conv_pack_panel_k_avx512),
+                amp_conv_pack_panel_k_ref);
+}
+
+/* The GEMM's pack callback: panels of r pixels. */
 static void conv_pack_cb(const void *arg, const amp_gemm_kernel *kern, void *dst, int64_t j0, int64_t cols, int64_t p0,
                          int64_t kc, int r) {
-    const amp_conv_implicit *ci = arg;
-    const size_t panel_bytes = (size_t)r * (size_t)((kc + kern->k_unit - 1) / kern->k_unit * kern->k_unit) *
-                               (size_t)kern->packed_size;
-#if defined(__x86_64__)
-    const bool simd = amp_isa_active() == AMP_ISA_AVX512;
-#endif
-    for (int64_t t = 0; t * r < cols; t++) {
-        unsigned char *panel = (unsigned char *)dst + (size_t)t * panel_bytes;
-        const int64_t i0 = j0 + t * r, rows = cols - t * r < r ? cols - t * r : r;
-#if defined(__x86_64__)
-        if (simd && amp_conv_pack_panel_avx512(ci, panel, i0, rows, p0, kc, r)) continue;
-#endif
-        amp_conv_pack_panel_ref(ci, panel, i0, rows, p0, kc, r);
-    }
+    pack_panels(arg, kern, dst, j0, cols, p0, kc, r, PANEL_SIMD(amp_conv_pack_panel_avx512), amp_conv_pack_panel_ref);
 }
 
 /* dY's chunk as a GEMM operand packed straight from dY [N, O, P]: M = dY permuted, [O, nb*P] (rows:

@@ -12,6 +12,7 @@
 #include "amp/formats.h"
 #include "op_util.h"
 #include "pool_kernels.h"
+#include "../formats/float_bits.h"
 
 typedef struct {
     int64_t planes, h, w, oh, ow, kernel, stride;
@@ -279,17 +280,11 @@ max_pool_backward_row_k2_avx512(const float *g, const uint8_t *offsets, int64_t 
 #endif
 
 /* bf16 bits -> the fp32 they encode (exact) */
-static inline float bf16_value(uint16_t h) {
-    const uint32_t bits = (uint32_t)h << 16;
-    float v;
-    memcpy(&v, &bits, sizeof v);
-    return v;
-}
+static inline float bf16_value(uint16_t h) { return amp_f32_from_bits(amp_bf16_decode(h)); }
 
 /* fp32 -> bf16 bits for a value that is a decoded bf16 (exact), NaN as amp_convert writes it */
 static inline uint16_t bf16_exact_bits(float v) {
-    uint32_t bits;
-    memcpy(&bits, &v, sizeof bits);
+    const uint32_t bits = amp_f32_bits(v);
     return pool_nan(bits) ? (uint16_t)(((bits >> 31) << 15) | 0x7FC0u) : (uint16_t)(bits >> 16);
 }
 
