@@ -39,7 +39,7 @@
 #include "gemm_fused.h"
 #include "gemm_implicit.h"
 #include "gemm_kernels.h"
-#include "../formats/float_bits.h"
+#include "../core/accumulate.h"
 #include "../core/parallel.h"
 #include "../core/alloc_internal.h"
 
@@ -136,45 +136,6 @@ static void pack(const gemm_job *j, const operand *op, void *dst, int64_t i0, in
     j->kern->pack(dst, op->src + (size_t)off * j->esize, op->ld, op->trans, rows, kc, r);
 }
 
-/* The epilogue (gemm_fused.h) on the C rectangle rows [r0, r1) x columns [c0, c1), each row in
- * increasing j: bias add in fp32, then one rounding to out_dtype. */
-/* row[j] += bias[j]; the fixed-length inner loop is what gcc -O2 and clang vectorize */
-static void add_bias(float *restrict row, const float *restrict bias, int64_t n) {
-    int64_t j = 0;
-    for (; j + 16 <= n; j += 16)
-        for (int q = 0; q < 16; q++) row[j + q] += bias[j + q];
-    for (; j < n; j++) row[j] += bias[j];
-}
-
-/* acc[j] += v[j], or acc[j] = 0 + v[j] (the bits of a zeroed acc plus v: -0 becomes +0). Fixed
- * inner counts, as add_bias. */
-static void acc_f32(float *restrict acc, const float *restrict v, int64_t n, bool store) {
-    int64_t j = 0;
-    if (store) {
-        for (; j + 16 <= n; j += 16)
-            for (int q = 0; q < 16; q++) acc[j + q] = 0.0f + v[j + q];
-        for (; j < n; j++) acc[j] = 0.0f + v[j];
-        return;
-    }
-    for (; j + 16 <= n; j += 16)
-        for (int q = 0; q < 16; q++) acc[j + q] += v[j + q];
-    for (; j < n; j++) acc[j] += v[j];
-}
-
-/* acc_f32 of the bf16 values h, decoded (exactly: the bits shifted up) */
-static void acc_bf16(float *restrict acc, const uint16_t *restrict h, int64_t n, bool store) {
-    int64_t j = 0;
-    if (store) {
-        for (; j + 16 <= n; j += 16)
-            for (int q = 0; q < 16; q++) acc[j + q] = 0.0f + amp_f32_from_bits(amp_bf16_decode(h[j + q]));
-        for (; j < n; j++) acc[j] = 0.0f + amp_f32_from_bits(amp_bf16_decode(h[j]));
-        return;
-    }
-    for (; j + 16 <= n; j += 16)
-        for (int q = 0; q < 16; q++) acc[j + q] += amp_f32_from_bits(amp_bf16_decode(h[j + q]));
-    for (; j < n; j++) acc[j] += amp_f32_from_bits(amp_bf16_decode(h[j]));
-}
-
 /* The acc step on n values of one row: row (fp32 C) rounded to out_dtype, or `enc`, the same values
  * already rounded (the out row), decoded and accumulated, a chunk at a time through the stack. */
 enum { ACC_CHUNK = 512 };
@@ -182,7 +143,7 @@ static void acc_row(const amp_gemm_epilogue *ep, float *acc, const float *row, c
     const amp_dtype dt = ep->out_dtype;
     const size_t es = amp_dtype_size(dt);
     if (dt == AMP_F32) {
-        acc_f32(acc, row, n, ep->acc_store);
+        amp_acc_f32(acc, row, n, ep->acc_store);
         return;
     }
     _Alignas(64) float fbuf[ACC_CHUNK];
@@ -192,21 +153,23 @@ static void acc_row(const amp_gemm_epilogue *ep, float *acc, const float *row, c
         const void *h = enc ? (const void *)((const char *)enc + (size_t)j0 * es) : (const void *)hbuf;
         if (!enc) amp_convert(hbuf, dt, row + j0, AMP_F32, (size_t)len);
         if (dt == AMP_BF16) {
-            acc_bf16(acc + j0, h, len, ep->acc_store);
+            amp_acc_bf16(acc + j0, h, len, ep->acc_store);
         } else {
             amp_convert(fbuf, AMP_F32, h, dt, (size_t)len);
-            acc_f32(acc + j0, fbuf, len, ep->acc_store);
+            amp_acc_f32(acc + j0, fbuf, len, ep->acc_store);
         }
     }
 }
 
+/* The epilogue (gemm_fused.h) on the C rectangle rows [r0, r1) x columns [c0, c1), each row in
+ * increasing j: bias add in fp32, the one rounding to out_dtype, the acc step. */
 static void epilogue(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t r0, int64_t r1, int64_t c0,
                      int64_t c1) {
     const size_t os = amp_dtype_size(ep->out_dtype);
     for (int64_t r = r0; r < r1; r++) {
         float *row = c + r * ldc;
         void *out = ep->out ? (char *)ep->out + (size_t)(r * ep->ldo + c0) * os : NULL;
-        if (ep->bias) add_bias(row + c0, ep->bias + c0, c1 - c0);
+        if (ep->bias) amp_acc_f32(row + c0, ep->bias + c0, c1 - c0, false);
         if (out) amp_convert(out, ep->out_dtype, row + c0, AMP_F32, (size_t)(c1 - c0));
         if (ep->acc) acc_row(ep, ep->acc + r * ep->ldacc + c0, row + c0, out, c1 - c0);
     }

@@ -6,6 +6,7 @@
 
 #include "amp/formats.h"
 #include "amp/gemm.h"
+#include "../core/accumulate.h"
 #include "../gemm/gemm_fused.h"
 #include "op_util.h"
 
@@ -147,13 +148,6 @@ amp_tensor *amp_matmul(amp_ctx *ctx, amp_tensor *a, amp_tensor *b) {
  * decoded exactly to fp32 a chunk at a time on the stack (the sums of a full fp32 copy of g, without
  * writing one), and added with a fixed-length inner loop that the compilers vectorize. */
 #define COLUMN_CHUNK 1024
-static void add_row(float *restrict acc, const float *restrict v, int64_t n) {
-    int64_t j = 0;
-    for (; j + 16 <= n; j += 16)
-        for (int q = 0; q < 16; q++) acc[j + q] += v[j + q];
-    for (; j < n; j++) acc[j] += v[j];
-}
-
 static void column_sums(float *db, const void *g, amp_dtype dt, int64_t rows, int64_t cols) {
     float buf[COLUMN_CHUNK];
     const size_t es = amp_dtype_size(dt);
@@ -161,10 +155,10 @@ static void column_sums(float *db, const void *g, amp_dtype dt, int64_t rows, in
         for (int64_t c0 = 0; c0 < cols; c0 += COLUMN_CHUNK) {
             const int64_t len = cols - c0 < COLUMN_CHUNK ? cols - c0 : COLUMN_CHUNK;
             const char *src = (const char *)g + (size_t)(r * cols + c0) * es;
-            if (dt == AMP_F32) add_row(db + c0, (const float *)src, len);
+            if (dt == AMP_F32) amp_acc_f32(db + c0, (const float *)src, len, false);
             else {
                 amp_convert(buf, AMP_F32, src, dt, (size_t)len);
-                add_row(db + c0, buf, len);
+                amp_acc_f32(db + c0, buf, len, false);
             }
         }
 }
@@ -200,19 +194,14 @@ static void linear_backward(amp_ctx *ctx, amp_node *node) {
             amp_grad_accumulate(ctx, w, dw);
         }
     }
-    if (bias && bias->requires_grad && g.data == node->out->grad->data) { /* db = column sums of G, in fp32 */
+    if (bias && bias->requires_grad) { /* db = column sums of G in fp32: of G in dt when that is exact (the
+                                          * output gradient itself), else of its fp32 values */
+        const bool exact = g.data == node->out->grad->data;
+        const void *src = exact ? g.data : (const void *)amp_grad_out(ctx, node);
         float *db = amp_f32_scratch(ctx, out_f);
-        if (!db) return;
+        if (!src || !db) return;
         memset(db, 0, (size_t)out_f * sizeof *db);
-        column_sums(db, g.data, dt, rows, out_f);
-        amp_grad_accumulate(ctx, bias, db);
-    } else if (bias && bias->requires_grad) {
-        const float *gf = amp_grad_out(ctx, node);
-        float *db = amp_f32_scratch(ctx, out_f);
-        if (!gf || !db) return;
-        memset(db, 0, (size_t)out_f * sizeof *db);
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t j = 0; j < out_f; j++) db[j] += gf[r * out_f + j];
+        column_sums(db, src, exact ? dt : AMP_F32, rows, out_f);
         amp_grad_accumulate(ctx, bias, db);
     }
 }

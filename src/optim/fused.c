@@ -41,10 +41,10 @@ static const float *grad_fp32(const optim_param *q, int64_t off, int64_t n, floa
     return buf;
 }
 
-/* Runs fn over every segment: on the thread pool for large optimizers, in this thread for small ones
- * (waking the pool costs more than a few hundred thousand elements take). Either way the same bits. */
 void optim_settle_grads(const amp_optimizer *opt) { amp_ctx_settle_grads(opt->ctx); }
 
+/* Runs fn over every segment: on the thread pool for large optimizers, in this thread for small ones
+ * (waking the pool costs more than a few hundred thousand elements take). Either way the same bits. */
 static void for_each_segment(const amp_optimizer *opt, amp_task_fn fn, void *arg) {
     optim_settle_grads(opt);
     if (opt->total_numel < OPTIM_PARALLEL_MIN) {

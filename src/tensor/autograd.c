@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "amp/formats.h"
-#include "../formats/float_bits.h"
+#include "../core/accumulate.h"
 #include "autograd.h"
 
 bool amp_autograd_will_record(const amp_ctx *ctx, amp_tensor *const *in, int n_in) {
@@ -36,42 +36,7 @@ amp_node *amp_autograd_record(amp_ctx *ctx, amp_op op, amp_dtype compute_dtype, 
     return node;
 }
 
-/* d[i] += g[i]. Blocks of 8 with a fixed inner count: gcc's -O2 vectorizer (the "very cheap" model)
- * leaves a loop of unknown count scalar, but turns a fixed block into SIMD; the same additions in the
- * same order either way. Gradients never overlap their destination (restrict). */
-static void add_f32(float *restrict d, const float *restrict g, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) d[i + k] += g[i + k];
-    for (; i < n; i++) d[i] += g[i];
-}
-
-/* d[i] += decode(h[i]) for bf16 h: bf16 -> fp32 is exact (the bits shifted up), so these are the
- * values of amp_convert to fp32 scratch then add_f32, in one pass with no scratch. */
-static void add_bf16(float *restrict d, const uint16_t *restrict h, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) d[i + k] += amp_f32_from_bits(amp_bf16_decode(h[i + k]));
-    for (; i < n; i++) d[i] += amp_f32_from_bits(amp_bf16_decode(h[i]));
-}
-
-/* The first writes into an empty gradient (claim_empty): d[i] = 0 + g[i], the bits of
- * add_f32 / add_bf16 into zeros (-0 becomes +0) without reading d. */
-static void store_f32(float *restrict d, const float *restrict g, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) d[i + k] = 0.0f + g[i + k];
-    for (; i < n; i++) d[i] = 0.0f + g[i];
-}
-
-static void store_bf16(float *restrict d, const uint16_t *restrict h, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) d[i + k] = 0.0f + amp_f32_from_bits(amp_bf16_decode(h[i + k]));
-    for (; i < n; i++) d[i] = 0.0f + amp_f32_from_bits(amp_bf16_decode(h[i]));
-}
-
-/* d[i] = decode(h[i]) + g[i] for bf16 h: amp_convert to fp32 then add_f32, in one pass. */
+/* d[i] = decode(h[i]) + g[i] for bf16 h: amp_convert to fp32 then amp_acc_f32, in one pass. */
 static void decode_add_bf16(float *restrict d, const uint16_t *restrict h, const float *restrict g, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -136,7 +101,7 @@ static amp_tensor *new_grad(amp_ctx *ctx, const amp_tensor *t) {
 static int64_t param_index(const amp_ctx *ctx, const amp_tensor *t);
 
 /* True when t is a parameter whose gradient amp_zero_grad left empty (ctx_internal.h); the flag is
- * cleared, and the caller must then write every element as 0 + value. */
+ * cleared, and the caller must then write every element as 0 + value (amp_acc_* with store). */
 static bool claim_empty(amp_ctx *ctx, const amp_tensor *t) {
     if (!ctx->n_grads_empty) return false;
     const int64_t k = param_index(ctx, t);
@@ -165,8 +130,7 @@ int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g) {
     }
     amp_tensor *grad = t->grad;
     if (grad->dtype == AMP_F32) {
-        if (claim_empty(ctx, t)) store_f32(grad->data, g, n);
-        else add_f32(grad->data, g, n);
+        amp_acc_f32(grad->data, g, n, claim_empty(ctx, t));
         return AMP_OK;
     }
     settle_param(ctx, t);
@@ -177,7 +141,7 @@ int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g) {
             decode_add_bf16(acc, grad->data, g, n);
         } else {
             amp_convert(acc, AMP_F32, grad->data, grad->dtype, (size_t)n);
-            add_f32(acc, g, n);
+            amp_acc_f32(acc, g, n, false);
         }
         amp_convert(grad->data, grad->dtype, acc, AMP_F32, (size_t)n);
     }
@@ -191,8 +155,7 @@ int amp_grad_accumulate_grad(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g) {
      * and add in one pass. The gradient tensors made here are contiguous; a parameter's is too. */
     if (g->dtype == AMP_BF16 && amp_tensor_is_contiguous(g) && t->grad && t->grad->dtype == AMP_F32 &&
         amp_tensor_is_contiguous(t->grad) && amp_tensor_numel(g) == amp_tensor_numel(t)) {
-        if (claim_empty(ctx, t)) store_bf16(t->grad->data, g->data, amp_tensor_numel(t));
-        else add_bf16(t->grad->data, g->data, amp_tensor_numel(t));
+        amp_acc_bf16(t->grad->data, g->data, amp_tensor_numel(t), claim_empty(ctx, t));
         return AMP_OK;
     }
     amp_arena_mark m = amp_scratch_mark(ctx);
@@ -227,7 +190,7 @@ bool amp_grad_sink_open(amp_ctx *ctx, amp_tensor *t, amp_grad_sink *s) {
     memset(s, 0, sizeof *s);
     if (!t || !t->requires_grad || ctx->status != AMP_OK) return false;
     s->out_dtype = t->dtype;
-    if (t->grad) { /* an fp32 gradient takes the additions of add_f32 in place */
+    if (t->grad) { /* an fp32 gradient takes the additions of amp_acc_f32 in place */
         if (t->grad->dtype != AMP_F32 || !amp_tensor_is_contiguous(t->grad)) return false;
         s->acc = t->grad->data;
         s->out_dtype = AMP_F32;

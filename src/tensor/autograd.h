@@ -36,7 +36,7 @@ int amp_grad_accumulate_grad(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g);
  *                                                                acc_store, acc[i] = 0 + that value)
  * then calls amp_grad_sink_close. The bits are those of amp_grad_accumulate(ctx, t, g). Cases: t's
  * gradient exists in fp32 (acc, out_dtype f32); t is a cast's copy of a parameter that may take the
- * gradient directly (acc: the parameter's, out_dtype t's; see master_grad_of in autograd.c); t has
+ * gradient directly (acc: the parameter's, out_dtype t's; see master_of in autograd.c); t has
  * no gradient yet (out: its new gradient). False (nothing to close): use amp_grad_accumulate. */
 typedef struct amp_grad_sink {
     void *out;           /* numel(t) contiguous values in out_dtype, or NULL */
