@@ -389,15 +389,27 @@ static void implicit_tables(const conv_geom *g, int64_t nb, int32_t *koff, int32
     for (int64_t i = 0; i < nb * geom_p(g); i++) pix[i] = (int32_t)amp_conv_pixel_offset(&ci, i);
 }
 
+/* Whether the GEMM computes C^T (gemm.c's compute_transposed: panels of mr columns of the implicit
+ * operand) for every chunk size used, nb_max images and the last chunk's: the weight gradient's
+ * dW [O, K] (k = nb*P) or the forward's Y [O, nb*P] (k = K). */
+static bool flips_every_chunk(const conv_geom *g, amp_dtype dt, int64_t nb_max, bool weight_grad) {
+    const int64_t k = geom_k(g), p_img = geom_p(g), last = g->n % nb_max;
+    for (int i = 0; i < 2; i++) {
+        const int64_t nb = i == 0 ? nb_max : last;
+        if (nb == 0) continue;
+        const bool flips = weight_grad ? amp_gemm_computes_transposed(dt, g->o, k, nb * p_img)
+                                       : amp_gemm_computes_transposed(dt, g->o, nb * p_img, k);
+        if (!flips) return false;
+    }
+    return true;
+}
+
 /* Whether the weight gradient takes the implicit GEMM: bf16 pairs on AVX-512 (the panels' SIMD
  * code), stride 1, and a product computed as C^T (panels of mr k indices) for every chunk size. */
 static bool implicit_dw_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
     if (dt != AMP_BF16 || !amp_conv_padded_ok(g) || amp_isa_active() != AMP_ISA_AVX512) return false;
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
-    if (!kern || kern->packed != AMP_GEMM_PACKED_BF16_PAIRS) return false;
-    const int64_t k = geom_k(g), p_img = geom_p(g), last = g->n % nb_max;
-    return amp_gemm_computes_transposed(dt, g->o, k, nb_max * p_img) &&
-           (last == 0 || amp_gemm_computes_transposed(dt, g->o, k, last * p_img));
+    return kern && kern->packed == AMP_GEMM_PACKED_BF16_PAIRS && flips_every_chunk(g, dt, nb_max, true);
 }
 
 /* Whether the forward takes the implicit GEMM: stride 1 within the padded plane's bound, the
@@ -407,12 +419,10 @@ static bool implicit_dw_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
 static bool implicit_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
     if (!amp_conv_padded_ok(g) || amp_isa_active() != AMP_ISA_AVX512) return false;
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
-    if (!kern || !((dt == AMP_F32 && kern->packed == AMP_GEMM_PACKED_F32) ||
-                   (dt == AMP_BF16 && kern->packed == AMP_GEMM_PACKED_BF16_PAIRS)))
-        return false;
-    const int64_t k = geom_k(g), p_img = geom_p(g), last = g->n % nb_max;
-    return amp_gemm_computes_transposed(dt, g->o, nb_max * p_img, k) &&
-           (last == 0 || amp_gemm_computes_transposed(dt, g->o, last * p_img, k));
+    return kern &&
+           ((dt == AMP_F32 && kern->packed == AMP_GEMM_PACKED_F32) ||
+            (dt == AMP_BF16 && kern->packed == AMP_GEMM_PACKED_BF16_PAIRS)) &&
+           flips_every_chunk(g, dt, nb_max, false);
 }
 
 /* The per-chunk passes around the GEMMs, run on the thread pool: one task per image (im2col, col2im,
@@ -564,6 +574,15 @@ static int conv_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, in
     return st;
 }
 
+/* conv_gemm with B implicit, packed by cb (gemm_implicit.h), A not transposed, alpha 1 */
+static int conv_gemm_implicit(amp_ctx *ctx, amp_dtype dt, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+                              amp_gemm_pack_cb cb, const void *cb_arg, float beta, float *c, int64_t ldc) {
+    int st = amp_gemm_implicit_b(dt, false, m, n, k, 1.0f, a, lda > 0 ? lda : 1, cb, cb_arg, beta, c, ldc > 0 ? ldc : 1,
+                                 NULL);
+    if (st != AMP_OK) amp_ctx_fail(ctx, st, "conv2d: amp_gemm failed: %s", amp_status_str(st));
+    return st;
+}
+
 /* ---- backward ---- */
 
 static void conv_backward(amp_ctx *ctx, amp_node *node) {
@@ -638,21 +657,11 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
         if (gp || db) run_pass(g->o, task_permute_grad, &a, g->o * ld);
         if (dw && implicit) {
             run_pass(nb, task_pad, &a, nb * g->c * hp * wp);
-            const int st = amp_gemm_implicit_b(dt, false, g->o, k, ld, 1.0f, gop, ld > 0 ? ld : 1, conv_pack_k_cb, &ci,
-                                               1.0f, dw, k > 0 ? k : 1, NULL);
-            if (st != AMP_OK) {
-                amp_ctx_fail(ctx, st, "conv2d: amp_gemm failed: %s", amp_status_str(st));
-                return;
-            }
+            if (conv_gemm_implicit(ctx, dt, g->o, k, ld, gop, ld, conv_pack_k_cb, &ci, 1.0f, dw, k)) return;
         } else if (dw_t) {
             run_pass(nb, task_im2col, &a, k * ld);
             const conv_dy_src dys = {.g = g, .gy = gy, .es = es, .b0 = b0};
-            const int st = amp_gemm_implicit_b(dt, false, k, g->o, ld, 1.0f, col, ld > 0 ? ld : 1, conv_pack_dy_cb, &dys,
-                                               1.0f, dwt, g->o > 0 ? g->o : 1, NULL);
-            if (st != AMP_OK) {
-                amp_ctx_fail(ctx, st, "conv2d: amp_gemm failed: %s", amp_status_str(st));
-                return;
-            }
+            if (conv_gemm_implicit(ctx, dt, k, g->o, ld, col, ld, conv_pack_dy_cb, &dys, 1.0f, dwt, g->o)) return;
         } else if (dw) {
             run_pass(nb, task_im2col, &a, k * ld);
             if (conv_gemm(ctx, dt, false, true, g->o, k, ld, gop, ld, col, ld, 1.0f, dw, k)) return;
@@ -741,9 +750,7 @@ amp_tensor *amp_conv2d(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tens
         int st;
         if (implicit) {
             run_pass(nb, task_pad, &a, nb * g.c * hp * wp);
-            st = amp_gemm_implicit_b(dt, false, g.o, ld, k, 1.0f, weight->data, k > 0 ? k : 1, conv_pack_cb, &ci, 0.0f,
-                                     y, ld > 0 ? ld : 1, NULL);
-            if (st != AMP_OK) amp_ctx_fail(ctx, st, "conv2d: amp_gemm failed: %s", amp_status_str(st));
+            st = conv_gemm_implicit(ctx, dt, g.o, ld, k, weight->data, k, conv_pack_cb, &ci, 0.0f, y, ld);
         } else {
             run_pass(nb, task_im2col, &a, k * ld);
             st = conv_gemm(ctx, dt, false, false, g.o, ld, k, weight->data, k, col, ld, 0.0f, y, ld);

@@ -239,8 +239,9 @@ __attribute__((target("avx2"))) static inline void max_pool_backward_k2_x8(__m25
     *d1lo = _mm256_permute2f128_ps(c, d, 0x20), *d1hi = _mm256_permute2f128_ps(c, d, 0x31);
 }
 
-__attribute__((target("avx2"))) static void max_pool_backward_row_k2_avx2(const float *g, const uint8_t *offsets,
-                                                                           int64_t ow, float *d0, float *d1) {
+/* The row's whole blocks of 8 windows (both paths' main loop); returns the first window left. */
+__attribute__((target("avx2"))) static inline int64_t max_pool_backward_k2_blocks(const float *g, const uint8_t *offsets,
+                                                                                 int64_t ow, float *d0, float *d1) {
     int64_t ox = 0;
     __m256 a, b, c, d;
     for (; ox + 8 <= ow; ox += 8) {
@@ -249,6 +250,12 @@ __attribute__((target("avx2"))) static void max_pool_backward_row_k2_avx2(const 
         _mm256_storeu_ps(d0 + 2 * ox, a), _mm256_storeu_ps(d0 + 2 * ox + 8, b);
         _mm256_storeu_ps(d1 + 2 * ox, c), _mm256_storeu_ps(d1 + 2 * ox + 8, d);
     }
+    return ox;
+}
+
+__attribute__((target("avx2"))) static void max_pool_backward_row_k2_avx2(const float *g, const uint8_t *offsets,
+                                                                           int64_t ow, float *d0, float *d1) {
+    const int64_t ox = max_pool_backward_k2_blocks(g, offsets, ow, d0, d1);
     /* the tail in scalar code: four masked stores (slow on AMD: microcoded) cost more than 7 windows */
     max_pool_backward_row_k2_scalar(g + ox, offsets + ox, ow - ox, d0 + 2 * ox, d1 + 2 * ox);
 }
@@ -258,14 +265,8 @@ __attribute__((target("avx2"))) static void max_pool_backward_row_k2_avx2(const 
  * row, all of which took the scalar tail: 1.2-1.6% of its step. */
 __attribute__((target("avx2,avx512f,avx512vl,avx512bw"))) static void
 max_pool_backward_row_k2_avx512(const float *g, const uint8_t *offsets, int64_t ow, float *d0, float *d1) {
-    int64_t ox = 0;
+    const int64_t ox = max_pool_backward_k2_blocks(g, offsets, ow, d0, d1);
     __m256 a, b, c, d;
-    for (; ox + 8 <= ow; ox += 8) {
-        const __m256i k = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(offsets + ox)));
-        max_pool_backward_k2_x8(_mm256_loadu_ps(g + ox), k, &a, &b, &c, &d);
-        _mm256_storeu_ps(d0 + 2 * ox, a), _mm256_storeu_ps(d0 + 2 * ox + 8, b);
-        _mm256_storeu_ps(d1 + 2 * ox, c), _mm256_storeu_ps(d1 + 2 * ox + 8, d);
-    }
     if (ox < ow) {
         const int rest = (int)(ow - ox); /* 1..7 windows: 2 * rest outputs per row */
         const __mmask8 kg = (__mmask8)((1u << rest) - 1u);
