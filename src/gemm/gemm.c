@@ -270,8 +270,7 @@ static void choose_grid(int64_t tiles_m, int64_t tiles_n, int threads, bool pref
  * on the shape only. */
 static bool compute_transposed(const amp_gemm_kernel *kern, int64_t m, int64_t n, int64_t k) {
     if (!kern->ukernel_ct) return false;
-    const double direct = (double)m / (double)round_up(m, kern->mr) * (double)n / (double)round_up(n, kern->nr);
-    const double flipped = (double)n / (double)round_up(n, kern->mr) * (double)m / (double)round_up(m, kern->nr);
+    const double direct = amp_gemm_tile_fill(kern, m, n), flipped = amp_gemm_tile_fill(kern, n, m);
     double threshold = 1.0 + 8.0 / ((double)k / kern->k_unit);
     if (threshold < 1.10) threshold = 1.10;
     if (threshold > 1.25) threshold = 1.25;

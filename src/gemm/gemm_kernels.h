@@ -77,6 +77,14 @@ void amp_gemm_kernels_avx2(amp_gemm_kernels *k);
 void amp_gemm_kernels_avx512(amp_gemm_kernels *k); /* uses VDPBF16PS for bf16 when the CPU has it */
 #endif
 
+/* The fraction of the kernel's mr x nr tiles that real elements fill when a product of rows x cols
+ * is computed with its rows on the tile's mr side: fill(m, n) for C, fill(n, m) for C^T (the
+ * orientation choice of gemm.c's compute_transposed and of the lstm's packed recurrent products). */
+static inline double amp_gemm_tile_fill(const amp_gemm_kernel *kern, int64_t rows, int64_t cols) {
+    const int64_t rr = (rows + kern->mr - 1) / kern->mr * kern->mr, cr = (cols + kern->nr - 1) / kern->nr * kern->nr;
+    return (double)rows / (double)rr * (double)cols / (double)cr;
+}
+
 /* The kernel for (isa, dtype), or NULL when dtype is not a GEMM input type. isa must be supported. */
 const amp_gemm_kernel *amp_gemm_kernel_for(amp_isa isa, amp_dtype dtype);
 

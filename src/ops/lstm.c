@@ -96,8 +96,7 @@ static size_t packed_bytes(const amp_gemm_kernel *kern, int64_t rows, int r, int
 static bool pack_w(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *src, int64_t ld, bool trans, int64_t n,
                    int64_t k, int64_t m) {
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
-    const double direct = (double)m / (double)round_up64(m, kern->mr) * (double)n / (double)round_up64(n, kern->nr);
-    const double flipped = (double)n / (double)round_up64(n, kern->mr) * (double)m / (double)round_up64(m, kern->nr);
+    const double direct = amp_gemm_tile_fill(kern, m, n), flipped = amp_gemm_tile_fill(kern, n, m);
     *pw = (packed_w){.kern = kern,
                      .flip = kern->ukernel_ct && k >= LSTM_FLIP_MIN_K && flipped > direct,
                      .n = n,
