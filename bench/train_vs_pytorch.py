@@ -18,6 +18,8 @@ The same run also reports:
   - unscale + inf-check throughput against memcpy (`amp bench unscale`);
   - GEMM GFLOP/s against the measured peak (`amp bench gemm`);
   - peak resident memory of each run (amp: process and arena high-water mark; PyTorch: process);
+  - activation memory, reduced precision against fp32: amp's tensors kept for backward, and the
+    tensors PyTorch's autograd saves (saved_tensors_hooks; less parameters, batch, weight copies);
   - heap allocations per steady-state step of amp (bench/malloc_count.c, LD_PRELOAD, N vs 2N steps).
 
     python3 bench/train_vs_pytorch.py [--threads 2] [--rounds 5] [--models mlp,cnn,lstm,gpt] [--json]
@@ -98,8 +100,13 @@ def torch_models():
     }
 
 
+CAST_OR_VIEW = {"ToCopyBackward", "TBackward", "TransposeBackward", "PermuteBackward", "ViewBackward",
+                "ReshapeAliasBackward", "UnsafeViewBackward", "ExpandBackward", "SliceBackward", "SelectBackward"}
+
+
 def worker(model, prec, threads, batch, warmup):
-    """Reads "N" lines on stdin, answers each with the samples/s of N steps; "rss" answers peak RSS."""
+    """Reads "N" lines on stdin, answers each with the samples/s of N steps; "saved" answers the MiB
+    autograd saves in one forward; "rss" answers peak RSS and ends."""
     import torch
     import torch.nn.functional as F
 
@@ -134,11 +141,50 @@ def worker(model, prec, threads, batch, warmup):
             loss.backward()
             opt.step()
 
+    def saved_mib():
+        """MiB of the tensors autograd saves for backward in one forward (saved_tensors_hooks), each
+        storage counted once, less the parameters, the batch and autocast's cached weight copies (a
+        ToCopy of a leaf): PyTorch's counterpart of amp's "activations kept for backward" (PyTorch
+        frees what nothing saves; amp's arena keeps every forward tensor until backward)."""
+        skip = {p.untyped_storage().data_ptr() for p in net.parameters()}
+        skip |= {x.untyped_storage().data_ptr(), y.untyped_storage().data_ptr()}
+        seen = {}
+
+        def weight_copy(t):
+            """a cast or view of one parameter (linear saves W^T of the bf16 copy: a view of the cast)"""
+            gf = t.grad_fn
+            while gf is not None and type(gf).__name__ != "AccumulateGrad":
+                nxt = [n for n, _ in gf.next_functions if n is not None]
+                if len(nxt) != 1 or type(gf).__name__.rstrip("0123456789") not in CAST_OR_VIEW:
+                    return False
+                gf = nxt[0]
+            return gf is not None
+
+        def pack(t):
+            try:
+                st = t.untyped_storage()
+            except (RuntimeError, NotImplementedError):  # an opaque (oneDNN) tensor: its own size
+                seen[id(t)] = t.numel() * t.element_size()
+                return t
+            if st.data_ptr() not in skip and not weight_copy(t):
+                seen[st.data_ptr()] = st.nbytes()
+            return t
+
+        opt.zero_grad(set_to_none=True)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+                loss = F.cross_entropy(net(x), y)
+        del loss
+        return sum(seen.values()) / 2**20
+
     for _ in range(warmup):
         step()
     print("ready", torch.__version__, flush=True)
     for line in sys.stdin:
         cmd = line.strip()
+        if cmd == "saved":
+            print(saved_mib(), flush=True)
+            continue
         if cmd == "rss":
             print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, flush=True)
             break
@@ -243,12 +289,14 @@ def main():
                     nosc_s.append(k["samples_per_sec"])
                     opt_share_off.append(k["optimizer_share"])
                     opt_ms_off.append(k["optimizer_ms"])
+            torch_saved = w.ask("saved")
             torch_rss, torch_version = w.close(), w.version
             j = jobs[-1]
             row = dict(model=model, precision=prec, batch=BATCH[model], amp=statistics.median(amp_s),
                        torch=statistics.median(torch_s), flops=j["flops_per_sample"], peak_kind=j["peak_kind"],
                        amp_rss=j["peak_rss_mib"], arena=j["arena_peak_mib"], torch_rss=torch_rss,
                        act=j.get("activation_mib", float("nan")), copies=j.get("weight_copies_mib", 0.0),
+                       torch_saved=torch_saved,
                        allocs=allocs_per_step(args, model, preset, scaler, so), load=loadavg())
             row["ratio"] = row["amp"] / row["torch"]
             # the least disturbed sample of each side: on a shared machine the medians carry the load
@@ -307,7 +355,8 @@ def main():
                     print(f"activation memory {s['model']} {s['precision']}/fp32: kept for backward "
                           f"{s['act']:.1f}/{r['act']:.1f} MiB = {s['act'] / r['act']:.2f} (plus weight copies "
                           f"{s['copies']:.1f} MiB); arena peak {s['arena']:.1f}/{r['arena']:.1f} MiB = "
-                          f"{s['arena'] / r['arena']:.2f}")
+                          f"{s['arena'] / r['arena']:.2f}; PyTorch's saved tensors {s['torch_saved']:.1f}/"
+                          f"{r['torch_saved']:.1f} MiB = {s['torch_saved'] / r['torch_saved']:.2f}")
     print()
     for u in unscale.get("results", []):
         print(f"unscale {u.get('dtype')} {u.get('pass')} {u.get('isa')}: {u.get('gbps', 0):.2f} GB/s = "
