@@ -46,6 +46,7 @@ static const harness_test all_tests[] = {
     TEST(ops_losses),
     TEST(ops_losses_edges),
     TEST(ops_layer_norm),
+    TEST(ops_layer_norm_to),
     TEST(ops_batch_norm),
     TEST(ops_conv2d),
     TEST(ops_pool2d),

@@ -18,6 +18,7 @@
 
 #include "gradcheck.h"
 #include "harness.h"
+#include "test_util.h"
 #include "tests.h"
 
 #define EPS 1e-5f
@@ -294,5 +295,89 @@ void test_ops_batch_norm(void) {
             CHECK_MSG((i % 3 == 1) == (bool)isnan(amp_tensor_get(y, i)), "element %d: %g", i, amp_tensor_get(y, i));
         CHECK(isnan(amp_tensor_get(rm, 1)) && isfinite(amp_tensor_get(rm, 0)) && isfinite(amp_tensor_get(rv, 2)));
     }
+    amp_ctx_free(ctx);
+}
+
+/* ---- amp_layer_norm_to: the norm rounded straight to the dtype of the linear that reads it ----
+ * Against amp_cast(amp_layer_norm(...)) in one binary: the result's bits and, after a backward through
+ * a linear and a loss, the gradients of x, the norm's weight and bias and the linear's weight, bit for
+ * bit; under autocast and without, to bf16, f16 and f32; with a row of large values (f16 overflows)
+ * and a NaN row. And the point of it: the fp32 tensor is not kept (less of the arena in use). */
+enum { LNT_ROWS = 9, LNT_D = 40, LNT_OUT = 12 };
+
+typedef struct {
+    amp_ctx *ctx;
+    amp_tensor *x, *out; /* the input, the norm's result as the linear reads it */
+    size_t arena;        /* in use after the loss */
+} lnt_run;
+
+static float lnt_uniform(test_rng *g) { return (float)(test_rng_next(g) >> 40) / (float)(1 << 24); }
+
+/* One forward and backward; params 0, 1, 2 of r->ctx: the norm's weight, bias, the linear's weight. */
+static bool lnt_run_once(lnt_run *r, amp_dtype to, bool direct, bool autocast, uint64_t seed) {
+    memset(r, 0, sizeof *r);
+    if (!CHECK(amp_ctx_create(NULL, &r->ctx) == AMP_OK)) return false;
+    amp_ctx *c = r->ctx;
+    amp_tensor *w = amp_param_new(c, "w", AMP_F32, 1, (const int64_t[]){LNT_D});
+    amp_tensor *b = amp_param_new(c, "b", AMP_F32, 1, (const int64_t[]){LNT_D});
+    amp_tensor *lw = amp_param_new(c, "lw", AMP_F32, 2, (const int64_t[]){LNT_OUT, LNT_D});
+    if (!CHECK(w && b && lw && amp_ctx_alloc_params(c) == AMP_OK)) return false;
+    test_rng g = {seed};
+    float xv[LNT_ROWS * LNT_D];
+    for (int i = 0; i < LNT_ROWS * LNT_D; i++) xv[i] = lnt_uniform(&g) * 4.0f - 2.0f;
+    for (int j = 0; j < LNT_D; j++) xv[3 * LNT_D + j] *= 3e4f; /* normalized: as any row; its products are not */
+    xv[5 * LNT_D + 7] = NAN;
+    float *wv = w->data, *bv = b->data, *lv = lw->data;
+    for (int j = 0; j < LNT_D; j++) wv[j] = lnt_uniform(&g) * 300.0f, bv[j] = lnt_uniform(&g) - 0.5f;
+    for (int j = 0; j < LNT_OUT * LNT_D; j++) lv[j] = lnt_uniform(&g) - 0.5f;
+    r->x = amp_tensor_from(c, AMP_F32, 2, (const int64_t[]){LNT_ROWS, LNT_D}, xv, AMP_F32);
+    if (r->x) amp_tensor_set_requires_grad(r->x, true);
+    if (autocast) amp_autocast_enter(to == AMP_F32 ? AMP_BF16 : to);
+    r->out = direct ? amp_layer_norm_to(c, r->x, w, b, EPS, to) : amp_cast(c, amp_layer_norm(c, r->x, w, b, EPS), to);
+    amp_tensor *y = amp_linear(c, r->out, lw, NULL);
+    if (autocast) amp_autocast_exit();
+    amp_tensor *loss = amp_mean_all(c, amp_mul(c, y, y));
+    r->arena = amp_ctx_arena_used(c);
+    return CHECK_MSG(loss && amp_backward_scaled(c, loss, 1.0f) == AMP_OK, "%s", amp_ctx_error(c));
+}
+
+static bool lnt_same(const amp_tensor *a, const amp_tensor *b) {
+    return a && b && a->dtype == b->dtype && amp_tensor_numel(a) == amp_tensor_numel(b) &&
+           memcmp(a->data, b->data, (size_t)amp_tensor_numel(a) * amp_dtype_size(a->dtype)) == 0;
+}
+
+void test_ops_layer_norm_to(void) {
+    const uint64_t seed = harness_seed();
+    harness_note("seed %llu", (unsigned long long)seed);
+    const amp_dtype tos[] = {AMP_BF16, AMP_F16, AMP_F32};
+    for (size_t ti = 0; ti < sizeof tos / sizeof tos[0]; ti++)
+        for (int autocast = 0; autocast < 2; autocast++) {
+            lnt_run d, p;
+            const bool ok = lnt_run_once(&d, tos[ti], true, autocast, seed) && lnt_run_once(&p, tos[ti], false, autocast, seed);
+            const char *dn = amp_dtype_name(tos[ti]), *ac = autocast ? "under autocast" : "no autocast";
+            if (ok) {
+                CHECK_MSG(d.out->dtype == tos[ti] && lnt_same(d.out, p.out), "%s, %s: the result differs", dn, ac);
+                CHECK_MSG(lnt_same(d.x->grad, p.x->grad), "%s, %s: x's gradient differs", dn, ac);
+                for (size_t i = 0; i < 3; i++)
+                    CHECK_MSG(lnt_same(amp_ctx_param(d.ctx, i)->grad, amp_ctx_param(p.ctx, i)->grad),
+                              "%s, %s: %s's gradient differs", dn, ac, amp_ctx_param(d.ctx, i)->name);
+                /* the NaN row stays NaN, the others finite */
+                CHECK(isnan(amp_tensor_get(d.out, 5 * LNT_D)) && isfinite(amp_tensor_get(d.out, 4 * LNT_D)));
+                if (tos[ti] != AMP_F32)
+                    CHECK_MSG(d.arena + (size_t)(LNT_ROWS * LNT_D) * sizeof(float) <= p.arena,
+                              "%s, %s: arena %zu bytes, the cast's %zu: the fp32 result is still kept", dn, ac,
+                              d.arena, p.arena);
+            }
+            amp_ctx_free(d.ctx), amp_ctx_free(p.ctx);
+        }
+    /* only float results */
+    amp_ctx *ctx = NULL;
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
+    amp_tensor *x = amp_tensor_zeros(ctx, AMP_F32, 2, (const int64_t[]){2, 4});
+    CHECK(amp_layer_norm_to(ctx, x, NULL, NULL, EPS, AMP_F8E4M3) == NULL);
+    CHECK_EQ_INT(amp_ctx_status(ctx), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(amp_ctx_error(ctx), "layer_norm") && strstr(amp_ctx_error(ctx), "f8"), "error: %s",
+              amp_ctx_error(ctx));
+    CHECK(amp_layer_norm_to(NULL, x, NULL, NULL, EPS, AMP_BF16) == NULL);
     amp_ctx_free(ctx);
 }

@@ -70,6 +70,13 @@ amp_tensor *amp_linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tens
 /* ---- normalization ---- */
 /* Normalizes over the last dimension; weight and bias [last dim] may be NULL. */
 amp_tensor *amp_layer_norm(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias, float eps);
+/* The same norm (computed as amp_layer_norm: fp32 under autocast) with its result rounded once to
+ * out_dtype (f32, f16, bf16): the values and gradients of amp_cast(amp_layer_norm(...), out_dtype)
+ * without the intermediate tensor. For a norm whose only reader is an autocast matmul (a transformer's
+ * ln_1 -> qkv, ln_2 -> mlp, ln_f -> lm_head), which would cast it to the low dtype anyway: like
+ * Transformer Engine's LayerNormLinear, the fp32 output is never stored. */
+amp_tensor *amp_layer_norm_to(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias, float eps,
+                              amp_dtype out_dtype);
 /* x [N, C] or [N, C, H, W]; statistics per channel C. Training: batch statistics (biased variance
  * for normalizing), running_mean/var (fp32 buffers, may be NULL) updated with momentum using the
  * unbiased variance, as PyTorch. Evaluation: normalizes with the running statistics. */

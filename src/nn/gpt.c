@@ -59,17 +59,28 @@ int nn_gpt_declare(amp_model *m) {
     return AMP_OK;
 }
 
+/* A LayerNorm whose only reader is a linear: under autocast, with the linear in the low dtype (the
+ * default policy), the norm's fp32 result would only be cast to that dtype: amp_layer_norm_to rounds
+ * it there directly (the same values and gradients; the fp32 tensor, 2 MiB per norm at the default
+ * shapes, is not kept until backward). Elsewhere the plain norm. */
+static amp_tensor *norm_for_linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *w, amp_tensor *b) {
+    if (x && amp_autocast_enabled() && amp_autocast_get_policy(AMP_OP_LINEAR) == AMP_POLICY_LOWER &&
+        amp_autocast_get_policy(AMP_OP_LAYER_NORM) == AMP_POLICY_FP32)
+        return amp_layer_norm_to(ctx, x, w, b, GPT_LN_EPS, amp_autocast_dtype());
+    return amp_layer_norm(ctx, x, w, b, GPT_LN_EPS);
+}
+
 /* x [B, T, C] -> x + attn(ln_1(x)) -> + mlp(ln_2(.)) */
 static amp_tensor *block(amp_model *m, amp_ctx *ctx, amp_tensor *x, size_t base) {
     const int64_t NH = m->cfg.heads;
 #define P(i) nn_p(m, base + (i))
-    amp_tensor *h = amp_layer_norm(ctx, x, P(BLK_LN1_W), P(BLK_LN1_B), GPT_LN_EPS);
+    amp_tensor *h = norm_for_linear(ctx, x, P(BLK_LN1_W), P(BLK_LN1_B));
     amp_tensor *qkv = amp_linear(ctx, h, P(BLK_ATTN_W), P(BLK_ATTN_B)); /* [B, T, 3C] */
     if (!qkv) return NULL;
     /* q, k, v split into nh heads of D, attention per head, heads merged: [B, T, C] */
     amp_tensor *att = amp_causal_self_attention(ctx, qkv, NH);
     x = amp_add(ctx, x, amp_linear(ctx, att, P(BLK_PROJ_W), P(BLK_PROJ_B)));
-    h = amp_layer_norm(ctx, x, P(BLK_LN2_W), P(BLK_LN2_B), GPT_LN_EPS);
+    h = norm_for_linear(ctx, x, P(BLK_LN2_W), P(BLK_LN2_B));
     h = amp_gelu(ctx, amp_linear(ctx, h, P(BLK_FC_W), P(BLK_FC_B)));      /* [B, T, 4C] */
     return amp_add(ctx, x, amp_linear(ctx, h, P(BLK_MLP_PROJ_W), P(BLK_MLP_PROJ_B)));
 #undef P
@@ -84,7 +95,7 @@ amp_tensor *nn_gpt_forward(amp_model *m, amp_ctx *ctx, const int32_t *tokens, in
     amp_tensor *x = amp_add(ctx, tok, pos);
     for (int64_t l = 0; l < cfg->layers && x; l++) x = block(m, ctx, x, GPT_BLOCK0 + (size_t)l * BLK_COUNT);
     const size_t tail = GPT_BLOCK0 + (size_t)cfg->layers * BLK_COUNT;
-    x = amp_layer_norm(ctx, x, nn_p(m, tail), nn_p(m, tail + 1), GPT_LN_EPS);
+    x = norm_for_linear(ctx, x, nn_p(m, tail), nn_p(m, tail + 1));
     x = amp_reshape(ctx, x, 2, (const int64_t[]){B * T, C});
     return amp_linear(ctx, x, nn_p(m, tail + 2), NULL); /* [B*T, V] */
 }

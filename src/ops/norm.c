@@ -75,7 +75,9 @@ static void layer_norm_backward(amp_ctx *ctx, amp_node *node) {
     if (db) amp_grad_accumulate(ctx, b, db);
 }
 
-amp_tensor *amp_layer_norm(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias, float eps) {
+/* out_dtype: the result's dtype, or AMP_DTYPE_COUNT for x's (after autocast) */
+static amp_tensor *layer_norm(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias, float eps,
+                              amp_dtype out_dtype) {
     const amp_op op = AMP_OP_LAYER_NORM;
     if (!amp_op_input_ok(ctx, op, x)) return NULL;
     if (x->ndim < 1) return amp_op_fail(ctx, op, "needs at least one dimension, got a 0-dimensional tensor");
@@ -87,9 +89,9 @@ amp_tensor *amp_layer_norm(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_
     /* PyTorch's mixed-dtype rule for norms: the result has x's dtype; weight and bias are read as they
      * are (fp32 affine parameters with low-precision activations is Apex O2's "batch-norm in fp32") and
      * get their gradients in their own dtype. */
-    const amp_dtype dt = x->dtype;
+    const amp_dtype dt = x->dtype, odt = out_dtype == AMP_DTYPE_COUNT ? dt : out_dtype;
 
-    amp_tensor *out = amp_ctx_new_tensor(ctx, dt, x->ndim, x->shape, true);
+    amp_tensor *out = amp_ctx_new_tensor(ctx, odt, x->ndim, x->shape, true);
     if (!out) return NULL;
     amp_arena_mark m = amp_scratch_mark(ctx);
     const float *xv = amp_f32_view(ctx, x);
@@ -108,7 +110,7 @@ amp_tensor *amp_layer_norm(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_
         mean[r] = mu, rstd[r] = rs;
         ek->norm_apply(y + r * d, xr, mu, rs, wv, bv, (size_t)d);
     }
-    if (dt != AMP_F32) amp_store_f32(ctx, out, y);
+    if (odt != AMP_F32) amp_store_f32(ctx, out, y);
     amp_tensor *in[3] = {x, weight, bias};
     amp_node *node = amp_autograd_record(ctx, op, dt, out, in, 3, layer_norm_backward);
     if (node) {
@@ -120,6 +122,22 @@ amp_tensor *amp_layer_norm(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_
     }
     amp_scratch_release(ctx, m);
     return ctx->status == AMP_OK ? out : NULL;
+}
+
+amp_tensor *amp_layer_norm(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias, float eps) {
+    return layer_norm(ctx, x, weight, bias, eps, AMP_DTYPE_COUNT);
+}
+
+/* The result rounded once, from the same fp32 values, to out_dtype: the bits of amp_layer_norm
+ * followed by amp_cast (one rounding either way), and the same gradients (the cast's backward only
+ * widens). What goes is the fp32 tensor the cast would read, which the arena keeps until backward. */
+amp_tensor *amp_layer_norm_to(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias, float eps,
+                              amp_dtype out_dtype) {
+    if (!ctx) return NULL;
+    if (out_dtype != AMP_F32 && out_dtype != AMP_F16 && out_dtype != AMP_BF16)
+        return amp_op_fail(ctx, AMP_OP_LAYER_NORM, "the result's dtype must be f32, f16 or bf16, not %s",
+                           amp_dtype_name(out_dtype));
+    return layer_norm(ctx, x, weight, bias, eps, out_dtype);
 }
 
 /* ---- batch norm ----
