@@ -45,6 +45,7 @@ static const harness_test all_tests[] = {
     TEST(ops_softmax_edges),
     TEST(ops_losses),
     TEST(ops_losses_edges),
+    TEST(ops_losses_autocast_in_place),
     TEST(ops_layer_norm),
     TEST(ops_layer_norm_to),
     TEST(ops_batch_norm),

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../src/tensor/autograd.h"
 #include "gradcheck.h"
 #include "harness.h"
 #include "tests.h"
@@ -311,5 +312,79 @@ void test_ops_losses_edges(void) {
     CHECK(amp_mse_loss(ctx, q, t) == NULL);
     CHECK_EQ_INT(amp_ctx_status(ctx), AMP_ERR_INVALID_ARGUMENT);
     CHECK_MSG(strstr(amp_ctx_error(ctx), "same shape") != NULL, "error message: %s", amp_ctx_error(ctx));
+    amp_ctx_free(ctx);
+}
+
+/* ---- the losses under autocast read narrow inputs in place (src/ops/loss.c, loss_autocast) ----
+ * Against the same loss of an explicit fp32 copy (what autocast made before): the loss's bits and the
+ * narrow input's gradient bit for bit, for bf16 and f16 logits / predictions, with a gradient already
+ * in the input (a second reader) so the accumulation is compared too; no cast node (less arena in
+ * use); and with the policy changed to "lower" the input is cast as the policy says. */
+enum { LA_N = 6, LA_C = 11 };
+
+typedef struct {
+    amp_ctx *ctx;
+    amp_tensor *x, *loss;
+    size_t arena;
+} la_run;
+
+static bool la_forward_backward(la_run *r, amp_dtype dt, bool mse, bool explicit_copy) {
+    memset(r, 0, sizeof *r);
+    if (!CHECK(amp_ctx_create(NULL, &r->ctx) == AMP_OK)) return false;
+    amp_ctx *c = r->ctx;
+    float v[LA_N * LA_C], tv[LA_N * LA_C];
+    for (int i = 0; i < LA_N * LA_C; i++) v[i] = (float)((i * 37) % 23) * 0.37f - 4.0f, tv[i] = (float)(i % 5) * 0.5f;
+    v[3] = 3e4f; /* a large logit: the stabilized softmax must not overflow */
+    static const int32_t targets[LA_N] = {0, 3, 10, 5, 5, 1};
+    r->x = amp_tensor_from(c, dt, 2, (const int64_t[]){LA_N, LA_C}, v, AMP_F32);
+    amp_tensor *t = amp_tensor_from(c, dt, 2, (const int64_t[]){LA_N, LA_C}, tv, AMP_F32);
+    if (!r->x || !t) return false;
+    amp_tensor_set_requires_grad(r->x, true);
+    amp_autocast_enter(dt);
+    amp_tensor *in = explicit_copy ? amp_cast(c, r->x, AMP_F32) : r->x, *tin = explicit_copy ? amp_cast(c, t, AMP_F32) : t;
+    r->loss = mse ? amp_mse_loss(c, in, tin) : amp_cross_entropy(c, in, targets);
+    /* a second reader of x, on the tape after the loss: its gradient reaches x first */
+    amp_tensor *other = amp_mul(c, amp_sum_all(c, r->x), amp_tensor_from(c, AMP_F32, 0, NULL, (const float[]){0.25f}, AMP_F32));
+    amp_autocast_exit();
+    amp_tensor *total = amp_add(c, r->loss, other);
+    r->arena = amp_ctx_arena_used(c);
+    return CHECK_MSG(total && amp_backward_scaled(c, total, 1024.0f) == AMP_OK, "%s", amp_ctx_error(c)) &&
+           CHECK(r->x->grad != NULL);
+}
+
+void test_ops_losses_autocast_in_place(void) {
+    const amp_dtype dts[] = {AMP_BF16, AMP_F16};
+    for (size_t di = 0; di < 2; di++)
+        for (int mse = 0; mse < 2; mse++) {
+            la_run a, b;
+            const char *name = mse ? "mse_loss" : "cross_entropy", *dn = amp_dtype_name(dts[di]);
+            if (la_forward_backward(&a, dts[di], mse, false) && la_forward_backward(&b, dts[di], mse, true)) {
+                CHECK_MSG(amp_tensor_get(a.loss, 0) == amp_tensor_get(b.loss, 0) && a.loss->dtype == AMP_F32 &&
+                              a.loss->compute_dtype == AMP_F32,
+                          "%s, %s: loss %.9g, through an fp32 copy %.9g", name, dn, amp_tensor_get(a.loss, 0),
+                          amp_tensor_get(b.loss, 0));
+                CHECK_MSG(a.x->grad->dtype == dts[di] &&
+                              memcmp(a.x->grad->data, b.x->grad->data, (size_t)(LA_N * LA_C) * amp_dtype_size(dts[di])) == 0,
+                          "%s, %s: the input's gradient differs from the fp32 copy's path", name, dn);
+                CHECK_MSG(a.loss->grad_fn && a.loss->grad_fn->in[0] == a.x, "%s, %s: the loss does not read x in place",
+                          name, dn);
+                CHECK_MSG(a.arena + (size_t)(LA_N * LA_C) * sizeof(float) <= b.arena, "%s, %s: arena %zu, with the copy %zu",
+                          name, dn, a.arena, b.arena);
+            }
+            amp_ctx_free(a.ctx), amp_ctx_free(b.ctx);
+        }
+    /* another policy: the input is cast as it says (here to the region's dtype, from fp32) */
+    amp_ctx *ctx = NULL;
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
+    const amp_cast_policy was = amp_autocast_get_policy(AMP_OP_CROSS_ENTROPY);
+    CHECK(amp_autocast_set_policy(AMP_OP_CROSS_ENTROPY, AMP_POLICY_LOWER) == AMP_OK);
+    amp_tensor *x = amp_tensor_zeros(ctx, AMP_F32, 2, (const int64_t[]){2, 3});
+    if (x) amp_tensor_set_requires_grad(x, true);
+    amp_autocast_enter(AMP_BF16);
+    amp_tensor *loss = amp_cross_entropy(ctx, x, (const int32_t[]){0, 2});
+    amp_autocast_exit();
+    amp_autocast_set_policy(AMP_OP_CROSS_ENTROPY, was);
+    if (CHECK(loss && loss->grad_fn))
+        CHECK_MSG(loss->grad_fn->in[0] != x && loss->grad_fn->in[0]->dtype == AMP_BF16, "lower policy: not cast to bf16");
     amp_ctx_free(ctx);
 }

@@ -1,13 +1,25 @@
 /* Losses: cross-entropy over class logits and mean squared error. Both return a 0-dim fp32 tensor
  * (losses are fp32, as under PyTorch's autocast), computed in fp32 straight from inputs of any float
- * dtype (no cast node); gradients reach the inputs in their own dtypes. compute_dtype is the inputs'
- * dtype (mse: the two promoted), following amp_tensor's definition; the arithmetic is fp32 throughout.
- * An empty batch gives 0/0 = NaN, as PyTorch's mean reduction does. */
+ * dtype (no cast node, under autocast too: loss_autocast); gradients reach the inputs in their own
+ * dtypes. compute_dtype is the inputs' dtype (mse: the two promoted; fp32 in an autocast region),
+ * following amp_tensor's definition; the arithmetic is fp32 throughout. An empty batch gives 0/0 =
+ * NaN, as PyTorch's mean reduction does. */
 #include <string.h>
 #include <math.h>
 
 #include "../kernels/vecmath.h"
 #include "op_util.h"
+
+/* Autocast for a loss. Under the default policy (fp32, PyTorch's list) a narrow input is read in place:
+ * the arithmetic here is fp32 from any float dtype anyway, so the fp32 copy autocast would make is the
+ * same values, at the price of a tensor of the input's size kept until backward and a pass over it
+ * (the gpt's logits: 4 MiB). The gradient reaches the input rounded once to its dtype, as the cast's
+ * backward would round it; the result's compute_dtype is fp32, as with the copy. A policy changed to
+ * another (lower, promote) casts as usual. */
+static bool loss_autocast(amp_ctx *ctx, amp_op op, amp_tensor **in, int n, bool *in_place_fp32) {
+    *in_place_fp32 = amp_autocast_enabled() && amp_autocast_get_policy(op) == AMP_POLICY_FP32;
+    return *in_place_fp32 || amp_autocast_inputs(ctx, op, in, n);
+}
 
 /* ---- cross-entropy ----
  * loss = mean over n of logsumexp(x[n, :]) - x[n, t_n], with the log-softmax fused and stabilized by
@@ -84,7 +96,8 @@ static void cross_entropy_backward(amp_ctx *ctx, amp_node *node) {
 
 amp_tensor *amp_cross_entropy(amp_ctx *ctx, amp_tensor *logits, const int32_t *targets) {
     const amp_op op = AMP_OP_CROSS_ENTROPY;
-    if (!amp_op_input_ok(ctx, op, logits) || !amp_autocast_inputs(ctx, op, &logits, 1)) return NULL;
+    bool fp32_region;
+    if (!amp_op_input_ok(ctx, op, logits) || !loss_autocast(ctx, op, &logits, 1, &fp32_region)) return NULL;
     if (logits->ndim != 2) {
         char sh[64];
         return amp_op_fail(ctx, op, "logits must be [N, C], not %s", amp_shape_str(logits, sh, sizeof sh));
@@ -137,7 +150,8 @@ amp_tensor *amp_cross_entropy(amp_ctx *ctx, amp_tensor *logits, const int32_t *t
         }
     }
     *(float *)out->data = acc / (float)N;
-    amp_node *node = amp_autograd_record(ctx, op, logits->dtype, out, &logits, 1, cross_entropy_backward);
+    amp_node *node = amp_autograd_record(ctx, op, fp32_region ? AMP_F32 : logits->dtype, out, &logits, 1,
+                                         cross_entropy_backward);
     if (node) {
         ce_saved *s = amp_ctx_alloc(ctx, sizeof *s);
         int32_t *t = amp_ctx_alloc(ctx, (size_t)(N > 0 ? N : 1) * sizeof *t);
@@ -181,7 +195,8 @@ amp_tensor *amp_mse_loss(amp_ctx *ctx, amp_tensor *pred, amp_tensor *target) {
     const amp_op op = AMP_OP_MSE_LOSS;
     if (!amp_op_input_ok(ctx, op, pred) || !amp_op_input_ok(ctx, op, target)) return NULL;
     amp_tensor *cast_in[2] = {pred, target};
-    if (!amp_autocast_inputs(ctx, op, cast_in, 2)) return NULL;
+    bool fp32_region;
+    if (!loss_autocast(ctx, op, cast_in, 2, &fp32_region)) return NULL;
     pred = cast_in[0], target = cast_in[1];
     if (!amp_same_shape(pred, target)) {
         char a[64], b[64];
@@ -205,6 +220,7 @@ amp_tensor *amp_mse_loss(amp_ctx *ctx, amp_tensor *pred, amp_tensor *target) {
     *(float *)out->data = acc / (float)n;
     amp_scratch_release(ctx, m);
     amp_tensor *in[2] = {pred, target};
-    amp_autograd_record(ctx, op, amp_promote(pred->dtype, target->dtype), out, in, 2, mse_backward);
+    amp_autograd_record(ctx, op, fp32_region ? AMP_F32 : amp_promote(pred->dtype, target->dtype), out, in, 2,
+                        mse_backward);
     return out;
 }
