@@ -404,12 +404,15 @@ static bool flips_every_chunk(const conv_geom *g, amp_dtype dt, int64_t nb_max, 
     return true;
 }
 
-/* Whether the weight gradient takes the implicit GEMM: bf16 pairs on AVX-512 (the panels' SIMD
- * code), stride 1, and a product computed as C^T (panels of mr k indices) for every chunk size. */
+/* Whether the weight gradient takes the implicit GEMM: fp32 or bf16 pairs on AVX-512 (the panels'
+ * SIMD code), stride 1, and a product computed as C^T (panels of mr k indices) for every chunk size. */
 static bool implicit_dw_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
-    if (dt != AMP_BF16 || !amp_conv_padded_ok(g) || amp_isa_active() != AMP_ISA_AVX512) return false;
+    if (!amp_conv_padded_ok(g) || amp_isa_active() != AMP_ISA_AVX512) return false;
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
-    return kern && kern->packed == AMP_GEMM_PACKED_BF16_PAIRS && flips_every_chunk(g, dt, nb_max, true);
+    return kern &&
+           ((dt == AMP_F32 && kern->packed == AMP_GEMM_PACKED_F32) ||
+            (dt == AMP_BF16 && kern->packed == AMP_GEMM_PACKED_BF16_PAIRS)) &&
+           flips_every_chunk(g, dt, nb_max, true);
 }
 
 /* Whether the forward takes the implicit GEMM: stride 1 within the padded plane's bound, the
