@@ -697,9 +697,10 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
     const bool dx_corr = need_dx && dx_by_correlation(g), dx_cols = need_dx && !dx_corr;
     const int64_t hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad;
     /* scratch per image: dY's permuted copy, the columns (or the implicit weight gradient's padded
-     * image) and, for dX through col2im, the columns' fp32 gradient. dW's sum over the batch is split
-     * at chunk boundaries: its bits depend on nb (the shapes', never the thread count's). */
-    const int64_t per_image_gp = p_img * g->o * (int64_t)es + (dx_cols ? p_img * k * 4 : 0);
+     * image) and, where dX goes through col2im, the columns' fp32 gradient, counted whether or not
+     * x needs a gradient: dW's sum over the batch is split at chunk boundaries, so its bits depend
+     * on nb, which depends on the shapes only (not on which gradients are made, nor the threads). */
+    const int64_t per_image_gp = p_img * g->o * (int64_t)es + (dx_by_correlation(g) ? 0 : p_img * k * 4);
     int64_t nb_max = chunk_images(g, per_image_gp + g->c * hp * wp * (int64_t)es);
     const bool implicit = need_dw && implicit_dw_ok(g, dt, nb_max);
     if (!implicit) nb_max = chunk_images(g, per_image_gp + p_img * k * (int64_t)es);
