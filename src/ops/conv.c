@@ -471,7 +471,8 @@ static void task_im2col(void *arg, int64_t b, int thread_id) {
         amp_conv_im2col_ref(a->g, a->x, a->es, a->b0, a->nb, b, a->col);
 }
 
-/* x's image b0 + b -> its zero-padded planes in xp */
+/* x's image b0 + b -> the interior of its padded planes in xp. The border is zeroed once per
+ * product (xp_zero), not per chunk: every chunk writes the same interiors over it. */
 static void task_pad(void *arg, int64_t b, int thread_id) {
     const conv_pass *a = arg;
     const conv_geom *g = a->g;
@@ -479,12 +480,14 @@ static void task_pad(void *arg, int64_t b, int thread_id) {
     (void)thread_id;
     unsigned char *dst = (unsigned char *)a->xp + (size_t)(b * g->c * hp * wp) * a->es;
     const unsigned char *src = (const unsigned char *)a->x + (size_t)((a->b0 + b) * g->c * g->h * g->w) * a->es;
-    memset(dst, 0, (size_t)(g->c * hp * wp) * a->es);
     for (int64_t c = 0; c < g->c; c++)
         for (int64_t iy = 0; iy < g->h; iy++)
             copy_bytes(dst + (size_t)((c * hp + iy + g->pad) * wp + g->pad) * a->es,
                        src + (size_t)((c * g->h + iy) * g->w) * a->es, (size_t)g->w * a->es);
 }
+
+/* Zeroes the padded chunk of nb_max images (the borders task_pad leaves) and the slack after it. */
+static void xp_zero(void *xp, int64_t xp_bytes) { memset(xp, 0, (size_t)xp_bytes + AMP_CONV_IMPLICIT_SLACK); }
 
 static void task_col2im(void *arg, int64_t b, int thread_id) {
     const conv_pass *a = arg;
@@ -620,7 +623,7 @@ static int conv_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, const 
     const amp_conv_implicit ci = {.g = g, .xp = col, .es = es, .koff = koff, .pix = pix};
     if (implicit) {
         implicit_tables(g, nb_max, koff, pix);
-        memset((unsigned char *)col + (size_t)(nb_max * g->c * hp * wp) * es, 0, AMP_CONV_IMPLICIT_SLACK);
+        xp_zero(col, nb_max * g->c * hp * wp * (int64_t)es);
     }
     int st = AMP_OK;
     for (int64_t b0 = 0; b0 < g->n && st == AMP_OK; b0 += nb_max) {
@@ -662,10 +665,14 @@ static int conv_dx_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, con
     unsigned char *wt = amp_scratch_alloc(ctx, (size_t)(g->c * g->o * khw) * es); /* [C, O, KH, KW] */
     if (!wt) return AMP_ERR_OUT_OF_MEMORY;
     for (int64_t c = 0; c < g->c; c++)
-        for (int64_t o = 0; o < g->o; o++)
-            for (int64_t t = 0; t < khw; t++) /* (ky, kx) -> (KH-1-ky, KW-1-kx): t -> khw - 1 - t */
-                memcpy(wt + (size_t)((c * g->o + o) * khw + t) * es,
-                       (const unsigned char *)w + (size_t)((o * g->c + c) * khw + khw - 1 - t) * es, es);
+        for (int64_t o = 0; o < g->o; o++) {
+            /* (ky, kx) -> (KH-1-ky, KW-1-kx) is t -> khw - 1 - t; elements copied as bits */
+            const int64_t to = (c * g->o + o) * khw, from = (o * g->c + c) * khw + khw - 1;
+            if (es == 2)
+                for (int64_t t = 0; t < khw; t++) ((uint16_t *)(void *)wt)[to + t] = ((const uint16_t *)w)[from - t];
+            else
+                for (int64_t t = 0; t < khw; t++) ((uint32_t *)(void *)wt)[to + t] = ((const uint32_t *)w)[from - t];
+        }
     const int st = conv_correlate(ctx, &gd, dt, gy, wt, NULL, dx, AMP_F32);
     amp_scratch_release(ctx, m);
     return st;
@@ -705,7 +712,7 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
     const bool implicit = need_dw && implicit_dw_ok(g, dt, nb_max);
     if (!implicit) nb_max = chunk_images(g, per_image_gp + p_img * k * (int64_t)es);
     /* dY's permuted copy gp [O, nb*P], the GEMMs' operand, is not made when
-     * - one image per chunk (fp32's conv2 in the cnn: 128 chunks): dY's image [O, P] is that already;
+     * - one image per chunk: dY's image [O, P] is that already;
      * - dW is the only product and takes the columns (the cnn's conv1): it is computed as
      *   dW^T [K, O] = col dY^T, dY packed straight from [N, O, P] by conv_pack_dy_cb (the same
      *   products summed in the same order: the same bits), then transposed into dW.
@@ -725,7 +732,7 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
     const amp_conv_implicit ci = {.g = g, .xp = col, .es = es, .koff = koff, .pix = pix};
     if (implicit) {
         implicit_tables(g, nb_max, koff, pix);
-        memset((unsigned char *)col + xp_bytes, 0, AMP_CONV_IMPLICIT_SLACK);
+        xp_zero(col, xp_bytes);
     }
     /* the padded col2im writes every element of dx; the other one adds into zeros */
     if (dx_cols && !amp_conv_padded_ok(g)) memset(dx, 0, (size_t)(g->n * g->c * g->h * g->w) * sizeof *dx);
