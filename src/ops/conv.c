@@ -46,6 +46,7 @@
 #include "amp/cpu.h"
 #include "amp/formats.h"
 #include "amp/gemm.h"
+#include "../formats/float_bits.h"
 #include "../gemm/gemm_implicit.h"
 #include "conv_kernels.h"
 #include "op_util.h"
@@ -553,6 +554,19 @@ static float sum_f32(const float *v, int64_t n) {
     return s;
 }
 
+/* sum_f32 of bf16 values, widened as they are read (exact: the bits shifted up), so the same sum
+ * in the same order without amp_convert's fp32 copy (its decode pass was 1% of the cnn's bf16
+ * step). */
+static float sum_bf16(const uint16_t *v, int64_t n) {
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) acc[k] += amp_f32_from_bits(amp_bf16_decode(v[i + k]));
+    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) s += amp_f32_from_bits(amp_bf16_decode(v[i]));
+    return s;
+}
+
 /* dY [b0.., O, P] -> gp [O, nb*P] for output channel o (nb > 1); db[o] += its sum in fp32. */
 static void task_permute_grad(void *arg, int64_t o, int thread_id) {
     const conv_pass *a = arg;
@@ -567,6 +581,10 @@ static void task_permute_grad(void *arg, int64_t o, int thread_id) {
         for (int64_t i0 = 0; i0 < p_img; i0 += 256) {
             const int64_t n = p_img - i0 < 256 ? p_img - i0 : 256;
             const float *v = (const float *)(const void *)(src + (size_t)i0 * a->es);
+            if (a->dt == AMP_BF16) {
+                s += sum_bf16((const uint16_t *)(const void *)(src + (size_t)i0 * a->es), n);
+                continue;
+            }
             if (a->dt != AMP_F32) {
                 amp_convert(chunk, AMP_F32, src + (size_t)i0 * a->es, a->dt, (size_t)n);
                 v = chunk;
