@@ -23,7 +23,10 @@
  *     with iy = oy*stride - pad + ky, ix = ox*stride - pad + kx (0 outside the image);
  *   forward   Y [O, nb*P] = W [O, K] col                       (fp32, + bias, rounded once into out)
  *   backward  dW [O, K] += dY [O, nb*P] col^T                   (fp32 across chunks, GEMM beta = 1)
- *             dcol [K, nb*P] = W^T dY, then col2im adds it into dx (fp32)
+ *             dX: stride 1 with a square kernel and pad <= k - 1 (the cnn's), the correlation of dY
+ *               with the flipped kernel, [C, O*KH*KW], through the forward's path on a derived
+ *               geometry (conv_dx_correlate, in its own chunks); otherwise dcol [K, nb*P] = W^T dY,
+ *               then col2im adds it into dx (fp32)
  *             db [O] = sums of dY (fp32)
  * dY is the output gradient in the compute dtype (the output's dtype: exact), permuted to [O, nb*P]
  * (with nb = 1 that is dY's image [O, P] itself, used in place).
@@ -32,14 +35,18 @@
  * product as C^T (gemm.c's compute_transposed: the cnn's conv2, O = 64 against the kernel's 12 rows),
  * col is never written. Each chunk's images are copied once into zero-padded planes xp, and the
  * GEMM's pack of the col side calls back here (gemm/gemm_implicit.h) for panels built straight from
- * xp (conv_kernels.h; src/kernels/x86/conv_avx512.c): the forward's panels of 12 pixels (fp32 and
- * bf16), the weight gradient's panels of 12 k indices (bf16). The packed values are the ones the
+ * xp (conv_kernels.h; src/kernels/x86/conv_avx512.c): the forward's (and dX's) panels of 12 pixels,
+ * the weight gradient's panels of 12 k indices (fp32 and bf16). The packed values are the ones the
  * GEMM's pack would make from col, so the bits are the same; the chunks of the backward are too
  * (dW is summed per chunk), while the forward's only bound is xp and Y. Measured on the cnn, bf16,
  * 1 thread (perf samples against the im2col version's whole step): im2col + packing 10.8% -> 8.1%
  * (the panels cost about what the packing of col did; what goes is im2col's writes and reads of
- * col; conv1, whose k = 25 keeps im2col, and dW's other operand remain); col2im stays (dX as a
- * correlation of dY with the flipped kernel would sum in another order). */
+ * col; conv1, whose k = 25 keeps im2col, and dW's other operand remain). dX's correlation sums each
+ * element once over O*KH*KW terms in the GEMM's order, where col2im summed the O-term sums of W^T dY
+ * over the kernel's positions: other bits, the same values to fp32 rounding. Measured on the cnn,
+ * 1 thread, interleaved A/B against col2im and the fp32 columns of dW: amp-bf16 +1.3% samples/s
+ * (col2im's 3.9% goes, dX's panels cost 4%, the GEMM, k = 1600 into 32 rows instead of k = 64 into
+ * 800, gets faster); fp32 about even (dX's panels cost what col2im and the fp32 dcol did). */
 #include <string.h>
 
 #include "../core/parallel.h"
