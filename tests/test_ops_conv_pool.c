@@ -536,10 +536,11 @@ static void check_conv_store_bf16(void) {
 }
 
 /* The weight gradient with dY packed straight from [N, O, P] (conv_backward's dW^T = col dY^T, taken
- * when x needs no gradient and a chunk holds several images) against the one through dY's permuted
- * copy (x needs a gradient), bit for bit, with db, in chunks of 3-4 images and a last partial
- * chunk (the packed runs split at image boundaries inside a k block); P odd (bf16 pairs then keep
- * the copy; f32 and f16 take the direct path) and stride 2; 1 and 3 threads. */
+ * when dX needs no W^T dY and a chunk holds several images) against the one through dY's permuted
+ * copy (x needs a gradient and dX goes through col2im: geometry 2, stride 2; at stride 1 dX is a
+ * correlation and both runs take the direct path), bit for bit, with db, in chunks of 3-4 images
+ * and a last partial chunk (the packed runs split at image boundaries inside a k block); P odd
+ * (bf16 pairs then keep the copy; f32 and f16 take the direct path) and stride 2; 1 and 3 threads. */
 static void check_conv_dw_direct_dy(void) {
     static const int geoms[][6] = {/* n, c, hw, o, stride, pad */
                                    {10, 8, 20, 6, 1, 2}, {7, 8, 19, 5, 1, 2}, {9, 8, 20, 6, 2, 2}};
