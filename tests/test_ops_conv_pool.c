@@ -260,9 +260,8 @@ static void check_conv_padded_twin(void) {
 /* The implicit GEMM's panels: the AVX-512 versions against the references, bit for bit, for every
  * panel position of a chunk of 3 padded images (forward: panels straddling images; weight
  * gradient: rows straddling channels, pixel pairs straddling output rows and images), r = 6, 12,
- * 16 (and 32, which the SIMD versions decline), both element sizes (the weight gradient's SIMD
- * panels are bf16 only), a k block starting past 0 and an odd one (the bf16 pair padding). The
- * panels start as garbage. */
+ * 16 (and 32, which the SIMD versions decline), both element sizes, a k block starting past 0 and
+ * an odd one (the bf16 pair padding). The panels start as garbage. */
 static void check_conv_implicit_panels(void) {
 #if defined(__x86_64__)
     if (!amp_isa_supported(AMP_ISA_AVX512)) return;
@@ -293,7 +292,7 @@ static void check_conv_implicit_panels(void) {
             const amp_conv_implicit c0 = {.g = &g};
             pix[i] = (int32_t)amp_conv_pixel_offset(&c0, i);
         }
-        int64_t simd_panels = 0, simd_k_panels = 0;
+        int64_t simd_panels = 0, simd_k_panels = 0, simd_k_panels_f32 = 0;
         for (size_t es = 2; es <= 4; es += 2) {
             const amp_conv_implicit ci = {.g = &g, .xp = xp, .es = es, .koff = koff, .pix = pix};
             static const int rs[] = {6, 12, 16, 32};
@@ -324,6 +323,7 @@ static void check_conv_implicit_panels(void) {
                         amp_conv_pack_panel_k_ref(&ci, kref, j0, rows, q0, qc, r);
                         if (!amp_conv_pack_panel_k_avx512(&ci, kgot, j0, rows, q0, qc, r)) continue;
                         simd_k_panels++;
+                        simd_k_panels_f32 += es == 4;
                         CHECK_MSG(memcmp(kgot, kref, kbytes) == 0,
                                   "implicit k panel avx512 != ref: geometry %zu, es %zu, r %d, j0 %lld, p0 %lld, kc %lld",
                                   v, es, r, (long long)j0, (long long)q0, (long long)qc);
@@ -333,8 +333,9 @@ static void check_conv_implicit_panels(void) {
             }
         }
         if (v < 3)
-            CHECK_MSG(simd_panels > 0 && simd_k_panels > 0, "geometry %zu: no panel took the AVX-512 path (%lld, %lld)",
-                      v, (long long)simd_panels, (long long)simd_k_panels);
+            CHECK_MSG(simd_panels > 0 && simd_k_panels > 0 && simd_k_panels_f32 > 0,
+                      "geometry %zu: no panel took the AVX-512 path (%lld, %lld, fp32 %lld)", v, (long long)simd_panels,
+                      (long long)simd_k_panels, (long long)simd_k_panels_f32);
         free(xp), free(koff), free(pix), free(ref), free(got);
     }
 #endif
@@ -408,6 +409,98 @@ static void check_conv_implicit_forward(void) {
     free(xs), free(ws), free(col), free(y), free(want);
 }
 
+/* conv2d's stride-1 input gradient as a correlation (conv.c's conv_dx_correlate): x->grad against
+ * the product written out here, bit for bit: the kernel flipped in both axes and transposed to
+ * [C, O, K, K] by its own loop, dY's columns by amp_conv_im2col_ref on the derived geometry (dY's
+ * planes, padding K - 1 - pad), one amp_gemm, rounded once to the gradient's dtype; f32 and bf16,
+ * 1 and 3 threads. C = 32 is the cnn's conv2 (the GEMM computes C^T: on AVX-512 the implicit GEMM),
+ * C = 8 the other orientation (im2col); the values against the direct definition in double, within
+ * the fp32 sums' noise (f32) or one bf16 rounding (bf16). */
+static void check_conv_dx_correlation(void) {
+    static const int geoms[][5] = {/* n, c, hw, o, pad */ {3, 32, 8, 16, 1}, {2, 8, 9, 6, 2}, {2, 32, 7, 4, 0}};
+    const int saved_threads = amp_get_num_threads();
+    uint64_t s = harness_seed();
+    for (size_t v = 0; v < sizeof geoms / sizeof geoms[0]; v++) {
+        const int n = geoms[v][0], c = geoms[v][1], hw = geoms[v][2], o = geoms[v][3], pad = geoms[v][4];
+        const int k = pad == 0 ? 3 : 2 * pad + 1, ohw = hw + 2 * pad - k + 1, p = hw * hw, kk = o * k * k;
+        const amp_conv_geom gd = {.n = n, .c = o, .h = ohw, .w = ohw, .o = c, .kh = k, .kw = k, .oh = hw, .ow = hw,
+                                  .stride = 1, .pad = k - 1 - pad};
+        const size_t nx = (size_t)n * c * p, nw = (size_t)o * c * k * k, ny = (size_t)n * o * ohw * ohw;
+        float *xs = malloc(sizeof(float) * nx), *ws = malloc(sizeof(float) * nw), *gs = malloc(sizeof(float) * ny);
+        float *y = malloc(sizeof(float) * nx), *want = malloc(sizeof(float) * nx), *got = malloc(sizeof(float) * nx);
+        double *dx = calloc(nx, sizeof(double));
+        unsigned char *wt = malloc(sizeof(float) * nw), *col = malloc(sizeof(float) * (size_t)kk * n * p);
+        for (size_t i = 0; i < nx; i++) xs[i] = next_uniform(&s);
+        for (size_t i = 0; i < nw; i++) ws[i] = next_uniform(&s);
+        for (size_t i = 0; i < ny; i++) gs[i] = next_uniform(&s);
+        for (int d = 0; d < 2; d++) {
+            const amp_dtype dt = d == 0 ? AMP_F32 : AMP_BF16;
+            const size_t es = amp_dtype_size(dt);
+            for (int r = 0; r < 2; r++) {
+                amp_set_num_threads(r == 0 ? 1 : 3);
+                amp_ctx *ctx = NULL;
+                if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) break;
+                amp_tensor *x = amp_tensor_from(ctx, dt, 4, (const int64_t[]){n, c, hw, hw}, xs, AMP_F32);
+                amp_tensor *w = amp_tensor_from(ctx, dt, 4, (const int64_t[]){o, c, k, k}, ws, AMP_F32);
+                amp_tensor *seed = amp_tensor_from(ctx, dt, 4, (const int64_t[]){n, o, ohw, ohw}, gs, AMP_F32);
+                amp_tensor_set_requires_grad(x, true);
+                amp_tensor *out = amp_conv2d(ctx, x, w, NULL, 1, pad);
+                if (!CHECK_MSG(out && seed && amp_backward(ctx, out, seed) == AMP_OK && x->grad, "%s",
+                               amp_ctx_error(ctx))) {
+                    amp_ctx_free(ctx);
+                    continue;
+                }
+                if (r == 0) { /* the product, from the operands amp saw (rounded to dt) */
+                    for (int ci = 0; ci < c; ci++)
+                        for (int oi = 0; oi < o; oi++)
+                            for (int t = 0; t < k * k; t++)
+                                memcpy(wt + ((size_t)(ci * o + oi) * k * k + t) * es,
+                                       (const unsigned char *)w->data + ((size_t)(oi * c + ci) * k * k + k * k - 1 - t) * es,
+                                       es);
+                    for (int b = 0; b < n; b++) amp_conv_im2col_ref(&gd, seed->data, es, 0, n, b, col);
+                    CHECK(amp_gemm(dt, false, false, c, n * p, kk, 1.0f, wt, kk, col, n * p, 0.0f, y, n * p) == AMP_OK);
+                    for (int b = 0; b < n; b++)
+                        for (int ci = 0; ci < c; ci++)
+                            memcpy(want + (size_t)(b * c + ci) * p, y + (size_t)ci * n * p + (size_t)b * p,
+                                   sizeof(float) * (size_t)p);
+                    unsigned char *tmp = malloc(sizeof(float) * nx);
+                    amp_convert(tmp, x->grad->dtype, want, AMP_F32, nx);
+                    amp_convert(want, AMP_F32, tmp, x->grad->dtype, nx);
+                    free(tmp);
+                }
+                amp_tensor_read(x->grad, got, AMP_F32);
+                CHECK_MSG(memcmp(got, want, sizeof(float) * nx) == 0,
+                          "geometry %zu, %s, %d thread(s), %s: dX != flipped-kernel im2col + gemm (seed %llu)", v,
+                          amp_dtype_name(dt), r == 0 ? 1 : 3, amp_isa_name(amp_isa_active()),
+                          (unsigned long long)harness_seed());
+                if (r == 0 && d == 0) { /* the definition, in double, on the fp32 operands */
+                    for (int b = 0; b < n; b++)
+                        for (int oi = 0; oi < o; oi++)
+                            for (int ci = 0; ci < c; ci++)
+                                for (int ky = 0; ky < k; ky++)
+                                    for (int kx = 0; kx < k; kx++)
+                                        for (int oy = 0; oy < ohw; oy++)
+                                            for (int ox = 0; ox < ohw; ox++) {
+                                                const int iy = oy - pad + ky, ix = ox - pad + kx;
+                                                if (iy < 0 || iy >= hw || ix < 0 || ix >= hw) continue;
+                                                dx[((size_t)(b * c + ci) * hw + iy) * hw + ix] +=
+                                                    (double)gs[((size_t)(b * o + oi) * ohw + oy) * ohw + ox] *
+                                                    ws[((size_t)(oi * c + ci) * k + ky) * k + kx];
+                                            }
+                    int bad = 0;
+                    for (size_t i = 0; i < nx && bad < 3; i++)
+                        if (!(fabs(got[i] - dx[i]) <= 1e-5 * (1.0 + fabs(dx[i]))))
+                            bad++, CHECK_MSG(false, "geometry %zu: dx[%zu] %.9g, want %.9g (seed %llu)", v, i, got[i],
+                                             dx[i], (unsigned long long)harness_seed());
+                }
+                amp_ctx_free(ctx);
+            }
+        }
+        free(xs), free(ws), free(gs), free(y), free(want), free(got), free(dx), free(wt), free(col);
+    }
+    amp_set_num_threads(saved_threads);
+}
+
 /* The forward's fused bias + bf16 rounding against the fp32 add then amp_convert, bit for bit: random
  * values with rounding ties, subnormals, infinities, NaN payloads, sums that overflow; rows of 1-40
  * elements and the cnn's 196 and 784 (tails under masks). */
@@ -443,10 +536,11 @@ static void check_conv_store_bf16(void) {
 }
 
 /* The weight gradient with dY packed straight from [N, O, P] (conv_backward's dW^T = col dY^T, taken
- * when x needs no gradient and a chunk holds several images) against the one through dY's permuted
- * copy (x needs a gradient), bit for bit, with db, in chunks of 3-4 images and a last partial
- * chunk (the packed runs split at image boundaries inside a k block); P odd (bf16 pairs then keep
- * the copy; f32 and f16 take the direct path) and stride 2; 1 and 3 threads. */
+ * when dX needs no W^T dY and a chunk holds several images) against the one through dY's permuted
+ * copy (x needs a gradient and dX goes through col2im: geometry 2, stride 2; at stride 1 dX is a
+ * correlation and both runs take the direct path), bit for bit, with db, in chunks of 3-4 images
+ * and a last partial chunk (the packed runs split at image boundaries inside a k block); P odd
+ * (bf16 pairs then keep the copy; f32 and f16 take the direct path) and stride 2; 1 and 3 threads. */
 static void check_conv_dw_direct_dy(void) {
     static const int geoms[][6] = {/* n, c, hw, o, stride, pad */
                                    {10, 8, 20, 6, 1, 2}, {7, 8, 19, 5, 1, 2}, {9, 8, 20, 6, 2, 2}};
@@ -534,6 +628,7 @@ void test_ops_conv2d(void) {
     check_conv_implicit_panels();
     check_conv_implicit_forward();
     check_conv_dw_direct_dy();
+    check_conv_dx_correlation();
     check_conv_store_bf16();
 
     amp_ctx *ctx = NULL;

@@ -23,7 +23,10 @@
  *     with iy = oy*stride - pad + ky, ix = ox*stride - pad + kx (0 outside the image);
  *   forward   Y [O, nb*P] = W [O, K] col                       (fp32, + bias, rounded once into out)
  *   backward  dW [O, K] += dY [O, nb*P] col^T                   (fp32 across chunks, GEMM beta = 1)
- *             dcol [K, nb*P] = W^T dY, then col2im adds it into dx (fp32)
+ *             dX: stride 1 with a square kernel and pad <= k - 1 (the cnn's), the correlation of dY
+ *               with the flipped kernel, [C, O*KH*KW], through the forward's path on a derived
+ *               geometry (conv_dx_correlate, in its own chunks); otherwise dcol [K, nb*P] = W^T dY,
+ *               then col2im adds it into dx (fp32)
  *             db [O] = sums of dY (fp32)
  * dY is the output gradient in the compute dtype (the output's dtype: exact), permuted to [O, nb*P]
  * (with nb = 1 that is dY's image [O, P] itself, used in place).
@@ -32,20 +35,25 @@
  * product as C^T (gemm.c's compute_transposed: the cnn's conv2, O = 64 against the kernel's 12 rows),
  * col is never written. Each chunk's images are copied once into zero-padded planes xp, and the
  * GEMM's pack of the col side calls back here (gemm/gemm_implicit.h) for panels built straight from
- * xp (conv_kernels.h; src/kernels/x86/conv_avx512.c): the forward's panels of 12 pixels (fp32 and
- * bf16), the weight gradient's panels of 12 k indices (bf16). The packed values are the ones the
+ * xp (conv_kernels.h; src/kernels/x86/conv_avx512.c): the forward's (and dX's) panels of 12 pixels,
+ * the weight gradient's panels of 12 k indices (fp32 and bf16). The packed values are the ones the
  * GEMM's pack would make from col, so the bits are the same; the chunks of the backward are too
  * (dW is summed per chunk), while the forward's only bound is xp and Y. Measured on the cnn, bf16,
  * 1 thread (perf samples against the im2col version's whole step): im2col + packing 10.8% -> 8.1%
  * (the panels cost about what the packing of col did; what goes is im2col's writes and reads of
- * col; conv1, whose k = 25 keeps im2col, and dW's other operand remain); col2im stays (dX as a
- * correlation of dY with the flipped kernel would sum in another order). */
+ * col; conv1, whose k = 25 keeps im2col, and dW's other operand remain). dX's correlation sums each
+ * element once over O*KH*KW terms in the GEMM's order, where col2im summed the O-term sums of W^T dY
+ * over the kernel's positions: other bits, the same values to fp32 rounding. Measured on the cnn,
+ * 1 thread, interleaved A/B against col2im and the fp32 columns of dW: amp-bf16 +1.3% samples/s
+ * (col2im's 3.9% goes, dX's panels cost 4%, the GEMM, k = 1600 into 32 rows instead of k = 64 into
+ * 800, gets faster); fp32 about even (dX's panels cost what col2im and the fp32 dcol did). */
 #include <string.h>
 
 #include "../core/parallel.h"
 #include "amp/cpu.h"
 #include "amp/formats.h"
 #include "amp/gemm.h"
+#include "../formats/float_bits.h"
 #include "../gemm/gemm_implicit.h"
 #include "conv_kernels.h"
 #include "op_util.h"
@@ -404,12 +412,15 @@ static bool flips_every_chunk(const conv_geom *g, amp_dtype dt, int64_t nb_max, 
     return true;
 }
 
-/* Whether the weight gradient takes the implicit GEMM: bf16 pairs on AVX-512 (the panels' SIMD
- * code), stride 1, and a product computed as C^T (panels of mr k indices) for every chunk size. */
+/* Whether the weight gradient takes the implicit GEMM: fp32 or bf16 pairs on AVX-512 (the panels'
+ * SIMD code), stride 1, and a product computed as C^T (panels of mr k indices) for every chunk size. */
 static bool implicit_dw_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
-    if (dt != AMP_BF16 || !amp_conv_padded_ok(g) || amp_isa_active() != AMP_ISA_AVX512) return false;
+    if (!amp_conv_padded_ok(g) || amp_isa_active() != AMP_ISA_AVX512) return false;
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
-    return kern && kern->packed == AMP_GEMM_PACKED_BF16_PAIRS && flips_every_chunk(g, dt, nb_max, true);
+    return kern &&
+           ((dt == AMP_F32 && kern->packed == AMP_GEMM_PACKED_F32) ||
+            (dt == AMP_BF16 && kern->packed == AMP_GEMM_PACKED_BF16_PAIRS)) &&
+           flips_every_chunk(g, dt, nb_max, true);
 }
 
 /* Whether the forward takes the implicit GEMM: stride 1 within the padded plane's bound, the
@@ -439,7 +450,9 @@ typedef struct {
     float *dx;         /* [N, C, H, W] fp32 */
     float *y;          /* forward GEMM output [O, nb*P] fp32 */
     const float *bias; /* [O] or NULL */
-    void *out;         /* [N, O, P] in dt */
+    void *out;         /* [N, O, P] in out_dt (element size out_es) */
+    amp_dtype out_dt;
+    size_t out_es;
     const void *gy;    /* dY [N, O, P] in dt */
     void *gp;          /* dY permuted, [O, nb*P] in dt (when copy_gp; conv_backward says when not) */
     bool copy_gp;
@@ -466,7 +479,8 @@ static void task_im2col(void *arg, int64_t b, int thread_id) {
         amp_conv_im2col_ref(a->g, a->x, a->es, a->b0, a->nb, b, a->col);
 }
 
-/* x's image b0 + b -> its zero-padded planes in xp */
+/* x's image b0 + b -> the interior of its padded planes in xp. The border is zeroed once per
+ * product (xp_zero), not per chunk: every chunk writes the same interiors over it. */
 static void task_pad(void *arg, int64_t b, int thread_id) {
     const conv_pass *a = arg;
     const conv_geom *g = a->g;
@@ -474,12 +488,14 @@ static void task_pad(void *arg, int64_t b, int thread_id) {
     (void)thread_id;
     unsigned char *dst = (unsigned char *)a->xp + (size_t)(b * g->c * hp * wp) * a->es;
     const unsigned char *src = (const unsigned char *)a->x + (size_t)((a->b0 + b) * g->c * g->h * g->w) * a->es;
-    memset(dst, 0, (size_t)(g->c * hp * wp) * a->es);
     for (int64_t c = 0; c < g->c; c++)
         for (int64_t iy = 0; iy < g->h; iy++)
             copy_bytes(dst + (size_t)((c * hp + iy + g->pad) * wp + g->pad) * a->es,
                        src + (size_t)((c * g->h + iy) * g->w) * a->es, (size_t)g->w * a->es);
 }
+
+/* Zeroes the padded chunk of nb_max images (the borders task_pad leaves) and the slack after it. */
+static void xp_zero(void *xp, int64_t xp_bytes) { memset(xp, 0, (size_t)xp_bytes + AMP_CONV_IMPLICIT_SLACK); }
 
 static void task_col2im(void *arg, int64_t b, int thread_id) {
     const conv_pass *a = arg;
@@ -513,19 +529,22 @@ static void task_store(void *arg, int64_t b, int thread_id) {
     (void)thread_id;
     for (int64_t o = 0; o < a->g->o; o++) {
         float *yo = a->y + o * ld + b * p_img;
-        unsigned char *dst = (unsigned char *)a->out + (size_t)(((a->b0 + b) * a->g->o + o) * p_img) * a->es;
-        if (a->bias && a->dt == AMP_F32) {
-            add_scalar_to((float *)(void *)dst, yo, a->bias[o], p_img);
+        unsigned char *dst = (unsigned char *)a->out + (size_t)(((a->b0 + b) * a->g->o + o) * p_img) * a->out_es;
+        if (a->out_dt == AMP_F32) {
+            if (a->bias)
+                add_scalar_to((float *)(void *)dst, yo, a->bias[o], p_img);
+            else
+                memcpy(dst, yo, (size_t)p_img * sizeof *yo);
             continue;
         }
 #if defined(__x86_64__)
-        if (a->bias && a->dt == AMP_BF16 && amp_isa_active() == AMP_ISA_AVX512) {
+        if (a->bias && a->out_dt == AMP_BF16 && amp_isa_active() == AMP_ISA_AVX512) {
             amp_conv_store_bf16_avx512((uint16_t *)(void *)dst, yo, a->bias[o], p_img);
             continue;
         }
 #endif
         if (a->bias) add_scalar(yo, a->bias[o], p_img);
-        amp_convert(dst, a->dt, yo, AMP_F32, (size_t)p_img);
+        amp_convert(dst, a->out_dt, yo, AMP_F32, (size_t)p_img);
     }
 }
 
@@ -539,6 +558,19 @@ static float sum_f32(const float *v, int64_t n) {
         for (int k = 0; k < 8; k++) acc[k] += v[i + k];
     float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     for (; i < n; i++) s += v[i];
+    return s;
+}
+
+/* sum_f32 of bf16 values, widened as they are read (exact: the bits shifted up), so the same sum
+ * in the same order without amp_convert's fp32 copy (its decode pass was 1% of the cnn's bf16
+ * step). */
+static float sum_bf16(const uint16_t *v, int64_t n) {
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) acc[k] += amp_f32_from_bits(amp_bf16_decode(v[i + k]));
+    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) s += amp_f32_from_bits(amp_bf16_decode(v[i]));
     return s;
 }
 
@@ -556,6 +588,10 @@ static void task_permute_grad(void *arg, int64_t o, int thread_id) {
         for (int64_t i0 = 0; i0 < p_img; i0 += 256) {
             const int64_t n = p_img - i0 < 256 ? p_img - i0 : 256;
             const float *v = (const float *)(const void *)(src + (size_t)i0 * a->es);
+            if (a->dt == AMP_BF16) {
+                s += sum_bf16((const uint16_t *)(const void *)(src + (size_t)i0 * a->es), n);
+                continue;
+            }
             if (a->dt != AMP_F32) {
                 amp_convert(chunk, AMP_F32, src + (size_t)i0 * a->es, a->dt, (size_t)n);
                 v = chunk;
@@ -583,6 +619,90 @@ static int conv_gemm_implicit(amp_ctx *ctx, amp_dtype dt, int64_t m, int64_t n, 
     return st;
 }
 
+/* ---- the correlation: the forward's product, and (stride 1) the input gradient's ---- */
+
+/* out [N, O, OH, OW] (in out_dt) = the correlation of x [N, C, H, W] (contiguous, in dt) with w
+ * [O, C*KH*KW] (in dt) over geometry g, + bias [O] (fp32, or NULL), summed in fp32 and rounded once:
+ * the forward's chunks of images, each through the implicit GEMM or im2col + GEMM. Scratch is
+ * released before returning. */
+static int conv_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, const void *x, const void *w,
+                          const float *bv, void *out, amp_dtype out_dt) {
+    const size_t es = amp_dtype_size(dt);
+    const int64_t k = geom_k(g), p_img = geom_p(g), hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad;
+    /* implicit GEMM: scratch per image is the padded image and the fp32 output; else the columns too */
+    int64_t nb_max = chunk_images(g, g->c * hp * wp * (int64_t)es + p_img * g->o * 4);
+    const bool implicit = implicit_ok(g, dt, nb_max);
+    if (!implicit) nb_max = chunk_images(g, p_img * (k * (int64_t)es + g->o * 4));
+    amp_arena_mark m = amp_scratch_mark(ctx);
+    void *col = implicit ? amp_scratch_alloc(ctx, (size_t)(nb_max * g->c * hp * wp) * es + AMP_CONV_IMPLICIT_SLACK)
+                         : amp_scratch_alloc(ctx, (size_t)(k * nb_max * p_img) * es);
+    float *y = amp_f32_scratch(ctx, g->o * nb_max * p_img);
+    int32_t *koff = implicit ? amp_scratch_alloc(ctx, (size_t)k * sizeof *koff) : NULL;
+    int32_t *pix = implicit ? amp_scratch_alloc(ctx, (size_t)(nb_max * p_img) * sizeof *pix) : NULL;
+    if (!col || !y || (implicit && (!koff || !pix))) {
+        amp_scratch_release(ctx, m);
+        return AMP_ERR_OUT_OF_MEMORY;
+    }
+    conv_pass a = {.g = g, .dt = dt, .es = es, .x = x, .col = col, .y = y, .bias = bv, .out = out, .out_dt = out_dt,
+                   .out_es = amp_dtype_size(out_dt), .xp = col};
+    const amp_conv_implicit ci = {.g = g, .xp = col, .es = es, .koff = koff, .pix = pix};
+    if (implicit) {
+        implicit_tables(g, nb_max, koff, pix);
+        xp_zero(col, nb_max * g->c * hp * wp * (int64_t)es);
+    }
+    int st = AMP_OK;
+    for (int64_t b0 = 0; b0 < g->n && st == AMP_OK; b0 += nb_max) {
+        const int64_t nb = g->n - b0 < nb_max ? g->n - b0 : nb_max, ld = nb * p_img;
+        a.b0 = b0, a.nb = nb;
+        if (implicit) {
+            run_pass(nb, task_pad, &a, nb * g->c * hp * wp);
+            st = conv_gemm_implicit(ctx, dt, g->o, ld, k, w, k, conv_pack_cb, &ci, 0.0f, y, ld);
+        } else {
+            run_pass(nb, task_im2col, &a, k * ld);
+            st = conv_gemm(ctx, dt, false, false, g->o, ld, k, w, k, col, ld, 0.0f, y, ld);
+        }
+        if (st == AMP_OK) run_pass(nb, task_store, &a, g->o * ld);
+    }
+    amp_scratch_release(ctx, m);
+    return st;
+}
+
+/* Whether dX is computed as a correlation (conv_dx_correlate): stride 1, a square kernel (one
+ * padding for both axes) and pad <= k - 1 (the derived padding k - 1 - pad is not negative). */
+static bool dx_by_correlation(const conv_geom *g) {
+    return g->stride == 1 && g->kh == g->kw && g->pad <= g->kh - 1;
+}
+
+/* dX [N, C, H, W] (fp32, written) for stride 1 without col2im: dX[c, iy, ix] = sum over (o, ky, kx)
+ * of W[o, c, ky, kx] dY[o, iy + pad - ky, ix + pad - kx], which is the correlation of dY padded by
+ * k - 1 - pad with W flipped in both axes and transposed to [C, O, KH, KW]: the forward's product
+ * (implicit GEMM or im2col + GEMM) on the derived geometry c := O, o := C, pad := k - 1 - pad. One
+ * fp32 sum per element over K' = O*KH*KW terms, in the GEMM's order (col2im summed W^T dY's O-term
+ * sums over the kernel's positions: other bits, the same value to rounding). Measured on the cnn's
+ * conv2 (C 32, O 64, 14x14, 5x5), amp-bf16, 1 thread: col2im went (3.9% of the step) and the GEMM,
+ * now k = 1600 into 32 rows instead of k = 64 into 800, got faster too. */
+static int conv_dx_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, const void *gy, const void *w, float *dx) {
+    const conv_geom gd = {.n = g->n, .c = g->o, .h = g->oh, .w = g->ow, .o = g->c, .kh = g->kh, .kw = g->kw,
+                          .oh = g->h, .ow = g->w, .stride = 1, .pad = g->kh - 1 - g->pad};
+    const size_t es = amp_dtype_size(dt);
+    const int64_t khw = g->kh * g->kw;
+    amp_arena_mark m = amp_scratch_mark(ctx);
+    unsigned char *wt = amp_scratch_alloc(ctx, (size_t)(g->c * g->o * khw) * es); /* [C, O, KH, KW] */
+    if (!wt) return AMP_ERR_OUT_OF_MEMORY;
+    for (int64_t c = 0; c < g->c; c++)
+        for (int64_t o = 0; o < g->o; o++) {
+            /* (ky, kx) -> (KH-1-ky, KW-1-kx) is t -> khw - 1 - t; elements copied as bits */
+            const int64_t to = (c * g->o + o) * khw, from = (o * g->c + c) * khw + khw - 1;
+            if (es == 2)
+                for (int64_t t = 0; t < khw; t++) ((uint16_t *)(void *)wt)[to + t] = ((const uint16_t *)w)[from - t];
+            else
+                for (int64_t t = 0; t < khw; t++) ((uint32_t *)(void *)wt)[to + t] = ((const uint32_t *)w)[from - t];
+        }
+    const int st = conv_correlate(ctx, &gd, dt, gy, wt, NULL, dx, AMP_F32);
+    amp_scratch_release(ctx, m);
+    return st;
+}
+
 /* ---- backward ---- */
 
 static void conv_backward(amp_ctx *ctx, amp_node *node) {
@@ -605,36 +725,42 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
     float *dw = need_dw ? amp_f32_scratch(ctx, g->o * k) : NULL;
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
     float *db = need_db ? amp_f32_scratch(ctx, g->o) : NULL;
-    const int64_t per_image = p_img * (g->o * (int64_t)es + k * (int64_t)es + k * 4);
-    const int64_t nb_max = chunk_images(g, per_image);
-    /* the implicit weight gradient needs the padded images instead of the columns; the chunk stays
-     * the same (dW's sum over the batch is split at chunk boundaries: its bits depend on nb) */
+    /* dX as a correlation (conv_dx_correlate) has its own chunks; the loop below makes the rest */
+    const bool dx_corr = need_dx && dx_by_correlation(g), dx_cols = need_dx && !dx_corr;
+    const int64_t hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad;
+    /* scratch per image: dY's permuted copy, the columns (or the implicit weight gradient's padded
+     * image) and, where dX goes through col2im, the columns' fp32 gradient, counted whether or not
+     * x needs a gradient: dW's sum over the batch is split at chunk boundaries, so its bits depend
+     * on nb, which depends on the shapes only (not on which gradients are made, nor the threads). */
+    const int64_t per_image_gp = p_img * g->o * (int64_t)es + (dx_by_correlation(g) ? 0 : p_img * k * 4);
+    int64_t nb_max = chunk_images(g, per_image_gp + g->c * hp * wp * (int64_t)es);
     const bool implicit = need_dw && implicit_dw_ok(g, dt, nb_max);
+    if (!implicit) nb_max = chunk_images(g, per_image_gp + p_img * k * (int64_t)es);
     /* dY's permuted copy gp [O, nb*P], the GEMMs' operand, is not made when
-     * - one image per chunk (fp32's conv2 in the cnn: 128 chunks): dY's image [O, P] is that already;
+     * - one image per chunk: dY's image [O, P] is that already;
      * - dW is the only product and takes the columns (the cnn's conv1): it is computed as
      *   dW^T [K, O] = col dY^T, dY packed straight from [N, O, P] by conv_pack_dy_cb (the same
      *   products summed in the same order: the same bits), then transposed into dW.
      * The cnn's conv1 dY is 3.2M elements: its copy was 1% of the fp32 step. */
-    const bool dw_t = need_dw && !implicit && !need_dx && nb_max > 1 && kern &&
+    const bool dw_t = need_dw && !implicit && !dx_cols && nb_max > 1 && kern &&
                       (kern->k_unit == 1 || p_img % kern->k_unit == 0);
-    void *gp = nb_max > 1 && !dw_t ? amp_scratch_alloc(ctx, (size_t)(g->o * nb_max * p_img) * es) : NULL;
+    void *gp = nb_max > 1 && ((need_dw && !dw_t) || dx_cols) ? amp_scratch_alloc(ctx, (size_t)(g->o * nb_max * p_img) * es) : NULL;
     float *dwt = dw_t ? amp_f32_scratch(ctx, k * g->o) : NULL; /* dW^T [K, O] */
-    const int64_t hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad, xp_bytes = nb_max * g->c * hp * wp * (int64_t)es;
+    const int64_t xp_bytes = nb_max * g->c * hp * wp * (int64_t)es;
     void *col = !need_dw    ? NULL
                 : implicit ? amp_scratch_alloc(ctx, (size_t)xp_bytes + AMP_CONV_IMPLICIT_SLACK)
                            : amp_scratch_alloc(ctx, (size_t)(k * nb_max * p_img) * es);
     int32_t *koff = implicit ? amp_scratch_alloc(ctx, (size_t)k * sizeof *koff) : NULL;
     int32_t *pix = implicit ? amp_scratch_alloc(ctx, (size_t)(nb_max * p_img) * sizeof *pix) : NULL;
-    float *dcol = need_dx ? amp_f32_scratch(ctx, k * nb_max * p_img) : NULL;
+    float *dcol = dx_cols ? amp_f32_scratch(ctx, k * nb_max * p_img) : NULL;
     if (ctx->status != AMP_OK) return;
     const amp_conv_implicit ci = {.g = g, .xp = col, .es = es, .koff = koff, .pix = pix};
     if (implicit) {
         implicit_tables(g, nb_max, koff, pix);
-        memset((unsigned char *)col + xp_bytes, 0, AMP_CONV_IMPLICIT_SLACK);
+        xp_zero(col, xp_bytes);
     }
     /* the padded col2im writes every element of dx; the other one adds into zeros */
-    if (dx && !amp_conv_padded_ok(g)) memset(dx, 0, (size_t)(g->n * g->c * g->h * g->w) * sizeof *dx);
+    if (dx_cols && !amp_conv_padded_ok(g)) memset(dx, 0, (size_t)(g->n * g->c * g->h * g->w) * sizeof *dx);
     if (dw) memset(dw_t ? dwt : dw, 0, (size_t)(g->o * k) * sizeof *dw);
     if (db) memset(db, 0, (size_t)g->o * sizeof *db);
 
@@ -666,7 +792,7 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
             run_pass(nb, task_im2col, &a, k * ld);
             if (conv_gemm(ctx, dt, false, true, g->o, k, ld, gop, ld, col, ld, 1.0f, dw, k)) return;
         }
-        if (dx) {
+        if (dx_cols) {
             if (conv_gemm(ctx, dt, true, false, k, ld, g->o, w->data, k, gop, ld, 0.0f, dcol, ld)) return;
             run_pass(nb, task_col2im, &a, k * ld);
         }
@@ -674,6 +800,7 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
     if (dw_t)
         for (int64_t o = 0; o < g->o; o++)
             for (int64_t r = 0; r < k; r++) dw[o * k + r] = dwt[r * g->o + o];
+    if (dx_corr && conv_dx_correlate(ctx, g, dt, gy, w->data, dx) != AMP_OK) return;
     if (dx) amp_grad_accumulate(ctx, x, dx);
     if (dw) amp_grad_accumulate(ctx, w, dw);
     if (db) amp_grad_accumulate(ctx, bias, db);
@@ -721,47 +848,11 @@ amp_tensor *amp_conv2d(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tens
     const int64_t out_shape[4] = {g.n, g.o, g.oh, g.ow};
     amp_tensor *out = amp_ctx_new_tensor(ctx, dt, 4, out_shape, true);
     if (!out) return NULL;
-    const size_t es = amp_dtype_size(dt);
-    const int64_t k = geom_k(&g), p_img = geom_p(&g), hp = g.h + 2 * g.pad, wp = g.w + 2 * g.pad;
-    /* implicit GEMM: scratch per image is the padded image and the fp32 output; else the columns too */
-    int64_t nb_max = chunk_images(&g, g.c * hp * wp * (int64_t)es + p_img * g.o * 4);
-    const bool implicit = implicit_ok(&g, dt, nb_max);
-    if (!implicit) nb_max = chunk_images(&g, p_img * (k * (int64_t)es + g.o * 4));
     amp_arena_mark m = amp_scratch_mark(ctx);
     const float *bv = bias ? amp_f32_view(ctx, bias) : NULL;
-    void *col = implicit ? amp_scratch_alloc(ctx, (size_t)(nb_max * g.c * hp * wp) * es + AMP_CONV_IMPLICIT_SLACK)
-                         : amp_scratch_alloc(ctx, (size_t)(k * nb_max * p_img) * es);
-    float *y = amp_f32_scratch(ctx, g.o * nb_max * p_img);
-    int32_t *koff = implicit ? amp_scratch_alloc(ctx, (size_t)k * sizeof *koff) : NULL;
-    int32_t *pix = implicit ? amp_scratch_alloc(ctx, (size_t)(nb_max * p_img) * sizeof *pix) : NULL;
-    if ((bias && !bv) || !col || !y || (implicit && (!koff || !pix))) {
-        amp_scratch_release(ctx, m);
-        return NULL;
-    }
-    conv_pass a = {.g = &g, .dt = dt, .es = es, .x = x->data, .col = col, .y = y, .bias = bv, .out = out->data, .xp = col};
-    amp_conv_implicit ci = {.g = &g, .xp = col, .es = es, .koff = koff, .pix = pix};
-    if (implicit) {
-        implicit_tables(&g, nb_max, koff, pix);
-        memset((unsigned char *)col + (size_t)(nb_max * g.c * hp * wp) * es, 0, AMP_CONV_IMPLICIT_SLACK);
-    }
-    for (int64_t b0 = 0; b0 < g.n; b0 += nb_max) {
-        const int64_t nb = g.n - b0 < nb_max ? g.n - b0 : nb_max, ld = nb * p_img;
-        a.b0 = b0, a.nb = nb;
-        int st;
-        if (implicit) {
-            run_pass(nb, task_pad, &a, nb * g.c * hp * wp);
-            st = conv_gemm_implicit(ctx, dt, g.o, ld, k, weight->data, k, conv_pack_cb, &ci, 0.0f, y, ld);
-        } else {
-            run_pass(nb, task_im2col, &a, k * ld);
-            st = conv_gemm(ctx, dt, false, false, g.o, ld, k, weight->data, k, col, ld, 0.0f, y, ld);
-        }
-        if (st != AMP_OK) {
-            amp_scratch_release(ctx, m);
-            return NULL;
-        }
-        run_pass(nb, task_store, &a, g.o * ld);
-    }
+    const int st = (bias && !bv) ? AMP_ERR_OUT_OF_MEMORY : conv_correlate(ctx, &g, dt, x->data, weight->data, bv, out->data, dt);
     amp_scratch_release(ctx, m);
+    if (st != AMP_OK) return NULL;
     amp_tensor *in[3] = {x, weight, bias};
     amp_node *node = amp_autograd_record(ctx, op, dt, out, in, bias ? 3 : 2, conv_backward);
     if (node) {

@@ -60,8 +60,9 @@ typedef struct amp_conv_implicit {
     const int32_t *pix;  /* [nb*P]: amp_conv_pixel_offset of each pixel of the chunk */
 } amp_conv_implicit;
 
-/* Bytes after the padded chunk that the AVX-512 panels may read (and never use). */
-#define AMP_CONV_IMPLICIT_SLACK 128
+/* Bytes after the padded chunk that the AVX-512 panels may read (and never use): the fp32 weight
+ * gradient's 64-element windows. */
+#define AMP_CONV_IMPLICIT_SLACK 256
 
 /* Offset (elements) of chunk pixel i in xp (what ci->pix holds). */
 int64_t amp_conv_pixel_offset(const amp_conv_implicit *ci, int64_t i);
@@ -75,8 +76,9 @@ void amp_conv_pack_panel_ref(const amp_conv_implicit *ci, void *dst, int64_t i0,
 void amp_conv_pack_panel_k_ref(const amp_conv_implicit *ci, void *dst, int64_t j0, int64_t rows, int64_t p0,
                                int64_t kc, int r);
 #if defined(__x86_64__)
-/* The same bits as amp_conv_pack_panel_k_ref for bf16 pairs, r <= 16, rows within two channels
- * whose offsets lie within a 63-element window; false (nothing written) otherwise. */
+/* The same bits as amp_conv_pack_panel_k_ref for bf16 pairs (fp32), r <= 16, rows within two
+ * channels whose offsets lie within a 63-element (64-element) window; false (nothing written)
+ * otherwise. */
 bool amp_conv_pack_panel_k_avx512(const amp_conv_implicit *ci, void *dst, int64_t j0, int64_t rows, int64_t p0,
                                   int64_t kc, int r);
 /* The same bits, for r <= 16 and panels over at most two images whose pixels lie within a 32-element

@@ -189,14 +189,51 @@ bool amp_conv_pack_panel_avx512(const amp_conv_implicit *ci, void *dst, int64_t 
  * the panel's rows fall in, and a permute picks lane 2ii = the row's offset, lane 2ii + 1 = the
  * same + 1 (the next pixel); pairs that straddle an output row or image, and an odd last pixel,
  * are gathered one element at a time. */
+/* fp32: each pixel reads a 64-element window of the padded chunk per channel the panel's rows fall
+ * in (its first row's offset + the pixel's), as two pairs of vectors; a permute of each pair picks
+ * the lanes whose offsets fall in its half, a blend joins them. */
+static bool pack_panel_k_f32(const amp_conv_implicit *ci, float *dst, int64_t j0, int64_t rows, int64_t p0, int64_t kc,
+                             int r, int split) {
+    const int32_t k_a = ci->koff[j0], k_b = split < rows ? ci->koff[j0 + split] : k_a;
+    int32_t idx32[16] = {0};
+    unsigned lo_a = 0, hi_a = 0, lo_b = 0, hi_b = 0;
+    for (int ii = 0; ii < rows; ii++) {
+        const int32_t o = ci->koff[j0 + ii] - (ii < split ? k_a : k_b);
+        if (o < 0 || o > 63) return false;
+        idx32[ii] = o & 31;
+        const unsigned bit = 1u << ii;
+        unsigned *lanes = ii < split ? (o < 32 ? &lo_a : &hi_a) : (o < 32 ? &lo_b : &hi_b);
+        *lanes |= bit;
+    }
+    const __m512i idx = _mm512_loadu_si512((const void *)idx32);
+    const __mmask16 k_store = (__mmask16)((1u << r) - 1u);
+    const float *xp = ci->xp;
+    for (int64_t p = 0; p < kc; p++, dst += r) {
+        const float *wa = xp + ci->pix[p0 + p] + k_a, *wb = xp + ci->pix[p0 + p] + k_b;
+        __m512 v = _mm512_maskz_permutex2var_ps((__mmask16)lo_a, _mm512_loadu_ps(wa), idx, _mm512_loadu_ps(wa + 16));
+        if (hi_a)
+            v = _mm512_mask_blend_ps((__mmask16)hi_a, v,
+                                     _mm512_permutex2var_ps(_mm512_loadu_ps(wa + 32), idx, _mm512_loadu_ps(wa + 48)));
+        if (lo_b)
+            v = _mm512_mask_blend_ps((__mmask16)lo_b, v,
+                                     _mm512_permutex2var_ps(_mm512_loadu_ps(wb), idx, _mm512_loadu_ps(wb + 16)));
+        if (hi_b)
+            v = _mm512_mask_blend_ps((__mmask16)hi_b, v,
+                                     _mm512_permutex2var_ps(_mm512_loadu_ps(wb + 32), idx, _mm512_loadu_ps(wb + 48)));
+        _mm512_mask_storeu_ps(dst, k_store, v);
+    }
+    return true;
+}
+
 bool amp_conv_pack_panel_k_avx512(const amp_conv_implicit *ci, void *dst, int64_t j0, int64_t rows, int64_t p0,
                                   int64_t kc, int r) {
     const amp_conv_geom *g = ci->g;
     const int64_t khw = g->kh * g->kw;
-    if (ci->es != 2 || r > 16 || rows < 1 || rows > r) return false;
+    if ((ci->es != 2 && ci->es != 4) || r > 16 || rows < 1 || rows > r) return false;
     const int64_t c_first = j0 / khw, c_last = (j0 + rows - 1) / khw;
     if (c_last - c_first > 1) return false;
     const int split = c_last == c_first ? (int)rows : (int)((c_first + 1) * khw - j0); /* rows in channel c_first */
+    if (ci->es == 4) return pack_panel_k_f32(ci, dst, j0, rows, p0, kc, r, split);
     const int32_t k_a = ci->koff[j0], k_b = split < rows ? ci->koff[j0 + split] : k_a;
     uint16_t idx16[32] = {0};
     uint32_t kr = 0, kb = 0;
