@@ -10,16 +10,52 @@
 #include "vecmath_avx512.h"
 
 /* fp32 -> bf16, round to nearest even on the bit pattern, NaN to 0x7FC0 with the input's sign:
- * convert_avx512.c's encode (not VCVTNEPS2BF16, which flushes subnormals) */
-static inline __m256i bf16_from_f32(__m512 v) {
+ * convert_avx512.c's encode (not VCVTNEPS2BF16, which flushes subnormals); the patterns in 32-bit lanes */
+static inline __m512i bf16_lanes(__m512 v) {
     const __m512i x = _mm512_castps_si512(v);
     const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
     __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7FFF)), lsb), 16);
     const __mmask16 nan =
         _mm512_cmpgt_epu32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
     const __m512i qnan = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(x, 31), 15), _mm512_set1_epi32(0x7FC0));
-    r = _mm512_mask_mov_epi32(r, nan, qnan);
+    return _mm512_mask_mov_epi32(r, nan, qnan);
+}
+
+static inline __m256i bf16_from_f32(__m512 v) { return _mm512_cvtepi32_epi16(bf16_lanes(v)); }
+
+/* 16 bf16 patterns (masked lanes 0) as fp32 */
+static inline __m512 f32_from_bf16(__mmask16 m, const uint16_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
+static inline __m512 abs_v(__m512 v) {
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7FFFFFFF)));
+}
+
+/* copysign(a, s) for a with its sign bit clear */
+static inline __m512 with_sign_of(__m512 a, __m512 s) {
+    return _mm512_castsi512_ps(_mm512_or_si512(
+        _mm512_castps_si512(a), _mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32((int)0x80000000u))));
+}
+
+/* amp_lstm_act16_encode of 16 values: the same comparisons, complement and rounding (copysign's bits
+ * for any input, also outside [-1, 1], where 1 - |v| is negative) */
+static inline __m256i act16_encode_v(__m512 v) {
+    const __m512 one = _mm512_set1_ps(1.0f), a = abs_v(v);
+    const __mmask16 b = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.5f), _CMP_GE_OQ) &
+                        _mm512_cmp_ps_mask(a, one, _CMP_NEQ_OQ);
+    __m512i r = bf16_lanes(_mm512_mask_mov_ps(v, b, with_sign_of(abs_v(_mm512_sub_ps(one, a)), v)));
+    r = _mm512_mask_add_epi32(r, b, r, _mm512_set1_epi32(64 << 7));
     return _mm512_cvtepi32_epi16(r);
+}
+
+/* amp_lstm_act16_decode of 16 patterns (masked lanes decode 0): v, and 1 - |v| in *comp */
+static inline __m512 act16_decode_v(__mmask16 m, const uint16_t *p, __m512 *comp) {
+    const __m512 one = _mm512_set1_ps(1.0f), raw = f32_from_bf16(m, p);
+    const __mmask16 b = _mm512_cmp_ps_mask(abs_v(raw), _mm512_set1_ps(2.0f), _CMP_GE_OQ);
+    const __m512 u = _mm512_mask_mul_ps(raw, b, raw, _mm512_set1_ps(0x1p-64f)), au = abs_v(u);
+    *comp = _mm512_mask_mov_ps(_mm512_sub_ps(one, au), b, au);
+    return _mm512_mask_sub_ps(u, b, with_sign_of(one, u), u);
 }
 
 static inline __attribute__((always_inline)) __m512 preact(__mmask16 m, const float *gr, const float *b1,
@@ -34,43 +70,53 @@ static inline __attribute__((always_inline)) __m512 preact(__mmask16 m, const fl
  * cell update, tanh, the product): each vector of 16 columns goes from the pre-activations to h'
  * in registers. The same instructions per element as the composition on this path (vecmath_avx512.h
  * is the vecmath table's code; the tail runs the same vector code under a mask, as the maps do), so
- * the same bits. h is fp32, or bf16 when bf16 is set (then c' is left rounded to bf16 too). */
-static inline __attribute__((always_inline)) void cell_forward_impl(float *act, float *c_save, float *c, void *h,
+ * the same bits. With bf16 set, act and c_save are act16 and bf16 patterns (uint16_t), h is bf16 and
+ * c' is left rounded to bf16; otherwise all of them are fp32. */
+static inline __attribute__((always_inline)) void cell_forward_impl(void *act, void *c_save, float *c, void *h,
                                                                     const float *gr, const float *bi, const float *bh,
                                                                     size_t H, bool stream, bool bf16) {
     const float *b1 = bi ? bi : bh, *b2 = bi ? bh : NULL; /* (gr + b1) + b2, as add3 */
-    /* non-temporal stores need whole aligned vectors */
-    stream = stream && H % 16 == 0 && (uintptr_t)act % 64 == 0 && (!c_save || (uintptr_t)c_save % 64 == 0);
+    /* non-temporal stores need whole aligned vectors (64 bytes of fp32, 32 of 16-bit values) */
+    const uintptr_t align = bf16 ? 32 : 64;
+    stream = stream && H % 16 == 0 && (uintptr_t)act % align == 0 && (!c_save || (uintptr_t)c_save % align == 0);
     for (size_t j = 0; j < H; j += 16) {
         const __mmask16 m = H - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (H - j)) - 1u);
         const __m512 gi = sigmoid_v(preact(m, gr, b1, b2, j)), gf = sigmoid_v(preact(m, gr, b1, b2, H + j));
         const __m512 gg = tanh_v(preact(m, gr, b1, b2, 2 * H + j)), go = sigmoid_v(preact(m, gr, b1, b2, 3 * H + j));
         const __m512 cp = _mm512_maskz_loadu_ps(m, c + j);
-        if (c_save) {
-            if (stream) _mm512_stream_ps(c_save + j, cp);
-            else _mm512_mask_storeu_ps(c_save + j, m, cp);
-        }
         const __m512 cn = _mm512_add_ps(_mm512_mul_ps(gf, cp), _mm512_mul_ps(gi, gg));
         const __m512 t = tanh_v(cn);
-        if (stream) {
-            _mm512_stream_ps(act + j, gi);
-            _mm512_stream_ps(act + H + j, gf);
-            _mm512_stream_ps(act + 2 * H + j, gg);
-            _mm512_stream_ps(act + 3 * H + j, go);
-            _mm512_stream_ps(act + 4 * H + j, t);
-        } else {
-            _mm512_mask_storeu_ps(act + j, m, gi);
-            _mm512_mask_storeu_ps(act + H + j, m, gf);
-            _mm512_mask_storeu_ps(act + 2 * H + j, m, gg);
-            _mm512_mask_storeu_ps(act + 3 * H + j, m, go);
-            _mm512_mask_storeu_ps(act + 4 * H + j, m, t);
-        }
         const __m512 hn = _mm512_mul_ps(go, t);
-        if (bf16) { /* c' to bf16 and back: the low half cleared, as bf16 decodes */
-            const __m256i cb = bf16_from_f32(cn);
-            _mm512_mask_storeu_ps(c + j, m, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(cb), 16)));
+        if (bf16) {
+            uint16_t *a16 = act, *cs16 = c_save;
+            if (a16) {
+                const __m256i v[5] = {act16_encode_v(gi), act16_encode_v(gf), act16_encode_v(gg),
+                                      act16_encode_v(go), act16_encode_v(t)};
+                for (size_t q = 0; q < 5; q++) {
+                    if (stream) _mm256_stream_si256((__m256i *)(void *)(a16 + q * H + j), v[q]);
+                    else _mm256_mask_storeu_epi16(a16 + q * H + j, m, v[q]);
+                }
+            }
+            if (cs16) {
+                const __m256i cb = bf16_from_f32(cp);
+                if (stream) _mm256_stream_si256((__m256i *)(void *)(cs16 + j), cb);
+                else _mm256_mask_storeu_epi16(cs16 + j, m, cb);
+            }
+            /* c' to bf16 and back: the low half cleared, as bf16 decodes */
+            const __m512i cnb = _mm512_slli_epi32(bf16_lanes(cn), 16);
+            _mm512_mask_storeu_ps(c + j, m, _mm512_castsi512_ps(cnb));
             _mm256_mask_storeu_epi16((uint16_t *)h + j, m, bf16_from_f32(hn));
         } else {
+            float *a32 = act, *cs32 = c_save;
+            const __m512 v[5] = {gi, gf, gg, go, t};
+            for (size_t q = 0; q < 5; q++) {
+                if (stream) _mm512_stream_ps(a32 + q * H + j, v[q]);
+                else _mm512_mask_storeu_ps(a32 + q * H + j, m, v[q]);
+            }
+            if (cs32) {
+                if (stream) _mm512_stream_ps(cs32 + j, cp);
+                else _mm512_mask_storeu_ps(cs32 + j, m, cp);
+            }
             _mm512_mask_storeu_ps(c + j, m, cn);
             _mm512_mask_storeu_ps((float *)h + j, m, hn);
         }
@@ -108,40 +154,67 @@ static void cell_forward_avx512(float *act, float *c_save, float *c, float *h, c
     cell_forward_impl(act, c_save, c, h, gr, bi, bh, H, stream, false);
 }
 
-static void cell_forward_bf16_avx512(float *act, float *c_save, float *c, uint16_t *h, const float *gr,
+static void cell_forward_bf16_avx512(uint16_t *act, uint16_t *c_save, float *c, uint16_t *h, const float *gr,
                                      const float *bi, const float *bh, size_t H, bool stream) {
     cell_forward_impl(act, c_save, c, h, gr, bi, bh, H, stream, true);
 }
 
-/* one gate's gradient: summed into db, rounded into dg */
-static inline __attribute__((always_inline)) void put_gate(uint16_t *dg, float *db, size_t o, __mmask16 m, __m512 d) {
+/* one gate's gradient: stored in fp32 into dgr, or summed into db (when not NULL) and rounded into dg */
+static inline __attribute__((always_inline)) void put_gate(float *dgr, uint16_t *dg, float *db, size_t o,
+                                                           __mmask16 m, __m512 d) {
+    if (dgr) {
+        _mm512_mask_storeu_ps(dgr + o, m, d);
+        return;
+    }
     if (db) _mm512_mask_storeu_ps(db + o, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, db + o), d));
     _mm256_mask_storeu_epi16(dg + o, m, bf16_from_f32(d));
 }
 
-/* cell_backward_avx512's arithmetic, in registers through the sum and the rounding; the tail under a
- * mask with the same vector code (the same operations as the scalar formula) */
-static void cell_backward_bf16_avx512(uint16_t *dg, float *db, float *dc_prev, const float *act, const float *cprev,
-                                      const float *dh, const float *dh2, const float *dc, size_t H) {
-    const __m512 one = _mm512_set1_ps(1.0f);
+/* amp_lstm_cell_backward16_at on 16 columns at a time, the tail under a mask with the same vector code
+ * (the same operations as the scalar formula). The gradient goes to dgr (fp32) when it is not NULL,
+ * else through db into dg (bf16) in registers; cprev is fp32 (cp32) or bf16 (cp16). */
+static inline __attribute__((always_inline)) void cell_backward16_impl(float *dgr, uint16_t *dg, float *db,
+                                                                       float *dc_prev, const uint16_t *act,
+                                                                       const float *cp32, const uint16_t *cp16,
+                                                                       const float *dh, const float *dh2,
+                                                                       const float *dc, size_t H) {
+    const __m512 two = _mm512_set1_ps(2.0f);
     for (size_t j = 0; j < H; j += 16) {
         const __mmask16 m = H - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (H - j)) - 1u);
-        const __m512 gi = _mm512_maskz_loadu_ps(m, act + j), gf = _mm512_maskz_loadu_ps(m, act + H + j);
-        const __m512 gg = _mm512_maskz_loadu_ps(m, act + 2 * H + j), go = _mm512_maskz_loadu_ps(m, act + 3 * H + j);
-        const __m512 t = _mm512_maskz_loadu_ps(m, act + 4 * H + j);
+        __m512 ci, cf, cg, co, ct;
+        const __m512 gi = act16_decode_v(m, act + j, &ci), gf = act16_decode_v(m, act + H + j, &cf);
+        const __m512 gg = act16_decode_v(m, act + 2 * H + j, &cg), go = act16_decode_v(m, act + 3 * H + j, &co);
+        const __m512 t = act16_decode_v(m, act + 4 * H + j, &ct);
+        const __m512 cp = cp32 ? _mm512_maskz_loadu_ps(m, cp32 + j) : f32_from_bf16(m, cp16 + j);
         __m512 dh_out = _mm512_maskz_loadu_ps(m, dh + j);
         if (dh2) dh_out = _mm512_add_ps(dh_out, _mm512_maskz_loadu_ps(m, dh2 + j));
-        const __m512 dot = _mm512_mul_ps(_mm512_mul_ps(dh_out, go), _mm512_sub_ps(one, _mm512_mul_ps(t, t)));
+        /* dct = dc + dh_out * go * (1 - t^2), 1 - t^2 = ct (2 - ct) */
+        const __m512 dot = _mm512_mul_ps(_mm512_mul_ps(dh_out, go), _mm512_mul_ps(ct, _mm512_sub_ps(two, ct)));
         const __m512 dct = _mm512_add_ps(_mm512_maskz_loadu_ps(m, dc + j), dot);
-        put_gate(dg, db, j, m, _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dct, gg), gi), _mm512_sub_ps(one, gi)));
-        put_gate(dg, db, H + j, m,
-                 _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dct, _mm512_maskz_loadu_ps(m, cprev + j)), gf),
-                               _mm512_sub_ps(one, gf)));
-        put_gate(dg, db, 2 * H + j, m,
-                 _mm512_mul_ps(_mm512_mul_ps(dct, gi), _mm512_sub_ps(one, _mm512_mul_ps(gg, gg))));
-        put_gate(dg, db, 3 * H + j, m,
-                 _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dh_out, t), go), _mm512_sub_ps(one, go)));
+        put_gate(dgr, dg, db, j, m, _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dct, gg), gi), ci));
+        put_gate(dgr, dg, db, H + j, m, _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dct, cp), gf), cf));
+        put_gate(dgr, dg, db, 2 * H + j, m,
+                 _mm512_mul_ps(_mm512_mul_ps(dct, gi), _mm512_mul_ps(cg, _mm512_sub_ps(two, cg))));
+        put_gate(dgr, dg, db, 3 * H + j, m, _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(dh_out, t), go), co));
         _mm512_mask_storeu_ps(dc_prev + j, m, _mm512_mul_ps(dct, gf));
+    }
+}
+
+static void cell_backward16_avx512(float *dgr, float *dc_prev, const uint16_t *act, const float *cprev,
+                                   const float *dh, const float *dh2, const float *dc, size_t H) {
+    cell_backward16_impl(dgr, NULL, NULL, dc_prev, act, cprev, NULL, dh, dh2, dc, H);
+}
+
+static void cell_backward_bf16_avx512(uint16_t *dg, float *db, float *dc_prev, const uint16_t *act,
+                                      const uint16_t *cprev, const float *dh, const float *dh2, const float *dc,
+                                      size_t H) {
+    cell_backward16_impl(NULL, dg, db, dc_prev, act, NULL, cprev, dh, dh2, dc, H);
+}
+
+static void act16_pack_avx512(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+        _mm256_mask_storeu_epi16(dst + i, m, act16_encode_v(_mm512_maskz_loadu_ps(m, src + i)));
     }
 }
 
@@ -168,6 +241,8 @@ void amp_lstm_kernels_avx512(amp_lstm_kernels *k) {
     k->cell_forward = cell_forward_avx512;
     k->cell_forward_bf16 = cell_forward_bf16_avx512;
     k->cell_backward_bf16 = cell_backward_bf16_avx512;
+    k->cell_backward16 = cell_backward16_avx512;
+    k->act16_pack = act16_pack_avx512;
     k->add3 = add3_avx512;
     k->cell_backward = cell_backward_avx512;
     k->acc = acc_avx512;
