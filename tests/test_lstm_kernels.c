@@ -100,6 +100,28 @@ static void check_act16_codec(void) {
     const double bound = 0x1p-8 + 4 * 0x1p-24;
     CHECK_MSG(ev <= bound && ec <= bound, "act16 codec: v error %.3g, 1 - |v| error %.3g (relative; bound %.3g)", ev,
               ec, bound);
+    /* every path's act16_pack on the same sweep (every 4093rd pattern up to 2, both signs, chunks of 37
+     * for the tails) against the scalar encode */
+    const amp_lstm_kernels *ref = amp_lstm_kernels_for(AMP_ISA_REF);
+    for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
+        if (!amp_isa_supported((amp_isa)isa)) continue;
+        const amp_lstm_kernels *k = amp_lstm_kernels_for((amp_isa)isa);
+        float v[37];
+        uint16_t got[37], want[37];
+        size_t n = 0, bad = 0;
+        for (uint32_t u = 0; u <= 0x40000000u; u += 4093)
+            for (int sg = 0; sg < 2; sg++) {
+                const uint32_t b = u | (sg ? 0x80000000u : 0);
+                memcpy(&v[n++], &b, sizeof b);
+                if (n == 37) {
+                    ref->act16_pack(want, v, n), k->act16_pack(got, v, n);
+                    bad += memcmp(got, want, sizeof got) != 0;
+                    n = 0;
+                }
+            }
+        CHECK_MSG(bad == 0, "act16_pack %s: %zu chunks of the sweep differ from the scalar encode",
+                  amp_isa_name((amp_isa)isa), bad);
+    }
 }
 
 /* cell_backward16 (the active path; the paths agree bit for bit above) on rows of random activations,

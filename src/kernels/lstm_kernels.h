@@ -126,31 +126,34 @@ static inline void amp_lstm_cell_backward_at(float *dgr, float *dc_prev, const f
  * 1 - t^2 = (1 - |t|)(1 + |t|)), and rounding v itself to 16 bits would lose 1 - |v| when |v| is near 1
  * (s = 0.996 in bf16 leaves no correct bit of 1 - s). So the smaller of the two is rounded to bf16 and
  * the other is computed from it:
- *   |v| < 0.5 or |v| = 1:  bf16(v)                      (form A)
- *   otherwise:             bf16(copysign(1 - |v|, v)) * 2^64   (form B: 1 - |v| is exact in fp32 here)
+ *   0.5 <= |v| < 1:  bf16(v - copysign(1, v)) * 2^64   (form B: -copysign(1 - |v|, v), exact in fp32)
+ *   otherwise:       bf16(v)                            (form A: |v| < 0.5, |v| >= 1, NaN)
  * Form B's magnitudes are then at least 2^-24 * 2^64 = 2^40 and form A's at most 1, so |stored| >= 2
  * tells them apart; the factor is an integer add to bf16's exponent field (at most 126 + 64, finite).
  * Both v and 1 - |v| come back within bf16's unit roundoff 2^-8 (the rounded one directly; the
  * other, at least 0.5, from an absolute error of at most 0.5 * 2^-8), so s (1 - s) and 1 - t^2 keep
  * about 8 bits wherever they are. |v| = 1 stays in form A so that 1 - |v| = 0 comes back exactly.
+ * Form B stores the complement with the sign opposite to v's (v - copysign(1, v) is one subtraction
+ * of a constant with v's sign) and comes back as v = w - copysign(1, w).
  * bf16 rather than f16 also under f16 autocast: f16's range would flush a gate below 2^-24 to zero,
  * and with a loss scale of 2^16 its gradient can still be a normal f16 value.
  * A NaN is stored as bf16's NaN (form A: the comparisons are false) and comes back NaN, with NaN for
- * 1 - |v| too. Infinities are not values of these activations and are not supported. */
+ * 1 - |v| too. Values outside [-1, 1] are not values of these activations: they are stored (form A)
+ * but their complement is not meaningful. */
 static inline uint16_t amp_lstm_act16_encode(float v) {
     const float a = fabsf(v);
-    if (a >= 0.5f && a != 1.0f)
-        return (uint16_t)(amp_bf16_encode(amp_f32_bits(copysignf(1.0f - a, v)), AMP_OVERFLOW_INF) + (64u << 7));
+    if (a >= 0.5f && a < 1.0f)
+        return (uint16_t)(amp_bf16_encode(amp_f32_bits(v - copysignf(1.0f, v)), AMP_OVERFLOW_INF) + (64u << 7));
     return amp_bf16_encode(amp_f32_bits(v), AMP_OVERFLOW_INF);
 }
 
 /* v from its act16 form; *comp = 1 - |v| */
 static inline float amp_lstm_act16_decode(uint16_t r, float *comp) {
     const float raw = amp_f32_from_bits(amp_bf16_decode(r));
-    if (fabsf(raw) >= 2.0f) { /* form B: raw = copysign(1 - |v|, v) * 2^64 (not NaN: the test is false) */
+    if (fabsf(raw) >= 2.0f) { /* form B: raw = (v - copysign(1, v)) * 2^64 (not NaN: the test is false) */
         const float u = raw * 0x1p-64f;
         *comp = fabsf(u);
-        return copysignf(1.0f, u) - u;
+        return u - copysignf(1.0f, u);
     }
     *comp = 1.0f - fabsf(raw);
     return raw;

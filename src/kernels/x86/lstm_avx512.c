@@ -38,15 +38,50 @@ static inline __m512 with_sign_of(__m512 a, __m512 s) {
         _mm512_castps_si512(a), _mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32((int)0x80000000u))));
 }
 
-/* amp_lstm_act16_encode of 16 values: the same comparisons, complement and rounding (copysign's bits
- * for any input, also outside [-1, 1], where 1 - |v| is negative) */
-static inline __m256i act16_encode_v(__m512 v) {
-    const __m512 one = _mm512_set1_ps(1.0f), a = abs_v(v);
-    const __mmask16 b = _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.5f), _CMP_GE_OQ) &
-                        _mm512_cmp_ps_mask(a, one, _CMP_NEQ_OQ);
-    __m512i r = bf16_lanes(_mm512_mask_mov_ps(v, b, with_sign_of(abs_v(_mm512_sub_ps(one, a)), v)));
-    r = _mm512_mask_add_epi32(r, b, r, _mm512_set1_epi32(64 << 7));
-    return _mm512_cvtepi32_epi16(r);
+/* x + bias + (bit 16 of x): the bf16 rounding to nearest even of x's pattern, in the top half, for
+ * finite and infinite x (the bias may carry a multiple of 2^16 along, as act16's form B does) */
+static inline __m512i rne_top(__m512i x, __m512i bias) {
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+    return _mm512_add_epi32(_mm512_add_epi32(x, bias), lsb);
+}
+
+/* rne_top's result with NaN lanes of v (x's value) replaced by the quiet NaN of their sign (amp_convert's) */
+static inline __m512i nan_to_qnan(__m512i r, __m512 v) {
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    /* (x & sign) | 0x7FC00000 */
+    const __m512i q = _mm512_ternarylogic_epi32(_mm512_castps_si512(v), _mm512_set1_epi32((int)0x80000000u),
+                                                _mm512_set1_epi32(0x7FC00000), 0xEA);
+    return _mm512_mask_mov_epi32(r, nan, q);
+}
+
+/* the top halves of lo's 16 lanes, then of hi's: 32 16-bit patterns */
+static inline __m512i top_halves(__m512i lo, __m512i hi) {
+    const __m512i idx = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25,
+                                         23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    return _mm512_permutex2var_epi16(lo, idx, hi);
+}
+
+/* amp_lstm_act16_encode of 16 values, in the top halves of 32-bit lanes: the same form test (|v| in
+ * [0.5, 1) on the bits: NaN is outside), the exact v - copysign(1, v), the rounding, and form B's
+ * 2^64 added to the exponent with the rounding's bias */
+static inline __m512i act16_top(__m512 v) {
+    const __m512i x = _mm512_castps_si512(v);
+    const __m512i a = _mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF));
+    const __mmask16 b = _mm512_cmp_epu32_mask(_mm512_sub_epi32(a, _mm512_set1_epi32(0x3F000000)),
+                                              _mm512_set1_epi32(0x00800000), _MM_CMPINT_LT);
+    const __m512 w = _mm512_mask_sub_ps(v, b, v, with_sign_of(_mm512_set1_ps(1.0f), v));
+    const __m512i bias = _mm512_mask_mov_epi32(_mm512_set1_epi32(0x7FFF), b, _mm512_set1_epi32(0x20007FFF));
+    return nan_to_qnan(rne_top(_mm512_castps_si512(w), bias), v);
+}
+
+/* 32 values as act16: lo's 16, then hi's */
+static inline __m512i act16_encode_pair(__m512 lo, __m512 hi) { return top_halves(act16_top(lo), act16_top(hi)); }
+
+/* 32 values rounded to bf16 (amp_convert's bits): lo's 16, then hi's */
+static inline __m512i bf16_pair(__m512 lo, __m512 hi) {
+    const __m512i bias = _mm512_set1_epi32(0x7FFF);
+    return top_halves(nan_to_qnan(rne_top(_mm512_castps_si512(lo), bias), lo),
+                      nan_to_qnan(rne_top(_mm512_castps_si512(hi), bias), hi));
 }
 
 /* amp_lstm_act16_decode of 16 patterns (masked lanes decode 0): v, and 1 - |v| in *comp */
@@ -55,7 +90,7 @@ static inline __m512 act16_decode_v(__mmask16 m, const uint16_t *p, __m512 *comp
     const __mmask16 b = _mm512_cmp_ps_mask(abs_v(raw), _mm512_set1_ps(2.0f), _CMP_GE_OQ);
     const __m512 u = _mm512_mask_mul_ps(raw, b, raw, _mm512_set1_ps(0x1p-64f)), au = abs_v(u);
     *comp = _mm512_mask_mov_ps(_mm512_sub_ps(one, au), b, au);
-    return _mm512_mask_sub_ps(u, b, with_sign_of(one, u), u);
+    return _mm512_mask_sub_ps(u, b, u, with_sign_of(one, u));
 }
 
 static inline __attribute__((always_inline)) __m512 preact(__mmask16 m, const float *gr, const float *b1,
@@ -66,59 +101,73 @@ static inline __attribute__((always_inline)) __m512 preact(__mmask16 m, const fl
     return p;
 }
 
+static inline __mmask16 tail_mask(size_t left) {
+    return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+}
+
+/* The columns [j, j + 16) of the fused forward under m (masked lanes compute from zeros and store
+ * nothing): c' and h' stored (fp32, or rounded to bf16 when bf16 is set, c' as an fp32 value), and
+ * the values to save returned in out: the i, f, g, o activations, tanh(c'), then c as it came in.
+ * The same instructions per element as the composition on this path (vecmath_avx512.h is the vecmath
+ * table's code; a tail runs the same vector code under a mask, as the maps do), so the same bits. */
+static inline __attribute__((always_inline)) void forward_cols(__mmask16 m, size_t j, float *c, void *h,
+                                                               const float *gr, const float *b1, const float *b2,
+                                                               size_t H, bool bf16, __m512 out[6]) {
+    const __m512 gi = sigmoid_v(preact(m, gr, b1, b2, j)), gf = sigmoid_v(preact(m, gr, b1, b2, H + j));
+    const __m512 gg = tanh_v(preact(m, gr, b1, b2, 2 * H + j)), go = sigmoid_v(preact(m, gr, b1, b2, 3 * H + j));
+    const __m512 cp = _mm512_maskz_loadu_ps(m, c + j);
+    const __m512 cn = _mm512_add_ps(_mm512_mul_ps(gf, cp), _mm512_mul_ps(gi, gg));
+    const __m512 t = tanh_v(cn);
+    const __m512 hn = _mm512_mul_ps(go, t);
+    if (bf16) { /* c' to bf16 and back: the low half cleared, as bf16 decodes */
+        _mm512_mask_storeu_ps(c + j, m, _mm512_castsi512_ps(_mm512_slli_epi32(bf16_lanes(cn), 16)));
+        _mm256_mask_storeu_epi16((uint16_t *)h + j, m, bf16_from_f32(hn));
+    } else {
+        _mm512_mask_storeu_ps(c + j, m, cn);
+        _mm512_mask_storeu_ps((float *)h + j, m, hn);
+    }
+    out[0] = gi, out[1] = gf, out[2] = gg, out[3] = go, out[4] = t, out[5] = cp;
+}
+
 /* One fused pass over the row instead of the composition's seven (add3, three activation maps, the
  * cell update, tanh, the product): each vector of 16 columns goes from the pre-activations to h'
- * in registers. The same instructions per element as the composition on this path (vecmath_avx512.h
- * is the vecmath table's code; the tail runs the same vector code under a mask, as the maps do), so
- * the same bits. With bf16 set, act and c_save are act16 and bf16 patterns (uint16_t), h is bf16 and
- * c' is left rounded to bf16; otherwise all of them are fp32. */
-static inline __attribute__((always_inline)) void cell_forward_impl(void *act, void *c_save, float *c, void *h,
-                                                                    const float *gr, const float *bi, const float *bh,
-                                                                    size_t H, bool stream, bool bf16) {
+ * in registers. act, c_save and h fp32. */
+static void cell_forward_avx512(float *act, float *c_save, float *c, float *h, const float *gr, const float *bi,
+                                const float *bh, size_t H, bool stream) {
     const float *b1 = bi ? bi : bh, *b2 = bi ? bh : NULL; /* (gr + b1) + b2, as add3 */
-    /* non-temporal stores need whole aligned vectors (64 bytes of fp32, 32 of 16-bit values) */
-    const uintptr_t align = bf16 ? 32 : 64;
-    stream = stream && H % 16 == 0 && (uintptr_t)act % align == 0 && (!c_save || (uintptr_t)c_save % align == 0);
+    /* non-temporal stores need whole aligned vectors */
+    stream = stream && H % 16 == 0 && (uintptr_t)act % 64 == 0 && (!c_save || (uintptr_t)c_save % 64 == 0);
     for (size_t j = 0; j < H; j += 16) {
-        const __mmask16 m = H - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (H - j)) - 1u);
-        const __m512 gi = sigmoid_v(preact(m, gr, b1, b2, j)), gf = sigmoid_v(preact(m, gr, b1, b2, H + j));
-        const __m512 gg = tanh_v(preact(m, gr, b1, b2, 2 * H + j)), go = sigmoid_v(preact(m, gr, b1, b2, 3 * H + j));
-        const __m512 cp = _mm512_maskz_loadu_ps(m, c + j);
-        const __m512 cn = _mm512_add_ps(_mm512_mul_ps(gf, cp), _mm512_mul_ps(gi, gg));
-        const __m512 t = tanh_v(cn);
-        const __m512 hn = _mm512_mul_ps(go, t);
-        if (bf16) {
-            uint16_t *a16 = act, *cs16 = c_save;
-            if (a16) {
-                const __m256i v[5] = {act16_encode_v(gi), act16_encode_v(gf), act16_encode_v(gg),
-                                      act16_encode_v(go), act16_encode_v(t)};
-                for (size_t q = 0; q < 5; q++) {
-                    if (stream) _mm256_stream_si256((__m256i *)(void *)(a16 + q * H + j), v[q]);
-                    else _mm256_mask_storeu_epi16(a16 + q * H + j, m, v[q]);
-                }
-            }
-            if (cs16) {
-                const __m256i cb = bf16_from_f32(cp);
-                if (stream) _mm256_stream_si256((__m256i *)(void *)(cs16 + j), cb);
-                else _mm256_mask_storeu_epi16(cs16 + j, m, cb);
-            }
-            /* c' to bf16 and back: the low half cleared, as bf16 decodes */
-            const __m512i cnb = _mm512_slli_epi32(bf16_lanes(cn), 16);
-            _mm512_mask_storeu_ps(c + j, m, _mm512_castsi512_ps(cnb));
-            _mm256_mask_storeu_epi16((uint16_t *)h + j, m, bf16_from_f32(hn));
-        } else {
-            float *a32 = act, *cs32 = c_save;
-            const __m512 v[5] = {gi, gf, gg, go, t};
-            for (size_t q = 0; q < 5; q++) {
-                if (stream) _mm512_stream_ps(a32 + q * H + j, v[q]);
-                else _mm512_mask_storeu_ps(a32 + q * H + j, m, v[q]);
-            }
-            if (cs32) {
-                if (stream) _mm512_stream_ps(cs32 + j, cp);
-                else _mm512_mask_storeu_ps(cs32 + j, m, cp);
-            }
-            _mm512_mask_storeu_ps(c + j, m, cn);
-            _mm512_mask_storeu_ps((float *)h + j, m, hn);
+        const __mmask16 m = tail_mask(H - j);
+        __m512 v[6];
+        forward_cols(m, j, c, h, gr, b1, b2, H, false, v);
+        for (size_t q = 0; q < 6; q++) {
+            float *dst = q < 5 ? act + q * H + j : c_save ? c_save + j : NULL;
+            if (!dst) continue;
+            if (stream) _mm512_stream_ps(dst, v[q]);
+            else _mm512_mask_storeu_ps(dst, m, v[q]);
+        }
+    }
+    if (stream) _mm_sfence();
+}
+
+/* cell_forward_avx512 for bf16: act16 and bf16 saved, h' and c' rounded. 32 columns a step: two
+ * vectors of saved values are packed into one 64-byte line (one permute for both) and stored whole. */
+static void cell_forward_bf16_avx512(uint16_t *act, uint16_t *c_save, float *c, uint16_t *h, const float *gr,
+                                     const float *bi, const float *bh, size_t H, bool stream) {
+    const float *b1 = bi ? bi : bh, *b2 = bi ? bh : NULL;
+    stream = stream && H % 32 == 0 && (uintptr_t)act % 64 == 0 && (!c_save || (uintptr_t)c_save % 64 == 0);
+    for (size_t j = 0; j < H; j += 32) {
+        const __mmask16 m0 = tail_mask(H - j), m1 = H - j > 16 ? tail_mask(H - j - 16) : 0;
+        __m512 lo[6], hi[6];
+        forward_cols(m0, j, c, h, gr, b1, b2, H, true, lo);
+        forward_cols(m1, j + 16, c, h, gr, b1, b2, H, true, hi);
+        for (size_t q = 0; q < 6; q++) {
+            uint16_t *dst = q < 5 ? (act ? act + q * H + j : NULL) : c_save ? c_save + j : NULL;
+            if (!dst) continue;
+            const __m512i v = q < 5 ? act16_encode_pair(lo[q], hi[q]) : bf16_pair(lo[q], hi[q]);
+            if (stream) _mm512_stream_si512((void *)dst, v);
+            else _mm512_mask_storeu_epi16(dst, (__mmask32)m0 | (__mmask32)m1 << 16, v);
         }
     }
     if (stream) _mm_sfence();
@@ -149,16 +198,6 @@ static void cell_backward_avx512(float *dgr, float *dc_prev, const float *act, c
     for (; j < H; j++) amp_lstm_cell_backward_at(dgr, dc_prev, act, cprev, dh, dh2, dc, H, j);
 }
 
-static void cell_forward_avx512(float *act, float *c_save, float *c, float *h, const float *gr, const float *bi,
-                                const float *bh, size_t H, bool stream) {
-    cell_forward_impl(act, c_save, c, h, gr, bi, bh, H, stream, false);
-}
-
-static void cell_forward_bf16_avx512(uint16_t *act, uint16_t *c_save, float *c, uint16_t *h, const float *gr,
-                                     const float *bi, const float *bh, size_t H, bool stream) {
-    cell_forward_impl(act, c_save, c, h, gr, bi, bh, H, stream, true);
-}
-
 /* one gate's gradient: stored in fp32 into dgr, or summed into db (when not NULL) and rounded into dg */
 static inline __attribute__((always_inline)) void put_gate(float *dgr, uint16_t *dg, float *db, size_t o,
                                                            __mmask16 m, __m512 d) {
@@ -180,7 +219,7 @@ static inline __attribute__((always_inline)) void cell_backward16_impl(float *dg
                                                                        const float *dc, size_t H) {
     const __m512 two = _mm512_set1_ps(2.0f);
     for (size_t j = 0; j < H; j += 16) {
-        const __mmask16 m = H - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (H - j)) - 1u);
+        const __mmask16 m = tail_mask(H - j);
         __m512 ci, cf, cg, co, ct;
         const __m512 gi = act16_decode_v(m, act + j, &ci), gf = act16_decode_v(m, act + H + j, &cf);
         const __m512 gg = act16_decode_v(m, act + 2 * H + j, &cg), go = act16_decode_v(m, act + 3 * H + j, &co);
@@ -212,9 +251,10 @@ static void cell_backward_bf16_avx512(uint16_t *dg, float *db, float *dc_prev, c
 }
 
 static void act16_pack_avx512(uint16_t *dst, const float *src, size_t n) {
-    for (size_t i = 0; i < n; i += 16) {
-        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
-        _mm256_mask_storeu_epi16(dst + i, m, act16_encode_v(_mm512_maskz_loadu_ps(m, src + i)));
+    for (size_t i = 0; i < n; i += 32) {
+        const __mmask16 m0 = tail_mask(n - i), m1 = n - i > 16 ? tail_mask(n - i - 16) : 0;
+        const __m512i v = act16_encode_pair(_mm512_maskz_loadu_ps(m0, src + i), _mm512_maskz_loadu_ps(m1, src + i + 16));
+        _mm512_mask_storeu_epi16(dst + i, (__mmask32)m0 | (__mmask32)m1 << 16, v);
     }
 }
 
