@@ -439,9 +439,9 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     const size_t es = amp_dtype_size(dt);
     /* saved: see amp_lstm_sequence; narrow: act16 and c_{t-1} in dt */
     const bool narrow = dt != AMP_F32;
-    const float *acts = node->saved, *cprev = acts + T * B * 5 * H;
-    const uint16_t *acts16 = node->saved;
-    const char *cprev_dt = (const char *)(acts16 + T * B * 5 * H);
+    const float *acts = narrow ? NULL : node->saved, *cprev = narrow ? NULL : acts + T * B * 5 * H;
+    const uint16_t *acts16 = narrow ? node->saved : NULL;
+    const char *cprev_dt = narrow ? (const char *)(acts16 + T * B * 5 * H) : NULL;
     const float *dout = amp_grad_out(ctx, node);                /* [B, T, H] */
     /* dG in dt, rows b*T + t; for a narrower dt each row is formed in fp32 in dgrow, then rounded */
     void *dgd = amp_scratch_alloc(ctx, (size_t)(R * G) * es);
@@ -460,7 +460,7 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     packed_w whh; /* W [H, 4H] = W_hh^T, for dh = dG_t W_hh */
     if (T > 1 && !pack_w(ctx, &whh, dt, w_hh->data, H, true, H, G, B)) return;
     for (int64_t t = T - 1; t >= 0; t--) {
-        const char *cpt = cprev_dt + (size_t)(t * B * H) * es; /* narrow: step t's c_{t-1}, [B, H] in dt */
+        const char *cpt = narrow ? cprev_dt + (size_t)(t * B * H) * es : NULL; /* step t's c_{t-1}, [B, H] in dt */
         if (cpf) amp_convert(cpf, AMP_F32, cpt, dt, (size_t)(B * H));
         for (int64_t b = 0; b < B; b++) {
             const float *dho = dout + (b * T + t) * H;
@@ -566,8 +566,8 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
      * for a narrow dt 5H act16 and H of dt (es = 2) */
     void *saved = out && keep ? amp_ctx_alloc(ctx, (size_t)(T * B * 6 * H) * (narrow ? 2 : sizeof(float))) : NULL;
     if (!out || (keep && !saved)) return NULL;
-    float *acts = saved, *cprev = acts ? acts + T * B * 5 * H : NULL;               /* fp32 */
-    uint16_t *acts16 = saved;                                                      /* narrow */
+    float *acts = saved && !narrow ? saved : NULL, *cprev = acts ? acts + T * B * 5 * H : NULL;
+    uint16_t *acts16 = saved && narrow ? saved : NULL;
     char *cprev_dt = acts16 ? (char *)(acts16 + T * B * 5 * H) : NULL;
     amp_arena_mark mk = amp_scratch_mark(ctx);
     /* Gate pre-activations, row t*B + b, LSTM_XP_PAD floats past 4H apart: each step's B rows are one
