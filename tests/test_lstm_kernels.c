@@ -119,7 +119,14 @@ static void check_act16_codec(void) {
                     n = 0;
                 }
             }
-        CHECK_MSG(bad == 0, "act16_pack %s: %zu chunks of the sweep differ from the scalar encode",
+        /* and the edges of the forms, 16 and more so that the vector code sees them */
+        const float e[20] = {0.5f, -0.5f, 1.0f, -1.0f, 0.5f - 0x1p-25f, -(0.5f - 0x1p-25f), 1.0f - 0x1p-24f,
+                             -(1.0f - 0x1p-24f), 1.0f + 0x1p-23f, 2.0f, -2.0f, NAN, -NAN, INFINITY, -INFINITY, 0.0f,
+                             -0.0f, 0x1p-149f, -0x1p-130f, 0x1p-126f};
+        uint16_t eg[20], ew[20];
+        ref->act16_pack(ew, e, 20), k->act16_pack(eg, e, 20);
+        bad += memcmp(eg, ew, sizeof eg) != 0;
+        CHECK_MSG(bad == 0, "act16_pack %s: %zu chunks of the sweep and its edges differ from the scalar encode",
                   amp_isa_name((amp_isa)isa), bad);
     }
 }
