@@ -6,7 +6,10 @@
  * reference's bits for every element (tests/test_lstm_kernels.c checks
  * equality), so the ops' results do not depend on the path, on how rows are
  * split, or on where an element sits in a vector (tails use the scalar formula
- * below, which is the same arithmetic). */
+ * below, which is the same arithmetic). The same holds for the 16-bit saved
+ * state of a bf16/f16 step (act16, at the end): its encode and decode are
+ * comparisons, exact subtractions, one rounding on the bit pattern and a
+ * scaling by a power of two. */
 #ifndef AMP_LSTM_KERNELS_H
 #define AMP_LSTM_KERNELS_H
 
