@@ -63,9 +63,28 @@ static bool same_bf16(const uint16_t *a, const uint16_t *b, size_t n) {
     return true;
 }
 
-/* max over v of the error of act16's v and 1 - |v| against fp64, relative to |v| (to 2^-125 below
- * it: bf16's subnormals are 2^-133 apart) and 1 - |v|; an edge that does not come back exactly counts
- * as infinite */
+/* The kernel table tested as path i: each ISA's (NULL where the CPU lacks it), then at i =
+ * AMP_ISA_COUNT the AVX-512 table with the encoders a CPU without AVX-512 BF16 runs (in *soft). */
+static const amp_lstm_kernels *table_at(int i, amp_lstm_kernels *soft, const char **name) {
+    if (i < AMP_ISA_COUNT) {
+        *name = amp_isa_name((amp_isa)i);
+        return amp_isa_supported((amp_isa)i) ? amp_lstm_kernels_for((amp_isa)i) : NULL;
+    }
+    *name = "avx512 (no AVX-512 BF16)";
+#if defined(__x86_64__)
+    if (!amp_isa_supported(AMP_ISA_AVX512)) return NULL;
+    *soft = *amp_lstm_kernels_for(AMP_ISA_AVX512);
+    amp_lstm_kernels_avx512_soft(soft);
+    return soft;
+#else
+    (void)soft;
+    return NULL;
+#endif
+}
+
+/* max over v of the error of act16's v and 1 - |v| against fp64, relative to |v| (to 2^-117 below
+ * it: a subnormal v is stored as zero, an absolute error under 2^-126 = 2^-9 * 2^-117) and 1 - |v|;
+ * an edge that does not come back exactly counts as infinite */
 static void act16_errors(float v, double *ev, double *ec) {
     float comp;
     const float x = amp_lstm_act16_decode(amp_lstm_act16_encode(v), &comp);
@@ -78,7 +97,7 @@ static void act16_errors(float v, double *ev, double *ec) {
         if (memcmp(&x, &v, sizeof v) != 0 || (double)comp != c) *ev = INFINITY;
         return;
     }
-    *ev = fmax(*ev, fabs((double)x - (double)v) / fmax(fabs((double)v), 0x1p-125));
+    *ev = fmax(*ev, fabs((double)x - (double)v) / fmax(fabs((double)v), 0x1p-117));
     if (c > 0) *ec = fmax(*ec, fabs((double)comp - c) / c);
 }
 
@@ -103,9 +122,11 @@ static void check_act16_codec(void) {
     /* every path's act16_pack on the same sweep (every 4093rd pattern up to 2, both signs, chunks of 37
      * for the tails) against the scalar encode */
     const amp_lstm_kernels *ref = amp_lstm_kernels_for(AMP_ISA_REF);
-    for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
-        if (!amp_isa_supported((amp_isa)isa)) continue;
-        const amp_lstm_kernels *k = amp_lstm_kernels_for((amp_isa)isa);
+    amp_lstm_kernels soft;
+    for (int isa = 0; isa <= AMP_ISA_COUNT; isa++) {
+        const char *name;
+        const amp_lstm_kernels *k = table_at(isa, &soft, &name);
+        if (!k) continue;
         float v[37];
         uint16_t got[37], want[37];
         size_t n = 0, bad = 0;
@@ -119,15 +140,20 @@ static void check_act16_codec(void) {
                     n = 0;
                 }
             }
-        /* and the edges of the forms, 16 and more so that the vector code sees them */
-        const float e[20] = {0.5f, -0.5f, 1.0f, -1.0f, 0.5f - 0x1p-25f, -(0.5f - 0x1p-25f), 1.0f - 0x1p-24f,
-                             -(1.0f - 0x1p-24f), 1.0f + 0x1p-23f, 2.0f, -2.0f, NAN, -NAN, INFINITY, -INFINITY, 0.0f,
-                             -0.0f, 0x1p-149f, -0x1p-130f, 0x1p-126f};
-        uint16_t eg[20], ew[20];
-        ref->act16_pack(ew, e, 20), k->act16_pack(eg, e, 20);
+        /* and the edges of the forms and of the rounding, 16 and more so that the vector code sees them:
+         * 0.5, 1 and their neighbours, 2, NaNs with payloads (quiet, signalling, all ones), infinities,
+         * zeros, subnormals, the smallest normal, a tie to even */
+        static const uint32_t eb[24] = {0x3F000000u, 0xBF000000u, 0x3F800000u, 0xBF800000u, 0x3EFFFFFFu, 0xBEFFFFFFu,
+                                        0x3F7FFFFFu, 0xBF7FFFFFu, 0x3F800001u, 0x40000000u, 0xC0000000u, 0x7FC00000u,
+                                        0xFFC12345u, 0x7F800001u, 0xFFFFFFFFu, 0x7F800000u, 0xFF800000u, 0x00000000u,
+                                        0x80000000u, 0x00000001u, 0x807FFFFFu, 0x00800000u, 0x3E808000u, 0x3F408000u};
+        float e[24];
+        uint16_t eg[24], ew[24];
+        memcpy(e, eb, sizeof e);
+        ref->act16_pack(ew, e, 24), k->act16_pack(eg, e, 24);
         bad += memcmp(eg, ew, sizeof eg) != 0;
-        CHECK_MSG(bad == 0, "act16_pack %s: %zu chunks of the sweep and its edges differ from the scalar encode",
-                  amp_isa_name((amp_isa)isa), bad);
+        CHECK_MSG(bad == 0, "act16_pack %s: %zu chunks of the sweep and its edges differ from the scalar encode", name,
+                  bad);
     }
 }
 
@@ -264,10 +290,12 @@ void test_lstm_cell_forward_kernels(void) {
     /* 64-byte aligned rows, so the streaming stores of the AVX-512 kernel run where H allows */
     _Alignas(64) float act_r[5 * MAXH], act_k[5 * MAXH], cs_r[MAXH], cs_k[MAXH];
     float c_r[MAXH], c_k[MAXH], h_r[MAXH], h_k[MAXH];
-    for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
-        if (!amp_isa_supported((amp_isa)isa)) continue;
-        const amp_lstm_kernels *k = amp_lstm_kernels_for((amp_isa)isa);
-        const amp_vmath_kernels *vm = amp_vmath_kernels_for((amp_isa)isa);
+    amp_lstm_kernels soft;
+    for (int isa = 0; isa <= AMP_ISA_COUNT; isa++) {
+        const char *name;
+        const amp_lstm_kernels *k = table_at(isa, &soft, &name);
+        if (!k) continue;
+        const amp_vmath_kernels *vm = amp_vmath_kernels_for(isa < AMP_ISA_COUNT ? (amp_isa)isa : AMP_ISA_AVX512);
         int bad = 0;
         for (size_t H = 0; H <= MAXH; H++) {
             for (int rep = 0; rep < 8; rep++) {
@@ -306,7 +334,7 @@ void test_lstm_cell_forward_kernels(void) {
             }
         }
         CHECK_MSG(bad == 0, "lstm cell_forward %s: %d rows differ from the composition of its vecmath and add3",
-                  amp_isa_name((amp_isa)isa), bad);
+                  name, bad);
     }
 }
 

@@ -96,6 +96,11 @@ void amp_lstm_kernels_avx2(amp_lstm_kernels *k);
 void amp_lstm_kernels_avx512(amp_lstm_kernels *k);
 #endif
 
+#if defined(__x86_64__)
+/* The AVX-512 table's act16 encoders without AVX-512 BF16 (what a CPU without it runs), for the tests */
+void amp_lstm_kernels_avx512_soft(amp_lstm_kernels *k);
+#endif
+
 /* The kernels for `isa` (a path the CPU lacks, or an invalid one, gets the
  * reference's). */
 const amp_lstm_kernels *amp_lstm_kernels_for(amp_isa isa);
@@ -140,14 +145,23 @@ static inline void amp_lstm_cell_backward_at(float *dgr, float *dc_prev, const f
  * of a constant with v's sign) and comes back as v = w - copysign(1, w).
  * bf16 rather than f16 also under f16 autocast: f16's range would flush a gate below 2^-24 to zero,
  * and with a loss scale of 2^16 its gradient can still be a normal f16 value.
- * A NaN is stored as bf16's NaN (form A: the comparisons are false) and comes back NaN, with NaN for
+ * The rounding is VCVTNEPS2BF16's (amp_lstm_act16_round), which AVX-512 BF16 does for two vectors in
+ * one instruction: to nearest even, but a subnormal v (below 2^-126, where a gate's derivative does
+ * not matter) becomes a zero of its sign, and a NaN keeps its sign and top payload bits, quieted.
+ * A NaN is stored as such a NaN (form A: the comparisons are false) and comes back NaN, with NaN for
  * 1 - |v| too. Values outside [-1, 1] are not values of these activations: they are stored (form A)
  * but their complement is not meaningful. */
+static inline uint16_t amp_lstm_act16_round(float v) {
+    const uint32_t x = amp_f32_bits(v);
+    if ((x & 0x7F800000u) == 0) return (uint16_t)((x >> 16) & 0x8000u);          /* zero, subnormal */
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x0040u); /* NaN */
+    return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16); /* finite and infinite: to nearest even */
+}
+
 static inline uint16_t amp_lstm_act16_encode(float v) {
     const float a = fabsf(v);
-    if (a >= 0.5f && a < 1.0f)
-        return (uint16_t)(amp_bf16_encode(amp_f32_bits(v - copysignf(1.0f, v)), AMP_OVERFLOW_INF) + (64u << 7));
-    return amp_bf16_encode(amp_f32_bits(v), AMP_OVERFLOW_INF);
+    if (a >= 0.5f && a < 1.0f) return (uint16_t)(amp_lstm_act16_round(v - copysignf(1.0f, v)) + (64u << 7));
+    return amp_lstm_act16_round(v);
 }
 
 /* v from its act16 form; *comp = 1 - |v| */

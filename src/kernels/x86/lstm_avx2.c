@@ -58,9 +58,13 @@ static inline __m256i act16_top(__m256 v) {
     const __m256i bias = _mm256_add_epi32(_mm256_set1_epi32(0x7FFF), _mm256_and_si256(b, _mm256_set1_epi32(0x20000000)));
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(wi, 16), _mm256_set1_epi32(1));
     const __m256i r = _mm256_add_epi32(_mm256_add_epi32(wi, bias), lsb);
-    const __m256i q = _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32((int)0x80000000u)), _mm256_set1_epi32(0x7FC00000));
-    return _mm256_castps_si256(
-        _mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(q), _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+    /* amp_lstm_act16_round's exceptions: a NaN quieted (its top half | 0x40), a zero or subnormal
+     * to the zero of its sign (w = v in both cases: form A) */
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    const __m256i tiny = _mm256_cmpeq_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7F800000)), _mm256_setzero_si256());
+    const __m256i q = _mm256_or_si256(x, _mm256_set1_epi32(0x00400000));
+    const __m256i z = _mm256_and_si256(x, _mm256_set1_epi32((int)0x80000000u));
+    return _mm256_blendv_epi8(_mm256_blendv_epi8(r, q, nan), z, tiny);
 }
 
 /* 16 values as act16: lo's 8, then hi's */

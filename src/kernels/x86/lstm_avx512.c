@@ -61,21 +61,37 @@ static inline __m512i top_halves(__m512i lo, __m512i hi) {
     return _mm512_permutex2var_epi16(lo, idx, hi);
 }
 
-/* amp_lstm_act16_encode of 16 values, in the top halves of 32-bit lanes: the same form test (|v| in
- * [0.5, 1) on the bits: NaN is outside), the exact v - copysign(1, v), the rounding, and form B's
- * 2^64 added to the exponent with the rounding's bias */
-static inline __m512i act16_top(__m512 v) {
-    const __m512i x = _mm512_castps_si512(v);
-    const __m512i a = _mm512_and_si512(x, _mm512_set1_epi32(0x7FFFFFFF));
-    const __mmask16 b = _mm512_cmp_epu32_mask(_mm512_sub_epi32(a, _mm512_set1_epi32(0x3F000000)),
-                                              _mm512_set1_epi32(0x00800000), _MM_CMPINT_LT);
-    const __m512 w = _mm512_mask_sub_ps(v, b, v, with_sign_of(_mm512_set1_ps(1.0f), v));
-    const __m512i bias = _mm512_mask_mov_epi32(_mm512_set1_epi32(0x7FFF), b, _mm512_set1_epi32(0x20007FFF));
-    return nan_to_qnan(rne_top(_mm512_castps_si512(w), bias), v);
+/* act16's form test and stored value before the rounding: |v| in [0.5, 1) on the bits (NaN is
+ * outside), *b the lanes in form B, whose w = v - copysign(1, v) (exact) */
+static inline __m512 act16_w(__m512 v, __mmask16 *b) {
+    const __m512i a = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7FFFFFFF));
+    *b = _mm512_cmp_epu32_mask(_mm512_sub_epi32(a, _mm512_set1_epi32(0x3F000000)), _mm512_set1_epi32(0x00800000),
+                               _MM_CMPINT_LT);
+    return _mm512_mask_sub_ps(v, *b, v, with_sign_of(_mm512_set1_ps(1.0f), v));
 }
 
-/* 32 values as act16: lo's 16, then hi's */
-static inline __m512i act16_encode_pair(__m512 lo, __m512 hi) { return top_halves(act16_top(lo), act16_top(hi)); }
+/* amp_lstm_act16_encode of 16 values in integer operations, in the top halves of 32-bit lanes: form
+ * B's 2^64 added to the exponent with the rounding's bias, then amp_lstm_act16_round's exceptions
+ * (NaN quieted, zero and subnormal to the zero of their sign: w = v there) */
+static inline __m512i act16_top(__m512 v) {
+    __mmask16 b;
+    const __m512i w = _mm512_castps_si512(act16_w(v, &b));
+    const __m512i bias = _mm512_mask_mov_epi32(_mm512_set1_epi32(0x7FFF), b, _mm512_set1_epi32(0x20007FFF));
+    __m512i r = rne_top(w, bias);
+    r = _mm512_mask_or_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), w, _mm512_set1_epi32(0x00400000));
+    const __mmask16 tiny = _mm512_testn_epi32_mask(w, _mm512_set1_epi32(0x7F800000));
+    return _mm512_mask_and_epi32(r, tiny, w, _mm512_set1_epi32((int)0x80000000u));
+}
+
+/* 32 values as act16 (lo's 16, then hi's): with AVX-512 BF16 (hw) the rounding, exceptions and packing
+ * of both vectors are one VCVTNE2PS2BF16, then form B's 2^64 is added to the 16-bit patterns */
+static inline __attribute__((always_inline)) __m512i act16_encode_pair(__m512 lo, __m512 hi, bool hw) {
+    if (!hw) return top_halves(act16_top(lo), act16_top(hi));
+    __mmask16 bl, bh;
+    const __m512 wl = act16_w(lo, &bl), wh = act16_w(hi, &bh);
+    const __m512i p = (__m512i)_mm512_cvtne2ps_pbh(wh, wl);
+    return _mm512_mask_add_epi16(p, _mm512_kunpackw(bh, bl), p, _mm512_set1_epi16(64 << 7));
+}
 
 /* 32 values rounded to bf16 (amp_convert's bits): lo's 16, then hi's */
 static inline __m512i bf16_pair(__m512 lo, __m512 hi) {
@@ -153,8 +169,10 @@ static void cell_forward_avx512(float *act, float *c_save, float *c, float *h, c
 
 /* cell_forward_avx512 for bf16: act16 and bf16 saved, h' and c' rounded. 32 columns a step: two
  * vectors of saved values are packed into one 64-byte line (one permute for both) and stored whole. */
-static void cell_forward_bf16_avx512(uint16_t *act, uint16_t *c_save, float *c, uint16_t *h, const float *gr,
-                                     const float *bi, const float *bh, size_t H, bool stream) {
+static inline __attribute__((always_inline)) void cell_forward_bf16_impl(uint16_t *act, uint16_t *c_save, float *c,
+                                                                         uint16_t *h, const float *gr, const float *bi,
+                                                                         const float *bh, size_t H, bool stream,
+                                                                         bool hw) {
     const float *b1 = bi ? bi : bh, *b2 = bi ? bh : NULL;
     stream = stream && H % 32 == 0 && (uintptr_t)act % 64 == 0 && (!c_save || (uintptr_t)c_save % 64 == 0);
     for (size_t j = 0; j < H; j += 32) {
@@ -165,7 +183,7 @@ static void cell_forward_bf16_avx512(uint16_t *act, uint16_t *c_save, float *c, 
         for (size_t q = 0; q < 6; q++) {
             uint16_t *dst = q < 5 ? (act ? act + q * H + j : NULL) : c_save ? c_save + j : NULL;
             if (!dst) continue;
-            const __m512i v = q < 5 ? act16_encode_pair(lo[q], hi[q]) : bf16_pair(lo[q], hi[q]);
+            const __m512i v = q < 5 ? act16_encode_pair(lo[q], hi[q], hw) : bf16_pair(lo[q], hi[q]);
             if (stream) _mm512_stream_si512((void *)dst, v);
             else _mm512_mask_storeu_epi16(dst, (__mmask32)m0 | (__mmask32)m1 << 16, v);
         }
@@ -250,13 +268,28 @@ static void cell_backward_bf16_avx512(uint16_t *dg, float *db, float *dc_prev, c
     cell_backward16_impl(NULL, dg, db, dc_prev, act, NULL, cprev, dh, dh2, dc, H);
 }
 
-static void act16_pack_avx512(uint16_t *dst, const float *src, size_t n) {
+static inline __attribute__((always_inline)) void act16_pack_impl(uint16_t *dst, const float *src, size_t n,
+                                                                  bool hw) {
     for (size_t i = 0; i < n; i += 32) {
         const __mmask16 m0 = tail_mask(n - i), m1 = n - i > 16 ? tail_mask(n - i - 16) : 0;
-        const __m512i v = act16_encode_pair(_mm512_maskz_loadu_ps(m0, src + i), _mm512_maskz_loadu_ps(m1, src + i + 16));
+        const __m512i v = act16_encode_pair(_mm512_maskz_loadu_ps(m0, src + i), _mm512_maskz_loadu_ps(m1, src + i + 16), hw);
         _mm512_mask_storeu_epi16(dst + i, (__mmask32)m0 | (__mmask32)m1 << 16, v);
     }
 }
+
+static void cell_forward_bf16_avx512(uint16_t *act, uint16_t *c_save, float *c, uint16_t *h, const float *gr,
+                                     const float *bi, const float *bh, size_t H, bool stream) {
+    cell_forward_bf16_impl(act, c_save, c, h, gr, bi, bh, H, stream, true);
+}
+
+static void cell_forward_bf16_avx512_soft(uint16_t *act, uint16_t *c_save, float *c, uint16_t *h, const float *gr,
+                                          const float *bi, const float *bh, size_t H, bool stream) {
+    cell_forward_bf16_impl(act, c_save, c, h, gr, bi, bh, H, stream, false);
+}
+
+static void act16_pack_avx512(uint16_t *dst, const float *src, size_t n) { act16_pack_impl(dst, src, n, true); }
+
+static void act16_pack_avx512_soft(uint16_t *dst, const float *src, size_t n) { act16_pack_impl(dst, src, n, false); }
 
 static void acc_avx512(float *dst, const float *src, size_t n) {
     size_t i = 0;
@@ -279,11 +312,20 @@ static void add3_avx512(float *dst, const float *a, const float *b, const float 
 
 void amp_lstm_kernels_avx512(amp_lstm_kernels *k) {
     k->cell_forward = cell_forward_avx512;
-    k->cell_forward_bf16 = cell_forward_bf16_avx512;
     k->cell_backward_bf16 = cell_backward_bf16_avx512;
     k->cell_backward16 = cell_backward16_avx512;
-    k->act16_pack = act16_pack_avx512;
+    if (amp_cpu_get_features()->avx512_bf16) {
+        k->cell_forward_bf16 = cell_forward_bf16_avx512;
+        k->act16_pack = act16_pack_avx512;
+    } else {
+        amp_lstm_kernels_avx512_soft(k);
+    }
     k->add3 = add3_avx512;
     k->cell_backward = cell_backward_avx512;
     k->acc = acc_avx512;
+}
+
+void amp_lstm_kernels_avx512_soft(amp_lstm_kernels *k) {
+    k->cell_forward_bf16 = cell_forward_bf16_avx512_soft;
+    k->act16_pack = act16_pack_avx512_soft;
 }
