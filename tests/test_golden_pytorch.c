@@ -283,16 +283,21 @@ static const golden_tol cnn_tol[] = {
 };
 
 static const golden_tol lstm_cell_tol[] = {
+    /* f16 since the cell saves its activations in act16 (src/kernels/lstm_kernels.h: bf16 with the
+     * complement form, also under f16 autocast, whose range would flush small gates): each saved
+     * value within 2^-8 = 8 f16 units, which moved the f16 gradients (old ratio -> new in the
+     * comments: dc = dc' f reads f directly, 0.60 -> 2.41, so its factor went from 2 to 8 by the rule
+     * above); bf16's did not move (their own rounding dominates) */
     {"output.h", 4, 3, 5},                /* 1.18 / 0.89 / 1.47 */
     {"output.c", 10, 5, 5},               /* 2.79 / 1.39 / 1.39 */
     {"loss", 6, 2, 6},                    /* 1.67 / 0.00 / 1.68 */
     {"grad.param.cell.weight_ih", 12, 3, 6}, /* 3.35 / 0.84 / 1.68 */
-    {"grad.param.cell.weight_hh", 10, 5, 10}, /* 2.87 / 1.44 / 2.87 */
-    {"grad.param.cell.bias_ih", 16, 2, 5}, /* 4.19 / 0.52 / 1.57 */
-    {"grad.param.cell.bias_hh", 16, 2, 5}, /* 4.19 / 0.52 / 1.57 */
-    {"grad.input.x", 10, 3, 6},           /* 2.84 / 0.71 / 1.77 */
-    {"grad.input.h", 12, 4, 12},          /* 3.69 / 1.23 / 3.69 */
-    {"grad.input.c", 8, 4, 2},            /* 2.41 / 1.20 / 0.60: 0.60 without FMA contraction */
+    {"grad.param.cell.weight_hh", 10, 5, 10}, /* 2.87 / 1.44 / 2.87 -> 1.44 */
+    {"grad.param.cell.bias_ih", 16, 2, 5}, /* 4.19 / 0.52 / 1.57 -> 3.14 */
+    {"grad.param.cell.bias_hh", 16, 2, 5}, /* 4.19 / 0.52 / 1.57 -> 3.14 */
+    {"grad.input.x", 10, 3, 6},           /* 2.84 / 0.71 / 1.77 -> 1.06 */
+    {"grad.input.h", 12, 4, 12},          /* 3.69 / 1.23 / 3.69 -> 2.46 */
+    {"grad.input.c", 8, 4, 8},            /* 2.41 / 1.20 / 0.60 -> 2.41: 0.60 without FMA contraction */
     {NULL, 0, 0, 0},
 };
 

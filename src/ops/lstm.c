@@ -16,10 +16,13 @@
  * The halves are disjoint, so collecting them in hc's gradient adds only zeros: no extra rounding. An
  * output that received no gradient contributes zeros. All three tensors report op AMP_OP_LSTM_CELL.
  *
- * Saved for backward (fp32, [B, 5H]): the four gate activations and tanh(c'). They are read only by
- * the pointwise backward, never by a GEMM, and the derivatives s (1 - s) and 1 - t^2 cancel badly
- * when s or t is near 1: from an activation rounded to bf16 (8 bits), 1 - s for s = 0.996 would have
- * no correct bit. fp32 costs 5BH floats, small next to the GEMM operands of the step.
+ * Saved for backward ([B, 5H]): the four gate activations and tanh(c'), read only by the pointwise
+ * backward, never by a GEMM. For fp32, as fp32. For bf16 and f16, in 16 bits (act16,
+ * src/kernels/lstm_kernels.h), half the bytes: the derivatives s (1 - s) and 1 - t^2 cancel when s or
+ * t is near 1 (1 - s for s = 0.996 rounded to bf16 would have no correct bit), so act16 rounds the
+ * smaller of v and 1 - |v| to bf16 and rebuilds the other, both within 2^-8: each gate gradient
+ * within 6 * 2^-8 of its magnitude (tests/test_lstm_kernels.c), where dG is then rounded to the
+ * dtype anyway (2^-8 for bf16; f16's 2^-11 is finer, the price of bf16's range under loss scaling).
  *
  * Backward: the gate gradient dG [B, 4H] is formed in fp32, rounded once to the compute dtype for the
  * GEMMs (as matmul's backward reads its output gradient in that dtype), then
@@ -212,14 +215,15 @@ static amp_tensor *lstm_view(amp_ctx *ctx, amp_tensor *hc, int which) {
 /* ---- the fused cell ---- */
 
 /* in[]: x, h, c, w_ih, w_hh, then the biases that are present. i[]: B, I, H, index of b_ih in in[] or
- * -1, index of b_hh or -1. saved: fp32 [B, 5H], row b = i, f, g, o activations then tanh(c'). */
+ * -1, index of b_hh or -1. saved: [B, 5H], row b = i, f, g, o activations then tanh(c'): fp32 for an
+ * fp32 compute dtype, else act16 (lstm_kernels.h). */
 static void lstm_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0], *h = node->in[1], *c = node->in[2], *w_ih = node->in[3], *w_hh = node->in[4];
     amp_tensor *b_ih = node->i[3] >= 0 ? node->in[node->i[3]] : NULL;
     amp_tensor *b_hh = node->i[4] >= 0 ? node->in[node->i[4]] : NULL;
     const int64_t B = node->i[0], I = node->i[1], H = node->i[2], G = 4 * H;
     const amp_dtype dt = node->out->compute_dtype;
-    const float *saved = node->saved;
+    const void *saved = node->saved;
     const float *g = amp_grad_out(ctx, node); /* [2, B, H]: dh', then dc' */
     const float *cv = amp_f32_view(ctx, c);
     float *dgates = amp_f32_scratch(ctx, B * G);
@@ -227,9 +231,14 @@ static void lstm_backward(amp_ctx *ctx, amp_node *node) {
     if (!g || !cv || !dgates || !dc) return;
 
     const amp_lstm_kernels *lk = amp_lstm_active();
-    for (int64_t b = 0; b < B; b++)
-        lk->cell_backward(dgates + b * G, dc + b * H, saved + b * 5 * H, cv + b * H, g + b * H, NULL,
-                          g + B * H + b * H, (size_t)H);
+    for (int64_t b = 0; b < B; b++) {
+        if (dt == AMP_F32)
+            lk->cell_backward(dgates + b * G, dc + b * H, (const float *)saved + b * 5 * H, cv + b * H, g + b * H, NULL,
+                              g + B * H + b * H, (size_t)H);
+        else
+            lk->cell_backward16(dgates + b * G, dc + b * H, (const uint16_t *)saved + b * 5 * H, cv + b * H,
+                                g + b * H, NULL, g + B * H + b * H, (size_t)H);
+    }
     amp_grad_accumulate(ctx, c, dc);
 
     /* The GEMM operand: dG in the compute dtype (the fp32 buffer itself for fp32). */
@@ -357,10 +366,12 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
     const int64_t i_bhh = b_hh ? n_in : -1;
     if (b_hh) in[n_in++] = b_hh;
     amp_node *node = amp_autograd_record(ctx, OP, dt, hc, in, n_in, lstm_backward);
-    if (node) {
-        float *keep = amp_ctx_alloc(ctx, (size_t)(B * 5 * H > 0 ? B * 5 * H : 1) * sizeof *keep);
+    if (node) { /* fp32, or act16 for a 16-bit dt (see the top) */
+        const size_t n = (size_t)(B * 5 * H > 0 ? B * 5 * H : 1);
+        void *keep = amp_ctx_alloc(ctx, n * (dt == AMP_F32 ? sizeof(float) : sizeof(uint16_t)));
         if (keep) {
-            memcpy(keep, saved, (size_t)(B * 5 * H) * sizeof *keep);
+            if (dt == AMP_F32) memcpy(keep, saved, (size_t)(B * 5 * H) * sizeof *saved);
+            else lk->act16_pack(keep, saved, (size_t)(B * 5 * H));
             node->saved = keep;
             node->i[0] = B, node->i[1] = I, node->i[2] = H, node->i[3] = i_bih, node->i[4] = i_bhh;
         }
@@ -383,9 +394,9 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
  *   forward:  per step x_t W_ih^T, then h_{t-1} W_hh^T accumulated into the same rows (beta 1), with
  *             both weights packed once per pass and h_{t-1} read in place from the output; then one
  *             fused pointwise pass per row (lstm_kernels.h cell_forward: biases, activations, c_t, h_t;
- *             for bf16 on AVX-512 also h_t's and c_t's rounding, cell_forward_bf16), which stores the
- *             saved activations and c_{t-1} around the caches, as nothing reads them before the
- *             backward pass;
+ *             for bf16 on AVX-512 also the act16 packing and h_t's and c_t's rounding,
+ *             cell_forward_bf16), which stores the saved activations and c_{t-1} around the caches,
+ *             as nothing reads them before the backward pass;
  *   backward: per step only dh = dG_t W_hh; then dX = dG W_ih and [dW_ih | dW_hh] = dG^T [X | H_prev]
  *             as two GEMMs with K = B*T (one pass over dG for both weight gradients), each weight
  *             gradient accumulated (rounded) once instead of T times. The bias gradient is summed in
@@ -399,9 +410,14 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
  * instead of T roundings to the gradient's dtype (for fp32 the same sum in another order), the bias
  * gradient in the order above.
  *
+ * Saved: the cell's activations and tanh(c_t) per step and row, and c_{t-1}. For fp32 both in fp32;
+ * for bf16 and f16 the activations as act16 (the cell's format, so the two stay bit-identical) and
+ * c_{t-1} in dt, exactly (c is rounded to dt every step): 12 bytes per hidden unit and step instead
+ * of 24 (the lstm model's 12.5 MiB of saved state becomes 6.25).
+ *
  * in[]: x [B, T, I] (contiguous, dt), w_ih, w_hh (contiguous, dt), then the biases present.
- * i[]: B, T, I, H, index of b_ih or -1, index of b_hh or -1. saved: fp32 [T, B, 5H] activations and
- * tanh(c_t) (as the cell's), then fp32 [T, B, H] c_{t-1}. */
+ * i[]: B, T, I, H, index of b_ih or -1, index of b_hh or -1. saved: [T, B, 5H] activations and
+ * tanh(c_t), then [T, B, H] c_{t-1}: fp32, or for a narrow dt act16 then dt. */
 
 /* H_prev [B*T, H] into dst (rows ldd elements apart): row b*T + t = h_{t-1}, zeros at t = 0; h is the
  * sequence's output [B, T, H] (es bytes per element) */
@@ -421,7 +437,11 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     const int64_t B = node->i[0], T = node->i[1], I = node->i[2], H = node->i[3], G = 4 * H, R = B * T;
     const amp_dtype dt = node->out->compute_dtype;
     const size_t es = amp_dtype_size(dt);
-    const float *acts = node->saved, *cprev = acts + T * B * 5 * H;
+    /* saved: see amp_lstm_sequence; narrow: act16 and c_{t-1} in dt */
+    const bool narrow = dt != AMP_F32;
+    const float *acts = narrow ? NULL : node->saved, *cprev = narrow ? NULL : acts + T * B * 5 * H;
+    const uint16_t *acts16 = narrow ? node->saved : NULL;
+    const char *cprev_dt = narrow ? (const char *)(acts16 + T * B * 5 * H) : NULL;
     const float *dout = amp_grad_out(ctx, node);                /* [B, T, H] */
     /* dG in dt, rows b*T + t; for a narrower dt each row is formed in fp32 in dgrow, then rounded */
     void *dgd = amp_scratch_alloc(ctx, (size_t)(R * G) * es);
@@ -429,26 +449,38 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     const bool want_db = (b_ih && b_ih->requires_grad) || (b_hh && b_hh->requires_grad);
     float *db = want_db ? amp_f32_scratch(ctx, G) : NULL; /* the bias gradient, summed row by row below */
     float *dh = amp_f32_scratch(ctx, B * H), *dc = amp_f32_scratch(ctx, B * H);
-    if (!dout || !dgd || (dt != AMP_F32 && !dgrow) || (want_db && !db) || !dh || !dc) return;
+    const amp_lstm_kernels *lk = amp_lstm_active();
+    const bool fused_bf16 = dt == AMP_BF16 && lk->cell_backward_bf16;
+    float *cpf = narrow && !fused_bf16 ? amp_f32_scratch(ctx, B * H) : NULL; /* step t's c_{t-1} in fp32 */
+    if (!dout || !dgd || (narrow && !dgrow) || (want_db && !db) || !dh || !dc || (narrow && !fused_bf16 && !cpf))
+        return;
     memset(dh, 0, (size_t)(B * H) * sizeof *dh);
     memset(dc, 0, (size_t)(B * H) * sizeof *dc);
     if (db) memset(db, 0, (size_t)G * sizeof *db);
-    const amp_lstm_kernels *lk = amp_lstm_active();
     packed_w whh; /* W [H, 4H] = W_hh^T, for dh = dG_t W_hh */
     if (T > 1 && !pack_w(ctx, &whh, dt, w_hh->data, H, true, H, G, B)) return;
     for (int64_t t = T - 1; t >= 0; t--) {
+        const char *cpt = narrow ? cprev_dt + (size_t)(t * B * H) * es : NULL; /* step t's c_{t-1}, [B, H] in dt */
+        if (cpf) amp_convert(cpf, AMP_F32, cpt, dt, (size_t)(B * H));
         for (int64_t b = 0; b < B; b++) {
-            const float *act = acts + (t * B + b) * 5 * H, *cp = cprev + (t * B + b) * H, *dho = dout + (b * T + t) * H;
+            const float *dho = dout + (b * T + t) * H;
             char *dgt = (char *)dgd + (size_t)((b * T + t) * G) * es;
-            if (dt == AMP_BF16 && lk->cell_backward_bf16) { /* the three steps below in one pass */
-                lk->cell_backward_bf16((uint16_t *)(void *)dgt, db, dc + b * H, act, cp, dho, dh + b * H, dc + b * H,
+            if (!narrow) {
+                lk->cell_backward((float *)(void *)dgt, dc + b * H, acts + (t * B + b) * 5 * H, cprev + (t * B + b) * H,
+                                  dho, dh + b * H, dc + b * H, (size_t)H);
+                if (db) lk->acc(db, (const float *)(void *)dgt, (size_t)G);
+                continue;
+            }
+            const uint16_t *act = acts16 + (t * B + b) * 5 * H;
+            if (fused_bf16) { /* the three steps below in one pass */
+                lk->cell_backward_bf16((uint16_t *)(void *)dgt, db, dc + b * H, act,
+                                       (const uint16_t *)(const void *)cpt + b * H, dho, dh + b * H, dc + b * H,
                                        (size_t)H);
                 continue;
             }
-            float *dgr = dt == AMP_F32 ? (float *)(void *)dgt : dgrow;
-            lk->cell_backward(dgr, dc + b * H, act, cp, dho, dh + b * H, dc + b * H, (size_t)H);
-            if (db) lk->acc(db, dgr, (size_t)G);
-            if (dt != AMP_F32) amp_convert(dgt, dt, dgr, AMP_F32, (size_t)G);
+            lk->cell_backward16(dgrow, dc + b * H, act, cpf + b * H, dho, dh + b * H, dc + b * H, (size_t)H);
+            if (db) lk->acc(db, dgrow, (size_t)G);
+            amp_convert(dgt, dt, dgrow, AMP_F32, (size_t)G);
         }
         /* dh_{t-1} [B, H] = dG_t [B, 4H] W_hh [4H, H]; rows of dG_t are T*G apart */
         if (t > 0 && !packed_gemm(ctx, &whh, B, (const char *)dgd + (size_t)(t * G) * es, T * G, 0.0f, dh, H)) return;
@@ -528,22 +560,28 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
     const int64_t i_bhh = b_hh ? n_in : -1;
     if (b_hh) in[n_in++] = b_hh;
     const bool keep = amp_autograd_will_record(ctx, in, n_in);
-    /* saved data goes straight into the arena when backward will need it */
-    float *saved = out && keep ? amp_ctx_alloc(ctx, (size_t)(T * B * 6 * H) * sizeof(float)) : NULL;
-    if (!out || (keep && !saved)) return NULL;
-    amp_arena_mark mk = amp_scratch_mark(ctx);
+    const bool narrow = dt != AMP_F32;
     const size_t es = amp_dtype_size(dt);
+    /* saved data goes straight into the arena when backward will need it: 6H values a row, fp32, or
+     * for a narrow dt 5H act16 and H of dt (es = 2) */
+    void *saved = out && keep ? amp_ctx_alloc(ctx, (size_t)(T * B * 6 * H) * (narrow ? 2 : sizeof(float))) : NULL;
+    if (!out || (keep && !saved)) return NULL;
+    float *acts = saved && !narrow ? saved : NULL, *cprev = acts ? acts + T * B * 5 * H : NULL;
+    uint16_t *acts16 = saved && narrow ? saved : NULL;
+    char *cprev_dt = acts16 ? (char *)(acts16 + T * B * 5 * H) : NULL;
+    amp_arena_mark mk = amp_scratch_mark(ctx);
     /* Gate pre-activations, row t*B + b, LSTM_XP_PAD floats past 4H apart: each step's B rows are one
      * block that both products store into, and the pad keeps those rows from falling into the same L1
      * set (4H floats is a multiple of 4 KiB here), which the transposed tile stores of ukernel_ct hit. */
     const int64_t ldx = G + LSTM_XP_PAD;
     float *xp = amp_f32_scratch(ctx, R * ldx);
     float *c = amp_f32_scratch(ctx, B * H);             /* c_{t-1}, values of dt */
-    float *tcs = keep ? NULL : amp_f32_scratch(ctx, 5 * H); /* one row's activations when not saving */
+    /* one row's fp32 activations when they are not saved as they are: not saving, or packing to act16 */
+    float *tcs = keep && !narrow ? NULL : amp_f32_scratch(ctx, 5 * H);
     float *hrow = amp_f32_scratch(ctx, H);                  /* one row of h_t before its rounding */
     void *cq = amp_scratch_alloc(ctx, (size_t)(B * H) * es); /* c_t in dt */
     const float *bi = b_ih ? amp_f32_view(ctx, b_ih) : NULL, *bh = b_hh ? amp_f32_view(ctx, b_hh) : NULL;
-    if (!xp || !c || (!keep && !tcs) || !hrow || !cq || (b_ih && !bi) || (b_hh && !bh)) {
+    if (!xp || !c || (!(keep && !narrow) && !tcs) || !hrow || !cq || (b_ih && !bi) || (b_hh && !bh)) {
         amp_scratch_release(ctx, mk);
         return NULL;
     }
@@ -567,20 +605,27 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
             amp_scratch_release(ctx, mk);
             return NULL;
         }
+        /* c_{t-1} saved for a narrow dt: c holds values of dt, so exactly */
+        char *cpt = keep && narrow ? cprev_dt + (size_t)(t * B * H) * es : NULL;
+        if (cpt && !fused_bf16) amp_convert(cpt, dt, c, AMP_F32, (size_t)(B * H));
         for (int64_t b = 0; b < B; b++) {
-            float *act = keep ? saved + (t * B + b) * 5 * H : tcs;
             char *dst = hout + (size_t)((b * T + t) * H) * es;
-            float *hv = dt == AMP_F32 ? (float *)(void *)dst : hrow;
-            float *csave = keep ? saved + T * B * 5 * H + (t * B + b) * H : NULL;
             /* c_t in place (c_{t-1} saved first); tanh of the fp32 c_t, as the cell's. What is saved is
              * read back only by the backward pass, after the rest of the forward: streamed past the caches. */
-            if (fused_bf16) { /* the next two roundings below in the same pass */
-                lk->cell_forward_bf16(act, csave, c + b * H, (uint16_t *)(void *)dst, xt + b * ldx, bi, bh, (size_t)H,
-                                      keep);
+            if (fused_bf16) { /* the packing and the roundings below in the same pass */
+                lk->cell_forward_bf16(keep ? acts16 + (t * B + b) * 5 * H : NULL,
+                                      cpt ? (uint16_t *)(void *)cpt + b * H : NULL, c + b * H,
+                                      (uint16_t *)(void *)dst, xt + b * ldx, bi, bh, (size_t)H, keep);
                 continue;
             }
-            lk->cell_forward(act, csave, c + b * H, hv, xt + b * ldx, bi, bh, (size_t)H, keep);
-            if (dt != AMP_F32) amp_convert(dst, dt, hrow, AMP_F32, (size_t)H);
+            if (!narrow) {
+                lk->cell_forward(keep ? acts + (t * B + b) * 5 * H : tcs, keep ? cprev + (t * B + b) * H : NULL, c + b * H,
+                                 (float *)(void *)dst, xt + b * ldx, bi, bh, (size_t)H, keep);
+                continue;
+            }
+            lk->cell_forward(tcs, NULL, c + b * H, hrow, xt + b * ldx, bi, bh, (size_t)H, false);
+            if (keep) lk->act16_pack(acts16 + (t * B + b) * 5 * H, tcs, (size_t)(5 * H));
+            amp_convert(dst, dt, hrow, AMP_F32, (size_t)H);
         }
         if (dt != AMP_F32 && !fused_bf16) { /* the next step reads c_t rounded to dt, as the cell's c' */
             amp_convert(cq, dt, c, AMP_F32, (size_t)(B * H));

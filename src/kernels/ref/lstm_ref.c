@@ -11,6 +11,15 @@ static void cell_backward_ref(float *dgr, float *dc_prev, const float *act, cons
     for (size_t j = 0; j < H; j++) amp_lstm_cell_backward_at(dgr, dc_prev, act, cprev, dh, dh2, dc, H, j);
 }
 
+static void cell_backward16_ref(float *dgr, float *dc_prev, const uint16_t *act, const float *cprev, const float *dh,
+                                const float *dh2, const float *dc, size_t H) {
+    for (size_t j = 0; j < H; j++) amp_lstm_cell_backward16_at(dgr, dc_prev, act, cprev, dh, dh2, dc, H, j);
+}
+
+static void act16_pack_ref(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = amp_lstm_act16_encode(src[i]);
+}
+
 static void acc_ref(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
@@ -57,5 +66,7 @@ void amp_lstm_kernels_ref(amp_lstm_kernels *k) {
     k->cell_forward = cell_forward_ref;
     k->add3 = add3_ref;
     k->cell_backward = cell_backward_ref;
+    k->cell_backward16 = cell_backward16_ref;
+    k->act16_pack = act16_pack_ref;
     k->acc = acc_ref;
 }
