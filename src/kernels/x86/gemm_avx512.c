@@ -198,11 +198,17 @@ static void ukernel_bf16_ct(int64_t kc, const void *a, const void *b, float *c, 
  * r scalar stores per p. Rows past `rows` and the pad of an odd kc are zeros. */
 
 /* Contiguous sources are packed PACK_ROW_BLOCK source rows at a time across all panels (see
- * pack_f32_impl). Strided sources get no software prefetch: with a power-of-two ld, the 16 rows
- * of a transpose share one L1 set, and prefetched lines only evict each other (measured on Zen 4:
- * a 1024-float ld packs at 0.22 ns per element against 0.12 for ld = 1000, with or without
- * prefetch). */
+ * pack_f32_impl), and the row PACK_PREFETCH_ROWS ahead is prefetched: in a training step the
+ * sources (a weight gradient's G^T and X^T, k = batch rows) come from L3 or DRAM, and perf showed
+ * the packs stalled on those loads (gpt fp32: pack share 16% -> 14%; 4 and 16 rows ahead were
+ * worse). Strided sources prefetch the next panel's rows into L2 (PACK_STRIDED_HINT) while the
+ * current one is transposed: its r short rows are too many streams for the hardware prefetcher
+ * (gpt fp32: pack share 14% -> 13%). Not into L1: with a power-of-two ld, the 16 rows of a
+ * transpose share one L1 set, and prefetched lines only evict each other (measured on Zen 4: a
+ * 1024-float ld packs at 0.22 ns per element against 0.12 for ld = 1000). The bf16 pairs' strided
+ * pack measured the same with and without it, so it has none. */
 enum { PACK_ROW_BLOCK = 4, PACK_PREFETCH_ROWS = 8 };
+#define PACK_STRIDED_HINT _MM_HINT_T1
 
 /* Up to 16 consecutive elements of dtype dt at src (n valid, the rest zero), decoded to fp32. */
 static inline __attribute__((always_inline)) __m512 load16(amp_dtype dt, const void *src, int64_t n) {
@@ -219,10 +225,14 @@ static inline __attribute__((always_inline)) __m512 load16(amp_dtype dt, const v
  * panel of width r, written at column offset row0 of dst[p][r]. */
 static inline __attribute__((always_inline)) void pack_f32_strided16(float *dst, const char *src, size_t esize,
                                                                        amp_dtype dt, int64_t ld, int n_rows,
-                                                                       int64_t kc, int r, int row0) {
+                                                                       int64_t kc, int r, int row0, int n_ahead) {
     const __mmask16 store_mask = mask16(r - row0 < 16 ? r - row0 : 16);
     for (int64_t p = 0; p < kc; p += 16) {
         const int64_t np = kc - p < 16 ? kc - p : 16;
+        UNROLL_ALL
+        for (int i = 0; i < 16; i++)
+            if (i < n_ahead)
+                _mm_prefetch(src + ((size_t)(r + row0 + i) * (size_t)ld + (size_t)p) * esize, PACK_STRIDED_HINT);
         __m512 v[16];
         UNROLL_ALL
         for (int i = 0; i < 16; i++)
@@ -263,9 +273,11 @@ static inline __attribute__((always_inline)) void pack_f32_impl(float *dst, cons
     }
     for (int64_t i0 = 0; i0 < rows; i0 += r, dst += (int64_t)r * kc) {
         const int ri = rows - i0 < r ? (int)(rows - i0) : r;
+        const int64_t next = rows - i0 - r; /* rows of the next panel, prefetched meanwhile */
         for (int row0 = 0; row0 < r; row0 += 16)
             pack_f32_strided16(dst, s + (size_t)i0 * (size_t)ld * esize, esize, dt, ld,
-                               ri - row0 < 0 ? 0 : ri - row0 < 16 ? ri - row0 : 16, kc, r, row0);
+                               ri - row0 < 0 ? 0 : ri - row0 < 16 ? ri - row0 : 16, kc, r, row0,
+                               next - row0 < 0 ? 0 : next - row0 < 16 ? (int)(next - row0) : 16);
     }
 }
 
