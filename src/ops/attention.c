@@ -225,8 +225,9 @@ static void head_backward(amp_ctx *ctx, const amp_node *node, const void *dout, 
                           T))
             return;
     }
-    amp_convert(pf, AMP_F32, pb, dt, (size_t)(T * T));
-    causal_softmax_backward(amp_elem_active(), dp, pf, T); /* reads dP_ij for j <= i only, zeroes the rest */
+    const float *p32 = dt == AMP_F32 ? (const float *)pb : pf; /* fp32 P: P itself in fp32, no copy */
+    if (dt != AMP_F32) amp_convert(pf, AMP_F32, pb, dt, (size_t)(T * T));
+    causal_softmax_backward(amp_elem_active(), dp, p32, T); /* reads dP_ij for j <= i only, zeroes the rest */
     if (dt != AMP_F32) amp_convert(ds, dt, dp, AMP_F32, (size_t)(T * T));
     for (int64_t r0 = 0; r0 < T; r0 += ATTN_ROWS) {
         const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS, nr = r1 - r0;
@@ -263,7 +264,7 @@ static void self_attention_backward(amp_ctx *ctx, amp_node *node) {
     float *direct = sunk ? amp_sink_direct(&sink) : NULL;
     float *dqkv = direct ? direct : amp_f32_scratch(ctx, (sunk ? T : B * T) * C3); /* every column is written */
     float *dp = amp_f32_scratch(ctx, T * T);                                       /* dP, then dS in place */
-    float *pf = amp_f32_scratch(ctx, T * T);                                       /* P as fp32 */
+    float *pf = dt != AMP_F32 ? amp_f32_scratch(ctx, T * T) : NULL;                /* P as fp32 */
     void *ds = dt != AMP_F32 ? amp_scratch_alloc(ctx, (size_t)ld(T * T) * es) : dp; /* dS in dt */
     const bool blockwise = sunk && !direct;
     for (int64_t b = 0; b < B && ctx->status == AMP_OK; b++) {
