@@ -198,10 +198,11 @@ static void ukernel_bf16_ct(int64_t kc, const void *a, const void *b, float *c, 
  * r scalar stores per p. Rows past `rows` and the pad of an odd kc are zeros. */
 
 /* Contiguous sources are packed PACK_ROW_BLOCK source rows at a time across all panels (see
- * pack_f32_impl), and the row PACK_PREFETCH_ROWS ahead is prefetched: in a training step the
- * sources (a weight gradient's G^T and X^T, k = batch rows) come from L3 or DRAM, and perf showed
- * the packs stalled on those loads (gpt fp32: pack share 16% -> 14%; 4 and 16 rows ahead were
- * worse). Strided sources prefetch the next panel's rows into L2 (PACK_STRIDED_HINT) while the
+ * pack_f32_impl), with the row PACK_PREFETCH_ROWS ahead prefetched into L1 and the one 4x further
+ * into L2: in a training step the sources (a weight gradient's G^T and X^T, k = batch rows) come
+ * from L3 or DRAM, and perf showed the packs stalled on those loads (gpt fp32: pack share 16% ->
+ * 14% with the L1 prefetch, where 4 and 16 rows ahead were worse; about 1 point less again with
+ * the L2 one, and amp-bf16's pairs pack likewise). Strided sources prefetch the next panel's rows into L2 (PACK_STRIDED_HINT) while the
  * current one is transposed: its r short rows are too many streams for the hardware prefetcher
  * (gpt fp32: pack share 14% -> 13%). Not into L1: with a power-of-two ld, the 16 rows of a
  * transpose share one L1 set, and prefetched lines only evict each other (measured on Zen 4: a
@@ -261,7 +262,9 @@ static inline __attribute__((always_inline)) void pack_f32_impl(float *dst, cons
                 for (int64_t p = p0; p < p1; p++) {
                     const char *row = s + ((size_t)p * (size_t)ld + (size_t)i0) * esize;
                     const char *ahead = row + (size_t)PACK_PREFETCH_ROWS * (size_t)ld * esize;
+                    const char *far = row + (size_t)(4 * PACK_PREFETCH_ROWS) * (size_t)ld * esize;
                     for (int c = 0; c < r; c += 16) {
+                        if (p + 4 * PACK_PREFETCH_ROWS < kc) _mm_prefetch(far + (size_t)c * esize, _MM_HINT_T1);
                         if (p + PACK_PREFETCH_ROWS < kc) _mm_prefetch(ahead + (size_t)c * esize, _MM_HINT_T0);
                         _mm512_mask_storeu_ps(panel + p * r + c, mask16(r - c),
                                               load16(dt, row + (size_t)c * esize, ri - c));
@@ -314,11 +317,16 @@ static inline __attribute__((always_inline)) void pack_pairs_impl(uint16_t *dst,
                 for (int64_t q = q0; q < q1; q++) {
                     const uint16_t *s0 = src + 2 * q * ld + i0, *s1 = s0 + ld;
                     const bool has_odd = 2 * q + 1 < kc;
-                    if (2 * q + PACK_PREFETCH_ROWS + 1 < kc) /* as in pack_f32_impl; a panel's 2r bytes per row */
-                        for (int c = 0; c < r; c += 32) {
+                    for (int c = 0; c < r; c += 32) { /* as in pack_f32_impl; a panel's 2r bytes per row */
+                        if (2 * q + 4 * PACK_PREFETCH_ROWS + 1 < kc) {
+                            _mm_prefetch((const char *)(s0 + 4 * PACK_PREFETCH_ROWS * ld + c), _MM_HINT_T1);
+                            _mm_prefetch((const char *)(s1 + 4 * PACK_PREFETCH_ROWS * ld + c), _MM_HINT_T1);
+                        }
+                        if (2 * q + PACK_PREFETCH_ROWS + 1 < kc) {
                             _mm_prefetch((const char *)(s0 + PACK_PREFETCH_ROWS * ld + c), _MM_HINT_T0);
                             _mm_prefetch((const char *)(s1 + PACK_PREFETCH_ROWS * ld + c), _MM_HINT_T0);
                         }
+                    }
                     for (int c = 0; c < r; c += 32) { /* 32 source columns -> 32 words = 64 u16 */
                         const int n = ri - c < 0 ? 0 : ri - c < 32 ? ri - c : 32;
                         const __mmask32 k = n >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << n) - 1u);
