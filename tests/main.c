@@ -122,6 +122,7 @@ static const harness_test all_tests[] = {
     TEST(lstm_cell_forward_kernels),
     TEST(lstm_cell_backward_bf16_kernels),
     TEST(attention_fused),
+    TEST(grad_chunks),
     TEST(gelu_kernels),
     TEST(grad_reuse),
     TEST(gemm_fused_epilogue),

@@ -180,6 +180,8 @@ void test_lstm_cell_backward_bf16_kernels(void);
 
 /* test_attention_fused.c: the gpt model's self-attention on a fused qkv against split heads + attention */
 void test_attention_fused(void);
+/* test_grad_chunks.c: gelu, add and layer_norm input gradients written in chunks against sliced runs */
+void test_grad_chunks(void);
 
 /* test_gelu_kernels.c: the fused gelu kernels of every path against their erfc/exp composition, bit for bit */
 void test_gelu_kernels(void);

@@ -376,6 +376,10 @@ int amp_gemm_implicit_b(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, 
     return gemm_run(ab_dtype, trans_a, m, n, k, alpha, a, lda, op_bt, beta, c, ldc, ep);
 }
 
+void amp_gemm_epilogue_apply(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t m, int64_t n) {
+    if (ep && m > 0 && n > 0) epilogue(ep, c, ldc, 0, m, 0, n);
+}
+
 bool amp_gemm_computes_transposed(amp_dtype ab_dtype, int64_t m, int64_t n, int64_t k) {
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), ab_dtype);
     return kern && m > 0 && n > 0 && k > 0 && compute_transposed(kern, m, n, k);

@@ -41,4 +41,8 @@ int amp_gemm_fused(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, in
                    const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc,
                    const amp_gemm_epilogue *ep);
 
+/* The epilogue alone on an m x n fp32 C (row stride ldc) that is already the product: for results
+ * computed in pieces (attention's gradient, a block at a time) that go to the same places. */
+void amp_gemm_epilogue_apply(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t m, int64_t n);
+
 #endif /* AMP_GEMM_FUSED_H */

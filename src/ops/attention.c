@@ -25,6 +25,7 @@
 #include "amp/gemm.h"
 #include "../kernels/elem_kernels.h"
 #include "../kernels/vecmath.h"
+#include "grad_sink_gemm.h"
 #include "op_util.h"
 
 #define OP AMP_OP_ATTENTION
@@ -199,12 +200,51 @@ amp_tensor *amp_causal_attention(amp_ctx *ctx, amp_tensor *q, amp_tensor *k, amp
 
 /* query rows per causal block: a multiple of the micro-kernels' 12 and 6 rows, and even */
 enum { ATTN_ROWS = 48 };
-static void self_attention_backward(amp_ctx *ctx, amp_node *node) {
-    amp_tensor *qkv = node->in[0];
-    const int64_t B = node->i[0], T = node->i[1], C = node->i[2], NH = node->i[3], D = C / NH, C3 = 3 * C;
+
+/* One head's gradients of batch element b: dq, dk, dv into columns [h D, (h + 1) D) of the three
+ * column blocks of dqkv_b [T, 3C] (fp32); dp, pf, ds: T x T scratch. Errors are in ctx. */
+static void head_backward(amp_ctx *ctx, const amp_node *node, const void *dout, float *dqkv_b, int64_t b, int64_t h,
+                          float *dp, float *pf, void *ds) {
+    const amp_tensor *qkv = node->in[0];
+    const int64_t T = node->i[1], C = node->i[2], NH = node->i[3], D = C / NH, C3 = 3 * C;
     const amp_dtype dt = node->out->compute_dtype;
     const size_t es = amp_dtype_size(dt);
     const float scale = attn_scale(D);
+    const unsigned char *qb = (const unsigned char *)qkv->data + (size_t)(b * T * C3 + h * D) * es;
+    const unsigned char *kb = qb + (size_t)C * es, *vb = qb + (size_t)(2 * C) * es;
+    const unsigned char *gb = (const unsigned char *)dout + (size_t)(b * T * C + h * D) * es;
+    const void *pb = (const unsigned char *)node->saved + (size_t)((b * NH + h) * T * T) * es;
+    float *dq = dqkv_b + h * D, *dk = dq + C, *dv = dq + 2 * C;
+    const unsigned char *pc = pb, *dsc = ds;
+    for (int64_t r0 = 0; r0 < T; r0 += ATTN_ROWS) { /* rows [r0, r1): see causal blocks above */
+        const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS, nr = r1 - r0;
+        /* dV[r0:r1] = P[r0:T, r0:r1]^T dO[r0:T]; dP[r0:r1, 0:r1] = dO[r0:r1] V[0:r1]^T */
+        if (attn_gemm_ldc(ctx, dt, true, false, nr, D, T - r0, 1.0f, pc + (size_t)(r0 * T + r0) * es, T,
+                          gb + (size_t)(r0 * C) * es, C, dv + r0 * C3, C3) ||
+            attn_gemm_ldc(ctx, dt, false, true, nr, r1, D, 1.0f, gb + (size_t)(r0 * C) * es, C, vb, C3, dp + r0 * T,
+                          T))
+            return;
+    }
+    const float *p32 = dt == AMP_F32 ? (const float *)pb : pf; /* fp32 P: P itself in fp32, no copy */
+    if (dt != AMP_F32) amp_convert(pf, AMP_F32, pb, dt, (size_t)(T * T));
+    causal_softmax_backward(amp_elem_active(), dp, p32, T); /* reads dP_ij for j <= i only, zeroes the rest */
+    if (dt != AMP_F32) amp_convert(ds, dt, dp, AMP_F32, (size_t)(T * T));
+    for (int64_t r0 = 0; r0 < T; r0 += ATTN_ROWS) {
+        const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS, nr = r1 - r0;
+        /* dQ[r0:r1] = dS[r0:r1, 0:r1] K[0:r1] / sqrt(D); dK[r0:r1] = dS[r0:T, r0:r1]^T Q[r0:T] / sqrt(D) */
+        if (attn_gemm_ldc(ctx, dt, false, false, nr, D, r1, scale, dsc + (size_t)(r0 * T) * es, T, kb, C3,
+                          dq + r0 * C3, C3) ||
+            attn_gemm_ldc(ctx, dt, true, false, nr, D, T - r0, scale, dsc + (size_t)(r0 * T + r0) * es, T,
+                          qb + (size_t)(r0 * C3) * es, C3, dk + r0 * C3, C3))
+            return;
+    }
+}
+
+static void self_attention_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *qkv = node->in[0];
+    const int64_t B = node->i[0], T = node->i[1], C = node->i[2], NH = node->i[3], C3 = 3 * C;
+    const amp_dtype dt = node->out->compute_dtype;
+    const size_t es = amp_dtype_size(dt);
 
     /* dO in the compute dtype, contiguous [B, T, C] */
     const amp_tensor *go = node->out->grad;
@@ -215,44 +255,28 @@ static void self_attention_backward(amp_ctx *ctx, amp_node *node) {
         amp_tensor_read(go, tmp, dt);
         dout = tmp;
     }
-    float *dqkv = amp_f32_scratch(ctx, B * T * C3); /* every column is written below */
-    float *dp = amp_f32_scratch(ctx, T * T);        /* dP, then dS in place */
-    float *pf = amp_f32_scratch(ctx, T * T);        /* P as fp32 */
+    /* dqkv goes where qkv's gradient goes (amp_grad_sink): straight there when that is a new fp32
+     * gradient, else through one batch element's fp32 block [T, 3C] and the GEMM epilogue, applied
+     * while the block is in cache; no full fp32 copy is written to memory and read again. Without a
+     * sink: the whole fp32 gradient, then amp_grad_accumulate. */
+    amp_grad_sink sink;
+    const bool sunk = amp_grad_sink_open(ctx, qkv, &sink);
+    float *direct = sunk ? amp_sink_direct(&sink) : NULL;
+    float *dqkv = direct ? direct : amp_f32_scratch(ctx, (sunk ? T : B * T) * C3); /* every column is written */
+    float *dp = amp_f32_scratch(ctx, T * T);                                       /* dP, then dS in place */
+    float *pf = dt != AMP_F32 ? amp_f32_scratch(ctx, T * T) : NULL;                /* P as fp32 */
     void *ds = dt != AMP_F32 ? amp_scratch_alloc(ctx, (size_t)ld(T * T) * es) : dp; /* dS in dt */
-    if (ctx->status != AMP_OK) return;
-
-    for (int64_t b = 0; b < B; b++) {
-        for (int64_t h = 0; h < NH; h++) {
-            const unsigned char *qb = (const unsigned char *)qkv->data + (size_t)(b * T * C3 + h * D) * es;
-            const unsigned char *kb = qb + (size_t)C * es, *vb = qb + (size_t)(2 * C) * es;
-            const unsigned char *gb = (const unsigned char *)dout + (size_t)(b * T * C + h * D) * es;
-            const void *pb = (const unsigned char *)node->saved + (size_t)((b * NH + h) * T * T) * es;
-            float *dq = dqkv + b * T * C3 + h * D, *dk = dq + C, *dv = dq + 2 * C;
-            const unsigned char *pc = pb, *dsc = ds;
-            for (int64_t r0 = 0; r0 < T; r0 += ATTN_ROWS) { /* rows [r0, r1): see causal blocks above */
-                const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS, nr = r1 - r0;
-                /* dV[r0:r1] = P[r0:T, r0:r1]^T dO[r0:T]; dP[r0:r1, 0:r1] = dO[r0:r1] V[0:r1]^T */
-                if (attn_gemm_ldc(ctx, dt, true, false, nr, D, T - r0, 1.0f, pc + (size_t)(r0 * T + r0) * es, T,
-                                  gb + (size_t)(r0 * C) * es, C, dv + r0 * C3, C3) ||
-                    attn_gemm_ldc(ctx, dt, false, true, nr, r1, D, 1.0f, gb + (size_t)(r0 * C) * es, C, vb, C3,
-                                  dp + r0 * T, T))
-                    return;
-            }
-            amp_convert(pf, AMP_F32, pb, dt, (size_t)(T * T));
-            causal_softmax_backward(amp_elem_active(), dp, pf, T); /* reads dP_ij for j <= i only, zeroes the rest */
-            if (dt != AMP_F32) amp_convert(ds, dt, dp, AMP_F32, (size_t)(T * T));
-            for (int64_t r0 = 0; r0 < T; r0 += ATTN_ROWS) {
-                const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS, nr = r1 - r0;
-                /* dQ[r0:r1] = dS[r0:r1, 0:r1] K[0:r1] / sqrt(D); dK[r0:r1] = dS[r0:T, r0:r1]^T Q[r0:T] / sqrt(D) */
-                if (attn_gemm_ldc(ctx, dt, false, false, nr, D, r1, scale, dsc + (size_t)(r0 * T) * es, T, kb, C3,
-                                  dq + r0 * C3, C3) ||
-                    attn_gemm_ldc(ctx, dt, true, false, nr, D, T - r0, scale, dsc + (size_t)(r0 * T + r0) * es, T,
-                                  qb + (size_t)(r0 * C3) * es, C3, dk + r0 * C3, C3))
-                    return;
-            }
+    const bool blockwise = sunk && !direct;
+    for (int64_t b = 0; b < B && ctx->status == AMP_OK; b++) {
+        float *dqkv_b = blockwise ? dqkv : dqkv + b * T * C3;
+        for (int64_t h = 0; h < NH && ctx->status == AMP_OK; h++) head_backward(ctx, node, dout, dqkv_b, b, h, dp, pf, ds);
+        if (blockwise && ctx->status == AMP_OK) {
+            const amp_gemm_epilogue ep = amp_sink_epilogue(&sink, b * T * C3, C3);
+            amp_gemm_epilogue_apply(&ep, dqkv_b, C3, T, C3);
         }
     }
-    amp_grad_accumulate(ctx, qkv, dqkv);
+    if (sunk) amp_grad_sink_close(ctx, &sink);
+    else if (ctx->status == AMP_OK) amp_grad_accumulate(ctx, qkv, dqkv);
 }
 
 amp_tensor *amp_causal_self_attention(amp_ctx *ctx, amp_tensor *qkv, int64_t heads) {
@@ -274,7 +298,8 @@ amp_tensor *amp_causal_self_attention(amp_ctx *ctx, amp_tensor *qkv, int64_t hea
     void *p_all = keep_p ? amp_ctx_alloc(ctx, (size_t)ld(B * NH * T * T) * es) : NULL;
     amp_arena_mark mk = amp_scratch_mark(ctx);
     float *o = dt == AMP_F32 ? out->data : amp_f32_scratch(ctx, B * T * C);
-    float *s = amp_f32_scratch(ctx, T * T);
+    /* S in fp32: in fp32 it is computed where P goes and the softmax runs in place, no copy */
+    float *s = dt == AMP_F32 ? NULL : amp_f32_scratch(ctx, T * T);
     void *p_one = keep_p ? NULL : amp_scratch_alloc(ctx, (size_t)ld(T * T) * es);
     if (ctx->status != AMP_OK) {
         amp_scratch_release(ctx, mk);
@@ -287,6 +312,7 @@ amp_tensor *amp_causal_self_attention(amp_ctx *ctx, amp_tensor *qkv, int64_t hea
             const unsigned char *qb = (const unsigned char *)qkv->data + (size_t)(b * T * C3 + h * D) * es;
             const unsigned char *kb = qb + (size_t)C * es, *vb = qb + (size_t)(2 * C) * es;
             void *pb = keep_p ? (unsigned char *)p_all + (size_t)((b * NH + h) * T * T) * es : p_one;
+            if (dt == AMP_F32) s = pb;
             bool failed = false;
             for (int64_t r0 = 0; r0 < T && !failed; r0 += ATTN_ROWS) { /* S[r0:r1, 0:r1] = q[r0:r1] k[0:r1]^T / sqrt(D) */
                 const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS;
@@ -295,8 +321,7 @@ amp_tensor *amp_causal_self_attention(amp_ctx *ctx, amp_tensor *qkv, int64_t hea
             }
             if (failed) break;
             causal_softmax(vm, ek, s, T); /* reads S_ij for j <= i only, zeroes the rest */
-            if (dt == AMP_F32) memcpy(pb, s, (size_t)(T * T) * sizeof *s);
-            else amp_convert(pb, dt, s, AMP_F32, (size_t)(T * T));
+            if (dt != AMP_F32) amp_convert(pb, dt, s, AMP_F32, (size_t)(T * T));
             for (int64_t r0 = 0; r0 < T && !failed; r0 += ATTN_ROWS) { /* O[r0:r1] = P[r0:r1, 0:r1] v[0:r1] */
                 const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS;
                 failed = attn_gemm_ldc(ctx, dt, false, false, r1 - r0, D, r1, 1.0f,

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../kernels/elem_kernels.h"
+#include "grad_sink_gemm.h"
 #include "op_util.h"
 
 typedef struct {
@@ -63,6 +64,9 @@ static int64_t bcast_period(const bcast *bc, const int64_t *sx, int64_t n) {
 /* add's backward when each input is the output's shape or a period of it (bcast_period): the
  * row kernels give the generic loop's bits (0 + g, and a period's gradient summed over the
  * periods in the same order), without its index arithmetic. false: not that case. */
+/* values per chunk of a full-shape gradient: 64 KiB of fp32, in L2 */
+enum { ADD_GRAD_CHUNK = 16384 };
+
 static bool add_backward_rows(amp_ctx *ctx, amp_node *node, const bcast *bc, int64_t n, const float *g, float *da,
                               float *db) {
     const int64_t pa = bcast_period(bc, bc->sa, n), pb = bcast_period(bc, bc->sb, n);
@@ -70,12 +74,17 @@ static bool add_backward_rows(amp_ctx *ctx, amp_node *node, const bcast *bc, int
     const amp_elem_kernels *ek = amp_elem_active();
     float *const d[2] = {da, db};
     const int64_t p[2] = {pa, pb};
-    float *full = NULL; /* 0 + g, shared by the inputs of the output's shape */
     for (int k = 0; k < 2; k++) {
         if (!d[k]) continue;
-        if (p[k] == n) {
-            if (!full) ek->add_scalar(full = d[k], g, 0.0f, (size_t)n);
-            amp_grad_accumulate(ctx, node->in[k], full);
+        if (p[k] == n) { /* 0 + g, straight where the input's gradient goes, a chunk at a time */
+            amp_grad_chunks gc;
+            amp_grad_chunks_open(ctx, node->in[k], n, ADD_GRAD_CHUNK, &gc);
+            for (int64_t off = 0; gc.buf && off < n; off += gc.chunk) {
+                const int64_t len = n - off < gc.chunk ? n - off : gc.chunk;
+                ek->add_scalar(amp_grad_chunk_at(&gc, off), g + off, 0.0f, (size_t)len);
+                amp_grad_chunk_put(&gc, off, len);
+            }
+            amp_grad_chunks_close(ctx, node->in[k], &gc);
         } else {
             memset(d[k], 0, (size_t)p[k] * sizeof *d[k]);
             for (int64_t i = 0; i < n; i += p[k]) ek->acc(d[k], g + i, (size_t)p[k]);

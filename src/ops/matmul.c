@@ -8,6 +8,7 @@
 #include "amp/gemm.h"
 #include "../core/accumulate.h"
 #include "../gemm/gemm_fused.h"
+#include "grad_sink_gemm.h"
 #include "op_util.h"
 
 /* A matrix operand: the last two dims of a tensor, row-major or (a transposed view) column-major. */
@@ -43,6 +44,26 @@ static int gemm_ep(amp_ctx *ctx, amp_op op, amp_dtype dt, mat a, bool ta, mat b,
 static int gemm(amp_ctx *ctx, amp_op op, amp_dtype dt, mat a, bool ta, mat b, bool tb, int64_t m, int64_t n,
                 int64_t k, float *c, float beta) {
     return gemm_ep(ctx, op, dt, a, ta, b, tb, m, n, k, c, beta, NULL);
+}
+
+/* Adds the product (m x n, t's elements in row-major order) into t's gradient: where the gradient
+ * goes (amp_grad_sink: a new gradient, an fp32 one, or under autocast the master weight's) by the
+ * GEMM's epilogue, or by the GEMM itself when that is a new fp32 gradient, so no fp32 copy of the
+ * product goes back to memory to be read again; else through fp32 scratch and amp_grad_accumulate. */
+static int gemm_grad(amp_ctx *ctx, amp_op op, amp_dtype dt, mat a, bool ta, mat b, bool tb, int64_t m, int64_t n,
+                     int64_t k, amp_tensor *t) {
+    amp_grad_sink sink;
+    if (!amp_grad_sink_open(ctx, t, &sink)) {
+        float *c = amp_f32_scratch(ctx, m * n);
+        if (!c || gemm(ctx, op, dt, a, ta, b, tb, m, n, k, c, 0.0f)) return ctx->status;
+        return amp_grad_accumulate(ctx, t, c);
+    }
+    float *direct = amp_sink_direct(&sink);
+    const amp_gemm_epilogue ep = amp_sink_epilogue(&sink, 0, n);
+    float *c = direct ? direct : amp_f32_scratch(ctx, m * n);
+    if (c) gemm_ep(ctx, op, dt, a, ta, b, tb, m, n, k, c, 0.0f, direct ? NULL : &ep);
+    amp_grad_sink_close(ctx, &sink);
+    return ctx->status;
 }
 
 /* The output gradient of a node as a row-major matrix in the compute dtype. */
@@ -170,30 +191,10 @@ static void linear_backward(amp_ctx *ctx, amp_node *node) {
     const amp_dtype dt = node->out->compute_dtype;
     mat g = grad_matrix(ctx, node, out_f, dt);
     if (!g.data) return;
-    mat xm = {x->data, false, in_f > 0 ? in_f : 1}, wm = {w->data, false, in_f > 0 ? in_f : 1};
-    if (x->requires_grad) { /* dx [rows, in] = G [rows, out] W [out, in] */
-        float *dx = amp_f32_scratch(ctx, rows * in_f);
-        if (!dx || gemm(ctx, AMP_OP_LINEAR, dt, g, false, wm, false, rows, in_f, out_f, dx, 0.0f)) return;
-        amp_grad_accumulate(ctx, x, dx);
-    }
-    if (w->requires_grad) { /* dW [out, in] = G^T [out, rows] x [rows, in] */
-        float *dw = amp_f32_scratch(ctx, out_f * in_f);
-        if (!dw) return;
-        /* Rounded, and under autocast added into the master weight's gradient, in the GEMM's blocks
-         * while they are in cache (amp_grad_sink_open); else through amp_grad_accumulate. */
-        amp_grad_sink sink;
-        if (amp_grad_sink_open(ctx, w, &sink)) {
-            const int64_t ld = in_f > 0 ? in_f : 1;
-            const amp_gemm_epilogue ep = {.out = sink.out, .out_dtype = sink.out_dtype, .ldo = ld,
-                                          .acc = sink.acc, .ldacc = ld, .acc_store = sink.acc_store};
-            const int st = gemm_ep(ctx, AMP_OP_LINEAR, dt, g, true, xm, false, out_f, in_f, rows, dw, 0.0f, &ep);
-            amp_grad_sink_close(ctx, &sink);
-            if (st != AMP_OK) return;
-        } else {
-            if (gemm(ctx, AMP_OP_LINEAR, dt, g, true, xm, false, out_f, in_f, rows, dw, 0.0f)) return;
-            amp_grad_accumulate(ctx, w, dw);
-        }
-    }
+    const mat xm = {x->data, false, in_f > 0 ? in_f : 1}, wm = {w->data, false, in_f > 0 ? in_f : 1};
+    /* dx [rows, in] = G [rows, out] W [out, in];  dW [out, in] = G^T [out, rows] x [rows, in] */
+    if (x->requires_grad && gemm_grad(ctx, AMP_OP_LINEAR, dt, g, false, wm, false, rows, in_f, out_f, x)) return;
+    if (w->requires_grad && gemm_grad(ctx, AMP_OP_LINEAR, dt, g, true, xm, false, out_f, in_f, rows, w)) return;
     if (bias && bias->requires_grad) { /* db = column sums of G in fp32: of G in dt when that is exact (the
                                           * output gradient itself), else of its fp32 values */
         const bool exact = g.data == node->out->grad->data;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../kernels/elem_kernels.h"
+#include "grad_sink_gemm.h"
 #include "op_util.h"
 
 /* Copies n floats from scratch into the arena (data a node keeps until backward). */
@@ -45,6 +46,9 @@ typedef struct {
     float *mean, *rstd; /* [rows] */
 } norm_saved;
 
+/* values per block of dx: 64 KiB of fp32, in L2 */
+enum { NORM_GRAD_CHUNK = 16384 };
+
 /* saved i[]: rows, D */
 static void layer_norm_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0], *w = node->in[1], *b = node->in[2];
@@ -53,24 +57,38 @@ static void layer_norm_backward(amp_ctx *ctx, amp_node *node) {
     const float *g = amp_grad_out(ctx, node), *xv = amp_f32_view(ctx, x);
     const float *wv = w ? amp_f32_view(ctx, w) : NULL;
     const bool need_dx = x->requires_grad, need_dw = w && w->requires_grad, need_db = b && b->requires_grad;
-    float *dx = need_dx ? amp_f32_scratch(ctx, rows * d) : NULL;
     float *dw = need_dw ? amp_f32_scratch(ctx, d) : NULL, *db = need_db ? amp_f32_scratch(ctx, d) : NULL;
     if (!g || !xv || (w && !wv) || ctx->status != AMP_OK) return;
     if (dw) memset(dw, 0, (size_t)d * sizeof *dw);
     if (db) memset(db, 0, (size_t)d * sizeof *db);
-    const amp_elem_kernels *ek = amp_elem_active();
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = xv + r * d, *gr = g + r * d;
-        const float mean = s->mean[r], rstd = s->rstd[r];
-        float a = 0.0f, c = 0.0f;
-        if (dx) {
-            float sums[2]; /* sum gw, sum gw * xhat, in the kernels' 16-lane order */
-            ek->norm_grad_sums(sums, gr, xr, wv, mean, rstd, (size_t)d);
-            a = sums[0] / (float)d, c = sums[1] / (float)d;
+    /* dx goes where x's gradient goes, a block of rows at a time while in cache (grad_sink_gemm.h) */
+    const int64_t block = d > 0 && d < NORM_GRAD_CHUNK ? NORM_GRAD_CHUNK / d : 1; /* rows per block */
+    amp_grad_chunks gc = {.buf = NULL};
+    if (need_dx) {
+        amp_grad_chunks_open(ctx, x, rows * d, block * d, &gc);
+        if (!gc.buf) {
+            amp_grad_chunks_close(ctx, x, &gc);
+            return;
         }
-        ek->norm_grad_apply(dx ? dx + r * d : NULL, dw, db, gr, xr, wv, mean, rstd, a, c, (size_t)d);
     }
-    if (dx) amp_grad_accumulate(ctx, x, dx);
+    const amp_elem_kernels *ek = amp_elem_active();
+    for (int64_t r0 = 0; r0 < rows; r0 += block) {
+        const int64_t r1 = rows - r0 < block ? rows : r0 + block;
+        float *dxb = need_dx ? amp_grad_chunk_at(&gc, r0 * d) : NULL;
+        for (int64_t r = r0; r < r1; r++) {
+            const float *xr = xv + r * d, *gr = g + r * d;
+            const float mean = s->mean[r], rstd = s->rstd[r];
+            float a = 0.0f, c = 0.0f;
+            if (need_dx) {
+                float sums[2]; /* sum gw, sum gw * xhat, in the kernels' 16-lane order */
+                ek->norm_grad_sums(sums, gr, xr, wv, mean, rstd, (size_t)d);
+                a = sums[0] / (float)d, c = sums[1] / (float)d;
+            }
+            ek->norm_grad_apply(dxb ? dxb + (r - r0) * d : NULL, dw, db, gr, xr, wv, mean, rstd, a, c, (size_t)d);
+        }
+        if (need_dx) amp_grad_chunk_put(&gc, r0 * d, (r1 - r0) * d);
+    }
+    if (need_dx) amp_grad_chunks_close(ctx, x, &gc);
     if (dw) amp_grad_accumulate(ctx, w, dw);
     if (db) amp_grad_accumulate(ctx, b, db);
 }

@@ -17,6 +17,7 @@
 
 #include "amp/cpu.h"
 #include "../kernels/vecmath.h"
+#include "grad_sink_gemm.h"
 #include "op_util.h"
 
 /* gelu and its gradient: the active path's fused kernels (kernels/vecmath.h: x Phi(x) with Phi from
@@ -115,32 +116,8 @@ static bool fast_relu32_ok(const amp_tensor *x) {
     return amp_isa_active() != AMP_ISA_REF && x->dtype == AMP_F32 && amp_tensor_is_contiguous(x);
 }
 
-static void unary_backward(amp_ctx *ctx, amp_node *node) {
-    amp_tensor *x = node->in[0];
-    const int64_t n = amp_tensor_numel(x);
-    half_bits hb;
-    amp_tensor *gt = node->out->grad;
-    if (node->op == AMP_OP_RELU && !x->grad && x->requires_grad && fast_relu_ok(x, &hb) && gt &&
-        gt->dtype == x->dtype && amp_tensor_is_contiguous(gt)) {
-        /* x's first gradient, in x's dtype (what amp_grad_accumulate would create) */
-        amp_tensor *grad = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
-        if (!grad) return;
-        relu_grad_bits(grad->data, x->data, gt->data, n, hb);
-        x->grad = grad;
-        return;
-    }
-    if (node->op == AMP_OP_RELU && !x->grad && x->requires_grad && fast_relu32_ok(x) && gt && gt->dtype == AMP_F32 &&
-        amp_tensor_is_contiguous(gt)) {
-        amp_tensor *grad = amp_ctx_new_tensor(ctx, AMP_F32, x->ndim, x->shape, true);
-        if (!grad) return;
-        relu_grad_bits32(grad->data, x->data, gt->data, n);
-        x->grad = grad;
-        return;
-    }
-    const float *g = amp_grad_out(ctx, node);
-    const float *v = amp_f32_view(ctx, node->op == AMP_OP_EXP ? node->out : x); /* y for exp, else x */
-    float *dx = amp_f32_scratch(ctx, n);
-    if (!g || !v || !dx) return;
+/* dx = g * f'(v) for elements [0, n) of one chunk (v: y for exp, else x). */
+static void unary_grad(const amp_node *node, float *dx, const float *g, const float *v, int64_t n) {
     switch (node->op) {
     case AMP_OP_RELU:
         /* PyTorch's threshold_backward: 0 where x <= 0 (x = 0 included), g elsewhere (NaN x passes g) */
@@ -171,7 +148,45 @@ static void unary_backward(amp_ctx *ctx, amp_node *node) {
         for (int64_t i = 0; i < n; i++) dx[i] = g[i] / v[i];
         break;
     }
-    amp_grad_accumulate(ctx, x, dx);
+}
+
+/* values per chunk of the gradient: 64 KiB of fp32, in L2 with g and v */
+enum { UNARY_GRAD_CHUNK = 16384 };
+
+static void unary_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *x = node->in[0];
+    const int64_t n = amp_tensor_numel(x);
+    half_bits hb;
+    amp_tensor *gt = node->out->grad;
+    if (node->op == AMP_OP_RELU && !x->grad && x->requires_grad && fast_relu_ok(x, &hb) && gt &&
+        gt->dtype == x->dtype && amp_tensor_is_contiguous(gt)) {
+        /* x's first gradient, in x's dtype (what amp_grad_accumulate would create) */
+        amp_tensor *grad = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
+        if (!grad) return;
+        relu_grad_bits(grad->data, x->data, gt->data, n, hb);
+        x->grad = grad;
+        return;
+    }
+    if (node->op == AMP_OP_RELU && !x->grad && x->requires_grad && fast_relu32_ok(x) && gt && gt->dtype == AMP_F32 &&
+        amp_tensor_is_contiguous(gt)) {
+        amp_tensor *grad = amp_ctx_new_tensor(ctx, AMP_F32, x->ndim, x->shape, true);
+        if (!grad) return;
+        relu_grad_bits32(grad->data, x->data, gt->data, n);
+        x->grad = grad;
+        return;
+    }
+    const float *g = amp_grad_out(ctx, node);
+    const float *v = amp_f32_view(ctx, node->op == AMP_OP_EXP ? node->out : x); /* y for exp, else x */
+    if (!g || !v) return;
+    /* dx goes where x's gradient goes, a chunk at a time while in cache (grad_sink_gemm.h) */
+    amp_grad_chunks gc;
+    amp_grad_chunks_open(ctx, x, n, UNARY_GRAD_CHUNK, &gc);
+    for (int64_t off = 0; gc.buf && off < n; off += gc.chunk) {
+        const int64_t len = n - off < gc.chunk ? n - off : gc.chunk;
+        unary_grad(node, amp_grad_chunk_at(&gc, off), g + off, v + off, len);
+        amp_grad_chunk_put(&gc, off, len);
+    }
+    amp_grad_chunks_close(ctx, x, &gc);
 }
 
 static amp_tensor *unary(amp_ctx *ctx, amp_op op, amp_tensor *x, float exponent) {

@@ -198,11 +198,18 @@ static void ukernel_bf16_ct(int64_t kc, const void *a, const void *b, float *c, 
  * r scalar stores per p. Rows past `rows` and the pad of an odd kc are zeros. */
 
 /* Contiguous sources are packed PACK_ROW_BLOCK source rows at a time across all panels (see
- * pack_f32_impl). Strided sources get no software prefetch: with a power-of-two ld, the 16 rows
- * of a transpose share one L1 set, and prefetched lines only evict each other (measured on Zen 4:
- * a 1024-float ld packs at 0.22 ns per element against 0.12 for ld = 1000, with or without
- * prefetch). */
-enum { PACK_ROW_BLOCK = 4 };
+ * pack_f32_impl), with the row PACK_PREFETCH_ROWS ahead prefetched into L1 and the one 4x further
+ * into L2: in a training step the sources (a weight gradient's G^T and X^T, k = batch rows) come
+ * from L3 or DRAM, and perf showed the packs stalled on those loads (gpt fp32: pack share 16% ->
+ * 14% with the L1 prefetch, where 4 and 16 rows ahead were worse; about 1 point less again with
+ * the L2 one, and amp-bf16's pairs pack likewise). Strided sources prefetch the next panel's rows into L2 (PACK_STRIDED_HINT) while the
+ * current one is transposed: its r short rows are too many streams for the hardware prefetcher
+ * (gpt fp32: pack share 14% -> 13%). Not into L1: with a power-of-two ld, the 16 rows of a
+ * transpose share one L1 set, and prefetched lines only evict each other (measured on Zen 4: a
+ * 1024-float ld packs at 0.22 ns per element against 0.12 for ld = 1000). The bf16 pairs' strided
+ * pack measured the same with and without it, so it has none. */
+enum { PACK_ROW_BLOCK = 4, PACK_PREFETCH_ROWS = 8 };
+#define PACK_STRIDED_HINT _MM_HINT_T1
 
 /* Up to 16 consecutive elements of dtype dt at src (n valid, the rest zero), decoded to fp32. */
 static inline __attribute__((always_inline)) __m512 load16(amp_dtype dt, const void *src, int64_t n) {
@@ -219,10 +226,14 @@ static inline __attribute__((always_inline)) __m512 load16(amp_dtype dt, const v
  * panel of width r, written at column offset row0 of dst[p][r]. */
 static inline __attribute__((always_inline)) void pack_f32_strided16(float *dst, const char *src, size_t esize,
                                                                        amp_dtype dt, int64_t ld, int n_rows,
-                                                                       int64_t kc, int r, int row0) {
+                                                                       int64_t kc, int r, int row0, int n_ahead) {
     const __mmask16 store_mask = mask16(r - row0 < 16 ? r - row0 : 16);
     for (int64_t p = 0; p < kc; p += 16) {
         const int64_t np = kc - p < 16 ? kc - p : 16;
+        UNROLL_ALL
+        for (int i = 0; i < 16; i++)
+            if (i < n_ahead)
+                _mm_prefetch(src + ((size_t)(r + row0 + i) * (size_t)ld + (size_t)p) * esize, PACK_STRIDED_HINT);
         __m512 v[16];
         UNROLL_ALL
         for (int i = 0; i < 16; i++)
@@ -250,9 +261,14 @@ static inline __attribute__((always_inline)) void pack_f32_impl(float *dst, cons
                 float *panel = dst + i0 * kc; /* panel i0 / r starts at (i0 / r) * r * kc */
                 for (int64_t p = p0; p < p1; p++) {
                     const char *row = s + ((size_t)p * (size_t)ld + (size_t)i0) * esize;
-                    for (int c = 0; c < r; c += 16)
+                    const char *ahead = row + (size_t)PACK_PREFETCH_ROWS * (size_t)ld * esize;
+                    const char *far = row + (size_t)(4 * PACK_PREFETCH_ROWS) * (size_t)ld * esize;
+                    for (int c = 0; c < r; c += 16) {
+                        if (p + 4 * PACK_PREFETCH_ROWS < kc) _mm_prefetch(far + (size_t)c * esize, _MM_HINT_T1);
+                        if (p + PACK_PREFETCH_ROWS < kc) _mm_prefetch(ahead + (size_t)c * esize, _MM_HINT_T0);
                         _mm512_mask_storeu_ps(panel + p * r + c, mask16(r - c),
                                               load16(dt, row + (size_t)c * esize, ri - c));
+                    }
                 }
             }
         }
@@ -260,9 +276,11 @@ static inline __attribute__((always_inline)) void pack_f32_impl(float *dst, cons
     }
     for (int64_t i0 = 0; i0 < rows; i0 += r, dst += (int64_t)r * kc) {
         const int ri = rows - i0 < r ? (int)(rows - i0) : r;
+        const int64_t next = rows - i0 - r; /* rows of the next panel, prefetched meanwhile */
         for (int row0 = 0; row0 < r; row0 += 16)
             pack_f32_strided16(dst, s + (size_t)i0 * (size_t)ld * esize, esize, dt, ld,
-                               ri - row0 < 0 ? 0 : ri - row0 < 16 ? ri - row0 : 16, kc, r, row0);
+                               ri - row0 < 0 ? 0 : ri - row0 < 16 ? ri - row0 : 16, kc, r, row0,
+                               next - row0 < 0 ? 0 : next - row0 < 16 ? (int)(next - row0) : 16);
     }
 }
 
@@ -299,6 +317,16 @@ static inline __attribute__((always_inline)) void pack_pairs_impl(uint16_t *dst,
                 for (int64_t q = q0; q < q1; q++) {
                     const uint16_t *s0 = src + 2 * q * ld + i0, *s1 = s0 + ld;
                     const bool has_odd = 2 * q + 1 < kc;
+                    for (int c = 0; c < r; c += 32) { /* as in pack_f32_impl; a panel's 2r bytes per row */
+                        if (2 * q + 4 * PACK_PREFETCH_ROWS + 1 < kc) {
+                            _mm_prefetch((const char *)(s0 + 4 * PACK_PREFETCH_ROWS * ld + c), _MM_HINT_T1);
+                            _mm_prefetch((const char *)(s1 + 4 * PACK_PREFETCH_ROWS * ld + c), _MM_HINT_T1);
+                        }
+                        if (2 * q + PACK_PREFETCH_ROWS + 1 < kc) {
+                            _mm_prefetch((const char *)(s0 + PACK_PREFETCH_ROWS * ld + c), _MM_HINT_T0);
+                            _mm_prefetch((const char *)(s1 + PACK_PREFETCH_ROWS * ld + c), _MM_HINT_T0);
+                        }
+                    }
                     for (int c = 0; c < r; c += 32) { /* 32 source columns -> 32 words = 64 u16 */
                         const int n = ri - c < 0 ? 0 : ri - c < 32 ? ri - c : 32;
                         const __mmask32 k = n >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << n) - 1u);

@@ -1,0 +1,68 @@
+/* Internal: a GEMM's fp32 result written into a gradient sink (amp_grad_sink, tensor/autograd.h) by
+ * the GEMM's epilogue (gemm/gemm_fused.h), block by block while C is in cache, instead of through a
+ * full fp32 scratch copy and amp_grad_accumulate's second pass over it. The epilogue's rounding and
+ * acc step are the sink's per-element contract, so the bits are amp_grad_accumulate's. */
+#ifndef AMP_GRAD_SINK_GEMM_H
+#define AMP_GRAD_SINK_GEMM_H
+
+#include "amp/dtype.h"
+#include "../gemm/gemm_fused.h"
+#include "../tensor/autograd.h"
+
+/* The epilogue that writes rows of n gradient values starting at element `off` of the sink. */
+static inline amp_gemm_epilogue amp_sink_epilogue(const amp_grad_sink *s, int64_t off, int64_t n) {
+    const int64_t ld = n > 0 ? n : 1;
+    return (amp_gemm_epilogue){.out = s->out ? (char *)s->out + (size_t)off * amp_dtype_size(s->out_dtype) : NULL,
+                               .out_dtype = s->out_dtype,
+                               .ldo = ld,
+                               .acc = s->acc ? s->acc + off : NULL,
+                               .ldacc = ld,
+                               .acc_store = s->acc_store};
+}
+
+/* The sink's own storage when all it does is store fp32 values (a new fp32 gradient): the GEMM can
+ * write C there directly (the epilogue's fp32 -> fp32 rounding is a copy); else NULL. */
+static inline float *amp_sink_direct(const amp_grad_sink *s) {
+    return s->out && !s->acc && s->out_dtype == AMP_F32 ? (float *)s->out : NULL;
+}
+
+/* An elementwise backward's way to the same places, in chunks: amp_grad_chunks_open gives the fp32
+ * buffer to compute up to `chunk` gradient values at a time into (the sink's own storage, all numel
+ * at once, when amp_sink_direct; else scratch), amp_grad_chunk_put sends the `len` values computed
+ * for elements [off, off + len) on while they are in cache, amp_grad_chunks_close finishes. Without
+ * a sink the whole gradient is staged in scratch and goes through amp_grad_accumulate; each element
+ * gets the same operations either way. */
+typedef struct amp_grad_chunks {
+    amp_grad_sink sink;
+    bool sunk;
+    float *buf;    /* where the chunks are computed; NULL: out of memory (the error is in ctx) */
+    int64_t chunk; /* values per chunk */
+    bool whole;    /* buf holds all numel values (direct, or staged for amp_grad_accumulate) */
+} amp_grad_chunks;
+
+static inline void amp_grad_chunks_open(amp_ctx *ctx, amp_tensor *t, int64_t numel, int64_t chunk,
+                                        amp_grad_chunks *gc) {
+    gc->sunk = amp_grad_sink_open(ctx, t, &gc->sink);
+    float *direct = gc->sunk ? amp_sink_direct(&gc->sink) : NULL;
+    gc->whole = !gc->sunk || direct || chunk >= numel;
+    gc->chunk = gc->whole ? numel : chunk;
+    gc->buf = direct ? direct : amp_f32_scratch(ctx, gc->chunk);
+}
+
+/* Where the values of elements [off, off + len) are computed. */
+static inline float *amp_grad_chunk_at(const amp_grad_chunks *gc, int64_t off) {
+    return gc->whole ? gc->buf + off : gc->buf;
+}
+
+static inline void amp_grad_chunk_put(amp_grad_chunks *gc, int64_t off, int64_t len) {
+    if (!gc->sunk || amp_sink_direct(&gc->sink)) return;
+    const amp_gemm_epilogue ep = amp_sink_epilogue(&gc->sink, off, len);
+    amp_gemm_epilogue_apply(&ep, amp_grad_chunk_at(gc, off), len, 1, len);
+}
+
+static inline void amp_grad_chunks_close(amp_ctx *ctx, amp_tensor *t, amp_grad_chunks *gc) {
+    if (gc->sunk) amp_grad_sink_close(ctx, &gc->sink);
+    else if (gc->buf && ctx->status == AMP_OK) amp_grad_accumulate(ctx, t, gc->buf);
+}
+
+#endif /* AMP_GRAD_SINK_GEMM_H */
