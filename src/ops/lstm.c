@@ -126,6 +126,9 @@ typedef struct packed_w {
 /* floats of padding after each row of the forward's gate pre-activations (amp_lstm_sequence) */
 #define LSTM_XP_PAD 16
 
+/* the most steps whose input projections run as one product (amp_lstm_sequence) */
+#define LSTM_XCHUNK_MAX 8
+
 static int64_t round_up64(int64_t x, int64_t unit) { return (x + unit - 1) / unit * unit; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -623,6 +626,17 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
         amp_scratch_release(ctx, mk);
         return NULL;
     }
+    /* The input projection runs S steps at a time: S*B rows, a whole number of the kernel's row tiles
+     * where S <= LSTM_XCHUNK_MAX allows it (B = 32 against 12-row tiles: S = 3, 96 rows, every tile
+     * full where one step alone fills 32/36), gathered into xg in the steps' row order (t*B + b) */
+    const int64_t rx = wih.flip ? wih.kern->nr : wih.kern->mr;
+    int64_t S = 1;
+    while (S < LSTM_XCHUNK_MAX && S < T && (S * B) % rx != 0) S++;
+    char *xg = S > 1 ? amp_scratch_alloc(ctx, (size_t)(S * B * I) * es) : NULL;
+    if (S > 1 && !xg) {
+        amp_scratch_release(ctx, mk);
+        return NULL;
+    }
     char *hout = out->data;
     const amp_lstm_kernels *lk = amp_lstm_active();
     const bool fused_bf16 = dt == AMP_BF16 && lk->cell_forward_bf16;
@@ -631,8 +645,17 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
          * element's sum does not depend on its row), then += h_{t-1} W_hh^T; x_t and h_{t-1} read in
          * place, rows T*I and T*H apart */
         float *xt = xp + t * B * ldx;
-        if (!packed_gemm(ctx, &wih, B, (const char *)x->data + (size_t)(t * I) * es, T * I, 0.0f, xt, ldx) ||
-            (t > 0 && !packed_gemm(ctx, &whh, B, hout + (size_t)((t - 1) * H) * es, T * H, 1.0f, xt, ldx))) {
+        bool ok = true;
+        if (S == 1) ok = packed_gemm(ctx, &wih, B, (const char *)x->data + (size_t)(t * I) * es, T * I, 0.0f, xt, ldx);
+        else if (t % S == 0) {
+            const int64_t s_n = min64(S, T - t);
+            for (int64_t s = 0; s < s_n; s++)
+                for (int64_t b = 0; b < B; b++)
+                    memcpy(xg + (size_t)((s * B + b) * I) * es, (const char *)x->data + (size_t)((b * T + t + s) * I) * es,
+                           (size_t)I * es);
+            ok = packed_gemm(ctx, &wih, s_n * B, xg, I, 0.0f, xt, ldx);
+        }
+        if (!ok || (t > 0 && !packed_gemm(ctx, &whh, B, hout + (size_t)((t - 1) * H) * es, T * H, 1.0f, xt, ldx))) {
             amp_scratch_release(ctx, mk);
             return NULL;
         }
