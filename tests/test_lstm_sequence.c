@@ -123,7 +123,61 @@ out:
     amp_ctx_free(ctx);
 }
 
+/* The backward's gradient routes (lstm.c: the combined [dW_ih | dW_hh] product sent to two sinks, a
+ * weight gradient alone, dX inside or outside the recurrence, a gradient that already exists): with
+ * a subset of x, w_ih, w_hh requiring grad, each gradient bit for bit that of the run where all do;
+ * a second backward into existing gradients gives exactly twice the first. */
+static void check_grad_routes(int64_t B, int64_t T, int64_t I, int64_t H, amp_dtype dt) {
+    const int64_t G = 4 * H, n[3] = {B * T * I, G * I, G * H};
+    amp_ctx *ctx = NULL;
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
+    float *v[3], *ref[3], *got = malloc(sizeof(float) * (size_t)(n[0] + n[1] + n[2]));
+    float *rv = malloc(sizeof(float) * (size_t)(B * T * H));
+    uint64_t s = 0x9876543ull + (uint64_t)(B * 1000 + T * 100 + I * 10 + H);
+    for (int k = 0; k < 3; k++) {
+        v[k] = malloc(sizeof(float) * (size_t)n[k]), ref[k] = malloc(sizeof(float) * (size_t)n[k]);
+        for (int64_t i = 0; v[k] && i < n[k]; i++) v[k][i] = (k ? 0.5f : 1.0f) * urand(&s);
+    }
+    for (int64_t i = 0; rv && i < B * T * H; i++) rv[i] = urand(&s);
+    if (!CHECK(got && rv && v[0] && v[1] && v[2] && ref[0] && ref[1] && ref[2])) goto out;
+    const int64_t *shape[3] = {(const int64_t[]){B, T, I}, (const int64_t[]){G, I}, (const int64_t[]){G, H}};
+    const int masks[5] = {7, 6, 2, 4, 7}; /* bit k: input k requires grad; the last: backward twice */
+    for (int m = 0; m < 5; m++) {
+        amp_tensor *in[3];
+        for (int k = 0; k < 3; k++) {
+            in[k] = amp_tensor_from(ctx, dt, k ? 2 : 3, shape[k], v[k], AMP_F32);
+            if (in[k] && (masks[m] >> k & 1)) amp_tensor_set_requires_grad(in[k], true);
+        }
+        amp_tensor *R = amp_tensor_from(ctx, dt, 3, (const int64_t[]){B, T, H}, rv, AMP_F32);
+        for (int pass = 0; pass < (m == 4 ? 2 : 1); pass++) {
+            amp_tensor *out = amp_lstm_sequence(ctx, in[0], in[1], in[2], NULL, NULL);
+            amp_tensor *loss = out ? amp_sum_all(ctx, amp_mul(ctx, out, R)) : NULL;
+            if (!CHECK_MSG(loss && amp_backward_scaled(ctx, loss, 1.0f) == AMP_OK, "routes: %s", amp_ctx_error(ctx)))
+                goto out;
+        }
+        for (int k = 0; k < 3; k++) {
+            if (!(masks[m] >> k & 1)) continue;
+            float *dst = m == 0 ? ref[k] : got;
+            if (!CHECK(in[k]->grad && amp_tensor_read(in[k]->grad, dst, AMP_F32) == AMP_OK)) goto out;
+            if (m == 0) continue;
+            int64_t bad = 0;
+            for (int64_t i = 0; i < n[k]; i++) bad += got[i] != (m == 4 ? 2.0f * ref[k][i] : ref[k][i]);
+            CHECK_MSG(bad == 0, "%s B=%lld T=%lld I=%lld H=%lld mask %d: gradient of input %d differs in %lld elements",
+                      amp_dtype_name(dt), (long long)B, (long long)T, (long long)I, (long long)H, masks[m], k,
+                      (long long)bad);
+        }
+    }
+out:
+    for (int k = 0; k < 3; k++) free(v[k]), free(ref[k]);
+    free(got), free(rv);
+    amp_ctx_free(ctx);
+}
+
 void test_lstm_sequence(void) {
+    check_grad_routes(4, 9, 7, 16, AMP_F32);
+    check_grad_routes(4, 9, 7, 16, AMP_BF16);
+    check_grad_routes(32, 3, 5, 40, AMP_F32);
+    check_grad_routes(32, 3, 5, 40, AMP_BF16);
     const amp_dtype dts[3] = {AMP_F32, AMP_F16, AMP_BF16};
     const double tol[3] = {2e-6, 8 * 0x1p-11, 8 * 0x1p-8};
     for (int d = 0; d < 3; d++) {

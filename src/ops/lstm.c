@@ -36,6 +36,7 @@
 #include "../core/parallel.h"
 #include "../gemm/gemm_kernels.h"
 #include "../kernels/lstm_kernels.h"
+#include "grad_sink_gemm.h"
 #include "op_util.h"
 
 #define OP AMP_OP_LSTM_CELL
@@ -53,6 +54,45 @@ static int lstm_gemm_ldc(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m
 static int lstm_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
                      int64_t lda, const void *b, int64_t ldb, float beta, float *c) {
     return lstm_gemm_ldc(ctx, dt, ta, tb, m, n, k, a, lda, b, ldb, beta, c, n);
+}
+
+/* Adds the product C [m, n] = op(A) op(B) (t's elements in row-major order) into t's gradient: where
+ * the gradient goes (amp_grad_sink) by the GEMM's epilogue, or by the GEMM itself for a new fp32
+ * gradient, as matmul's backward does; else through fp32 scratch and amp_grad_accumulate. The bits
+ * are amp_grad_accumulate's of the same product. */
+static void lstm_gemm_grad(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
+                           int64_t lda, const void *b, int64_t ldb, amp_tensor *t) {
+    amp_grad_sink sink;
+    if (!amp_grad_sink_open(ctx, t, &sink)) {
+        float *c = amp_f32_scratch(ctx, m * n);
+        if (c && !lstm_gemm(ctx, dt, ta, tb, m, n, k, a, lda, b, ldb, 0.0f, c)) amp_grad_accumulate(ctx, t, c);
+        return;
+    }
+    float *direct = amp_sink_direct(&sink);
+    const amp_gemm_epilogue ep = amp_sink_epilogue(&sink, 0, n);
+    float *c = direct ? direct : amp_f32_scratch(ctx, m * n);
+    if (c) {
+        int st = amp_gemm_fused(dt, ta, tb, m, n, k, 1.0f, a, ld(lda), b, ld(ldb), 0.0f, c, ld(n), direct ? NULL : &ep);
+        if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(OP), amp_status_str(st));
+    }
+    amp_grad_sink_close(ctx, &sink);
+}
+
+/* Adds the fp32 block c [m, n] (rows ldc apart; t's elements in row-major order) into t's gradient
+ * with amp_grad_accumulate's bits: through its sink in one pass where it has one, else copied into
+ * contiguous scratch for amp_grad_accumulate. */
+static void lstm_put_grad(amp_ctx *ctx, amp_tensor *t, float *c, int64_t ldc, int64_t m, int64_t n) {
+    amp_grad_sink sink;
+    if (amp_grad_sink_open(ctx, t, &sink)) {
+        const amp_gemm_epilogue ep = amp_sink_epilogue(&sink, 0, n);
+        amp_gemm_epilogue_apply(&ep, c, ld(ldc), m, n);
+        amp_grad_sink_close(ctx, &sink);
+        return;
+    }
+    float *g = amp_f32_scratch(ctx, m * n);
+    if (!g) return;
+    for (int64_t r = 0; r < m; r++) memcpy(g + r * n, c + r * ldc, (size_t)n * sizeof *g);
+    amp_grad_accumulate(ctx, t, g);
 }
 
 /* ---- the recurrent product with W_hh packed once per pass ----
@@ -85,6 +125,9 @@ typedef struct packed_w {
 
 /* floats of padding after each row of the forward's gate pre-activations (amp_lstm_sequence) */
 #define LSTM_XP_PAD 16
+
+/* the most steps whose input projections run as one product (amp_lstm_sequence) */
+#define LSTM_XCHUNK_MAX 8
 
 static int64_t round_up64(int64_t x, int64_t unit) { return (x + unit - 1) / unit * unit; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -486,9 +529,8 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         if (t > 0 && !packed_gemm(ctx, &whh, B, (const char *)dgd + (size_t)(t * G) * es, T * G, 0.0f, dh, H)) return;
     }
     if (x->requires_grad) { /* dX [B*T, I] = dG W_ih */
-        float *dx = amp_f32_scratch(ctx, R * I);
-        if (!dx || lstm_gemm(ctx, dt, false, false, R, I, G, dgd, G, w_ih->data, I, 0.0f, dx)) return;
-        amp_grad_accumulate(ctx, x, dx);
+        lstm_gemm_grad(ctx, dt, false, false, R, I, G, dgd, G, w_ih->data, I, x);
+        if (ctx->status != AMP_OK) return;
     }
     const char *hout = node->out->data;
     if (w_ih->requires_grad && w_hh->requires_grad) {
@@ -498,31 +540,23 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
          * (gemm.c), so the bits are those of the two products */
         const int64_t N = I + H;
         char *xh = amp_scratch_alloc(ctx, (size_t)(R * N) * es);
-        float *dwc = amp_f32_scratch(ctx, G * N); /* [dW_ih | dW_hh], then copied into the two below */
-        float *dwi = amp_f32_scratch(ctx, G * I), *dwh = amp_f32_scratch(ctx, G * H);
-        if (!xh || !dwc || !dwi || !dwh) return;
+        float *dwc = amp_f32_scratch(ctx, G * N); /* [dW_ih | dW_hh], each half then sent where its gradient goes */
+        if (!xh || !dwc) return;
         for (int64_t r = 0; r < R; r++)
             memcpy(xh + (size_t)(r * N) * es, (const char *)x->data + (size_t)(r * I) * es, (size_t)I * es);
         put_hprev(xh + (size_t)I * es, N, hout, B, T, H, es);
         if (lstm_gemm(ctx, dt, true, false, G, N, R, dgd, G, xh, N, 0.0f, dwc)) return;
-        for (int64_t g = 0; g < G; g++) {
-            memcpy(dwi + g * I, dwc + g * N, (size_t)I * sizeof *dwi);
-            memcpy(dwh + g * H, dwc + g * N + I, (size_t)H * sizeof *dwh);
-        }
-        amp_grad_accumulate(ctx, w_ih, dwi);
-        amp_grad_accumulate(ctx, w_hh, dwh);
+        lstm_put_grad(ctx, w_ih, dwc, N, G, I);
+        lstm_put_grad(ctx, w_hh, dwc + I, N, G, H);
     } else if (w_ih->requires_grad) { /* dW_ih [4H, I] = dG^T X */
-        float *dw = amp_f32_scratch(ctx, G * I);
-        if (!dw || lstm_gemm(ctx, dt, true, false, G, I, R, dgd, G, x->data, I, 0.0f, dw)) return;
-        amp_grad_accumulate(ctx, w_ih, dw);
+        lstm_gemm_grad(ctx, dt, true, false, G, I, R, dgd, G, x->data, I, w_ih);
     } else if (w_hh->requires_grad) { /* dW_hh [4H, H] = dG^T H_prev */
         char *hp = amp_scratch_alloc(ctx, (size_t)(R * H) * es);
-        float *dw = amp_f32_scratch(ctx, G * H);
-        if (!hp || !dw) return;
+        if (!hp) return;
         put_hprev(hp, H, hout, B, T, H, es);
-        if (lstm_gemm(ctx, dt, true, false, G, H, R, dgd, G, hp, H, 0.0f, dw)) return;
-        amp_grad_accumulate(ctx, w_hh, dw);
+        lstm_gemm_grad(ctx, dt, true, false, G, H, R, dgd, G, hp, H, w_hh);
     }
+    if (ctx->status != AMP_OK) return;
     if (db) {
         amp_grad_accumulate(ctx, b_ih, db);
         amp_grad_accumulate(ctx, b_hh, db);
@@ -592,6 +626,17 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
         amp_scratch_release(ctx, mk);
         return NULL;
     }
+    /* The input projection runs S steps at a time: S*B rows, a whole number of the kernel's row tiles
+     * where S <= LSTM_XCHUNK_MAX allows it (B = 32 against 12-row tiles: S = 3, 96 rows, every tile
+     * full where one step alone fills 32/36), gathered into xg in the steps' row order (t*B + b) */
+    const int64_t rx = wih.flip ? wih.kern->nr : wih.kern->mr;
+    int64_t S = 1;
+    while (S < LSTM_XCHUNK_MAX && S < T && (S * B) % rx != 0) S++;
+    char *xg = S > 1 ? amp_scratch_alloc(ctx, (size_t)(S * B * I) * es) : NULL;
+    if (S > 1 && !xg) {
+        amp_scratch_release(ctx, mk);
+        return NULL;
+    }
     char *hout = out->data;
     const amp_lstm_kernels *lk = amp_lstm_active();
     const bool fused_bf16 = dt == AMP_BF16 && lk->cell_forward_bf16;
@@ -600,8 +645,17 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
          * element's sum does not depend on its row), then += h_{t-1} W_hh^T; x_t and h_{t-1} read in
          * place, rows T*I and T*H apart */
         float *xt = xp + t * B * ldx;
-        if (!packed_gemm(ctx, &wih, B, (const char *)x->data + (size_t)(t * I) * es, T * I, 0.0f, xt, ldx) ||
-            (t > 0 && !packed_gemm(ctx, &whh, B, hout + (size_t)((t - 1) * H) * es, T * H, 1.0f, xt, ldx))) {
+        bool ok = true;
+        if (S == 1) ok = packed_gemm(ctx, &wih, B, (const char *)x->data + (size_t)(t * I) * es, T * I, 0.0f, xt, ldx);
+        else if (t % S == 0) {
+            const int64_t s_n = min64(S, T - t);
+            for (int64_t s = 0; s < s_n; s++)
+                for (int64_t b = 0; b < B; b++)
+                    memcpy(xg + (size_t)((s * B + b) * I) * es, (const char *)x->data + (size_t)((b * T + t + s) * I) * es,
+                           (size_t)I * es);
+            ok = packed_gemm(ctx, &wih, s_n * B, xg, I, 0.0f, xt, ldx);
+        }
+        if (!ok || (t > 0 && !packed_gemm(ctx, &whh, B, hout + (size_t)((t - 1) * H) * es, T * H, 1.0f, xt, ldx))) {
             amp_scratch_release(ctx, mk);
             return NULL;
         }
