@@ -616,13 +616,44 @@ static float sum_bf16(const uint16_t *v, int64_t n) {
     return s;
 }
 
+/* sum_bf16 of four rows of n values at once, out[j] for v + j*stride: the same operations in the same
+ * order for each, four independent chains of adds instead of one (sum_bf16 is bound by its adds'
+ * latency; the cnn's bias gradients sum 4.8M bf16 a step). */
+static void sum_bf16_x4(const uint16_t *v, int64_t stride, int64_t n, float out[4]) {
+    float acc[4][8] = {{0}};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 4; j++)
+            for (int k = 0; k < 8; k++) acc[j][k] += amp_f32_from_bits(amp_bf16_decode(v[j * stride + i + k]));
+    for (int j = 0; j < 4; j++) {
+        const float *a = acc[j];
+        float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+        for (int64_t t = i; t < n; t++) s += amp_f32_from_bits(amp_bf16_decode(v[j * stride + t]));
+        out[j] = s;
+    }
+}
+
 /* dY [b0.., O, P] -> gp [O, nb*P] for output channel o (nb > 1); db[o] += its sum in fp32. */
 static void task_permute_grad(void *arg, int64_t o, int thread_id) {
     const conv_pass *a = arg;
     const int64_t p_img = geom_p(a->g), ld = a->nb * p_img;
     float chunk[256];
     (void)thread_id;
-    for (int64_t b = 0; b < a->nb; b++) {
+    int64_t b = 0;
+    if (a->dt == AMP_BF16 && a->db) /* four images at a time: each image's sum as below, then added in order */
+        for (; b + 4 <= a->nb; b += 4) {
+            const int64_t img = a->g->o * p_img;
+            const uint16_t *src = (const uint16_t *)a->gy + ((a->b0 + b) * a->g->o + o) * p_img;
+            float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, part[4];
+            for (int j = 0; j < 4 && a->copy_gp; j++)
+                memcpy((uint16_t *)a->gp + o * ld + (b + j) * p_img, src + j * img, (size_t)p_img * sizeof *src);
+            for (int64_t i0 = 0; i0 < p_img; i0 += 256) {
+                sum_bf16_x4(src + i0, img, p_img - i0 < 256 ? p_img - i0 : 256, part);
+                for (int j = 0; j < 4; j++) s[j] += part[j];
+            }
+            for (int j = 0; j < 4; j++) a->db[o] += s[j];
+        }
+    for (; b < a->nb; b++) {
         const unsigned char *src = (const unsigned char *)a->gy + (size_t)(((a->b0 + b) * a->g->o + o) * p_img) * a->es;
         if (a->copy_gp) memcpy((unsigned char *)a->gp + (size_t)(o * ld + b * p_img) * a->es, src, (size_t)p_img * a->es);
         if (!a->db) continue;
