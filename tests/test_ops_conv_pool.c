@@ -341,13 +341,17 @@ static void check_conv_implicit_panels(void) {
 #endif
 }
 
-/* conv2d's forward and weight gradient through the implicit GEMM (AVX-512, shapes whose products
- * the GEMM computes as C^T: O = 64 against mr = 12) against im2col + amp_gemm (+ bias + one
- * rounding), bit for bit, in f32 and bf16; on the other paths the same checks cover the im2col
- * versions. */
-static void check_conv_implicit_forward(void) {
-    enum { N = 3, C = 8, H = 10, W = 10, O = 64, KS = 5, PAD = 2, P = H * W, KK = C * KS * KS };
-    float *xs = malloc(sizeof(float) * N * C * H * W), *ws = malloc(sizeof(float) * O * KK), bs[O];
+/* conv2d's forward and weight gradient through the implicit GEMM against im2col + amp_gemm (+ bias
+ * + one rounding), bit for bit, in f32 and bf16; on the other paths the same checks cover the
+ * im2col versions. On AVX-512: C = 8, O = 64, a product the GEMM computes as C^T (O against mr =
+ * 12: panels of 12 pixels); C = 1, O = 32, 28 x 28 (the cnn's conv1, K = 25: odd, a pair's pad),
+ * a product it does not (panels of nr = 32 pixels, two 16-pixel ones each), 3 x 784 pixels ending
+ * in a part panel. */
+static void check_conv_implicit_forward_shape(int N, int C, int H, int W, int O) {
+    enum { KS = 5, PAD = 2 };
+    const int P = H * W, KK = C * KS * KS;
+    float *xs = malloc(sizeof(float) * N * C * H * W), *ws = malloc(sizeof(float) * O * KK);
+    float *bs = malloc(sizeof(float) * O), *bias = malloc(sizeof(float) * O), *row = malloc(sizeof(float) * P);
     float *col = malloc(sizeof(float) * KK * N * P), *y = malloc(sizeof(float) * O * N * P);
     unsigned char *want = malloc(sizeof(float) * N * O * P);
     uint64_t s = harness_seed();
@@ -366,13 +370,11 @@ static void check_conv_implicit_forward(void) {
         amp_tensor *b = amp_tensor_from(ctx, dt, 1, (const int64_t[]){O}, bs, AMP_F32);
         amp_tensor *out = amp_conv2d(ctx, x, w, b, 1, PAD);
         if (CHECK_MSG(out, "%s", amp_ctx_error(ctx))) {
-            float bias[O];
             amp_tensor_read(b, bias, AMP_F32);
             for (int64_t i = 0; i < N; i++) amp_conv_im2col_ref(&g, x->data, es, 0, N, i, col);
             CHECK(amp_gemm(dt, false, false, O, N * P, KK, 1.0f, w->data, KK, col, N * P, 0.0f, y, N * P) == AMP_OK);
             for (int i = 0; i < N; i++)
                 for (int o = 0; o < O; o++) {
-                    float row[P];
                     for (int e = 0; e < P; e++) row[e] = y[o * N * P + i * P + e] + bias[o];
                     amp_convert(want + (size_t)((i * O + o) * P) * es, dt, row, AMP_F32, P);
                 }
@@ -406,7 +408,12 @@ static void check_conv_implicit_forward(void) {
         }
         amp_ctx_free(ctx);
     }
-    free(xs), free(ws), free(col), free(y), free(want);
+    free(xs), free(ws), free(col), free(y), free(want), free(bs), free(bias), free(row);
+}
+
+static void check_conv_implicit_forward(void) {
+    check_conv_implicit_forward_shape(3, 8, 10, 10, 64);
+    check_conv_implicit_forward_shape(3, 1, 28, 28, 32);
 }
 
 /* conv2d's stride-1 input gradient as a correlation (conv.c's conv_dx_correlate): x->grad against
@@ -852,6 +859,69 @@ static void check_max_pool_k2_twin(void) {
     CHECK_MSG(bad == 0, "max pool k2 row kernels differ from the reference in %d of %d planes", bad, 6 * PLANES);
 }
 
+/* bf16 max_pool2d k2 s2 on whole tensors (the AVX-512 passes over every row of the tensor, which
+ * take rows of at most 8 windows two at a time when the rows follow each other without gaps, an odd
+ * count leaving one) against the reference path, bit for bit: values, picks and the gradient;
+ * widths 2..19 (even and odd), heights even and odd, tie-prone values with NaN and infinities. */
+static int pool_bf16_run(int planes, int h, int w, const uint16_t *xs, const uint16_t *gs, uint16_t *ys, uint16_t *dx) {
+    amp_ctx *ctx = NULL;
+    int ok = 0;
+    if (amp_ctx_create(NULL, &ctx) != AMP_OK) return 0;
+    const int oh = h / 2, ow = w / 2;
+    amp_tensor *x = amp_tensor_new(ctx, AMP_BF16, 4, (const int64_t[]){1, planes, h, w});
+    amp_tensor *seed = amp_tensor_new(ctx, AMP_BF16, 4, (const int64_t[]){1, planes, oh, ow});
+    if (x && seed) {
+        memcpy(x->data, xs, sizeof(uint16_t) * (size_t)(planes * h * w));
+        memcpy(seed->data, gs, sizeof(uint16_t) * (size_t)(planes * oh * ow));
+        amp_tensor_set_requires_grad(x, true);
+        amp_tensor *y = amp_max_pool2d(ctx, x, 2, 2);
+        if (y && y->dtype == AMP_BF16 && amp_backward(ctx, y, seed) == AMP_OK && x->grad && x->grad->dtype == AMP_BF16) {
+            memcpy(ys, y->data, sizeof(uint16_t) * (size_t)(planes * oh * ow));
+            memcpy(dx, x->grad->data, sizeof(uint16_t) * (size_t)(planes * h * w));
+            ok = 1;
+        }
+    }
+    amp_ctx_free(ctx);
+    return ok;
+}
+
+static uint16_t bf16_trunc(float f) {
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return (uint16_t)(b >> 16);
+}
+
+static void check_max_pool_k2_bf16_tensors(void) {
+    if (!amp_isa_supported(AMP_ISA_AVX512)) return;
+    enum { MAXP = 7, MAXH = 9, MAXW = 19 };
+    static const uint16_t vals[8] = {0x0000u, 0x8000u, 0x3F80u, 0xFFC1u, 0xC020u, 0x7F80u, 0xFF80u, 0x7F81u};
+    const amp_isa was = amp_isa_active();
+    uint64_t s = harness_seed();
+    int bad = 0, runs = 0;
+    for (int w = 2; w <= MAXW; w++)
+        for (int h = 2; h <= MAXH; h += 1)
+            for (int planes = 1; planes <= MAXP; planes += 3) {
+                uint16_t xs[MAXP * MAXH * MAXW], gs[MAXP * MAXH * MAXW], y0[MAXP * MAXH * MAXW], y1[MAXP * MAXH * MAXW];
+                uint16_t d0[MAXP * MAXH * MAXW], d1[MAXP * MAXH * MAXW];
+                const int n = planes * h * w, m = planes * (h / 2) * (w / 2);
+                for (int i = 0; i < n; i++) {
+                    const float u = next_uniform(&s);
+                    xs[i] = vals[(int)((u + 1.0f) * 4.0f) & 7];
+                    if (i % 3 == 0) xs[i] = bf16_trunc(u);
+                }
+                for (int i = 0; i < m; i++) gs[i] = i % 5 == 0 ? 0x8000u : bf16_trunc(next_uniform(&s));
+                amp_isa_set(AMP_ISA_REF);
+                const int ok0 = pool_bf16_run(planes, h, w, xs, gs, y0, d0);
+                amp_isa_set(AMP_ISA_AVX512);
+                const int ok1 = pool_bf16_run(planes, h, w, xs, gs, y1, d1);
+                runs++;
+                bad += !ok0 || !ok1 || memcmp(y0, y1, sizeof(uint16_t) * (size_t)m) != 0 ||
+                       memcmp(d0, d1, sizeof(uint16_t) * (size_t)n) != 0;
+            }
+    amp_isa_set(was);
+    CHECK_MSG(bad == 0, "bf16 max pool k2 tensor passes differ from the reference in %d of %d shapes", bad, runs);
+}
+
 void test_ops_pool2d(void) {
     static const pool_user users[] = {
         {4, 4, 6, 6, {2, 2}, 2, 2, true},  {4, 2, 7, 7, {1, 2}, 3, 2, true},  {4, 6, 5, 4, {2, 3}, 2, 1, true},
@@ -882,6 +952,7 @@ void test_ops_pool2d(void) {
     }
     check_max_pool_ties();
     check_max_pool_k2_twin();
+    check_max_pool_k2_bf16_tensors();
 
     amp_ctx *ctx = NULL;
     if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;

@@ -56,6 +56,7 @@
 #include "../formats/float_bits.h"
 #include "../gemm/gemm_implicit.h"
 #include "conv_kernels.h"
+#include "grad_sink_gemm.h"
 #include "op_util.h"
 
 /* Scratch bound per chunk of images: columns, their fp32 gradient and the fp32 GEMM output. About
@@ -322,8 +323,40 @@ void amp_conv_pack_panel_k_ref(const amp_conv_implicit *ci, void *dst, int64_t j
 typedef bool (*panel_simd_fn)(const amp_conv_implicit *, void *, int64_t, int64_t, int64_t, int64_t, int);
 typedef void (*panel_ref_fn)(const amp_conv_implicit *, void *, int64_t, int64_t, int64_t, int64_t, int);
 
+/* Slices of a 32-row panel that simd_2x16 packs at a time (even: pairs stay whole) */
+#define PANEL_SLICE 64
+
+/* A panel of r = 32 rows (the kernel's nr, where the GEMM does not compute C^T) from two 16-row
+ * panels of the SIMD version, PANEL_SLICE columns at a time: both layouts keep a k unit's rows
+ * together (fp32: column p at p*r; pairs: pair q at q*2r), so a k unit of the 32-row panel is the
+ * 16-row panels' k units, one after the other (64 bytes each). The same values as the reference's
+ * 32-row panel; false (the panel then left to the reference) where the SIMD version declines. */
+static bool simd_2x16(const amp_conv_implicit *ci, const amp_gemm_kernel *kern, unsigned char *panel, int64_t i0,
+                      int64_t rows, int64_t p0, int64_t kc, panel_simd_fn simd_fn) {
+    _Alignas(64) unsigned char half[2][16 * PANEL_SLICE * 4];
+    const size_t unit = (size_t)(16 * kern->k_unit * kern->packed_size); /* bytes of one k unit, 16 rows */
+    if (unit != 64) return false;
+    for (int64_t s0 = 0; s0 < kc; s0 += PANEL_SLICE) {
+        const int64_t n = kc - s0 < PANEL_SLICE ? kc - s0 : PANEL_SLICE, units = (n + kern->k_unit - 1) / kern->k_unit;
+        for (int h = 0; h < 2; h++) {
+            const int64_t hr = rows - 16 * h < 16 ? rows - 16 * h : 16;
+            if (hr <= 0)
+                memset(half[h], 0, (size_t)units * unit);
+            else if (!simd_fn(ci, half[h], i0 + 16 * h, hr, p0 + s0, n, 16))
+                return false;
+        }
+        unsigned char *d = panel + (size_t)(s0 / kern->k_unit) * 2 * unit;
+        for (int64_t u = 0; u < units; u++) {
+            memcpy(d + (size_t)u * 2 * unit, half[0] + (size_t)u * unit, unit);
+            memcpy(d + (size_t)u * 2 * unit + unit, half[1] + (size_t)u * unit, unit);
+        }
+    }
+    return true;
+}
+
 /* Packs columns [j0, j0 + cols) of the implicit operand as consecutive panels of r, each by the
- * AVX-512 version when the path is active and it takes the panel, else by the reference. */
+ * AVX-512 version when the path is active and it takes the panel (r = 32: simd_2x16), else by the
+ * reference. */
 static void pack_panels(const amp_conv_implicit *ci, const amp_gemm_kernel *kern, void *dst, int64_t j0, int64_t cols,
                         int64_t p0, int64_t kc, int r, panel_simd_fn simd_fn, panel_ref_fn ref_fn) {
     const size_t panel_bytes = (size_t)r * (size_t)((kc + kern->k_unit - 1) / kern->k_unit * kern->k_unit) *
@@ -332,7 +365,8 @@ static void pack_panels(const amp_conv_implicit *ci, const amp_gemm_kernel *kern
     for (int64_t t = 0; t * r < cols; t++) {
         unsigned char *panel = (unsigned char *)dst + (size_t)t * panel_bytes;
         const int64_t i0 = j0 + t * r, rows = cols - t * r < r ? cols - t * r : r;
-        if (simd && simd_fn(ci, panel, i0, rows, p0, kc, r)) continue;
+        if (simd && (r == 32 ? simd_2x16(ci, kern, panel, i0, rows, p0, kc, simd_fn) : simd_fn(ci, panel, i0, rows, p0, kc, r)))
+            continue;
         ref_fn(ci, panel, i0, rows, p0, kc, r);
     }
 }
@@ -424,16 +458,18 @@ static bool implicit_dw_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
 }
 
 /* Whether the forward takes the implicit GEMM: stride 1 within the padded plane's bound, the
- * kernel's packed format one the panels write (fp32 -> fp32, bf16 -> VDPBF16PS pairs), and (on
- * AVX-512, where the panels have SIMD code) a product the GEMM computes as C^T, so panels are
- * mr = 12 pixels, for every chunk size used. Elsewhere im2col stays faster. */
+ * kernel's packed format one the panels write (fp32 -> fp32, bf16 -> VDPBF16PS pairs), on AVX-512
+ * (where the panels have SIMD code), and panels the SIMD code packs: mr = 12 pixels where the GEMM
+ * computes C^T, nr = 32 (two 16-pixel panels, simd_2x16) where it does not. The cnn's conv1 (C = 1,
+ * K = 25, not flipped) went from im2col + pack_bf16_pairs to this: their samples 0.9% + 3.0% of the
+ * amp-bf16 step -> 0.5% + 2.6%, the panels' 6.0% -> 6.5% (perf, interleaved runs). */
 static bool implicit_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
     if (!amp_conv_padded_ok(g) || amp_isa_active() != AMP_ISA_AVX512) return false;
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
     return kern &&
            ((dt == AMP_F32 && kern->packed == AMP_GEMM_PACKED_F32) ||
             (dt == AMP_BF16 && kern->packed == AMP_GEMM_PACKED_BF16_PAIRS)) &&
-           flips_every_chunk(g, dt, nb_max, false);
+           (kern->nr == 32 || flips_every_chunk(g, dt, nb_max, false));
 }
 
 /* The per-chunk passes around the GEMMs, run on the thread pool: one task per image (im2col, col2im,
@@ -458,6 +494,7 @@ typedef struct {
     bool copy_gp;
     float *db;         /* [O] or NULL */
     void *xp;          /* implicit GEMM: padded chunk [nb, C, Hp, Wp] in dt */
+    const amp_grad_sink *sink; /* task_store: out's values (fp32, no bias) go here instead */
 } conv_pass;
 
 /* Runs fn for tasks [0, n) on the pool, or serially for a small pass (the same per-task work, so the
@@ -527,6 +564,11 @@ static void task_store(void *arg, int64_t b, int thread_id) {
     const conv_pass *a = arg;
     const int64_t p_img = geom_p(a->g), ld = a->nb * p_img;
     (void)thread_id;
+    if (a->sink) { /* the image's O rows of P values, straight into the gradient (sink's contract) */
+        const amp_gemm_epilogue ep = amp_sink_epilogue(a->sink, (a->b0 + b) * a->g->o * p_img, p_img);
+        amp_gemm_epilogue_apply(&ep, a->y + b * p_img, ld, a->g->o, p_img);
+        return;
+    }
     for (int64_t o = 0; o < a->g->o; o++) {
         float *yo = a->y + o * ld + b * p_img;
         unsigned char *dst = (unsigned char *)a->out + (size_t)(((a->b0 + b) * a->g->o + o) * p_img) * a->out_es;
@@ -574,13 +616,44 @@ static float sum_bf16(const uint16_t *v, int64_t n) {
     return s;
 }
 
+/* sum_bf16 of four rows of n values at once, out[j] for v + j*stride: the same operations in the same
+ * order for each, four independent chains of adds instead of one (sum_bf16 is bound by its adds'
+ * latency; the cnn's bias gradients sum 4.8M bf16 a step). */
+static void sum_bf16_x4(const uint16_t *v, int64_t stride, int64_t n, float out[4]) {
+    float acc[4][8] = {{0}};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 4; j++)
+            for (int k = 0; k < 8; k++) acc[j][k] += amp_f32_from_bits(amp_bf16_decode(v[j * stride + i + k]));
+    for (int j = 0; j < 4; j++) {
+        const float *a = acc[j];
+        float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+        for (int64_t t = i; t < n; t++) s += amp_f32_from_bits(amp_bf16_decode(v[j * stride + t]));
+        out[j] = s;
+    }
+}
+
 /* dY [b0.., O, P] -> gp [O, nb*P] for output channel o (nb > 1); db[o] += its sum in fp32. */
 static void task_permute_grad(void *arg, int64_t o, int thread_id) {
     const conv_pass *a = arg;
     const int64_t p_img = geom_p(a->g), ld = a->nb * p_img;
     float chunk[256];
     (void)thread_id;
-    for (int64_t b = 0; b < a->nb; b++) {
+    int64_t b = 0;
+    if (a->dt == AMP_BF16 && a->db) /* four images at a time: each image's sum as below, then added in order */
+        for (; b + 4 <= a->nb; b += 4) {
+            const int64_t img = a->g->o * p_img;
+            const uint16_t *src = (const uint16_t *)a->gy + ((a->b0 + b) * a->g->o + o) * p_img;
+            float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, part[4];
+            for (int j = 0; j < 4 && a->copy_gp; j++)
+                memcpy((uint16_t *)a->gp + o * ld + (b + j) * p_img, src + j * img, (size_t)p_img * sizeof *src);
+            for (int64_t i0 = 0; i0 < p_img; i0 += 256) {
+                sum_bf16_x4(src + i0, img, p_img - i0 < 256 ? p_img - i0 : 256, part);
+                for (int j = 0; j < 4; j++) s[j] += part[j];
+            }
+            for (int j = 0; j < 4; j++) a->db[o] += s[j];
+        }
+    for (; b < a->nb; b++) {
         const unsigned char *src = (const unsigned char *)a->gy + (size_t)(((a->b0 + b) * a->g->o + o) * p_img) * a->es;
         if (a->copy_gp) memcpy((unsigned char *)a->gp + (size_t)(o * ld + b * p_img) * a->es, src, (size_t)p_img * a->es);
         if (!a->db) continue;
@@ -621,12 +694,12 @@ static int conv_gemm_implicit(amp_ctx *ctx, amp_dtype dt, int64_t m, int64_t n, 
 
 /* ---- the correlation: the forward's product, and (stride 1) the input gradient's ---- */
 
-/* out [N, O, OH, OW] (in out_dt) = the correlation of x [N, C, H, W] (contiguous, in dt) with w
+/* out [N, O, OH, OW] (in out_dt; or, with sink and no bias, where the sink writes fp32 values) = the correlation of x [N, C, H, W] (contiguous, in dt) with w
  * [O, C*KH*KW] (in dt) over geometry g, + bias [O] (fp32, or NULL), summed in fp32 and rounded once:
  * the forward's chunks of images, each through the implicit GEMM or im2col + GEMM. Scratch is
  * released before returning. */
 static int conv_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, const void *x, const void *w,
-                          const float *bv, void *out, amp_dtype out_dt) {
+                          const float *bv, void *out, amp_dtype out_dt, const amp_grad_sink *sink) {
     const size_t es = amp_dtype_size(dt);
     const int64_t k = geom_k(g), p_img = geom_p(g), hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad;
     /* implicit GEMM: scratch per image is the padded image and the fp32 output; else the columns too */
@@ -644,7 +717,7 @@ static int conv_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, const 
         return AMP_ERR_OUT_OF_MEMORY;
     }
     conv_pass a = {.g = g, .dt = dt, .es = es, .x = x, .col = col, .y = y, .bias = bv, .out = out, .out_dt = out_dt,
-                   .out_es = amp_dtype_size(out_dt), .xp = col};
+                   .out_es = amp_dtype_size(out_dt), .xp = col, .sink = sink};
     const amp_conv_implicit ci = {.g = g, .xp = col, .es = es, .koff = koff, .pix = pix};
     if (implicit) {
         implicit_tables(g, nb_max, koff, pix);
@@ -681,7 +754,8 @@ static bool dx_by_correlation(const conv_geom *g) {
  * sums over the kernel's positions: other bits, the same value to rounding). Measured on the cnn's
  * conv2 (C 32, O 64, 14x14, 5x5), amp-bf16, 1 thread: col2im went (3.9% of the step) and the GEMM,
  * now k = 1600 into 32 rows instead of k = 64 into 800, got faster too. */
-static int conv_dx_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, const void *gy, const void *w, float *dx) {
+static int conv_dx_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, const void *gy, const void *w, float *dx,
+                             const amp_grad_sink *sink) {
     const conv_geom gd = {.n = g->n, .c = g->o, .h = g->oh, .w = g->ow, .o = g->c, .kh = g->kh, .kw = g->kw,
                           .oh = g->h, .ow = g->w, .stride = 1, .pad = g->kh - 1 - g->pad};
     const size_t es = amp_dtype_size(dt);
@@ -698,7 +772,7 @@ static int conv_dx_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, con
             else
                 for (int64_t t = 0; t < khw; t++) ((uint32_t *)(void *)wt)[to + t] = ((const uint32_t *)w)[from - t];
         }
-    const int st = conv_correlate(ctx, &gd, dt, gy, wt, NULL, dx, AMP_F32);
+    const int st = conv_correlate(ctx, &gd, dt, gy, wt, NULL, dx, AMP_F32, sink);
     amp_scratch_release(ctx, m);
     return st;
 }
@@ -721,12 +795,13 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
         if (!tmp || amp_tensor_read(gt, tmp, dt) != AMP_OK) return;
         gy = tmp;
     }
-    float *dx = need_dx ? amp_f32_scratch(ctx, g->n * g->c * g->h * g->w) : NULL;
+    const bool dx_corr = need_dx && dx_by_correlation(g), dx_cols = need_dx && !dx_corr;
+    /* dX by correlation goes where x's gradient goes (its own scratch or a sink: below) */
+    float *dx = dx_cols ? amp_f32_scratch(ctx, g->n * g->c * g->h * g->w) : NULL;
     float *dw = need_dw ? amp_f32_scratch(ctx, g->o * k) : NULL;
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
     float *db = need_db ? amp_f32_scratch(ctx, g->o) : NULL;
     /* dX as a correlation (conv_dx_correlate) has its own chunks; the loop below makes the rest */
-    const bool dx_corr = need_dx && dx_by_correlation(g), dx_cols = need_dx && !dx_corr;
     const int64_t hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad;
     /* scratch per image: dY's permuted copy, the columns (or the implicit weight gradient's padded
      * image) and, where dX goes through col2im, the columns' fp32 gradient, counted whether or not
@@ -800,7 +875,17 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
     if (dw_t)
         for (int64_t o = 0; o < g->o; o++)
             for (int64_t r = 0; r < k; r++) dw[o * k + r] = dwt[r * g->o + o];
-    if (dx_corr && conv_dx_correlate(ctx, g, dt, gy, w->data, dx) != AMP_OK) return;
+    if (dx_corr) {
+        /* the correlation's fp32 output goes into x's gradient image by image while in cache
+         * (grad_sink_gemm.h: amp_grad_accumulate's bits), not through an fp32 dX and a pass over it */
+        amp_grad_sink sink;
+        const bool sunk = amp_grad_sink_open(ctx, x, &sink);
+        dx = sunk ? NULL : amp_f32_scratch(ctx, g->n * g->c * g->h * g->w);
+        int st = sunk || dx ? conv_dx_correlate(ctx, g, dt, gy, w->data, dx, sunk ? &sink : NULL) : AMP_ERR_OUT_OF_MEMORY;
+        if (st != AMP_OK && ctx->status == AMP_OK) amp_ctx_fail(ctx, st, "conv2d: backward: %s", amp_status_str(st));
+        if (sunk) amp_grad_sink_close(ctx, &sink);
+        if (st != AMP_OK) return;
+    }
     if (dx) amp_grad_accumulate(ctx, x, dx);
     if (dw) amp_grad_accumulate(ctx, w, dw);
     if (db) amp_grad_accumulate(ctx, bias, db);
@@ -850,7 +935,7 @@ amp_tensor *amp_conv2d(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tens
     if (!out) return NULL;
     amp_arena_mark m = amp_scratch_mark(ctx);
     const float *bv = bias ? amp_f32_view(ctx, bias) : NULL;
-    const int st = (bias && !bv) ? AMP_ERR_OUT_OF_MEMORY : conv_correlate(ctx, &g, dt, x->data, weight->data, bv, out->data, dt);
+    const int st = (bias && !bv) ? AMP_ERR_OUT_OF_MEMORY : conv_correlate(ctx, &g, dt, x->data, weight->data, bv, out->data, dt, NULL);
     amp_scratch_release(ctx, m);
     if (st != AMP_OK) return NULL;
     amp_tensor *in[3] = {x, weight, bias};
