@@ -164,10 +164,9 @@ __attribute__((target("avx2"))) static inline __m128i offsets_to_bytes(__m256i k
     return _mm_packus_epi16(w16, w16);
 }
 
-/* The cnn's rows are 14 and 7 windows: a tail of up to 7 windows goes through one more vector with
- * masked loads (lanes past the row read as 0; their windows are computed and dropped) and stores. */
-__attribute__((target("avx2"))) static void max_pool_row_k2_avx2(const float *r0, const float *r1, int64_t ow,
-                                                                  float *y, uint8_t *offsets) {
+/* The row's whole blocks of 8 windows (both paths' main loop); returns the first window left. */
+__attribute__((target("avx2"))) static inline int64_t max_pool_k2_blocks(const float *r0, const float *r1, int64_t ow,
+                                                                        float *y, uint8_t *offsets) {
     int64_t ox = 0;
     __m256 m;
     __m256i k;
@@ -177,6 +176,16 @@ __attribute__((target("avx2"))) static void max_pool_row_k2_avx2(const float *r0
         _mm256_storeu_ps(y + ox, m);
         _mm_storel_epi64((__m128i *)(void *)(offsets + ox), offsets_to_bytes(k));
     }
+    return ox;
+}
+
+/* The cnn's rows are 14 and 7 windows: a tail of up to 7 windows goes through one more vector with
+ * masked loads (lanes past the row read as 0; their windows are computed and dropped) and stores. */
+__attribute__((target("avx2"))) static void max_pool_row_k2_avx2(const float *r0, const float *r1, int64_t ow,
+                                                                  float *y, uint8_t *offsets) {
+    const int64_t ox = max_pool_k2_blocks(r0, r1, ow, y, offsets);
+    __m256 m;
+    __m256i k;
     if (ox < ow) {
         const int n = (int)(ow - ox);
         const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -198,15 +207,9 @@ __attribute__((target("avx2"))) static void max_pool_row_k2_avx2(const float *r0
  * every row has a tail; the fp32 forward pools were 1.6% of its step). */
 __attribute__((target("avx2,avx512f,avx512vl,avx512bw"))) static void
 max_pool_row_k2_avx512(const float *r0, const float *r1, int64_t ow, float *y, uint8_t *offsets) {
-    int64_t ox = 0;
+    const int64_t ox = max_pool_k2_blocks(r0, r1, ow, y, offsets);
     __m256 m;
     __m256i k;
-    for (; ox + 8 <= ow; ox += 8) {
-        max_pool_k2_x8(_mm256_loadu_ps(r0 + 2 * ox), _mm256_loadu_ps(r0 + 2 * ox + 8), _mm256_loadu_ps(r1 + 2 * ox),
-                       _mm256_loadu_ps(r1 + 2 * ox + 8), &m, &k);
-        _mm256_storeu_ps(y + ox, m);
-        _mm_storel_epi64((__m128i *)(void *)(offsets + ox), offsets_to_bytes(k));
-    }
     if (ox < ow) {
         const int n = (int)(ow - ox); /* 1..7 windows, 2n input elements per row */
         const __mmask8 lo = (__mmask8)(n >= 4 ? 0xFFu : (1u << (2 * n)) - 1u);
