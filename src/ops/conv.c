@@ -446,30 +446,32 @@ static bool flips_every_chunk(const conv_geom *g, amp_dtype dt, int64_t nb_max, 
     return true;
 }
 
-/* Whether the weight gradient takes the implicit GEMM: fp32 or bf16 pairs on AVX-512 (the panels'
- * SIMD code), stride 1, and a product computed as C^T (panels of mr k indices) for every chunk size. */
-static bool implicit_dw_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
-    if (!amp_conv_padded_ok(g) || amp_isa_active() != AMP_ISA_AVX512) return false;
+/* The AVX-512 GEMM kernel for dt when the implicit panels can feed it: stride 1 within the padded
+ * plane's bound, and the kernel's packed format one the panels' SIMD code writes (fp32 -> fp32, bf16
+ * -> VDPBF16PS pairs); else NULL. */
+static const amp_gemm_kernel *panel_kernel(const conv_geom *g, amp_dtype dt) {
+    if (!amp_conv_padded_ok(g) || amp_isa_active() != AMP_ISA_AVX512) return NULL;
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
-    return kern &&
-           ((dt == AMP_F32 && kern->packed == AMP_GEMM_PACKED_F32) ||
-            (dt == AMP_BF16 && kern->packed == AMP_GEMM_PACKED_BF16_PAIRS)) &&
-           flips_every_chunk(g, dt, nb_max, true);
+    const bool fits = kern && ((dt == AMP_F32 && kern->packed == AMP_GEMM_PACKED_F32) ||
+                               (dt == AMP_BF16 && kern->packed == AMP_GEMM_PACKED_BF16_PAIRS));
+    return fits ? kern : NULL;
 }
 
-/* Whether the forward takes the implicit GEMM: stride 1 within the padded plane's bound, the
- * kernel's packed format one the panels write (fp32 -> fp32, bf16 -> VDPBF16PS pairs), on AVX-512
- * (where the panels have SIMD code), and panels the SIMD code packs: mr = 12 pixels where the GEMM
+/* Whether the weight gradient takes the implicit GEMM: a panel_kernel, and a product computed as C^T
+ * (panels of mr k indices) for every chunk size. */
+static bool implicit_dw_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
+    const amp_gemm_kernel *kern = panel_kernel(g, dt);
+    return kern && flips_every_chunk(g, dt, nb_max, true);
+}
+
+/* Whether the forward takes the implicit GEMM: a panel_kernel, and panels the SIMD code packs:
+ * mr = 12 pixels where the GEMM
  * computes C^T, nr = 32 (two 16-pixel panels, simd_2x16) where it does not. The cnn's conv1 (C = 1,
  * K = 25, not flipped) went from im2col + pack_bf16_pairs to this: their samples 0.9% + 3.0% of the
  * amp-bf16 step -> 0.5% + 2.6%, the panels' 6.0% -> 6.5% (perf, interleaved runs). */
 static bool implicit_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
-    if (!amp_conv_padded_ok(g) || amp_isa_active() != AMP_ISA_AVX512) return false;
-    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
-    return kern &&
-           ((dt == AMP_F32 && kern->packed == AMP_GEMM_PACKED_F32) ||
-            (dt == AMP_BF16 && kern->packed == AMP_GEMM_PACKED_BF16_PAIRS)) &&
-           (kern->nr == 32 || flips_every_chunk(g, dt, nb_max, false));
+    const amp_gemm_kernel *kern = panel_kernel(g, dt);
+    return kern && (kern->nr == 32 || flips_every_chunk(g, dt, nb_max, false));
 }
 
 /* The per-chunk passes around the GEMMs, run on the thread pool: one task per image (im2col, col2im,
