@@ -61,12 +61,12 @@ static int64_t bcast_period(const bcast *bc, const int64_t *sx, int64_t n) {
     return n > 0 && period > 0 && n % period == 0 ? period : 0;
 }
 
-/* add's backward when each input is the output's shape or a period of it (bcast_period): the
- * row kernels give the generic loop's bits (0 + g, and a period's gradient summed over the
- * periods in the same order), without its index arithmetic. false: not that case. */
 /* values per chunk of a full-shape gradient: 64 KiB of fp32, in L2 */
 enum { ADD_GRAD_CHUNK = 16384 };
 
+/* add's backward when each input is the output's shape or a period of it (bcast_period): the
+ * row kernels give the generic loop's bits (0 + g, and a period's gradient summed over the
+ * periods in the same order), without its index arithmetic. false: not that case. */
 static bool add_backward_rows(amp_ctx *ctx, amp_node *node, const bcast *bc, int64_t n, const float *g, float *da,
                               float *db) {
     const int64_t pa = bcast_period(bc, bc->sa, n), pb = bcast_period(bc, bc->sb, n);

@@ -26,6 +26,29 @@ static inline float *amp_sink_direct(const amp_grad_sink *s) {
     return s->out && !s->acc && s->out_dtype == AMP_F32 ? (float *)s->out : NULL;
 }
 
+/* Adds C [m, n] = op(A) op(B) (t's elements in row-major order) into t's gradient: where the gradient
+ * goes (amp_grad_sink: a new gradient, an fp32 one, or under autocast the master weight's) by the
+ * GEMM's epilogue, or by the GEMM itself when that is a new fp32 gradient, so no fp32 copy of the
+ * product goes back to memory to be read again; else through fp32 scratch and amp_grad_accumulate.
+ * The bits are amp_grad_accumulate's of the same product. Returns ctx's status; a failed GEMM is
+ * reported as op's. */
+static inline int amp_gemm_into_grad(amp_ctx *ctx, amp_op op, amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
+                                     int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb, amp_tensor *t) {
+    amp_grad_sink sink;
+    const bool sunk = amp_grad_sink_open(ctx, t, &sink);
+    float *direct = sunk ? amp_sink_direct(&sink) : NULL;
+    const amp_gemm_epilogue ep = amp_sink_epilogue(&sink, 0, n);
+    float *c = direct ? direct : amp_f32_scratch(ctx, m * n);
+    if (c) {
+        const int st = amp_gemm_fused(dt, ta, tb, m, n, k, 1.0f, a, lda > 0 ? lda : 1, b, ldb > 0 ? ldb : 1, 0.0f, c,
+                                      n > 0 ? n : 1, sunk && !direct ? &ep : NULL);
+        if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(op), amp_status_str(st));
+    }
+    if (sunk) amp_grad_sink_close(ctx, &sink);
+    else if (c && ctx->status == AMP_OK) amp_grad_accumulate(ctx, t, c);
+    return ctx->status;
+}
+
 /* An elementwise backward's way to the same places, in chunks: amp_grad_chunks_open gives the fp32
  * buffer to compute up to `chunk` gradient values at a time into (the sink's own storage, all numel
  * at once, when amp_sink_direct; else scratch), amp_grad_chunk_put sends the `len` values computed

@@ -56,28 +56,6 @@ static int lstm_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, in
     return lstm_gemm_ldc(ctx, dt, ta, tb, m, n, k, a, lda, b, ldb, beta, c, n);
 }
 
-/* Adds the product C [m, n] = op(A) op(B) (t's elements in row-major order) into t's gradient: where
- * the gradient goes (amp_grad_sink) by the GEMM's epilogue, or by the GEMM itself for a new fp32
- * gradient, as matmul's backward does; else through fp32 scratch and amp_grad_accumulate. The bits
- * are amp_grad_accumulate's of the same product. */
-static void lstm_gemm_grad(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
-                           int64_t lda, const void *b, int64_t ldb, amp_tensor *t) {
-    amp_grad_sink sink;
-    if (!amp_grad_sink_open(ctx, t, &sink)) {
-        float *c = amp_f32_scratch(ctx, m * n);
-        if (c && !lstm_gemm(ctx, dt, ta, tb, m, n, k, a, lda, b, ldb, 0.0f, c)) amp_grad_accumulate(ctx, t, c);
-        return;
-    }
-    float *direct = amp_sink_direct(&sink);
-    const amp_gemm_epilogue ep = amp_sink_epilogue(&sink, 0, n);
-    float *c = direct ? direct : amp_f32_scratch(ctx, m * n);
-    if (c) {
-        int st = amp_gemm_fused(dt, ta, tb, m, n, k, 1.0f, a, ld(lda), b, ld(ldb), 0.0f, c, ld(n), direct ? NULL : &ep);
-        if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(OP), amp_status_str(st));
-    }
-    amp_grad_sink_close(ctx, &sink);
-}
-
 /* Adds the fp32 block c [m, n] (rows ldc apart; t's elements in row-major order) into t's gradient
  * with amp_grad_accumulate's bits: through its sink in one pass where it has one, else copied into
  * contiguous scratch for amp_grad_accumulate. */
@@ -529,7 +507,7 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         if (t > 0 && !packed_gemm(ctx, &whh, B, (const char *)dgd + (size_t)(t * G) * es, T * G, 0.0f, dh, H)) return;
     }
     if (x->requires_grad) { /* dX [B*T, I] = dG W_ih */
-        lstm_gemm_grad(ctx, dt, false, false, R, I, G, dgd, G, w_ih->data, I, x);
+        amp_gemm_into_grad(ctx, OP, dt, false, false, R, I, G, dgd, G, w_ih->data, I, x);
         if (ctx->status != AMP_OK) return;
     }
     const char *hout = node->out->data;
@@ -549,12 +527,12 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         lstm_put_grad(ctx, w_ih, dwc, N, G, I);
         lstm_put_grad(ctx, w_hh, dwc + I, N, G, H);
     } else if (w_ih->requires_grad) { /* dW_ih [4H, I] = dG^T X */
-        lstm_gemm_grad(ctx, dt, true, false, G, I, R, dgd, G, x->data, I, w_ih);
+        amp_gemm_into_grad(ctx, OP, dt, true, false, G, I, R, dgd, G, x->data, I, w_ih);
     } else if (w_hh->requires_grad) { /* dW_hh [4H, H] = dG^T H_prev */
         char *hp = amp_scratch_alloc(ctx, (size_t)(R * H) * es);
         if (!hp) return;
         put_hprev(hp, H, hout, B, T, H, es);
-        lstm_gemm_grad(ctx, dt, true, false, G, H, R, dgd, G, hp, H, w_hh);
+        amp_gemm_into_grad(ctx, OP, dt, true, false, G, H, R, dgd, G, hp, H, w_hh);
     }
     if (ctx->status != AMP_OK) return;
     if (db) {

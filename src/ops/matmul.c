@@ -33,37 +33,18 @@ static bool as_matrix(const amp_tensor *t, mat *out) {
     return false;
 }
 
-static int gemm_ep(amp_ctx *ctx, amp_op op, amp_dtype dt, mat a, bool ta, mat b, bool tb, int64_t m, int64_t n,
-                   int64_t k, float *c, float beta, const amp_gemm_epilogue *ep) {
-    int st = amp_gemm_fused(dt, a.trans != ta, b.trans != tb, m, n, k, 1.0f, a.data, a.ld, b.data, b.ld, beta, c,
-                            n > 0 ? n : 1, ep);
+static int gemm(amp_ctx *ctx, amp_op op, amp_dtype dt, mat a, bool ta, mat b, bool tb, int64_t m, int64_t n,
+                int64_t k, float *c, float beta) {
+    int st = amp_gemm(dt, a.trans != ta, b.trans != tb, m, n, k, 1.0f, a.data, a.ld, b.data, b.ld, beta, c,
+                      n > 0 ? n : 1);
     if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(op), amp_status_str(st));
     return st;
 }
 
-static int gemm(amp_ctx *ctx, amp_op op, amp_dtype dt, mat a, bool ta, mat b, bool tb, int64_t m, int64_t n,
-                int64_t k, float *c, float beta) {
-    return gemm_ep(ctx, op, dt, a, ta, b, tb, m, n, k, c, beta, NULL);
-}
-
-/* Adds the product (m x n, t's elements in row-major order) into t's gradient: where the gradient
- * goes (amp_grad_sink: a new gradient, an fp32 one, or under autocast the master weight's) by the
- * GEMM's epilogue, or by the GEMM itself when that is a new fp32 gradient, so no fp32 copy of the
- * product goes back to memory to be read again; else through fp32 scratch and amp_grad_accumulate. */
+/* amp_gemm_into_grad (grad_sink_gemm.h) for matrix operands */
 static int gemm_grad(amp_ctx *ctx, amp_op op, amp_dtype dt, mat a, bool ta, mat b, bool tb, int64_t m, int64_t n,
                      int64_t k, amp_tensor *t) {
-    amp_grad_sink sink;
-    if (!amp_grad_sink_open(ctx, t, &sink)) {
-        float *c = amp_f32_scratch(ctx, m * n);
-        if (!c || gemm(ctx, op, dt, a, ta, b, tb, m, n, k, c, 0.0f)) return ctx->status;
-        return amp_grad_accumulate(ctx, t, c);
-    }
-    float *direct = amp_sink_direct(&sink);
-    const amp_gemm_epilogue ep = amp_sink_epilogue(&sink, 0, n);
-    float *c = direct ? direct : amp_f32_scratch(ctx, m * n);
-    if (c) gemm_ep(ctx, op, dt, a, ta, b, tb, m, n, k, c, 0.0f, direct ? NULL : &ep);
-    amp_grad_sink_close(ctx, &sink);
-    return ctx->status;
+    return amp_gemm_into_grad(ctx, op, dt, a.trans != ta, b.trans != tb, m, n, k, a.data, a.ld, b.data, b.ld, t);
 }
 
 /* The output gradient of a node as a row-major matrix in the compute dtype. */
