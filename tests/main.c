@@ -34,6 +34,7 @@ static const harness_test all_tests[] = {
     TEST(tensor_allocation_failure),
     TEST(tensor_views_and_access),
     TEST(ops_binary_broadcast),
+    TEST(ops_binary_mixed_in_place),
     TEST(ops_scale_reduce),
     TEST(ops_shape),
     TEST(ops_matmul_linear),

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../src/tensor/autograd.h" /* amp_node: which tensors a node reads */
 #include "gradcheck.h"
 #include "harness.h"
 #include "tests.h"
@@ -41,6 +42,92 @@ void test_ops_binary_broadcast(void) {
                        .rtol_factor = 8};
         gradcheck_run_all_dtypes(&c);
     }
+}
+
+/* ---- mixed float dtypes are read in place (src/ops/binary.c, in_place_dtype) ----
+ * a narrow [2,3,4] op an fp32 b (full, or broadcast [3,1]), inside an autocast region (promote) and
+ * outside it, against the same op on an explicit fp32 copy of a (what promotion made before): the
+ * result's bits and dtype and both gradients bit for bit, with a second reader of a (its gradient
+ * reaches a first, so the accumulation is compared too); a is the node's input (no cast node) and the
+ * arena holds less. Then the policies: fp32 on two bf16 inputs gives fp32, read in place; lower casts. */
+typedef struct {
+    amp_ctx *ctx;
+    amp_tensor *a, *b, *y;
+    size_t arena;
+} bm_run;
+
+static bool bm_forward_backward(bm_run *r, amp_tensor *(*op)(amp_ctx *, amp_tensor *, amp_tensor *), amp_dtype dt,
+                                bool broadcast, bool autocast, bool explicit_copy) {
+    memset(r, 0, sizeof *r);
+    if (!CHECK(amp_ctx_create(NULL, &r->ctx) == AMP_OK)) return false;
+    amp_ctx *c = r->ctx;
+    float av[24], bv[12];
+    for (int i = 0; i < 24; i++) av[i] = (float)((i * 37) % 23) * 0.137f - 1.3f;
+    for (int i = 0; i < 12; i++) bv[i] = 0.7f + (float)((i * 5) % 7) * 0.31f; /* away from 0: div */
+    r->a = amp_tensor_from(c, dt, 3, (const int64_t[]){2, 3, 4}, av, AMP_F32);
+    r->b = broadcast ? amp_tensor_from(c, AMP_F32, 2, (const int64_t[]){3, 1}, bv, AMP_F32)
+                     : amp_tensor_from(c, AMP_F32, 3, (const int64_t[]){2, 3, 4}, bv, AMP_F32);
+    if (!r->a || !r->b) return false;
+    amp_tensor_set_requires_grad(r->a, true);
+    amp_tensor_set_requires_grad(r->b, true);
+    if (autocast) amp_autocast_enter(dt);
+    r->y = op(c, explicit_copy ? amp_cast(c, r->a, AMP_F32) : r->a, r->b);
+    amp_tensor *other = amp_scale(c, amp_sum_all(c, r->a), 0.25f); /* on the tape after y: reaches a first */
+    if (autocast) amp_autocast_exit();
+    amp_tensor *total = amp_add(c, amp_sum_all(c, amp_mul(c, r->y, r->y)), other);
+    r->arena = amp_ctx_arena_used(c);
+    return CHECK_MSG(total && amp_backward_scaled(c, total, 512.0f) == AMP_OK, "%s", amp_ctx_error(c)) &&
+           CHECK(r->a->grad && r->b->grad);
+}
+
+void test_ops_binary_mixed_in_place(void) {
+    amp_tensor *(*const ops[4])(amp_ctx *, amp_tensor *, amp_tensor *) = {amp_add, amp_sub, amp_mul, amp_div};
+    const char *names[4] = {"add", "sub", "mul", "div"};
+    const amp_dtype dts[2] = {AMP_BF16, AMP_F16};
+    for (int o = 0; o < 4; o++)
+        for (int d = 0; d < 2; d++)
+            for (int bc = 0; bc < 2; bc++)
+                for (int ac = 0; ac < 2; ac++) {
+                    bm_run x, e;
+                    const char *dn = amp_dtype_name(dts[d]);
+                    if (bm_forward_backward(&x, ops[o], dts[d], bc, ac, false) &&
+                        bm_forward_backward(&e, ops[o], dts[d], bc, ac, true)) {
+                        const int64_t nb = amp_tensor_numel(x.b);
+                        CHECK_MSG(x.y->dtype == AMP_F32 && memcmp(x.y->data, e.y->data, 24 * sizeof(float)) == 0,
+                                  "%s %s (broadcast %d, autocast %d): the result differs from the fp32 copy's", names[o], dn,
+                                  bc, ac);
+                        CHECK_MSG(x.a->grad->dtype == dts[d] && e.a->grad->dtype == dts[d] &&
+                                      memcmp(x.a->grad->data, e.a->grad->data, 24 * amp_dtype_size(dts[d])) == 0,
+                                  "%s %s (broadcast %d, autocast %d): a's gradient differs", names[o], dn, bc, ac);
+                        CHECK_MSG(memcmp(x.b->grad->data, e.b->grad->data, (size_t)nb * sizeof(float)) == 0,
+                                  "%s %s (broadcast %d, autocast %d): b's gradient differs", names[o], dn, bc, ac);
+                        CHECK_MSG(x.y->grad_fn && x.y->grad_fn->in[0] == x.a, "%s %s: a is not read in place", names[o], dn);
+                        CHECK_MSG(x.arena + 24 * sizeof(float) <= e.arena, "%s %s: arena %zu, with the copy %zu", names[o],
+                                  dn, x.arena, e.arena);
+                    }
+                    amp_ctx_free(x.ctx), amp_ctx_free(e.ctx);
+                }
+    amp_ctx *ctx = NULL;
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
+    amp_tensor *p = amp_tensor_from(ctx, AMP_BF16, 1, (const int64_t[]){3}, (const float[]){1.5f, -2, 3}, AMP_F32);
+    amp_tensor *q = amp_tensor_from(ctx, AMP_F32, 1, (const int64_t[]){3}, (const float[]){1.0f / 3, 0.1f, 7}, AMP_F32);
+    if (p) amp_tensor_set_requires_grad(p, true); /* so that the ops record their nodes */
+    const amp_cast_policy was = amp_autocast_get_policy(AMP_OP_MUL);
+    amp_autocast_enter(AMP_BF16);
+    CHECK(amp_autocast_set_policy(AMP_OP_MUL, AMP_POLICY_FP32) == AMP_OK);
+    amp_tensor *pp = amp_mul(ctx, p, p);
+    if (CHECK(pp && pp->grad_fn))
+        CHECK_MSG(pp->dtype == AMP_F32 && pp->grad_fn->in[0] == p && pp->grad_fn->in[1] == p,
+                  "fp32 policy: %s, inputs not read in place", amp_dtype_name(pp ? pp->dtype : AMP_F32));
+    CHECK(amp_autocast_set_policy(AMP_OP_MUL, AMP_POLICY_LOWER) == AMP_OK);
+    amp_tensor *pq = amp_mul(ctx, p, q); /* q rounded to bf16 first: 1/3 -> 0.333984375 */
+    if (CHECK(pq && pq->grad_fn))
+        CHECK_MSG(pq->dtype == AMP_BF16 && pq->grad_fn->in[1] != q && pq->grad_fn->in[1]->dtype == AMP_BF16 &&
+                      amp_tensor_get(pq->grad_fn->in[1], 0) == 0.333984375f,
+                  "lower policy: not cast to bf16");
+    amp_autocast_set_policy(AMP_OP_MUL, was);
+    amp_autocast_exit();
+    amp_ctx_free(ctx);
 }
 
 /* ---- scale, sum, mean ---- */
