@@ -35,6 +35,7 @@ static const harness_test all_tests[] = {
     TEST(tensor_views_and_access),
     TEST(ops_binary_broadcast),
     TEST(ops_binary_mixed_in_place),
+    TEST(ops_linear_batch_in_place),
     TEST(ops_scale_reduce),
     TEST(ops_shape),
     TEST(ops_matmul_linear),

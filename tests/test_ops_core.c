@@ -130,6 +130,66 @@ void test_ops_binary_mixed_in_place(void) {
     amp_ctx_free(ctx);
 }
 
+/* ---- linear reads an fp32 input that needs no gradient in place under autocast (src/ops/matmul.c,
+ * linear_reads_in_place) ----
+ * x [5, 7] fp32 (a batch), W [6, 7] and b [6] fp32 parameters, in bf16 and f16 regions, against the
+ * same linear on an explicit copy of x in the region's dtype (what autocast made before): the output's
+ * bits and dtype and W's and b's gradients bit for bit; x is the node's input and the arena holds
+ * less. An x that needs a gradient is still cast (its gradient is the cast's, rounded to dt). */
+typedef struct {
+    amp_ctx *ctx;
+    amp_tensor *x, *w, *b, *y;
+    size_t arena;
+} lb_run;
+
+static bool lb_forward_backward(lb_run *r, amp_dtype dt, bool explicit_copy, bool x_grad) {
+    memset(r, 0, sizeof *r);
+    if (!CHECK(amp_ctx_create(NULL, &r->ctx) == AMP_OK)) return false;
+    amp_ctx *c = r->ctx;
+    float xv[35], wv[42], bv[6];
+    for (int i = 0; i < 35; i++) xv[i] = (float)((i * 37) % 23) * 0.1371f - 1.3f; /* not all exact in bf16 */
+    for (int i = 0; i < 42; i++) wv[i] = (float)((i * 11) % 13) * 0.0917f - 0.5f;
+    for (int i = 0; i < 6; i++) bv[i] = 0.01f * (float)i - 0.02f;
+    r->x = amp_tensor_from(c, AMP_F32, 2, (const int64_t[]){5, 7}, xv, AMP_F32);
+    r->w = amp_tensor_from(c, AMP_F32, 2, (const int64_t[]){6, 7}, wv, AMP_F32);
+    r->b = amp_tensor_from(c, AMP_F32, 1, (const int64_t[]){6}, bv, AMP_F32);
+    if (!r->x || !r->w || !r->b) return false;
+    amp_tensor_set_requires_grad(r->w, true);
+    amp_tensor_set_requires_grad(r->b, true);
+    amp_tensor_set_requires_grad(r->x, x_grad);
+    amp_autocast_enter(dt);
+    r->y = amp_linear(c, explicit_copy ? amp_cast(c, r->x, dt) : r->x, r->w, r->b);
+    amp_autocast_exit();
+    amp_tensor *loss = amp_sum_all(c, amp_mul(c, r->y, r->y));
+    r->arena = amp_ctx_arena_used(c);
+    return CHECK_MSG(loss && amp_backward_scaled(c, loss, 64.0f) == AMP_OK, "%s", amp_ctx_error(c)) &&
+           CHECK(r->w->grad && r->b->grad);
+}
+
+void test_ops_linear_batch_in_place(void) {
+    const amp_dtype dts[2] = {AMP_BF16, AMP_F16};
+    for (int d = 0; d < 2; d++) {
+        lb_run x, e;
+        const char *dn = amp_dtype_name(dts[d]);
+        if (lb_forward_backward(&x, dts[d], false, false) && lb_forward_backward(&e, dts[d], true, false)) {
+            CHECK_MSG(x.y->dtype == dts[d] && x.y->compute_dtype == dts[d] &&
+                          memcmp(x.y->data, e.y->data, 30 * amp_dtype_size(dts[d])) == 0,
+                      "%s: the output differs from the copy's", dn);
+            CHECK_MSG(memcmp(x.w->grad->data, e.w->grad->data, 42 * sizeof(float)) == 0 &&
+                          memcmp(x.b->grad->data, e.b->grad->data, 6 * sizeof(float)) == 0,
+                      "%s: the parameters' gradients differ from the copy's", dn);
+            CHECK_MSG(x.y->grad_fn && x.y->grad_fn->in[0] == x.x, "%s: x is not read in place", dn);
+            CHECK_MSG(x.arena + 35 * amp_dtype_size(dts[d]) <= e.arena, "%s: arena %zu, with the copy %zu", dn, x.arena,
+                      e.arena);
+        }
+        amp_ctx_free(x.ctx), amp_ctx_free(e.ctx);
+        if (lb_forward_backward(&x, dts[d], false, true) && CHECK(x.x->grad && x.y->grad_fn))
+            CHECK_MSG(x.y->grad_fn->in[0] != x.x && x.y->grad_fn->in[0]->dtype == dts[d] && x.x->grad->dtype == AMP_F32,
+                      "%s: an x that needs a gradient is not cast", dn);
+        amp_ctx_free(x.ctx);
+    }
+}
+
 /* ---- scale, sum, mean ---- */
 
 static amp_tensor *build_scale(amp_ctx *ctx, amp_tensor *const *in, const void *user) {

@@ -39,6 +39,7 @@ void test_convert_status(void);
 /* test_ops_core.c: core ops against double references (gradcheck.h) */
 void test_ops_binary_broadcast(void);
 void test_ops_binary_mixed_in_place(void);
+void test_ops_linear_batch_in_place(void);
 void test_ops_scale_reduce(void);
 void test_ops_shape(void);
 void test_ops_matmul_linear(void);
