@@ -18,8 +18,9 @@ The same run also reports:
   - unscale + inf-check throughput against memcpy (`amp bench unscale`);
   - GEMM GFLOP/s against the measured peak (`amp bench gemm`);
   - peak resident memory of each run (amp: process and arena high-water mark; PyTorch: process);
-  - activation memory, reduced precision against fp32: amp's tensors kept for backward, and the
-    tensors PyTorch's autograd saves (saved_tensors_hooks; less parameters, batch, weight copies);
+  - activation memory, reduced precision against fp32: amp's tensors kept for backward (less the
+    batch and weight copies), and the tensors PyTorch's autograd saves (saved_tensors_hooks; less
+    parameters, batch, weight copies);
   - heap allocations per steady-state step of amp (bench/malloc_count.c, LD_PRELOAD, N vs 2N steps).
 
     python3 bench/train_vs_pytorch.py [--threads 2] [--rounds 5] [--models mlp,cnn,lstm,gpt] [--json]

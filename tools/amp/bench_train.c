@@ -21,8 +21,8 @@
  * otherwise (fp16 products run on FMA after an exact decode). The phase split (forward incl. loss,
  * backward, optimizer incl. the scaler) is timed separately in the same steps. Memory: the arena's
  * high-water mark (the step's activations, gradients of non-parameters and scratch), the activations
- * (the arena in use when forward and the loss are done, which is what backward will read, less
- * autocast's low-precision weight copies, counted apart) and the process's peak resident set
+ * (the arena in use when forward and the loss are done, which is what backward will read, less the
+ * batch and autocast's low-precision weight copies, counted apart) and the process's peak resident set
  * (getrusage). Heap allocations: the context's own count per timed step
  * (amp_ctx_heap_allocations); bench/malloc_count.c counts every malloc of the process. */
 #include <math.h>
@@ -66,7 +66,8 @@ typedef struct run {
     int32_t *tokens, *y;
     double t_fwd, t_bwd, t_opt; /* seconds, summed over timed steps */
     size_t act_bytes, copy_bytes; /* the most, over the steps, of what forward left for backward (arena
-                                     in use after the loss, less the weight copies) and of those copies */
+                                     in use after the loss, less the batch and the weight copies) and of
+                                     those copies */
 } run;
 
 static int step(run *r, bool timed) {
@@ -86,8 +87,10 @@ static int step(run *r, bool timed) {
     amp_tensor *logits = amp_model_forward(r->model, r->ctx, xt, r->text ? r->tokens : NULL, r->batch, true);
     amp_tensor *loss = logits ? amp_cross_entropy(r->ctx, logits, r->y) : NULL;
     /* What forward leaves for backward: the arena in use now, less autocast's weight copies (read
-     * before the region exits and empties the cache). */
-    const size_t in_use = amp_ctx_arena_used(r->ctx), copies = amp_autocast_cache_bytes();
+     * before the region exits and empties the cache) and less the batch (the data fed in, the same in
+     * every precision; PyTorch's count in bench/train_vs_pytorch.py leaves it out too). */
+    const size_t batch = xt ? (size_t)amp_tensor_numel(xt) * amp_dtype_size(xt->dtype) : 0;
+    const size_t in_use = amp_ctx_arena_used(r->ctx) - batch, copies = amp_autocast_cache_bytes();
     if (autocast) amp_autocast_exit();
     if (!loss) return -1;
     if (in_use - copies > r->act_bytes) r->act_bytes = in_use - copies;
@@ -261,7 +264,8 @@ int amp_bench_train(int argc, char **argv) {
                100 * r.t_bwd / tsum, r.scaling ? "+scaler" : "", 100 * r.t_opt / tsum, 1e3 * r.t_opt / timed_steps);
         printf("memory: arena peak %.1f MiB, process peak RSS %.1f MiB; context heap allocations per step %.2f\n",
                arena_mib, rss_mib, ctx_allocs);
-        printf("activations kept for backward %.1f MiB (plus autocast's weight copies %.1f MiB)\n", act_mib, copy_mib);
+        printf("activations kept for backward %.1f MiB (less the batch; plus autocast's weight copies %.1f MiB)\n", act_mib,
+               copy_mib);
     }
 done:
     free(r.x);
