@@ -61,9 +61,9 @@ static bool bm_forward_backward(bm_run *r, amp_tensor *(*op)(amp_ctx *, amp_tens
     memset(r, 0, sizeof *r);
     if (!CHECK(amp_ctx_create(NULL, &r->ctx) == AMP_OK)) return false;
     amp_ctx *c = r->ctx;
-    float av[24], bv[12];
+    float av[24], bv[24];
     for (int i = 0; i < 24; i++) av[i] = (float)((i * 37) % 23) * 0.137f - 1.3f;
-    for (int i = 0; i < 12; i++) bv[i] = 0.7f + (float)((i * 5) % 7) * 0.31f; /* away from 0: div */
+    for (int i = 0; i < 24; i++) bv[i] = 0.7f + (float)((i * 5) % 7) * 0.31f; /* away from 0: div */
     r->a = amp_tensor_from(c, dt, 3, (const int64_t[]){2, 3, 4}, av, AMP_F32);
     r->b = broadcast ? amp_tensor_from(c, AMP_F32, 2, (const int64_t[]){3, 1}, bv, AMP_F32)
                      : amp_tensor_from(c, AMP_F32, 3, (const int64_t[]){2, 3, 4}, bv, AMP_F32);
