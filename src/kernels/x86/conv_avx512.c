@@ -294,3 +294,159 @@ void amp_conv_store_bf16_avx512(uint16_t *out, const float *y, float bias, int64
         _mm256_mask_storeu_epi16(out + i, k, _mm512_cvtepi32_epi16(r));
     }
 }
+
+/* ---- the direct tile: the implicit GEMM's C^T tile without packing its pixel panel ----
+ * The 12 x 32 tile of gemm_avx512.c's ukernel_ct (12 pixels x 32 output channels, VDPBF16PS or
+ * FMA, 24 accumulators), whose broadcast operand is read straight from the padded chunk instead of
+ * a packed panel: pixel ii's value for k index p is xp[po[ii] + koff[p]], broadcast as the panel's
+ * element would be. fp32: one element. bf16 pairs: the pair (p, p + 1) is one unaligned 32-bit
+ * word where koff[p + 1] = koff[p] + 1 (within a kernel row: 80% of the cnn's pairs), else its two
+ * halves joined; an odd kc's last pair has a zero second half, as the packed panel's pad. Same
+ * values in the same order as packing the panel (amp_conv_pack_panel_ref) and running ukernel_ct:
+ * the same bits. The packed panels cost about 10% of the cnn's step (two loads, a permute and a
+ * store per 12-pixel row, bound by the loads); the broadcasts here come from the same few L1
+ * lines the panel's permutes read. The transpose and store are copies of gemm_avx512.c's
+ * (static there; the same code keeps the same bits). */
+enum { DMR = 12, DNR = 32 };
+#define DUNROLL _Pragma("GCC unroll 16")
+
+static inline __attribute__((always_inline)) void d_transpose16(__m512 v[16]) {
+    __m512 t[16];
+    DUNROLL
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+    }
+    DUNROLL
+    for (int g = 0; g < 4; g++) {
+        v[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        v[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+        v[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        v[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+    DUNROLL
+    for (int j = 0; j < 4; j++) {
+        t[j] = _mm512_shuffle_f32x4(v[j], v[4 + j], 0x88);
+        t[j + 4] = _mm512_shuffle_f32x4(v[j], v[4 + j], 0xDD);
+        t[j + 8] = _mm512_shuffle_f32x4(v[8 + j], v[12 + j], 0x88);
+        t[j + 12] = _mm512_shuffle_f32x4(v[8 + j], v[12 + j], 0xDD);
+    }
+    DUNROLL
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+        v[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xDD);
+        v[j + 4] = _mm512_shuffle_f32x4(t[j + 4], t[j + 12], 0x88);
+        v[j + 12] = _mm512_shuffle_f32x4(t[j + 4], t[j + 12], 0xDD);
+    }
+}
+
+static inline __mmask16 d_mask16(int64_t n) {
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+
+/* gemm_avx512.c's store_tile_transposed, alpha = 1 */
+static inline __attribute__((always_inline)) void d_store_transposed(__m512 acc[DMR][2], float *c, int64_t ldc, int m,
+                                                                     int n, float beta) {
+    const __mmask16 km = d_mask16(m);
+    const __m512 va = _mm512_set1_ps(1.0f), vb = _mm512_set1_ps(beta);
+    for (int h = 0; h < 2; h++) {
+        __m512 v[16];
+        DUNROLL
+        for (int i = 0; i < 16; i++) v[i] = i < DMR ? acc[i][h] : _mm512_setzero_ps();
+        d_transpose16(v);
+        DUNROLL
+        for (int j = 0; j < 16; j++) {
+            if (16 * h + j >= n) break;
+            float *cj = c + (16 * h + j) * ldc;
+            const __m512 r = beta == 0.0f ? _mm512_mul_ps(va, v[j])
+                                          : _mm512_fmadd_ps(va, v[j], _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(km, cj)));
+            _mm512_mask_storeu_ps(cj, km, r);
+        }
+    }
+}
+
+/* acc[i][h] += pair word a[i] x b_h (VDPBF16PS), for the 12 rows */
+#define D_BF16_STEP(LOAD)                                                                                              \
+    do {                                                                                                               \
+        DUNROLL                                                                                                        \
+        for (int i = 0; i < DMR; i++) {                                                                                \
+            const __m512bh ai = (__m512bh)_mm512_set1_epi32(LOAD);                                                     \
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);                                                           \
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);                                                           \
+        }                                                                                                              \
+    } while (0)
+
+static inline int32_t d_word(const uint16_t *s) { /* unaligned 32-bit read: the pair s[0], s[1] */
+    int32_t w;
+    memcpy(&w, s, sizeof w);
+    return w;
+}
+
+/* fp32: a pointer per pixel. Separate functions: sharing one, the fp32 loop's registers were
+ * allocated worse (the product 6% slower). */
+static __attribute__((noinline)) void direct_tile_f32(const amp_conv_implicit *ci, const int32_t po[12], int64_t p0,
+                                                      int64_t kc, const float *b, float *c, int64_t ldc, int m, int n,
+                                                      float beta) {
+    __m512 acc[DMR][2];
+    DUNROLL
+    for (int i = 0; i < DMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    const int32_t *ko = ci->koff + p0;
+    const float *x[DMR];
+    DUNROLL
+    for (int i = 0; i < DMR; i++) x[i] = (const float *)ci->xp + po[i];
+    for (int64_t p = 0; p < kc; p++, b += DNR) {
+        const int32_t e = ko[p];
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        DUNROLL
+        for (int i = 0; i < DMR; i++) {
+            const __m512 ai = _mm512_set1_ps(x[i][e]);
+            acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+        }
+    }
+    d_store_transposed(acc, c, ldc, m, n, beta);
+}
+
+/* bf16: the pixels' offsets stay in 12 registers as the index of each broadcast's address (the k
+ * index's window pointer as its base); with a pointer per pixel, each broadcast needed an add, the
+ * pointers spilled, and the tile ran no faster than panel + kernel (measured on the cnn's conv2). */
+static __attribute__((noinline)) void direct_tile_bf16(const amp_conv_implicit *ci, const int32_t po[12], int64_t p0,
+                                                       int64_t kc, const uint16_t *b, float *c, int64_t ldc, int m,
+                                                       int n, float beta) {
+    __m512 acc[DMR][2];
+    DUNROLL
+    for (int i = 0; i < DMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    const int32_t *ko = ci->koff + p0;
+    int64_t pi[DMR];
+    DUNROLL
+    for (int i = 0; i < DMR; i++) pi[i] = po[i];
+    const uint16_t *xp = ci->xp;
+    int64_t q = 0;
+    for (; 2 * q + 1 < kc; q++, b += 2 * DNR) {
+        const int32_t e = ko[2 * q], o = ko[2 * q + 1];
+        const uint16_t *xe = xp + e;
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)b);
+        const __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(b + DNR));
+        if (o == e + 1) {
+            D_BF16_STEP(d_word(xe + pi[i]));
+        } else {
+            const uint16_t *xo = xp + o;
+            D_BF16_STEP((int32_t)((uint32_t)xe[pi[i]] | (uint32_t)xo[pi[i]] << 16));
+        }
+    }
+    if (2 * q < kc) { /* an odd kc's last pair: the pad's +0 second half */
+        const uint16_t *xe = xp + ko[2 * q];
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)b);
+        const __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(b + DNR));
+        D_BF16_STEP((int32_t)xe[pi[i]]);
+    }
+    d_store_transposed(acc, c, ldc, m, n, beta);
+}
+
+void amp_conv_direct_tile_avx512(const amp_conv_implicit *ci, const int32_t po[12], int64_t p0, int64_t kc,
+                                 const void *bpanel, float *c, int64_t ldc, int m, int n, float beta) {
+    if (ci->es == 4)
+        direct_tile_f32(ci, po, p0, kc, bpanel, c, ldc, m, n, beta);
+    else
+        direct_tile_bf16(ci, po, p0, kc, bpanel, c, ldc, m, n, beta);
+}
