@@ -414,7 +414,7 @@ static void check_conv_direct_tile(void) {
                         for (int ii = 0; ii < 12; ii++) po[ii] = pix[i0 + (ii < m ? ii : 0)];
                         amp_conv_pack_panel_ref(&ci, apanel, i0, m, p0, kc, 12);
                         kern->ukernel_ct(kc, apanel, bpanel, cref + i0, ldc, m, n, 1.0f, beta);
-                        amp_conv_direct_tile_avx512(&ci, po, p0, kc, bpanel, cgot + i0, ldc, m, n, beta);
+                        amp_conv_direct_tile_avx512(xp, es, koff + p0, po, kc, bpanel, cgot + i0, ldc, m, n, beta);
                         tiles++;
                     }
                     CHECK_MSG(memcmp(cref, cgot, sizeof(float) * (size_t)(32 * ldc)) == 0,
@@ -422,6 +422,32 @@ static void check_conv_direct_tile(void) {
                               v, es, (long long)p0, (long long)kc, (double)beta, n);
                 }
             }
+            /* the weight gradient's tiles: rows are 12 k indices (koff), steps pixels (pix) from q0,
+             * against amp_conv_pack_panel_k_ref's panel + ukernel_ct; B is [32, pixels] */
+            const size_t kb = (size_t)(32 * (pixels + 1)) * 4;
+            unsigned char *wb = malloc((size_t)(32 * pixels) * es);
+            void *bk = malloc(kb), *ak = malloc((size_t)(12 * (pixels + 1)) * 4);
+            for (int64_t i = 0; i < 32 * pixels; i++) memcpy(wb + (size_t)i * es, xp + (size_t)(i % nxp) * es, es);
+            const int64_t ldk = k + 5;
+            float *kref = malloc(sizeof(float) * (size_t)(32 * ldk)), *kgot = malloc(sizeof(float) * (size_t)(32 * ldk));
+            for (int blk = 0; blk < 2; blk++) {
+                const int64_t q0 = blk == 0 ? 0 : 3, qc = blk == 0 ? pixels : pixels - 3 - (pixels % 2 == 0);
+                kern->pack(bk, wb + (size_t)q0 * es, pixels, false, 32, qc, 32);
+                for (int64_t i = 0; i < 32 * ldk; i++) kref[i] = kgot[i] = (float)(i % 5) - 2.0f;
+                for (int64_t j0 = 0; j0 < k; j0 += 12) {
+                    const int m = (int)(k - j0 < 12 ? k - j0 : 12);
+                    int32_t ro[12];
+                    for (int ii = 0; ii < 12; ii++) ro[ii] = koff[j0 + (ii < m ? ii : 0)];
+                    amp_conv_pack_panel_k_ref(&ci, ak, j0, m, q0, qc, 12);
+                    kern->ukernel_ct(qc, ak, bk, kref + j0, ldk, m, 32, 1.0f, 1.0f);
+                    amp_conv_direct_tile_avx512(xp, es, pix + q0, ro, qc, bk, kgot + j0, ldk, m, 32, 1.0f);
+                    tiles++;
+                }
+                CHECK_MSG(memcmp(kref, kgot, sizeof(float) * (size_t)(32 * ldk)) == 0,
+                          "direct k tile != k panel + ukernel_ct: geometry %zu, es %zu, q0 %lld, kc %lld", v, es,
+                          (long long)q0, (long long)qc);
+            }
+            free(wb), free(bk), free(ak), free(kref), free(kgot);
             free(xp), free(w), free(bpanel), free(apanel), free(cref), free(cgot);
         }
         free(koff), free(pix);

@@ -48,10 +48,11 @@
  * (col2im's 3.9% goes, dX's panels cost 4%, the GEMM, k = 1600 into 32 rows instead of k = 64 into
  * 800, gets faster); fp32 about even (dX's panels cost what col2im and the fp32 dcol did).
  *
- * Direct tiles (the forward's and dX's flipped products): no pixel panels at all; conv.c runs the
- * GEMM's loops itself and a copy of its 12 x 32 kernel reads the pixels straight from xp
- * (conv_gemm_direct). Same bits. Measured on the cnn's conv2 alone (forward + backward, 1 thread,
- * thread CPU time, min of 10): bf16 46.0 -> 43.6 ms, fp32 87 -> 79 ms. */
+ * Direct tiles (every flipped implicit product: the forward's, dX's and the weight gradient's): no
+ * implicit panels at all; conv.c runs the GEMM's loops itself and a copy of its 12 x 32 kernel
+ * reads the implicit operand straight from xp (conv_gemm_direct). Same bits. Measured on the cnn's
+ * conv2 alone (forward + backward, 1 thread, thread CPU time, min of 10): bf16 46.0 -> 42.1 ms,
+ * fp32 87 -> 74.5 ms (the forward and dX: 46.0 -> 43.3 and 87 -> 79). */
 #include <string.h>
 
 #include "../core/parallel.h"
@@ -699,95 +700,125 @@ static int conv_gemm_implicit(amp_ctx *ctx, amp_dtype dt, int64_t m, int64_t n, 
     return st;
 }
 
-/* ---- the direct product: the implicit GEMM's flipped case without pixel panels ----
- * Where the GEMM would compute Y^T with the AVX-512 12 x 32 kernel (flips_every_chunk), conv.c
- * runs its loops here instead: W packed once per product (the B panels the GEMM packs per chunk),
- * then each 12-pixel tile x 32 channels by amp_conv_direct_tile_avx512, which reads the pixels
- * straight from the padded chunk instead of the packed panel. The GEMM's k blocks are kept (kern->kc
- * from 0, the first one's sum stored with beta, each later one added), so each element gets the
- * GEMM's operations in its order: the same bits. The tiles of a block of pixels are one task. */
-#define DIRECT_TILE_PIXELS 12
-#define DIRECT_TILE_CHANNELS 32
-#define DIRECT_TASK_PIXELS 144
+/* ---- the direct product: the implicit GEMM's flipped case without its implicit panels ----
+ * Where the GEMM would compute C^T with the AVX-512 12 x 32 kernel and the implicit operand on the
+ * 12-row side (flips_every_chunk: the forward's and dX's pixels, the weight gradient's k indices),
+ * conv.c runs its loops here instead: the stored operand (W, or dY's permuted copy) packed as the
+ * GEMM packs it, then each 12-row tile x 32 columns by amp_conv_direct_tile_avx512, which reads the
+ * implicit operand straight from the padded chunk instead of a packed panel. The GEMM's k blocks are
+ * kept (kern->kc from 0, the first one's sum stored with beta, each later one added), so each
+ * element gets the GEMM's operations in its order: the same bits. Per k block, the tiles of a block
+ * of rows are one task. */
+#define DIRECT_TILE_ROWS 12
+#define DIRECT_TILE_COLS 32
+#define DIRECT_TASK_ROWS 144
 
 typedef struct {
     const amp_conv_implicit *ci;
     const amp_gemm_kernel *kern;
-    const unsigned char *bp; /* W's packed B panels, one block of blk_bytes per k block */
-    size_t blk_bytes;
-    int64_t o, n, k; /* Y [o, n] (row stride ldc) = W [o, k] x the chunk's columns */
-    float beta, *y;
+    const int32_t *rows;     /* [m] offsets in xp of the tiles' rows: ci->pix, or (weight gradient) ci->koff */
+    const int32_t *steps;    /* [k] offsets of the steps: ci->koff, or ci->pix */
+    const unsigned char *bp; /* the stored operand's packed panels (direct_pack) */
+    size_t blk_bytes;        /* per k block: direct_block_bytes (conv_gemm_direct sets it) */
+    int64_t m, n, k; /* C^T [m, n] (element (i, j) at c[j * ldc + i]) = rows x steps x the stored [n, k] */
+    float beta, *c;
     int64_t ldc;
+    int64_t pc; /* the k block being run (a multiple of kern->kc), or -1: all of them */
 } conv_direct;
 
-/* Bytes of W's packed panels per k block, and the number of k blocks. */
-static size_t direct_block_bytes(const amp_gemm_kernel *kern, int64_t o, int64_t k, int64_t *blocks) {
+/* Bytes of the stored operand's packed panels per k block, and the number of k blocks. */
+static size_t direct_block_bytes(const amp_gemm_kernel *kern, int64_t n, int64_t k, int64_t *blocks) {
     const int64_t kcb = kern->kc < k ? kern->kc : k, unit = kern->k_unit;
     *blocks = (k + kern->kc - 1) / kern->kc;
-    const int64_t o_pad = (o + DIRECT_TILE_CHANNELS - 1) / DIRECT_TILE_CHANNELS * DIRECT_TILE_CHANNELS;
-    return (size_t)(o_pad * ((kcb + unit - 1) / unit * unit)) * (size_t)kern->packed_size;
+    const int64_t n_pad = (n + DIRECT_TILE_COLS - 1) / DIRECT_TILE_COLS * DIRECT_TILE_COLS;
+    return (size_t)(n_pad * ((kcb + unit - 1) / unit * unit)) * (size_t)kern->packed_size;
 }
 
-/* W [o, k] (row stride k, element size es) into per-k-block B panels at bp, as the GEMM packs op(A)
- * when it computes C^T (rows jc = 0 .. o, columns pc .. pc + kc). */
-static void direct_pack_w(const amp_gemm_kernel *kern, const void *w, size_t es, int64_t o, int64_t k, void *bp) {
+/* The stored operand [n, k] (row stride k, element size es) into per-k-block panels at bp, as the
+ * GEMM packs op(A) when it computes C^T (rows jc = 0 .. n, columns pc .. pc + kc). */
+static void direct_pack(const amp_gemm_kernel *kern, const void *src, size_t es, int64_t n, int64_t k, void *bp) {
     int64_t blocks;
-    const size_t blk = direct_block_bytes(kern, o, k, &blocks);
+    const size_t blk = direct_block_bytes(kern, n, k, &blocks);
     for (int64_t bi = 0; bi < blocks; bi++) {
         const int64_t pc = bi * kern->kc, kc = k - pc < kern->kc ? k - pc : kern->kc;
-        kern->pack((unsigned char *)bp + (size_t)bi * blk, (const unsigned char *)w + (size_t)pc * es, k, false, o, kc,
-                   DIRECT_TILE_CHANNELS);
+        kern->pack((unsigned char *)bp + (size_t)bi * blk, (const unsigned char *)src + (size_t)pc * es, k, false, n, kc,
+                   DIRECT_TILE_COLS);
     }
 }
 
-static void task_direct(void *arg, int64_t t, int thread_id) {
-    const conv_direct *d = arg;
+/* One tile's k blocks [pc0, pc1) (multiples of kern->kc), in order. */
+static void direct_tile_blocks(const conv_direct *d, const int32_t ro[DIRECT_TILE_ROWS], int64_t i0, int rows,
+                               int64_t pc0, int64_t pc1) {
     const amp_gemm_kernel *kern = d->kern;
-    (void)thread_id;
-    const int64_t i_end = (t + 1) * DIRECT_TASK_PIXELS < d->n ? (t + 1) * DIRECT_TASK_PIXELS : d->n;
-    for (int64_t i0 = t * DIRECT_TASK_PIXELS; i0 < i_end; i0 += DIRECT_TILE_PIXELS) {
-        const int rows = (int)(i_end - i0 < DIRECT_TILE_PIXELS ? i_end - i0 : DIRECT_TILE_PIXELS);
-        int32_t po[DIRECT_TILE_PIXELS];
-        for (int ii = 0; ii < DIRECT_TILE_PIXELS; ii++) po[ii] = d->ci->pix[i0 + (ii < rows ? ii : 0)];
-        for (int64_t pc = 0, bi = 0; pc < d->k; pc += kern->kc, bi++) {
-            const int64_t kc = d->k - pc < kern->kc ? d->k - pc : kern->kc;
-            const size_t kc_pad = (size_t)((kc + kern->k_unit - 1) / kern->k_unit * kern->k_unit);
-            for (int64_t jr = 0; jr < d->o; jr += DIRECT_TILE_CHANNELS) {
-                const unsigned char *bpanel = d->bp + (size_t)bi * d->blk_bytes + (size_t)jr * kc_pad * (size_t)kern->packed_size;
-                const int cols = (int)(d->o - jr < DIRECT_TILE_CHANNELS ? d->o - jr : DIRECT_TILE_CHANNELS);
+    for (int64_t pc = pc0; pc < pc1; pc += kern->kc) {
+        const int64_t kc = d->k - pc < kern->kc ? d->k - pc : kern->kc;
+        const size_t kc_pad = (size_t)((kc + kern->k_unit - 1) / kern->k_unit * kern->k_unit);
+        const unsigned char *bblock = d->bp + (size_t)(pc / kern->kc) * d->blk_bytes;
+        for (int64_t jr = 0; jr < d->n; jr += DIRECT_TILE_COLS) {
+            const unsigned char *bpanel = bblock + (size_t)jr * kc_pad * (size_t)kern->packed_size;
+            const int cols = (int)(d->n - jr < DIRECT_TILE_COLS ? d->n - jr : DIRECT_TILE_COLS);
 #if defined(__x86_64__)
-                amp_conv_direct_tile_avx512(d->ci, po, pc, kc, bpanel, d->y + i0 + jr * d->ldc, d->ldc, rows, cols,
-                                            pc == 0 ? d->beta : 1.0f);
+            amp_conv_direct_tile_avx512(d->ci->xp, d->ci->es, d->steps + pc, ro, kc, bpanel, d->c + i0 + jr * d->ldc,
+                                        d->ldc, rows, cols, pc == 0 ? d->beta : 1.0f);
 #else
-                (void)bpanel, (void)cols;
+            (void)bpanel, (void)cols, (void)ro, (void)i0, (void)rows;
 #endif
-            }
         }
     }
 }
 
-/* The AVX-512 kernel when the forward's product takes the direct tiles: the implicit GEMM's panel
- * kernel with the 12 x 32 tile the direct tile copies, flipped for every chunk size. */
-static const amp_gemm_kernel *direct_kernel(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
-#if defined(__x86_64__)
-    const amp_gemm_kernel *kern = panel_kernel(g, dt);
-    const bool ok = kern && kern->mr == DIRECT_TILE_PIXELS && kern->nr == DIRECT_TILE_CHANNELS &&
-                    flips_every_chunk(g, dt, nb_max, false);
-    return ok ? kern : NULL;
-#else
-    (void)g, (void)dt, (void)nb_max;
-    return NULL;
-#endif
+/* Task t: the tiles of rows [t*DIRECT_TASK_ROWS, ...), over k block d->pc, or all of them when
+ * d->pc < 0. */
+static void task_direct(void *arg, int64_t t, int thread_id) {
+    const conv_direct *d = arg;
+    (void)thread_id;
+    const int64_t i_end = (t + 1) * DIRECT_TASK_ROWS < d->m ? (t + 1) * DIRECT_TASK_ROWS : d->m;
+    const int64_t pc0 = d->pc < 0 ? 0 : d->pc, pc1 = d->pc < 0 ? d->k : d->pc + 1;
+    for (int64_t i0 = t * DIRECT_TASK_ROWS; i0 < i_end; i0 += DIRECT_TILE_ROWS) {
+        const int rows = (int)(i_end - i0 < DIRECT_TILE_ROWS ? i_end - i0 : DIRECT_TILE_ROWS);
+        int32_t ro[DIRECT_TILE_ROWS];
+        for (int ii = 0; ii < DIRECT_TILE_ROWS; ii++) ro[ii] = d->rows[i0 + (ii < rows ? ii : 0)];
+        direct_tile_blocks(d, ro, i0, rows, pc0, pc1);
+    }
 }
 
-/* Y [o, n] = W x the chunk's columns (beta 0), by the direct tiles, on the pool. */
-static void conv_gemm_direct(conv_direct *d) {
-    const int64_t tasks = (d->n + DIRECT_TASK_PIXELS - 1) / DIRECT_TASK_PIXELS;
-    if (amp_parallel_max_threads() == 1 || tasks == 1) {
+static void run_direct_tasks(conv_direct *d, int64_t tasks) {
+    if (amp_parallel_max_threads() == 1 || tasks == 1)
         for (int64_t t = 0; t < tasks; t++) task_direct(d, t, 0);
+    else
+        amp_parallel_for(tasks, task_direct, d);
+}
+
+/* C^T += or = the product (d->beta). k_outer: k block by k block, each block's row tasks on the
+ * pool (the weight gradient: its steps are the chunk's pixels, and a block of dY's panels, kc x 64,
+ * is what stays in L2 while every tile uses it); else each tile runs all its k blocks while its
+ * rows' data is in L1 (the forward: W's panels are all small). Measured on the cnn's conv2, fp32
+ * (two k blocks in the forward): k_outer for the forward cost 11% of it. */
+static void conv_gemm_direct(conv_direct *d, bool k_outer) {
+    const int64_t tasks = (d->m + DIRECT_TASK_ROWS - 1) / DIRECT_TASK_ROWS;
+    int64_t blocks;
+    d->blk_bytes = direct_block_bytes(d->kern, d->n, d->k, &blocks);
+    if (!k_outer) {
+        d->pc = -1;
+        run_direct_tasks(d, tasks);
         return;
     }
-    amp_parallel_for(tasks, task_direct, d);
+    for (d->pc = 0; d->pc < d->k; d->pc += d->kern->kc) run_direct_tasks(d, tasks);
+}
+
+/* The AVX-512 kernel when the forward's product (or the weight gradient's) takes the direct tiles:
+ * the implicit GEMM's panel kernel with the 12 x 32 tile the direct tile copies, flipped for every
+ * chunk size. */
+static const amp_gemm_kernel *direct_kernel(const conv_geom *g, amp_dtype dt, int64_t nb_max, bool weight_grad) {
+#if defined(__x86_64__)
+    const amp_gemm_kernel *kern = panel_kernel(g, dt);
+    const bool ok = kern && kern->mr == DIRECT_TILE_ROWS && kern->nr == DIRECT_TILE_COLS &&
+                    flips_every_chunk(g, dt, nb_max, weight_grad);
+    return ok ? kern : NULL;
+#else
+    (void)g, (void)dt, (void)nb_max, (void)weight_grad;
+    return NULL;
+#endif
 }
 
 /* ---- the correlation: the forward's product, and (stride 1) the input gradient's ---- */
@@ -804,7 +835,7 @@ static int conv_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, const 
     int64_t nb_max = chunk_images(g, g->c * hp * wp * (int64_t)es + p_img * g->o * 4);
     const bool implicit = implicit_ok(g, dt, nb_max);
     if (!implicit) nb_max = chunk_images(g, p_img * (k * (int64_t)es + g->o * 4));
-    const amp_gemm_kernel *dkern = implicit ? direct_kernel(g, dt, nb_max) : NULL;
+    const amp_gemm_kernel *dkern = implicit ? direct_kernel(g, dt, nb_max, false) : NULL;
     amp_arena_mark m = amp_scratch_mark(ctx);
     int64_t dblocks = 0;
     const size_t dblk = dkern ? direct_block_bytes(dkern, g->o, k, &dblocks) : 0;
@@ -829,16 +860,15 @@ static int conv_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, const 
         implicit_tables(g, nb_max, koff, pix);
         xp_zero(col, nb_max * g->c * hp * wp * (int64_t)es);
     }
-    if (dkern) direct_pack_w(dkern, w, es, g->o, k, dbp);
+    if (dkern) direct_pack(dkern, w, es, g->o, k, dbp);
     int st = AMP_OK;
     for (int64_t b0 = 0; b0 < g->n && st == AMP_OK; b0 += nb_max) {
         const int64_t nb = g->n - b0 < nb_max ? g->n - b0 : nb_max, ld = nb * p_img;
         a.b0 = b0, a.nb = nb;
         if (dkern) {
             run_pass(nb, task_pad, &a, nb * g->c * hp * wp);
-            conv_direct d = {.ci = &ci, .kern = dkern, .bp = dbp, .blk_bytes = dblk, .o = g->o, .n = ld, .k = k,
-                             .beta = 0.0f, .y = y, .ldc = ld};
-            conv_gemm_direct(&d);
+            conv_direct d = {.ci = &ci, .kern = dkern, .rows = pix, .steps = koff, .bp = dbp, .m = ld, .n = g->o, .k = k, .beta = 0.0f, .c = y, .ldc = ld};
+            conv_gemm_direct(&d, false);
         } else if (implicit) {
             run_pass(nb, task_pad, &a, nb * g->c * hp * wp);
             st = conv_gemm_implicit(ctx, dt, g->o, ld, k, w, k, conv_pack_cb, &ci, 0.0f, y, ld);
@@ -923,6 +953,10 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
     int64_t nb_max = chunk_images(g, per_image_gp + g->c * hp * wp * (int64_t)es);
     const bool implicit = need_dw && implicit_dw_ok(g, dt, nb_max);
     if (!implicit) nb_max = chunk_images(g, per_image_gp + p_img * k * (int64_t)es);
+    const amp_gemm_kernel *dkern = implicit ? direct_kernel(g, dt, nb_max, true) : NULL;
+    int64_t dblocks = 0;
+    const size_t dblk = dkern ? direct_block_bytes(dkern, g->o, nb_max * p_img, &dblocks) : 0;
+    void *dbp = dkern ? amp_scratch_alloc(ctx, dblk * (size_t)dblocks) : NULL;
     /* dY's permuted copy gp [O, nb*P], the GEMMs' operand, is not made when
      * - one image per chunk: dY's image [O, P] is that already;
      * - dW is the only product and takes the columns (the cnn's conv1): it is computed as
@@ -968,7 +1002,12 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
         a.b0 = b0, a.nb = nb;
         const void *gop = gp ? gp : gy + (size_t)(b0 * g->o * p_img) * es;
         if (gp || db) run_pass(g->o, task_permute_grad, &a, g->o * ld);
-        if (dw && implicit) {
+        if (dw && dkern) {
+            run_pass(nb, task_pad, &a, nb * g->c * hp * wp);
+            direct_pack(dkern, gop, es, g->o, ld, dbp);
+            conv_direct d = {.ci = &ci, .kern = dkern, .rows = koff, .steps = pix, .bp = dbp, .m = k, .n = g->o, .k = ld, .beta = 1.0f, .c = dw, .ldc = k};
+            conv_gemm_direct(&d, true);
+        } else if (dw && implicit) {
             run_pass(nb, task_pad, &a, nb * g->c * hp * wp);
             if (conv_gemm_implicit(ctx, dt, g->o, k, ld, gop, ld, conv_pack_k_cb, &ci, 1.0f, dw, k)) return;
         } else if (dw_t) {

@@ -85,14 +85,16 @@ bool amp_conv_pack_panel_k_avx512(const amp_conv_implicit *ci, void *dst, int64_
  * window of each image's plane; returns false (nothing written) for the others. */
 bool amp_conv_pack_panel_avx512(const amp_conv_implicit *ci, void *dst, int64_t i0, int64_t rows, int64_t p0,
                                 int64_t kc, int r);
-/* One 12 x 32 tile of the implicit product computed as C^T (the forward's and dX's, where the GEMM
- * flips), without packing its pixel panel: pixels with offsets po[0..12) in xp (as ci->pix holds;
- * any valid offset for rows past m) x k indices [p0, p0 + kc) against bpanel (the kernel's packed
- * B panel, 32 output channels, AMP_GEMM_PACKED_F32 or _BF16_PAIRS by ci->es), stored as C^T rows:
- * element (i, j) at c[j * ldc + i] for i < m, j < n, = sum + beta * c (beta == 0: C unread). The
- * same bits as packing amp_conv_pack_panel_ref's 12-row panel and running the AVX-512 kernel's
- * ukernel_ct on it (alpha 1). Only with the AVX-512 GEMM kernel for ci->es (bf16: AVX512-BF16). */
-void amp_conv_direct_tile_avx512(const amp_conv_implicit *ci, const int32_t po[12], int64_t p0, int64_t kc,
+/* One 12 x 32 tile of an implicit product computed as C^T, without packing its implicit panel: row
+ * ii's element at step p is xp[rows[ii] + steps[p]] (element size es: 4 fp32, 2 bf16); the forward
+ * (and dX): rows = 12 pixels' offsets (ci->pix; any valid offset for rows past m), steps = koff +
+ * p0; the weight gradient: rows = 12 k indices' koff, steps = pix + p0. Steps [0, kc) against
+ * bpanel (the kernel's packed B panel of 32 columns, AMP_GEMM_PACKED_F32 or _BF16_PAIRS by es),
+ * stored as C^T: element (i, j) at c[j * ldc + i] for i < m, j < n, = sum + beta * c (beta == 0:
+ * C unread). The same bits as packing the reference's 12-row panel (amp_conv_pack_panel_ref, or
+ * _k_ref) and running the AVX-512 kernel's ukernel_ct on it (alpha 1). Only with the AVX-512 GEMM
+ * kernel for es (bf16: AVX512-BF16). */
+void amp_conv_direct_tile_avx512(const void *xp, size_t es, const int32_t *steps, const int32_t rows[12], int64_t kc,
                                  const void *bpanel, float *c, int64_t ldc, int m, int n, float beta);
 #endif
 

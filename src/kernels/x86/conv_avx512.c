@@ -298,10 +298,12 @@ void amp_conv_store_bf16_avx512(uint16_t *out, const float *y, float bias, int64
 /* ---- the direct tile: the implicit GEMM's C^T tile without packing its pixel panel ----
  * The 12 x 32 tile of gemm_avx512.c's ukernel_ct (12 pixels x 32 output channels, VDPBF16PS or
  * FMA, 24 accumulators), whose broadcast operand is read straight from the padded chunk instead of
- * a packed panel: pixel ii's value for k index p is xp[po[ii] + koff[p]], broadcast as the panel's
+ * a packed panel: row ii's value at step p is xp[rows[ii] + steps[p]] (the forward's: rows are pixels,
+ * steps k indices; the weight gradient's: rows are k indices, steps pixels), broadcast as the panel's
  * element would be. fp32: one element. bf16 pairs: the pair (p, p + 1) is one unaligned 32-bit
- * word where koff[p + 1] = koff[p] + 1 (within a kernel row: 80% of the cnn's pairs), else its two
- * halves joined; an odd kc's last pair has a zero second half, as the packed panel's pad. Same
+ * word where steps[p + 1] = steps[p] + 1 (within a kernel row: 80% of the forward's pairs; within
+ * an output row: all of the cnn's weight gradient's), else its two halves joined; an odd kc's last
+ * pair has a zero second half, as the packed panel's pad. Same
  * values in the same order as packing the panel (amp_conv_pack_panel_ref) and running ukernel_ct:
  * the same bits. The packed panels cost about 10% of the cnn's step (two loads, a permute and a
  * store per 12-pixel row, bound by the loads); the broadcasts here come from the same few L1
@@ -382,24 +384,25 @@ static inline int32_t d_word(const uint16_t *s) { /* unaligned 32-bit read: the 
     return w;
 }
 
-/* fp32: a pointer per pixel. Separate functions: sharing one, the fp32 loop's registers were
- * allocated worse (the product 6% slower). */
-static __attribute__((noinline)) void direct_tile_f32(const amp_conv_implicit *ci, const int32_t po[12], int64_t p0,
+/* fp32: the step's window pointer at row 0's offset as the base of every broadcast's address, the
+ * other 11 rows' offsets from row 0 as indexes in registers (one general register fewer than a
+ * pointer per row, which measured 11% slower, a pointer spilled to a vector register). */
+static __attribute__((noinline)) void direct_tile_f32(const float *xp, const int32_t *ko, const int32_t po[12],
                                                       int64_t kc, const float *b, float *c, int64_t ldc, int m, int n,
                                                       float beta) {
     __m512 acc[DMR][2];
     DUNROLL
     for (int i = 0; i < DMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-    const int32_t *ko = ci->koff + p0;
-    const float *x[DMR];
+    int64_t rel[DMR];
     DUNROLL
-    for (int i = 0; i < DMR; i++) x[i] = (const float *)ci->xp + po[i];
+    for (int i = 0; i < DMR; i++) rel[i] = (int64_t)po[i] - po[0];
+    const float *x0 = xp + po[0];
     for (int64_t p = 0; p < kc; p++, b += DNR) {
-        const int32_t e = ko[p];
+        const float *xe = x0 + ko[p];
         const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
         DUNROLL
         for (int i = 0; i < DMR; i++) {
-            const __m512 ai = _mm512_set1_ps(x[i][e]);
+            const __m512 ai = _mm512_set1_ps(i == 0 ? xe[0] : xe[rel[i]]);
             acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
             acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
         }
@@ -410,17 +413,15 @@ static __attribute__((noinline)) void direct_tile_f32(const amp_conv_implicit *c
 /* bf16: the pixels' offsets stay in 12 registers as the index of each broadcast's address (the k
  * index's window pointer as its base); with a pointer per pixel, each broadcast needed an add, the
  * pointers spilled, and the tile ran no faster than panel + kernel (measured on the cnn's conv2). */
-static __attribute__((noinline)) void direct_tile_bf16(const amp_conv_implicit *ci, const int32_t po[12], int64_t p0,
+static __attribute__((noinline)) void direct_tile_bf16(const uint16_t *xp, const int32_t *ko, const int32_t po[12],
                                                        int64_t kc, const uint16_t *b, float *c, int64_t ldc, int m,
                                                        int n, float beta) {
     __m512 acc[DMR][2];
     DUNROLL
     for (int i = 0; i < DMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-    const int32_t *ko = ci->koff + p0;
     int64_t pi[DMR];
     DUNROLL
     for (int i = 0; i < DMR; i++) pi[i] = po[i];
-    const uint16_t *xp = ci->xp;
     int64_t q = 0;
     for (; 2 * q + 1 < kc; q++, b += 2 * DNR) {
         const int32_t e = ko[2 * q], o = ko[2 * q + 1];
@@ -443,10 +444,10 @@ static __attribute__((noinline)) void direct_tile_bf16(const amp_conv_implicit *
     d_store_transposed(acc, c, ldc, m, n, beta);
 }
 
-void amp_conv_direct_tile_avx512(const amp_conv_implicit *ci, const int32_t po[12], int64_t p0, int64_t kc,
+void amp_conv_direct_tile_avx512(const void *xp, size_t es, const int32_t *steps, const int32_t rows[12], int64_t kc,
                                  const void *bpanel, float *c, int64_t ldc, int m, int n, float beta) {
-    if (ci->es == 4)
-        direct_tile_f32(ci, po, p0, kc, bpanel, c, ldc, m, n, beta);
+    if (es == 4)
+        direct_tile_f32(xp, steps, rows, kc, bpanel, c, ldc, m, n, beta);
     else
-        direct_tile_bf16(ci, po, p0, kc, bpanel, c, ldc, m, n, beta);
+        direct_tile_bf16(xp, steps, rows, kc, bpanel, c, ldc, m, n, beta);
 }
