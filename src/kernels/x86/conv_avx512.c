@@ -410,36 +410,40 @@ static __attribute__((noinline)) void direct_tile_f32(const float *xp, const int
     d_store_transposed(acc, c, ldc, m, n, beta);
 }
 
-/* bf16: the pixels' offsets stay in 12 registers as the index of each broadcast's address (the k
- * index's window pointer as its base); with a pointer per pixel, each broadcast needed an add, the
- * pointers spilled, and the tile ran no faster than panel + kernel (measured on the cnn's conv2). */
+/* bf16: as fp32, the step's window pointer at row 0's offset as the base, the other rows' offsets
+ * from row 0 as indexes. The steps whose pair is one word run in a loop of their own: with one loop
+ * and a branch, gcc computed all 12 addresses for both branches before it, spilling most of them. */
 static __attribute__((noinline)) void direct_tile_bf16(const uint16_t *xp, const int32_t *ko, const int32_t po[12],
                                                        int64_t kc, const uint16_t *b, float *c, int64_t ldc, int m,
                                                        int n, float beta) {
     __m512 acc[DMR][2];
     DUNROLL
     for (int i = 0; i < DMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-    int64_t pi[DMR];
+    int64_t rel[DMR];
     DUNROLL
-    for (int i = 0; i < DMR; i++) pi[i] = po[i];
+    for (int i = 0; i < DMR; i++) rel[i] = (int64_t)po[i] - po[0];
+    const uint16_t *x0 = xp + po[0];
+    const int64_t pairs = kc / 2; /* whole pairs; an odd kc's last element after them */
     int64_t q = 0;
-    for (; 2 * q + 1 < kc; q++, b += 2 * DNR) {
-        const int32_t e = ko[2 * q], o = ko[2 * q + 1];
-        const uint16_t *xe = xp + e;
-        const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)b);
-        const __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(b + DNR));
-        if (o == e + 1) {
-            D_BF16_STEP(d_word(xe + pi[i]));
-        } else {
-            const uint16_t *xo = xp + o;
-            D_BF16_STEP((int32_t)((uint32_t)xe[pi[i]] | (uint32_t)xo[pi[i]] << 16));
+    while (q < pairs) {
+        for (; q < pairs && ko[2 * q + 1] == ko[2 * q] + 1; q++, b += 2 * DNR) {
+            const uint16_t *xe = x0 + ko[2 * q];
+            const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)b);
+            const __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(b + DNR));
+            D_BF16_STEP(d_word(xe + rel[i]));
         }
-    }
-    if (2 * q < kc) { /* an odd kc's last pair: the pad's +0 second half */
-        const uint16_t *xe = xp + ko[2 * q];
+        if (q == pairs) break;
+        const uint16_t *xe = x0 + ko[2 * q], *xo = x0 + ko[2 * q + 1];
         const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)b);
         const __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(b + DNR));
-        D_BF16_STEP((int32_t)xe[pi[i]]);
+        D_BF16_STEP((int32_t)((uint32_t)xe[rel[i]] | (uint32_t)xo[rel[i]] << 16));
+        q++, b += 2 * DNR;
+    }
+    if (kc & 1) { /* an odd kc's last pair: the pad's +0 second half */
+        const uint16_t *xe = x0 + ko[2 * q];
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)b);
+        const __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(b + DNR));
+        D_BF16_STEP((int32_t)xe[rel[i]]);
     }
     d_store_transposed(acc, c, ldc, m, n, beta);
 }
