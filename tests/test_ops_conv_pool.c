@@ -529,6 +529,9 @@ static void check_conv_implicit_forward_shape(int N, int C, int H, int W, int O)
 static void check_conv_implicit_forward(void) {
     check_conv_implicit_forward_shape(3, 8, 10, 10, 64);
     check_conv_implicit_forward_shape(3, 1, 28, 28, 32);
+    /* K = 800: fp32 in two k blocks (the direct tiles' second adds to the first's C), a 7x7 image
+     * (tiles straddle images); O = 64, so the GEMM would flip: the direct tiles */
+    check_conv_implicit_forward_shape(5, 32, 7, 7, 64);
 }
 
 /* conv2d's stride-1 input gradient as a correlation (conv.c's conv_dx_correlate): x->grad against
