@@ -341,6 +341,40 @@ static void check_conv_implicit_panels(void) {
 #endif
 }
 
+/* The bias gradient's 4-row bf16 sums: the AVX-512 version against the reference, bit for bit, for
+ * every length 0..300 (the tail after the 8-lane blocks, the blocks' combination), values of mixed
+ * signs and magnitudes with zeros, subnormals and infinities (no NaN inputs: which NaN an add keeps
+ * is the compiler's choice of operand order). */
+static void check_conv_sum_bf16(void) {
+#if defined(__x86_64__)
+    if (!amp_isa_supported(AMP_ISA_AVX512)) return;
+    enum { NMAX = 300, STRIDE = NMAX + 5 };
+    uint16_t *v = malloc(sizeof(uint16_t) * 4 * STRIDE);
+    uint64_t s = harness_seed();
+    for (int i = 0; i < 4 * STRIDE; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        const unsigned r = (unsigned)(s >> 40);
+        uint16_t h = (uint16_t)(((r & 1u) << 15) | ((0x70u + (r >> 1) % 24u) << 7) | ((r >> 6) & 0x7Fu));
+        if (r % 53 == 0) h = (uint16_t)((r & 1u) << 15); /* +-0 */
+        if (r % 61 == 0) h = (uint16_t)(((r & 1u) << 15) | ((r >> 7) & 0x7Fu)); /* subnormal */
+        if (r % 397 == 0) h = (uint16_t)(((r & 1u) << 15) | 0x7F80u); /* +-inf */
+        v[i] = h;
+    }
+    int bad = 0;
+    for (int n = 0; n <= NMAX; n++) {
+        float want[4], got[4];
+        amp_conv_sum_bf16_x4_ref(v, STRIDE, n, want);
+        amp_conv_sum_bf16_x4_avx512(v, STRIDE, n, got);
+        if (memcmp(want, got, sizeof want) != 0 && bad++ < 3)
+            CHECK_MSG(0, "sum_bf16_x4 avx512 != ref at n = %d: %g %g %g %g vs %g %g %g %g", n, (double)got[0],
+                      (double)got[1], (double)got[2], (double)got[3], (double)want[0], (double)want[1],
+                      (double)want[2], (double)want[3]);
+    }
+    CHECK(bad == 0);
+    free(v);
+#endif
+}
+
 /* The direct tile (amp_conv_direct_tile_avx512) against its reference: the same tile as the
  * reference's 12-row panel (amp_conv_pack_panel_ref) run through the AVX-512 kernel's ukernel_ct,
  * bit for bit, for fp32 and bf16 pairs: every 12-pixel tile of a chunk of 3 padded images (tiles
@@ -752,6 +786,7 @@ void test_ops_conv2d(void) {
     check_conv_padded_twin();
     check_conv_implicit_panels();
     check_conv_direct_tile();
+    check_conv_sum_bf16();
     check_conv_implicit_forward();
     check_conv_dw_direct_dy();
     check_conv_dx_correlation();

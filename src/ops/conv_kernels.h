@@ -42,6 +42,15 @@ void amp_conv_col2im_padded_avx512(const amp_conv_geom *g, const float *dcol, in
                                    float *dx);
 #endif
 
+/* The bias gradient's sums: out[j] = the fp32 sum of the n bf16 values at v + j*stride, j < 4, each
+ * element i into partial sum i % 8 for i < n / 8 * 8, the partial sums combined ((0+1)+(2+3)) +
+ * ((4+5)+(6+7)), then the rest added in order (conv.c's sum_bf16). The AVX-512 version gives the
+ * same bits. */
+void amp_conv_sum_bf16_x4_ref(const uint16_t *v, int64_t stride, int64_t n, float out[4]);
+#if defined(__x86_64__)
+void amp_conv_sum_bf16_x4_avx512(const uint16_t *v, int64_t stride, int64_t n, float out[4]);
+#endif
+
 /* The forward's output row: out[i] = y[i] + bias in fp32, rounded once to bf16 (amp_convert's
  * rounding); the reference is conv.c's add then amp_convert. */
 #if defined(__x86_64__)

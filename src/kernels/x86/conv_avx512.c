@@ -276,6 +276,39 @@ bool amp_conv_pack_panel_k_avx512(const amp_conv_implicit *ci, void *dst, int64_
     return true;
 }
 
+/* ---- the bias gradient's sums ----
+ * amp_conv_sum_bf16_x4_ref's 32 partial sums (4 rows x 8) in two registers, rows 0 and 1 in one,
+ * 2 and 3 in the other: each lane adds its elements in the reference's order (element i of a row
+ * into lane i % 8), then the same combination and tail, in scalar code. */
+void amp_conv_sum_bf16_x4_avx512(const uint16_t *v, int64_t stride, int64_t n, float out[4]) {
+    __m512 a01 = _mm512_setzero_ps(), a23 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i r01 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const void *)(v + i))),
+                                                    _mm_loadu_si128((const void *)(v + stride + i)), 1);
+        const __m256i r23 =
+            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const void *)(v + 2 * stride + i))),
+                                    _mm_loadu_si128((const void *)(v + 3 * stride + i)), 1);
+        /* bf16 -> fp32 exactly: the bits shifted into the top half */
+        a01 = _mm512_add_ps(a01, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(r01), 16)));
+        a23 = _mm512_add_ps(a23, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(r23), 16)));
+    }
+    float acc[32]; /* row j's partial sums at 8j */
+    _mm512_storeu_ps(acc, a01);
+    _mm512_storeu_ps(acc + 16, a23);
+    for (int j = 0; j < 4; j++) {
+        const float *a = acc + 8 * j;
+        float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+        for (int64_t t = i; t < n; t++) {
+            const uint32_t u = (uint32_t)v[j * stride + t] << 16;
+            float f;
+            memcpy(&f, &u, sizeof f);
+            s += f;
+        }
+        out[j] = s;
+    }
+}
+
 /* ---- the forward's store ---- */
 
 /* out[i] = bf16(y[i] + bias): the fp32 add, then amp_convert's bf16 rounding (to nearest even on the
