@@ -341,6 +341,155 @@ static void check_conv_implicit_panels(void) {
 #endif
 }
 
+/* The bias gradient's 4-row bf16 sums: the AVX-512 version against the reference, bit for bit, for
+ * every length 0..300 (the tail after the 8-lane blocks, the blocks' combination), values of mixed
+ * signs and magnitudes with zeros, subnormals and infinities (no NaN inputs: which NaN an add keeps
+ * is the compiler's choice of operand order). */
+static void check_conv_sum_bf16(void) {
+#if defined(__x86_64__)
+    if (!amp_isa_supported(AMP_ISA_AVX512)) return;
+    enum { NMAX = 300, STRIDE = NMAX + 5 };
+    uint16_t *v = malloc(sizeof(uint16_t) * 4 * STRIDE);
+    uint64_t s = harness_seed();
+    for (int i = 0; i < 4 * STRIDE; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        const unsigned r = (unsigned)(s >> 40);
+        uint16_t h = (uint16_t)(((r & 1u) << 15) | ((0x70u + (r >> 1) % 24u) << 7) | ((r >> 6) & 0x7Fu));
+        if (r % 53 == 0) h = (uint16_t)((r & 1u) << 15); /* +-0 */
+        if (r % 61 == 0) h = (uint16_t)(((r & 1u) << 15) | ((r >> 7) & 0x7Fu)); /* subnormal */
+        if (r % 397 == 0) h = (uint16_t)(((r & 1u) << 15) | 0x7F80u); /* +-inf */
+        v[i] = h;
+    }
+    int bad = 0;
+    for (int n = 0; n <= NMAX; n++) {
+        float want[4], got[4];
+        amp_conv_sum_bf16_x4_ref(v, STRIDE, n, want);
+        amp_conv_sum_bf16_x4_avx512(v, STRIDE, n, got);
+        if (memcmp(want, got, sizeof want) != 0 && bad++ < 3)
+            CHECK_MSG(0, "sum_bf16_x4 avx512 != ref at n = %d: %g %g %g %g vs %g %g %g %g", n, (double)got[0],
+                      (double)got[1], (double)got[2], (double)got[3], (double)want[0], (double)want[1],
+                      (double)want[2], (double)want[3]);
+    }
+    CHECK(bad == 0);
+    free(v);
+#endif
+}
+
+/* The direct tile (amp_conv_direct_tile_avx512) against its reference: the same tile as the
+ * reference's 12-row panel (amp_conv_pack_panel_ref) run through the AVX-512 kernel's ukernel_ct,
+ * bit for bit, for fp32 and bf16 pairs: every 12-pixel tile of a chunk of 3 padded images (tiles
+ * straddling images, a partial last tile), k blocks from 0 and from an odd p0 with an odd kc (the
+ * pair pad), n = 32 and a partial 20, beta 0 (C unread: it starts as NaN) and 1. The values are
+ * small integers and halves, so that bf16 and fp32 hold them exactly and no sum is in doubt;
+ * occasional infinities check that a pad lane never multiplies one into a NaN. */
+static void check_conv_direct_tile(void) {
+#if defined(__x86_64__)
+    if (!amp_isa_supported(AMP_ISA_AVX512)) return;
+    static const int geoms[][6] = {/* c, h, w, kh, kw, pad */
+                                   {3, 14, 14, 5, 5, 2}, {2, 7, 9, 3, 3, 1}, {1, 28, 28, 5, 5, 2}, {2, 4, 30, 3, 2, 1}};
+    enum { NB = 3 };
+    uint64_t s = harness_seed();
+    int64_t tiles = 0;
+    for (size_t v = 0; v < sizeof geoms / sizeof geoms[0]; v++) {
+        const int *q = geoms[v];
+        amp_conv_geom g = {
+            .n = NB, .c = q[0], .h = q[1], .w = q[2], .o = 32, .kh = q[3], .kw = q[4], .stride = 1, .pad = q[5]};
+        g.oh = g.h + 2 * g.pad - g.kh + 1, g.ow = g.w + 2 * g.pad - g.kw + 1;
+        const int64_t hp = g.h + 2 * g.pad, wp = g.w + 2 * g.pad, k = g.c * g.kh * g.kw, pixels = NB * g.oh * g.ow;
+        const int64_t nxp = NB * g.c * hp * wp;
+        int32_t *koff = malloc(sizeof(int32_t) * (size_t)k), *pix = malloc(sizeof(int32_t) * (size_t)pixels);
+        for (int64_t c = 0, r = 0; c < g.c; c++)
+            for (int64_t ky = 0; ky < g.kh; ky++)
+                for (int64_t kx = 0; kx < g.kw; kx++) koff[r++] = (int32_t)((c * hp + ky) * wp + kx);
+        for (int64_t i = 0; i < pixels; i++) {
+            const amp_conv_implicit c0 = {.g = &g};
+            pix[i] = (int32_t)amp_conv_pixel_offset(&c0, i);
+        }
+        for (size_t es = 2; es <= 4; es += 2) {
+            const amp_dtype dt = es == 2 ? AMP_BF16 : AMP_F32;
+            const amp_gemm_kernel *kern = amp_gemm_kernel_for(AMP_ISA_AVX512, dt);
+            if (kern->mr != 12 || kern->nr != 32 || (dt == AMP_BF16 && kern->packed != AMP_GEMM_PACKED_BF16_PAIRS))
+                continue;
+            /* xp and W as bits of small values: fp32 or bf16 (the top half of the fp32) */
+            unsigned char *xp = malloc((size_t)nxp * es + AMP_CONV_IMPLICIT_SLACK);
+            unsigned char *w = malloc((size_t)(32 * k) * es);
+            for (int64_t i = 0; i < nxp + 32 * k; i++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                float f = (float)((int)(s >> 59) - 16) * 0.5f;
+                if ((s >> 40) % 97 == 0 && i < nxp) f = INFINITY;
+                uint32_t u;
+                memcpy(&u, &f, sizeof u);
+                unsigned char *d = i < nxp ? xp + (size_t)i * es : w + (size_t)(i - nxp) * es;
+                if (es == 4) memcpy(d, &u, 4);
+                else {
+                    const uint16_t h = (uint16_t)(u >> 16);
+                    memcpy(d, &h, 2);
+                }
+            }
+            memset(xp + (size_t)nxp * es, 0, AMP_CONV_IMPLICIT_SLACK);
+            const amp_conv_implicit ci = {.g = &g, .xp = xp, .es = es, .koff = koff, .pix = pix};
+            const size_t bbytes = (size_t)(32 * (k + 1)) * 4;
+            void *bpanel = malloc(bbytes), *apanel = malloc((size_t)(12 * (k + 1)) * 4);
+            const int64_t ldc = pixels + 3;
+            float *cref = malloc(sizeof(float) * (size_t)(32 * ldc)), *cgot = malloc(sizeof(float) * (size_t)(32 * ldc));
+            for (int blk = 0; blk < 2; blk++) {
+                const int64_t p0 = blk == 0 ? 0 : 1, kc = blk == 0 ? k : (k - 1) / 2 * 2 - 1;
+                if (kc < 1) continue;
+                kern->pack(bpanel, w + (size_t)p0 * es, k, false, 32, kc, 32);
+                for (int bi = 0; bi < 2; bi++) {
+                    const float beta = bi == 0 ? 0.0f : 1.0f;
+                    const int n = bi == 0 ? 32 : 20;
+                    for (int64_t i = 0; i < 32 * ldc; i++) {
+                        cref[i] = cgot[i] = bi == 0 ? NAN : (float)(i % 7) - 3.0f;
+                    }
+                    for (int64_t i0 = 0; i0 < pixels; i0 += 12) {
+                        const int m = (int)(pixels - i0 < 12 ? pixels - i0 : 12);
+                        int32_t po[12];
+                        for (int ii = 0; ii < 12; ii++) po[ii] = pix[i0 + (ii < m ? ii : 0)];
+                        amp_conv_pack_panel_ref(&ci, apanel, i0, m, p0, kc, 12);
+                        kern->ukernel_ct(kc, apanel, bpanel, cref + i0, ldc, m, n, 1.0f, beta);
+                        amp_conv_direct_tile_avx512(xp, es, koff + p0, po, kc, bpanel, cgot + i0, ldc, m, n, beta);
+                        tiles++;
+                    }
+                    CHECK_MSG(memcmp(cref, cgot, sizeof(float) * (size_t)(32 * ldc)) == 0,
+                              "direct tile != panel + ukernel_ct: geometry %zu, es %zu, p0 %lld, kc %lld, beta %g, n %d",
+                              v, es, (long long)p0, (long long)kc, (double)beta, n);
+                }
+            }
+            /* the weight gradient's tiles: rows are 12 k indices (koff), steps pixels (pix) from q0,
+             * against amp_conv_pack_panel_k_ref's panel + ukernel_ct; B is [32, pixels] */
+            const size_t kb = (size_t)(32 * (pixels + 1)) * 4;
+            unsigned char *wb = malloc((size_t)(32 * pixels) * es);
+            void *bk = malloc(kb), *ak = malloc((size_t)(12 * (pixels + 1)) * 4);
+            for (int64_t i = 0; i < 32 * pixels; i++) memcpy(wb + (size_t)i * es, xp + (size_t)(i % nxp) * es, es);
+            const int64_t ldk = k + 5;
+            float *kref = malloc(sizeof(float) * (size_t)(32 * ldk)), *kgot = malloc(sizeof(float) * (size_t)(32 * ldk));
+            for (int blk = 0; blk < 2; blk++) {
+                const int64_t q0 = blk == 0 ? 0 : 3, qc = blk == 0 ? pixels : pixels - 3 - (pixels % 2 == 0);
+                kern->pack(bk, wb + (size_t)q0 * es, pixels, false, 32, qc, 32);
+                for (int64_t i = 0; i < 32 * ldk; i++) kref[i] = kgot[i] = (float)(i % 5) - 2.0f;
+                for (int64_t j0 = 0; j0 < k; j0 += 12) {
+                    const int m = (int)(k - j0 < 12 ? k - j0 : 12);
+                    int32_t ro[12];
+                    for (int ii = 0; ii < 12; ii++) ro[ii] = koff[j0 + (ii < m ? ii : 0)];
+                    amp_conv_pack_panel_k_ref(&ci, ak, j0, m, q0, qc, 12);
+                    kern->ukernel_ct(qc, ak, bk, kref + j0, ldk, m, 32, 1.0f, 1.0f);
+                    amp_conv_direct_tile_avx512(xp, es, pix + q0, ro, qc, bk, kgot + j0, ldk, m, 32, 1.0f);
+                    tiles++;
+                }
+                CHECK_MSG(memcmp(kref, kgot, sizeof(float) * (size_t)(32 * ldk)) == 0,
+                          "direct k tile != k panel + ukernel_ct: geometry %zu, es %zu, q0 %lld, kc %lld", v, es,
+                          (long long)q0, (long long)qc);
+            }
+            free(wb), free(bk), free(ak), free(kref), free(kgot);
+            free(xp), free(w), free(bpanel), free(apanel), free(cref), free(cgot);
+        }
+        free(koff), free(pix);
+    }
+    CHECK_MSG(tiles > 0, "no direct tile was checked");
+#endif
+}
+
 /* conv2d's forward and weight gradient through the implicit GEMM against im2col + amp_gemm (+ bias
  * + one rounding), bit for bit, in f32 and bf16; on the other paths the same checks cover the
  * im2col versions. On AVX-512: C = 8, O = 64, a product the GEMM computes as C^T (O against mr =
@@ -414,6 +563,9 @@ static void check_conv_implicit_forward_shape(int N, int C, int H, int W, int O)
 static void check_conv_implicit_forward(void) {
     check_conv_implicit_forward_shape(3, 8, 10, 10, 64);
     check_conv_implicit_forward_shape(3, 1, 28, 28, 32);
+    /* K = 800: fp32 in two k blocks (the direct tiles' second adds to the first's C), a 7x7 image
+     * (tiles straddle images); O = 64, so the GEMM would flip: the direct tiles */
+    check_conv_implicit_forward_shape(5, 32, 7, 7, 64);
 }
 
 /* conv2d's stride-1 input gradient as a correlation (conv.c's conv_dx_correlate): x->grad against
@@ -633,6 +785,8 @@ void test_ops_conv2d(void) {
     check_conv_thread_invariance();
     check_conv_padded_twin();
     check_conv_implicit_panels();
+    check_conv_direct_tile();
+    check_conv_sum_bf16();
     check_conv_implicit_forward();
     check_conv_dw_direct_dy();
     check_conv_dx_correlation();

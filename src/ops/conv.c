@@ -46,7 +46,13 @@
  * over the kernel's positions: other bits, the same values to fp32 rounding. Measured on the cnn,
  * 1 thread, interleaved A/B against col2im and the fp32 columns of dW: amp-bf16 +1.3% samples/s
  * (col2im's 3.9% goes, dX's panels cost 4%, the GEMM, k = 1600 into 32 rows instead of k = 64 into
- * 800, gets faster); fp32 about even (dX's panels cost what col2im and the fp32 dcol did). */
+ * 800, gets faster); fp32 about even (dX's panels cost what col2im and the fp32 dcol did).
+ *
+ * Direct tiles (every flipped implicit product: the forward's, dX's and the weight gradient's): no
+ * implicit panels at all; conv.c runs the GEMM's loops itself and a copy of its 12 x 32 kernel
+ * reads the implicit operand straight from xp (conv_gemm_direct). Same bits. Measured on the cnn's
+ * conv2 alone (forward + backward, 1 thread, thread CPU time, min of 10): bf16 46.0 -> 42.1 ms,
+ * fp32 87 -> 74.5 ms (the forward and dX: 46.0 -> 43.3 and 87 -> 79). */
 #include <string.h>
 
 #include "../core/parallel.h"
@@ -620,8 +626,9 @@ static float sum_bf16(const uint16_t *v, int64_t n) {
 
 /* sum_bf16 of four rows of n values at once, out[j] for v + j*stride: the same operations in the same
  * order for each, four independent chains of adds instead of one (sum_bf16 is bound by its adds'
- * latency; the cnn's bias gradients sum 4.8M bf16 a step). */
-static void sum_bf16_x4(const uint16_t *v, int64_t stride, int64_t n, float out[4]) {
+ * latency; the cnn's bias gradients sum 4.8M bf16 a step). The reference of the AVX-512 version
+ * (conv_kernels.h). */
+void amp_conv_sum_bf16_x4_ref(const uint16_t *v, int64_t stride, int64_t n, float out[4]) {
     float acc[4][8] = {{0}};
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -633,6 +640,19 @@ static void sum_bf16_x4(const uint16_t *v, int64_t stride, int64_t n, float out[
         for (int64_t t = i; t < n; t++) s += amp_f32_from_bits(amp_bf16_decode(v[j * stride + t]));
         out[j] = s;
     }
+}
+
+/* amp_conv_sum_bf16_x4_ref's bits, by the active path's version: gcc kept the reference's 32
+ * partial sums on the stack (a load, an add and a store per 4 lanes, each chain through memory):
+ * 1.4% of the cnn's bf16 step. */
+static void sum_bf16_x4(const uint16_t *v, int64_t stride, int64_t n, float out[4]) {
+#if defined(__x86_64__)
+    if (amp_isa_active() == AMP_ISA_AVX512) {
+        amp_conv_sum_bf16_x4_avx512(v, stride, n, out);
+        return;
+    }
+#endif
+    amp_conv_sum_bf16_x4_ref(v, stride, n, out);
 }
 
 /* dY [b0.., O, P] -> gp [O, nb*P] for output channel o (nb > 1); db[o] += its sum in fp32. */
@@ -694,6 +714,154 @@ static int conv_gemm_implicit(amp_ctx *ctx, amp_dtype dt, int64_t m, int64_t n, 
     return st;
 }
 
+/* ---- the direct product: the implicit GEMM's flipped case without its implicit panels ----
+ * Where the GEMM would compute C^T with the AVX-512 12 x 32 kernel and the implicit operand on the
+ * 12-row side (flips_every_chunk: the forward's and dX's pixels, the weight gradient's k indices),
+ * conv.c runs its loops here instead: the stored operand (W, or dY's permuted copy) packed as the
+ * GEMM packs it, then each 12-row tile x 32 columns by amp_conv_direct_tile_avx512, which reads the
+ * implicit operand straight from the padded chunk instead of a packed panel. The GEMM's k blocks are
+ * kept (kern->kc from 0, the first one's sum stored with beta, each later one added), so each
+ * element gets the GEMM's operations in its order: the same bits. Per k block, the tiles of a block
+ * of rows are one task. */
+#define DIRECT_TILE_ROWS 12
+#define DIRECT_TILE_COLS 32
+#define DIRECT_TASK_ROWS 144
+
+typedef struct {
+    const amp_conv_implicit *ci;
+    const amp_gemm_kernel *kern;
+    const int32_t *rows;     /* [m] offsets in xp of the tiles' rows: ci->pix, or (weight gradient) ci->koff */
+    const int32_t *steps;    /* [k] offsets of the steps: ci->koff, or ci->pix */
+    const unsigned char *bp; /* the stored operand's packed panels (direct_pack) */
+    size_t blk_bytes;        /* per k block: direct_block_bytes (conv_gemm_direct sets it) */
+    int64_t m, n, k; /* C^T [m, n] (element (i, j) at c[j * ldc + i]) = rows x steps x the stored [n, k] */
+    float beta, *c;
+    int64_t ldc;
+    int64_t pc; /* the k block being run (a multiple of kern->kc), or -1: all of them */
+} conv_direct;
+
+/* Bytes of the stored operand's packed panels per k block, and the number of k blocks. */
+static size_t direct_block_bytes(const amp_gemm_kernel *kern, int64_t n, int64_t k, int64_t *blocks) {
+    const int64_t kcb = kern->kc < k ? kern->kc : k, unit = kern->k_unit;
+    *blocks = (k + kern->kc - 1) / kern->kc;
+    const int64_t n_pad = (n + DIRECT_TILE_COLS - 1) / DIRECT_TILE_COLS * DIRECT_TILE_COLS;
+    return (size_t)(n_pad * ((kcb + unit - 1) / unit * unit)) * (size_t)kern->packed_size;
+}
+
+/* The stored operand [n, k] (row stride k, element size es) into per-k-block panels at bp, as the
+ * GEMM packs op(A) when it computes C^T (rows jc = 0 .. n, columns pc .. pc + kc). */
+static void direct_pack(const amp_gemm_kernel *kern, const void *src, size_t es, int64_t n, int64_t k, void *bp) {
+    int64_t blocks;
+    const size_t blk = direct_block_bytes(kern, n, k, &blocks);
+    for (int64_t bi = 0; bi < blocks; bi++) {
+        const int64_t pc = bi * kern->kc, kc = k - pc < kern->kc ? k - pc : kern->kc;
+        kern->pack((unsigned char *)bp + (size_t)bi * blk, (const unsigned char *)src + (size_t)pc * es, k, false, n, kc,
+                   DIRECT_TILE_COLS);
+    }
+}
+
+/* One tile's k blocks [pc0, pc1) (multiples of kern->kc), in order. */
+static void direct_tile_blocks(const conv_direct *d, const int32_t ro[DIRECT_TILE_ROWS], int64_t i0, int rows,
+                               int64_t pc0, int64_t pc1) {
+    const amp_gemm_kernel *kern = d->kern;
+    for (int64_t pc = pc0; pc < pc1; pc += kern->kc) {
+        const int64_t kc = d->k - pc < kern->kc ? d->k - pc : kern->kc;
+        const size_t kc_pad = (size_t)((kc + kern->k_unit - 1) / kern->k_unit * kern->k_unit);
+        const unsigned char *bblock = d->bp + (size_t)(pc / kern->kc) * d->blk_bytes;
+        for (int64_t jr = 0; jr < d->n; jr += DIRECT_TILE_COLS) {
+            const unsigned char *bpanel = bblock + (size_t)jr * kc_pad * (size_t)kern->packed_size;
+            const int cols = (int)(d->n - jr < DIRECT_TILE_COLS ? d->n - jr : DIRECT_TILE_COLS);
+#if defined(__x86_64__)
+            amp_conv_direct_tile_avx512(d->ci->xp, d->ci->es, d->steps + pc, ro, kc, bpanel, d->c + i0 + jr * d->ldc,
+                                        d->ldc, rows, cols, pc == 0 ? d->beta : 1.0f);
+#else
+            (void)bpanel, (void)cols, (void)ro, (void)i0, (void)rows;
+#endif
+        }
+    }
+}
+
+/* Task t: the tiles of rows [t*DIRECT_TASK_ROWS, ...), over k block d->pc, or all of them when
+ * d->pc < 0. */
+/* direct_pack of the weight gradient's stored operand, dY's chunk [O, nb*P] permuted from dY [N, O,
+ * P], packed straight from dY (conv_pack_dy_cb's way): each k block's columns split at image
+ * boundaries into runs of plain [rows, len] matrices of row stride P, each packed at its column
+ * offset in the panel, 32 rows at a time. Needs P % k_unit == 0 (runs start at whole pairs and, but
+ * for the chunk's last, end at them). The same packed values as from the permuted copy, which is
+ * then not made (its copy was 0.4% of the cnn's bf16 step). */
+static void direct_pack_dy(const amp_gemm_kernel *kern, const unsigned char *gy, size_t es, int64_t o, int64_t p_img,
+                           int64_t b0, int64_t ld, void *bp) {
+    int64_t blocks;
+    const size_t blk = direct_block_bytes(kern, o, ld, &blocks), ps = (size_t)kern->packed_size;
+    for (int64_t bi = 0; bi < blocks; bi++) {
+        const int64_t pc = bi * kern->kc, kc = ld - pc < kern->kc ? ld - pc : kern->kc;
+        const size_t kc_pad = (size_t)((kc + kern->k_unit - 1) / kern->k_unit * kern->k_unit);
+        for (int64_t j0 = 0; j0 < o; j0 += DIRECT_TILE_COLS) {
+            unsigned char *panel = (unsigned char *)bp + (size_t)bi * blk + (size_t)j0 * kc_pad * ps;
+            const int64_t rows = o - j0 < DIRECT_TILE_COLS ? o - j0 : DIRECT_TILE_COLS;
+            for (int64_t p = pc; p < pc + kc;) {
+                const int64_t b = p / p_img, e = p % p_img, len = p_img - e < pc + kc - p ? p_img - e : pc + kc - p;
+                const unsigned char *src = gy + (size_t)(((b0 + b) * o + j0) * p_img + e) * es;
+                kern->pack(panel + (size_t)((p - pc) * DIRECT_TILE_COLS) * ps, src, p_img, false, rows, len,
+                           DIRECT_TILE_COLS);
+                p += len;
+            }
+        }
+    }
+}
+
+static void task_direct(void *arg, int64_t t, int thread_id) {
+    const conv_direct *d = arg;
+    (void)thread_id;
+    const int64_t i_end = (t + 1) * DIRECT_TASK_ROWS < d->m ? (t + 1) * DIRECT_TASK_ROWS : d->m;
+    const int64_t pc0 = d->pc < 0 ? 0 : d->pc, pc1 = d->pc < 0 ? d->k : d->pc + 1;
+    for (int64_t i0 = t * DIRECT_TASK_ROWS; i0 < i_end; i0 += DIRECT_TILE_ROWS) {
+        const int rows = (int)(i_end - i0 < DIRECT_TILE_ROWS ? i_end - i0 : DIRECT_TILE_ROWS);
+        int32_t ro[DIRECT_TILE_ROWS];
+        for (int ii = 0; ii < DIRECT_TILE_ROWS; ii++) ro[ii] = d->rows[i0 + (ii < rows ? ii : 0)];
+        direct_tile_blocks(d, ro, i0, rows, pc0, pc1);
+    }
+}
+
+static void run_direct_tasks(conv_direct *d, int64_t tasks) {
+    if (amp_parallel_max_threads() == 1 || tasks == 1)
+        for (int64_t t = 0; t < tasks; t++) task_direct(d, t, 0);
+    else
+        amp_parallel_for(tasks, task_direct, d);
+}
+
+/* C^T += or = the product (d->beta). k_outer: k block by k block, each block's row tasks on the
+ * pool (the weight gradient: its steps are the chunk's pixels, and a block of dY's panels, kc x 64,
+ * is what stays in L2 while every tile uses it); else each tile runs all its k blocks while its
+ * rows' data is in L1 (the forward: W's panels are all small). Measured on the cnn's conv2, fp32
+ * (two k blocks in the forward): k_outer for the forward cost 11% of it. */
+static void conv_gemm_direct(conv_direct *d, bool k_outer) {
+    const int64_t tasks = (d->m + DIRECT_TASK_ROWS - 1) / DIRECT_TASK_ROWS;
+    int64_t blocks;
+    d->blk_bytes = direct_block_bytes(d->kern, d->n, d->k, &blocks);
+    if (!k_outer) {
+        d->pc = -1;
+        run_direct_tasks(d, tasks);
+        return;
+    }
+    for (d->pc = 0; d->pc < d->k; d->pc += d->kern->kc) run_direct_tasks(d, tasks);
+}
+
+/* The AVX-512 kernel when the forward's product (or the weight gradient's) takes the direct tiles:
+ * the implicit GEMM's panel kernel with the 12 x 32 tile the direct tile copies, flipped for every
+ * chunk size. */
+static const amp_gemm_kernel *direct_kernel(const conv_geom *g, amp_dtype dt, int64_t nb_max, bool weight_grad) {
+#if defined(__x86_64__)
+    const amp_gemm_kernel *kern = panel_kernel(g, dt);
+    const bool ok = kern && kern->mr == DIRECT_TILE_ROWS && kern->nr == DIRECT_TILE_COLS &&
+                    flips_every_chunk(g, dt, nb_max, weight_grad);
+    return ok ? kern : NULL;
+#else
+    (void)g, (void)dt, (void)nb_max, (void)weight_grad;
+    return NULL;
+#endif
+}
+
 /* ---- the correlation: the forward's product, and (stride 1) the input gradient's ---- */
 
 /* out [N, O, OH, OW] (in out_dt; or, with sink and no bias, where the sink writes fp32 values) = the correlation of x [N, C, H, W] (contiguous, in dt) with w
@@ -708,7 +876,15 @@ static int conv_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, const 
     int64_t nb_max = chunk_images(g, g->c * hp * wp * (int64_t)es + p_img * g->o * 4);
     const bool implicit = implicit_ok(g, dt, nb_max);
     if (!implicit) nb_max = chunk_images(g, p_img * (k * (int64_t)es + g->o * 4));
+    const amp_gemm_kernel *dkern = implicit ? direct_kernel(g, dt, nb_max, false) : NULL;
     amp_arena_mark m = amp_scratch_mark(ctx);
+    int64_t dblocks = 0;
+    const size_t dblk = dkern ? direct_block_bytes(dkern, g->o, k, &dblocks) : 0;
+    void *dbp = dkern ? amp_scratch_alloc(ctx, dblk * (size_t)dblocks) : NULL;
+    if (dkern && !dbp) {
+        amp_scratch_release(ctx, m);
+        return AMP_ERR_OUT_OF_MEMORY;
+    }
     void *col = implicit ? amp_scratch_alloc(ctx, (size_t)(nb_max * g->c * hp * wp) * es + AMP_CONV_IMPLICIT_SLACK)
                          : amp_scratch_alloc(ctx, (size_t)(k * nb_max * p_img) * es);
     float *y = amp_f32_scratch(ctx, g->o * nb_max * p_img);
@@ -725,11 +901,16 @@ static int conv_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, const 
         implicit_tables(g, nb_max, koff, pix);
         xp_zero(col, nb_max * g->c * hp * wp * (int64_t)es);
     }
+    if (dkern) direct_pack(dkern, w, es, g->o, k, dbp);
     int st = AMP_OK;
     for (int64_t b0 = 0; b0 < g->n && st == AMP_OK; b0 += nb_max) {
         const int64_t nb = g->n - b0 < nb_max ? g->n - b0 : nb_max, ld = nb * p_img;
         a.b0 = b0, a.nb = nb;
-        if (implicit) {
+        if (dkern) {
+            run_pass(nb, task_pad, &a, nb * g->c * hp * wp);
+            conv_direct d = {.ci = &ci, .kern = dkern, .rows = pix, .steps = koff, .bp = dbp, .m = ld, .n = g->o, .k = k, .beta = 0.0f, .c = y, .ldc = ld};
+            conv_gemm_direct(&d, false);
+        } else if (implicit) {
             run_pass(nb, task_pad, &a, nb * g->c * hp * wp);
             st = conv_gemm_implicit(ctx, dt, g->o, ld, k, w, k, conv_pack_cb, &ci, 0.0f, y, ld);
         } else {
@@ -813,6 +994,10 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
     int64_t nb_max = chunk_images(g, per_image_gp + g->c * hp * wp * (int64_t)es);
     const bool implicit = need_dw && implicit_dw_ok(g, dt, nb_max);
     if (!implicit) nb_max = chunk_images(g, per_image_gp + p_img * k * (int64_t)es);
+    const amp_gemm_kernel *dkern = implicit ? direct_kernel(g, dt, nb_max, true) : NULL;
+    int64_t dblocks = 0;
+    const size_t dblk = dkern ? direct_block_bytes(dkern, g->o, nb_max * p_img, &dblocks) : 0;
+    void *dbp = dkern ? amp_scratch_alloc(ctx, dblk * (size_t)dblocks) : NULL;
     /* dY's permuted copy gp [O, nb*P], the GEMMs' operand, is not made when
      * - one image per chunk: dY's image [O, P] is that already;
      * - dW is the only product and takes the columns (the cnn's conv1): it is computed as
@@ -821,7 +1006,11 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
      * The cnn's conv1 dY is 3.2M elements: its copy was 1% of the fp32 step. */
     const bool dw_t = need_dw && !implicit && !dx_cols && nb_max > 1 && kern &&
                       (kern->k_unit == 1 || p_img % kern->k_unit == 0);
-    void *gp = nb_max > 1 && ((need_dw && !dw_t) || dx_cols) ? amp_scratch_alloc(ctx, (size_t)(g->o * nb_max * p_img) * es) : NULL;
+    /* the direct weight gradient packs dY straight from [N, O, P] (direct_pack_dy) */
+    const bool dy_direct = dkern && p_img % dkern->k_unit == 0;
+    void *gp = nb_max > 1 && ((need_dw && !dw_t && !dy_direct) || dx_cols)
+                   ? amp_scratch_alloc(ctx, (size_t)(g->o * nb_max * p_img) * es)
+                   : NULL;
     float *dwt = dw_t ? amp_f32_scratch(ctx, k * g->o) : NULL; /* dW^T [K, O] */
     const int64_t xp_bytes = nb_max * g->c * hp * wp * (int64_t)es;
     void *col = !need_dw    ? NULL
@@ -858,7 +1047,15 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
         a.b0 = b0, a.nb = nb;
         const void *gop = gp ? gp : gy + (size_t)(b0 * g->o * p_img) * es;
         if (gp || db) run_pass(g->o, task_permute_grad, &a, g->o * ld);
-        if (dw && implicit) {
+        if (dw && dkern) {
+            run_pass(nb, task_pad, &a, nb * g->c * hp * wp);
+            if (gp || nb == 1)
+                direct_pack(dkern, gop, es, g->o, ld, dbp);
+            else
+                direct_pack_dy(dkern, gy, es, g->o, p_img, b0, ld, dbp);
+            conv_direct d = {.ci = &ci, .kern = dkern, .rows = koff, .steps = pix, .bp = dbp, .m = k, .n = g->o, .k = ld, .beta = 1.0f, .c = dw, .ldc = k};
+            conv_gemm_direct(&d, true);
+        } else if (dw && implicit) {
             run_pass(nb, task_pad, &a, nb * g->c * hp * wp);
             if (conv_gemm_implicit(ctx, dt, g->o, k, ld, gop, ld, conv_pack_k_cb, &ci, 1.0f, dw, k)) return;
         } else if (dw_t) {

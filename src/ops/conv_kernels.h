@@ -42,6 +42,15 @@ void amp_conv_col2im_padded_avx512(const amp_conv_geom *g, const float *dcol, in
                                    float *dx);
 #endif
 
+/* The bias gradient's sums: out[j] = the fp32 sum of the n bf16 values at v + j*stride, j < 4, each
+ * element i into partial sum i % 8 for i < n / 8 * 8, the partial sums combined ((0+1)+(2+3)) +
+ * ((4+5)+(6+7)), then the rest added in order (conv.c's sum_bf16). The AVX-512 version gives the
+ * same bits. */
+void amp_conv_sum_bf16_x4_ref(const uint16_t *v, int64_t stride, int64_t n, float out[4]);
+#if defined(__x86_64__)
+void amp_conv_sum_bf16_x4_avx512(const uint16_t *v, int64_t stride, int64_t n, float out[4]);
+#endif
+
 /* The forward's output row: out[i] = y[i] + bias in fp32, rounded once to bf16 (amp_convert's
  * rounding); the reference is conv.c's add then amp_convert. */
 #if defined(__x86_64__)
@@ -85,6 +94,17 @@ bool amp_conv_pack_panel_k_avx512(const amp_conv_implicit *ci, void *dst, int64_
  * window of each image's plane; returns false (nothing written) for the others. */
 bool amp_conv_pack_panel_avx512(const amp_conv_implicit *ci, void *dst, int64_t i0, int64_t rows, int64_t p0,
                                 int64_t kc, int r);
+/* One 12 x 32 tile of an implicit product computed as C^T, without packing its implicit panel: row
+ * ii's element at step p is xp[rows[ii] + steps[p]] (element size es: 4 fp32, 2 bf16); the forward
+ * (and dX): rows = 12 pixels' offsets (ci->pix; any valid offset for rows past m), steps = koff +
+ * p0; the weight gradient: rows = 12 k indices' koff, steps = pix + p0. Steps [0, kc) against
+ * bpanel (the kernel's packed B panel of 32 columns, AMP_GEMM_PACKED_F32 or _BF16_PAIRS by es),
+ * stored as C^T: element (i, j) at c[j * ldc + i] for i < m, j < n, = sum + beta * c (beta == 0:
+ * C unread). The same bits as packing the reference's 12-row panel (amp_conv_pack_panel_ref, or
+ * _k_ref) and running the AVX-512 kernel's ukernel_ct on it (alpha 1). Only with the AVX-512 GEMM
+ * kernel for es (bf16: AVX512-BF16). */
+void amp_conv_direct_tile_avx512(const void *xp, size_t es, const int32_t *steps, const int32_t rows[12], int64_t kc,
+                                 const void *bpanel, float *c, int64_t ldc, int m, int n, float beta);
 #endif
 
 #endif /* AMP_CONV_KERNELS_H */

@@ -276,6 +276,39 @@ bool amp_conv_pack_panel_k_avx512(const amp_conv_implicit *ci, void *dst, int64_
     return true;
 }
 
+/* ---- the bias gradient's sums ----
+ * amp_conv_sum_bf16_x4_ref's 32 partial sums (4 rows x 8) in two registers, rows 0 and 1 in one,
+ * 2 and 3 in the other: each lane adds its elements in the reference's order (element i of a row
+ * into lane i % 8), then the same combination and tail, in scalar code. */
+void amp_conv_sum_bf16_x4_avx512(const uint16_t *v, int64_t stride, int64_t n, float out[4]) {
+    __m512 a01 = _mm512_setzero_ps(), a23 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i r01 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const void *)(v + i))),
+                                                    _mm_loadu_si128((const void *)(v + stride + i)), 1);
+        const __m256i r23 =
+            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const void *)(v + 2 * stride + i))),
+                                    _mm_loadu_si128((const void *)(v + 3 * stride + i)), 1);
+        /* bf16 -> fp32 exactly: the bits shifted into the top half */
+        a01 = _mm512_add_ps(a01, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(r01), 16)));
+        a23 = _mm512_add_ps(a23, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(r23), 16)));
+    }
+    float acc[32]; /* row j's partial sums at 8j */
+    _mm512_storeu_ps(acc, a01);
+    _mm512_storeu_ps(acc + 16, a23);
+    for (int j = 0; j < 4; j++) {
+        const float *a = acc + 8 * j;
+        float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+        for (int64_t t = i; t < n; t++) {
+            const uint32_t u = (uint32_t)v[j * stride + t] << 16;
+            float f;
+            memcpy(&f, &u, sizeof f);
+            s += f;
+        }
+        out[j] = s;
+    }
+}
+
 /* ---- the forward's store ---- */
 
 /* out[i] = bf16(y[i] + bias): the fp32 add, then amp_convert's bf16 rounding (to nearest even on the
@@ -293,4 +326,165 @@ void amp_conv_store_bf16_avx512(uint16_t *out, const float *y, float bias, int64
             r, nan, _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(x, 31), 15), _mm512_set1_epi32(0x7FC0)));
         _mm256_mask_storeu_epi16(out + i, k, _mm512_cvtepi32_epi16(r));
     }
+}
+
+/* ---- the direct tile: the implicit GEMM's C^T tile without packing its pixel panel ----
+ * The 12 x 32 tile of gemm_avx512.c's ukernel_ct (12 pixels x 32 output channels, VDPBF16PS or
+ * FMA, 24 accumulators), whose broadcast operand is read straight from the padded chunk instead of
+ * a packed panel: row ii's value at step p is xp[rows[ii] + steps[p]] (the forward's: rows are pixels,
+ * steps k indices; the weight gradient's: rows are k indices, steps pixels), broadcast as the panel's
+ * element would be. fp32: one element. bf16 pairs: the pair (p, p + 1) is one unaligned 32-bit
+ * word where steps[p + 1] = steps[p] + 1 (within a kernel row: 80% of the forward's pairs; within
+ * an output row: all of the cnn's weight gradient's), else its two halves joined; an odd kc's last
+ * pair has a zero second half, as the packed panel's pad. Same
+ * values in the same order as packing the panel (amp_conv_pack_panel_ref) and running ukernel_ct:
+ * the same bits. The packed panels cost about 10% of the cnn's step (two loads, a permute and a
+ * store per 12-pixel row, bound by the loads); the broadcasts here come from the same few L1
+ * lines the panel's permutes read. The transpose and store are copies of gemm_avx512.c's
+ * (static there; the same code keeps the same bits). */
+enum { DMR = 12, DNR = 32 };
+#define DUNROLL _Pragma("GCC unroll 16")
+
+static inline __attribute__((always_inline)) void d_transpose16(__m512 v[16]) {
+    __m512 t[16];
+    DUNROLL
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+    }
+    DUNROLL
+    for (int g = 0; g < 4; g++) {
+        v[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        v[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+        v[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        v[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+    DUNROLL
+    for (int j = 0; j < 4; j++) {
+        t[j] = _mm512_shuffle_f32x4(v[j], v[4 + j], 0x88);
+        t[j + 4] = _mm512_shuffle_f32x4(v[j], v[4 + j], 0xDD);
+        t[j + 8] = _mm512_shuffle_f32x4(v[8 + j], v[12 + j], 0x88);
+        t[j + 12] = _mm512_shuffle_f32x4(v[8 + j], v[12 + j], 0xDD);
+    }
+    DUNROLL
+    for (int j = 0; j < 4; j++) {
+        v[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+        v[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xDD);
+        v[j + 4] = _mm512_shuffle_f32x4(t[j + 4], t[j + 12], 0x88);
+        v[j + 12] = _mm512_shuffle_f32x4(t[j + 4], t[j + 12], 0xDD);
+    }
+}
+
+static inline __mmask16 d_mask16(int64_t n) {
+    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+
+/* gemm_avx512.c's store_tile_transposed, alpha = 1 */
+static inline __attribute__((always_inline)) void d_store_transposed(__m512 acc[DMR][2], float *c, int64_t ldc, int m,
+                                                                     int n, float beta) {
+    const __mmask16 km = d_mask16(m);
+    const __m512 va = _mm512_set1_ps(1.0f), vb = _mm512_set1_ps(beta);
+    for (int h = 0; h < 2; h++) {
+        __m512 v[16];
+        DUNROLL
+        for (int i = 0; i < 16; i++) v[i] = i < DMR ? acc[i][h] : _mm512_setzero_ps();
+        d_transpose16(v);
+        DUNROLL
+        for (int j = 0; j < 16; j++) {
+            if (16 * h + j >= n) break;
+            float *cj = c + (16 * h + j) * ldc;
+            const __m512 r = beta == 0.0f ? _mm512_mul_ps(va, v[j])
+                                          : _mm512_fmadd_ps(va, v[j], _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(km, cj)));
+            _mm512_mask_storeu_ps(cj, km, r);
+        }
+    }
+}
+
+/* acc[i][h] += pair word a[i] x b_h (VDPBF16PS), for the 12 rows */
+#define D_BF16_STEP(LOAD)                                                                                              \
+    do {                                                                                                               \
+        DUNROLL                                                                                                        \
+        for (int i = 0; i < DMR; i++) {                                                                                \
+            const __m512bh ai = (__m512bh)_mm512_set1_epi32(LOAD);                                                     \
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);                                                           \
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);                                                           \
+        }                                                                                                              \
+    } while (0)
+
+static inline int32_t d_word(const uint16_t *s) { /* unaligned 32-bit read: the pair s[0], s[1] */
+    int32_t w;
+    memcpy(&w, s, sizeof w);
+    return w;
+}
+
+/* fp32: the step's window pointer at row 0's offset as the base of every broadcast's address, the
+ * other 11 rows' offsets from row 0 as indexes in registers (one general register fewer than a
+ * pointer per row, which measured 11% slower, a pointer spilled to a vector register). */
+static __attribute__((noinline)) void direct_tile_f32(const float *xp, const int32_t *ko, const int32_t po[12],
+                                                      int64_t kc, const float *b, float *c, int64_t ldc, int m, int n,
+                                                      float beta) {
+    __m512 acc[DMR][2];
+    DUNROLL
+    for (int i = 0; i < DMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    int64_t rel[DMR];
+    DUNROLL
+    for (int i = 0; i < DMR; i++) rel[i] = (int64_t)po[i] - po[0];
+    const float *x0 = xp + po[0];
+    for (int64_t p = 0; p < kc; p++, b += DNR) {
+        const float *xe = x0 + ko[p];
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        DUNROLL
+        for (int i = 0; i < DMR; i++) {
+            const __m512 ai = _mm512_set1_ps(i == 0 ? xe[0] : xe[rel[i]]);
+            acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+        }
+    }
+    d_store_transposed(acc, c, ldc, m, n, beta);
+}
+
+/* bf16: as fp32, the step's window pointer at row 0's offset as the base, the other rows' offsets
+ * from row 0 as indexes. The steps whose pair is one word run in a loop of their own: with one loop
+ * and a branch, gcc computed all 12 addresses for both branches before it, spilling most of them. */
+static __attribute__((noinline)) void direct_tile_bf16(const uint16_t *xp, const int32_t *ko, const int32_t po[12],
+                                                       int64_t kc, const uint16_t *b, float *c, int64_t ldc, int m,
+                                                       int n, float beta) {
+    __m512 acc[DMR][2];
+    DUNROLL
+    for (int i = 0; i < DMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    int64_t rel[DMR];
+    DUNROLL
+    for (int i = 0; i < DMR; i++) rel[i] = (int64_t)po[i] - po[0];
+    const uint16_t *x0 = xp + po[0];
+    const int64_t pairs = kc / 2; /* whole pairs; an odd kc's last element after them */
+    int64_t q = 0;
+    while (q < pairs) {
+        for (; q < pairs && ko[2 * q + 1] == ko[2 * q] + 1; q++, b += 2 * DNR) {
+            const uint16_t *xe = x0 + ko[2 * q];
+            const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)b);
+            const __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(b + DNR));
+            D_BF16_STEP(d_word(xe + rel[i]));
+        }
+        if (q == pairs) break;
+        const uint16_t *xe = x0 + ko[2 * q], *xo = x0 + ko[2 * q + 1];
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)b);
+        const __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(b + DNR));
+        D_BF16_STEP((int32_t)((uint32_t)xe[rel[i]] | (uint32_t)xo[rel[i]] << 16));
+        q++, b += 2 * DNR;
+    }
+    if (kc & 1) { /* an odd kc's last pair: the pad's +0 second half */
+        const uint16_t *xe = x0 + ko[2 * q];
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512((const void *)b);
+        const __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(b + DNR));
+        D_BF16_STEP((int32_t)xe[rel[i]]);
+    }
+    d_store_transposed(acc, c, ldc, m, n, beta);
+}
+
+void amp_conv_direct_tile_avx512(const void *xp, size_t es, const int32_t *steps, const int32_t rows[12], int64_t kc,
+                                 const void *bpanel, float *c, int64_t ldc, int m, int n, float beta) {
+    if (es == 4)
+        direct_tile_f32(xp, steps, rows, kc, bpanel, c, ldc, m, n, beta);
+    else
+        direct_tile_bf16(xp, steps, rows, kc, bpanel, c, ldc, m, n, beta);
 }
