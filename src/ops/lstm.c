@@ -115,14 +115,13 @@ static size_t packed_bytes(const amp_gemm_kernel *kern, int64_t rows, int r, int
     return (size_t)(round_up64(rows, r) * kc_pad) * (size_t)kern->packed_size;
 }
 
-/* Packs W [n, k] (W[i, p] = src[trans ? p * ld + i : i * ld + p], dtype dt) into scratch for products
- * with m-row operands; false (error recorded) when out of memory. */
-static bool pack_w(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *src, int64_t ld, bool trans, int64_t n,
-                   int64_t k, int64_t m) {
+/* Packs W [n, k] (W[i, p] = src[trans ? p * ld + i : i * ld + p], dtype dt) into scratch as the A
+ * operand (flip) or the B operand; false (error recorded) when out of memory. */
+static bool pack_w_as(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *src, int64_t ld, bool trans, int64_t n,
+                      int64_t k, bool flip) {
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
-    const double direct = amp_gemm_tile_fill(kern, m, n), flipped = amp_gemm_tile_fill(kern, n, m);
     *pw = (packed_w){.kern = kern,
-                     .flip = kern->ukernel_ct && k >= LSTM_FLIP_MIN_K && flipped > direct,
+                     .flip = flip,
                      .n = n,
                      .k = k,
                      .kc_pad = round_up64(min64(kern->kc, k), kern->k_unit),
@@ -140,11 +139,23 @@ static bool pack_w(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *src, in
     return true;
 }
 
+/* Whether W [n, k] is better packed as the A operand (C^T computed) for products with m-row operands. */
+static bool flip_for(amp_dtype dt, int64_t n, int64_t k, int64_t m) {
+    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
+    return kern->ukernel_ct && k >= LSTM_FLIP_MIN_K && amp_gemm_tile_fill(kern, n, m) > amp_gemm_tile_fill(kern, m, n);
+}
+
+/* pack_w_as in the orientation flip_for chooses. */
+static bool pack_w(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *src, int64_t ld, bool trans, int64_t n,
+                   int64_t k, int64_t m) {
+    return pack_w_as(ctx, pw, dt, src, ld, trans, n, k, flip_for(dt, n, k, m));
+}
+
 typedef struct packed_job {
     const packed_w *pw;
     const char *xpack; /* X packed for every k block: block q at xpack + q * x_bytes */
     size_t x_bytes, w_bytes;
-    int64_t m, tiles_w, tasks; /* tiles_w: W's panels, split between the tasks */
+    int64_t m, n, tiles_w, tasks; /* n: C's columns (W's first n rows); tiles_w: their panels, split between the tasks */
     float *c;
     int64_t ldc;
     float beta;
@@ -168,7 +179,7 @@ static void packed_task(void *arg, int64_t task, int thread_id) {
             for (int64_t tw = t0; tw < t1; tw++) {
                 const int64_t iw = tw * rw;
                 const char *xp = xblock + (size_t)(ix * kc_pad) * ps, *wp = wblock + (size_t)(iw * kc_pad) * ps;
-                const int mx = (int)min64(rx, j->m - ix), nw = (int)min64(rw, pw->n - iw);
+                const int mx = (int)min64(rx, j->m - ix), nw = (int)min64(rw, j->n - iw);
                 float *ct = j->c + ix * j->ldc + iw; /* C[ix, iw]; flipped: element (i, j) of W X^T is C[j, i] */
                 if (pw->flip) uk(kc, wp, xp, ct, j->ldc, nw, mx, 1.0f, beta);
                 else uk(kc, xp, wp, ct, j->ldc, mx, nw, 1.0f, beta);
@@ -179,14 +190,14 @@ static void packed_task(void *arg, int64_t task, int thread_id) {
 /* Below this many flops (2mnk) per thread, one thread: gemm.c's threshold. */
 #define PACKED_MIN_FLOPS_PER_THREAD (1 << 21)
 
-/* c [m, n] (ldc) = X [m, k] W^T + beta c, X[i, p] = x[i * ldx + p] in W's source dtype, as
- * amp_gemm(dt, false, ...) with alpha 1 gives it. False (error recorded) when out of memory. */
-static bool packed_gemm(amp_ctx *ctx, const packed_w *pw, int64_t m, const void *x, int64_t ldx, float beta, float *c,
-                        int64_t ldc) {
+/* c [m, n] (ldc) = X [m, k] W[0:n]^T + beta c, X[i, p] = x[i * ldx + p] in W's source dtype, n <= W's
+ * rows, as amp_gemm(dt, false, ...) with alpha 1 gives it. False (error recorded) when out of memory. */
+static bool packed_gemm_n(amp_ctx *ctx, const packed_w *pw, int64_t m, int64_t n, const void *x, int64_t ldx,
+                          float beta, float *c, int64_t ldc) {
     const amp_gemm_kernel *kern = pw->kern;
     const int rw = pw->flip ? kern->mr : kern->nr, rx = pw->flip ? kern->nr : kern->mr;
     const int64_t k = pw->k, blocks = (k + kern->kc - 1) / kern->kc;
-    if (m == 0 || pw->n == 0) return true;
+    if (m == 0 || n == 0) return true;
     amp_arena_mark mk = amp_scratch_mark(ctx);
     const size_t x_bytes = packed_bytes(kern, m, rx, pw->kc_pad);
     char *xpack = amp_scratch_alloc(ctx, x_bytes * (size_t)(blocks > 0 ? blocks : 1));
@@ -196,17 +207,22 @@ static bool packed_gemm(amp_ctx *ctx, const packed_w *pw, int64_t m, const void 
         kern->pack(xpack + (size_t)q * x_bytes, (const char *)x + (size_t)pc * pw->es, ldx, false, m,
                    min64(kern->kc, k - pc), rx);
     }
-    const int64_t tiles_w = (pw->n + rw - 1) / rw;
-    const double flops = 2.0 * (double)m * (double)pw->n * (double)k;
+    const int64_t tiles_w = (n + rw - 1) / rw;
+    const double flops = 2.0 * (double)m * (double)n * (double)k;
     int64_t tasks = amp_parallel_max_threads();
     if (flops < (double)tasks * PACKED_MIN_FLOPS_PER_THREAD) tasks = (int64_t)(flops / PACKED_MIN_FLOPS_PER_THREAD);
     if (tasks > tiles_w) tasks = tiles_w;
     if (tasks < 1) tasks = 1;
-    packed_job job = {pw, xpack, x_bytes, packed_bytes(kern, pw->n, rw, pw->kc_pad), m, tiles_w, tasks, c, ldc, beta};
+    packed_job job = {pw, xpack, x_bytes, packed_bytes(kern, pw->n, rw, pw->kc_pad), m, n, tiles_w, tasks, c, ldc, beta};
     if (tasks == 1) packed_task(&job, 0, 0);
     else amp_parallel_for(tasks, packed_task, &job);
     amp_scratch_release(ctx, mk);
     return true;
+}
+
+static bool packed_gemm(amp_ctx *ctx, const packed_w *pw, int64_t m, const void *x, int64_t ldx, float beta, float *c,
+                        int64_t ldc) {
+    return packed_gemm_n(ctx, pw, m, pw->n, x, ldx, beta, c, ldc);
 }
 
 /* ---- the views h_next = hc[0], c_next = hc[1] ---- */
@@ -418,8 +434,9 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
  *             for bf16 on AVX-512 also the act16 packing and h_t's and c_t's rounding,
  *             cell_forward_bf16), which stores the saved activations and c_{t-1} around the caches,
  *             as nothing reads them before the backward pass;
- *   backward: per step only dh = dG_t W_hh; then dX = dG W_ih and [dW_ih | dW_hh] = dG^T [X | H_prev]
- *             as two GEMMs with K = B*T (one pass over dG for both weight gradients), each weight
+ *   backward: per step dh = dG_t W_hh and dx_t = dG_t W_ih from one packing of dG_t; then
+ *             [dW_ih | dW_hh] = dG^T [X | H_prev] as one GEMM with K = B*T (one pass over dG for both
+ *             weight gradients), each weight
  *             gradient accumulated (rounded) once instead of T times. The bias gradient is summed in
  *             fp32 as the rows of dG are formed (t from T - 1 down, b up within a step), so for f16/bf16
  *             each fp32 row of dG lives only in a one-row buffer until it is rounded (for bf16 on
@@ -469,45 +486,84 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     float *dgrow = dt == AMP_F32 ? NULL : amp_f32_scratch(ctx, G);
     const bool want_db = (b_ih && b_ih->requires_grad) || (b_hh && b_hh->requires_grad);
     float *db = want_db ? amp_f32_scratch(ctx, G) : NULL; /* the bias gradient, summed row by row below */
-    float *dh = amp_f32_scratch(ctx, B * H), *dc = amp_f32_scratch(ctx, B * H);
+    float *dc = amp_f32_scratch(ctx, B * H);
     const amp_lstm_kernels *lk = amp_lstm_active();
     const bool fused_bf16 = dt == AMP_BF16 && lk->cell_backward_bf16;
     float *cpf = narrow && !fused_bf16 ? amp_f32_scratch(ctx, B * H) : NULL; /* step t's c_{t-1} in fp32 */
-    if (!dout || !dgd || (narrow && !dgrow) || (want_db && !db) || !dh || !dc || (narrow && !fused_bf16 && !cpf))
+    if (!dout || !dgd || (narrow && !dgrow) || (want_db && !db) || !dc || (narrow && !fused_bf16 && !cpf))
         return;
-    memset(dh, 0, (size_t)(B * H) * sizeof *dh);
     memset(dc, 0, (size_t)(B * H) * sizeof *dc);
     if (db) memset(db, 0, (size_t)G * sizeof *db);
-    packed_w whh; /* W [H, 4H] = W_hh^T, for dh = dG_t W_hh */
-    if (T > 1 && !pack_w(ctx, &whh, dt, w_hh->data, H, true, H, G, B)) return;
-    for (int64_t t = T - 1; t >= 0; t--) {
+    /* Per step, [dx_t | dh_{t-1}] [B, I + H] = dG_t [W_ih | W_hh]: one product against W = [W_ih | W_hh]^T
+     * [I + H, 4H], packed once per pass, from one packing of dG_t, where a GEMM for all of dX after the
+     * loop packed dG a second time, read back from memory, and W_ih's 64 rows alone would fill 64/72
+     * of the kernel's 12-row tiles (320/324 together). Each element is still amp_gemm's sum over the
+     * same k blocks, so the bits are those of the separate products. Without dX (x needs no gradient)
+     * W is W_hh^T alone. Block t of dxh (rows t*B + b, padded as the forward's gate rows: the
+     * transposed tile stores would hit one L1 set otherwise) holds step t's [dx_t | dh_{t-1}]; block T
+     * the zero dh that enters the last step. */
+    const int64_t NX = x->requires_grad ? I : 0, NW = NX + H, ldp = NW + LSTM_XP_PAD;
+    float *dxh = amp_f32_scratch(ctx, (R + B) * ldp);
+    if (!dxh) return;
+    for (int64_t b = 0; b < B; b++) memset(dxh + (R + b) * ldp + NX, 0, (size_t)H * sizeof *dxh);
+    packed_w w;
+    const char *wsrc = w_hh->data;
+    if (NX) { /* [W_ih | W_hh] [4H, I + H], rows contiguous, in dt */
+        char *wcat = amp_scratch_alloc(ctx, (size_t)(G * NW) * es);
+        if (!wcat) return;
+        for (int64_t p = 0; p < G; p++) {
+            memcpy(wcat + (size_t)(p * NW) * es, (const char *)w_ih->data + (size_t)(p * I) * es, (size_t)I * es);
+            memcpy(wcat + (size_t)(p * NW + I) * es, (const char *)w_hh->data + (size_t)(p * H) * es, (size_t)H * es);
+        }
+        wsrc = wcat;
+    }
+    if ((NX || T > 1) && !pack_w(ctx, &w, dt, wsrc, NW, true, NW, G, B)) return;
+    bool ok = true;
+    for (int64_t t = T - 1; ok && t >= 0; t--) {
+        float *blk = dxh + t * B * ldp;                  /* step t's [dx_t | dh_{t-1}] */
+        const float *dhn = dxh + (t + 1) * B * ldp + NX; /* dh_t, from step t + 1 (zeros after the last) */
         const char *cpt = narrow ? cprev_dt + (size_t)(t * B * H) * es : NULL; /* step t's c_{t-1}, [B, H] in dt */
         if (cpf) amp_convert(cpf, AMP_F32, cpt, dt, (size_t)(B * H));
         for (int64_t b = 0; b < B; b++) {
-            const float *dho = dout + (b * T + t) * H;
+            const float *dho = dout + (b * T + t) * H, *dhb = dhn + b * ldp;
             char *dgt = (char *)dgd + (size_t)((b * T + t) * G) * es;
             if (!narrow) {
                 lk->cell_backward((float *)(void *)dgt, dc + b * H, acts + (t * B + b) * 5 * H, cprev + (t * B + b) * H,
-                                  dho, dh + b * H, dc + b * H, (size_t)H);
+                                  dho, dhb, dc + b * H, (size_t)H);
                 if (db) lk->acc(db, (const float *)(void *)dgt, (size_t)G);
                 continue;
             }
             const uint16_t *act = acts16 + (t * B + b) * 5 * H;
             if (fused_bf16) { /* the three steps below in one pass */
                 lk->cell_backward_bf16((uint16_t *)(void *)dgt, db, dc + b * H, act,
-                                       (const uint16_t *)(const void *)cpt + b * H, dho, dh + b * H, dc + b * H,
-                                       (size_t)H);
+                                       (const uint16_t *)(const void *)cpt + b * H, dho, dhb, dc + b * H, (size_t)H);
                 continue;
             }
-            lk->cell_backward16(dgrow, dc + b * H, act, cpf + b * H, dho, dh + b * H, dc + b * H, (size_t)H);
+            lk->cell_backward16(dgrow, dc + b * H, act, cpf + b * H, dho, dhb, dc + b * H, (size_t)H);
             if (db) lk->acc(db, dgrow, (size_t)G);
             amp_convert(dgt, dt, dgrow, AMP_F32, (size_t)G);
         }
-        /* dh_{t-1} [B, H] = dG_t [B, 4H] W_hh [4H, H]; rows of dG_t are T*G apart */
-        if (t > 0 && !packed_gemm(ctx, &whh, B, (const char *)dgd + (size_t)(t * G) * es, T * G, 0.0f, dh, H)) return;
+        /* [dx_t | dh_{t-1}] = dG_t W^T, dx_t alone at t = 0; rows of dG_t are T*G apart */
+        const int64_t n = t > 0 ? NW : NX;
+        if (n > 0) ok = packed_gemm_n(ctx, &w, B, n, (const char *)dgd + (size_t)(t * G) * es, T * G, 0.0f, blk, ldp);
     }
-    if (x->requires_grad) { /* dX [B*T, I] = dG W_ih */
-        amp_gemm_into_grad(ctx, OP, dt, false, false, R, I, G, dgd, G, w_ih->data, I, x);
+    if (!ok) return;
+    if (NX) { /* dX in X's row order, rows b*T + t, into x's gradient as amp_gemm_into_grad sends it */
+        amp_grad_sink sink;
+        const bool sunk = amp_grad_sink_open(ctx, x, &sink);
+        float *direct = sunk ? amp_sink_direct(&sink) : NULL;
+        float *dx = direct ? direct : amp_f32_scratch(ctx, R * I);
+        if (dx) {
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t t = 0; t < T; t++)
+                    memcpy(dx + (b * T + t) * I, dxh + (t * B + b) * ldp, (size_t)I * sizeof *dx);
+            if (sunk && !direct) {
+                const amp_gemm_epilogue ep = amp_sink_epilogue(&sink, 0, I);
+                amp_gemm_epilogue_apply(&ep, dx, ld(I), R, I);
+            }
+        }
+        if (sunk) amp_grad_sink_close(ctx, &sink);
+        else if (dx) amp_grad_accumulate(ctx, x, dx);
         if (ctx->status != AMP_OK) return;
     }
     const char *hout = node->out->data;

@@ -128,6 +128,18 @@ static inline __attribute__((always_inline)) void prefetch_tile(const float *c, 
     }
 }
 
+/* prefetch_tile for a tile of C^T: tile column j is c[j * ldc + i], i < m, one row of C (48 bytes at
+ * most, within two lines) per column, 32 rows ldc apart, which the transposed stores would otherwise
+ * wait for after the k loop (the lstm's recurrent products read C back, beta 1). */
+static inline __attribute__((always_inline)) void prefetch_tile_transposed(const float *c, int64_t ldc, int m, int n) {
+    UNROLL_ALL
+    for (int j = 0; j < NR; j++) {
+        if (j >= n) break;
+        _mm_prefetch((const char *)(c + j * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + j * ldc + m - 1), _MM_HINT_T0);
+    }
+}
+
 static inline __attribute__((always_inline)) void compute_f32(int64_t kc, const float *a /* [kc][MR] */,
                                                                const float *b /* [kc][NR] */, __m512 acc[MR][2]) {
     GEMM_UNROLL
@@ -170,6 +182,7 @@ static void ukernel_f32(int64_t kc, const void *a, const void *b, float *c, int6
 static void ukernel_f32_ct(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
                            float beta) {
     __m512 acc[MR][2];
+    prefetch_tile_transposed(c, ldc, m, n);
     compute_f32(kc, a, b, acc);
     store_tile_transposed(acc, c, ldc, m, n, alpha, beta);
 }
@@ -185,6 +198,7 @@ static void ukernel_bf16(int64_t kc, const void *a, const void *b, float *c, int
 static void ukernel_bf16_ct(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n,
                             float alpha, float beta) {
     __m512 acc[MR][2];
+    prefetch_tile_transposed(c, ldc, m, n);
     compute_bf16(kc, a, b, acc);
     store_tile_transposed(acc, c, ldc, m, n, alpha, beta);
 }
