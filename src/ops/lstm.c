@@ -470,42 +470,63 @@ static void put_hprev(char *dst, int64_t ldd, const char *h, int64_t B, int64_t 
 }
 
 /* The weight gradients' right operand [X | H_prev] [B*T, NX + H] (NX = I, or 0 for H_prev alone), never
- * stored: amp_gemm_implicit_b packs its blocks from x and h as they are requested, XH_CHUNK rows at a
- * time through a small buffer, where writing the whole matrix and packing it back from memory cost a
- * pass over 2.6 MB each (the lstm model's fp32). The packed values are those kern->pack gives the
- * stored matrix (the rows gathered, then packed by kern->pack itself), so the bits are amp_gemm's. */
-enum { XH_CHUNK = 16, XH_MAX_R = 64 }; /* XH_CHUNK even: a chunk starts a bf16 pair */
+ * stored: amp_gemm_implicit_b packs its blocks from x and h as they are requested, where writing the
+ * whole matrix and packing it back from memory cost a pass over 2.6 MB each (the lstm model's fp32).
+ * A panel's rows within X or within H_prev (a run of rows between two t = 0 rows, whose H_prev row is
+ * zero) are packed by kern->pack from x or h in place; the rest (a t = 0 row and the row after it, or
+ * a panel across the X | H_prev border) are gathered into a small buffer first, then packed. Runs
+ * start at even rows of the block (a bf16 pair is never split), so the packed values are those
+ * kern->pack gives the stored matrix and the bits are amp_gemm's. */
+enum { XH_CHUNK = 16, XH_MAX_R = 64 }; /* XH_CHUNK even */
 typedef struct xh_src {
     const char *x, *h; /* x [B*T, NX], h the sequence's output [B, T, H], es bytes per element */
     int64_t T, NX, H;
     size_t es;
 } xh_src;
 
+/* rows [pp, pp + len) of the panel's columns [jp, jp + rows) of [X | H_prev] into tmp [len][r] */
+static void gather_xh(const xh_src *s, unsigned char *tmp, int r, int64_t jp, int64_t rows, int64_t pp, int64_t len) {
+    const size_t es = s->es;
+    const int64_t jx = jp + rows < s->NX ? jp + rows : jp > s->NX ? jp : s->NX; /* [jp, jx) from X */
+    const size_t xb = (size_t)(jx - jp) * es, hb = (size_t)(jp + rows - jx) * es;
+    for (int64_t q = 0; q < len; q++) {
+        const int64_t row = pp + q;
+        unsigned char *d = tmp + (size_t)(q * r) * es;
+        if (xb) memcpy(d, s->x + (size_t)(row * s->NX + jp) * es, xb);
+        if (!hb) continue;
+        if (row % s->T == 0) memset(d + xb, 0, hb);
+        else memcpy(d + xb, s->h + (size_t)((row - 1) * s->H + (jx - s->NX)) * es, hb);
+    }
+}
+
 /* amp_gemm_pack_cb: rows [j0, j0 + cols) x columns [p0, p0 + kc) of M = [X | H_prev]^T */
 static void pack_xh(const void *arg, const amp_gemm_kernel *kern, void *dst, int64_t j0, int64_t cols, int64_t p0,
                     int64_t kc, int r) {
     const xh_src *s = arg;
     const size_t es = s->es, ps = (size_t)kern->packed_size;
-    const int64_t kc_pad = round_up64(kc, kern->k_unit);
-    _Alignas(64) unsigned char tmp[XH_CHUNK * XH_MAX_R * sizeof(float)]; /* [XH_CHUNK][r] rows of XH, in dt */
+    const int64_t kc_pad = round_up64(kc, kern->k_unit), pend = p0 + kc;
+    _Alignas(64) unsigned char tmp[XH_CHUNK * XH_MAX_R * sizeof(float)]; /* [XH_CHUNK][r] rows, in dt */
     for (int64_t jp = j0; jp < j0 + cols; jp += r) {
         const int64_t rows = min64(r, j0 + cols - jp);
-        /* this panel's columns of XH: [jp, jx) from X, [jx, jp + rows) from H_prev */
-        const int64_t jx = jp + rows < s->NX ? jp + rows : jp > s->NX ? jp : s->NX;
+        const bool xonly = jp + rows <= s->NX, honly = jp >= s->NX;
         char *panel = (char *)dst + (size_t)((jp - j0) / r * kc_pad * r) * ps;
-        for (int64_t pp = p0; pp < p0 + kc; pp += XH_CHUNK) {
-            const int64_t len = min64(XH_CHUNK, p0 + kc - pp);
-            for (int64_t q = 0; q < len; q++) {
-                const int64_t row = pp + q, t = row % s->T;
-                unsigned char *d = tmp + (size_t)(q * r) * es;
-                if (jx > jp) memcpy(d, s->x + (size_t)(row * s->NX + jp) * es, (size_t)(jx - jp) * es);
-                d += (size_t)(jx - jp) * es;
-                const size_t hb = (size_t)(jp + rows - jx) * es;
-                if (hb == 0) continue;
-                if (t == 0) memset(d, 0, hb);
-                else memcpy(d, s->h + (size_t)((row - 1) * s->H + (jx - s->NX)) * es, hb);
+        for (int64_t pp = p0, len; pp < pend; pp += len) {
+            const int64_t left = pend - pp;
+            const char *src = NULL;
+            int64_t lds = r;
+            if (xonly) {
+                len = left, src = s->x + (size_t)(pp * s->NX + jp) * es, lds = s->NX;
+            } else if (honly && pp % s->T != 0) { /* up to the next t = 0 row; even unless it ends the block */
+                const int64_t run = s->T - pp % s->T;
+                len = run >= left ? left : run & ~(int64_t)1;
+                if (len > 0) src = s->h + (size_t)((pp - 1) * s->H + (jp - s->NX)) * es, lds = s->H;
             }
-            kern->pack(panel + (size_t)((pp - p0) * r) * ps, tmp, r, true, rows, len, r);
+            if (!src) {
+                len = min64(honly ? 2 : XH_CHUNK, left);
+                gather_xh(s, tmp, r, jp, rows, pp, len);
+                src = (const char *)tmp, lds = r;
+            }
+            kern->pack(panel + (size_t)((pp - p0) * r) * ps, src, lds, true, rows, len, r);
         }
     }
 }
