@@ -140,6 +140,57 @@ static bool pack_w_as(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *src,
     return true;
 }
 
+/* Operands packed from two sources (pack_w_cat, pack_xh) go through a buffer of XH_CHUNK rows of up
+ * to XH_MAX_R values where a panel takes from both: XH_CHUNK even, so a bf16 pair is never split. */
+enum { XH_CHUNK = 16, XH_MAX_R = 64 };
+
+/* pack_w_as for W = [A | B]^T [na + nb, k] with W[i, p] = a[p * lda + i] (i < na), b[p * ldb + i - na]
+ * (else): each panel packed from a or b in place, a panel across the border from rows gathered
+ * XH_CHUNK at a time, so the packed values are those of W stored ([A | B] written to scratch and
+ * packed whole, 1.3 MB for the lstm model's fp32). kern's mr and nr at most XH_MAX_R. */
+static bool pack_w_cat(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *a, int64_t lda, int64_t na,
+                       const void *b, int64_t ldb, int64_t nb, int64_t k, bool flip) {
+    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
+    const int64_t n = na + nb;
+    *pw = (packed_w){.kern = kern,
+                     .flip = flip,
+                     .n = n,
+                     .k = k,
+                     .kc_pad = round_up64(min64(kern->kc, k), kern->k_unit),
+                     .es = amp_dtype_size(dt)};
+    const size_t es = pw->es, ps = (size_t)kern->packed_size;
+    const int r = pw->flip ? kern->mr : kern->nr;
+    const int64_t blocks = (k + kern->kc - 1) / kern->kc;
+    const size_t bytes = packed_bytes(kern, n, r, pw->kc_pad);
+    pw->panels = amp_scratch_alloc(ctx, bytes * (size_t)(blocks > 0 ? blocks : 1));
+    if (!pw->panels) return false;
+    _Alignas(64) unsigned char tmp[XH_CHUNK * XH_MAX_R * sizeof(float)];
+    const char *ca = a, *cb = b;
+    for (int64_t q = 0; q < blocks; q++) {
+        const int64_t pc = q * kern->kc, kc = min64(kern->kc, k - pc);
+        for (int64_t i0 = 0; i0 < n; i0 += r) {
+            const int64_t rows = min64(r, n - i0);
+            char *panel = pw->panels + (size_t)q * bytes + (size_t)(i0 * round_up64(kc, kern->k_unit)) * ps;
+            if (i0 + rows <= na) {
+                kern->pack(panel, ca + (size_t)(pc * lda + i0) * es, lda, true, rows, kc, r);
+            } else if (i0 >= na) {
+                kern->pack(panel, cb + (size_t)(pc * ldb + i0 - na) * es, ldb, true, rows, kc, r);
+            } else {
+                const size_t ab = (size_t)(na - i0) * es, bb = (size_t)(i0 + rows - na) * es;
+                for (int64_t p0 = pc; p0 < pc + kc; p0 += XH_CHUNK) {
+                    const int64_t len = min64(XH_CHUNK, pc + kc - p0);
+                    for (int64_t p = p0; p < p0 + len; p++) {
+                        memcpy(tmp + (size_t)((p - p0) * r) * es, ca + (size_t)(p * lda + i0) * es, ab);
+                        memcpy(tmp + (size_t)((p - p0) * r) * es + ab, cb + (size_t)(p * ldb) * es, bb);
+                    }
+                    kern->pack(panel + (size_t)((p0 - pc) * r) * ps, tmp, r, true, rows, len, r);
+                }
+            }
+        }
+    }
+    return true;
+}
+
 /* Whether W [n, k] is better packed as the A operand (C^T computed) for products with m-row operands. */
 static bool flip_for(amp_dtype dt, int64_t n, int64_t k, int64_t m) {
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
@@ -477,7 +528,6 @@ static void put_hprev(char *dst, int64_t ldd, const char *h, int64_t B, int64_t 
  * a panel across the X | H_prev border) are gathered into a small buffer first, then packed. Runs
  * start at even rows of the block (a bf16 pair is never split), so the packed values are those
  * kern->pack gives the stored matrix and the bits are amp_gemm's. */
-enum { XH_CHUNK = 16, XH_MAX_R = 64 }; /* XH_CHUNK even */
 typedef struct xh_src {
     const char *x, *h; /* x [B*T, NX], h the sequence's output [B, T, H], es bytes per element */
     int64_t T, NX, H;
@@ -589,17 +639,22 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     if (!dxh) return;
     for (int64_t b = 0; b < B; b++) memset(dxh + (R + b) * ldp + NX, 0, (size_t)H * sizeof *dxh);
     packed_w w;
-    const char *wsrc = w_hh->data;
-    if (NX) { /* [W_ih | W_hh] [4H, I + H], rows contiguous, in dt */
-        char *wcat = amp_scratch_alloc(ctx, (size_t)(G * NW) * es);
-        if (!wcat) return;
-        for (int64_t p = 0; p < G; p++) {
-            memcpy(wcat + (size_t)(p * NW) * es, (const char *)w_ih->data + (size_t)(p * I) * es, (size_t)I * es);
-            memcpy(wcat + (size_t)(p * NW + I) * es, (const char *)w_hh->data + (size_t)(p * H) * es, (size_t)H * es);
+    const amp_gemm_kernel *wk = amp_gemm_kernel_for(amp_isa_active(), dt);
+    if (NX && wk->mr <= XH_MAX_R && wk->nr <= XH_MAX_R) {
+        if (!pack_w_cat(ctx, &w, dt, w_ih->data, I, I, w_hh->data, H, H, G, flip_for(dt, NW, G, B))) return;
+    } else if (NX || T > 1) {
+        const char *wsrc = w_hh->data;
+        if (NX) { /* [W_ih | W_hh] [4H, I + H] stored for a kernel with wider panels */
+            char *wcat = amp_scratch_alloc(ctx, (size_t)(G * NW) * es);
+            if (!wcat) return;
+            for (int64_t p = 0; p < G; p++) {
+                memcpy(wcat + (size_t)(p * NW) * es, (const char *)w_ih->data + (size_t)(p * I) * es, (size_t)I * es);
+                memcpy(wcat + (size_t)(p * NW + I) * es, (const char *)w_hh->data + (size_t)(p * H) * es, (size_t)H * es);
+            }
+            wsrc = wcat;
         }
-        wsrc = wcat;
+        if (!pack_w(ctx, &w, dt, wsrc, NW, true, NW, G, B)) return;
     }
-    if ((NX || T > 1) && !pack_w(ctx, &w, dt, wsrc, NW, true, NW, G, B)) return;
     bool ok = true;
     for (int64_t t = T - 1; ok && t >= 0; t--) {
         float *blk = dxh + t * B * ldp;                  /* step t's [dx_t | dh_{t-1}] */
@@ -630,22 +685,30 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         if (n > 0) ok = packed_gemm_n(ctx, &w, B, n, (const char *)dgd + (size_t)(t * G) * es, T * G, 0.0f, blk, ldp);
     }
     if (!ok) return;
-    if (NX) { /* dX in X's row order, rows b*T + t, into x's gradient as amp_gemm_into_grad sends it */
+    if (NX) { /* dX in X's row order, rows b*T + t, into x's gradient as amp_gemm_into_grad sends it: row by
+               * row from dxh through the sink's epilogue, or copied into the new fp32 gradient itself */
         amp_grad_sink sink;
-        const bool sunk = amp_grad_sink_open(ctx, x, &sink);
-        float *direct = sunk ? amp_sink_direct(&sink) : NULL;
-        float *dx = direct ? direct : amp_f32_scratch(ctx, R * I);
-        if (dx) {
+        if (amp_grad_sink_open(ctx, x, &sink)) {
+            float *direct = amp_sink_direct(&sink);
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t t = 0; t < T; t++) {
+                    float *row = dxh + (t * B + b) * ldp;
+                    if (direct) {
+                        memcpy(direct + (b * T + t) * I, row, (size_t)I * sizeof *row);
+                        continue;
+                    }
+                    const amp_gemm_epilogue ep = amp_sink_epilogue(&sink, (b * T + t) * I, I);
+                    amp_gemm_epilogue_apply(&ep, row, ld(I), 1, I);
+                }
+            amp_grad_sink_close(ctx, &sink);
+        } else {
+            float *dx = amp_f32_scratch(ctx, R * I);
+            if (!dx) return;
             for (int64_t b = 0; b < B; b++)
                 for (int64_t t = 0; t < T; t++)
                     memcpy(dx + (b * T + t) * I, dxh + (t * B + b) * ldp, (size_t)I * sizeof *dx);
-            if (sunk && !direct) {
-                const amp_gemm_epilogue ep = amp_sink_epilogue(&sink, 0, I);
-                amp_gemm_epilogue_apply(&ep, dx, ld(I), R, I);
-            }
+            amp_grad_accumulate(ctx, x, dx);
         }
-        if (sunk) amp_grad_sink_close(ctx, &sink);
-        else if (dx) amp_grad_accumulate(ctx, x, dx);
         if (ctx->status != AMP_OK) return;
     }
     const xh_src xs = {x->data, node->out->data, T, I, H, es};
