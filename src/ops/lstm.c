@@ -168,23 +168,23 @@ static bool pack_w_cat(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *a, 
     const char *ca = a, *cb = b;
     for (int64_t q = 0; q < blocks; q++) {
         const int64_t pc = q * kern->kc, kc = min64(kern->kc, k - pc);
-        for (int64_t i0 = 0; i0 < n; i0 += r) {
-            const int64_t rows = min64(r, n - i0);
-            char *panel = pw->panels + (size_t)q * bytes + (size_t)(i0 * round_up64(kc, kern->k_unit)) * ps;
-            if (i0 + rows <= na) {
-                kern->pack(panel, ca + (size_t)(pc * lda + i0) * es, lda, true, rows, kc, r);
-            } else if (i0 >= na) {
-                kern->pack(panel, cb + (size_t)(pc * ldb + i0 - na) * es, ldb, true, rows, kc, r);
-            } else {
-                const size_t ab = (size_t)(na - i0) * es, bb = (size_t)(i0 + rows - na) * es;
-                for (int64_t p0 = pc; p0 < pc + kc; p0 += XH_CHUNK) {
-                    const int64_t len = min64(XH_CHUNK, pc + kc - p0);
-                    for (int64_t p = p0; p < p0 + len; p++) {
-                        memcpy(tmp + (size_t)((p - p0) * r) * es, ca + (size_t)(p * lda + i0) * es, ab);
-                        memcpy(tmp + (size_t)((p - p0) * r) * es + ab, cb + (size_t)(p * ldb) * es, bb);
-                    }
-                    kern->pack(panel + (size_t)((p0 - pc) * r) * ps, tmp, r, true, rows, len, r);
+        const int64_t kcp = round_up64(kc, kern->k_unit), a_end = na / r * r, b0 = (na + r - 1) / r * r;
+        char *block = pw->panels + (size_t)q * bytes;
+        /* the panels within A, then those within B, each in one call (kern->pack reads the rows in
+         * order across panels); the panel across the border, if any, from gathered rows */
+        if (a_end > 0) kern->pack(block, ca + (size_t)(pc * lda) * es, lda, true, a_end, kc, r);
+        if (b0 < n) kern->pack(block + (size_t)(b0 * kcp) * ps, cb + (size_t)(pc * ldb + b0 - na) * es, ldb, true, n - b0, kc, r);
+        if (a_end < na) {
+            const int64_t i0 = a_end, rows = min64(r, n - i0);
+            char *panel = block + (size_t)(i0 * kcp) * ps;
+            const size_t ab = (size_t)(na - i0) * es, bb = (size_t)(i0 + rows - na) * es;
+            for (int64_t p0 = pc; p0 < pc + kc; p0 += XH_CHUNK) {
+                const int64_t len = min64(XH_CHUNK, pc + kc - p0);
+                for (int64_t p = p0; p < p0 + len; p++) {
+                    memcpy(tmp + (size_t)((p - p0) * r) * es, ca + (size_t)(p * lda + i0) * es, ab);
+                    memcpy(tmp + (size_t)((p - p0) * r) * es + ab, cb + (size_t)(p * ldb) * es, bb);
                 }
+                kern->pack(panel + (size_t)((p0 - pc) * r) * ps, tmp, r, true, rows, len, r);
             }
         }
     }
