@@ -23,6 +23,12 @@ static inline float gemm_f16_to_f32(uint16_t h) { return _cvtsh_ss(h); } /* F16C
 #include "../../gemm/gemm_pack.h"
 
 enum { MR = 12, NR = 32 };
+/* Panel prefetch distance in k steps: the f32 micro-kernel prefetches A and B this far ahead (2 KiB
+ * of B), which keeps panels streamed from L2 and L3 (the lstm's recurrent products read their packed
+ * weight, 1 MB for fp32, from L3 every step) ahead of the FMAs. Measured on the lstm model, one
+ * thread: fp32 step 0.5-1% faster at 16 than without; 4 was slower, 8-32 alike; amp bench gemm's
+ * 1024^3 and the lstm's GEMM shapes unchanged. The same for the bf16 kernel measured no change. */
+#define PF_DIST 16
 
 #define GEMM_UNROLL _Pragma("GCC unroll 12")
 /* Loops over registers must be unrolled completely, or their arrays of vectors live on the stack. */
@@ -145,6 +151,9 @@ static inline __attribute__((always_inline)) void compute_f32(int64_t kc, const 
     GEMM_UNROLL
     for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int64_t p = 0; p < kc; p++, a += MR, b += NR) {
+        _mm_prefetch((const char *)(b + PF_DIST * NR), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + PF_DIST * NR + 16), _MM_HINT_T0);
+        _mm_prefetch((const char *)(a + PF_DIST * MR), _MM_HINT_T0);
         const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
         GEMM_UNROLL
         for (int i = 0; i < MR; i++) {
