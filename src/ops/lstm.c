@@ -116,13 +116,20 @@ static size_t packed_bytes(const amp_gemm_kernel *kern, int64_t rows, int r, int
     return (size_t)(round_up64(rows, r) * kc_pad) * (size_t)kern->packed_size;
 }
 
-/* Packs W [n, k] (W[i, p] = src[trans ? p * ld + i : i * ld + p], dtype dt) into scratch as the A
- * operand (flip) or the B operand; false (error recorded) when out of memory. */
-static bool pack_w_as(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *src, int64_t ld, bool trans, int64_t n,
-                      int64_t k, bool flip) {
+/* Whether W [n, k] is better packed as the A operand (C^T computed) for products with m-row operands. */
+static bool flip_for(amp_dtype dt, int64_t n, int64_t k, int64_t m) {
+    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
+    return kern->ukernel_ct && k >= LSTM_FLIP_MIN_K && amp_gemm_tile_fill(kern, n, m) > amp_gemm_tile_fill(kern, m, n);
+}
+
+/* Packs W [n, k] (W[i, p] = src[trans ? p * ld + i : i * ld + p], dtype dt) into scratch for products
+ * with m-row operands, as the A operand (flip_for) or the B operand; false (error recorded) when out
+ * of memory. */
+static bool pack_w(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *src, int64_t ld, bool trans, int64_t n,
+                   int64_t k, int64_t m) {
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
     *pw = (packed_w){.kern = kern,
-                     .flip = flip,
+                     .flip = flip_for(dt, n, k, m),
                      .n = n,
                      .k = k,
                      .kc_pad = round_up64(min64(kern->kc, k), kern->k_unit),
@@ -144,7 +151,7 @@ static bool pack_w_as(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *src,
  * to XH_MAX_R values where a panel takes from both: XH_CHUNK even, so a bf16 pair is never split. */
 enum { XH_CHUNK = 16, XH_MAX_R = 64 };
 
-/* pack_w_as for W = [A | B]^T [na + nb, k] with W[i, p] = a[p * lda + i] (i < na), b[p * ldb + i - na]
+/* pack_w for W = [A | B]^T [na + nb, k] with W[i, p] = a[p * lda + i] (i < na), b[p * ldb + i - na]
  * (else): each panel packed from a or b in place, a panel across the border from rows gathered
  * XH_CHUNK at a time, so the packed values are those of W stored ([A | B] written to scratch and
  * packed whole, 1.3 MB for the lstm model's fp32). kern's mr and nr at most XH_MAX_R. */
@@ -173,7 +180,8 @@ static bool pack_w_cat(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *a, 
         /* the panels within A, then those within B, each in one call (kern->pack reads the rows in
          * order across panels); the panel across the border, if any, from gathered rows */
         if (a_end > 0) kern->pack(block, ca + (size_t)(pc * lda) * es, lda, true, a_end, kc, r);
-        if (b0 < n) kern->pack(block + (size_t)(b0 * kcp) * ps, cb + (size_t)(pc * ldb + b0 - na) * es, ldb, true, n - b0, kc, r);
+        if (b0 < n)
+            kern->pack(block + (size_t)(b0 * kcp) * ps, cb + (size_t)(pc * ldb + b0 - na) * es, ldb, true, n - b0, kc, r);
         if (a_end < na) {
             const int64_t i0 = a_end, rows = min64(r, n - i0);
             char *panel = block + (size_t)(i0 * kcp) * ps;
@@ -191,23 +199,12 @@ static bool pack_w_cat(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *a, 
     return true;
 }
 
-/* Whether W [n, k] is better packed as the A operand (C^T computed) for products with m-row operands. */
-static bool flip_for(amp_dtype dt, int64_t n, int64_t k, int64_t m) {
-    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
-    return kern->ukernel_ct && k >= LSTM_FLIP_MIN_K && amp_gemm_tile_fill(kern, n, m) > amp_gemm_tile_fill(kern, m, n);
-}
-
-/* pack_w_as in the orientation flip_for chooses. */
-static bool pack_w(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *src, int64_t ld, bool trans, int64_t n,
-                   int64_t k, int64_t m) {
-    return pack_w_as(ctx, pw, dt, src, ld, trans, n, k, flip_for(dt, n, k, m));
-}
-
 typedef struct packed_job {
     const packed_w *pw;
     const char *xpack; /* X packed for every k block: block q at xpack + q * x_bytes */
     size_t x_bytes, w_bytes;
-    int64_t m, n, tiles_w, tasks; /* n: C's columns (W's first n rows); tiles_w: their panels, split between the tasks */
+    int64_t m, n;          /* C [m, n]: X's rows against W's first n rows */
+    int64_t tiles_w, tasks; /* tiles_w: those rows' panels, split between the tasks */
     float *c;
     int64_t ldc;
     float beta;
@@ -265,7 +262,8 @@ static bool packed_gemm_n(amp_ctx *ctx, const packed_w *pw, int64_t m, int64_t n
     if (flops < (double)tasks * PACKED_MIN_FLOPS_PER_THREAD) tasks = (int64_t)(flops / PACKED_MIN_FLOPS_PER_THREAD);
     if (tasks > tiles_w) tasks = tiles_w;
     if (tasks < 1) tasks = 1;
-    packed_job job = {pw, xpack, x_bytes, packed_bytes(kern, pw->n, rw, pw->kc_pad), m, n, tiles_w, tasks, c, ldc, beta};
+    packed_job job = {pw,    xpack, x_bytes, packed_bytes(kern, pw->n, rw, pw->kc_pad), m, n, tiles_w,
+                      tasks, c,     ldc,     beta};
     if (tasks == 1) packed_task(&job, 0, 0);
     else amp_parallel_for(tasks, packed_task, &job);
     amp_scratch_release(ctx, mk);
@@ -593,7 +591,8 @@ static int xh_gemm(amp_ctx *ctx, amp_dtype dt, const xh_src *s, int64_t G, int64
     amp_arena_mark mk = amp_scratch_mark(ctx); /* a kernel with wider panels: [X | H_prev] stored */
     char *xh = amp_scratch_alloc(ctx, (size_t)(R * N) * s->es);
     if (!xh) return ctx->status;
-    for (int64_t r = 0; r < R; r++) memcpy(xh + (size_t)(r * N) * s->es, s->x + (size_t)(r * s->NX) * s->es, (size_t)s->NX * s->es);
+    for (int64_t r = 0; r < R; r++)
+        memcpy(xh + (size_t)(r * N) * s->es, s->x + (size_t)(r * s->NX) * s->es, (size_t)s->NX * s->es);
     put_hprev(xh + (size_t)s->NX * s->es, N, s->h, R / s->T, s->T, s->H, s->es);
     const int st = lstm_gemm(ctx, dt, true, false, G, N, R, dg, G, xh, N, 0.0f, c);
     amp_scratch_release(ctx, mk);
@@ -649,7 +648,8 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
             if (!wcat) return;
             for (int64_t p = 0; p < G; p++) {
                 memcpy(wcat + (size_t)(p * NW) * es, (const char *)w_ih->data + (size_t)(p * I) * es, (size_t)I * es);
-                memcpy(wcat + (size_t)(p * NW + I) * es, (const char *)w_hh->data + (size_t)(p * H) * es, (size_t)H * es);
+                memcpy(wcat + (size_t)(p * NW + I) * es, (const char *)w_hh->data + (size_t)(p * H) * es,
+                       (size_t)H * es);
             }
             wsrc = wcat;
         }
