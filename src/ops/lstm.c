@@ -34,6 +34,7 @@
 #include "amp/formats.h"
 #include "amp/gemm.h"
 #include "../core/parallel.h"
+#include "../gemm/gemm_implicit.h"
 #include "../gemm/gemm_kernels.h"
 #include "../kernels/lstm_kernels.h"
 #include "grad_sink_gemm.h"
@@ -115,14 +116,20 @@ static size_t packed_bytes(const amp_gemm_kernel *kern, int64_t rows, int r, int
     return (size_t)(round_up64(rows, r) * kc_pad) * (size_t)kern->packed_size;
 }
 
+/* Whether W [n, k] is better packed as the A operand (C^T computed) for products with m-row operands. */
+static bool flip_for(amp_dtype dt, int64_t n, int64_t k, int64_t m) {
+    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
+    return kern->ukernel_ct && k >= LSTM_FLIP_MIN_K && amp_gemm_tile_fill(kern, n, m) > amp_gemm_tile_fill(kern, m, n);
+}
+
 /* Packs W [n, k] (W[i, p] = src[trans ? p * ld + i : i * ld + p], dtype dt) into scratch for products
- * with m-row operands; false (error recorded) when out of memory. */
+ * with m-row operands, as the A operand (flip_for) or the B operand; false (error recorded) when out
+ * of memory. */
 static bool pack_w(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *src, int64_t ld, bool trans, int64_t n,
                    int64_t k, int64_t m) {
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
-    const double direct = amp_gemm_tile_fill(kern, m, n), flipped = amp_gemm_tile_fill(kern, n, m);
     *pw = (packed_w){.kern = kern,
-                     .flip = kern->ukernel_ct && k >= LSTM_FLIP_MIN_K && flipped > direct,
+                     .flip = flip_for(dt, n, k, m),
                      .n = n,
                      .k = k,
                      .kc_pad = round_up64(min64(kern->kc, k), kern->k_unit),
@@ -140,11 +147,64 @@ static bool pack_w(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *src, in
     return true;
 }
 
+/* Operands packed from two sources (pack_w_cat, pack_xh) go through a buffer of XH_CHUNK rows of up
+ * to XH_MAX_R values where a panel takes from both: XH_CHUNK even, so a bf16 pair is never split. */
+enum { XH_CHUNK = 16, XH_MAX_R = 64 };
+
+/* pack_w for W = [A | B]^T [na + nb, k] with W[i, p] = a[p * lda + i] (i < na), b[p * ldb + i - na]
+ * (else): each panel packed from a or b in place, a panel across the border from rows gathered
+ * XH_CHUNK at a time, so the packed values are those of W stored ([A | B] written to scratch and
+ * packed whole, 1.3 MB for the lstm model's fp32). kern's mr and nr at most XH_MAX_R. */
+static bool pack_w_cat(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *a, int64_t lda, int64_t na,
+                       const void *b, int64_t ldb, int64_t nb, int64_t k, bool flip) {
+    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
+    const int64_t n = na + nb;
+    *pw = (packed_w){.kern = kern,
+                     .flip = flip,
+                     .n = n,
+                     .k = k,
+                     .kc_pad = round_up64(min64(kern->kc, k), kern->k_unit),
+                     .es = amp_dtype_size(dt)};
+    const size_t es = pw->es, ps = (size_t)kern->packed_size;
+    const int r = pw->flip ? kern->mr : kern->nr;
+    const int64_t blocks = (k + kern->kc - 1) / kern->kc;
+    const size_t bytes = packed_bytes(kern, n, r, pw->kc_pad);
+    pw->panels = amp_scratch_alloc(ctx, bytes * (size_t)(blocks > 0 ? blocks : 1));
+    if (!pw->panels) return false;
+    _Alignas(64) unsigned char tmp[XH_CHUNK * XH_MAX_R * sizeof(float)];
+    const char *ca = a, *cb = b;
+    for (int64_t q = 0; q < blocks; q++) {
+        const int64_t pc = q * kern->kc, kc = min64(kern->kc, k - pc);
+        const int64_t kcp = round_up64(kc, kern->k_unit), a_end = na / r * r, b0 = (na + r - 1) / r * r;
+        char *block = pw->panels + (size_t)q * bytes;
+        /* the panels within A, then those within B, each in one call (kern->pack reads the rows in
+         * order across panels); the panel across the border, if any, from gathered rows */
+        if (a_end > 0) kern->pack(block, ca + (size_t)(pc * lda) * es, lda, true, a_end, kc, r);
+        if (b0 < n)
+            kern->pack(block + (size_t)(b0 * kcp) * ps, cb + (size_t)(pc * ldb + b0 - na) * es, ldb, true, n - b0, kc, r);
+        if (a_end < na) {
+            const int64_t i0 = a_end, rows = min64(r, n - i0);
+            char *panel = block + (size_t)(i0 * kcp) * ps;
+            const size_t ab = (size_t)(na - i0) * es, bb = (size_t)(i0 + rows - na) * es;
+            for (int64_t p0 = pc; p0 < pc + kc; p0 += XH_CHUNK) {
+                const int64_t len = min64(XH_CHUNK, pc + kc - p0);
+                for (int64_t p = p0; p < p0 + len; p++) {
+                    memcpy(tmp + (size_t)((p - p0) * r) * es, ca + (size_t)(p * lda + i0) * es, ab);
+                    memcpy(tmp + (size_t)((p - p0) * r) * es + ab, cb + (size_t)(p * ldb) * es, bb);
+                }
+                kern->pack(panel + (size_t)((p0 - pc) * r) * ps, tmp, r, true, rows, len, r);
+            }
+        }
+    }
+    return true;
+}
+
 typedef struct packed_job {
     const packed_w *pw;
     const char *xpack; /* X packed for every k block: block q at xpack + q * x_bytes */
     size_t x_bytes, w_bytes;
-    int64_t m, tiles_w, tasks; /* tiles_w: W's panels, split between the tasks */
+    int64_t m, n;          /* C [m, n]: X's rows against W's first n rows */
+    int64_t tiles_w, tasks; /* tiles_w: those rows' panels, split between the tasks */
     float *c;
     int64_t ldc;
     float beta;
@@ -168,7 +228,7 @@ static void packed_task(void *arg, int64_t task, int thread_id) {
             for (int64_t tw = t0; tw < t1; tw++) {
                 const int64_t iw = tw * rw;
                 const char *xp = xblock + (size_t)(ix * kc_pad) * ps, *wp = wblock + (size_t)(iw * kc_pad) * ps;
-                const int mx = (int)min64(rx, j->m - ix), nw = (int)min64(rw, pw->n - iw);
+                const int mx = (int)min64(rx, j->m - ix), nw = (int)min64(rw, j->n - iw);
                 float *ct = j->c + ix * j->ldc + iw; /* C[ix, iw]; flipped: element (i, j) of W X^T is C[j, i] */
                 if (pw->flip) uk(kc, wp, xp, ct, j->ldc, nw, mx, 1.0f, beta);
                 else uk(kc, xp, wp, ct, j->ldc, mx, nw, 1.0f, beta);
@@ -179,14 +239,14 @@ static void packed_task(void *arg, int64_t task, int thread_id) {
 /* Below this many flops (2mnk) per thread, one thread: gemm.c's threshold. */
 #define PACKED_MIN_FLOPS_PER_THREAD (1 << 21)
 
-/* c [m, n] (ldc) = X [m, k] W^T + beta c, X[i, p] = x[i * ldx + p] in W's source dtype, as
- * amp_gemm(dt, false, ...) with alpha 1 gives it. False (error recorded) when out of memory. */
-static bool packed_gemm(amp_ctx *ctx, const packed_w *pw, int64_t m, const void *x, int64_t ldx, float beta, float *c,
-                        int64_t ldc) {
+/* c [m, n] (ldc) = X [m, k] W[0:n]^T + beta c, X[i, p] = x[i * ldx + p] in W's source dtype, n <= W's
+ * rows, as amp_gemm(dt, false, ...) with alpha 1 gives it. False (error recorded) when out of memory. */
+static bool packed_gemm_n(amp_ctx *ctx, const packed_w *pw, int64_t m, int64_t n, const void *x, int64_t ldx,
+                          float beta, float *c, int64_t ldc) {
     const amp_gemm_kernel *kern = pw->kern;
     const int rw = pw->flip ? kern->mr : kern->nr, rx = pw->flip ? kern->nr : kern->mr;
     const int64_t k = pw->k, blocks = (k + kern->kc - 1) / kern->kc;
-    if (m == 0 || pw->n == 0) return true;
+    if (m == 0 || n == 0) return true;
     amp_arena_mark mk = amp_scratch_mark(ctx);
     const size_t x_bytes = packed_bytes(kern, m, rx, pw->kc_pad);
     char *xpack = amp_scratch_alloc(ctx, x_bytes * (size_t)(blocks > 0 ? blocks : 1));
@@ -196,17 +256,23 @@ static bool packed_gemm(amp_ctx *ctx, const packed_w *pw, int64_t m, const void 
         kern->pack(xpack + (size_t)q * x_bytes, (const char *)x + (size_t)pc * pw->es, ldx, false, m,
                    min64(kern->kc, k - pc), rx);
     }
-    const int64_t tiles_w = (pw->n + rw - 1) / rw;
-    const double flops = 2.0 * (double)m * (double)pw->n * (double)k;
+    const int64_t tiles_w = (n + rw - 1) / rw;
+    const double flops = 2.0 * (double)m * (double)n * (double)k;
     int64_t tasks = amp_parallel_max_threads();
     if (flops < (double)tasks * PACKED_MIN_FLOPS_PER_THREAD) tasks = (int64_t)(flops / PACKED_MIN_FLOPS_PER_THREAD);
     if (tasks > tiles_w) tasks = tiles_w;
     if (tasks < 1) tasks = 1;
-    packed_job job = {pw, xpack, x_bytes, packed_bytes(kern, pw->n, rw, pw->kc_pad), m, tiles_w, tasks, c, ldc, beta};
+    packed_job job = {pw,    xpack, x_bytes, packed_bytes(kern, pw->n, rw, pw->kc_pad), m, n, tiles_w,
+                      tasks, c,     ldc,     beta};
     if (tasks == 1) packed_task(&job, 0, 0);
     else amp_parallel_for(tasks, packed_task, &job);
     amp_scratch_release(ctx, mk);
     return true;
+}
+
+static bool packed_gemm(amp_ctx *ctx, const packed_w *pw, int64_t m, const void *x, int64_t ldx, float beta, float *c,
+                        int64_t ldc) {
+    return packed_gemm_n(ctx, pw, m, pw->n, x, ldx, beta, c, ldc);
 }
 
 /* ---- the views h_next = hc[0], c_next = hc[1] ---- */
@@ -418,8 +484,9 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
  *             for bf16 on AVX-512 also the act16 packing and h_t's and c_t's rounding,
  *             cell_forward_bf16), which stores the saved activations and c_{t-1} around the caches,
  *             as nothing reads them before the backward pass;
- *   backward: per step only dh = dG_t W_hh; then dX = dG W_ih and [dW_ih | dW_hh] = dG^T [X | H_prev]
- *             as two GEMMs with K = B*T (one pass over dG for both weight gradients), each weight
+ *   backward: per step dh = dG_t W_hh and dx_t = dG_t W_ih from one packing of dG_t; then
+ *             [dW_ih | dW_hh] = dG^T [X | H_prev] as one GEMM with K = B*T (one pass over dG for both
+ *             weight gradients), each weight
  *             gradient accumulated (rounded) once instead of T times. The bias gradient is summed in
  *             fp32 as the rows of dG are formed (t from T - 1 down, b up within a step), so for f16/bf16
  *             each fp32 row of dG lives only in a one-row buffer until it is rounded (for bf16 on
@@ -451,6 +518,87 @@ static void put_hprev(char *dst, int64_t ldd, const char *h, int64_t B, int64_t 
         }
 }
 
+/* The weight gradients' right operand [X | H_prev] [B*T, NX + H] (NX = I, or 0 for H_prev alone), never
+ * stored: amp_gemm_implicit_b packs its blocks from x and h as they are requested, where writing the
+ * whole matrix and packing it back from memory cost a pass over 2.6 MB each (the lstm model's fp32).
+ * A panel's rows within X or within H_prev (a run of rows between two t = 0 rows, whose H_prev row is
+ * zero) are packed by kern->pack from x or h in place; the rest (a t = 0 row and the row after it, or
+ * a panel across the X | H_prev border) are gathered into a small buffer first, then packed. Runs
+ * start at even rows of the block (a bf16 pair is never split), so the packed values are those
+ * kern->pack gives the stored matrix and the bits are amp_gemm's. */
+typedef struct xh_src {
+    const char *x, *h; /* x [B*T, NX], h the sequence's output [B, T, H], es bytes per element */
+    int64_t T, NX, H;
+    size_t es;
+} xh_src;
+
+/* rows [pp, pp + len) of the panel's columns [jp, jp + rows) of [X | H_prev] into tmp [len][r] */
+static void gather_xh(const xh_src *s, unsigned char *tmp, int r, int64_t jp, int64_t rows, int64_t pp, int64_t len) {
+    const size_t es = s->es;
+    const int64_t jx = jp + rows < s->NX ? jp + rows : jp > s->NX ? jp : s->NX; /* [jp, jx) from X */
+    const size_t xb = (size_t)(jx - jp) * es, hb = (size_t)(jp + rows - jx) * es;
+    for (int64_t q = 0; q < len; q++) {
+        const int64_t row = pp + q;
+        unsigned char *d = tmp + (size_t)(q * r) * es;
+        if (xb) memcpy(d, s->x + (size_t)(row * s->NX + jp) * es, xb);
+        if (!hb) continue;
+        if (row % s->T == 0) memset(d + xb, 0, hb);
+        else memcpy(d + xb, s->h + (size_t)((row - 1) * s->H + (jx - s->NX)) * es, hb);
+    }
+}
+
+/* amp_gemm_pack_cb: rows [j0, j0 + cols) x columns [p0, p0 + kc) of M = [X | H_prev]^T */
+static void pack_xh(const void *arg, const amp_gemm_kernel *kern, void *dst, int64_t j0, int64_t cols, int64_t p0,
+                    int64_t kc, int r) {
+    const xh_src *s = arg;
+    const size_t es = s->es, ps = (size_t)kern->packed_size;
+    const int64_t kc_pad = round_up64(kc, kern->k_unit), pend = p0 + kc;
+    _Alignas(64) unsigned char tmp[XH_CHUNK * XH_MAX_R * sizeof(float)]; /* [XH_CHUNK][r] rows, in dt */
+    for (int64_t jp = j0; jp < j0 + cols; jp += r) {
+        const int64_t rows = min64(r, j0 + cols - jp);
+        const bool xonly = jp + rows <= s->NX, honly = jp >= s->NX;
+        char *panel = (char *)dst + (size_t)((jp - j0) / r * kc_pad * r) * ps;
+        for (int64_t pp = p0, len; pp < pend; pp += len) {
+            const int64_t left = pend - pp;
+            const char *src = NULL;
+            int64_t lds = r;
+            if (xonly) {
+                len = left, src = s->x + (size_t)(pp * s->NX + jp) * es, lds = s->NX;
+            } else if (honly && pp % s->T != 0) { /* up to the next t = 0 row; even unless it ends the block */
+                const int64_t run = s->T - pp % s->T;
+                len = run >= left ? left : run & ~(int64_t)1;
+                if (len > 0) src = s->h + (size_t)((pp - 1) * s->H + (jp - s->NX)) * es, lds = s->H;
+            }
+            if (!src) {
+                len = min64(honly ? 2 : XH_CHUNK, left);
+                gather_xh(s, tmp, r, jp, rows, pp, len);
+                src = (const char *)tmp, lds = r;
+            }
+            kern->pack(panel + (size_t)((pp - p0) * r) * ps, src, lds, true, rows, len, r);
+        }
+    }
+}
+
+/* c [G, NX + H] = dG^T [X | H_prev] (dG [B*T, G] in dt), amp_gemm's bits; the error recorded on failure */
+static int xh_gemm(amp_ctx *ctx, amp_dtype dt, const xh_src *s, int64_t G, int64_t R, const void *dg, float *c) {
+    const int64_t N = s->NX + s->H;
+    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
+    if (kern->mr <= XH_MAX_R && kern->nr <= XH_MAX_R) {
+        const int st = amp_gemm_implicit_b(dt, true, G, N, R, 1.0f, dg, ld(G), pack_xh, s, 0.0f, c, ld(N), NULL);
+        if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(OP), amp_status_str(st));
+        return st;
+    }
+    amp_arena_mark mk = amp_scratch_mark(ctx); /* a kernel with wider panels: [X | H_prev] stored */
+    char *xh = amp_scratch_alloc(ctx, (size_t)(R * N) * s->es);
+    if (!xh) return ctx->status;
+    for (int64_t r = 0; r < R; r++)
+        memcpy(xh + (size_t)(r * N) * s->es, s->x + (size_t)(r * s->NX) * s->es, (size_t)s->NX * s->es);
+    put_hprev(xh + (size_t)s->NX * s->es, N, s->h, R / s->T, s->T, s->H, s->es);
+    const int st = lstm_gemm(ctx, dt, true, false, G, N, R, dg, G, xh, N, 0.0f, c);
+    amp_scratch_release(ctx, mk);
+    return st;
+}
+
 static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0], *w_ih = node->in[1], *w_hh = node->in[2];
     amp_tensor *b_ih = node->i[4] >= 0 ? node->in[node->i[4]] : NULL;
@@ -469,70 +617,118 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     float *dgrow = dt == AMP_F32 ? NULL : amp_f32_scratch(ctx, G);
     const bool want_db = (b_ih && b_ih->requires_grad) || (b_hh && b_hh->requires_grad);
     float *db = want_db ? amp_f32_scratch(ctx, G) : NULL; /* the bias gradient, summed row by row below */
-    float *dh = amp_f32_scratch(ctx, B * H), *dc = amp_f32_scratch(ctx, B * H);
+    float *dc = amp_f32_scratch(ctx, B * H);
     const amp_lstm_kernels *lk = amp_lstm_active();
     const bool fused_bf16 = dt == AMP_BF16 && lk->cell_backward_bf16;
     float *cpf = narrow && !fused_bf16 ? amp_f32_scratch(ctx, B * H) : NULL; /* step t's c_{t-1} in fp32 */
-    if (!dout || !dgd || (narrow && !dgrow) || (want_db && !db) || !dh || !dc || (narrow && !fused_bf16 && !cpf))
+    if (!dout || !dgd || (narrow && !dgrow) || (want_db && !db) || !dc || (narrow && !fused_bf16 && !cpf))
         return;
-    memset(dh, 0, (size_t)(B * H) * sizeof *dh);
     memset(dc, 0, (size_t)(B * H) * sizeof *dc);
     if (db) memset(db, 0, (size_t)G * sizeof *db);
-    packed_w whh; /* W [H, 4H] = W_hh^T, for dh = dG_t W_hh */
-    if (T > 1 && !pack_w(ctx, &whh, dt, w_hh->data, H, true, H, G, B)) return;
-    for (int64_t t = T - 1; t >= 0; t--) {
+    /* Per step, [dx_t | dh_{t-1}] [B, I + H] = dG_t [W_ih | W_hh]: one product against W = [W_ih | W_hh]^T
+     * [I + H, 4H], packed once per pass, from one packing of dG_t, where a GEMM for all of dX after the
+     * loop packed dG a second time, read back from memory, and W_ih's 64 rows alone would fill 64/72
+     * of the kernel's 12-row tiles (320/324 together). Each element is still amp_gemm's sum over the
+     * same k blocks, so the bits are those of the separate products. Without dX (x needs no gradient)
+     * W is W_hh^T alone. Block t of dxh (rows t*B + b, padded as the forward's gate rows: the
+     * transposed tile stores would hit one L1 set otherwise) holds step t's [dx_t | dh_{t-1}]; block T
+     * the zero dh that enters the last step. */
+    const int64_t NX = x->requires_grad ? I : 0, NW = NX + H, ldp = NW + LSTM_XP_PAD;
+    float *dxh = amp_f32_scratch(ctx, (R + B) * ldp);
+    if (!dxh) return;
+    for (int64_t b = 0; b < B; b++) memset(dxh + (R + b) * ldp + NX, 0, (size_t)H * sizeof *dxh);
+    packed_w w;
+    const amp_gemm_kernel *wk = amp_gemm_kernel_for(amp_isa_active(), dt);
+    if (NX && wk->mr <= XH_MAX_R && wk->nr <= XH_MAX_R) {
+        if (!pack_w_cat(ctx, &w, dt, w_ih->data, I, I, w_hh->data, H, H, G, flip_for(dt, NW, G, B))) return;
+    } else if (NX || T > 1) {
+        const char *wsrc = w_hh->data;
+        if (NX) { /* [W_ih | W_hh] [4H, I + H] stored for a kernel with wider panels */
+            char *wcat = amp_scratch_alloc(ctx, (size_t)(G * NW) * es);
+            if (!wcat) return;
+            for (int64_t p = 0; p < G; p++) {
+                memcpy(wcat + (size_t)(p * NW) * es, (const char *)w_ih->data + (size_t)(p * I) * es, (size_t)I * es);
+                memcpy(wcat + (size_t)(p * NW + I) * es, (const char *)w_hh->data + (size_t)(p * H) * es,
+                       (size_t)H * es);
+            }
+            wsrc = wcat;
+        }
+        if (!pack_w(ctx, &w, dt, wsrc, NW, true, NW, G, B)) return;
+    }
+    bool ok = true;
+    for (int64_t t = T - 1; ok && t >= 0; t--) {
+        float *blk = dxh + t * B * ldp;                  /* step t's [dx_t | dh_{t-1}] */
+        const float *dhn = dxh + (t + 1) * B * ldp + NX; /* dh_t, from step t + 1 (zeros after the last) */
         const char *cpt = narrow ? cprev_dt + (size_t)(t * B * H) * es : NULL; /* step t's c_{t-1}, [B, H] in dt */
         if (cpf) amp_convert(cpf, AMP_F32, cpt, dt, (size_t)(B * H));
         for (int64_t b = 0; b < B; b++) {
-            const float *dho = dout + (b * T + t) * H;
+            const float *dho = dout + (b * T + t) * H, *dhb = dhn + b * ldp;
             char *dgt = (char *)dgd + (size_t)((b * T + t) * G) * es;
             if (!narrow) {
                 lk->cell_backward((float *)(void *)dgt, dc + b * H, acts + (t * B + b) * 5 * H, cprev + (t * B + b) * H,
-                                  dho, dh + b * H, dc + b * H, (size_t)H);
+                                  dho, dhb, dc + b * H, (size_t)H);
                 if (db) lk->acc(db, (const float *)(void *)dgt, (size_t)G);
                 continue;
             }
             const uint16_t *act = acts16 + (t * B + b) * 5 * H;
             if (fused_bf16) { /* the three steps below in one pass */
                 lk->cell_backward_bf16((uint16_t *)(void *)dgt, db, dc + b * H, act,
-                                       (const uint16_t *)(const void *)cpt + b * H, dho, dh + b * H, dc + b * H,
-                                       (size_t)H);
+                                       (const uint16_t *)(const void *)cpt + b * H, dho, dhb, dc + b * H, (size_t)H);
                 continue;
             }
-            lk->cell_backward16(dgrow, dc + b * H, act, cpf + b * H, dho, dh + b * H, dc + b * H, (size_t)H);
+            lk->cell_backward16(dgrow, dc + b * H, act, cpf + b * H, dho, dhb, dc + b * H, (size_t)H);
             if (db) lk->acc(db, dgrow, (size_t)G);
             amp_convert(dgt, dt, dgrow, AMP_F32, (size_t)G);
         }
-        /* dh_{t-1} [B, H] = dG_t [B, 4H] W_hh [4H, H]; rows of dG_t are T*G apart */
-        if (t > 0 && !packed_gemm(ctx, &whh, B, (const char *)dgd + (size_t)(t * G) * es, T * G, 0.0f, dh, H)) return;
+        /* [dx_t | dh_{t-1}] = dG_t W^T, dx_t alone at t = 0; rows of dG_t are T*G apart */
+        const int64_t n = t > 0 ? NW : NX;
+        if (n > 0) ok = packed_gemm_n(ctx, &w, B, n, (const char *)dgd + (size_t)(t * G) * es, T * G, 0.0f, blk, ldp);
     }
-    if (x->requires_grad) { /* dX [B*T, I] = dG W_ih */
-        amp_gemm_into_grad(ctx, OP, dt, false, false, R, I, G, dgd, G, w_ih->data, I, x);
+    if (!ok) return;
+    if (NX) { /* dX in X's row order, rows b*T + t, into x's gradient as amp_gemm_into_grad sends it: row by
+               * row from dxh through the sink's epilogue, or copied into the new fp32 gradient itself */
+        amp_grad_sink sink;
+        if (amp_grad_sink_open(ctx, x, &sink)) {
+            float *direct = amp_sink_direct(&sink);
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t t = 0; t < T; t++) {
+                    float *row = dxh + (t * B + b) * ldp;
+                    if (direct) {
+                        memcpy(direct + (b * T + t) * I, row, (size_t)I * sizeof *row);
+                        continue;
+                    }
+                    const amp_gemm_epilogue ep = amp_sink_epilogue(&sink, (b * T + t) * I, I);
+                    amp_gemm_epilogue_apply(&ep, row, ld(I), 1, I);
+                }
+            amp_grad_sink_close(ctx, &sink);
+        } else {
+            float *dx = amp_f32_scratch(ctx, R * I);
+            if (!dx) return;
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t t = 0; t < T; t++)
+                    memcpy(dx + (b * T + t) * I, dxh + (t * B + b) * ldp, (size_t)I * sizeof *dx);
+            amp_grad_accumulate(ctx, x, dx);
+        }
         if (ctx->status != AMP_OK) return;
     }
-    const char *hout = node->out->data;
+    const xh_src xs = {x->data, node->out->data, T, I, H, es};
     if (w_ih->requires_grad && w_hh->requires_grad) {
         /* [dW_ih | dW_hh] [4H, I + H] = dG^T [X | H_prev]: one pass over dG, packed once per block where two
          * GEMMs read and packed all of it twice (measured on the lstm model, one thread: fp32 step about
          * 1% faster, bf16 within noise); an element's sum does not depend on the columns around it
          * (gemm.c), so the bits are those of the two products */
         const int64_t N = I + H;
-        char *xh = amp_scratch_alloc(ctx, (size_t)(R * N) * es);
         float *dwc = amp_f32_scratch(ctx, G * N); /* [dW_ih | dW_hh], each half then sent where its gradient goes */
-        if (!xh || !dwc) return;
-        for (int64_t r = 0; r < R; r++)
-            memcpy(xh + (size_t)(r * N) * es, (const char *)x->data + (size_t)(r * I) * es, (size_t)I * es);
-        put_hprev(xh + (size_t)I * es, N, hout, B, T, H, es);
-        if (lstm_gemm(ctx, dt, true, false, G, N, R, dgd, G, xh, N, 0.0f, dwc)) return;
+        if (!dwc || xh_gemm(ctx, dt, &xs, G, R, dgd, dwc)) return;
         lstm_put_grad(ctx, w_ih, dwc, N, G, I);
         lstm_put_grad(ctx, w_hh, dwc + I, N, G, H);
     } else if (w_ih->requires_grad) { /* dW_ih [4H, I] = dG^T X */
         amp_gemm_into_grad(ctx, OP, dt, true, false, G, I, R, dgd, G, x->data, I, w_ih);
     } else if (w_hh->requires_grad) { /* dW_hh [4H, H] = dG^T H_prev */
-        char *hp = amp_scratch_alloc(ctx, (size_t)(R * H) * es);
-        if (!hp) return;
-        put_hprev(hp, H, hout, B, T, H, es);
-        amp_gemm_into_grad(ctx, OP, dt, true, false, G, H, R, dgd, G, hp, H, w_hh);
+        const xh_src hs = {NULL, node->out->data, T, 0, H, es};
+        float *dw = amp_f32_scratch(ctx, G * H);
+        if (!dw || xh_gemm(ctx, dt, &hs, G, R, dgd, dw)) return;
+        lstm_put_grad(ctx, w_hh, dw, H, G, H);
     }
     if (ctx->status != AMP_OK) return;
     if (db) {
