@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "../../ops/conv_kernels.h"
+#include "tile_avx512.h"
 
 /* the most destination blocks of one image the permute path handles (the plane's bound allows up to
  * AMP_CONV_PAD_PLANE_BYTES / 4 / 16 = 256 fp32 blocks) */
@@ -340,70 +341,13 @@ void amp_conv_store_bf16_avx512(uint16_t *out, const float *y, float bias, int64
  * values in the same order as packing the panel (amp_conv_pack_panel_ref) and running ukernel_ct:
  * the same bits. The packed panels cost about 10% of the cnn's step (two loads, a permute and a
  * store per 12-pixel row, bound by the loads); the broadcasts here come from the same few L1
- * lines the panel's permutes read. The transpose and store are copies of gemm_avx512.c's
- * (static there; the same code keeps the same bits). */
-enum { DMR = 12, DNR = 32 };
-#define DUNROLL _Pragma("GCC unroll 16")
-
-static inline __attribute__((always_inline)) void d_transpose16(__m512 v[16]) {
-    __m512 t[16];
-    DUNROLL
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
-    }
-    DUNROLL
-    for (int g = 0; g < 4; g++) {
-        v[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-        v[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
-        v[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-        v[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
-    }
-    DUNROLL
-    for (int j = 0; j < 4; j++) {
-        t[j] = _mm512_shuffle_f32x4(v[j], v[4 + j], 0x88);
-        t[j + 4] = _mm512_shuffle_f32x4(v[j], v[4 + j], 0xDD);
-        t[j + 8] = _mm512_shuffle_f32x4(v[8 + j], v[12 + j], 0x88);
-        t[j + 12] = _mm512_shuffle_f32x4(v[8 + j], v[12 + j], 0xDD);
-    }
-    DUNROLL
-    for (int j = 0; j < 4; j++) {
-        v[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
-        v[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xDD);
-        v[j + 4] = _mm512_shuffle_f32x4(t[j + 4], t[j + 12], 0x88);
-        v[j + 12] = _mm512_shuffle_f32x4(t[j + 4], t[j + 12], 0xDD);
-    }
-}
-
-static inline __mmask16 d_mask16(int64_t n) {
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
-
-/* gemm_avx512.c's store_tile_transposed, alpha = 1 */
-static inline __attribute__((always_inline)) void d_store_transposed(__m512 acc[DMR][2], float *c, int64_t ldc, int m,
-                                                                     int n, float beta) {
-    const __mmask16 km = d_mask16(m);
-    const __m512 va = _mm512_set1_ps(1.0f), vb = _mm512_set1_ps(beta);
-    for (int h = 0; h < 2; h++) {
-        __m512 v[16];
-        DUNROLL
-        for (int i = 0; i < 16; i++) v[i] = i < DMR ? acc[i][h] : _mm512_setzero_ps();
-        d_transpose16(v);
-        DUNROLL
-        for (int j = 0; j < 16; j++) {
-            if (16 * h + j >= n) break;
-            float *cj = c + (16 * h + j) * ldc;
-            const __m512 r = beta == 0.0f ? _mm512_mul_ps(va, v[j])
-                                          : _mm512_fmadd_ps(va, v[j], _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(km, cj)));
-            _mm512_mask_storeu_ps(cj, km, r);
-        }
-    }
-}
+ * lines the panel's permutes read. The transpose and store are gemm_avx512.c's (tile_avx512.h). */
+enum { DMR = AMP_TILE_MR, DNR = 32 };
 
 /* acc[i][h] += pair word a[i] x b_h (VDPBF16PS), for the 12 rows */
 #define D_BF16_STEP(LOAD)                                                                                              \
     do {                                                                                                               \
-        DUNROLL                                                                                                        \
+        UNROLL_ALL                                                                                                        \
         for (int i = 0; i < DMR; i++) {                                                                                \
             const __m512bh ai = (__m512bh)_mm512_set1_epi32(LOAD);                                                     \
             acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);                                                           \
@@ -424,23 +368,23 @@ static __attribute__((noinline)) void direct_tile_f32(const float *xp, const int
                                                       int64_t kc, const float *b, float *c, int64_t ldc, int m, int n,
                                                       float beta) {
     __m512 acc[DMR][2];
-    DUNROLL
+    UNROLL_ALL
     for (int i = 0; i < DMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     int64_t rel[DMR];
-    DUNROLL
+    UNROLL_ALL
     for (int i = 0; i < DMR; i++) rel[i] = (int64_t)po[i] - po[0];
     const float *x0 = xp + po[0];
     for (int64_t p = 0; p < kc; p++, b += DNR) {
         const float *xe = x0 + ko[p];
         const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-        DUNROLL
+        UNROLL_ALL
         for (int i = 0; i < DMR; i++) {
             const __m512 ai = _mm512_set1_ps(i == 0 ? xe[0] : xe[rel[i]]);
             acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
             acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
         }
     }
-    d_store_transposed(acc, c, ldc, m, n, beta);
+    store_tile_transposed(acc, c, ldc, m, n, 1.0f, beta);
 }
 
 /* bf16: as fp32, the step's window pointer at row 0's offset as the base, the other rows' offsets
@@ -450,10 +394,10 @@ static __attribute__((noinline)) void direct_tile_bf16(const uint16_t *xp, const
                                                        int64_t kc, const uint16_t *b, float *c, int64_t ldc, int m,
                                                        int n, float beta) {
     __m512 acc[DMR][2];
-    DUNROLL
+    UNROLL_ALL
     for (int i = 0; i < DMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     int64_t rel[DMR];
-    DUNROLL
+    UNROLL_ALL
     for (int i = 0; i < DMR; i++) rel[i] = (int64_t)po[i] - po[0];
     const uint16_t *x0 = xp + po[0];
     const int64_t pairs = kc / 2; /* whole pairs; an odd kc's last element after them */
@@ -478,7 +422,7 @@ static __attribute__((noinline)) void direct_tile_bf16(const uint16_t *xp, const
         const __m512bh b1 = (__m512bh)_mm512_loadu_si512((const void *)(b + DNR));
         D_BF16_STEP((int32_t)xe[rel[i]]);
     }
-    d_store_transposed(acc, c, ldc, m, n, beta);
+    store_tile_transposed(acc, c, ldc, m, n, 1.0f, beta);
 }
 
 void amp_conv_direct_tile_avx512(const void *xp, size_t es, const int32_t *steps, const int32_t rows[12], int64_t kc,
