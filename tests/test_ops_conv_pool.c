@@ -205,6 +205,24 @@ static void check_conv_thread_invariance(void) {
  * (b = 1) of a chunk of 3 starting at image 1 of 4: columns for both element sizes (every byte
  * written: col starts as garbage), and dx (the reference adds into zeros, the padded one writes;
  * other images' planes stay untouched). */
+/* A stride-1 geometry from a {c, h, w, kh, kw, pad} row: n images, o output channels. */
+static amp_conv_geom stride1_geom(const int q[6], int64_t n, int64_t o) {
+    amp_conv_geom g = {.n = n, .c = q[0], .h = q[1], .w = q[2], .o = o, .kh = q[3], .kw = q[4], .stride = 1, .pad = q[5]};
+    g.oh = g.h + 2 * g.pad - g.kh + 1, g.ow = g.w + 2 * g.pad - g.kw + 1;
+    return g;
+}
+
+/* The implicit GEMM's offsets in the padded images: koff[r] of each k index r = (c, ky, kx), pix[i]
+ * of each output pixel (amp_conv_pixel_offset). */
+static void implicit_offsets(const amp_conv_geom *g, int32_t *koff, int32_t *pix) {
+    const int64_t hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad, pixels = g->n * g->oh * g->ow;
+    for (int64_t c = 0, r = 0; c < g->c; c++)
+        for (int64_t ky = 0; ky < g->kh; ky++)
+            for (int64_t kx = 0; kx < g->kw; kx++) koff[r++] = (int32_t)((c * hp + ky) * wp + kx);
+    const amp_conv_implicit c0 = {.g = g};
+    for (int64_t i = 0; i < pixels; i++) pix[i] = (int32_t)amp_conv_pixel_offset(&c0, i);
+}
+
 static void check_conv_padded_twin(void) {
     static const int geoms[][6] = {/* c, h, w, kh, kw, pad */
                                    {3, 5, 7, 3, 3, 1}, {2, 6, 4, 5, 5, 2}, {1, 28, 28, 5, 5, 2}, {2, 3, 9, 1, 1, 0},
@@ -220,9 +238,7 @@ static void check_conv_padded_twin(void) {
     uint64_t s = harness_seed();
     for (size_t v = 0; v < sizeof geoms / sizeof geoms[0]; v++) {
         const int *q = geoms[v];
-        amp_conv_geom g = {
-            .n = N, .c = q[0], .h = q[1], .w = q[2], .o = 1, .kh = q[3], .kw = q[4], .stride = 1, .pad = q[5]};
-        g.oh = g.h + 2 * g.pad - g.kh + 1, g.ow = g.w + 2 * g.pad - g.kw + 1;
+        amp_conv_geom g = stride1_geom(q, N, 1);
         if (!CHECK_MSG(amp_conv_padded_ok(&g), "geometry %zu should take the padded path", v)) continue;
         const int64_t k = g.c * g.kh * g.kw, p = g.oh * g.ow, ncol = k * NB * p, nx = N * g.c * g.h * g.w;
         const int64_t plane0 = (B0 + B) * g.c * g.h * g.w, nplane = g.c * g.h * g.w;
@@ -272,9 +288,7 @@ static void check_conv_implicit_panels(void) {
     uint64_t s = harness_seed();
     for (size_t v = 0; v < sizeof geoms / sizeof geoms[0]; v++) {
         const int *q = geoms[v];
-        amp_conv_geom g = {
-            .n = NB, .c = q[0], .h = q[1], .w = q[2], .o = 1, .kh = q[3], .kw = q[4], .stride = 1, .pad = q[5]};
-        g.oh = g.h + 2 * g.pad - g.kh + 1, g.ow = g.w + 2 * g.pad - g.kw + 1;
+        amp_conv_geom g = stride1_geom(q, NB, 1);
         const int64_t hp = g.h + 2 * g.pad, wp = g.w + 2 * g.pad, k = g.c * g.kh * g.kw, pixels = NB * g.oh * g.ow;
         const int64_t nxp = NB * g.c * hp * wp;
         uint32_t *xp = malloc(sizeof(uint32_t) * (size_t)nxp + AMP_CONV_IMPLICIT_SLACK);
@@ -285,13 +299,7 @@ static void check_conv_implicit_panels(void) {
             xp[i] = (uint32_t)(s >> 32);
         }
         memset(xp + nxp, 0, AMP_CONV_IMPLICIT_SLACK);
-        for (int64_t c = 0, r = 0; c < g.c; c++)
-            for (int64_t ky = 0; ky < g.kh; ky++)
-                for (int64_t kx = 0; kx < g.kw; kx++) koff[r++] = (int32_t)((c * hp + ky) * wp + kx);
-        for (int64_t i = 0; i < pixels; i++) {
-            const amp_conv_implicit c0 = {.g = &g};
-            pix[i] = (int32_t)amp_conv_pixel_offset(&c0, i);
-        }
+        implicit_offsets(&g, koff, pix);
         int64_t simd_panels = 0, simd_k_panels = 0, simd_k_panels_f32 = 0;
         for (size_t es = 2; es <= 4; es += 2) {
             const amp_conv_implicit ci = {.g = &g, .xp = xp, .es = es, .koff = koff, .pix = pix};
@@ -392,19 +400,11 @@ static void check_conv_direct_tile(void) {
     int64_t tiles = 0;
     for (size_t v = 0; v < sizeof geoms / sizeof geoms[0]; v++) {
         const int *q = geoms[v];
-        amp_conv_geom g = {
-            .n = NB, .c = q[0], .h = q[1], .w = q[2], .o = 32, .kh = q[3], .kw = q[4], .stride = 1, .pad = q[5]};
-        g.oh = g.h + 2 * g.pad - g.kh + 1, g.ow = g.w + 2 * g.pad - g.kw + 1;
+        amp_conv_geom g = stride1_geom(q, NB, 32);
         const int64_t hp = g.h + 2 * g.pad, wp = g.w + 2 * g.pad, k = g.c * g.kh * g.kw, pixels = NB * g.oh * g.ow;
         const int64_t nxp = NB * g.c * hp * wp;
         int32_t *koff = malloc(sizeof(int32_t) * (size_t)k), *pix = malloc(sizeof(int32_t) * (size_t)pixels);
-        for (int64_t c = 0, r = 0; c < g.c; c++)
-            for (int64_t ky = 0; ky < g.kh; ky++)
-                for (int64_t kx = 0; kx < g.kw; kx++) koff[r++] = (int32_t)((c * hp + ky) * wp + kx);
-        for (int64_t i = 0; i < pixels; i++) {
-            const amp_conv_implicit c0 = {.g = &g};
-            pix[i] = (int32_t)amp_conv_pixel_offset(&c0, i);
-        }
+        implicit_offsets(&g, koff, pix);
         for (size_t es = 2; es <= 4; es += 2) {
             const amp_dtype dt = es == 2 ? AMP_BF16 : AMP_F32;
             const amp_gemm_kernel *kern = amp_gemm_kernel_for(AMP_ISA_AVX512, dt);
