@@ -19,9 +19,10 @@
  *   NONE     leave inputs as they are (the op runs in its inputs' dtype).
  * A cast is not always a tensor: where it would only be read once, some ops read the input in place
  * and give the cast's values, result dtype and gradients without keeping a copy until backward:
- * add/sub/mul/div (fp32 arithmetic from any float dtype: promote and fp32 casts are exact), the
- * losses under FP32, and linear under LOWER for an fp32 input that needs no gradient (rounded into
- * scratch in forward and again in backward). No cast node is recorded for those inputs.
+ * add/sub/mul/div and the losses, whose arithmetic is fp32 from any float dtype, skip casts to f32
+ * (exact widenings; casts that round are made), and linear under LOWER reads an fp32 input that
+ * needs no gradient, rounding it into scratch in forward and again in backward. No cast node is
+ * recorded for those inputs.
  * The default table follows PyTorch's CUDA lists for the ops amp has (AMP_POLICY_TABLE_CUDA); the
  * CPU lists are available too (AMP_POLICY_TABLE_CPU). Where amp's default departs from PyTorch's CUDA
  * list, amp_autocast_policy_note(op) says so and why (e.g. mean is FP32 in amp, unlisted in PyTorch).

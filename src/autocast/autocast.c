@@ -119,7 +119,10 @@ static bool is_float(const amp_tensor *t) {
     return t->dtype == AMP_F32 || t->dtype == AMP_F16 || t->dtype == AMP_BF16;
 }
 
-bool amp_autocast_inputs(amp_ctx *ctx, amp_op op, amp_tensor **in, int n) {
+/* amp_autocast_inputs and amp_autocast_inputs_exact: *target is the dtype op's policy casts to
+ * (AMP_DTYPE_COUNT: none); with widen_in_place, casts to f32 (exact) are left to the op. */
+static bool apply_policy(amp_ctx *ctx, amp_op op, amp_tensor **in, int n, bool widen_in_place, amp_dtype *target) {
+    *target = AMP_DTYPE_COUNT;
     if (!amp_autocast_enabled() || state.applying) return true;
     const amp_cast_policy policy = amp_autocast_get_policy(op);
     if (policy == AMP_POLICY_NONE) return true;
@@ -136,6 +139,8 @@ bool amp_autocast_inputs(amp_ctx *ctx, amp_op op, amp_tensor **in, int n) {
         }
         if (to == AMP_DTYPE_COUNT) return true;
     }
+    *target = to;
+    if (widen_in_place && to == AMP_F32) return true;
     bool ok = true;
     state.applying = true;
     for (int i = 0; ok && i < n; i++) {
@@ -148,4 +153,13 @@ bool amp_autocast_inputs(amp_ctx *ctx, amp_op op, amp_tensor **in, int n) {
     }
     state.applying = false;
     return ok;
+}
+
+bool amp_autocast_inputs(amp_ctx *ctx, amp_op op, amp_tensor **in, int n) {
+    amp_dtype target;
+    return apply_policy(ctx, op, in, n, false, &target);
+}
+
+bool amp_autocast_inputs_exact(amp_ctx *ctx, amp_op op, amp_tensor **in, int n, amp_dtype *target) {
+    return apply_policy(ctx, op, in, n, true, target);
 }

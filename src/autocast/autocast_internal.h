@@ -12,4 +12,13 @@
  * failed (the error is in ctx). */
 bool amp_autocast_inputs(amp_ctx *ctx, amp_op op, amp_tensor **in, int n);
 
+/* amp_autocast_inputs for an op whose arithmetic is fp32 from inputs of any float dtype (add, sub,
+ * mul, div, the losses). A cast to f32 only widens, so it gives the values the op reads anyway: such
+ * inputs are left to be read in place, with no copy kept until backward and no cast node (their
+ * gradients reach them rounded once to their own dtype, as the cast's backward would round them).
+ * Casts that round (to the region's low dtype) are made as usual. *target: the dtype the policy
+ * casts to (AMP_F32 then means "read in place, compute and return fp32"), or AMP_DTYPE_COUNT when
+ * autocast leaves the op alone. */
+bool amp_autocast_inputs_exact(amp_ctx *ctx, amp_op op, amp_tensor **in, int n, amp_dtype *target);
+
 #endif

@@ -1,7 +1,7 @@
 /* Elementwise add, sub, mul, div with NumPy/PyTorch broadcasting, and multiplication by a scalar.
- * Inputs are promoted to a common dtype, the result's (float inputs are read in place, each in its
- * own dtype: in_place_dtype; gradients flow back in each input's own dtype); arithmetic is fp32; the
- * result is rounded once. */
+ * Inputs are promoted to a common dtype, the result's (inputs are read in place, each in its own
+ * dtype: amp_autocast_inputs_exact; gradients flow back in each input's own dtype); arithmetic is
+ * fp32; the result is rounded once. */
 #include <string.h>
 
 #include "../kernels/elem_kernels.h"
@@ -128,38 +128,17 @@ static void binary_backward(amp_ctx *ctx, amp_node *node) {
     if (db) amp_grad_accumulate(ctx, b, db);
 }
 
-static bool is_float(const amp_tensor *t) {
-    return t->dtype == AMP_F32 || t->dtype == AMP_F16 || t->dtype == AMP_BF16;
-}
-
-/* The result's dtype when a and b are read in place, each in its own dtype, or AMP_DTYPE_COUNT when
- * they must be cast first. The arithmetic is fp32 from any float dtype, so the casts that promotion
- * (autocast's promote policy, or amp_promote outside a region) or autocast's fp32 policy would make
- * are exact copies: reading in place gives the same values without a tensor of the input's size kept
- * until backward (the gpt's residual adds: a bf16 linear output plus the fp32 stream, 2 MiB a layer)
- * and a pass over it. Each input's gradient reaches it rounded once to its dtype, as the cast's
- * backward would round it. A policy that lowers rounds the inputs, which is part of the values, so
- * it casts as usual. */
-static amp_dtype in_place_dtype(amp_op op, const amp_tensor *a, const amp_tensor *b) {
-    if (!is_float(a) || !is_float(b)) return AMP_DTYPE_COUNT;
-    if (amp_autocast_enabled()) switch (amp_autocast_get_policy(op)) {
-        case AMP_POLICY_FP32: return AMP_F32;
-        case AMP_POLICY_LOWER: return AMP_DTYPE_COUNT;
-        default: break; /* promote (PyTorch's prioritize: amp_promote's result for two float inputs), none */
-        }
-    return amp_promote(a->dtype, b->dtype);
-}
-
 static amp_tensor *binary(amp_ctx *ctx, amp_op op, amp_tensor *a, amp_tensor *b) {
     if (!amp_op_input_ok(ctx, op, a) || !amp_op_input_ok(ctx, op, b)) return NULL;
-    amp_dtype dtype = in_place_dtype(op, a, b);
-    if (dtype == AMP_DTYPE_COUNT) {
-        amp_tensor *cast_in[2] = {a, b};
-        if (!amp_autocast_inputs(ctx, op, cast_in, 2)) return NULL;
-        a = cast_in[0], b = cast_in[1];
-        dtype = amp_promote(a->dtype, b->dtype);
-        if (!(a = amp_op_as(ctx, a, dtype)) || !(b = amp_op_as(ctx, b, dtype))) return NULL;
-    }
+    amp_tensor *cast_in[2] = {a, b};
+    amp_dtype target;
+    if (!amp_autocast_inputs_exact(ctx, op, cast_in, 2, &target)) return NULL;
+    a = cast_in[0], b = cast_in[1];
+    /* Inputs of two dtypes are read in place, each in its own: promotion (amp_promote, or autocast's
+     * promote and fp32 policies) only widens, to f32, whose values the f32 arithmetic reads anyway. A
+     * cast would be a copy kept until backward (the gpt's residual adds: a bf16 linear output plus the
+     * fp32 stream, 2 MiB a layer) and a pass over it. */
+    const amp_dtype dtype = target == AMP_F32 ? AMP_F32 : amp_promote(a->dtype, b->dtype);
     bcast bc;
     if (!make_bcast(a, b, &bc)) {
         char sa[64], sb[64];

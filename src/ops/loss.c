@@ -10,15 +10,15 @@
 #include "../kernels/vecmath.h"
 #include "op_util.h"
 
-/* Autocast for a loss. Under the default policy (fp32, PyTorch's list) a narrow input is read in place:
- * the arithmetic here is fp32 from any float dtype anyway, so the fp32 copy autocast would make is the
- * same values, at the price of a tensor of the input's size kept until backward and a pass over it
- * (the gpt's logits: 4 MiB). The gradient reaches the input rounded once to its dtype, as the cast's
- * backward would round it; the result's compute_dtype is fp32, as with the copy. A policy changed to
- * another (lower, promote) casts as usual. */
+/* Autocast for a loss. Under the default policy (fp32, PyTorch's list) a narrow input is read in place
+ * (amp_autocast_inputs_exact): the fp32 copy autocast would make is the values the fp32 arithmetic
+ * here reads anyway, at the price of a tensor of the input's size kept until backward (the gpt's
+ * logits: 4 MiB). The result's compute_dtype is fp32, as with the copy. */
 static bool loss_autocast(amp_ctx *ctx, amp_op op, amp_tensor **in, int n, bool *in_place_fp32) {
-    *in_place_fp32 = amp_autocast_enabled() && amp_autocast_get_policy(op) == AMP_POLICY_FP32;
-    return *in_place_fp32 || amp_autocast_inputs(ctx, op, in, n);
+    amp_dtype target;
+    const bool ok = amp_autocast_inputs_exact(ctx, op, in, n, &target);
+    *in_place_fp32 = target == AMP_F32;
+    return ok;
 }
 
 /* ---- cross-entropy ----
