@@ -193,13 +193,15 @@ static void linear_backward(amp_ctx *ctx, amp_node *node) {
     const amp_dtype dt = node->out->compute_dtype;
     mat g = grad_matrix(ctx, node, out_f, dt);
     if (!g.data) return;
-    /* x in its own dtype is an input read in place (linear_reads_in_place): rounded again, as in forward */
-    const void *xd = x->dtype == dt ? x->data : narrow_copy(ctx, x, dt);
-    if (!xd) return;
-    const mat xm = {xd, false, in_f > 0 ? in_f : 1}, wm = {w->data, false, in_f > 0 ? in_f : 1};
+    const mat wm = {w->data, false, in_f > 0 ? in_f : 1};
     /* dx [rows, in] = G [rows, out] W [out, in];  dW [out, in] = G^T [out, rows] x [rows, in] */
     if (x->requires_grad && gemm_grad(ctx, AMP_OP_LINEAR, dt, g, false, wm, false, rows, in_f, out_f, x)) return;
-    if (w->requires_grad && gemm_grad(ctx, AMP_OP_LINEAR, dt, g, true, xm, false, out_f, in_f, rows, w)) return;
+    if (w->requires_grad) {
+        /* x in its own dtype is an input read in place (linear_reads_in_place): rounded again, as in forward */
+        const void *xd = x->dtype == dt ? x->data : narrow_copy(ctx, x, dt);
+        const mat xm = {xd, false, in_f > 0 ? in_f : 1};
+        if (!xd || gemm_grad(ctx, AMP_OP_LINEAR, dt, g, true, xm, false, out_f, in_f, rows, w)) return;
+    }
     if (bias && bias->requires_grad) { /* db = column sums of G in fp32: of G in dt when that is exact (the
                                           * output gradient itself), else of its fp32 values */
         const bool exact = g.data == node->out->grad->data;
