@@ -748,18 +748,6 @@ static size_t direct_block_bytes(const amp_gemm_kernel *kern, int64_t n, int64_t
     return (size_t)(n_pad * ((kcb + unit - 1) / unit * unit)) * (size_t)kern->packed_size;
 }
 
-/* The stored operand [n, k] (row stride k, element size es) into per-k-block panels at bp, as the
- * GEMM packs op(A) when it computes C^T (rows jc = 0 .. n, columns pc .. pc + kc). */
-static void direct_pack(const amp_gemm_kernel *kern, const void *src, size_t es, int64_t n, int64_t k, void *bp) {
-    int64_t blocks;
-    const size_t blk = direct_block_bytes(kern, n, k, &blocks);
-    for (int64_t bi = 0; bi < blocks; bi++) {
-        const int64_t pc = bi * kern->kc, kc = k - pc < kern->kc ? k - pc : kern->kc;
-        kern->pack((unsigned char *)bp + (size_t)bi * blk, (const unsigned char *)src + (size_t)pc * es, k, false, n, kc,
-                   DIRECT_TILE_COLS);
-    }
-}
-
 /* One tile's k blocks [pc0, pc1) (multiples of kern->kc), in order. */
 static void direct_tile_blocks(const conv_direct *d, const int32_t ro[DIRECT_TILE_ROWS], int64_t i0, int rows,
                                int64_t pc0, int64_t pc1) {
@@ -781,28 +769,29 @@ static void direct_tile_blocks(const conv_direct *d, const int32_t ro[DIRECT_TIL
     }
 }
 
-/* Task t: the tiles of rows [t*DIRECT_TASK_ROWS, ...), over k block d->pc, or all of them when
- * d->pc < 0. */
-/* direct_pack of the weight gradient's stored operand, dY's chunk [O, nb*P] permuted from dY [N, O,
- * P], packed straight from dY (conv_pack_dy_cb's way): each k block's columns split at image
- * boundaries into runs of plain [rows, len] matrices of row stride P, each packed at its column
- * offset in the panel, 32 rows at a time. Needs P % k_unit == 0 (runs start at whole pairs and, but
- * for the chunk's last, end at them). The same packed values as from the permuted copy, which is
- * then not made (its copy was 0.4% of the cnn's bf16 step). */
-static void direct_pack_dy(const amp_gemm_kernel *kern, const unsigned char *gy, size_t es, int64_t o, int64_t p_img,
-                           int64_t b0, int64_t ld, void *bp) {
+/* The stored operand [n, k] into per-k-block panels at bp, as the GEMM packs op(A) when it computes
+ * C^T (rows 0 .. n, each k block's columns), read from images [*, n, p_img] (element size es)
+ * starting at image b0: column p is image b0 + p / p_img's column p % p_img. A plain [n, k] matrix is
+ * one image (p_img = k, b0 = 0: W, or dY's permuted copy). The weight gradient's dY chunk [O, nb*P]
+ * is packed this way straight from dY [N, O, P] (conv_pack_dy_cb's way), so its permuted copy is not
+ * made (0.4% of the cnn's bf16 step): each k block's columns split at image boundaries into runs of
+ * plain [rows, len] matrices of row stride P, each packed at its column offset in the panel, 32 rows
+ * at a time. Needs P % k_unit == 0 when runs split (they start at whole pairs and, but for the
+ * chunk's last, end at them). */
+static void direct_pack(const amp_gemm_kernel *kern, const void *src, size_t es, int64_t n, int64_t p_img, int64_t b0,
+                        int64_t k, void *bp) {
     int64_t blocks;
-    const size_t blk = direct_block_bytes(kern, o, ld, &blocks), ps = (size_t)kern->packed_size;
+    const size_t blk = direct_block_bytes(kern, n, k, &blocks), ps = (size_t)kern->packed_size;
     for (int64_t bi = 0; bi < blocks; bi++) {
-        const int64_t pc = bi * kern->kc, kc = ld - pc < kern->kc ? ld - pc : kern->kc;
+        const int64_t pc = bi * kern->kc, kc = k - pc < kern->kc ? k - pc : kern->kc;
         const size_t kc_pad = (size_t)((kc + kern->k_unit - 1) / kern->k_unit * kern->k_unit);
-        for (int64_t j0 = 0; j0 < o; j0 += DIRECT_TILE_COLS) {
+        for (int64_t j0 = 0; j0 < n; j0 += DIRECT_TILE_COLS) {
             unsigned char *panel = (unsigned char *)bp + (size_t)bi * blk + (size_t)j0 * kc_pad * ps;
-            const int64_t rows = o - j0 < DIRECT_TILE_COLS ? o - j0 : DIRECT_TILE_COLS;
+            const int64_t rows = n - j0 < DIRECT_TILE_COLS ? n - j0 : DIRECT_TILE_COLS;
             for (int64_t p = pc; p < pc + kc;) {
                 const int64_t b = p / p_img, e = p % p_img, len = p_img - e < pc + kc - p ? p_img - e : pc + kc - p;
-                const unsigned char *src = gy + (size_t)(((b0 + b) * o + j0) * p_img + e) * es;
-                kern->pack(panel + (size_t)((p - pc) * DIRECT_TILE_COLS) * ps, src, p_img, false, rows, len,
+                const unsigned char *run = (const unsigned char *)src + (size_t)(((b0 + b) * n + j0) * p_img + e) * es;
+                kern->pack(panel + (size_t)((p - pc) * DIRECT_TILE_COLS) * ps, run, p_img, false, rows, len,
                            DIRECT_TILE_COLS);
                 p += len;
             }
@@ -810,6 +799,8 @@ static void direct_pack_dy(const amp_gemm_kernel *kern, const unsigned char *gy,
     }
 }
 
+/* Task t: the tiles of rows [t*DIRECT_TASK_ROWS, ...), over k block d->pc, or all of them when
+ * d->pc < 0. */
 static void task_direct(void *arg, int64_t t, int thread_id) {
     const conv_direct *d = arg;
     (void)thread_id;
@@ -901,7 +892,7 @@ static int conv_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, const 
         implicit_tables(g, nb_max, koff, pix);
         xp_zero(col, nb_max * g->c * hp * wp * (int64_t)es);
     }
-    if (dkern) direct_pack(dkern, w, es, g->o, k, dbp);
+    if (dkern) direct_pack(dkern, w, es, g->o, k, 0, k, dbp);
     int st = AMP_OK;
     for (int64_t b0 = 0; b0 < g->n && st == AMP_OK; b0 += nb_max) {
         const int64_t nb = g->n - b0 < nb_max ? g->n - b0 : nb_max, ld = nb * p_img;
@@ -1049,10 +1040,10 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
         if (gp || db) run_pass(g->o, task_permute_grad, &a, g->o * ld);
         if (dw && dkern) {
             run_pass(nb, task_pad, &a, nb * g->c * hp * wp);
-            if (gp || nb == 1)
-                direct_pack(dkern, gop, es, g->o, ld, dbp);
+            if (gp)
+                direct_pack(dkern, gp, es, g->o, ld, 0, ld, dbp);
             else
-                direct_pack_dy(dkern, gy, es, g->o, p_img, b0, ld, dbp);
+                direct_pack(dkern, gy, es, g->o, p_img, b0, ld, dbp);
             conv_direct d = {.ci = &ci, .kern = dkern, .rows = koff, .steps = pix, .bp = dbp, .m = k, .n = g->o, .k = ld, .beta = 1.0f, .c = dw, .ldc = k};
             conv_gemm_direct(&d, true);
         } else if (dw && implicit) {
