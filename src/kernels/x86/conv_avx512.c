@@ -337,9 +337,8 @@ void amp_conv_store_bf16_avx512(uint16_t *out, const float *y, float bias, int64
  * element would be. fp32: one element. bf16 pairs: the pair (p, p + 1) is one unaligned 32-bit
  * word where steps[p + 1] = steps[p] + 1 (within a kernel row: 80% of the forward's pairs; within
  * an output row: all of the cnn's weight gradient's), else its two halves joined; an odd kc's last
- * pair has a zero second half, as the packed panel's pad. Same
- * values in the same order as packing the panel (amp_conv_pack_panel_ref) and running ukernel_ct:
- * the same bits. The packed panels cost about 10% of the cnn's step (two loads, a permute and a
+ * pair has a zero second half, as the packed panel's pad. Same values in the same order as packing
+ * the panel (amp_conv_pack_panel_ref) and running ukernel_ct: the same bits. The packed panels cost about 10% of the cnn's step (two loads, a permute and a
  * store per 12-pixel row, bound by the loads); the broadcasts here come from the same few L1
  * lines the panel's permutes read. The transpose and store are gemm_avx512.c's (tile_avx512.h). */
 enum { DMR = AMP_TILE_MR, DNR = 32 };
@@ -347,7 +346,7 @@ enum { DMR = AMP_TILE_MR, DNR = 32 };
 /* acc[i][h] += pair word a[i] x b_h (VDPBF16PS), for the 12 rows */
 #define D_BF16_STEP(LOAD)                                                                                              \
     do {                                                                                                               \
-        UNROLL_ALL                                                                                                        \
+        UNROLL_ALL                                                                                                     \
         for (int i = 0; i < DMR; i++) {                                                                                \
             const __m512bh ai = (__m512bh)_mm512_set1_epi32(LOAD);                                                     \
             acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);                                                           \
@@ -361,6 +360,13 @@ static inline int32_t d_word(const uint16_t *s) { /* unaligned 32-bit read: the 
     return w;
 }
 
+/* Both tiles' start: zero accumulators, and each row's offset from row 0's (the rows' indexes). */
+static inline __attribute__((always_inline)) void direct_start(const int32_t po[DMR], __m512 acc[DMR][2],
+                                                                 int64_t rel[DMR]) {
+    UNROLL_ALL
+    for (int i = 0; i < DMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps(), rel[i] = (int64_t)po[i] - po[0];
+}
+
 /* fp32: the step's window pointer at row 0's offset as the base of every broadcast's address, the
  * other 11 rows' offsets from row 0 as indexes in registers (one general register fewer than a
  * pointer per row, which measured 11% slower, a pointer spilled to a vector register). */
@@ -368,11 +374,8 @@ static __attribute__((noinline)) void direct_tile_f32(const float *xp, const int
                                                       int64_t kc, const float *b, float *c, int64_t ldc, int m, int n,
                                                       float beta) {
     __m512 acc[DMR][2];
-    UNROLL_ALL
-    for (int i = 0; i < DMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     int64_t rel[DMR];
-    UNROLL_ALL
-    for (int i = 0; i < DMR; i++) rel[i] = (int64_t)po[i] - po[0];
+    direct_start(po, acc, rel);
     const float *x0 = xp + po[0];
     for (int64_t p = 0; p < kc; p++, b += DNR) {
         const float *xe = x0 + ko[p];
@@ -394,11 +397,8 @@ static __attribute__((noinline)) void direct_tile_bf16(const uint16_t *xp, const
                                                        int64_t kc, const uint16_t *b, float *c, int64_t ldc, int m,
                                                        int n, float beta) {
     __m512 acc[DMR][2];
-    UNROLL_ALL
-    for (int i = 0; i < DMR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     int64_t rel[DMR];
-    UNROLL_ALL
-    for (int i = 0; i < DMR; i++) rel[i] = (int64_t)po[i] - po[0];
+    direct_start(po, acc, rel);
     const uint16_t *x0 = xp + po[0];
     const int64_t pairs = kc / 2; /* whole pairs; an odd kc's last element after them */
     int64_t q = 0;
