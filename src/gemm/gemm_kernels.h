@@ -51,6 +51,10 @@ typedef void (*amp_gemm_ukernel_fn)(int64_t kc, const void *a, const void *b, fl
  * into panels of r rows at dst (ceil(rows / r) * r * round_up(kc, k_unit) packed elements). */
 typedef void (*amp_gemm_pack_fn)(void *dst, const void *src, int64_t ld, bool trans, int64_t rows, int64_t kc, int r);
 
+/* The widest register tile side of any kernel (each kernel file asserts its mr and nr against it), so
+ * that code packing a panel through a small buffer (src/ops/lstm.c) can size it at compile time. */
+#define AMP_GEMM_MAX_TILE 32
+
 typedef struct amp_gemm_kernel {
     const char *name;            /* "avx512 f32 12x32": path, packed format, tile */
     amp_gemm_ukernel_fn ukernel; /* NULL for a dtype GEMM does not take */
@@ -59,7 +63,7 @@ typedef struct amp_gemm_kernel {
                                      * when n is too narrow for nr (gemm.c) */
     amp_gemm_pack_fn pack;       /* from this entry's source dtype to `packed` */
     amp_gemm_packed packed;
-    int mr, nr;                  /* register tile */
+    int mr, nr;                  /* register tile, each at most AMP_GEMM_MAX_TILE */
     int k_unit;                  /* 1, or 2 for bf16 pairs */
     int packed_size;             /* bytes per packed element */
     int mc, kc, nc;              /* cache blocks (multiples of mr, k_unit, nr), from the per-path table */

@@ -148,13 +148,14 @@ static bool pack_w(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *src, in
 }
 
 /* Operands packed from two sources (pack_w_cat, pack_xh) go through a buffer of XH_CHUNK rows of up
- * to XH_MAX_R values where a panel takes from both: XH_CHUNK even, so a bf16 pair is never split. */
-enum { XH_CHUNK = 16, XH_MAX_R = 64 };
+ * to AMP_GEMM_MAX_TILE values where a panel takes from both: XH_CHUNK even, so a bf16 pair is never
+ * split. */
+enum { XH_CHUNK = 16 };
 
 /* pack_w for W = [A | B]^T [na + nb, k] with W[i, p] = a[p * lda + i] (i < na), b[p * ldb + i - na]
  * (else): each panel packed from a or b in place, a panel across the border from rows gathered
  * XH_CHUNK at a time, so the packed values are those of W stored ([A | B] written to scratch and
- * packed whole, 1.3 MB for the lstm model's fp32). kern's mr and nr at most XH_MAX_R. */
+ * packed whole, 1.3 MB for the lstm model's fp32). */
 static bool pack_w_cat(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *a, int64_t lda, int64_t na,
                        const void *b, int64_t ldb, int64_t nb, int64_t k, bool flip) {
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
@@ -171,7 +172,7 @@ static bool pack_w_cat(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *a, 
     const size_t bytes = packed_bytes(kern, n, r, pw->kc_pad);
     pw->panels = amp_scratch_alloc(ctx, bytes * (size_t)(blocks > 0 ? blocks : 1));
     if (!pw->panels) return false;
-    _Alignas(64) unsigned char tmp[XH_CHUNK * XH_MAX_R * sizeof(float)];
+    _Alignas(64) unsigned char tmp[XH_CHUNK * AMP_GEMM_MAX_TILE * sizeof(float)];
     const char *ca = a, *cb = b;
     for (int64_t q = 0; q < blocks; q++) {
         const int64_t pc = q * kern->kc, kc = min64(kern->kc, k - pc);
@@ -507,17 +508,6 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
  * i[]: B, T, I, H, index of b_ih or -1, index of b_hh or -1. saved: [T, B, 5H] activations and
  * tanh(c_t), then [T, B, H] c_{t-1}: fp32, or for a narrow dt act16 then dt. */
 
-/* H_prev [B*T, H] into dst (rows ldd elements apart): row b*T + t = h_{t-1}, zeros at t = 0; h is the
- * sequence's output [B, T, H] (es bytes per element) */
-static void put_hprev(char *dst, int64_t ldd, const char *h, int64_t B, int64_t T, int64_t H, size_t es) {
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t t = 0; t < T; t++) {
-            char *row = dst + (size_t)((b * T + t) * ldd) * es;
-            if (t == 0) memset(row, 0, (size_t)H * es);
-            else memcpy(row, h + (size_t)((b * T + t - 1) * H) * es, (size_t)H * es);
-        }
-}
-
 /* The weight gradients' right operand [X | H_prev] [B*T, NX + H] (NX = I, or 0 for H_prev alone), never
  * stored: amp_gemm_implicit_b packs its blocks from x and h as they are requested, where writing the
  * whole matrix and packing it back from memory cost a pass over 2.6 MB each (the lstm model's fp32).
@@ -553,7 +543,7 @@ static void pack_xh(const void *arg, const amp_gemm_kernel *kern, void *dst, int
     const xh_src *s = arg;
     const size_t es = s->es, ps = (size_t)kern->packed_size;
     const int64_t kc_pad = round_up64(kc, kern->k_unit), pend = p0 + kc;
-    _Alignas(64) unsigned char tmp[XH_CHUNK * XH_MAX_R * sizeof(float)]; /* [XH_CHUNK][r] rows, in dt */
+    _Alignas(64) unsigned char tmp[XH_CHUNK * AMP_GEMM_MAX_TILE * sizeof(float)]; /* [XH_CHUNK][r] rows, in dt */
     for (int64_t jp = j0; jp < j0 + cols; jp += r) {
         const int64_t rows = min64(r, j0 + cols - jp);
         const bool xonly = jp + rows <= s->NX, honly = jp >= s->NX;
@@ -582,20 +572,8 @@ static void pack_xh(const void *arg, const amp_gemm_kernel *kern, void *dst, int
 /* c [G, NX + H] = dG^T [X | H_prev] (dG [B*T, G] in dt), amp_gemm's bits; the error recorded on failure */
 static int xh_gemm(amp_ctx *ctx, amp_dtype dt, const xh_src *s, int64_t G, int64_t R, const void *dg, float *c) {
     const int64_t N = s->NX + s->H;
-    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
-    if (kern->mr <= XH_MAX_R && kern->nr <= XH_MAX_R) {
-        const int st = amp_gemm_implicit_b(dt, true, G, N, R, 1.0f, dg, ld(G), pack_xh, s, 0.0f, c, ld(N), NULL);
-        if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(OP), amp_status_str(st));
-        return st;
-    }
-    amp_arena_mark mk = amp_scratch_mark(ctx); /* a kernel with wider panels: [X | H_prev] stored */
-    char *xh = amp_scratch_alloc(ctx, (size_t)(R * N) * s->es);
-    if (!xh) return ctx->status;
-    for (int64_t r = 0; r < R; r++)
-        memcpy(xh + (size_t)(r * N) * s->es, s->x + (size_t)(r * s->NX) * s->es, (size_t)s->NX * s->es);
-    put_hprev(xh + (size_t)s->NX * s->es, N, s->h, R / s->T, s->T, s->H, s->es);
-    const int st = lstm_gemm(ctx, dt, true, false, G, N, R, dg, G, xh, N, 0.0f, c);
-    amp_scratch_release(ctx, mk);
+    const int st = amp_gemm_implicit_b(dt, true, G, N, R, 1.0f, dg, ld(G), pack_xh, s, 0.0f, c, ld(N), NULL);
+    if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(OP), amp_status_str(st));
     return st;
 }
 
@@ -637,23 +615,11 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     float *dxh = amp_f32_scratch(ctx, (R + B) * ldp);
     if (!dxh) return;
     for (int64_t b = 0; b < B; b++) memset(dxh + (R + b) * ldp + NX, 0, (size_t)H * sizeof *dxh);
-    packed_w w;
-    const amp_gemm_kernel *wk = amp_gemm_kernel_for(amp_isa_active(), dt);
-    if (NX && wk->mr <= XH_MAX_R && wk->nr <= XH_MAX_R) {
+    packed_w w; /* read only by products with n > 0 below, which need it packed */
+    if (NX) {
         if (!pack_w_cat(ctx, &w, dt, w_ih->data, I, I, w_hh->data, H, H, G, flip_for(dt, NW, G, B))) return;
-    } else if (NX || T > 1) {
-        const char *wsrc = w_hh->data;
-        if (NX) { /* [W_ih | W_hh] [4H, I + H] stored for a kernel with wider panels */
-            char *wcat = amp_scratch_alloc(ctx, (size_t)(G * NW) * es);
-            if (!wcat) return;
-            for (int64_t p = 0; p < G; p++) {
-                memcpy(wcat + (size_t)(p * NW) * es, (const char *)w_ih->data + (size_t)(p * I) * es, (size_t)I * es);
-                memcpy(wcat + (size_t)(p * NW + I) * es, (const char *)w_hh->data + (size_t)(p * H) * es,
-                       (size_t)H * es);
-            }
-            wsrc = wcat;
-        }
-        if (!pack_w(ctx, &w, dt, wsrc, NW, true, NW, G, B)) return;
+    } else if (T > 1 && !pack_w(ctx, &w, dt, w_hh->data, H, true, H, G, B)) {
+        return;
     }
     bool ok = true;
     for (int64_t t = T - 1; ok && t >= 0; t--) {
@@ -688,27 +654,22 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     if (NX) { /* dX in X's row order, rows b*T + t, into x's gradient as amp_gemm_into_grad sends it: row by
                * row from dxh through the sink's epilogue, or copied into the new fp32 gradient itself */
         amp_grad_sink sink;
-        if (amp_grad_sink_open(ctx, x, &sink)) {
-            float *direct = amp_sink_direct(&sink);
-            for (int64_t b = 0; b < B; b++)
-                for (int64_t t = 0; t < T; t++) {
-                    float *row = dxh + (t * B + b) * ldp;
-                    if (direct) {
-                        memcpy(direct + (b * T + t) * I, row, (size_t)I * sizeof *row);
-                        continue;
-                    }
-                    const amp_gemm_epilogue ep = amp_sink_epilogue(&sink, (b * T + t) * I, I);
-                    amp_gemm_epilogue_apply(&ep, row, ld(I), 1, I);
+        const bool sunk = amp_grad_sink_open(ctx, x, &sink);
+        /* fp32 rows copied in X's order: into the new gradient itself, or (no sink) into scratch */
+        float *dx = sunk ? amp_sink_direct(&sink) : amp_f32_scratch(ctx, R * I);
+        if (!sunk && !dx) return;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t t = 0; t < T; t++) {
+                float *row = dxh + (t * B + b) * ldp;
+                if (dx) {
+                    memcpy(dx + (b * T + t) * I, row, (size_t)I * sizeof *row);
+                    continue;
                 }
-            amp_grad_sink_close(ctx, &sink);
-        } else {
-            float *dx = amp_f32_scratch(ctx, R * I);
-            if (!dx) return;
-            for (int64_t b = 0; b < B; b++)
-                for (int64_t t = 0; t < T; t++)
-                    memcpy(dx + (b * T + t) * I, dxh + (t * B + b) * ldp, (size_t)I * sizeof *dx);
-            amp_grad_accumulate(ctx, x, dx);
-        }
+                const amp_gemm_epilogue ep = amp_sink_epilogue(&sink, (b * T + t) * I, I);
+                amp_gemm_epilogue_apply(&ep, row, ld(I), 1, I);
+            }
+        if (sunk) amp_grad_sink_close(ctx, &sink);
+        else amp_grad_accumulate(ctx, x, dx);
         if (ctx->status != AMP_OK) return;
     }
     const xh_src xs = {x->data, node->out->data, T, I, H, es};

@@ -35,6 +35,7 @@ void amp_gemm_ref(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int
  * loops over j the compiler vectorizes. Each element: acc += a * b in increasing p (no FMA), then
  * alpha * acc + beta * c with two roundings. */
 enum { REF_MR = 4, REF_NR = 16 };
+_Static_assert(REF_MR <= AMP_GEMM_MAX_TILE && REF_NR <= AMP_GEMM_MAX_TILE, "tile wider than AMP_GEMM_MAX_TILE");
 
 static inline void compute_ref(int64_t kc, const float *a /* [kc][REF_MR] */, const float *b /* [kc][REF_NR] */,
                                float acc[REF_MR][REF_NR]) {

@@ -17,6 +17,7 @@ static inline float gemm_f16_to_f32(uint16_t h) { return _cvtsh_ss(h); } /* F16C
 #include "../../gemm/gemm_pack.h"
 
 enum { MR = 6, NR = 16 };
+_Static_assert(MR <= AMP_GEMM_MAX_TILE && NR <= AMP_GEMM_MAX_TILE, "tile wider than AMP_GEMM_MAX_TILE");
 
 #define GEMM_UNROLL _Pragma("GCC unroll 6")
 

@@ -24,6 +24,7 @@ static inline float gemm_f16_to_f32(uint16_t h) { return _cvtsh_ss(h); } /* F16C
 #include "tile_avx512.h"
 
 enum { MR = AMP_TILE_MR, NR = 32 };
+_Static_assert(MR <= AMP_GEMM_MAX_TILE && NR <= AMP_GEMM_MAX_TILE, "tile wider than AMP_GEMM_MAX_TILE");
 /* Panel prefetch distance in k steps: the f32 micro-kernel prefetches A and B this far ahead (2 KiB
  * of B), which keeps panels streamed from L2 and L3 (the lstm's recurrent products read their packed
  * weight, 1 MB for fp32, from L3 every step) ahead of the FMAs. Measured on the lstm model, one
