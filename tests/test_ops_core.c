@@ -44,7 +44,7 @@ void test_ops_binary_broadcast(void) {
     }
 }
 
-/* ---- mixed float dtypes are read in place (src/ops/binary.c, in_place_dtype) ----
+/* ---- mixed float dtypes are read in place (src/ops/binary.c, amp_autocast_inputs_exact) ----
  * a narrow [2,3,4] op an fp32 b (full, or broadcast [3,1]), inside an autocast region (promote) and
  * outside it, against the same op on an explicit fp32 copy of a (what promotion made before): the
  * result's bits and dtype and both gradients bit for bit, with a second reader of a (its gradient

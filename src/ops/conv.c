@@ -997,7 +997,7 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
      * The cnn's conv1 dY is 3.2M elements: its copy was 1% of the fp32 step. */
     const bool dw_t = need_dw && !implicit && !dx_cols && nb_max > 1 && kern &&
                       (kern->k_unit == 1 || p_img % kern->k_unit == 0);
-    /* the direct weight gradient packs dY straight from [N, O, P] (direct_pack_dy) */
+    /* the direct weight gradient packs dY straight from [N, O, P] (direct_pack over images) */
     const bool dy_direct = dkern && p_img % dkern->k_unit == 0;
     void *gp = nb_max > 1 && ((need_dw && !dw_t && !dy_direct) || dx_cols)
                    ? amp_scratch_alloc(ctx, (size_t)(g->o * nb_max * p_img) * es)
