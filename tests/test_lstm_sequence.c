@@ -9,7 +9,9 @@
  * while the sequence keeps them in fp32 until the end. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "amp/threads.h"
 #include "../src/ops/op_util.h"
 #include "harness.h"
 #include "tests.h"
@@ -173,7 +175,65 @@ out:
     amp_ctx_free(ctx);
 }
 
+/* One run of the sequence with biases, every input requiring grad (or, with_grad false, the forward
+ * alone), at `threads` threads: out, then the gradients of x, w_ih, w_hh, b_ih, b_hh, as fp32 into v. */
+static bool run_at(int threads, int64_t B, int64_t T, int64_t I, int64_t H, amp_dtype dt, bool with_grad, float *v) {
+    const int64_t G = 4 * H, n[5] = {B * T * I, G * I, G * H, G, G};
+    const int64_t *shape[5] = {(const int64_t[]){B, T, I}, (const int64_t[]){G, I}, (const int64_t[]){G, H},
+                               (const int64_t[]){G}, (const int64_t[]){G}};
+    amp_ctx *ctx = NULL;
+    if (amp_ctx_create(NULL, &ctx) != AMP_OK) return false;
+    amp_set_num_threads(threads);
+    bool ok = true;
+    uint64_t s = 0x5eed0ull + (uint64_t)(B * 1000 + H);
+    amp_tensor *in[5];
+    for (int k = 0; k < 5 && ok; k++) {
+        float *buf = malloc(sizeof(float) * (size_t)n[k]);
+        ok = buf != NULL;
+        for (int64_t i = 0; ok && i < n[k]; i++) buf[i] = (k ? 0.3f : 1.0f) * urand(&s);
+        in[k] = ok ? amp_tensor_from(ctx, dt, k == 0 ? 3 : k < 3 ? 2 : 1, shape[k], buf, AMP_F32) : NULL;
+        if (in[k]) amp_tensor_set_requires_grad(in[k], with_grad);
+        ok = ok && in[k];
+        free(buf);
+    }
+    amp_tensor *out = ok ? amp_lstm_sequence(ctx, in[0], in[1], in[2], in[3], in[4]) : NULL;
+    ok = out && amp_tensor_read(out, v, AMP_F32) == AMP_OK;
+    v += B * T * H;
+    if (ok && with_grad) {
+        float *r = malloc(sizeof(float) * (size_t)(B * T * H));
+        for (int64_t i = 0; r && i < B * T * H; i++) r[i] = urand(&s);
+        amp_tensor *R = r ? amp_tensor_from(ctx, dt, 3, (const int64_t[]){B, T, H}, r, AMP_F32) : NULL;
+        free(r);
+        amp_tensor *loss = R ? amp_sum_all(ctx, amp_mul(ctx, out, R)) : NULL;
+        ok = loss && amp_backward_scaled(ctx, loss, 1.0f) == AMP_OK;
+        for (int k = 0; k < 5 && ok; v += n[k], k++) ok = in[k]->grad && amp_tensor_read(in[k]->grad, v, AMP_F32) == AMP_OK;
+    }
+    amp_set_num_threads(0);
+    amp_ctx_free(ctx);
+    return ok;
+}
+
+/* The rows of each step's pointwise passes are split between threads (lstm.c fwd_row, bwd_row): every
+ * value, forward and backward, must be the one-thread value bit for bit. */
+static void check_threads(int64_t B, int64_t T, int64_t I, int64_t H, amp_dtype dt, bool with_grad) {
+    const int64_t G = 4 * H, total = B * T * H + B * T * I + G * I + G * H + 2 * G;
+    float *a = calloc((size_t)total, sizeof(float)), *b = calloc((size_t)total, sizeof(float));
+    if (CHECK(a && b) && CHECK(run_at(1, B, T, I, H, dt, with_grad, a)) && CHECK(run_at(3, B, T, I, H, dt, with_grad, b))) {
+        int64_t bad = 0;
+        for (int64_t i = 0; i < total; i++) bad += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+        CHECK_MSG(bad == 0, "lstm_sequence %s B=%lld H=%lld%s: %lld values differ between 1 and 3 threads",
+                  amp_dtype_name(dt), (long long)B, (long long)H, with_grad ? "" : " (forward only)", (long long)bad);
+    }
+    free(a), free(b);
+}
+
 void test_lstm_sequence(void) {
+    for (int g = 0; g < 2; g++) {
+        check_threads(7, 4, 5, 40, AMP_F32, g);
+        check_threads(7, 4, 5, 40, AMP_BF16, g);
+        check_threads(32, 3, 6, 64, AMP_F32, g);
+        check_threads(32, 3, 6, 64, AMP_BF16, g);
+    }
     check_grad_routes(4, 9, 7, 16, AMP_F32);
     check_grad_routes(4, 9, 7, 16, AMP_BF16);
     check_grad_routes(32, 3, 5, 40, AMP_F32);

@@ -484,7 +484,9 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
  *             fused pointwise pass per row (lstm_kernels.h cell_forward: biases, activations, c_t, h_t;
  *             for bf16 on AVX-512 also the act16 packing and h_t's and c_t's rounding,
  *             cell_forward_bf16), which stores the saved activations and c_{t-1} around the caches,
- *             as nothing reads them before the backward pass;
+ *             as nothing reads them before the backward pass; with more than one thread the rows of
+ *             a step's pointwise pass, forward and backward, are split between them (fwd_row, bwd_row:
+ *             the same values as one thread, tests/test_lstm_sequence.c);
  *   backward: per step dh = dG_t W_hh and dx_t = dG_t W_ih from one packing of dG_t; then
  *             [dW_ih | dW_hh] = dG^T [X | H_prev] as one GEMM with K = B*T (one pass over dG for both
  *             weight gradients), each weight
@@ -577,6 +579,41 @@ static int xh_gemm(amp_ctx *ctx, amp_dtype dt, const xh_src *s, int64_t G, int64
     return st;
 }
 
+/* One step's pointwise backward (lstm_seq_backward), row b per task: each row reads its own saved
+ * values and gradients and writes its own dG and dc rows, so the rows can be split between threads.
+ * The bias gradient, a sum across rows, is added afterwards in row order from fp32 rows of dG: the
+ * same additions in the same order as one row at a time. For a narrow dt a task forms its row in
+ * fp32 in dgf (cell_backward16, from c_{t-1} in fp32) and rounds it into dG: the composition that
+ * cell_backward_bf16 fuses, so the same bits (lstm_kernels.h). */
+typedef struct bwd_job {
+    const amp_lstm_kernels *lk;
+    amp_dtype dt;
+    const float *acts, *cprev;              /* fp32: [T, B, 5H] and [T, B, H] */
+    const uint16_t *acts16;                 /* narrow: [T, B, 5H] act16 */
+    const float *cpf;                       /* narrow: step t's c_{t-1} in fp32 [B, H] */
+    float *dgf;                             /* narrow: step t's dG rows in fp32 [B, 4H] */
+    const float *dout, *dhn;                /* dhn: dh_t rows ldp apart (zeros after the last step) */
+    void *dgd;                              /* dG [B*T, 4H] in dt, rows b*T + t */
+    float *dc;                              /* dc_t -> dc_{t-1} [B, H] */
+    int64_t t, nb, T, H, ldp;               /* nb: B */
+} bwd_job;
+
+static void bwd_row(void *arg, int64_t b, int thread_id) {
+    (void)thread_id;
+    const bwd_job *j = arg;
+    const int64_t t = j->t, H = j->H, G = 4 * H, row = t * j->nb + b, r = b * j->T + t;
+    const float *dho = j->dout + r * H, *dhb = j->dhn + b * j->ldp;
+    if (j->dt == AMP_F32) {
+        j->lk->cell_backward((float *)j->dgd + r * G, j->dc + b * H, j->acts + row * 5 * H, j->cprev + row * H, dho, dhb,
+                             j->dc + b * H, (size_t)H);
+        return;
+    }
+    float *dgr = j->dgf + b * G;
+    j->lk->cell_backward16(dgr, j->dc + b * H, j->acts16 + row * 5 * H, j->cpf + b * H, dho, dhb, j->dc + b * H,
+                           (size_t)H);
+    amp_convert((char *)j->dgd + (size_t)(r * G) * amp_dtype_size(j->dt), j->dt, dgr, AMP_F32, (size_t)G);
+}
+
 static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0], *w_ih = node->in[1], *w_hh = node->in[2];
     amp_tensor *b_ih = node->i[4] >= 0 ? node->in[node->i[4]] : NULL;
@@ -598,8 +635,12 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     float *dc = amp_f32_scratch(ctx, B * H);
     const amp_lstm_kernels *lk = amp_lstm_active();
     const bool fused_bf16 = dt == AMP_BF16 && lk->cell_backward_bf16;
-    float *cpf = narrow && !fused_bf16 ? amp_f32_scratch(ctx, B * H) : NULL; /* step t's c_{t-1} in fp32 */
-    if (!dout || !dgd || (narrow && !dgrow) || (want_db && !db) || !dc || (narrow && !fused_bf16 && !cpf))
+    /* the rows of a step split between threads (bwd_row); narrow: through fp32 rows in dgf */
+    const bool par = B > 1 && amp_parallel_max_threads() > 1;
+    float *dgf = narrow && par ? amp_f32_scratch(ctx, B * G) : NULL;
+    const bool need_cpf = narrow && (!fused_bf16 || par);
+    float *cpf = need_cpf ? amp_f32_scratch(ctx, B * H) : NULL; /* step t's c_{t-1} in fp32 */
+    if (!dout || !dgd || (narrow && !dgrow) || (want_db && !db) || !dc || (need_cpf && !cpf) || (narrow && par && !dgf))
         return;
     memset(dc, 0, (size_t)(B * H) * sizeof *dc);
     if (db) memset(db, 0, (size_t)G * sizeof *db);
@@ -627,15 +668,17 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         const float *dhn = dxh + (t + 1) * B * ldp + NX; /* dh_t, from step t + 1 (zeros after the last) */
         const char *cpt = narrow ? cprev_dt + (size_t)(t * B * H) * es : NULL; /* step t's c_{t-1}, [B, H] in dt */
         if (cpf) amp_convert(cpf, AMP_F32, cpt, dt, (size_t)(B * H));
-        for (int64_t b = 0; b < B; b++) {
+        if (!narrow || par) { /* the rows' pointwise passes (split between the threads), then db in row order */
+            bwd_job job = {lk, dt, acts, cprev, acts16, cpf, dgf, dout, dhn, dgd, dc, t, B, T, H, ldp};
+            if (par) amp_parallel_for(B, bwd_row, &job);
+            else
+                for (int64_t b = 0; b < B; b++) bwd_row(&job, b, 0);
+            for (int64_t b = 0; db && b < B; b++)
+                lk->acc(db, narrow ? dgf + b * G : (const float *)dgd + (b * T + t) * G, (size_t)G);
+        }
+        for (int64_t b = 0; narrow && !par && b < B; b++) {
             const float *dho = dout + (b * T + t) * H, *dhb = dhn + b * ldp;
             char *dgt = (char *)dgd + (size_t)((b * T + t) * G) * es;
-            if (!narrow) {
-                lk->cell_backward((float *)(void *)dgt, dc + b * H, acts + (t * B + b) * 5 * H, cprev + (t * B + b) * H,
-                                  dho, dhb, dc + b * H, (size_t)H);
-                if (db) lk->acc(db, (const float *)(void *)dgt, (size_t)G);
-                continue;
-            }
             const uint16_t *act = acts16 + (t * B + b) * 5 * H;
             if (fused_bf16) { /* the three steps below in one pass */
                 lk->cell_backward_bf16((uint16_t *)(void *)dgt, db, dc + b * H, act,
@@ -696,6 +739,41 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         amp_grad_accumulate(ctx, b_ih, db);
         amp_grad_accumulate(ctx, b_hh, db);
     }
+}
+
+/* One step's fused pointwise pass (amp_lstm_sequence), row b per task: rows share nothing (each reads
+ * its gate row and c row and writes its own h, c and saved rows), so splitting them between threads
+ * leaves every value as it is. fp32, or bf16 with the fused kernel; the composed narrow path stays
+ * serial (its row buffers are shared). */
+typedef struct fwd_job {
+    const amp_lstm_kernels *lk;
+    bool fused_bf16, keep;
+    int64_t t, nb, T, H, ldx; /* nb: B */
+    size_t es;
+    float *acts, *cprev; /* fp32: [T, B, 5H] and [T, B, H] (keep) */
+    uint16_t *acts16;    /* bf16: [T, B, 5H] (keep) */
+    char *cpt;           /* bf16: step t's c_{t-1} [B, H] (keep) */
+    float *c, *xt;       /* c_{t-1} -> c_t [B, H]; step t's gate pre-activations, rows ldx apart */
+    char *hout;          /* the output [B, T, H] */
+    const float *bi, *bh;
+    float *tcs; /* fp32 without keep: the activations' row buffer, shared (the rows then run serially) */
+} fwd_job;
+
+static void fwd_row(void *arg, int64_t b, int thread_id) {
+    (void)thread_id;
+    const fwd_job *j = arg;
+    const int64_t t = j->t, H = j->H;
+    char *dst = j->hout + (size_t)((b * j->T + t) * H) * j->es;
+    /* c_t in place (c_{t-1} saved first); tanh of the fp32 c_t, as the cell's. What is saved is read
+     * back only by the backward pass, after the rest of the forward: streamed past the caches. */
+    if (j->fused_bf16) /* the act16 packing and the roundings in the same pass */
+        j->lk->cell_forward_bf16(j->keep ? j->acts16 + (t * j->nb + b) * 5 * H : NULL,
+                                 j->cpt ? (uint16_t *)(void *)j->cpt + b * H : NULL, j->c + b * H,
+                                 (uint16_t *)(void *)dst, j->xt + b * j->ldx, j->bi, j->bh, (size_t)H, j->keep);
+    else
+        j->lk->cell_forward(j->keep ? j->acts + (t * j->nb + b) * 5 * H : j->tcs,
+                            j->keep ? j->cprev + (t * j->nb + b) * H : NULL, j->c + b * H, (float *)(void *)dst,
+                            j->xt + b * j->ldx, j->bi, j->bh, (size_t)H, j->keep);
 }
 
 amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp_tensor *w_hh, amp_tensor *b_ih,
@@ -797,26 +875,20 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
         /* c_{t-1} saved for a narrow dt: c holds values of dt, so exactly */
         char *cpt = keep && narrow ? cprev_dt + (size_t)(t * B * H) * es : NULL;
         if (cpt && !fused_bf16) amp_convert(cpt, dt, c, AMP_F32, (size_t)(B * H));
+        if (fused_bf16 || !narrow) { /* one kernel call per row, the rows split between the threads */
+            fwd_job job = {lk, fused_bf16, keep, t, B, T, H, ldx, es, acts, cprev, acts16, cpt, c, xt, hout, bi, bh, tcs};
+            if ((keep || fused_bf16) && B > 1 && amp_parallel_max_threads() > 1) amp_parallel_for(B, fwd_row, &job);
+            else
+                for (int64_t b = 0; b < B; b++) fwd_row(&job, b, 0);
+            continue;
+        }
         for (int64_t b = 0; b < B; b++) {
             char *dst = hout + (size_t)((b * T + t) * H) * es;
-            /* c_t in place (c_{t-1} saved first); tanh of the fp32 c_t, as the cell's. What is saved is
-             * read back only by the backward pass, after the rest of the forward: streamed past the caches. */
-            if (fused_bf16) { /* the packing and the roundings below in the same pass */
-                lk->cell_forward_bf16(keep ? acts16 + (t * B + b) * 5 * H : NULL,
-                                      cpt ? (uint16_t *)(void *)cpt + b * H : NULL, c + b * H,
-                                      (uint16_t *)(void *)dst, xt + b * ldx, bi, bh, (size_t)H, keep);
-                continue;
-            }
-            if (!narrow) {
-                lk->cell_forward(keep ? acts + (t * B + b) * 5 * H : tcs, keep ? cprev + (t * B + b) * H : NULL, c + b * H,
-                                 (float *)(void *)dst, xt + b * ldx, bi, bh, (size_t)H, keep);
-                continue;
-            }
             lk->cell_forward(tcs, NULL, c + b * H, hrow, xt + b * ldx, bi, bh, (size_t)H, false);
             if (keep) lk->act16_pack(acts16 + (t * B + b) * 5 * H, tcs, (size_t)(5 * H));
             amp_convert(dst, dt, hrow, AMP_F32, (size_t)H);
         }
-        if (dt != AMP_F32 && !fused_bf16) { /* the next step reads c_t rounded to dt, as the cell's c' */
+        if (dt != AMP_F32) { /* the next step reads c_t rounded to dt, as the cell's c' */
             amp_convert(cq, dt, c, AMP_F32, (size_t)(B * H));
             amp_convert(c, AMP_F32, cq, dt, (size_t)(B * H));
         }
