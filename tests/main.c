@@ -115,6 +115,8 @@ static const harness_test all_tests[] = {
     TEST(alloc_hooks),
     TEST(alloc_failure_loops),
     TEST(lstm_sequence),
+    TEST(threads_elementwise),
+    TEST(threads_attention),
     TEST(relu_bits),
     TEST(relu_bits_f32),
     TEST(vecmath),

@@ -20,6 +20,9 @@ void test_encode_edge_cases(void);
 
 /* test_lstm_sequence.c: the lstm model's fused sequence op against T lstm_cell calls */
 void test_lstm_sequence(void);
+/* test_threads.c: ops split between threads give the one-thread bits */
+void test_threads_elementwise(void);
+void test_threads_attention(void);
 /* test_relu_bits.c: relu's bit paths against their reference twins (fp16/bf16: all 2^16 inputs; fp32: 2^20) */
 void test_relu_bits(void);
 void test_relu_bits_f32(void);

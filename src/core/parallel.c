@@ -225,3 +225,30 @@ void amp_parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg) {
     }
     pthread_mutex_unlock(&pool.busy);
 }
+
+typedef struct range_job {
+    amp_range_fn fn;
+    void *arg;
+    int64_t n, align, units, ranges;
+} range_job;
+
+static void range_task(void *arg, int64_t task, int thread_id) {
+    const range_job *r = arg;
+    const int64_t i0 = r->units * task / r->ranges * r->align, i1 = r->units * (task + 1) / r->ranges * r->align;
+    if (i0 < r->n) r->fn(r->arg, i0, i1 < r->n ? i1 : r->n, thread_id);
+}
+
+void amp_parallel_range(int64_t n, int64_t min_per_thread, int64_t align, amp_range_fn fn, void *arg) {
+    if (n <= 0) return;
+    if (align < 1) align = 1;
+    int64_t t = amp_parallel_max_threads();
+    if (min_per_thread > 0 && n / min_per_thread < t) t = n / min_per_thread;
+    const int64_t units = (n + align - 1) / align;
+    if (t > units) t = units;
+    if (t <= 1) {
+        fn(arg, 0, n, tls_thread_id >= 0 ? tls_thread_id : 0);
+        return;
+    }
+    range_job r = {fn, arg, n, align, units, t};
+    amp_parallel_for(t, range_task, &r);
+}

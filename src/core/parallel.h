@@ -31,6 +31,14 @@ typedef void (*amp_task_fn)(void *arg, int64_t task, int thread_id);
  * n_tasks <= 0 does nothing. */
 void amp_parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg);
 
+/* fn(arg, i0, i1, thread_id) for contiguous ranges covering [0, n): one range per thread, T =
+ * min(amp_parallel_max_threads(), n / min_per_thread) ranges (one call over all of [0, n) when T is
+ * 1), each bound a multiple of `align` (but the last end, n). The ranges depend only on n, T and
+ * align. For elementwise work whose result per element does not depend on where the element falls
+ * (every vecmath and elementwise kernel here): splitting it leaves the bits as they are. */
+typedef void (*amp_range_fn)(void *arg, int64_t i0, int64_t i1, int thread_id);
+void amp_parallel_range(int64_t n, int64_t min_per_thread, int64_t align, amp_range_fn fn, void *arg);
+
 /* The number of threads a parallel call started from this thread would use now (before the min
  * with n_tasks): 1 inside a parallel region, amp_get_num_threads() elsewhere. Callers size their
  * partitions with it. */

@@ -25,6 +25,7 @@
 #include "amp/gemm.h"
 #include "../kernels/elem_kernels.h"
 #include "../kernels/vecmath.h"
+#include "../core/parallel.h"
 #include "grad_sink_gemm.h"
 #include "op_util.h"
 
@@ -39,11 +40,21 @@ static int attn_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, in
     return st;
 }
 
-static int attn_gemm_ldc(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                         const void *a, int64_t lda, const void *b, int64_t ldb, float *c, int64_t ldc) {
-    int st = amp_gemm(dt, ta, tb, m, n, k, alpha, a, ld(lda), b, ld(ldb), 0.0f, c, ld(ldc));
-    if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(OP), amp_status_str(st));
-    return st;
+/* amp_gemm with a leading dimension for C and no context, for tasks on the pool's threads: the status is returned and reported by
+ * the caller (a context is not shared between threads) */
+static int gemm_ldc(amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
+                    int64_t lda, const void *b, int64_t ldb, float *c, int64_t ldc) {
+    return amp_gemm(dt, ta, tb, m, n, k, alpha, a, ld(lda), b, ld(ldb), 0.0f, c, ld(ldc));
+}
+
+/* The first failure among n task statuses, recorded in ctx; true when all succeeded. */
+static bool report_tasks(amp_ctx *ctx, const int *st, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (st[i] != AMP_OK) {
+            amp_ctx_fail(ctx, st[i], "%s: amp_gemm failed: %s", amp_op_name(OP), amp_status_str(st[i]));
+            return false;
+        }
+    return true;
 }
 
 static float attn_scale(int64_t d) { return d > 0 ? (float)(1.0 / sqrt((double)d)) : 1.0f; }
@@ -195,6 +206,11 @@ amp_tensor *amp_causal_attention(amp_ctx *ctx, amp_tensor *q, amp_tensor *k, amp
  * one k block of the GEMM covers T (kc: 512 fp32, 1024 bf16) and the skipped operand is finite. Past
  * that, the sums are split at other points than amp_causal_attention's: still deterministic.
  *
+ * Threads: the (batch element, head) pairs are tasks on the pool (fwd_head_task, bwd_head_task), each
+ * with its thread's scratch; a head's GEMMs run whole on one thread (amp_gemm's bits depend only on
+ * the shape), so the values are those of one thread (tests/test_threads.c). At the gpt model's
+ * 128 x 128 x 32 products a single product is too small to split well between threads.
+ *
  * in[]: qkv (contiguous, compute dtype). i[]: B, T, C, heads. saved: P [B, heads, T, T] in the
  * compute dtype. */
 
@@ -202,9 +218,10 @@ amp_tensor *amp_causal_attention(amp_ctx *ctx, amp_tensor *q, amp_tensor *k, amp
 enum { ATTN_ROWS = 48 };
 
 /* One head's gradients of batch element b: dq, dk, dv into columns [h D, (h + 1) D) of the three
- * column blocks of dqkv_b [T, 3C] (fp32); dp, pf, ds: T x T scratch. Errors are in ctx. */
-static void head_backward(amp_ctx *ctx, const amp_node *node, const void *dout, float *dqkv_b, int64_t b, int64_t h,
-                          float *dp, float *pf, void *ds) {
+ * column blocks of dqkv_b [T, 3C] (fp32); dp, pf, ds: T x T scratch of this head's thread. Returns the
+ * first GEMM's failure (runs on any thread: no context). */
+static int head_backward(const amp_node *node, const void *dout, float *dqkv_b, int64_t b, int64_t h, float *dp,
+                         float *pf, void *ds) {
     const amp_tensor *qkv = node->in[0];
     const int64_t T = node->i[1], C = node->i[2], NH = node->i[3], D = C / NH, C3 = 3 * C;
     const amp_dtype dt = node->out->compute_dtype;
@@ -216,28 +233,53 @@ static void head_backward(amp_ctx *ctx, const amp_node *node, const void *dout, 
     const void *pb = (const unsigned char *)node->saved + (size_t)((b * NH + h) * T * T) * es;
     float *dq = dqkv_b + h * D, *dk = dq + C, *dv = dq + 2 * C;
     const unsigned char *pc = pb, *dsc = ds;
-    for (int64_t r0 = 0; r0 < T; r0 += ATTN_ROWS) { /* rows [r0, r1): see causal blocks above */
+    int st = AMP_OK;
+    for (int64_t r0 = 0; r0 < T && st == AMP_OK; r0 += ATTN_ROWS) { /* rows [r0, r1): see causal blocks above */
         const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS, nr = r1 - r0;
         /* dV[r0:r1] = P[r0:T, r0:r1]^T dO[r0:T]; dP[r0:r1, 0:r1] = dO[r0:r1] V[0:r1]^T */
-        if (attn_gemm_ldc(ctx, dt, true, false, nr, D, T - r0, 1.0f, pc + (size_t)(r0 * T + r0) * es, T,
-                          gb + (size_t)(r0 * C) * es, C, dv + r0 * C3, C3) ||
-            attn_gemm_ldc(ctx, dt, false, true, nr, r1, D, 1.0f, gb + (size_t)(r0 * C) * es, C, vb, C3, dp + r0 * T,
-                          T))
-            return;
+        st = gemm_ldc(dt, true, false, nr, D, T - r0, 1.0f, pc + (size_t)(r0 * T + r0) * es, T, gb + (size_t)(r0 * C) * es,
+                      C, dv + r0 * C3, C3);
+        if (st == AMP_OK)
+            st = gemm_ldc(dt, false, true, nr, r1, D, 1.0f, gb + (size_t)(r0 * C) * es, C, vb, C3, dp + r0 * T, T);
     }
+    if (st != AMP_OK) return st;
     const float *p32 = dt == AMP_F32 ? (const float *)pb : pf; /* fp32 P: P itself in fp32, no copy */
     if (dt != AMP_F32) amp_convert(pf, AMP_F32, pb, dt, (size_t)(T * T));
     causal_softmax_backward(amp_elem_active(), dp, p32, T); /* reads dP_ij for j <= i only, zeroes the rest */
     if (dt != AMP_F32) amp_convert(ds, dt, dp, AMP_F32, (size_t)(T * T));
-    for (int64_t r0 = 0; r0 < T; r0 += ATTN_ROWS) {
+    for (int64_t r0 = 0; r0 < T && st == AMP_OK; r0 += ATTN_ROWS) {
         const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS, nr = r1 - r0;
         /* dQ[r0:r1] = dS[r0:r1, 0:r1] K[0:r1] / sqrt(D); dK[r0:r1] = dS[r0:T, r0:r1]^T Q[r0:T] / sqrt(D) */
-        if (attn_gemm_ldc(ctx, dt, false, false, nr, D, r1, scale, dsc + (size_t)(r0 * T) * es, T, kb, C3,
-                          dq + r0 * C3, C3) ||
-            attn_gemm_ldc(ctx, dt, true, false, nr, D, T - r0, scale, dsc + (size_t)(r0 * T + r0) * es, T,
-                          qb + (size_t)(r0 * C3) * es, C3, dk + r0 * C3, C3))
-            return;
+        st = gemm_ldc(dt, false, false, nr, D, r1, scale, dsc + (size_t)(r0 * T) * es, T, kb, C3, dq + r0 * C3, C3);
+        if (st == AMP_OK)
+            st = gemm_ldc(dt, true, false, nr, D, T - r0, scale, dsc + (size_t)(r0 * T + r0) * es, T,
+                          qb + (size_t)(r0 * C3) * es, C3, dk + r0 * C3, C3);
     }
+    return st;
+}
+
+/* Heads run as tasks on the pool's threads (task i: head h0 + i of its batch element), each with its
+ * thread's T x T scratch; heads write disjoint columns and each head's GEMMs are those of one thread
+ * (amp_gemm's bits depend only on the shape), so the values do not depend on the threads. */
+typedef struct bwd_heads_job {
+    const amp_node *node;
+    const void *dout;
+    float *dqkv;       /* batch element b's block at dqkv + (blockwise ? 0 : b T 3C) */
+    bool blockwise;
+    int64_t b0, NH;    /* task i: batch element b0 + i / NH, head i % NH */
+    float *dp, *pf;    /* per thread: T x T fp32 each (pf only for a narrow dt) */
+    unsigned char *ds; /* per thread: T x T in dt (a narrow dt) */
+    int *st;           /* per task */
+} bwd_heads_job;
+
+static void bwd_head_task(void *arg, int64_t i, int thread_id) {
+    const bwd_heads_job *j = arg;
+    const int64_t T = j->node->i[1], C3 = 3 * j->node->i[2], TT = T * T, b = j->b0 + i / j->NH;
+    const amp_dtype dt = j->node->out->compute_dtype;
+    float *dp = j->dp + thread_id * TT;
+    void *ds = dt == AMP_F32 ? (void *)dp : (void *)(j->ds + (size_t)(thread_id * TT) * amp_dtype_size(dt));
+    j->st[i] = head_backward(j->node, j->dout, j->blockwise ? j->dqkv : j->dqkv + b * T * C3, b, i % j->NH, dp,
+                             j->pf ? j->pf + thread_id * TT : NULL, ds);
 }
 
 static void self_attention_backward(amp_ctx *ctx, amp_node *node) {
@@ -263,20 +305,68 @@ static void self_attention_backward(amp_ctx *ctx, amp_node *node) {
     const bool sunk = amp_grad_sink_open(ctx, qkv, &sink);
     float *direct = sunk ? amp_sink_direct(&sink) : NULL;
     float *dqkv = direct ? direct : amp_f32_scratch(ctx, (sunk ? T : B * T) * C3); /* every column is written */
-    float *dp = amp_f32_scratch(ctx, T * T);                                       /* dP, then dS in place */
-    float *pf = dt != AMP_F32 ? amp_f32_scratch(ctx, T * T) : NULL;                /* P as fp32 */
-    void *ds = dt != AMP_F32 ? amp_scratch_alloc(ctx, (size_t)ld(T * T) * es) : dp; /* dS in dt */
     const bool blockwise = sunk && !direct;
-    for (int64_t b = 0; b < B && ctx->status == AMP_OK; b++) {
-        float *dqkv_b = blockwise ? dqkv : dqkv + b * T * C3;
-        for (int64_t h = 0; h < NH && ctx->status == AMP_OK; h++) head_backward(ctx, node, dout, dqkv_b, b, h, dp, pf, ds);
-        if (blockwise && ctx->status == AMP_OK) {
+    /* tasks: the heads of one batch element at a time when blockwise (its block then goes to the sink),
+     * else every (batch element, head) at once */
+    const int64_t per_call = blockwise ? NH : B * NH;
+    const int64_t threads = amp_parallel_max_threads() < per_call ? amp_parallel_max_threads() : per_call;
+    float *dp = amp_f32_scratch(ctx, threads * T * T);                              /* dP, then dS in place */
+    float *pf = dt != AMP_F32 ? amp_f32_scratch(ctx, threads * T * T) : NULL;       /* P as fp32 */
+    unsigned char *ds = dt != AMP_F32 ? amp_scratch_alloc(ctx, (size_t)ld(threads * T * T) * es) : NULL; /* dS in dt */
+    int *st = amp_scratch_alloc(ctx, (size_t)per_call * sizeof *st);
+    bwd_heads_job job = {node, dout, dqkv, blockwise, 0, NH, dp, pf, ds, st};
+    for (int64_t b = 0; b < (blockwise ? B : 1) && ctx->status == AMP_OK; b++) {
+        job.b0 = b;
+        amp_parallel_for(per_call, bwd_head_task, &job);
+        if (!report_tasks(ctx, st, per_call)) break;
+        if (blockwise) {
             const amp_gemm_epilogue ep = amp_sink_epilogue(&sink, b * T * C3, C3);
-            amp_gemm_epilogue_apply(&ep, dqkv_b, C3, T, C3);
+            amp_gemm_epilogue_apply(&ep, dqkv, C3, T, C3);
         }
     }
     if (sunk) amp_grad_sink_close(ctx, &sink);
     else if (ctx->status == AMP_OK) amp_grad_accumulate(ctx, qkv, dqkv);
+}
+
+/* The forward's heads as tasks (bwd_heads_job's scheme): task bh = b NH + h, S and (without saving P)
+ * P in its thread's T x T scratch. */
+typedef struct fwd_heads_job {
+    const unsigned char *qkv;
+    amp_dtype dt;
+    int64_t T, C, NH;
+    bool keep_p;
+    unsigned char *p_all; /* keep_p: P [B, NH, T, T] in dt */
+    float *o;             /* O [B, T, C] in fp32 */
+    float *s;             /* per thread: S [T, T] fp32 (a narrow dt) */
+    unsigned char *p_one; /* per thread: P [T, T] in dt (without keep_p) */
+    int *st;              /* per task */
+} fwd_heads_job;
+
+static void fwd_head_task(void *arg, int64_t bh, int thread_id) {
+    const fwd_heads_job *j = arg;
+    const amp_dtype dt = j->dt;
+    const int64_t T = j->T, C = j->C, NH = j->NH, D = C / NH, C3 = 3 * C, b = bh / NH, h = bh % NH;
+    const size_t es = amp_dtype_size(dt);
+    const float scale = attn_scale(D);
+    const unsigned char *qb = j->qkv + (size_t)(b * T * C3 + h * D) * es;
+    const unsigned char *kb = qb + (size_t)C * es, *vb = qb + (size_t)(2 * C) * es;
+    unsigned char *pb = j->keep_p ? j->p_all + (size_t)(bh * T * T) * es : j->p_one + (size_t)(thread_id * T * T) * es;
+    float *s = dt == AMP_F32 ? (float *)(void *)pb : j->s + thread_id * T * T;
+    int st = AMP_OK;
+    for (int64_t r0 = 0; r0 < T && st == AMP_OK; r0 += ATTN_ROWS) { /* S[r0:r1, 0:r1] = q[r0:r1] k[0:r1]^T / sqrt(D) */
+        const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS;
+        st = gemm_ldc(dt, false, true, r1 - r0, r1, D, scale, qb + (size_t)(r0 * C3) * es, C3, kb, C3, s + r0 * T, T);
+    }
+    if (st == AMP_OK) {
+        causal_softmax(amp_vmath_active(), amp_elem_active(), s, T); /* reads S_ij for j <= i only, zeroes the rest */
+        if (dt != AMP_F32) amp_convert(pb, dt, s, AMP_F32, (size_t)(T * T));
+    }
+    for (int64_t r0 = 0; r0 < T && st == AMP_OK; r0 += ATTN_ROWS) { /* O[r0:r1] = P[r0:r1, 0:r1] v[0:r1] */
+        const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS;
+        st = gemm_ldc(dt, false, false, r1 - r0, D, r1, 1.0f, pb + (size_t)(r0 * T) * es, T, vb, C3,
+                      j->o + (b * T + r0) * C + h * D, C);
+    }
+    j->st[bh] = st;
 }
 
 amp_tensor *amp_causal_self_attention(amp_ctx *ctx, amp_tensor *qkv, int64_t heads) {
@@ -288,49 +378,27 @@ amp_tensor *amp_causal_self_attention(amp_ctx *ctx, amp_tensor *qkv, int64_t hea
     }
     const amp_dtype dt = qkv->dtype;
     if (!(qkv = amp_contiguous(ctx, qkv))) return NULL;
-    const int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3, NH = heads, D = C / NH, C3 = 3 * C;
+    const int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3, NH = heads;
     const size_t es = amp_dtype_size(dt);
-    const float scale = attn_scale(D);
     amp_tensor *out = amp_ctx_new_tensor(ctx, dt, 3, (const int64_t[]){B, T, C}, true);
     if (!out) return NULL;
 
     const bool keep_p = ctx->grad_enabled && qkv->requires_grad;
     void *p_all = keep_p ? amp_ctx_alloc(ctx, (size_t)ld(B * NH * T * T) * es) : NULL;
     amp_arena_mark mk = amp_scratch_mark(ctx);
+    const int64_t threads = amp_parallel_max_threads() < B * NH ? amp_parallel_max_threads() : B * NH;
     float *o = dt == AMP_F32 ? out->data : amp_f32_scratch(ctx, B * T * C);
     /* S in fp32: in fp32 it is computed where P goes and the softmax runs in place, no copy */
-    float *s = dt == AMP_F32 ? NULL : amp_f32_scratch(ctx, T * T);
-    void *p_one = keep_p ? NULL : amp_scratch_alloc(ctx, (size_t)ld(T * T) * es);
+    float *s = dt == AMP_F32 ? NULL : amp_f32_scratch(ctx, threads * T * T);
+    void *p_one = keep_p ? NULL : amp_scratch_alloc(ctx, (size_t)ld(threads * T * T) * es);
+    int *st = amp_scratch_alloc(ctx, (size_t)(B * NH) * sizeof *st);
     if (ctx->status != AMP_OK) {
         amp_scratch_release(ctx, mk);
         return NULL;
     }
-    const amp_vmath_kernels *vm = amp_vmath_active();
-    const amp_elem_kernels *ek = amp_elem_active();
-    for (int64_t b = 0; b < B && ctx->status == AMP_OK; b++) {
-        for (int64_t h = 0; h < NH; h++) {
-            const unsigned char *qb = (const unsigned char *)qkv->data + (size_t)(b * T * C3 + h * D) * es;
-            const unsigned char *kb = qb + (size_t)C * es, *vb = qb + (size_t)(2 * C) * es;
-            void *pb = keep_p ? (unsigned char *)p_all + (size_t)((b * NH + h) * T * T) * es : p_one;
-            if (dt == AMP_F32) s = pb;
-            bool failed = false;
-            for (int64_t r0 = 0; r0 < T && !failed; r0 += ATTN_ROWS) { /* S[r0:r1, 0:r1] = q[r0:r1] k[0:r1]^T / sqrt(D) */
-                const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS;
-                failed = attn_gemm_ldc(ctx, dt, false, true, r1 - r0, r1, D, scale, qb + (size_t)(r0 * C3) * es, C3, kb,
-                                       C3, s + r0 * T, T) != AMP_OK;
-            }
-            if (failed) break;
-            causal_softmax(vm, ek, s, T); /* reads S_ij for j <= i only, zeroes the rest */
-            if (dt != AMP_F32) amp_convert(pb, dt, s, AMP_F32, (size_t)(T * T));
-            for (int64_t r0 = 0; r0 < T && !failed; r0 += ATTN_ROWS) { /* O[r0:r1] = P[r0:r1, 0:r1] v[0:r1] */
-                const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS;
-                failed = attn_gemm_ldc(ctx, dt, false, false, r1 - r0, D, r1, 1.0f,
-                                       (const unsigned char *)pb + (size_t)(r0 * T) * es, T, vb, C3,
-                                       o + (b * T + r0) * C + h * D, C) != AMP_OK;
-            }
-            if (failed) break;
-        }
-    }
+    fwd_heads_job job = {qkv->data, dt, T, C, NH, keep_p, p_all, o, s, p_one, st};
+    amp_parallel_for(B * NH, fwd_head_task, &job);
+    report_tasks(ctx, st, B * NH);
     if (ctx->status == AMP_OK && dt != AMP_F32) amp_store_f32(ctx, out, o);
     amp_scratch_release(ctx, mk);
     if (ctx->status != AMP_OK) return NULL;

@@ -18,6 +18,7 @@
 #include "amp/cpu.h"
 #include "../kernels/vecmath.h"
 #include "grad_sink_gemm.h"
+#include "../core/parallel.h"
 #include "op_util.h"
 
 /* gelu and its gradient: the active path's fused kernels (kernels/vecmath.h: x Phi(x) with Phi from
@@ -152,6 +153,32 @@ static void unary_grad(const amp_node *node, float *dx, const float *g, const fl
 
 /* values per chunk of the gradient: 64 KiB of fp32, in L2 with g and v */
 enum { UNARY_GRAD_CHUNK = 16384 };
+/* The elementwise passes split between threads (amp_parallel_range) from this many elements per
+ * thread: each element's result depends only on its own values, so the bits do not change. */
+enum { UNARY_MIN_PER_THREAD = 32768 };
+
+typedef struct grad_job {
+    const amp_node *node;
+    const amp_grad_chunks *gc;
+    const float *g, *v;
+    float *bufs; /* a chunk per thread where gc's buffer is not the whole gradient */
+} grad_job;
+
+/* The gradient of elements [i0, i1), a chunk at a time, each chunk sent where x's gradient goes
+ * while in cache (grad_sink_gemm.h: the sink's epilogue on disjoint ranges) */
+static void grad_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
+    const grad_job *j = arg;
+    const amp_grad_chunks *gc = j->gc;
+    for (int64_t off = i0; off < i1; off += UNARY_GRAD_CHUNK) {
+        const int64_t len = i1 - off < UNARY_GRAD_CHUNK ? i1 - off : UNARY_GRAD_CHUNK;
+        float *dst = gc->whole ? gc->buf + off : j->bufs + (int64_t)thread_id * UNARY_GRAD_CHUNK;
+        unary_grad(j->node, dst, j->g + off, j->v + off, len);
+        if (gc->sunk && !amp_sink_direct(&gc->sink)) {
+            const amp_gemm_epilogue ep = amp_sink_epilogue(&gc->sink, off, len);
+            amp_gemm_epilogue_apply(&ep, dst, len, 1, len);
+        }
+    }
+}
 
 static void unary_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0];
@@ -181,12 +208,49 @@ static void unary_backward(amp_ctx *ctx, amp_node *node) {
     /* dx goes where x's gradient goes, a chunk at a time while in cache (grad_sink_gemm.h) */
     amp_grad_chunks gc;
     amp_grad_chunks_open(ctx, x, n, UNARY_GRAD_CHUNK, &gc);
-    for (int64_t off = 0; gc.buf && off < n; off += gc.chunk) {
-        const int64_t len = n - off < gc.chunk ? n - off : gc.chunk;
-        unary_grad(node, amp_grad_chunk_at(&gc, off), g + off, v + off, len);
-        amp_grad_chunk_put(&gc, off, len);
-    }
+    const int threads = n / UNARY_MIN_PER_THREAD > 1 ? amp_parallel_max_threads() : 1;
+    grad_job job = {node, &gc, g, v, gc.buf};
+    if (gc.buf && !gc.whole && threads > 1) job.bufs = amp_f32_scratch(ctx, (int64_t)threads * UNARY_GRAD_CHUNK);
+    if (job.bufs) amp_parallel_range(n, UNARY_MIN_PER_THREAD, UNARY_GRAD_CHUNK, grad_range, &job);
     amp_grad_chunks_close(ctx, x, &gc);
+}
+
+typedef struct map_job {
+    amp_op op;
+    float *y;
+    const float *x;
+    float exponent;
+} map_job;
+
+static void map_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
+    (void)thread_id;
+    const map_job *j = arg;
+    float *y = j->y + i0;
+    const float *xv = j->x + i0;
+    const int64_t n = i1 - i0;
+    switch (j->op) {
+    case AMP_OP_RELU: /* x > 0 ? x : 0, but NaN stays NaN (fmaxf would drop it) */
+        for (int64_t i = 0; i < n; i++) y[i] = (xv[i] > 0.0f || isnan(xv[i])) ? xv[i] : 0.0f;
+        break;
+    case AMP_OP_GELU:
+        amp_vmath_active()->gelu(y, xv, (size_t)n);
+        break;
+    case AMP_OP_TANH:
+        amp_vmath_active()->tanh(y, xv, (size_t)n);
+        break;
+    case AMP_OP_SIGMOID:
+        amp_vmath_active()->sigmoid(y, xv, (size_t)n);
+        break;
+    case AMP_OP_POW:
+        for (int64_t i = 0; i < n; i++) y[i] = powf(xv[i], j->exponent);
+        break;
+    case AMP_OP_EXP:
+        amp_vmath_active()->exp(y, xv, (size_t)n);
+        break;
+    default: /* log */
+        for (int64_t i = 0; i < n; i++) y[i] = logf(xv[i]);
+        break;
+    }
 }
 
 static amp_tensor *unary(amp_ctx *ctx, amp_op op, amp_tensor *x, float exponent) {
@@ -212,29 +276,8 @@ static amp_tensor *unary(amp_ctx *ctx, amp_op op, amp_tensor *x, float exponent)
         amp_scratch_release(ctx, m);
         return NULL;
     }
-    switch (op) {
-    case AMP_OP_RELU: /* x > 0 ? x : 0, but NaN stays NaN (fmaxf would drop it) */
-        for (int64_t i = 0; i < n; i++) y[i] = (xv[i] > 0.0f || isnan(xv[i])) ? xv[i] : 0.0f;
-        break;
-    case AMP_OP_GELU:
-        amp_vmath_active()->gelu(y, xv, (size_t)n);
-        break;
-    case AMP_OP_TANH:
-        amp_vmath_active()->tanh(y, xv, (size_t)n);
-        break;
-    case AMP_OP_SIGMOID:
-        amp_vmath_active()->sigmoid(y, xv, (size_t)n);
-        break;
-    case AMP_OP_POW:
-        for (int64_t i = 0; i < n; i++) y[i] = powf(xv[i], exponent);
-        break;
-    case AMP_OP_EXP:
-        amp_vmath_active()->exp(y, xv, (size_t)n);
-        break;
-    default: /* log */
-        for (int64_t i = 0; i < n; i++) y[i] = logf(xv[i]);
-        break;
-    }
+    map_job job = {op, y, xv, exponent};
+    amp_parallel_range(n, UNARY_MIN_PER_THREAD, 16, map_range, &job);
     if (x->dtype != AMP_F32) amp_store_f32(ctx, out, y);
     amp_scratch_release(ctx, m);
     amp_node *node = amp_autograd_record(ctx, op, x->dtype, out, &x, 1, unary_backward);

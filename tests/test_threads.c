@@ -1,0 +1,85 @@
+/* Ops whose work is split between threads (elementwise passes by amp_parallel_range, attention heads
+ * as tasks): every output and every gradient at 3 threads must be the 1-thread value bit for bit, in
+ * fp32 and bf16, with the gradient both new and accumulated into an existing one (the sinks' two
+ * ways). Elementwise sizes are over the split threshold and not multiples of the ranges' alignment,
+ * so each thread gets a range and the last a ragged end. A failing case names the op, dtype and how
+ * many values differ. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "amp/threads.h"
+#include "../src/ops/op_util.h"
+#include "harness.h"
+#include "tests.h"
+
+typedef amp_tensor *(*unary_fn)(amp_ctx *ctx, amp_tensor *x);
+
+/* causal self-attention over x [B, T, 3C] with 4 heads */
+static amp_tensor *attention4(amp_ctx *ctx, amp_tensor *x) { return amp_causal_self_attention(ctx, x, 4); }
+
+static amp_tensor *pow3(amp_ctx *ctx, amp_tensor *x) { return amp_pow(ctx, x, 3.0f); }
+static amp_tensor *log_abs(amp_ctx *ctx, amp_tensor *x) { return amp_log(ctx, amp_exp(ctx, x)); }
+
+static float urand(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return (float)(*s >> 40) / (float)(1 << 24) * 8.0f - 4.0f;
+}
+
+/* y = f(x), loss = sum(y * r), backward twice (the second into the existing gradient): y and x's
+ * gradient after each backward, as fp32, into out [3n] */
+static bool run_unary(int threads, unary_fn f, amp_dtype dt, int ndim, const int64_t *shape, float *out) {
+    const int64_t n = amp_shape_numel(ndim, shape), n_out = f == attention4 ? n / 3 : n;
+    amp_ctx *ctx = NULL;
+    if (amp_ctx_create(NULL, &ctx) != AMP_OK) return false;
+    amp_set_num_threads(threads);
+    float *v = malloc(sizeof(float) * (size_t)n), *r = malloc(sizeof(float) * (size_t)n);
+    uint64_t s = 0xE1E7u + (uint64_t)n;
+    for (int64_t i = 0; v && r && i < n; i++) v[i] = urand(&s), r[i] = urand(&s);
+    bool ok = v && r;
+    amp_tensor *x = ok ? amp_tensor_from(ctx, dt, ndim, shape, v, AMP_F32) : NULL;
+    amp_tensor *R = ok ? amp_tensor_from(ctx, dt, 1, (const int64_t[]){n_out}, r, AMP_F32) : NULL;
+    ok = x && R;
+    if (ok) amp_tensor_set_requires_grad(x, true);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        amp_tensor *y = f(ctx, x);
+        amp_tensor *yf = y ? amp_reshape(ctx, y, 1, (const int64_t[]){n_out}) : NULL;
+        amp_tensor *loss = yf ? amp_sum_all(ctx, amp_mul(ctx, yf, R)) : NULL;
+        ok = loss && amp_backward(ctx, loss, NULL) == AMP_OK && amp_tensor_read(y, out, AMP_F32) == AMP_OK &&
+             x->grad && amp_tensor_read(x->grad, out + n_out + pass * n, AMP_F32) == AMP_OK;
+    }
+    amp_set_num_threads(0);
+    free(v), free(r);
+    amp_ctx_free(ctx);
+    return ok;
+}
+
+static void check_unary(const char *name, unary_fn f, amp_dtype dt, int ndim, const int64_t *shape) {
+    const int64_t n = amp_shape_numel(ndim, shape), total = 3 * n;
+    float *a = calloc((size_t)total, sizeof(float)), *b = calloc((size_t)total, sizeof(float));
+    if (CHECK(a && b) && CHECK_MSG(run_unary(1, f, dt, ndim, shape, a) && run_unary(3, f, dt, ndim, shape, b),
+                                   "%s failed to run", name)) {
+        int64_t bad = 0;
+        for (int64_t i = 0; i < total; i++) bad += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+        CHECK_MSG(bad == 0, "%s %s n=%lld: %lld of y, dx, dx+dx differ between 1 and 3 threads", name,
+                  amp_dtype_name(dt), (long long)n, (long long)bad);
+    }
+    free(a), free(b);
+}
+
+void test_threads_elementwise(void) {
+    const struct {
+        const char *name;
+        unary_fn f;
+    } ops[] = {{"gelu", amp_gelu}, {"tanh", amp_tanh}, {"sigmoid", amp_sigmoid}, {"exp", amp_exp},
+               {"pow", pow3},      {"log", log_abs},   {"relu", amp_relu}};
+    const amp_dtype dts[2] = {AMP_F32, AMP_BF16};
+    const int64_t n = 3 * 32768 + 16384 + 7;
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (int d = 0; d < 2; d++) check_unary(ops[o].name, ops[o].f, dts[d], 1, &n);
+}
+
+void test_threads_attention(void) {
+    /* B = 3, T = 100 (ragged causal blocks), C = 32, 4 heads */
+    const amp_dtype dts[2] = {AMP_F32, AMP_BF16};
+    for (int d = 0; d < 2; d++) check_unary("self-attention", attention4, dts[d], 3, (const int64_t[]){3, 100, 96});
+}
