@@ -117,6 +117,8 @@ static const harness_test all_tests[] = {
     TEST(lstm_sequence),
     TEST(threads_elementwise),
     TEST(threads_attention),
+    TEST(threads_convert),
+    TEST(threads_loss),
     TEST(relu_bits),
     TEST(relu_bits_f32),
     TEST(vecmath),

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp/formats.h"
 #include "amp/threads.h"
 #include "../src/ops/op_util.h"
 #include "harness.h"
@@ -16,6 +17,10 @@ typedef amp_tensor *(*unary_fn)(amp_ctx *ctx, amp_tensor *x);
 
 /* causal self-attention over x [B, T, 3C] with 4 heads */
 static amp_tensor *attention4(amp_ctx *ctx, amp_tensor *x) { return amp_causal_self_attention(ctx, x, 4); }
+
+/* cross-entropy of x [N, C] against fixed targets: one value */
+static int32_t ce_targets[4096];
+static amp_tensor *cross_entropy(amp_ctx *ctx, amp_tensor *x) { return amp_cross_entropy(ctx, x, ce_targets); }
 
 static amp_tensor *pow3(amp_ctx *ctx, amp_tensor *x) { return amp_pow(ctx, x, 3.0f); }
 static amp_tensor *log_abs(amp_ctx *ctx, amp_tensor *x) { return amp_log(ctx, amp_exp(ctx, x)); }
@@ -28,7 +33,7 @@ static float urand(uint64_t *s) {
 /* y = f(x), loss = sum(y * r), backward twice (the second into the existing gradient): y and x's
  * gradient after each backward, as fp32, into out [3n] */
 static bool run_unary(int threads, unary_fn f, amp_dtype dt, int ndim, const int64_t *shape, float *out) {
-    const int64_t n = amp_shape_numel(ndim, shape), n_out = f == attention4 ? n / 3 : n;
+    const int64_t n = amp_shape_numel(ndim, shape), n_out = f == attention4 ? n / 3 : f == cross_entropy ? 1 : n;
     amp_ctx *ctx = NULL;
     if (amp_ctx_create(NULL, &ctx) != AMP_OK) return false;
     amp_set_num_threads(threads);
@@ -76,6 +81,42 @@ void test_threads_elementwise(void) {
     const int64_t n = 3 * 32768 + 16384 + 7;
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
         for (int d = 0; d < 2; d++) check_unary(ops[o].name, ops[o].f, dts[d], 1, &n);
+}
+
+void test_threads_convert(void) {
+    /* every pair of dtypes over the split threshold (2 x 65536 elements a thread), ragged */
+    const int64_t n = 2 * 65536 * 3 + 77;
+    float *v = malloc(sizeof(float) * (size_t)n);
+    unsigned char *src = malloc((size_t)n * 4), *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
+    if (!CHECK(v && src && a && b)) goto out;
+    uint64_t s = 0xC0417u;
+    for (int64_t i = 0; i < n; i++) v[i] = urand(&s) * (float)(1 << (i % 24)) * 0x1p-12f;
+    for (int d0 = 0; d0 < AMP_DTYPE_COUNT; d0++)
+        for (int d1 = 0; d1 < AMP_DTYPE_COUNT; d1++) {
+            if (d0 == d1 || !CHECK(amp_convert(src, (amp_dtype)d0, v, AMP_F32, (size_t)n) == AMP_OK)) continue;
+            for (int sat = 0; sat < 2; sat++) {
+                memset(a, 0, (size_t)n * 4), memset(b, 0xAB, (size_t)n * 4);
+                amp_set_num_threads(1);
+                const int s1 = sat ? amp_convert_sat(a, (amp_dtype)d1, src, (amp_dtype)d0, (size_t)n)
+                                   : amp_convert(a, (amp_dtype)d1, src, (amp_dtype)d0, (size_t)n);
+                amp_set_num_threads(3);
+                const int s3 = sat ? amp_convert_sat(b, (amp_dtype)d1, src, (amp_dtype)d0, (size_t)n)
+                                   : amp_convert(b, (amp_dtype)d1, src, (amp_dtype)d0, (size_t)n);
+                amp_set_num_threads(0);
+                CHECK_MSG(s1 == AMP_OK && s3 == AMP_OK &&
+                              memcmp(a, b, (size_t)n * amp_dtype_size((amp_dtype)d1)) == 0,
+                          "convert %s -> %s%s: 3 threads differ from 1", amp_dtype_name((amp_dtype)d0),
+                          amp_dtype_name((amp_dtype)d1), sat ? " (saturating)" : "");
+            }
+        }
+out:
+    free(v), free(src), free(a), free(b);
+}
+
+void test_threads_loss(void) {
+    for (int i = 0; i < 4096; i++) ce_targets[i] = (int32_t)((i * 37) % 250);
+    const amp_dtype dts[2] = {AMP_F32, AMP_BF16};
+    for (int d = 0; d < 2; d++) check_unary("cross-entropy", cross_entropy, dts[d], 2, (const int64_t[]){1031, 250});
 }
 
 void test_threads_attention(void) {

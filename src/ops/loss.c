@@ -7,6 +7,7 @@
 #include <string.h>
 #include <math.h>
 
+#include "../core/parallel.h"
 #include "../kernels/vecmath.h"
 #include "op_util.h"
 
@@ -65,19 +66,28 @@ static void row_shift(float *restrict d, const float *restrict x, float mx, int6
     for (; c < C; c++) d[c] = x[c] - mx;
 }
 
-static void cross_entropy_backward(amp_ctx *ctx, amp_node *node) {
-    amp_tensor *logits = node->in[0];
-    const ce_saved *s = node->saved;
-    const int64_t N = node->i[0], C = node->i[1];
-    const float *g = amp_grad_out(ctx, node);
-    const float *x = amp_f32_view(ctx, logits);
-    float *dx = amp_f32_scratch(ctx, N * C);
-    if (!g || !x || !dx) return;
-    const float k = g[0] / (float)N; /* d mean / d loss_n, times the incoming gradient */
+/* From this many rows per thread the cross-entropy's rows are split between threads. */
+enum { CE_MIN_ROWS_PER_THREAD = 64 };
+
+typedef struct ce_bwd_job {
+    const ce_saved *s;
+    const float *x;
+    float *dx;
+    int64_t C;
+    float k;
+} ce_bwd_job;
+
+/* rows [n0, n1) of dx; rows are independent, so they may run on any thread */
+static void ce_bwd_rows(void *arg, int64_t n0, int64_t n1, int thread_id) {
+    (void)thread_id;
+    const ce_bwd_job *j = arg;
+    const ce_saved *s = j->s;
+    const int64_t C = j->C;
+    const float *x = j->x, k = j->k;
     const amp_vmath_kernels *vm = amp_vmath_active();
-    for (int64_t n = 0; n < N; n++) {
+    for (int64_t n = n0; n < n1; n++) {
         const float mx = s->stats[2 * n], logsum = s->stats[2 * n + 1];
-        float *d = dx + n * C;
+        float *d = j->dx + n * C;
         row_shift(d, x + n * C, mx, C);
         int64_t c = 0;
         for (; c + CE_LANES <= C; c += CE_LANES)
@@ -91,7 +101,57 @@ static void cross_entropy_backward(amp_ctx *ctx, amp_node *node) {
         for (; c < C; c++) d[c] *= k;
         d[tn] = dtn;
     }
+}
+
+static void cross_entropy_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *logits = node->in[0];
+    const ce_saved *s = node->saved;
+    const int64_t N = node->i[0], C = node->i[1];
+    const float *g = amp_grad_out(ctx, node);
+    const float *x = amp_f32_view(ctx, logits);
+    float *dx = amp_f32_scratch(ctx, N * C);
+    if (!g || !x || !dx) return;
+    ce_bwd_job job = {s, x, dx, C, g[0] / (float)N}; /* d mean / d loss_n, times the incoming gradient */
+    amp_parallel_range(N, CE_MIN_ROWS_PER_THREAD, CE_ROWS, ce_bwd_rows, &job);
     amp_grad_accumulate(ctx, logits, dx);
+}
+
+typedef struct ce_fwd_job {
+    const float *x;
+    float *stats;
+    int64_t C;
+} ce_fwd_job;
+
+/* Rows [r0, r1): each row's maximum and log(sum exp(x - max)) into stats. CE_ROWS rows at a time: each
+ * row's exps are still summed one after another in increasing c (the order that defines the bits), but
+ * the rows' chains are interleaved, so the adds overlap instead of each waiting for the previous one.
+ * Rows are independent, so they may run on any thread. */
+static void ce_fwd_rows(void *arg, int64_t r0, int64_t r1, int thread_id) {
+    (void)thread_id;
+    const ce_fwd_job *j = arg;
+    const float *x = j->x;
+    const int64_t C = j->C;
+    float e[CE_ROWS][CE_CHUNK];
+    const amp_vmath_kernels *vm = amp_vmath_active();
+    for (int64_t n0 = r0; n0 < r1; n0 += CE_ROWS) {
+        const int nr = r1 - n0 < CE_ROWS ? (int)(r1 - n0) : CE_ROWS;
+        float mx[CE_ROWS], sum[CE_ROWS];
+        for (int r = 0; r < nr; r++) mx[r] = row_max(x + (n0 + r) * C, C), sum[r] = 0.0f;
+        for (int64_t c0 = 0; c0 < C; c0 += CE_CHUNK) { /* exp(x - max) in chunks, summed in order */
+            const int64_t len = C - c0 < CE_CHUNK ? C - c0 : CE_CHUNK;
+            for (int r = 0; r < nr; r++) {
+                row_shift(e[r], x + (n0 + r) * C + c0, mx[r], len);
+                vm->exp(e[r], e[r], (size_t)len);
+            }
+            if (nr == CE_ROWS)
+                for (int64_t c = 0; c < len; c++)
+                    for (int r = 0; r < CE_ROWS; r++) sum[r] += e[r][c];
+            else
+                for (int r = 0; r < nr; r++)
+                    for (int64_t c = 0; c < len; c++) sum[r] += e[r][c];
+        }
+        for (int r = 0; r < nr; r++) j->stats[2 * (n0 + r)] = mx[r], j->stats[2 * (n0 + r) + 1] = logf(sum[r]);
+    }
 }
 
 amp_tensor *amp_cross_entropy(amp_ctx *ctx, amp_tensor *logits, const int32_t *targets) {
@@ -120,35 +180,11 @@ amp_tensor *amp_cross_entropy(amp_ctx *ctx, amp_tensor *logits, const int32_t *t
         amp_scratch_release(ctx, m);
         return NULL;
     }
-    /* CE_ROWS rows at a time: each row's exps are still summed one after another in increasing c (the
-     * order that defines the bits), but the rows' chains are interleaved, so the adds overlap instead of
-     * each waiting for the previous one */
-    float acc = 0.0f, e[CE_ROWS][CE_CHUNK];
-    const amp_vmath_kernels *vm = amp_vmath_active();
-    for (int64_t n0 = 0; n0 < N; n0 += CE_ROWS) {
-        const int nr = N - n0 < CE_ROWS ? (int)(N - n0) : CE_ROWS;
-        float mx[CE_ROWS], sum[CE_ROWS];
-        for (int r = 0; r < nr; r++) mx[r] = row_max(x + (n0 + r) * C, C), sum[r] = 0.0f;
-        for (int64_t c0 = 0; c0 < C; c0 += CE_CHUNK) { /* exp(x - max) in chunks, summed in order */
-            const int64_t len = C - c0 < CE_CHUNK ? C - c0 : CE_CHUNK;
-            for (int r = 0; r < nr; r++) {
-                row_shift(e[r], x + (n0 + r) * C + c0, mx[r], len);
-                vm->exp(e[r], e[r], (size_t)len);
-            }
-            if (nr == CE_ROWS)
-                for (int64_t c = 0; c < len; c++)
-                    for (int r = 0; r < CE_ROWS; r++) sum[r] += e[r][c];
-            else
-                for (int r = 0; r < nr; r++)
-                    for (int64_t c = 0; c < len; c++) sum[r] += e[r][c];
-        }
-        for (int r = 0; r < nr; r++) {
-            const int64_t n = n0 + r;
-            const float logsum = logf(sum[r]);
-            stats[2 * n] = mx[r], stats[2 * n + 1] = logsum;
-            acc += logsum - (x[n * C + targets[n]] - mx[r]); /* -log_softmax(x)[n, t_n] */
-        }
-    }
+    ce_fwd_job job = {x, stats, C};
+    amp_parallel_range(N, CE_MIN_ROWS_PER_THREAD, CE_ROWS, ce_fwd_rows, &job);
+    float acc = 0.0f; /* the mean's sum in row order */
+    for (int64_t n = 0; n < N; n++) /* -log_softmax(x)[n, t_n], as the rows' loop added it */
+        acc += stats[2 * n + 1] - (x[n * C + targets[n]] - stats[2 * n]);
     *(float *)out->data = acc / (float)N;
     amp_node *node = amp_autograd_record(ctx, op, fp32_region ? AMP_F32 : logits->dtype, out, &logits, 1,
                                          cross_entropy_backward);

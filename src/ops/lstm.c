@@ -590,7 +590,8 @@ typedef struct bwd_job {
     amp_dtype dt;
     const float *acts, *cprev;              /* fp32: [T, B, 5H] and [T, B, H] */
     const uint16_t *acts16;                 /* narrow: [T, B, 5H] act16 */
-    const float *cpf;                       /* narrow: step t's c_{t-1} in fp32 [B, H] */
+    const char *cpt;                        /* narrow: step t's c_{t-1} [B, H] in dt */
+    float *cpf;                             /* narrow: the same in fp32, each row converted by its task */
     float *dgf;                             /* narrow: step t's dG rows in fp32 [B, 4H] */
     const float *dout, *dhn;                /* dhn: dh_t rows ldp apart (zeros after the last step) */
     void *dgd;                              /* dG [B*T, 4H] in dt, rows b*T + t */
@@ -609,9 +610,36 @@ static void bwd_row(void *arg, int64_t b, int thread_id) {
         return;
     }
     float *dgr = j->dgf + b * G;
+    amp_convert(j->cpf + b * H, AMP_F32, j->cpt + (size_t)(b * H) * amp_dtype_size(j->dt), j->dt, (size_t)H);
     j->lk->cell_backward16(dgr, j->dc + b * H, j->acts16 + row * 5 * H, j->cpf + b * H, dho, dhb, j->dc + b * H,
                            (size_t)H);
     amp_convert((char *)j->dgd + (size_t)(r * G) * amp_dtype_size(j->dt), j->dt, dgr, AMP_F32, (size_t)G);
+}
+
+/* dX's rows of batch elements [b0, b1) from the step-major dxh (rows t B + b, ldp apart) into X's order
+ * (rows b T + t): copied into dx, or through the sink's epilogue row by row. Rows are disjoint, so the
+ * batch elements may be split between threads. */
+typedef struct dx_job {
+    float *dxh;
+    float *dx;                  /* NULL: through the sink */
+    const amp_grad_sink *sink;
+    int64_t T, I, B, ldp;
+} dx_job;
+
+static void dx_rows(void *arg, int64_t b0, int64_t b1, int thread_id) {
+    (void)thread_id;
+    const dx_job *j = arg;
+    const int64_t T = j->T, I = j->I;
+    for (int64_t b = b0; b < b1; b++)
+        for (int64_t t = 0; t < T; t++) {
+            float *row = j->dxh + (t * j->B + b) * j->ldp;
+            if (j->dx) {
+                memcpy(j->dx + (b * T + t) * I, row, (size_t)I * sizeof *row);
+                continue;
+            }
+            const amp_gemm_epilogue ep = amp_sink_epilogue(j->sink, (b * T + t) * I, I);
+            amp_gemm_epilogue_apply(&ep, row, ld(I), 1, I);
+        }
 }
 
 static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
@@ -667,9 +695,9 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         float *blk = dxh + t * B * ldp;                  /* step t's [dx_t | dh_{t-1}] */
         const float *dhn = dxh + (t + 1) * B * ldp + NX; /* dh_t, from step t + 1 (zeros after the last) */
         const char *cpt = narrow ? cprev_dt + (size_t)(t * B * H) * es : NULL; /* step t's c_{t-1}, [B, H] in dt */
-        if (cpf) amp_convert(cpf, AMP_F32, cpt, dt, (size_t)(B * H));
+        if (cpf && !par) amp_convert(cpf, AMP_F32, cpt, dt, (size_t)(B * H));
         if (!narrow || par) { /* the rows' pointwise passes (split between the threads), then db in row order */
-            bwd_job job = {lk, dt, acts, cprev, acts16, cpf, dgf, dout, dhn, dgd, dc, t, B, T, H, ldp};
+            bwd_job job = {lk, dt, acts, cprev, acts16, cpt, cpf, dgf, dout, dhn, dgd, dc, t, B, T, H, ldp};
             if (par) amp_parallel_for(B, bwd_row, &job);
             else
                 for (int64_t b = 0; b < B; b++) bwd_row(&job, b, 0);
@@ -701,16 +729,8 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         /* fp32 rows copied in X's order: into the new gradient itself, or (no sink) into scratch */
         float *dx = sunk ? amp_sink_direct(&sink) : amp_f32_scratch(ctx, R * I);
         if (!sunk && !dx) return;
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t t = 0; t < T; t++) {
-                float *row = dxh + (t * B + b) * ldp;
-                if (dx) {
-                    memcpy(dx + (b * T + t) * I, row, (size_t)I * sizeof *row);
-                    continue;
-                }
-                const amp_gemm_epilogue ep = amp_sink_epilogue(&sink, (b * T + t) * I, I);
-                amp_gemm_epilogue_apply(&ep, row, ld(I), 1, I);
-            }
+        dx_job dj = {dxh, dx, sunk ? &sink : NULL, T, I, B, ldp};
+        amp_parallel_range(B, 1, 1, dx_rows, &dj);
         if (sunk) amp_grad_sink_close(ctx, &sink);
         else amp_grad_accumulate(ctx, x, dx);
         if (ctx->status != AMP_OK) return;
