@@ -414,9 +414,13 @@ typedef struct pool_probe {
     bool nest;
 } pool_probe;
 
+/* a nested call runs serially as thread 0 of its own call (parallel.h), still inside the region */
 static void count_nested(void *arg, int64_t task, int thread_id) {
-    (void)task, (void)thread_id;
-    atomic_fetch_add(&((pool_probe *)arg)->nested_runs, 1);
+    (void)task;
+    pool_probe *p = arg;
+    atomic_fetch_add(&p->nested_runs, 1);
+    if (thread_id != 0 || !amp_parallel_in_region() || amp_parallel_max_threads() != 1)
+        atomic_fetch_add(&p->bad_thread_id, 1);
 }
 
 static void count_task(void *arg, int64_t task, int thread_id) {

@@ -9,6 +9,7 @@
 
 #include "amp/formats.h"
 #include "amp/threads.h"
+#include "../src/core/parallel.h"
 #include "../src/ops/op_util.h"
 #include "harness.h"
 #include "tests.h"
@@ -123,4 +124,51 @@ void test_threads_attention(void) {
     /* B = 3, T = 100 (ragged causal blocks), C = 32, 4 heads */
     const amp_dtype dts[2] = {AMP_F32, AMP_BF16};
     for (int d = 0; d < 2; d++) check_unary("self-attention", attention4, dts[d], 3, (const int64_t[]){3, 100, 96});
+}
+
+/* amp_parallel_range's split: ranges cover [0, n) exactly once, bounds on the alignment, at most
+ * amp_parallel_max_threads() ranges with thread ids below it, one call (thread 0) under the minimum
+ * per thread or inside a region */
+typedef struct range_probe {
+    unsigned char *seen;
+    int64_t n, align, calls;
+    int bad, max_id;
+} range_probe;
+
+static void probe_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
+    range_probe *p = arg; /* ranges are disjoint, so the marks are too; the counters race only on failure paths */
+    for (int64_t i = i0; i < i1; i++) p->seen[i]++;
+    if (i0 % p->align != 0 || (i1 != p->n && i1 % p->align != 0) || thread_id < 0 || thread_id >= p->max_id) p->bad = 1;
+}
+
+static void nested_range(void *arg, int64_t task, int thread_id) {
+    (void)task, (void)thread_id;
+    range_probe *p = arg;
+    p->max_id = 1;
+    amp_parallel_range(p->n, 1, p->align, probe_range, p);
+}
+
+void test_threads_range(void) {
+    const int64_t sizes[4] = {1, 1000, 4097, 100003};
+    for (int threads = 1; threads <= 3; threads++)
+        for (int k = 0; k < 4; k++) {
+            const int64_t n = sizes[k];
+            unsigned char *seen = calloc((size_t)n, 1);
+            if (!CHECK(seen)) return;
+            amp_set_num_threads(threads);
+            range_probe p = {seen, n, 16, 0, 0, threads};
+            amp_parallel_range(n, 100, 16, probe_range, &p);
+            int64_t wrong = 0;
+            for (int64_t i = 0; i < n; i++) wrong += seen[i] != 1;
+            CHECK_MSG(wrong == 0 && !p.bad, "range n=%lld at %d threads: %lld elements not covered once, bad %d",
+                      (long long)n, threads, (long long)wrong, p.bad);
+            for (int64_t i = 0; i < n; i++) seen[i] = 0;
+            amp_parallel_for(1, nested_range, &p); /* inside a region: one range, thread 0 */
+            wrong = 0;
+            for (int64_t i = 0; i < n; i++) wrong += seen[i] != 1;
+            CHECK_MSG(wrong == 0 && !p.bad, "nested range n=%lld: %lld elements not covered once, bad %d",
+                      (long long)n, (long long)wrong, p.bad);
+            amp_set_num_threads(0);
+            free(seen);
+        }
 }

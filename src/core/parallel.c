@@ -176,16 +176,19 @@ static int ensure_workers(int want) {
     return pool.n_workers;
 }
 
-static void run_serial(int64_t n_tasks, amp_task_fn fn, void *arg, int thread_id) {
+/* All tasks on this thread, as thread 0 of the call (fn's thread_id indexes what the caller sized for
+ * this call's threads); tls_thread_id marks the thread as in a region meanwhile (region: its own
+ * marker, kept) */
+static void run_serial(int64_t n_tasks, amp_task_fn fn, void *arg, int region) {
     const int saved = tls_thread_id;
-    tls_thread_id = thread_id;
-    for (int64_t t = 0; t < n_tasks; t++) fn(arg, t, thread_id);
+    tls_thread_id = region;
+    for (int64_t t = 0; t < n_tasks; t++) fn(arg, t, 0);
     tls_thread_id = saved;
 }
 
 void amp_parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg) {
     if (n_tasks <= 0) return;
-    if (tls_thread_id >= 0) { /* nested: serial on this thread, which keeps its thread_id */
+    if (tls_thread_id >= 0) { /* nested: serial on this thread (thread 0 of this call), still in its region */
         run_serial(n_tasks, fn, arg, tls_thread_id);
         return;
     }
@@ -246,7 +249,7 @@ void amp_parallel_range(int64_t n, int64_t min_per_thread, int64_t align, amp_ra
     const int64_t units = (n + align - 1) / align;
     if (t > units) t = units;
     if (t <= 1) {
-        fn(arg, 0, n, tls_thread_id >= 0 ? tls_thread_id : 0);
+        fn(arg, 0, n, 0);
         return;
     }
     range_job r = {fn, arg, n, align, units, t};

@@ -9,11 +9,14 @@
  *
  * Rules for fn:
  *   - tasks must write disjoint outputs; fn must not depend on thread_id for its arithmetic;
- *   - thread_id (in [0, T)) names the thread within this call only. Two calls from two different
- *     user threads can be at work at the same time (one holds the pool, the other runs serially), so
- *     per-thread scratch belongs in thread-local storage, not in an array indexed by thread_id;
+ *   - thread_id (in [0, T), T <= the amp_parallel_max_threads() of the calling thread) names the
+ *     thread within this call only. Two calls from two different user threads can be at work at
+ *     the same time (one holds the pool, the other runs serially), so per-thread scratch is either
+ *     thread-local storage or allocated by the caller for this one call, amp_parallel_max_threads()
+ *     slots indexed by thread_id, never a shared array indexed by thread_id;
  *   - fn may call amp_parallel_for again: a call from inside a parallel region runs its tasks
- *     serially on the calling thread (same partition order, so the same bits) instead of deadlocking.
+ *     serially on the calling thread as thread 0 of that call (same partition order, so the same
+ *     bits) instead of deadlocking.
  *
  * Idle workers spin for a few tens of microseconds (so back-to-back calls, as in a training step,
  * do not pay a wake-up each), then sleep on a condition variable. */
