@@ -206,7 +206,8 @@ static bool run_at(int threads, int64_t B, int64_t T, int64_t I, int64_t H, amp_
         free(r);
         amp_tensor *loss = R ? amp_sum_all(ctx, amp_mul(ctx, out, R)) : NULL;
         ok = loss && amp_backward_scaled(ctx, loss, 1.0f) == AMP_OK;
-        for (int k = 0; k < 5 && ok; v += n[k], k++) ok = in[k]->grad && amp_tensor_read(in[k]->grad, v, AMP_F32) == AMP_OK;
+        for (int k = 0; k < 5 && ok; v += n[k], k++)
+            ok = in[k]->grad && amp_tensor_read(in[k]->grad, v, AMP_F32) == AMP_OK;
     }
     amp_set_num_threads(0);
     amp_ctx_free(ctx);
@@ -218,7 +219,8 @@ static bool run_at(int threads, int64_t B, int64_t T, int64_t I, int64_t H, amp_
 static void check_threads(int64_t B, int64_t T, int64_t I, int64_t H, amp_dtype dt, bool with_grad) {
     const int64_t G = 4 * H, total = B * T * H + B * T * I + G * I + G * H + 2 * G;
     float *a = calloc((size_t)total, sizeof(float)), *b = calloc((size_t)total, sizeof(float));
-    if (CHECK(a && b) && CHECK(run_at(1, B, T, I, H, dt, with_grad, a)) && CHECK(run_at(3, B, T, I, H, dt, with_grad, b))) {
+    if (CHECK(a && b) && CHECK(run_at(1, B, T, I, H, dt, with_grad, a)) &&
+        CHECK(run_at(3, B, T, I, H, dt, with_grad, b))) {
         int64_t bad = 0;
         for (int64_t i = 0; i < total; i++) bad += memcmp(&a[i], &b[i], sizeof(float)) != 0;
         CHECK_MSG(bad == 0, "lstm_sequence %s B=%lld H=%lld%s: %lld values differ between 1 and 3 threads",

@@ -40,8 +40,8 @@ static int attn_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, in
     return st;
 }
 
-/* amp_gemm with a leading dimension for C and no context, for tasks on the pool's threads: the status is returned and reported by
- * the caller (a context is not shared between threads) */
+/* amp_gemm with a leading dimension for C and no context, for tasks on the pool's threads: the status
+ * is returned and reported by the caller (a context is not shared between threads) */
 static int gemm_ldc(amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
                     int64_t lda, const void *b, int64_t ldb, float *c, int64_t ldc) {
     return amp_gemm(dt, ta, tb, m, n, k, alpha, a, ld(lda), b, ld(ldb), 0.0f, c, ld(ldc));
@@ -237,8 +237,8 @@ static int head_backward(const amp_node *node, const void *dout, float *dqkv_b, 
     for (int64_t r0 = 0; r0 < T && st == AMP_OK; r0 += ATTN_ROWS) { /* rows [r0, r1): see causal blocks above */
         const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS, nr = r1 - r0;
         /* dV[r0:r1] = P[r0:T, r0:r1]^T dO[r0:T]; dP[r0:r1, 0:r1] = dO[r0:r1] V[0:r1]^T */
-        st = gemm_ldc(dt, true, false, nr, D, T - r0, 1.0f, pc + (size_t)(r0 * T + r0) * es, T, gb + (size_t)(r0 * C) * es,
-                      C, dv + r0 * C3, C3);
+        st = gemm_ldc(dt, true, false, nr, D, T - r0, 1.0f, pc + (size_t)(r0 * T + r0) * es, T,
+                      gb + (size_t)(r0 * C) * es, C, dv + r0 * C3, C3);
         if (st == AMP_OK)
             st = gemm_ldc(dt, false, true, nr, r1, D, 1.0f, gb + (size_t)(r0 * C) * es, C, vb, C3, dp + r0 * T, T);
     }
@@ -258,8 +258,8 @@ static int head_backward(const amp_node *node, const void *dout, float *dqkv_b, 
     return st;
 }
 
-/* Heads run as tasks on the pool's threads (task i: head h0 + i of its batch element), each with its
- * thread's T x T scratch; heads write disjoint columns and each head's GEMMs are those of one thread
+/* Heads run as tasks on the pool's threads (task i: batch element b0 + i / NH, head i % NH), each with
+ * its thread's T x T scratch; heads write disjoint columns and each head's GEMMs are those of one thread
  * (amp_gemm's bits depend only on the shape), so the values do not depend on the threads. */
 typedef struct bwd_heads_job {
     const amp_node *node;
