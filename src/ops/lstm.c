@@ -896,8 +896,8 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
         char *cpt = keep && narrow ? cprev_dt + (size_t)(t * B * H) * es : NULL;
         if (cpt && !fused_bf16) amp_convert(cpt, dt, c, AMP_F32, (size_t)(B * H));
         if (fused_bf16 || !narrow) { /* one kernel call per row, the rows split between the threads */
-            fwd_job job = {lk,     fused_bf16, keep, t, B,  T,    H,  ldx, es, acts,
-                           cprev,  acts16,     cpt,  c, xt, hout, bi, bh,  tcs};
+            fwd_job job = {lk, fused_bf16, keep, t, B, T, H, ldx, es, acts, cprev, acts16, cpt, c, xt, hout,
+                           bi, bh, tcs};
             if ((keep || fused_bf16) && B > 1 && amp_parallel_max_threads() > 1) amp_parallel_for(B, fwd_row, &job);
             else
                 for (int64_t b = 0; b < B; b++) fwd_row(&job, b, 0);
