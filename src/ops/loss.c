@@ -9,6 +9,7 @@
 
 #include "../core/parallel.h"
 #include "../kernels/vecmath.h"
+#include "grad_sink_gemm.h"
 #include "op_util.h"
 
 /* Autocast for a loss. Under the default policy (fp32, PyTorch's list) a narrow input is read in place
@@ -72,9 +73,10 @@ enum { CE_MIN_ROWS_PER_THREAD = 64 };
 typedef struct ce_bwd_job {
     const ce_saved *s;
     const float *x;
-    float *dx;
+    float *dx; /* [N, C], all rows */
     int64_t C;
     float k;
+    amp_grad_chunks *gc; /* each task's rows go on through it */
 } ce_bwd_job;
 
 /* rows [n0, n1) of dx; rows are independent, so they may run on any thread */
@@ -101,6 +103,7 @@ static void ce_bwd_rows(void *arg, int64_t n0, int64_t n1, int thread_id) {
         for (; c < C; c++) d[c] *= k;
         d[tn] = dtn;
     }
+    amp_grad_chunk_put(j->gc, n0 * C, (n1 - n0) * C);
 }
 
 static void cross_entropy_backward(amp_ctx *ctx, amp_node *node) {
@@ -109,11 +112,17 @@ static void cross_entropy_backward(amp_ctx *ctx, amp_node *node) {
     const int64_t N = node->i[0], C = node->i[1];
     const float *g = amp_grad_out(ctx, node);
     const float *x = amp_f32_view(ctx, logits);
-    float *dx = amp_f32_scratch(ctx, N * C);
-    if (!g || !x || !dx) return;
-    ce_bwd_job job = {s, x, dx, C, g[0] / (float)N}; /* d mean / d loss_n, times the incoming gradient */
+    if (!g || !x) return;
+    /* dx where the logits' gradient goes (grad_sink_gemm.h): computed in the new fp32 gradient itself,
+     * else in one fp32 buffer whose row ranges each task sends on through the sink (a narrow or an
+     * existing gradient), or without a sink through amp_grad_accumulate; the bits of
+     * amp_grad_accumulate on the fp32 dx either way, without a copy of dx when it is the gradient */
+    amp_grad_chunks gc;
+    amp_grad_chunks_open(ctx, logits, N * C, N * C, &gc);
+    if (!gc.buf) return;
+    ce_bwd_job job = {s, x, gc.buf, C, g[0] / (float)N, &gc}; /* k: d mean / d loss_n, times the incoming gradient */
     amp_parallel_range(N, CE_MIN_ROWS_PER_THREAD, CE_ROWS, ce_bwd_rows, &job);
-    amp_grad_accumulate(ctx, logits, dx);
+    amp_grad_chunks_close(ctx, logits, &gc);
 }
 
 typedef struct ce_fwd_job {
