@@ -132,6 +132,7 @@ static const harness_test all_tests[] = {
     TEST(grad_chunks),
     TEST(gelu_kernels),
     TEST(grad_reuse),
+    TEST(grad_hand_over),
     TEST(gemm_fused_epilogue),
     TEST(gemm_fused_acc),
     TEST(elem_kernels),

@@ -68,3 +68,67 @@ void test_grad_reuse(void) {
 out:
     free(g1), free(g2);
 }
+
+/* A reshape's or contiguous copy's gradient handed over to its input (amp_grad_hand_over) instead of
+ * copied: loss = sum(tanh(contiguous(transpose(reshape(x)))) r), run once as is and once with the
+ * reshape's and the copy's outputs retaining their gradients (which forces the copy path). x's
+ * gradient must be the same bits; in the handed-over run x's gradient must be the very memory the
+ * reshape's output had (seen by the backward hook), in the copy run other memory. */
+typedef struct hook_seen {
+    const amp_tensor *xs;
+    const void *data; /* xs's gradient's data when backward reached it */
+} hook_seen;
+
+static void see_grad(amp_ctx *ctx, const amp_tensor *out, const amp_tensor *grad, void *user) {
+    (void)ctx;
+    hook_seen *h = user;
+    if (out == h->xs) h->data = grad->data;
+}
+
+static int run_hand_over(amp_dtype dt, bool retain, float *gx, bool *same_memory) {
+    amp_ctx *ctx = NULL;
+    if (amp_ctx_create(NULL, &ctx) != AMP_OK) return -1;
+    int rc = -1;
+    const int64_t n = ROWS * COLS;
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v) goto out;
+    for (int64_t i = 0; i < n; i++) v[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    amp_tensor *x = amp_tensor_from(ctx, dt, 1, (const int64_t[]){n}, v, AMP_F32);
+    for (int64_t i = 0; i < n; i++) v[i] = (float)((i * 53) % 89) / 44.0f - 1.0f;
+    amp_tensor *r = amp_tensor_from(ctx, dt, 2, (const int64_t[]){COLS, ROWS}, v, AMP_F32);
+    if (!x || !r) goto out;
+    amp_tensor_set_requires_grad(x, true);
+    amp_tensor *xs = amp_reshape(ctx, x, 2, (const int64_t[]){ROWS, COLS});
+    amp_tensor *xc = xs ? amp_contiguous(ctx, amp_transpose(ctx, xs, 0, 1)) : NULL;
+    amp_tensor *y = xc ? amp_mul(ctx, amp_tanh(ctx, xc), r) : NULL;
+    if (!y) goto out;
+    if (retain) amp_tensor_retain_grad(xs), amp_tensor_retain_grad(xc);
+    hook_seen seen = {xs, NULL};
+    amp_ctx_set_backward_grad_hook(ctx, see_grad, &seen);
+    if (amp_backward_scaled(ctx, amp_sum_all(ctx, y), 1.0f) != AMP_OK || !x->grad ||
+        amp_tensor_read(x->grad, gx, AMP_F32) != AMP_OK || !seen.data)
+        goto out;
+    *same_memory = x->grad->data == seen.data;
+    rc = 0;
+out:
+    free(v);
+    amp_ctx_free(ctx);
+    return rc;
+}
+
+void test_grad_hand_over(void) {
+    const amp_dtype dts[2] = {AMP_F32, AMP_BF16};
+    float *g1 = malloc(ROWS * COLS * sizeof *g1), *g2 = malloc(ROWS * COLS * sizeof *g2);
+    if (!CHECK(g1 && g2)) goto out;
+    for (int d = 0; d < 2; d++) {
+        bool same_copy = true, same_hand = false;
+        if (!CHECK(run_hand_over(dts[d], true, g1, &same_copy) == 0 && run_hand_over(dts[d], false, g2, &same_hand) == 0))
+            continue;
+        CHECK_MSG(memcmp(g1, g2, ROWS * COLS * sizeof *g1) == 0, "%s: handed-over gradient differs from the copy",
+                  amp_dtype_name(dts[d]));
+        CHECK_MSG(same_hand && !same_copy, "%s: x's gradient is the reshape's memory: %d handed over, %d copied (want 1, 0)",
+                  amp_dtype_name(dts[d]), same_hand, same_copy);
+    }
+out:
+    free(g1), free(g2);
+}

@@ -196,6 +196,7 @@ void test_gelu_kernels(void);
 
 /* test_grad_reuse.c: dropped non-leaf gradients' arena blocks reused: same gradients, lower peak */
 void test_grad_reuse(void);
+void test_grad_hand_over(void);
 
 /* test_gemm_fused.c: amp_gemm_fused's epilogue against amp_gemm and separate passes, bit for bit */
 void test_gemm_fused_epilogue(void);

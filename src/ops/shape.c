@@ -7,7 +7,7 @@
 /* ---- cast ---- */
 
 static void cast_backward(amp_ctx *ctx, amp_node *node) {
-    amp_grad_accumulate_grad(ctx, node->in[0], node->out->grad);
+    if (!amp_grad_hand_over(ctx, node)) amp_grad_accumulate_grad(ctx, node->in[0], node->out->grad);
 }
 
 amp_tensor *amp_cast(amp_ctx *ctx, amp_tensor *x, amp_dtype dtype) {

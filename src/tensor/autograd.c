@@ -165,6 +165,20 @@ int amp_grad_accumulate_grad(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g) {
     return st;
 }
 
+bool amp_grad_hand_over(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *t = node->in[0], *out = node->out, *g = out->grad;
+    if (node->n_in != 1 || !t->requires_grad || t->grad || !g || !g->data || out->retains_grad ||
+        g->dtype != t->dtype || amp_tensor_numel(g) != amp_tensor_numel(t) || !amp_tensor_is_contiguous(g) ||
+        ctx->status != AMP_OK)
+        return false;
+    amp_tensor *grad = amp_ctx_new_tensor(ctx, t->dtype, t->ndim, t->shape, false);
+    if (!grad) return false; /* recorded; the caller's copy path reports nothing new */
+    grad->data = g->data;
+    t->grad = grad;
+    out->grad = NULL; /* its memory is t's now: not dropped to the pool after this node */
+    return true;
+}
+
 /* The fp32 gradient of the parameter that t is autocast's (or any cast's) copy of, when t's gradient
  * may skip the copy and go straight into it: t is a cast's output with no gradient yet, read by
  * exactly one tape node (the caller's), not retained, and no hook looks at it; the parameter's

@@ -27,6 +27,14 @@ int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g);
  * fp32 gradient in one pass, with no fp32 staging. */
 int amp_grad_accumulate_grad(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g);
 
+/* For a node whose backward passes its output's gradient on unchanged to its one input, in[0] (a
+ * reshape, a contiguous copy, a cast to the same dtype): when in[0] has no gradient yet and the
+ * output's gradient is contiguous, of in[0]'s dtype and number of elements, and dropped after this
+ * node (not retained), in[0] takes that gradient's memory as its own (a header of its shape) and the
+ * output's is cleared, instead of amp_grad_accumulate_grad copying it (what amp_grad_accumulate would
+ * write: the same values, NaN payloads as they were). True when it did. */
+bool amp_grad_hand_over(amp_ctx *ctx, amp_node *node);
+
 /* A gradient of t that a backward computes in fp32 and writes straight to where it goes (a GEMM's
  * epilogue, src/gemm/gemm_fused.h), instead of through fp32 scratch and amp_grad_accumulate. When
  * amp_grad_sink_open returns true the caller writes every element g[i] of the gradient (numel(t),
