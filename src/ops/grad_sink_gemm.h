@@ -77,10 +77,17 @@ static inline float *amp_grad_chunk_at(const amp_grad_chunks *gc, int64_t off) {
     return gc->whole ? gc->buf + off : gc->buf;
 }
 
-static inline void amp_grad_chunk_put(amp_grad_chunks *gc, int64_t off, int64_t len) {
+/* amp_grad_chunk_put with the values computed in src instead of where amp_grad_chunk_at says (a
+ * thread's own chunk buffer, when several threads send disjoint ranges on at once); src must be
+ * where they go when gc is whole. Reads gc only, so threads may call it together. */
+static inline void amp_grad_chunk_put_from(const amp_grad_chunks *gc, float *src, int64_t off, int64_t len) {
     if (!gc->sunk || amp_sink_direct(&gc->sink)) return;
     const amp_gemm_epilogue ep = amp_sink_epilogue(&gc->sink, off, len);
-    amp_gemm_epilogue_apply(&ep, amp_grad_chunk_at(gc, off), len, 1, len);
+    amp_gemm_epilogue_apply(&ep, src, len, 1, len);
+}
+
+static inline void amp_grad_chunk_put(amp_grad_chunks *gc, int64_t off, int64_t len) {
+    amp_grad_chunk_put_from(gc, amp_grad_chunk_at(gc, off), off, len);
 }
 
 static inline void amp_grad_chunks_close(amp_ctx *ctx, amp_tensor *t, amp_grad_chunks *gc) {

@@ -76,7 +76,7 @@ typedef struct ce_bwd_job {
     float *dx; /* [N, C], all rows */
     int64_t C;
     float k;
-    amp_grad_chunks *gc; /* each task's rows go on through it */
+    const amp_grad_chunks *gc; /* each task's rows go on through it */
 } ce_bwd_job;
 
 /* rows [n0, n1) of dx; rows are independent, so they may run on any thread */
@@ -103,7 +103,7 @@ static void ce_bwd_rows(void *arg, int64_t n0, int64_t n1, int thread_id) {
         for (; c < C; c++) d[c] *= k;
         d[tn] = dtn;
     }
-    amp_grad_chunk_put(j->gc, n0 * C, (n1 - n0) * C);
+    amp_grad_chunk_put_from(j->gc, j->dx + n0 * C, n0 * C, (n1 - n0) * C);
 }
 
 static void cross_entropy_backward(amp_ctx *ctx, amp_node *node) {

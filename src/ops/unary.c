@@ -173,10 +173,7 @@ static void grad_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
         const int64_t len = i1 - off < UNARY_GRAD_CHUNK ? i1 - off : UNARY_GRAD_CHUNK;
         float *dst = gc->whole ? gc->buf + off : j->bufs + (int64_t)thread_id * UNARY_GRAD_CHUNK;
         unary_grad(j->node, dst, j->g + off, j->v + off, len);
-        if (gc->sunk && !amp_sink_direct(&gc->sink)) {
-            const amp_gemm_epilogue ep = amp_sink_epilogue(&gc->sink, off, len);
-            amp_gemm_epilogue_apply(&ep, dst, len, 1, len);
-        }
+        amp_grad_chunk_put_from(gc, dst, off, len);
     }
 }
 
