@@ -212,6 +212,9 @@ static void json_body(FILE *f, const char *label, const amp_train_config *c, con
     json_num(f, "grad_underflow_fp16_unscaled", stats ? r->grad_underflow_fp16_unscaled : NAN, false);
     json_num(f, "grad_underflow_fp16_scaled", stats ? r->grad_underflow_fp16_scaled : NAN, false);
     json_num(f, "grad_overflow_fp16_scaled", stats ? r->grad_overflow_fp16_scaled : NAN, false);
+    json_num(f, "act_underflow_fp16_unscaled", stats ? r->act_underflow_fp16_unscaled : NAN, false);
+    json_num(f, "stalled_updates", r->stalled_updates, false);
+    fprintf(f, "\"ranks\": %d, \"injected_steps\": %lld, ", r->ranks, (long long)r->injected_steps);
     json_num(f, "samples_per_sec", r->samples_per_sec, false);
     json_num(f, "wall_seconds", r->wall_seconds, true);
 }

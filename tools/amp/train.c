@@ -132,54 +132,9 @@ static void on_progress(const amp_train_progress *p, void *user) {
 
 /* ---- output ------------------------------------------------------------------------------------- */
 
-/* A JSON number, or null when not finite. */
-static void json_num(const char *key, double v, bool last) {
-    if (isfinite(v))
-        printf("\"%s\": %.17g%s", key, v, last ? "" : ", ");
-    else
-        printf("\"%s\": null%s", key, last ? "" : ", ");
-}
-
-static void scaler_spelling(const amp_train_result *r, char *buf, size_t size) {
-    if (r->scaler == AMP_SCALER_STATIC)
-        snprintf(buf, size, "static:%.9g", (double)r->static_scale);
-    else
-        snprintf(buf, size, "%s", amp_scaler_mode_name(r->scaler));
-}
-
-static const char *optim_name(amp_optim_kind k) {
-    return k == AMP_OPTIM_SGD ? "sgd" : k == AMP_OPTIM_ADAM ? "adam" : "adamw";
-}
-
-static void print_json(const amp_train_result *r, const amp_train_config *c) {
-    char scaler[64];
-    scaler_spelling(r, scaler, sizeof scaler);
-    printf("{\"model\": \"%s\", \"precision\": \"%s\", \"scaler\": \"%s\", \"optimizer\": \"%s\", ",
-           amp_model_kind_name(r->model), amp_precision_get_info(r->precision)->name, scaler, optim_name(c->optim.kind));
-    json_num("lr", c->optim.lr, false);
-    printf("\"batch\": %lld, \"accum\": %lld, \"seed\": %llu, \"threads\": %d, \"params\": %lld, ", (long long)r->batch,
-           (long long)r->accum, (unsigned long long)c->seed, amp_get_num_threads(), (long long)r->num_params);
-    printf("\"steps\": %lld, \"epochs\": %lld, \"skipped_steps\": %lld, ", (long long)r->steps, (long long)r->epochs,
-           (long long)r->skipped_steps);
-    json_num("final_scale", r->final_scale, false);
-    json_num("train_loss", r->train_loss, false);
-    json_num("test_loss", r->test_loss, false);
-    json_num("test_accuracy", r->test_accuracy, false);
-    json_num("bits_per_char", r->bits_per_char, false);
-    json_num("grad_underflow_fp16_unscaled", r->grad_underflow_fp16_unscaled, false);
-    json_num("grad_underflow_fp16_scaled", r->grad_underflow_fp16_scaled, false);
-    json_num("grad_overflow_fp16_scaled", r->grad_overflow_fp16_scaled, false);
-    json_num("act_underflow_fp16_unscaled", r->act_underflow_fp16_unscaled, false);
-    json_num("stalled_updates", r->stalled_updates, false);
-    printf("\"ranks\": %d, \"injected_steps\": %lld, ", r->ranks, (long long)r->injected_steps);
-    json_num("samples_per_sec", r->samples_per_sec, false);
-    json_num("wall_seconds", r->wall_seconds, true);
-    printf("}\n");
-}
-
 static void print_summary(const amp_train_result *r) {
     char scaler[64];
-    scaler_spelling(r, scaler, sizeof scaler);
+    amp_report_scaler_spelling(r, scaler, sizeof scaler);
     printf("%s, %s, scaler %s: %lld steps (%lld epochs), %lld skipped, final scale %g\n", amp_model_kind_name(r->model),
            amp_precision_get_info(r->precision)->name, scaler, (long long)r->steps, (long long)r->epochs,
            (long long)r->skipped_steps, (double)r->final_scale);
@@ -371,10 +326,12 @@ static int run_and_print(amp_train_config *cfgp, amp_model_kind kind, bool quiet
                                                                                              : AMP_EXIT_FAILURE;
     }
     const bool speaker = !cfg.comm || cfg.comm->rank == 0;
-    if (json)
-        print_json(&result, &cfg);
-    else if (speaker)
+    if (json) {
+        amp_report_json_result(stdout, NULL, &cfg, &result);
+        putchar('\n');
+    } else if (speaker) {
         print_summary(&result);
+    }
     if (report) {
         amp_report_end_run(report, &cfg, &result);
         if (amp_report_finish(report, err, err_size) != AMP_REPORT_OK) {
