@@ -14,7 +14,7 @@ static const struct {
     const char *summary;
 } commands[] = {
     {"explain", amp_cmd_explain, "show, computed live, why mixed precision needs master weights, loss scaling and fp32 sums"},
-    {"bench", amp_cmd_bench, "measure kernels: `amp bench convert` (conversion GB/s next to memcpy)"},
+    {"bench", amp_cmd_bench, "measure speed against memcpy, the core's peak, OpenBLAS: convert, gemm, unscale, train"},
     {"policy", amp_cmd_policy, "print the autocast policy table beside PyTorch's CUDA and CPU lists"},
     {"info", amp_cmd_info, "print the version, CPU features and the SIMD path in use"},
     {"inspect", amp_cmd_inspect, "list a safetensors file's tensors and metadata (an amp checkpoint)"},
