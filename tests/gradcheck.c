@@ -48,14 +48,17 @@ static double loss_of(const gradcheck *c, const double *const *in, double *out, 
     return l;
 }
 
-/* |got - want| <= atol * scale + rtol * |want|, reporting the first few mismatches. */
+/* |got - want| <= atol * scale + rtol * size_i, reporting the first few mismatches. size_i is |want[i]|,
+ * or with `terms` (a gradient) the larger of that and terms[i]: the magnitude of the sum the element is
+ * (see gradcheck.h), which the rounding error of that sum scales with, however much it cancels. */
 static bool compare(const char *what, const char *name, amp_dtype dtype, const float *got, const double *want,
-                    int64_t n, double rtol, double atol, double floor) {
+                    const double *terms, int64_t n, double rtol, double atol, double floor) {
     double scale = floor;
     for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
     int bad = 0;
     for (int64_t i = 0; i < n; i++) {
-        const double tol = atol * scale + rtol * fabs(want[i]);
+        const double size = terms ? fmax(fabs(want[i]), terms[i]) : fabs(want[i]);
+        const double tol = atol * scale + rtol * size;
         if (!(fabs((double)got[i] - want[i]) <= tol)) { /* NaN fails */
             if (bad < 3)
                 CHECK_MSG(false, "%s %s (%s) element %lld: amp %.9g, reference %.9g, tolerance %.3g", name, what,
@@ -115,9 +118,11 @@ bool gradcheck_run(const gradcheck *c, amp_dtype dtype) {
     double *w = malloc((size_t)(n_out > 0 ? n_out : 1) * sizeof(double));
     float *got = malloc((size_t)(n_out > 0 ? n_out : 1) * sizeof(float));
     float *wf = malloc((size_t)(n_out > 0 ? n_out : 1) * sizeof(float));
+    double *out_p = malloc((size_t)(n_out > 0 ? n_out : 1) * sizeof(double));
+    double *out_m = malloc((size_t)(n_out > 0 ? n_out : 1) * sizeof(double));
     c->reference((const double *const *)xs, ref, c->user);
     amp_tensor_read(out, got, AMP_F32);
-    ok &= compare("forward", c->name, dtype, got, ref, n_out, rtol, atol, c->atol_floor);
+    ok &= compare("forward", c->name, dtype, got, ref, NULL, n_out, rtol, atol, c->atol_floor);
 
     for (int64_t i = 0; i < n_out; i++) {
         wf[i] = representable(out->dtype, (float)uniform(&rng, -1.0, 1.0));
@@ -131,15 +136,18 @@ bool gradcheck_run(const gradcheck *c, amp_dtype dtype) {
         for (int k = 0; ok && k < c->n_inputs; k++) {
             if (c->inputs[k].no_grad) continue;
             double *num = malloc((size_t)(numel[k] > 0 ? numel[k] : 1) * sizeof(double));
+            double *terms = malloc((size_t)(numel[k] > 0 ? numel[k] : 1) * sizeof(double));
             float *ana = malloc((size_t)(numel[k] > 0 ? numel[k] : 1) * sizeof(float));
             for (int64_t i = 0; i < numel[k]; i++) {
                 const double x0 = xs[k][i], h = 1e-6 * fmax(1.0, fabs(x0));
                 xs[k][i] = x0 + h;
-                const double lp = loss_of(c, (const double *const *)xs, ref, w, n_out);
+                const double lp = loss_of(c, (const double *const *)xs, out_p, w, n_out);
                 xs[k][i] = x0 - h;
-                const double lm = loss_of(c, (const double *const *)xs, ref, w, n_out);
+                const double lm = loss_of(c, (const double *const *)xs, out_m, w, n_out);
                 xs[k][i] = x0;
                 num[i] = (lp - lm) / (2 * h);
+                terms[i] = 0.0; /* sum over outputs j of |w_j d out_j / d x_i| */
+                for (int64_t j = 0; j < n_out; j++) terms[i] += fabs(w[j] * (out_p[j] - out_m[j])) / (2 * h);
             }
             if (!CHECK_MSG(ts[k]->grad != NULL, "%s (%s): input %d got no gradient", c->name, amp_dtype_name(dtype), k)) {
                 ok = false;
@@ -147,13 +155,14 @@ bool gradcheck_run(const gradcheck *c, amp_dtype dtype) {
                 amp_tensor_read(ts[k]->grad, ana, AMP_F32);
                 char what[32];
                 snprintf(what, sizeof what, "d/d input %d", k);
-                ok &= compare(what, c->name, dtype, ana, num, numel[k], rtol, atol, c->atol_floor);
+                ok &= compare(what, c->name, dtype, ana, num, terms, numel[k], rtol, atol, c->atol_floor);
             }
             free(num);
+            free(terms);
             free(ana);
         }
     }
-    free(ref), free(w), free(got), free(wf);
+    free(ref), free(w), free(got), free(wf), free(out_p), free(out_m);
 done:
     for (int k = 0; k < c->n_inputs; k++) free(xs[k]);
     amp_ctx_free(ctx);
