@@ -132,7 +132,7 @@ void test_threads_attention(void) {
  * per thread or inside a region */
 typedef struct range_probe {
     unsigned char *seen;
-    int64_t n, align, calls;
+    int64_t n, align;
     int bad, max_id;
 } range_probe;
 
@@ -157,7 +157,7 @@ void test_threads_range(void) {
             unsigned char *seen = calloc((size_t)n, 1);
             if (!CHECK(seen)) return;
             amp_set_num_threads(threads);
-            range_probe p = {seen, n, 16, 0, 0, threads};
+            range_probe p = {seen, n, 16, 0, threads};
             amp_parallel_range(n, 100, 16, probe_range, &p);
             int64_t wrong = 0;
             for (int64_t i = 0; i < n; i++) wrong += seen[i] != 1;

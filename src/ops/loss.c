@@ -73,10 +73,9 @@ enum { CE_MIN_ROWS_PER_THREAD = 64 };
 typedef struct ce_bwd_job {
     const ce_saved *s;
     const float *x;
-    float *dx; /* [N, C], all rows */
     int64_t C;
     float k;
-    const amp_grad_chunks *gc; /* each task's rows go on through it */
+    const amp_grad_chunks *gc; /* dx [N, C], opened whole: each task computes its rows there and sends them on */
 } ce_bwd_job;
 
 /* rows [n0, n1) of dx; rows are independent, so they may run on any thread */
@@ -89,7 +88,7 @@ static void ce_bwd_rows(void *arg, int64_t n0, int64_t n1, int thread_id) {
     const amp_vmath_kernels *vm = amp_vmath_active();
     for (int64_t n = n0; n < n1; n++) {
         const float mx = s->stats[2 * n], logsum = s->stats[2 * n + 1];
-        float *d = j->dx + n * C;
+        float *d = amp_grad_chunk_at(j->gc, n * C);
         row_shift(d, x + n * C, mx, C);
         int64_t c = 0;
         for (; c + CE_LANES <= C; c += CE_LANES)
@@ -103,7 +102,7 @@ static void ce_bwd_rows(void *arg, int64_t n0, int64_t n1, int thread_id) {
         for (; c < C; c++) d[c] *= k;
         d[tn] = dtn;
     }
-    amp_grad_chunk_put_from(j->gc, j->dx + n0 * C, n0 * C, (n1 - n0) * C);
+    amp_grad_chunk_put_from(j->gc, amp_grad_chunk_at(j->gc, n0 * C), n0 * C, (n1 - n0) * C);
 }
 
 static void cross_entropy_backward(amp_ctx *ctx, amp_node *node) {
@@ -120,7 +119,7 @@ static void cross_entropy_backward(amp_ctx *ctx, amp_node *node) {
     amp_grad_chunks gc;
     amp_grad_chunks_open(ctx, logits, N * C, N * C, &gc);
     if (!gc.buf) return;
-    ce_bwd_job job = {s, x, gc.buf, C, g[0] / (float)N, &gc}; /* k: d mean / d loss_n, times the incoming gradient */
+    ce_bwd_job job = {s, x, C, g[0] / (float)N, &gc}; /* k: d mean / d loss_n, times the incoming gradient */
     amp_parallel_range(N, CE_MIN_ROWS_PER_THREAD, CE_ROWS, ce_bwd_rows, &job);
     amp_grad_chunks_close(ctx, logits, &gc);
 }
