@@ -229,7 +229,122 @@ static void check_threads(int64_t B, int64_t T, int64_t I, int64_t H, amp_dtype 
     free(a), free(b);
 }
 
+/* amp_lstm_sequence_tokens (the embedding folded into the sequence: the input projection of the V
+ * embedding rows once, the gradients of W_ih and E from rows of dG summed by token) against its
+ * twin, amp_embedding then amp_lstm_sequence, on the same values: dt leaves, or (autocast true) fp32
+ * leaves under bf16 autocast as the lstm model runs. h must match bit for bit (the same products and
+ * cell), and so must dW_hh (the same dG and product). dW_ih, dE and the biases are sums in another
+ * order (the biases as column sums of the per-token sums); for a narrow dt dW_ih and dE also read dG
+ * before its rounding and dE skips dx's, so the tolerance is that of the cells, normwise. V < B*T and
+ * the tokens drawn from a few values so that rows repeat. A third run, the tokens path at 3 threads,
+ * must give the one-thread values bit for bit (output and every gradient). */
+static void check_tokens(int64_t B, int64_t T, int64_t V, int64_t I, int64_t H, amp_dtype dt, bool autocast,
+                         double tol) {
+    const int64_t G = 4 * H, R = B * T, n[5] = {V * I, G * I, G * H, G, G};
+    const int64_t *shape[5] = {(const int64_t[]){V, I}, (const int64_t[]){G, I}, (const int64_t[]){G, H},
+                               (const int64_t[]){G}, (const int64_t[]){G}};
+    const amp_dtype leaf_dt = autocast ? AMP_F32 : dt;
+    amp_ctx *ctx = NULL;
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
+    float *v[5] = {0}, *rv = malloc(sizeof(float) * (size_t)(R * H));
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)R);
+    int64_t big = R * H > G * H ? R * H : G * H;
+    if (V * I > big) big = V * I;
+    if (G * I > big) big = G * I;
+    float *ta = malloc(sizeof(float) * (size_t)big), *tb = malloc(sizeof(float) * (size_t)big);
+    uint64_t s = 0x70c3ull + (uint64_t)(B * 1000 + T * 100 + V * 10 + H);
+    bool ok = rv && tok && ta && tb;
+    for (int k = 0; k < 5 && ok; k++) {
+        ok = (v[k] = malloc(sizeof(float) * (size_t)n[k])) != NULL;
+        for (int64_t i = 0; ok && i < n[k]; i++) v[k][i] = (k ? 0.5f : 1.0f) * urand(&s);
+    }
+    for (int64_t i = 0; ok && i < R * H; i++) rv[i] = urand(&s);
+    for (int64_t r = 0; ok && r < R; r++) tok[r] = (int32_t)((urand(&s) + 1.0f) * 0.5f * (float)V) % (int32_t)V;
+    if (!CHECK(ok)) goto out;
+    if (autocast) amp_autocast_enter(dt);
+    amp_tensor *p[3][5], *outs[3];
+    for (int w = 0; w < 3; w++) {
+        amp_set_num_threads(w == 2 ? 3 : 1);
+        for (int k = 0; k < 5; k++) p[w][k] = leaf(ctx, leaf_dt, k > 2 ? 1 : 2, shape[k], v[k]);
+        amp_tensor *x = w == 1 ? amp_embedding(ctx, p[w][0], tok, 2, (const int64_t[]){B, T}) : NULL;
+        outs[w] = w == 1 ? (x ? amp_lstm_sequence(ctx, x, p[w][1], p[w][2], p[w][3], p[w][4]) : NULL)
+                    : amp_lstm_sequence_tokens(ctx, p[w][0], tok, B, T, p[w][1], p[w][2], p[w][3], p[w][4]);
+        amp_tensor *rt = amp_tensor_from(ctx, outs[w] ? outs[w]->dtype : dt, 3, (const int64_t[]){B, T, H}, rv, AMP_F32);
+        amp_tensor *loss = outs[w] && rt ? amp_sum_all(ctx, amp_mul(ctx, outs[w], rt)) : NULL;
+        if (!CHECK_MSG(loss && amp_backward_scaled(ctx, loss, 1.0f) == AMP_OK, "tokens %d: %s", w, amp_ctx_error(ctx)))
+            break;
+    }
+    amp_set_num_threads(0);
+    if (autocast) amp_autocast_exit();
+    if (ctx->status != AMP_OK) goto out;
+    int64_t bad_threads = 0;
+    for (int k = -1; k < 5; k++) { /* k = -1: the output */
+        const amp_tensor *a = k < 0 ? outs[0] : p[0][k]->grad, *b = k < 0 ? outs[2] : p[2][k]->grad;
+        const int64_t cnt = k < 0 ? R * H : n[k];
+        if (!CHECK(a && b && amp_tensor_read(a, ta, AMP_F32) == AMP_OK && amp_tensor_read(b, tb, AMP_F32) == AMP_OK))
+            goto out;
+        for (int64_t i = 0; i < cnt; i++) bad_threads += memcmp(&ta[i], &tb[i], sizeof *ta) != 0;
+    }
+    CHECK_MSG(bad_threads == 0, "lstm_sequence_tokens %s B=%lld H=%lld: %lld values differ between 1 and 3 threads",
+              amp_dtype_name(dt), (long long)B, (long long)H, (long long)bad_threads);
+    CHECK(outs[0]->op == AMP_OP_LSTM_CELL && outs[0]->compute_dtype == dt);
+    int64_t bad_h = 0, bad_wh = 0;
+    if (!CHECK(amp_tensor_read(outs[0], ta, AMP_F32) == AMP_OK && amp_tensor_read(outs[1], tb, AMP_F32) == AMP_OK))
+        goto out;
+    for (int64_t i = 0; i < R * H; i++) bad_h += memcmp(&ta[i], &tb[i], sizeof *ta) != 0;
+    if (!CHECK(p[0][2]->grad && p[1][2]->grad && amp_tensor_read(p[0][2]->grad, ta, AMP_F32) == AMP_OK &&
+               amp_tensor_read(p[1][2]->grad, tb, AMP_F32) == AMP_OK))
+        goto out;
+    for (int64_t i = 0; i < G * H; i++) bad_wh += memcmp(&ta[i], &tb[i], sizeof *ta) != 0;
+    const double de = rel_diff(p[0][0]->grad, p[1][0]->grad, ta, tb, n[0]);
+    const double dwi = rel_diff(p[0][1]->grad, p[1][1]->grad, ta, tb, n[1]);
+    const double dbi = rel_diff(p[0][3]->grad, p[1][3]->grad, ta, tb, G), dbh = rel_diff(p[0][4]->grad, p[1][4]->grad, ta, tb, G);
+    CHECK_MSG(bad_h == 0 && bad_wh == 0 && de <= tol && dwi <= tol && dbi <= tol && dbh <= tol,
+              "lstm_sequence_tokens %s%s B=%lld T=%lld V=%lld I=%lld H=%lld vs embedding + sequence: h %lld and dW_hh "
+              "%lld values differ; dE %.3g dW_ih %.3g db %.3g %.3g (tol %.3g)",
+              amp_dtype_name(dt), autocast ? " (autocast)" : "", (long long)B, (long long)T, (long long)V, (long long)I,
+              (long long)H, (long long)bad_h, (long long)bad_wh, de, dwi, dbi, dbh, tol);
+out:
+    for (int k = 0; k < 5; k++) free(v[k]);
+    free(rv), free(tok), free(ta), free(tb);
+    amp_ctx_free(ctx);
+}
+
+/* Bad tokens and shapes: an error that names them, nothing recorded. */
+static void check_tokens_errors(void) {
+    amp_ctx *ctx = NULL;
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
+    amp_tensor *e = amp_tensor_zeros(ctx, AMP_F32, 2, (const int64_t[]){5, 3});
+    amp_tensor *wi = amp_tensor_zeros(ctx, AMP_F32, 2, (const int64_t[]){8, 3});
+    amp_tensor *wh = amp_tensor_zeros(ctx, AMP_F32, 2, (const int64_t[]){8, 2});
+    const int32_t good[4] = {0, 4, 1, 2}, bad[4] = {0, 4, 5, 2};
+    CHECK(amp_lstm_sequence_tokens(ctx, e, good, 2, 2, wi, wh, NULL, NULL) != NULL);
+    CHECK(amp_lstm_sequence_tokens(ctx, e, bad, 2, 2, wi, wh, NULL, NULL) == NULL &&
+          strstr(amp_ctx_error(ctx), "token 5 (position 2) is out of range [0, 5)"));
+    amp_ctx_clear_error(ctx);
+    CHECK(amp_lstm_sequence_tokens(ctx, e, NULL, 2, 2, wi, wh, NULL, NULL) == NULL && amp_ctx_status(ctx) != AMP_OK);
+    amp_ctx_clear_error(ctx);
+    CHECK(amp_lstm_sequence_tokens(ctx, e, good, 0, 2, wi, wh, NULL, NULL) == NULL && amp_ctx_status(ctx) != AMP_OK);
+    amp_ctx_clear_error(ctx);
+    CHECK(amp_lstm_sequence_tokens(ctx, wi, good, 2, 2, e, wh, NULL, NULL) == NULL &&
+          strstr(amp_ctx_error(ctx), "w_ih"));
+    amp_ctx_free(ctx);
+}
+
 void test_lstm_sequence(void) {
+    check_tokens_errors();
+    {
+        const amp_dtype dts[3] = {AMP_F32, AMP_F16, AMP_BF16};
+        const double tol[3] = {2e-6, 8 * 0x1p-11, 8 * 0x1p-8};
+        for (int d = 0; d < 3; d++) {
+            check_tokens(3, 5, 4, 6, 4, dts[d], false, tol[d]);
+            check_tokens(32, 4, 7, 5, 40, dts[d], false, tol[d]);
+            check_tokens(13, 3, 9, 5, 272, dts[d], false, tol[d]);
+            check_tokens(2, 1, 3, 3, 5, dts[d], false, tol[d]); /* one step */
+        }
+        check_tokens(32, 4, 7, 64, 64, AMP_BF16, true, tol[2]);
+        check_tokens(32, 4, 7, 64, 64, AMP_F16, true, tol[1]);
+    }
     for (int g = 0; g < 2; g++) {
         check_threads(7, 4, 5, 40, AMP_F32, g);
         check_threads(7, 4, 5, 40, AMP_BF16, g);

@@ -24,16 +24,17 @@ int nn_lstm_declare(amp_model *m) {
     return AMP_OK;
 }
 
-/* tokens [B, T] -> logits [B*T, V]. The T cell steps run as one node (amp_lstm_sequence: the input
- * projection of all steps as one GEMM, the weight gradients as one GEMM each), the same arithmetic as
- * T amp_lstm_cell calls (its twin in the tests), at a fraction of the GEMM calls. */
+/* tokens [B, T] -> logits [B*T, V]. The embedding and the T cell steps run as one node
+ * (amp_lstm_sequence_tokens: the input projection of the V embedding rows once, looked up per token;
+ * the weight gradients as one GEMM each), the values of amp_embedding then T amp_lstm_cell calls (its
+ * twins in the tests) at a fraction of the GEMM calls, and without the B*T rows of input projection
+ * and input gradient: the same product on the 256 rows of the embedding instead of 2048 tokens' rows
+ * (the model's FLOPs per sample, nn_lstm_flops, still count them, as PyTorch computes them). */
 amp_tensor *nn_lstm_forward(amp_model *m, amp_ctx *ctx, const int32_t *tokens, int64_t batch) {
     const amp_model_config *c = &m->cfg;
     const int64_t B = batch, T = c->context, H = c->hidden;
-    amp_tensor *x = amp_embedding(ctx, nn_p(m, LSTM_EMB), tokens, 2, (const int64_t[]){B, T}); /* [B, T, E] */
-    amp_tensor *all = x ? amp_lstm_sequence(ctx, x, nn_p(m, LSTM_W_IH), nn_p(m, LSTM_W_HH), nn_p(m, LSTM_B_IH),
-                                            nn_p(m, LSTM_B_HH))
-                        : NULL; /* [B, T, H] */
+    amp_tensor *all = amp_lstm_sequence_tokens(ctx, nn_p(m, LSTM_EMB), tokens, B, T, nn_p(m, LSTM_W_IH),
+                                               nn_p(m, LSTM_W_HH), nn_p(m, LSTM_B_IH), nn_p(m, LSTM_B_HH)); /* [B, T, H] */
     all = all ? amp_reshape(ctx, all, 2, (const int64_t[]){B * T, H}) : NULL;
     return all ? amp_linear(ctx, all, nn_p(m, LSTM_HEAD_W), nn_p(m, LSTM_HEAD_B)) : NULL; /* [B*T, V] */
 }

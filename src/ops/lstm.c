@@ -506,9 +506,15 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
  * c_{t-1} in dt, exactly (c is rounded to dt every step): 12 bytes per hidden unit and step instead
  * of 24 (the lstm model's 12.5 MiB of saved state becomes 6.25).
  *
- * in[]: x [B, T, I] (contiguous, dt), w_ih, w_hh (contiguous, dt), then the biases present.
- * i[]: B, T, I, H, index of b_ih or -1, index of b_hh or -1. saved: [T, B, 5H] activations and
- * tanh(c_t), then [T, B, H] c_{t-1}: fp32, or for a narrow dt act16 then dt. */
+ * With tokens (amp_lstm_sequence_tokens, the lstm model's embedding folded in): x_t's rows are rows
+ * of the embedding E [V, I]; the input projection is computed once for E's V rows and looked up, and
+ * the gradients of W_ih and E come from dG summed by token (token_grads), so no product has B*T rows
+ * of x or dx; h, c, dG and dW_hh are the composed ops' bits (tests/test_lstm_sequence.c).
+ *
+ * in[]: x [B, T, I] or with tokens E [V, I] (contiguous, dt), w_ih, w_hh (contiguous, dt), then the
+ * biases present. i[]: B, T, I, H, index of b_ih or -1, index of b_hh or -1, V with tokens or 0.
+ * saved: [T, B, 5H] activations and tanh(c_t), then [T, B, H] c_{t-1}: fp32, or for a narrow dt act16
+ * then dt; then with tokens the tokens [B*T]. */
 
 /* The weight gradients' right operand [X | H_prev] [B*T, NX + H] (NX = I, or 0 for H_prev alone), never
  * stored: amp_gemm_implicit_b packs its blocks from x and h as they are requested, where writing the
@@ -642,11 +648,38 @@ static void dx_rows(void *arg, int64_t b0, int64_t b1, int thread_id) {
         }
 }
 
+/* With tokens (amp_lstm_sequence_tokens): the input projection's gradients through the embedding.
+ * x_t = E[tok], so dW_ih = dG^T X = gs^T E and each dx_t = dG_t W_ih lands in its token's row of dE,
+ * dE = gs W_ih, with gs [V, 4H] the rows of dG summed by token: two products of V rows where the
+ * composed ops (amp_embedding, then amp_lstm_sequence) compute dX with B*T rows, then dW_ih with K =
+ * B*T, then scatter dX into dE. Values: gs sums the fp32 rows of dG (as the bias gradient does,
+ * rows in the backward's order) where the composed products read them rounded to dt; both products
+ * run in fp32 on E's and W_ih's values in dt. So their terms are the composed ops' products of dG
+ * before its rounding, summed in another order, and dE also skips dx_t's rounding to dt (autocast:
+ * the gradient of a bf16 input is bf16) before the scatter: for bf16 each term within 2^-8 of the
+ * composed one, for fp32 the same terms (tests/test_lstm_sequence.c measures both). */
+static void token_grads(amp_ctx *ctx, amp_tensor *emb, amp_tensor *w_ih, const float *gs, int64_t V, int64_t I,
+                        int64_t G) {
+    if (w_ih->requires_grad) { /* dW_ih [4H, I] = gs^T E */
+        const float *ef = amp_f32_view(ctx, emb);
+        float *dw = amp_f32_scratch(ctx, G * I);
+        if (!ef || !dw || lstm_gemm(ctx, AMP_F32, true, false, G, I, V, gs, G, ef, I, 0.0f, dw)) return;
+        lstm_put_grad(ctx, w_ih, dw, I, G, I);
+    }
+    if (emb->requires_grad && ctx->status == AMP_OK) { /* dE [V, I] = gs W_ih */
+        const float *wf = amp_f32_view(ctx, w_ih);
+        float *de = amp_f32_scratch(ctx, V * I);
+        if (!wf || !de || lstm_gemm(ctx, AMP_F32, false, false, V, I, G, gs, G, wf, I, 0.0f, de)) return;
+        lstm_put_grad(ctx, emb, de, I, V, I);
+    }
+}
+
 static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0], *w_ih = node->in[1], *w_hh = node->in[2];
     amp_tensor *b_ih = node->i[4] >= 0 ? node->in[node->i[4]] : NULL;
     amp_tensor *b_hh = node->i[5] >= 0 ? node->in[node->i[5]] : NULL;
     const int64_t B = node->i[0], T = node->i[1], I = node->i[2], H = node->i[3], G = 4 * H, R = B * T;
+    const int64_t V = node->i[6]; /* > 0: x is the embedding, the inputs its rows tokens[b * T + t] */
     const amp_dtype dt = node->out->compute_dtype;
     const size_t es = amp_dtype_size(dt);
     /* saved: see amp_lstm_sequence; narrow: act16 and c_{t-1} in dt */
@@ -654,12 +687,20 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     const float *acts = narrow ? NULL : node->saved, *cprev = narrow ? NULL : acts + T * B * 5 * H;
     const uint16_t *acts16 = narrow ? node->saved : NULL;
     const char *cprev_dt = narrow ? (const char *)(acts16 + T * B * 5 * H) : NULL;
+    const int32_t *tok = V ? (const int32_t *)(const void *)((const char *)node->saved +
+                                                             (size_t)(T * B * 6 * H) * (narrow ? 2 : sizeof(float)))
+                           : NULL;
     const float *dout = amp_grad_out(ctx, node);                /* [B, T, H] */
     /* dG in dt, rows b*T + t; for a narrower dt each row is formed in fp32 in dgrow, then rounded */
     void *dgd = amp_scratch_alloc(ctx, (size_t)(R * G) * es);
     float *dgrow = dt == AMP_F32 ? NULL : amp_f32_scratch(ctx, G);
     const bool want_db = (b_ih && b_ih->requires_grad) || (b_hh && b_hh->requires_grad);
     float *db = want_db ? amp_f32_scratch(ctx, G) : NULL; /* the bias gradient, summed row by row below */
+    /* with tokens, the fp32 rows of dG summed by token (token_grads) instead of into db, which is then
+     * their column sum: one pass over the rows for both */
+    const bool want_gs = V && (want_db || x->requires_grad || w_ih->requires_grad);
+    float *gs = want_gs ? amp_f32_scratch(ctx, V * G) : NULL;
+    float *const dbt = gs ? NULL : db; /* the rows' target without tokens */
     float *dc = amp_f32_scratch(ctx, B * H);
     const amp_lstm_kernels *lk = amp_lstm_active();
     const bool fused_bf16 = dt == AMP_BF16 && lk->cell_backward_bf16;
@@ -668,8 +709,11 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     float *dgf = narrow && par ? amp_f32_scratch(ctx, B * G) : NULL;
     const bool need_cpf = narrow && (!fused_bf16 || par);
     float *cpf = need_cpf ? amp_f32_scratch(ctx, B * H) : NULL; /* step t's c_{t-1} in fp32 */
-    if (!dout || !dgd || (narrow && !dgrow) || (want_db && !db) || !dc || (need_cpf && !cpf) || (narrow && par && !dgf))
+    if (!dout || !dgd || (narrow && !dgrow) || (want_db && !db) || (want_gs && !gs) || !dc || (need_cpf && !cpf) ||
+        (narrow && par && !dgf))
         return;
+    if (gs) memset(gs, 0, (size_t)(V * G) * sizeof *gs);
+#define ROW_SUM(b) (gs ? gs + (int64_t)tok[(b) * T + t] * G : dbt) /* where row b of step t's dG is summed */
     memset(dc, 0, (size_t)(B * H) * sizeof *dc);
     if (db) memset(db, 0, (size_t)G * sizeof *db);
     /* Per step, [dx_t | dh_{t-1}] [B, I + H] = dG_t [W_ih | W_hh]: one product against W = [W_ih | W_hh]^T
@@ -680,7 +724,7 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
      * W is W_hh^T alone. Block t of dxh (rows t*B + b, padded as the forward's gate rows: the
      * transposed tile stores would hit one L1 set otherwise) holds step t's [dx_t | dh_{t-1}]; block T
      * the zero dh that enters the last step. */
-    const int64_t NX = x->requires_grad ? I : 0, NW = NX + H, ldp = NW + LSTM_XP_PAD;
+    const int64_t NX = !V && x->requires_grad ? I : 0, NW = NX + H, ldp = NW + LSTM_XP_PAD;
     float *dxh = amp_f32_scratch(ctx, (R + B) * ldp);
     if (!dxh) return;
     for (int64_t b = 0; b < B; b++) memset(dxh + (R + b) * ldp + NX, 0, (size_t)H * sizeof *dxh);
@@ -701,20 +745,20 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
             if (par) amp_parallel_for(B, bwd_row, &job);
             else
                 for (int64_t b = 0; b < B; b++) bwd_row(&job, b, 0);
-            for (int64_t b = 0; db && b < B; b++)
-                lk->acc(db, narrow ? dgf + b * G : (const float *)dgd + (b * T + t) * G, (size_t)G);
+            for (int64_t b = 0; ROW_SUM(b) && b < B; b++)
+                lk->acc(ROW_SUM(b), narrow ? dgf + b * G : (const float *)dgd + (b * T + t) * G, (size_t)G);
         }
         for (int64_t b = 0; narrow && !par && b < B; b++) {
             const float *dho = dout + (b * T + t) * H, *dhb = dhn + b * ldp;
             char *dgt = (char *)dgd + (size_t)((b * T + t) * G) * es;
             const uint16_t *act = acts16 + (t * B + b) * 5 * H;
             if (fused_bf16) { /* the three steps below in one pass */
-                lk->cell_backward_bf16((uint16_t *)(void *)dgt, db, dc + b * H, act,
+                lk->cell_backward_bf16((uint16_t *)(void *)dgt, ROW_SUM(b), dc + b * H, act,
                                        (const uint16_t *)(const void *)cpt + b * H, dho, dhb, dc + b * H, (size_t)H);
                 continue;
             }
             lk->cell_backward16(dgrow, dc + b * H, act, cpf + b * H, dho, dhb, dc + b * H, (size_t)H);
-            if (db) lk->acc(db, dgrow, (size_t)G);
+            if (ROW_SUM(b)) lk->acc(ROW_SUM(b), dgrow, (size_t)G);
             amp_convert(dgt, dt, dgrow, AMP_F32, (size_t)G);
         }
         /* [dx_t | dh_{t-1}] = dG_t W^T, dx_t alone at t = 0; rows of dG_t are T*G apart */
@@ -736,7 +780,15 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         if (ctx->status != AMP_OK) return;
     }
     const xh_src xs = {x->data, node->out->data, T, I, H, es};
-    if (w_ih->requires_grad && w_hh->requires_grad) {
+    if (V) {
+        token_grads(ctx, x, w_ih, gs, V, I, G);
+        if (ctx->status == AMP_OK && w_hh->requires_grad) { /* dW_hh [4H, H] = dG^T H_prev */
+            const xh_src hs = {NULL, node->out->data, T, 0, H, es};
+            float *dw = amp_f32_scratch(ctx, G * H);
+            if (!dw || xh_gemm(ctx, dt, &hs, G, R, dgd, dw)) return;
+            lstm_put_grad(ctx, w_hh, dw, H, G, H);
+        }
+    } else if (w_ih->requires_grad && w_hh->requires_grad) {
         /* [dW_ih | dW_hh] [4H, I + H] = dG^T [X | H_prev]: one pass over dG, packed once per block where two
          * GEMMs read and packed all of it twice (measured on the lstm model, one thread: fp32 step about
          * 1% faster, bf16 within noise); an element's sum does not depend on the columns around it
@@ -755,7 +807,9 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         lstm_put_grad(ctx, w_hh, dw, H, G, H);
     }
     if (ctx->status != AMP_OK) return;
+#undef ROW_SUM
     if (db) {
+        for (int64_t v = 0; gs && v < V; v++) lk->acc(db, gs + v * G, (size_t)G); /* tokens: db = column sums of gs */
         amp_grad_accumulate(ctx, b_ih, db);
         amp_grad_accumulate(ctx, b_hh, db);
     }
@@ -796,8 +850,10 @@ static void fwd_row(void *arg, int64_t b, int thread_id) {
                             j->xt + b * j->ldx, j->bi, j->bh, (size_t)H, j->keep);
 }
 
-amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp_tensor *w_hh, amp_tensor *b_ih,
-                              amp_tensor *b_hh) {
+/* amp_lstm_sequence, or with tokens (amp_lstm_sequence_tokens) x the embedding [V, I] whose rows
+ * tokens[b * nt + t] are step t's inputs of batch element b */
+static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tokens, int64_t nb, int64_t nt,
+                                 amp_tensor *w_ih, amp_tensor *w_hh, amp_tensor *b_ih, amp_tensor *b_hh) {
     if (!ctx) return NULL;
     amp_tensor *ts[3] = {x, w_ih, w_hh};
     for (int t = 0; t < 3; t++)
@@ -806,11 +862,21 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
     amp_tensor *cast_in[5] = {x, w_ih, w_hh, b_ih, b_hh};
     if (!amp_autocast_inputs(ctx, OP, cast_in, 5)) return NULL;
     x = cast_in[0], w_ih = cast_in[1], w_hh = cast_in[2], b_ih = cast_in[3], b_hh = cast_in[4];
-    if (x->ndim != 3 || w_hh->ndim != 2) return amp_op_fail(ctx, OP, "x must be [B, T, I] and w_hh [4H, H]");
-    const int64_t B = x->shape[0], T = x->shape[1], I = x->shape[2], H = w_hh->shape[1], G = 4 * H, R = B * T;
-    if (B < 1 || T < 1 || !check_shape(ctx, w_ih, "w_ih", 2, G, I) || !check_shape(ctx, w_hh, "w_hh", 2, G, H) ||
-        (b_ih && !check_shape(ctx, b_ih, "b_ih", 1, G, -1)) || (b_hh && !check_shape(ctx, b_hh, "b_hh", 1, G, -1)))
-        return ctx->status ? NULL : amp_op_fail(ctx, OP, "empty sequence");
+    if (tokens ? x->ndim != 2 : x->ndim != 3)
+        return amp_op_fail(ctx, OP, tokens ? "the embedding must be [V, I]" : "x must be [B, T, I]");
+    if (w_hh->ndim != 2) return amp_op_fail(ctx, OP, "w_hh must be [4H, H]");
+    const int64_t B = tokens ? nb : x->shape[0], T = tokens ? nt : x->shape[1], I = x->shape[tokens ? 1 : 2];
+    const int64_t V = tokens ? x->shape[0] : 0, H = w_hh->shape[1], G = 4 * H;
+    if (B < 1 || T < 1 || B > (INT64_C(1) << 40) / T || !check_shape(ctx, w_ih, "w_ih", 2, G, I) ||
+        !check_shape(ctx, w_hh, "w_hh", 2, G, H) || (b_ih && !check_shape(ctx, b_ih, "b_ih", 1, G, -1)) ||
+        (b_hh && !check_shape(ctx, b_hh, "b_hh", 1, G, -1)))
+        return ctx->status ? NULL
+                           : amp_op_fail(ctx, OP, "bad sequence shape: %lld x %lld steps", (long long)B, (long long)T);
+    const int64_t R = B * T;
+    for (int64_t r = 0; tokens && r < R; r++)
+        if (tokens[r] < 0 || tokens[r] >= V)
+            return amp_op_fail(ctx, OP, "token %d (position %lld) is out of range [0, %lld)", (int)tokens[r],
+                               (long long)r, (long long)V);
     amp_dtype dt = amp_promote(amp_promote(x->dtype, w_ih->dtype), w_hh->dtype);
     if (b_ih) dt = amp_promote(dt, b_ih->dtype);
     if (b_hh) dt = amp_promote(dt, b_hh->dtype);
@@ -831,8 +897,10 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
     const size_t es = amp_dtype_size(dt);
     /* saved data goes straight into the arena when backward will need it: 6H values a row, fp32, or
      * for a narrow dt 5H act16 and H of dt (es = 2) */
-    void *saved = out && keep ? amp_ctx_alloc(ctx, (size_t)(T * B * 6 * H) * (narrow ? 2 : sizeof(float))) : NULL;
+    const size_t state_bytes = (size_t)(T * B * 6 * H) * (narrow ? 2 : sizeof(float)); /* then the tokens */
+    void *saved = out && keep ? amp_ctx_alloc(ctx, state_bytes + (tokens ? (size_t)R * sizeof *tokens : 0)) : NULL;
     if (!out || (keep && !saved)) return NULL;
+    if (saved && tokens) memcpy((char *)saved + state_bytes, tokens, (size_t)R * sizeof *tokens);
     float *acts = saved && !narrow ? saved : NULL, *cprev = acts ? acts + T * B * 5 * H : NULL;
     uint16_t *acts16 = saved && narrow ? saved : NULL;
     char *cprev_dt = acts16 ? (char *)(acts16 + T * B * 5 * H) : NULL;
@@ -841,7 +909,7 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
      * block that both products store into, and the pad keeps those rows from falling into the same L1
      * set (4H floats is a multiple of 4 KiB here), which the transposed tile stores of ukernel_ct hit. */
     const int64_t ldx = G + LSTM_XP_PAD;
-    float *xp = amp_f32_scratch(ctx, R * ldx);
+    float *xp = amp_f32_scratch(ctx, (tokens ? B : R) * ldx); /* tokens: step t's block only, rewritten per step */
     float *c = amp_f32_scratch(ctx, B * H);             /* c_{t-1}, values of dt */
     /* one row's fp32 activations when they are not saved as they are: not saving, or packing to act16 */
     float *tcs = keep && !narrow ? NULL : amp_f32_scratch(ctx, 5 * H);
@@ -854,17 +922,26 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
     }
     memset(c, 0, (size_t)(B * H) * sizeof *c);
     packed_w wih, whh; /* W_ih [4H, I], for gates_t = x_t W_ih^T; W_hh [4H, H], for gates_t += h_{t-1} W_hh^T */
-    if (!pack_w(ctx, &wih, dt, w_ih->data, I, false, G, I, B) ||
+    if (!pack_w(ctx, &wih, dt, w_ih->data, I, false, G, I, tokens ? V : B) ||
         (T > 1 && !pack_w(ctx, &whh, dt, w_hh->data, H, false, G, H, B))) {
         amp_scratch_release(ctx, mk);
         return NULL;
     }
-    /* The input projection runs S steps at a time: S*B rows, a whole number of the kernel's row tiles
-     * where S <= LSTM_XCHUNK_MAX allows it (B = 32 against 12-row tiles: S = 3, 96 rows, every tile
-     * full where one step alone fills 32/36), gathered into xg in the steps' row order (t*B + b) */
+    /* With tokens, the input projection of every embedding row once, table [V, 4H] = E W_ih^T: a row
+     * of it is what x_t W_ih^T computes for a token (an element's sum does not depend on its row), at
+     * V rows of work instead of B*T (the lstm model: 256 rows, not 2048). Each step copies its tokens'
+     * rows into its gate block. Without, the input projection runs S steps at a time: S*B rows, a
+     * whole number of the kernel's row tiles where S <= LSTM_XCHUNK_MAX allows it (B = 32 against
+     * 12-row tiles: S = 3, 96 rows, every tile full where one step alone fills 32/36), gathered into
+     * xg in the steps' row order (t*B + b). */
+    float *table = tokens ? amp_f32_scratch(ctx, V * G) : NULL;
+    if (tokens && (!table || !packed_gemm(ctx, &wih, V, x->data, I, 0.0f, table, G))) {
+        amp_scratch_release(ctx, mk);
+        return NULL;
+    }
     const int64_t rx = wih.flip ? wih.kern->nr : wih.kern->mr;
     int64_t S = 1;
-    while (S < LSTM_XCHUNK_MAX && S < T && (S * B) % rx != 0) S++;
+    while (!tokens && S < LSTM_XCHUNK_MAX && S < T && (S * B) % rx != 0) S++;
     char *xg = S > 1 ? amp_scratch_alloc(ctx, (size_t)(S * B * I) * es) : NULL;
     if (S > 1 && !xg) {
         amp_scratch_release(ctx, mk);
@@ -877,9 +954,12 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
         /* gates_t = x_t W_ih^T (amp_gemm's bits for the whole [B*T, I] product: k = I is the same, and an
          * element's sum does not depend on its row), then += h_{t-1} W_hh^T; x_t and h_{t-1} read in
          * place, rows T*I and T*H apart */
-        float *xt = xp + t * B * ldx;
+        float *xt = tokens ? xp : xp + t * B * ldx;
         bool ok = true;
-        if (S == 1) ok = packed_gemm(ctx, &wih, B, (const char *)x->data + (size_t)(t * I) * es, T * I, 0.0f, xt, ldx);
+        if (tokens) {
+            for (int64_t b = 0; b < B; b++)
+                memcpy(xt + b * ldx, table + (int64_t)tokens[b * T + t] * G, (size_t)G * sizeof *xt);
+        } else if (S == 1) ok = packed_gemm(ctx, &wih, B, (const char *)x->data + (size_t)(t * I) * es, T * I, 0.0f, xt, ldx);
         else if (t % S == 0) {
             const int64_t s_n = min64(S, T - t);
             for (int64_t s = 0; s < s_n; s++)
@@ -919,6 +999,22 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
     if (node && saved) {
         node->saved = saved;
         node->i[0] = B, node->i[1] = T, node->i[2] = I, node->i[3] = H, node->i[4] = i_bih, node->i[5] = i_bhh;
+        node->i[6] = V;
     }
     return ctx->status == AMP_OK ? out : NULL;
+}
+
+amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp_tensor *w_hh, amp_tensor *b_ih,
+                              amp_tensor *b_hh) {
+    return lstm_sequence(ctx, x, NULL, 0, 0, w_ih, w_hh, b_ih, b_hh);
+}
+
+amp_tensor *amp_lstm_sequence_tokens(amp_ctx *ctx, amp_tensor *embedding, const int32_t *tokens, int64_t batch,
+                                     int64_t steps, amp_tensor *w_ih, amp_tensor *w_hh, amp_tensor *b_ih,
+                                     amp_tensor *b_hh) {
+    if (ctx && !tokens) {
+        amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "%s: tokens are NULL", amp_op_name(OP));
+        return NULL;
+    }
+    return lstm_sequence(ctx, embedding, tokens, batch, steps, w_ih, w_hh, b_ih, b_hh);
 }

@@ -31,6 +31,15 @@ amp_tensor *amp_op_as(amp_ctx *ctx, amp_tensor *x, amp_dtype dtype);
 amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp_tensor *w_hh, amp_tensor *b_ih,
                               amp_tensor *b_hh);
 
+/* The same sequence with its inputs rows of an embedding: x_t's row b is embedding[tokens[b * steps +
+ * t]] ([V, I]; tokens [batch, steps], copied). The values of amp_embedding followed by
+ * amp_lstm_sequence: h bit for bit; the gradients of embedding and w_ih from products of V rows instead
+ * of batch * steps (src/ops/lstm.c token_grads: sums in another order, and dE without the per-token
+ * rounding of dx to the compute dtype). */
+amp_tensor *amp_lstm_sequence_tokens(amp_ctx *ctx, amp_tensor *embedding, const int32_t *tokens, int64_t batch,
+                                     int64_t steps, amp_tensor *w_ih, amp_tensor *w_hh, amp_tensor *b_ih,
+                                     amp_tensor *b_hh);
+
 /* Causal self-attention on a fused projection (src/ops/attention.c): qkv [B, T, 3C] holds q, k, v in
  * its three column blocks, each split into `heads` heads of C / heads columns; returns the heads'
  * outputs merged, [B, T, C] in qkv's dtype (recorded as AMP_OP_ATTENTION), or NULL with the error in
