@@ -181,6 +181,11 @@ double amp_model_flops_per_sample(const amp_model *m) {
     }
 }
 
+double amp_model_flops_computed_per_sample(const amp_model *m, int64_t batch) {
+    if (m && m->cfg.kind == AMP_MODEL_LSTM) return nn_lstm_flops_computed(&m->cfg, batch);
+    return amp_model_flops_per_sample(m);
+}
+
 /* ---- initialization: one xoshiro256** stream seeded by splitmix64, drawn in declaration order ---- */
 
 typedef struct nn_rng {

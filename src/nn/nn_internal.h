@@ -62,6 +62,7 @@ double nn_cnn_flops(const amp_model_config *c);
 int nn_lstm_declare(amp_model *m);
 amp_tensor *nn_lstm_forward(amp_model *m, amp_ctx *ctx, const int32_t *tokens, int64_t batch);
 double nn_lstm_flops(const amp_model_config *c);
+double nn_lstm_flops_computed(const amp_model_config *c, int64_t batch);
 int nn_gpt_declare(amp_model *m);
 amp_tensor *nn_gpt_forward(amp_model *m, amp_ctx *ctx, const int32_t *tokens, int64_t batch);
 double nn_gpt_flops(const amp_model_config *c);

@@ -18,7 +18,9 @@
  * multiply-adds of matrix products, convolutions and attention, x3 for forward + backward;
  * elementwise ops, norms and pooling left out). "of peak" = samples/s x FLOPs per sample / (threads x
  * one core's peak), the peak being VDPBF16PS's under amp-bf16 (where the CPU has it) and the zmm FMA's
- * otherwise (fp16 products run on FMA after an exact decode). The phase split (forward incl. loss,
+ * otherwise (fp16 products run on FMA after an exact decode). Where amp computes fewer FLOPs than the
+ * model's count (amp_model_flops_computed_per_sample: the lstm's folded embedding), both are printed,
+ * and the fraction of peak of what it computes is the hardware's efficiency. The phase split (forward incl. loss,
  * backward, optimizer incl. the scaler) is timed separately in the same steps. Memory: the arena's
  * high-water mark (the step's activations, gradients of non-parameters and scratch), the activations
  * (the arena in use when forward and the loss are done, which is what backward will read, less the
@@ -226,6 +228,8 @@ int amp_bench_train(int argc, char **argv) {
     const double flops = amp_model_flops_per_sample(r.model);
     const double gflops = median * flops / 1e9;
     const double frac = peak1 > 0 ? gflops / ((double)threads * peak1) : NAN;
+    const double cflops = amp_model_flops_computed_per_sample(r.model, r.batch); /* what amp computes */
+    const double cfrac = peak1 > 0 ? median * cflops / 1e9 / ((double)threads * peak1) : NAN;
     const double tsum = r.t_fwd + r.t_bwd + r.t_opt;
     const double timed_steps = (double)(steps * repeats);
     struct rusage ru;
@@ -240,12 +244,13 @@ int amp_bench_train(int argc, char **argv) {
         printf("{\"model\":\"%s\",\"precision\":\"%s\",\"scaler\":\"%s\",\"batch\":%lld,\"threads\":%ld,\"steps\":%ld,"
                "\"repeats\":%ld,\"isa\":\"%s\",\"cpu\":\"%s\",\"samples_per_sec\":%.3f,\"flops_per_sample\":%.6g,"
                "\"gflops\":%.3f,\"peak_kind\":\"%s\",\"peak_gflops_one_core\":%.3f,\"fraction_of_peak\":%.4f,"
+               "\"computed_flops_per_sample\":%.6g,\"computed_fraction_of_peak\":%.4f,"
                "\"ms_per_step\":%.4f,\"forward_share\":%.4f,\"backward_share\":%.4f,\"optimizer_share\":%.4f,"
                "\"optimizer_ms\":%.4f,\"arena_peak_mib\":%.3f,\"peak_rss_mib\":%.3f,\"ctx_allocs_per_step\":%.3f,"
                "\"activation_mib\":%.3f,\"weight_copies_mib\":%.3f,\"params\":%lld}\n",
                amp_model_kind_name(kind), r.prec->name, r.scaling ? "dynamic" : "off", (long long)r.batch, threads, steps,
                repeats, amp_isa_name(amp_isa_active()), cpu, median, flops, gflops, peak_name, peak1,
-               isnan(frac) ? 0.0 : frac, 1e3 * (double)r.batch / median, r.t_fwd / tsum, r.t_bwd / tsum,
+               isnan(frac) ? 0.0 : frac, cflops, isnan(cfrac) ? 0.0 : cfrac, 1e3 * (double)r.batch / median, r.t_fwd / tsum, r.t_bwd / tsum,
                r.t_opt / tsum, 1e3 * r.t_opt / timed_steps, arena_mib, rss_mib, ctx_allocs, act_mib, copy_mib,
                (long long)amp_model_num_params(r.model));
     } else {
@@ -260,6 +265,10 @@ int amp_bench_train(int argc, char **argv) {
             printf(" = %.0f%% of %ld x the one-core %s peak (%.1f GFLOP/s)\n", 100 * frac, threads, peak_name, peak1);
         else
             printf("\n");
+        if (cflops != flops)
+            printf("computed FLOPs/sample %.4g (amp's products at this batch)  ->  %.1f GFLOP/s%s", cflops,
+                   median * cflops / 1e9, peak1 > 0 ? "" : "\n");
+        if (cflops != flops && peak1 > 0) printf(" = %.0f%% of the peak\n", 100 * cfrac);
         printf("time: forward+loss %.0f%%  backward %.0f%%  optimizer%s %.0f%% (%.3f ms/step)\n", 100 * r.t_fwd / tsum,
                100 * r.t_bwd / tsum, r.scaling ? "+scaler" : "", 100 * r.t_opt / tsum, 1e3 * r.t_opt / timed_steps);
         printf("memory: arena peak %.1f MiB, process peak RSS %.1f MiB; context heap allocations per step %.2f\n",
