@@ -831,6 +831,8 @@ typedef struct fwd_job {
     char *hout;          /* the output [B, T, H] */
     const float *bi, *bh;
     float *tcs; /* fp32 without keep: the activations' row buffer, shared (the rows then run serially) */
+    const float *table;     /* with tokens: each task copies its row's next input projection into xt */
+    const int32_t *tokens;  /* [B, T] */
 } fwd_job;
 
 static void fwd_row(void *arg, int64_t b, int thread_id) {
@@ -848,6 +850,8 @@ static void fwd_row(void *arg, int64_t b, int thread_id) {
         j->lk->cell_forward(j->keep ? j->acts + (t * j->nb + b) * 5 * H : j->tcs,
                             j->keep ? j->cprev + (t * j->nb + b) * H : NULL, j->c + b * H, (float *)(void *)dst,
                             j->xt + b * j->ldx, j->bi, j->bh, (size_t)H, j->keep);
+    if (j->table && t + 1 < j->T) /* the row is read: step t + 1's starts there (the task owns the row) */
+        memcpy(j->xt + b * j->ldx, j->table + (int64_t)j->tokens[b * j->T + t + 1] * 4 * H, (size_t)(4 * H) * sizeof(float));
 }
 
 /* amp_lstm_sequence, or with tokens (amp_lstm_sequence_tokens) x the embedding [V, I] whose rows
@@ -956,8 +960,9 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
          * place, rows T*I and T*H apart */
         float *xt = tokens ? xp : xp + t * B * ldx;
         bool ok = true;
+        const bool rows_copy = tokens && (fused_bf16 || !narrow); /* fwd_row copies the next step's rows */
         if (tokens) {
-            for (int64_t b = 0; b < B; b++)
+            for (int64_t b = 0; (t == 0 || !rows_copy) && b < B; b++)
                 memcpy(xt + b * ldx, table + (int64_t)tokens[b * T + t] * G, (size_t)G * sizeof *xt);
         } else if (S == 1) ok = packed_gemm(ctx, &wih, B, (const char *)x->data + (size_t)(t * I) * es, T * I, 0.0f, xt, ldx);
         else if (t % S == 0) {
@@ -977,7 +982,7 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
         if (cpt && !fused_bf16) amp_convert(cpt, dt, c, AMP_F32, (size_t)(B * H));
         if (fused_bf16 || !narrow) { /* one kernel call per row, the rows split between the threads */
             fwd_job job = {lk, fused_bf16, keep, t, B, T, H, ldx, es, acts, cprev, acts16, cpt, c, xt, hout,
-                           bi, bh, tcs};
+                           bi, bh, tcs, rows_copy ? table : NULL, tokens};
             if ((keep || fused_bf16) && B > 1 && amp_parallel_max_threads() > 1) amp_parallel_for(B, fwd_row, &job);
             else
                 for (int64_t b = 0; b < B; b++) fwd_row(&job, b, 0);
