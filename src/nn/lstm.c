@@ -34,7 +34,8 @@ amp_tensor *nn_lstm_forward(amp_model *m, amp_ctx *ctx, const int32_t *tokens, i
     const amp_model_config *c = &m->cfg;
     const int64_t B = batch, T = c->context, H = c->hidden;
     amp_tensor *all = amp_lstm_sequence_tokens(ctx, nn_p(m, LSTM_EMB), tokens, B, T, nn_p(m, LSTM_W_IH),
-                                               nn_p(m, LSTM_W_HH), nn_p(m, LSTM_B_IH), nn_p(m, LSTM_B_HH)); /* [B, T, H] */
+                                               nn_p(m, LSTM_W_HH), nn_p(m, LSTM_B_IH),
+                                               nn_p(m, LSTM_B_HH)); /* [B, T, H] */
     all = all ? amp_reshape(ctx, all, 2, (const int64_t[]){B * T, H}) : NULL;
     return all ? amp_linear(ctx, all, nn_p(m, LSTM_HEAD_W), nn_p(m, LSTM_HEAD_B)) : NULL; /* [B*T, V] */
 }

@@ -851,7 +851,8 @@ static void fwd_row(void *arg, int64_t b, int thread_id) {
                             j->keep ? j->cprev + (t * j->nb + b) * H : NULL, j->c + b * H, (float *)(void *)dst,
                             j->xt + b * j->ldx, j->bi, j->bh, (size_t)H, j->keep);
     if (j->table && t + 1 < j->T) /* the row is read: step t + 1's starts there (the task owns the row) */
-        memcpy(j->xt + b * j->ldx, j->table + (int64_t)j->tokens[b * j->T + t + 1] * 4 * H, (size_t)(4 * H) * sizeof(float));
+        memcpy(j->xt + b * j->ldx, j->table + (int64_t)j->tokens[b * j->T + t + 1] * 4 * H,
+               (size_t)(4 * H) * sizeof(float));
 }
 
 /* amp_lstm_sequence, or with tokens (amp_lstm_sequence_tokens) x the embedding [V, I] whose rows
@@ -964,8 +965,9 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
         if (tokens) {
             for (int64_t b = 0; (t == 0 || !rows_copy) && b < B; b++)
                 memcpy(xt + b * ldx, table + (int64_t)tokens[b * T + t] * G, (size_t)G * sizeof *xt);
-        } else if (S == 1) ok = packed_gemm(ctx, &wih, B, (const char *)x->data + (size_t)(t * I) * es, T * I, 0.0f, xt, ldx);
-        else if (t % S == 0) {
+        } else if (S == 1) {
+            ok = packed_gemm(ctx, &wih, B, (const char *)x->data + (size_t)(t * I) * es, T * I, 0.0f, xt, ldx);
+        } else if (t % S == 0) {
             const int64_t s_n = min64(S, T - t);
             for (int64_t s = 0; s < s_n; s++)
                 for (int64_t b = 0; b < B; b++)
