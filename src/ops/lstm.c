@@ -780,15 +780,9 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         if (ctx->status != AMP_OK) return;
     }
     const xh_src xs = {x->data, node->out->data, T, I, H, es};
-    if (V) {
-        token_grads(ctx, x, w_ih, gs, V, I, G);
-        if (ctx->status == AMP_OK && w_hh->requires_grad) { /* dW_hh [4H, H] = dG^T H_prev */
-            const xh_src hs = {NULL, node->out->data, T, 0, H, es};
-            float *dw = amp_f32_scratch(ctx, G * H);
-            if (!dw || xh_gemm(ctx, dt, &hs, G, R, dgd, dw)) return;
-            lstm_put_grad(ctx, w_hh, dw, H, G, H);
-        }
-    } else if (w_ih->requires_grad && w_hh->requires_grad) {
+    if (V) token_grads(ctx, x, w_ih, gs, V, I, G); /* then dW_hh below, as when x needs no W_ih gradient */
+    if (ctx->status != AMP_OK) return;
+    if (!V && w_ih->requires_grad && w_hh->requires_grad) {
         /* [dW_ih | dW_hh] [4H, I + H] = dG^T [X | H_prev]: one pass over dG, packed once per block where two
          * GEMMs read and packed all of it twice (measured on the lstm model, one thread: fp32 step about
          * 1% faster, bf16 within noise); an element's sum does not depend on the columns around it
@@ -798,7 +792,7 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         if (!dwc || xh_gemm(ctx, dt, &xs, G, R, dgd, dwc)) return;
         lstm_put_grad(ctx, w_ih, dwc, N, G, I);
         lstm_put_grad(ctx, w_hh, dwc + I, N, G, H);
-    } else if (w_ih->requires_grad) { /* dW_ih [4H, I] = dG^T X */
+    } else if (!V && w_ih->requires_grad) { /* dW_ih [4H, I] = dG^T X */
         amp_gemm_into_grad(ctx, OP, dt, true, false, G, I, R, dgd, G, x->data, I, w_ih);
     } else if (w_hh->requires_grad) { /* dW_hh [4H, H] = dG^T H_prev */
         const xh_src hs = {NULL, node->out->data, T, 0, H, es};
