@@ -40,17 +40,16 @@ amp_tensor *nn_lstm_forward(amp_model *m, amp_ctx *ctx, const int32_t *tokens, i
     return all ? amp_linear(ctx, all, nn_p(m, LSTM_HEAD_W), nn_p(m, LSTM_HEAD_B)) : NULL; /* [B*T, V] */
 }
 
-/* What amp computes: the embedding folded in (amp_lstm_sequence_tokens) leaves the per-token input
- * projection and its two gradient products out and adds three products of the V embedding rows per
- * batch (the table, dW_ih, dE), shared by its samples. */
-double nn_lstm_flops_computed(const amp_model_config *c, int64_t batch) {
-    const double H = (double)c->hidden, E = (double)c->embed, V = (double)c->vocab;
-    const double per_token = 4.0 * H * H + H * V;
-    return 3.0 * 2.0 * (per_token * (double)c->context + V * 4.0 * H * E / (double)(batch > 0 ? batch : 1));
-}
-
 double nn_lstm_flops(const amp_model_config *c) {
     const double H = (double)c->hidden;
     const double per_token = 4.0 * H * ((double)c->embed + H) + H * (double)c->vocab;
     return 3.0 * 2.0 * per_token * (double)c->context;
+}
+
+/* What amp computes: the count above, with the embedding folded in (amp_lstm_sequence_tokens): the
+ * per-token input projection [E -> 4H] and its two gradient products left out, three products of the
+ * V embedding rows per batch (the table, dW_ih, dE) added, shared by its samples. */
+double nn_lstm_flops_computed(const amp_model_config *c, int64_t batch) {
+    const double input_projection = 3.0 * 2.0 * 4.0 * (double)c->hidden * (double)c->embed; /* per row */
+    return nn_lstm_flops(c) + input_projection * ((double)c->vocab / (double)(batch > 0 ? batch : 1) - (double)c->context);
 }

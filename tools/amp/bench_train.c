@@ -20,9 +20,9 @@
  * one core's peak), the peak being VDPBF16PS's under amp-bf16 (where the CPU has it) and the zmm FMA's
  * otherwise (fp16 products run on FMA after an exact decode). Where amp computes fewer FLOPs than the
  * model's count (amp_model_flops_computed_per_sample: the lstm's folded embedding), both are printed,
- * and the fraction of peak of what it computes is the hardware's efficiency. The phase split (forward incl. loss,
- * backward, optimizer incl. the scaler) is timed separately in the same steps. Memory: the arena's
- * high-water mark (the step's activations, gradients of non-parameters and scratch), the activations
+ * and the fraction of peak of what it computes is the hardware's efficiency. The phase split (forward
+ * incl. loss, backward, optimizer incl. the scaler) is timed separately in the same steps. Memory: the
+ * arena's high-water mark (the step's activations, gradients of non-parameters and scratch), the activations
  * (the arena in use when forward and the loss are done, which is what backward will read, less the
  * batch and autocast's low-precision weight copies, counted apart) and the process's peak resident set
  * (getrusage). Heap allocations: the context's own count per timed step
@@ -250,8 +250,8 @@ int amp_bench_train(int argc, char **argv) {
                "\"activation_mib\":%.3f,\"weight_copies_mib\":%.3f,\"params\":%lld}\n",
                amp_model_kind_name(kind), r.prec->name, r.scaling ? "dynamic" : "off", (long long)r.batch, threads, steps,
                repeats, amp_isa_name(amp_isa_active()), cpu, median, flops, gflops, peak_name, peak1,
-               isnan(frac) ? 0.0 : frac, cflops, isnan(cfrac) ? 0.0 : cfrac, 1e3 * (double)r.batch / median, r.t_fwd / tsum, r.t_bwd / tsum,
-               r.t_opt / tsum, 1e3 * r.t_opt / timed_steps, arena_mib, rss_mib, ctx_allocs, act_mib, copy_mib,
+               isnan(frac) ? 0.0 : frac, cflops, isnan(cfrac) ? 0.0 : cfrac, 1e3 * (double)r.batch / median,
+               r.t_fwd / tsum, r.t_bwd / tsum, r.t_opt / tsum, 1e3 * r.t_opt / timed_steps, arena_mib, rss_mib, ctx_allocs, act_mib, copy_mib,
                (long long)amp_model_num_params(r.model));
     } else {
         printf("cpu: %s; amp path %s; %ld thread%s\n", cpu, amp_isa_name(amp_isa_active()), threads,
@@ -265,10 +265,12 @@ int amp_bench_train(int argc, char **argv) {
             printf(" = %.0f%% of %ld x the one-core %s peak (%.1f GFLOP/s)\n", 100 * frac, threads, peak_name, peak1);
         else
             printf("\n");
-        if (cflops != flops)
-            printf("computed FLOPs/sample %.4g (amp's products at this batch)  ->  %.1f GFLOP/s%s", cflops,
-                   median * cflops / 1e9, peak1 > 0 ? "" : "\n");
-        if (cflops != flops && peak1 > 0) printf(" = %.0f%% of the peak\n", 100 * cfrac);
+        if (cflops != flops) {
+            printf("computed FLOPs/sample %.4g (amp's products at this batch)  ->  %.1f GFLOP/s", cflops,
+                   median * cflops / 1e9);
+            if (peak1 > 0) printf(" = %.0f%% of the peak", 100 * cfrac);
+            printf("\n");
+        }
         printf("time: forward+loss %.0f%%  backward %.0f%%  optimizer%s %.0f%% (%.3f ms/step)\n", 100 * r.t_fwd / tsum,
                100 * r.t_bwd / tsum, r.scaling ? "+scaler" : "", 100 * r.t_opt / tsum, 1e3 * r.t_opt / timed_steps);
         printf("memory: arena peak %.1f MiB, process peak RSS %.1f MiB; context heap allocations per step %.2f\n",
