@@ -11,8 +11,10 @@ samples. Both sides: SGD momentum 0.9 lr 0.01, one fixed batch of random data re
 cross-entropy loss, the same thread count (torch.set_num_threads, amp --threads).
 
 The same run also reports:
-  - each model's FLOPs per sample and the fraction of the bf16 (VDPBF16PS) or FMA peak amp reached
-    (peak measured by amp itself, one core x threads; the best of the runs' measurements), counting
+  - each model's FLOPs per sample and the fraction of the peak amp reached: the zmm FMA's, and for
+    bf16 the machine's bf16 peak, the larger of VDPBF16PS's and the FMA's (amp multiplies bf16 with
+    either, whichever this core runs faster: amp/gemm.h's amp_gemm_bf16_method; `amp info` says
+    which); peak measured by amp itself, one core x threads, the best of the runs' measurements; counting
     the FLOPs amp computes (for the lstm, whose embedding amp folds into the LSTM's input projection,
     85% of the model's count; the 85%-of-peak cap on the targets is taken at those FLOPs too);
   - the GradScaler's share of amp's step: amp-fp16 with the dynamic scaler against the same model

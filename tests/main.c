@@ -25,6 +25,7 @@ static const harness_test all_tests[] = {
     TEST(parallel_pool),
     TEST(gemm_arguments),
     TEST(gemm_edge_cases),
+    TEST(gemm_bf16_method),
     TEST(gemm_ref_path_is_the_oracle),
     TEST(gemm_vs_reference),
     TEST(gemm_determinism),

@@ -15,7 +15,8 @@
  *     |c - c_exact| <= 2 (k + 4) u (|alpha| sum_p |a_ip b_pj| + |beta c_ij|)
  * with (k + 4) instead of (k + 2) absorbing gamma's 1/(1 - nu) and the double oracle's error.
  * Against the fp32 twin, whose error obeys the same bound, the difference is at most twice that.
- * The bf16 path with VDPBF16PS flushes subnormals; the test data keeps every product and partial
+ * The bf16 VDPBF16PS (dot) method flushes subnormals, and where the CPU has it each bf16 test runs
+ * both methods (amp/gemm.h's amp_gemm_bf16_method); the test data keeps every product and partial
  * sum out of the subnormal range (inputs are 0 or of magnitude >= 2^-8, so products are multiples
  * of 2^-34 for bf16 and 2^-46 for fp16: a nonzero partial sum is never below 2^-46).
  *
@@ -179,6 +180,33 @@ static void run_and_check(const fixture *f, const char *who) {
     free(c);
 }
 
+/* The bf16 methods this CPU runs (amp/gemm.h's amp_gemm_bf16_method), the active one first. */
+static int bf16_methods(amp_gemm_bf16_method out[AMP_GEMM_BF16_METHOD_COUNT]) {
+    int n = 0;
+    out[n++] = amp_gemm_bf16_method_active();
+    for (int m = 0; m < AMP_GEMM_BF16_METHOD_COUNT; m++)
+        if (m != (int)out[0] && amp_gemm_bf16_method_supported((amp_gemm_bf16_method)m)) out[n++] = (amp_gemm_bf16_method)m;
+    return n;
+}
+
+/* run_and_check on the active path, and for bf16 on AVX-512 with each bf16 method in turn (the
+ * active one restored after). */
+static void run_and_check_methods(const fixture *f, amp_isa isa) {
+    if (f->dt != AMP_BF16 || isa != AMP_ISA_AVX512) {
+        run_and_check(f, amp_isa_name(isa));
+        return;
+    }
+    amp_gemm_bf16_method methods[AMP_GEMM_BF16_METHOD_COUNT];
+    const int n = bf16_methods(methods);
+    for (int m = 0; m < n; m++) {
+        char who[64];
+        snprintf(who, sizeof who, "avx512 (bf16 %s)", amp_gemm_bf16_method_name(methods[m]));
+        CHECK_EQ_INT(amp_gemm_bf16_method_set(methods[m]), AMP_OK);
+        run_and_check(f, who);
+    }
+    amp_gemm_bf16_method_set(methods[0]);
+}
+
 /* Awkward sizes: single elements, primes, one off the 12x32, 6x16 and 4x16 tiles either way, and
  * sizes past each cache block (k > kc = 256, 512 or 1024, m > mc = 144, n > nc = 2048). */
 static const int64_t base_shapes[][3] = {
@@ -214,7 +242,7 @@ void test_gemm_vs_reference(void) {
                 check_result(&f, f.twin, "the fp32 twin"); /* the oracles agree with each other */
                 for (int i = 0; i < n_isas; i++) {
                     if (!test_isa_begin(isas[i])) continue;
-                    run_and_check(&f, amp_isa_name(isas[i]));
+                    run_and_check_methods(&f, isas[i]);
                 }
                 test_isa_end();
                 fixture_free(&f);
@@ -275,18 +303,24 @@ void test_gemm_edge_cases(void) {
             CHECK_MSG(isnan(c[1 * 4 + 3]), "inf * 0 gives NaN: %g", (double)c[7]);
             CHECK_MSG(isinf(c[1 * 4 + 0]) && c[4] > 0, "inf * 2 + finite gives +inf: %g", (double)c[4]);
 
-            /* subnormal inputs are kept by the f32 and f16 paths; bf16 with VDPBF16PS flushes them
-             * to zero, as amp/gemm.h says, and the other bf16 paths keep them:
+            /* subnormal inputs are kept by the f32 and f16 paths and by bf16's FMA method; bf16's
+             * VDPBF16PS (dot) method may flush them to zero, as amp/gemm.h says:
              * 1 x 1 x 2, a = (3 x 2^-24 for f16, else 2^-130; 0), b = (2^10; 1) */
             const float tiny = dt == AMP_F16 ? ldexpf(3.0f, -24) : ldexpf(1.0f, -130);
             store_value(dt, a, 0, tiny), store_value(dt, a, 1, 0.0f);
             store_value(dt, b, 0, 1024.0f), store_value(dt, b, 1, 1.0f);
-            c[0] = NAN;
-            CHECK_EQ_INT(amp_gemm(dt, false, false, 1, 1, 2, 1.0f, a, 2, b, 1, 0.0f, c, 1), AMP_OK);
-            const bool may_flush = dt == AMP_BF16 && isas[i] == AMP_ISA_AVX512 && amp_cpu_get_features()->avx512_bf16;
-            CHECK_MSG(f32_bits(c[0]) == f32_bits(tiny * 1024.0f) || (may_flush && f32_bits(c[0]) == 0),
-                      "%s %s: subnormal input: got %g, want %g", amp_isa_name(isas[i]), amp_dtype_name(dt),
-                      (double)c[0], (double)(tiny * 1024.0f));
+            amp_gemm_bf16_method methods[AMP_GEMM_BF16_METHOD_COUNT];
+            const int n_methods = dt == AMP_BF16 && isas[i] == AMP_ISA_AVX512 ? bf16_methods(methods) : 1;
+            for (int m = 0; m < n_methods; m++) {
+                if (n_methods > 1) CHECK_EQ_INT(amp_gemm_bf16_method_set(methods[m]), AMP_OK);
+                c[0] = NAN;
+                CHECK_EQ_INT(amp_gemm(dt, false, false, 1, 1, 2, 1.0f, a, 2, b, 1, 0.0f, c, 1), AMP_OK);
+                const bool may_flush = amp_gemm_kernel_for(isas[i], dt)->packed == AMP_GEMM_PACKED_BF16_PAIRS;
+                CHECK_MSG(f32_bits(c[0]) == f32_bits(tiny * 1024.0f) || (may_flush && f32_bits(c[0]) == 0),
+                          "%s %s%s: subnormal input: got %g, want %g", amp_isa_name(isas[i]), amp_dtype_name(dt),
+                          may_flush ? " (dot)" : "", (double)c[0], (double)(tiny * 1024.0f));
+            }
+            if (n_methods > 1) amp_gemm_bf16_method_set(methods[0]);
         }
     }
     test_isa_end();
@@ -314,22 +348,29 @@ void test_gemm_determinism(void) {
             float *c[2] = {malloc(bytes), malloc(bytes)};
             for (int i = 0; i < n_isas && CHECK(c[0] && c[1]); i++) {
                 if (!test_isa_begin(isas[i])) continue;
-                const int threads[] = {1, 1, 2, 3, 2};
-                for (int t = 0; t < 5; t++) {
-                    amp_set_num_threads(threads[t]);
-                    float *out = c[t == 0 ? 0 : 1];
-                    memcpy(out, f.c0, bytes);
-                    CHECK_EQ_INT(amp_gemm(f.dt, pr->trans_a, pr->trans_b, pr->m, pr->n, pr->k, pr->alpha, f.a, f.lda,
-                                          f.b, f.ldb, pr->beta, out, f.ldc),
-                                 AMP_OK);
-                    if (t == 0)
-                        check_result(&f, out, amp_isa_name(isas[i]));
-                    else
-                        CHECK_MSG(memcmp(c[0], c[1], bytes) == 0,
-                                  "%s %s %lldx%lldx%lld: %d threads gave other bits than 1",
-                                  amp_isa_name(isas[i]), amp_dtype_name(f.dt), (long long)pr->m, (long long)pr->n,
-                                  (long long)pr->k, threads[t]);
+                amp_gemm_bf16_method methods[AMP_GEMM_BF16_METHOD_COUNT];
+                const int n_methods = f.dt == AMP_BF16 && isas[i] == AMP_ISA_AVX512 ? bf16_methods(methods) : 1;
+                for (int mt = 0; mt < n_methods; mt++) {
+                    if (n_methods > 1) CHECK_EQ_INT(amp_gemm_bf16_method_set(methods[mt]), AMP_OK);
+                    const char *method = n_methods > 1 ? amp_gemm_bf16_method_name(methods[mt]) : "";
+                    const int threads[] = {1, 1, 2, 3, 2};
+                    for (int t = 0; t < 5; t++) {
+                        amp_set_num_threads(threads[t]);
+                        float *out = c[t == 0 ? 0 : 1];
+                        memcpy(out, f.c0, bytes);
+                        CHECK_EQ_INT(amp_gemm(f.dt, pr->trans_a, pr->trans_b, pr->m, pr->n, pr->k, pr->alpha, f.a,
+                                              f.lda, f.b, f.ldb, pr->beta, out, f.ldc),
+                                     AMP_OK);
+                        if (t == 0)
+                            check_result(&f, out, amp_isa_name(isas[i]));
+                        else
+                            CHECK_MSG(memcmp(c[0], c[1], bytes) == 0,
+                                      "%s %s %s %lldx%lldx%lld: %d threads gave other bits than 1",
+                                      amp_isa_name(isas[i]), amp_dtype_name(f.dt), method, (long long)pr->m,
+                                      (long long)pr->n, (long long)pr->k, threads[t]);
+                    }
                 }
+                if (n_methods > 1) amp_gemm_bf16_method_set(methods[0]);
             }
             test_isa_end();
             amp_set_num_threads(0);
@@ -337,6 +378,54 @@ void test_gemm_determinism(void) {
             fixture_free(&f);
         }
     }
+}
+
+/* The bf16 method switch (amp/gemm.h): names, statuses, which kernel each method selects, and the
+ * default against the measured speeds. (Both methods' products are checked against the oracles by
+ * the tests above.) */
+void test_gemm_bf16_method(void) {
+    const amp_gemm_bf16_method active = amp_gemm_bf16_method_active();
+    const double dot = amp_gemm_bf16_dot_speed();
+    const bool has_dot = amp_isa_supported(AMP_ISA_AVX512) && amp_cpu_get_features()->avx512_bf16;
+    harness_note("bf16 method %s; VDPBF16PS at %.2fx the FMA's flops", amp_gemm_bf16_method_name(active), dot);
+    CHECK_MSG(has_dot ? dot > 0.0 : dot == 0.0, "dot speed %g with AVX512-BF16 %d", dot, has_dot);
+    /* the default: the faster instruction (unless the environment chose) */
+    const char *env = getenv("AMP_GEMM_BF16");
+    if (!env || !*env)
+        CHECK_MSG(active == (dot >= 1.0 ? AMP_GEMM_BF16_DOT : AMP_GEMM_BF16_FMA), "default %s with dot speed %g",
+                  amp_gemm_bf16_method_name(active), dot);
+    CHECK(amp_gemm_bf16_method_supported(AMP_GEMM_BF16_FMA));
+    CHECK_EQ_INT(amp_gemm_bf16_method_supported(AMP_GEMM_BF16_DOT), has_dot);
+    CHECK_EQ_INT(amp_gemm_bf16_method_set((amp_gemm_bf16_method)2), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(amp_gemm_bf16_method_set((amp_gemm_bf16_method)-1), AMP_ERR_INVALID_ARGUMENT);
+    if (!has_dot) CHECK_EQ_INT(amp_gemm_bf16_method_set(AMP_GEMM_BF16_DOT), AMP_ERR_UNSUPPORTED_ISA);
+    CHECK_EQ_INT(amp_gemm_bf16_method_active(), active); /* the failed sets changed nothing */
+    amp_gemm_bf16_method parsed = AMP_GEMM_BF16_METHOD_COUNT;
+    for (int m = 0; m < AMP_GEMM_BF16_METHOD_COUNT; m++) {
+        CHECK_EQ_INT(amp_gemm_bf16_method_from_name(amp_gemm_bf16_method_name((amp_gemm_bf16_method)m), &parsed),
+                     AMP_OK);
+        CHECK_EQ_INT(parsed, m);
+    }
+    CHECK_EQ_INT(amp_gemm_bf16_method_from_name("vdpbf16ps", &parsed), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(amp_gemm_bf16_method_from_name(NULL, &parsed), AMP_ERR_NULL_POINTER);
+    CHECK(strcmp(amp_gemm_bf16_method_name((amp_gemm_bf16_method)7), "invalid") == 0);
+    /* each method's kernel: the pairs format for dot on AVX-512, fp32 panels everywhere else */
+    amp_gemm_bf16_method methods[AMP_GEMM_BF16_METHOD_COUNT];
+    const int n = bf16_methods(methods);
+    for (int m = 0; m < n; m++) {
+        CHECK_EQ_INT(amp_gemm_bf16_method_set(methods[m]), AMP_OK);
+        CHECK_EQ_INT(amp_gemm_bf16_method_active(), methods[m]);
+        for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
+            if (!amp_isa_supported((amp_isa)isa)) continue;
+            const amp_gemm_kernel *k = amp_gemm_kernel_for((amp_isa)isa, AMP_BF16);
+            const bool pairs = isa == AMP_ISA_AVX512 && methods[m] == AMP_GEMM_BF16_DOT;
+            CHECK_MSG(k && k->packed == (pairs ? AMP_GEMM_PACKED_BF16_PAIRS : AMP_GEMM_PACKED_F32) &&
+                          k->k_unit == (pairs ? 2 : 1) && k->kc > 0 && k->mc > 0 && k->nc > 0,
+                      "%s bf16 %s: kernel %s", amp_isa_name((amp_isa)isa), amp_gemm_bf16_method_name(methods[m]),
+                      k ? k->name : "NULL");
+        }
+    }
+    amp_gemm_bf16_method_set(active);
 }
 
 /* The ref path runs the blocked driver with a plain-C micro-kernel that adds in the oracle's order

@@ -393,6 +393,9 @@ static void check_conv_sum_bf16(void) {
 static void check_conv_direct_tile(void) {
 #if defined(__x86_64__)
     if (!amp_isa_supported(AMP_ISA_AVX512)) return;
+    /* the bf16 pairs kernel is the dot method's (amp/gemm.h), whichever method is the default here */
+    const amp_gemm_bf16_method method = amp_gemm_bf16_method_active();
+    if (amp_gemm_bf16_method_supported(AMP_GEMM_BF16_DOT)) amp_gemm_bf16_method_set(AMP_GEMM_BF16_DOT);
     static const int geoms[][6] = {/* c, h, w, kh, kw, pad */
                                    {3, 14, 14, 5, 5, 2}, {2, 7, 9, 3, 3, 1}, {1, 28, 28, 5, 5, 2}, {2, 4, 30, 3, 2, 1}};
     enum { NB = 3 };
@@ -486,6 +489,7 @@ static void check_conv_direct_tile(void) {
         }
         free(koff), free(pix);
     }
+    amp_gemm_bf16_method_set(method);
     CHECK_MSG(tiles > 0, "no direct tile was checked");
 #endif
 }

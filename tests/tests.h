@@ -83,6 +83,7 @@ void test_gemm_edge_cases(void);
 void test_gemm_determinism(void);
 void test_gemm_ref_path_is_the_oracle(void);
 void test_gemm_arguments(void);
+void test_gemm_bf16_method(void);
 void test_parallel_pool(void);
 
 /* test_ops_norm.c: layer_norm, batch_norm (running statistics, evaluation mode) */

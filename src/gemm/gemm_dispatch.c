@@ -1,8 +1,14 @@
 /* Builds one GEMM kernel table per SIMD path, once, and sets each kernel's cache blocks from the
- * per-path table below. */
+ * per-path table below; and chooses how the AVX-512 path multiplies bf16 (amp_gemm_bf16_method). */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "amp/gemm.h"
+#include "amp/status.h"
 #include "gemm_kernels.h"
+#include "../core/log_internal.h"
 
 _Static_assert(AMP_F32 == 0 && AMP_F16 == 1 && AMP_BF16 == 2, "gemm tables index by dtype");
 
@@ -43,8 +49,9 @@ static void build_tables(void) {
     if (amp_isa_supported(AMP_ISA_AVX512)) amp_gemm_kernels_avx512(&tables[AMP_ISA_AVX512]);
 #endif
     for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
-        for (int dt = AMP_F32; dt <= AMP_BF16; dt++) {
-            amp_gemm_kernel *k = &tables[isa].for_dtype[dt];
+        for (int dt = AMP_F32; dt <= AMP_BF16 + 1; dt++) { /* AMP_BF16 + 1: bf16_dot */
+            amp_gemm_kernel *k = dt <= AMP_BF16 ? &tables[isa].for_dtype[dt] : &tables[isa].bf16_dot;
+            if (!k->ukernel) continue;
             const blocks *b = &block_table[isa][k->packed];
             k->mc = round_down(b->mc, k->mr);
             k->nc = round_down(b->nc, k->nr);
@@ -53,8 +60,78 @@ static void build_tables(void) {
     }
 }
 
+/* ---- the bf16 method: measured once, AMP_GEMM_BF16 honoured, amp_gemm_bf16_method_set after ---- */
+
+static atomic_int bf16_method = -1;
+static double dot_speed;
+static pthread_once_t bf16_once = PTHREAD_ONCE_INIT;
+
+static const char *const method_names[AMP_GEMM_BF16_METHOD_COUNT] = {"fma", "dot"};
+
+static void choose_bf16_method(void) {
+#if defined(__x86_64__)
+    if (amp_isa_supported(AMP_ISA_AVX512)) dot_speed = amp_gemm_avx512_dot_speed();
+#endif
+    /* the instruction with more flops per second; ties to the dot kernel, which also packs half the bytes */
+    amp_gemm_bf16_method chosen = dot_speed >= 1.0 ? AMP_GEMM_BF16_DOT : AMP_GEMM_BF16_FMA;
+    const char *env = getenv("AMP_GEMM_BF16");
+    if (env && *env) {
+        amp_gemm_bf16_method want;
+        if (amp_gemm_bf16_method_from_name(env, &want) != AMP_OK)
+            amp_logf(AMP_LOG_WARN, "AMP_GEMM_BF16=%s is not one of fma, dot; using %s", env, method_names[chosen]);
+        else if (!amp_gemm_bf16_method_supported(want))
+            amp_logf(AMP_LOG_WARN, "AMP_GEMM_BF16=%s is not supported by this CPU; using %s", env,
+                     method_names[chosen]);
+        else
+            chosen = want;
+    }
+    int expected = -1;
+    atomic_compare_exchange_strong(&bf16_method, &expected, (int)chosen);
+}
+
+amp_gemm_bf16_method amp_gemm_bf16_method_active(void) {
+    pthread_once(&bf16_once, choose_bf16_method);
+    return (amp_gemm_bf16_method)atomic_load_explicit(&bf16_method, memory_order_relaxed);
+}
+
+bool amp_gemm_bf16_method_supported(amp_gemm_bf16_method method) {
+    if (method == AMP_GEMM_BF16_FMA) return true;
+    return method == AMP_GEMM_BF16_DOT && amp_isa_supported(AMP_ISA_AVX512) && amp_cpu_get_features()->avx512_bf16;
+}
+
+int amp_gemm_bf16_method_set(amp_gemm_bf16_method method) {
+    if ((unsigned)method >= AMP_GEMM_BF16_METHOD_COUNT) return AMP_ERR_INVALID_ARGUMENT;
+    if (!amp_gemm_bf16_method_supported(method)) return AMP_ERR_UNSUPPORTED_ISA;
+    pthread_once(&bf16_once, choose_bf16_method); /* so a later first use cannot overwrite the choice */
+    atomic_store(&bf16_method, (int)method);
+    return AMP_OK;
+}
+
+double amp_gemm_bf16_dot_speed(void) {
+    pthread_once(&bf16_once, choose_bf16_method);
+    return dot_speed;
+}
+
+const char *amp_gemm_bf16_method_name(amp_gemm_bf16_method method) {
+    return (unsigned)method < AMP_GEMM_BF16_METHOD_COUNT ? method_names[method] : "invalid";
+}
+
+int amp_gemm_bf16_method_from_name(const char *name, amp_gemm_bf16_method *out) {
+    if (!name || !out) return AMP_ERR_NULL_POINTER;
+    for (int m = 0; m < AMP_GEMM_BF16_METHOD_COUNT; m++) {
+        if (strcmp(name, method_names[m]) == 0) {
+            *out = (amp_gemm_bf16_method)m;
+            return AMP_OK;
+        }
+    }
+    return AMP_ERR_INVALID_ARGUMENT;
+}
+
 const amp_gemm_kernel *amp_gemm_kernel_for(amp_isa isa, amp_dtype dtype) {
     pthread_once(&tables_once, build_tables);
     if ((unsigned)dtype > AMP_BF16) return NULL;
-    return &tables[(unsigned)isa < AMP_ISA_COUNT ? isa : AMP_ISA_REF].for_dtype[dtype];
+    const amp_gemm_kernels *t = &tables[(unsigned)isa < AMP_ISA_COUNT ? isa : AMP_ISA_REF];
+    if (dtype == AMP_BF16 && t->bf16_dot.ukernel && amp_gemm_bf16_method_active() == AMP_GEMM_BF16_DOT)
+        return &t->bf16_dot;
+    return &t->for_dtype[dtype];
 }

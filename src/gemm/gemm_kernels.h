@@ -69,16 +69,23 @@ typedef struct amp_gemm_kernel {
     int mc, kc, nc;              /* cache blocks (multiples of mr, k_unit, nr), from the per-path table */
 } amp_gemm_kernel;
 
-/* One entry per source dtype; only AMP_F32, AMP_F16 and AMP_BF16 are filled. */
+/* One entry per source dtype; only AMP_F32, AMP_F16 and AMP_BF16 are filled. for_dtype[AMP_BF16]
+ * decodes bf16 to fp32 while packing (exact) for the fp32 kernel; bf16_dot, where the path and CPU
+ * have one (ukernel not NULL), multiplies bf16 pairs directly, and amp_gemm_kernel_for returns it
+ * while amp_gemm_bf16_method() is AMP_GEMM_BF16_DOT. */
 typedef struct amp_gemm_kernels {
     amp_gemm_kernel for_dtype[AMP_DTYPE_COUNT];
+    amp_gemm_kernel bf16_dot;
 } amp_gemm_kernels;
 
 /* Fill the entries a path provides (everything but the cache blocks, which gemm_dispatch.c sets). */
 void amp_gemm_kernels_ref(amp_gemm_kernels *k);
 #if defined(__x86_64__)
 void amp_gemm_kernels_avx2(amp_gemm_kernels *k);
-void amp_gemm_kernels_avx512(amp_gemm_kernels *k); /* uses VDPBF16PS for bf16 when the CPU has it */
+void amp_gemm_kernels_avx512(amp_gemm_kernels *k); /* bf16_dot (VDPBF16PS) when the CPU has AVX512-BF16 */
+/* VDPBF16PS's flops per second over VFMADD231PS's (both zmm) on this core, measured now (about a
+ * millisecond); 0 without AVX512-BF16. */
+double amp_gemm_avx512_dot_speed(void);
 #endif
 
 /* The fraction of the kernel's mr x nr tiles that real elements fill when a product of rows x cols

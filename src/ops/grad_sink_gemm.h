@@ -20,10 +20,15 @@ static inline amp_gemm_epilogue amp_sink_epilogue(const amp_grad_sink *s, int64_
                                .acc_store = s->acc_store};
 }
 
-/* The sink's own storage when all it does is store fp32 values (a new fp32 gradient): the GEMM can
- * write C there directly (the epilogue's fp32 -> fp32 rounding is a copy); else NULL. */
+/* The sink's own storage when all it does is store fp32 values: a new fp32 gradient, or an fp32
+ * gradient claimed empty that takes fp32 values (acc_store: the acc step stores them unrounded). The
+ * GEMM can write C there directly (the epilogue's fp32 -> fp32 rounding and its store are copies);
+ * else NULL. A parameter's first fp32 gradient of a step thus skips a pass over it (mlp fp32, one
+ * thread: the epilogue's copies were 4% of the step). */
 static inline float *amp_sink_direct(const amp_grad_sink *s) {
-    return s->out && !s->acc && s->out_dtype == AMP_F32 ? (float *)s->out : NULL;
+    if (s->out && !s->acc && s->out_dtype == AMP_F32) return (float *)s->out;
+    if (!s->out && s->acc && s->acc_store && s->out_dtype == AMP_F32) return s->acc;
+    return NULL;
 }
 
 /* Adds C [m, n] = op(A) op(B) (t's elements in row-major order) into t's gradient: where the gradient

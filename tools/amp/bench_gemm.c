@@ -123,7 +123,11 @@ static double measure_peak(peak_kind kind) {
     return (double)iters * peak_flops_per_iter[kind] / amp_bench_median(runs, 5) / 1e9;
 }
 
-double amp_bench_peak_gflops(int bf16) { return measure_peak(bf16 ? PEAK_DPBF16 : PEAK_FMA512); }
+double amp_bench_peak_gflops(int bf16, const char **kind) {
+    const double fma = measure_peak(PEAK_FMA512), dot = bf16 ? measure_peak(PEAK_DPBF16) : 0.0;
+    *kind = dot > fma ? "vdpbf16ps" : "fma";
+    return dot > fma ? dot : fma;
+}
 
 typedef struct peak_thread {
     peak_loop_fn loop;
@@ -325,7 +329,6 @@ int amp_bench_gemm(int argc, char **argv) {
     }
     amp_set_num_threads((int)threads);
     const amp_isa isa = amp_isa_active();
-    const amp_cpu_features *f = amp_cpu_get_features();
 
     /* The peak each dtype's ratio is taken against, for the path amp runs. */
     double peak[PEAK_KINDS];
@@ -336,7 +339,9 @@ int amp_bench_gemm(int argc, char **argv) {
     }
     const peak_kind fma_kind = isa == AMP_ISA_AVX512 ? PEAK_FMA512 : PEAK_FMA256;
     const peak_kind kind_of[N_DTYPES] = {fma_kind, fma_kind,
-                                         isa == AMP_ISA_AVX512 && f->avx512_bf16 ? PEAK_DPBF16 : fma_kind};
+                                         isa == AMP_ISA_AVX512 && amp_gemm_bf16_method_active() == AMP_GEMM_BF16_DOT
+                                             ? PEAK_DPBF16
+                                             : fma_kind};
 
     openblas ob = openblas_open((int)threads);
     result(*res)[N_OPS][N_DTYPES] = calloc((size_t)n_shapes, sizeof *res);

@@ -24,9 +24,11 @@ typedef struct amp_bench_options {
  * should run, otherwise the exit status to return (usage() printed for --help; usage errors). */
 int amp_bench_parse_options(int argc, char **argv, amp_bench_options *o, int (*usage)(void));
 
-/* One core's measured peak GFLOP/s (bench_gemm.c's register-only loops): VDPBF16PS when bf16, else
- * zmm FMA; 0 when the CPU lacks the instruction. */
-double amp_bench_peak_gflops(int bf16);
+/* One core's measured peak GFLOP/s (bench_gemm.c's register-only loops), 0 when the CPU lacks the
+ * instruction, and the instruction's name in *kind: zmm FMA ("fma"); when bf16, the machine's bf16
+ * peak, the larger of VDPBF16PS's ("vdpbf16ps") and the FMA's (bf16 decoded exactly to fp32 is
+ * multiplied at the FMA's rate: amp's AMP_GEMM_BF16_FMA). */
+double amp_bench_peak_gflops(int bf16, const char **kind);
 
 int amp_bench_train(int argc, char **argv);
 int amp_bench_convert(int argc, char **argv);

@@ -8,7 +8,8 @@
 int amp_cmd_info(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0) {
-            printf("usage: amp info\nPrints amp's version, the CPU features it detected and the SIMD path in use.\n");
+            printf("usage: amp info\nPrints amp's version, the CPU features it detected, the SIMD path in use and how\n"
+                   "the AVX-512 path multiplies bf16 (fma or dot: amp/gemm.h).\n");
             return AMP_EXIT_OK;
         }
         return amp_usage_error("info", "unknown option '%s'", argv[i]);
@@ -23,6 +24,12 @@ int amp_cmd_info(int argc, char **argv) {
     for (int i = 0; i < AMP_ISA_COUNT; i++)
         printf(" %s%s", amp_isa_name((amp_isa)i), amp_isa_supported((amp_isa)i) ? "" : "(unsupported)");
     printf("\nactive path: %s (best: %s)\n", amp_isa_name(amp_isa_active()), amp_isa_name(amp_isa_best()));
+    const double dot = amp_gemm_bf16_dot_speed();
+    printf("bf16 products (avx512): %s", amp_gemm_bf16_method_name(amp_gemm_bf16_method_active()));
+    if (dot > 0)
+        printf(" (VDPBF16PS measured at %.2fx the FMA's flops; AMP_GEMM_BF16=fma|dot overrides)\n", dot);
+    else
+        printf(" (no AVX512-BF16)\n");
 #ifdef AMP_HAVE_MPI
     printf("mpi: yes (data-parallel `mpirun -np N amp train ...`)\n");
 #else

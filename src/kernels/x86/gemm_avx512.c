@@ -5,15 +5,18 @@
  * Per step over k they issue 24 independent multiply-adds against 2 B loads and 12 broadcast loads:
  * many more independent chains than the FMA latency (4 cycles on Zen 4, whose zmm FMA issues once
  * per cycle on two 256-bit pipes) needs, and few loads per flop.
- *   f32 (also f16 and bf16 inputs without AVX512-BF16, decoded exactly while packing):
- *       VFMADD231PS, one k per step.
- *   bf16 with AVX512-BF16: VDPBF16PS, two k per step; each fp32 lane adds the two exact products
- *       a[2q]*b[2q] and a[2q+1]*b[2q+1] to its accumulator. The instruction flushes subnormal
- *       inputs and outputs to zero (Intel SDM: "DAZ and FTZ"), which amp/gemm.h documents.
+ *   f32 (also f16 and bf16 inputs, decoded exactly while packing): VFMADD231PS, one k per step.
+ *   bf16 with AVX512-BF16 (the "dot" kernel, used where amp_gemm_bf16_method picks it):
+ *       VDPBF16PS, two k per step; each fp32 lane adds the two exact products a[2q]*b[2q] and
+ *       a[2q+1]*b[2q+1] to its accumulator. The instruction flushes subnormal inputs and outputs to
+ *       zero (Intel SDM: "DAZ and FTZ"), which amp/gemm.h documents.
+ * Which bf16 kernel is faster depends on the core: Zen 4 issues VDPBF16PS at twice the FMA's flops,
+ * Intel's Sapphire and Emerald Rapids at half (amp_gemm_avx512_dot_speed measures it).
  * The C update is the same masked code for full and edge tiles, so an element's bits do not depend
  * on its position in the tile. */
 #include <immintrin.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "amp/cpu.h"
 #include "../../gemm/gemm_kernels.h"
@@ -353,19 +356,86 @@ void amp_gemm_kernels_avx512(amp_gemm_kernels *k) {
     k->for_dtype[AMP_F16] = f32;
     k->for_dtype[AMP_F16].name = "avx512 f16->f32 12x32";
     k->for_dtype[AMP_F16].pack = pack_f16;
+    k->for_dtype[AMP_BF16] = f32;
+    k->for_dtype[AMP_BF16].name = "avx512 bf16->f32 12x32";
+    k->for_dtype[AMP_BF16].pack = pack_bf16_to_f32;
     if (amp_cpu_get_features()->avx512_bf16) {
-        k->for_dtype[AMP_BF16] = (amp_gemm_kernel){.name = "avx512-bf16 bf16 12x32",
-                                                   .ukernel = ukernel_bf16,
-                                                   .ukernel_ct = ukernel_bf16_ct,
-                                                   .pack = pack_bf16_pairs,
-                                                   .packed = AMP_GEMM_PACKED_BF16_PAIRS,
-                                                   .mr = MR,
-                                                   .nr = NR,
-                                                   .k_unit = 2,
-                                                   .packed_size = 2};
-    } else {
-        k->for_dtype[AMP_BF16] = f32;
-        k->for_dtype[AMP_BF16].name = "avx512 bf16->f32 12x32";
-        k->for_dtype[AMP_BF16].pack = pack_bf16_to_f32;
+        k->bf16_dot = (amp_gemm_kernel){.name = "avx512-bf16 bf16 12x32",
+                                        .ukernel = ukernel_bf16,
+                                        .ukernel_ct = ukernel_bf16_ct,
+                                        .pack = pack_bf16_pairs,
+                                        .packed = AMP_GEMM_PACKED_BF16_PAIRS,
+                                        .mr = MR,
+                                        .nr = NR,
+                                        .k_unit = 2,
+                                        .packed_size = 2};
     }
+}
+
+/* ---- which bf16 kernel is faster on this core ----
+ *
+ * Each loop issues 12 independent multiply-add chains, enough to cover either instruction's latency
+ * on current cores, on values that stay normal (no subnormal slow path) and finite. */
+enum { SPEED_ITERS = 2048, SPEED_REPEATS = 9 };
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Seconds for SPEED_ITERS x 12 VFMADD231PS zmm. */
+static double time_fma(void) {
+    __m512 acc[12];
+    const __m512 a = _mm512_set1_ps(1e-3f), b = _mm512_set1_ps(0.5f);
+    UNROLL_ALL
+    for (int i = 0; i < 12; i++) acc[i] = _mm512_set1_ps((float)i);
+    const double t0 = now_seconds();
+    for (int it = 0; it < SPEED_ITERS; it++) {
+        UNROLL_ALL
+        for (int i = 0; i < 12; i++) acc[i] = _mm512_fmadd_ps(a, b, acc[i]);
+    }
+    const double t = now_seconds() - t0;
+    __m512 sum = acc[0];
+    UNROLL_ALL
+    for (int i = 1; i < 12; i++) sum = _mm512_add_ps(sum, acc[i]);
+    volatile float sink = _mm512_reduce_add_ps(sum); /* keeps the chains */
+    (void)sink;
+    return t;
+}
+
+/* Seconds for SPEED_ITERS x 12 VDPBF16PS zmm. */
+static double time_dot(void) {
+    __m512 acc[12];
+    const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
+    const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.5f), _mm512_set1_ps(0.5f));
+    UNROLL_ALL
+    for (int i = 0; i < 12; i++) acc[i] = _mm512_set1_ps((float)i);
+    const double t0 = now_seconds();
+    for (int it = 0; it < SPEED_ITERS; it++) {
+        UNROLL_ALL
+        for (int i = 0; i < 12; i++) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+    }
+    const double t = now_seconds() - t0;
+    __m512 sum = acc[0];
+    UNROLL_ALL
+    for (int i = 1; i < 12; i++) sum = _mm512_add_ps(sum, acc[i]);
+    volatile float sink = _mm512_reduce_add_ps(sum);
+    (void)sink;
+    return t;
+}
+
+double amp_gemm_avx512_dot_speed(void) {
+    if (!amp_cpu_get_features()->avx512_bf16) return 0.0;
+    /* The fastest of several alternating runs of each: being descheduled or sharing the core only
+     * ever makes a run slower. The first pair also wakes the 512-bit units up. */
+    double fma = time_fma(), dot = time_dot();
+    for (int r = 0; r < SPEED_REPEATS; r++) {
+        const double f = time_fma(), d = time_dot();
+        if (f < fma) fma = f;
+        if (d < dot) dot = d;
+    }
+    if (!(fma > 0.0) || !(dot > 0.0)) return 0.0;
+    /* flops: 16 lanes x 2 per FMA; 16 lanes x 4 per VDPBF16PS (two products, two sums) */
+    return (64.0 / dot) / (32.0 / fma);
 }
