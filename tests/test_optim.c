@@ -1016,10 +1016,11 @@ static void fused_low_precision_grads(const amp_optim_config *cfg) {
 
 /* One large optimizer (past OPTIM_PARALLEL_MIN, so the sweeps use the thread pool) stepped on every
  * SIMD path and with 1 and 3 threads: the same bits each time (the norm's partial sums are per
- * segment and added in order; every path's loops are the scalar ones, operation for operation). */
-static void fused_same_bits_everywhere(void) {
-    const int64_t big = OPTIM_PARALLEL_MIN + 12345, tiny = 3;
-    amp_optim_config cfg = amp_optim_default_config(AMP_OPTIM_ADAMW);
+ * segment and added in order; every path's loops are the scalar ones, operation for operation).
+ * The fp32 parameter's length is not a multiple of any loop's width, so every loop's tail runs. */
+static void fused_same_bits_everywhere(const amp_optim_config *config) {
+    const int64_t big = OPTIM_PARALLEL_MIN + 12345, tiny = 1000 + 27;
+    amp_optim_config cfg = *config;
     cfg.stochastic_rounding = true;
     amp_isa isas[AMP_ISA_COUNT];
     const int n_isas = test_supported_isas(isas);
@@ -1039,11 +1040,13 @@ static void fused_same_bits_everywhere(void) {
             amp_isa_set(isas[run / 2]);
             amp_set_num_threads(run % 2 ? 3 : 1);
             amp_fused_result r = {0};
+            /* a scale that is not a power of two, with clipping: (g * inv_scale) * coef rounds twice */
             for (int step = 0; step < 2; step++) {
                 for (int64_t i = 0; i < big; i++)
-                    ((uint16_t *)p->grad->data)[i] = amp_bf16_from_fp32(fused_grad(0, (size_t)i, step) * 64.0f);
-                for (int64_t i = 0; i < tiny; i++) ((float *)q->grad->data)[i] = fused_grad(1, (size_t)i, step) * 64.0f;
-                CHECK(amp_optimizer_fused_step(opt, 1.0f / 64.0f, 100.0f, &r) == AMP_OK && !r.found_inf);
+                    ((uint16_t *)p->grad->data)[i] = amp_bf16_from_fp32(fused_grad(0, (size_t)i, step) * 1000.0f);
+                for (int64_t i = 0; i < tiny; i++)
+                    ((float *)q->grad->data)[i] = fused_grad(1, (size_t)i, step) * 1000.0f;
+                CHECK(amp_optimizer_fused_step(opt, 1.0f / 1000.0f, 100.0f, &r) == AMP_OK && !r.found_inf);
             }
             size_t pbytes = 0, sbytes = 0;
             const void *pm = amp_ctx_param_memory(ctx, &pbytes), *sm = amp_optimizer_state_memory(opt, &sbytes);
@@ -1092,7 +1095,9 @@ void test_optim_fused_step(void) {
     adamw.stochastic_rounding = false;
     fused_low_precision_grads(&adamw);
     fused_low_precision_grads(&sgd);
-    fused_same_bits_everywhere();
+    fused_same_bits_everywhere(&adamw);
+    sgd.nesterov = false;
+    fused_same_bits_everywhere(&sgd); /* fp32 gradients take the one-sweep unscale + update */
 }
 
 /* ---- arguments, allocation ---- */

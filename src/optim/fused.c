@@ -79,14 +79,17 @@ static void norm_segment(void *arg, int64_t task, int thread_id) {
     const optim_segment *seg = &job->opt->segments[task];
     const optim_param *q = &job->opt->params[seg->param];
     float buf[OPTIM_BLOCK];
-    /* Fixed lanes (element i of the segment goes to lane i % 8; blocks are multiples of 8) for
-     * instruction-level parallelism and SIMD; the order is fixed, so the bits are too. */
+    /* Fixed lanes (element i of the segment goes to lane i % OPTIM_LANES; blocks are multiples of it)
+     * for instruction-level parallelism and SIMD; the order is fixed, so the bits are too. */
     double acc[OPTIM_LANES] = {0};
     for (int64_t off = seg->start; off < seg->start + seg->len; off += OPTIM_BLOCK) {
         const int64_t n = seg->start + seg->len - off < OPTIM_BLOCK ? seg->start + seg->len - off : OPTIM_BLOCK;
         job->kernels->sum_squares(grad_fp32(q, off, n, buf), n, job->inv_scale, acc);
     }
-    job->opt->partial[task] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    /* the lanes added pairwise, in a fixed tree: (0+1), (2+3), ... then pairs of those, and so on */
+    for (int width = OPTIM_LANES / 2; width >= 1; width /= 2)
+        for (int l = 0; l < width; l++) acc[l] = acc[2 * l] + acc[2 * l + 1];
+    job->opt->partial[task] = acc[0];
 }
 
 /* The fp64 sum of (g * inv_scale)^2 over every gradient: finite iff every g * inv_scale is. */
@@ -113,23 +116,45 @@ static float clip_coef(double norm, float max_norm) {
 typedef struct apply_job {
     amp_optimizer *opt;
     const optim_kernels *kernels;
-    bool scale; /* g' = (g * inv_scale) * coef, stored back as the gradient */
+    bool scale;       /* g' = (g * inv_scale) * coef, stored back as the gradient */
+    bool after_pass1; /* the fused step: pass 1 has just read every gradient */
     float inv_scale, coef;
     optim_sgd_scalars sgd;
     optim_adam_scalars adam;
     uint64_t sr_key;
 } apply_job;
 
+/* F16/BF16 parameters [off, off + n) rewritten from their updated masters p. */
+static void store_param(const apply_job *job, const optim_param *q, amp_dtype pd, const float *p, int64_t off,
+                        int64_t n) {
+    if (pd == AMP_F32) return;
+    void *dst = (unsigned char *)q->tensor->data + (size_t)off * amp_dtype_size(pd);
+    if (job->opt->config.stochastic_rounding)
+        optim_sr_write(dst, pd, p, n, job->sr_key, q->first_index + (uint64_t)off);
+    else
+        amp_convert(dst, pd, p, AMP_F32, (size_t)n);
+}
+
 static void apply_segment(void *arg, int64_t task, int thread_id) {
     (void)thread_id;
     const apply_job *job = arg;
     const amp_optimizer *opt = job->opt;
-    const optim_segment *seg = &opt->segments[task];
+    /* After pass 1, last segment first: pass 1 has just read the gradients front to back, so the last
+     * ones are still in cache for the first updates (segments are independent: no bits change). */
+    const optim_segment *seg = &opt->segments[job->after_pass1 ? opt->n_segments - 1 - (size_t)task : (size_t)task];
     const optim_param *q = &opt->params[seg->param];
     const amp_dtype gd = q->grad->dtype, pd = q->tensor->dtype;
     float buf[OPTIM_BLOCK];
     for (int64_t off = seg->start; off < seg->start + seg->len; off += OPTIM_BLOCK) {
         const int64_t n = seg->start + seg->len - off < OPTIM_BLOCK ? seg->start + seg->len - off : OPTIM_BLOCK;
+        float *p = q->master + off;
+        float *mom = q->momentum ? q->momentum + off : NULL;
+        if (job->scale && gd == AMP_F32 && opt->config.kind == AMP_OPTIM_SGD) {
+            /* the unscale stored back and the update in one sweep over the gradient */
+            job->kernels->sgd_scaled(&job->sgd, p, (float *)q->grad->data + off, job->inv_scale, job->coef, mom, n);
+            store_param(job, q, pd, p, off, n);
+            continue;
+        }
         const float *g = grad_fp32(q, off, n, buf);
         if (job->scale) {
             /* fp32 gradients are scaled in place; others in buf, then stored back rounded. */
@@ -140,24 +165,21 @@ static void apply_segment(void *arg, int64_t task, int thread_id) {
                             (size_t)n);
             g = u;
         }
-        float *p = q->master + off;
         if (opt->config.kind == AMP_OPTIM_SGD)
-            job->kernels->sgd(&job->sgd, p, g, q->momentum ? q->momentum + off : NULL, n);
+            job->kernels->sgd(&job->sgd, p, g, mom, n);
         else
             job->kernels->adam(&job->adam, p, g, q->exp_avg + off, q->exp_avg_sq + off, n);
-        if (pd != AMP_F32) {
-            void *dst = (unsigned char *)q->tensor->data + (size_t)off * amp_dtype_size(pd);
-            if (opt->config.stochastic_rounding)
-                optim_sr_write(dst, pd, p, n, job->sr_key, q->first_index + (uint64_t)off);
-            else
-                amp_convert(dst, pd, p, AMP_F32, (size_t)n);
-        }
+        store_param(job, q, pd, p, off, n);
     }
 }
 
-static void apply(amp_optimizer *opt, bool scale, float inv_scale, float coef) {
-    apply_job job = {
-        .opt = opt, .kernels = optim_kernels_active(), .scale = scale, .inv_scale = inv_scale, .coef = coef};
+static void apply(amp_optimizer *opt, bool after_pass1, bool scale, float inv_scale, float coef) {
+    apply_job job = {.opt = opt,
+                     .kernels = optim_kernels_active(),
+                     .scale = scale,
+                     .after_pass1 = after_pass1,
+                     .inv_scale = inv_scale,
+                     .coef = coef};
     if (opt->config.kind == AMP_OPTIM_SGD)
         optim_sgd_scalars_init(opt, &job.sgd);
     else
@@ -169,7 +191,7 @@ static void apply(amp_optimizer *opt, bool scale, float inv_scale, float coef) {
 
 int amp_optimizer_step(amp_optimizer *opt) {
     if (!opt) return AMP_ERR_NULL_POINTER;
-    apply(opt, false, 1.0f, 1.0f);
+    apply(opt, false, false, 1.0f, 1.0f);
     return AMP_OK;
 }
 
@@ -223,7 +245,7 @@ int amp_optimizer_fused_step(amp_optimizer *opt, float inv_scale, float max_norm
         return AMP_OK;
     }
     const float coef = clip_coef(norm, max_norm);
-    apply(opt, inv_scale != 1.0f || coef != 1.0f, inv_scale, coef); /* (g * 1) * 1 is g: nothing to store */
+    apply(opt, true, inv_scale != 1.0f || coef != 1.0f, inv_scale, coef); /* (g * 1) * 1 is g: nothing to store */
     if (result) *result = (amp_fused_result){.found_inf = false, .grad_norm = norm, .clip_coef = coef};
     return AMP_OK;
 }

@@ -47,3 +47,8 @@ void optim_sgd_update(const optim_sgd_scalars *s, float *p, const float *g, floa
         p[i] = fmaf(step, neg_lr, p[i]);
     }
 }
+
+void optim_sgd_scaled_update(const optim_sgd_scalars *s, float *p, float *g, float a, float b, float *buf, int64_t n) {
+    optim_scale(g, g, n, a, b);
+    optim_sgd_update(s, p, g, buf, n);
+}
