@@ -547,6 +547,8 @@ void test_parallel_pool(void) {
 
     static pool_probe probe;
     const int64_t task_counts[] = {1, 2, 3, 999, 1000};
+    /* both schedules: static slices and tasks handed out dynamically; each task exactly once */
+    for (int dynamic = 0; dynamic < 2; dynamic++)
     for (int threads = 1; threads <= 4; threads++) {
         for (int nest = 0; nest < 2; nest++) {
             for (size_t t = 0; t < sizeof task_counts / sizeof task_counts[0]; t++) {
@@ -555,11 +557,14 @@ void test_parallel_pool(void) {
                 probe.threads = threads;
                 probe.nest = nest;
                 amp_set_num_threads(threads);
-                amp_parallel_for(n_tasks, count_task, &probe);
+                if (dynamic)
+                    amp_parallel_for_dynamic(n_tasks, count_task, &probe);
+                else
+                    amp_parallel_for(n_tasks, count_task, &probe);
                 int64_t wrong = 0;
                 for (int64_t i = 0; i < 1000; i++) wrong += atomic_load(&probe.runs[i]) != (i < n_tasks);
-                CHECK_MSG(wrong == 0, "%d threads, %lld tasks: %lld tasks ran other than once", threads,
-                          (long long)n_tasks, (long long)wrong);
+                CHECK_MSG(wrong == 0, "%s, %d threads, %lld tasks: %lld tasks ran other than once",
+                          dynamic ? "dynamic" : "static", threads, (long long)n_tasks, (long long)wrong);
                 CHECK_EQ_INT(atomic_load(&probe.bad_thread_id), 0);
                 CHECK_EQ_INT(atomic_load(&probe.nested_runs), nest ? 7 * n_tasks : 0);
             }

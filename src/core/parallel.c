@@ -36,6 +36,7 @@ typedef struct job {
     void *arg;
     int64_t n_tasks;
     int n_slices; /* T: slice s runs tasks [s*n/T, (s+1)*n/T) */
+    bool dynamic; /* instead, each thread takes the next task not yet taken (pool.next_task) */
 } job;
 
 static struct {
@@ -46,6 +47,7 @@ static struct {
     atomic_uint_fast64_t ticket; /* (generation << TICKET_SLICE_BITS) | n_slices of the latest job */
     atomic_int pending;    /* workers still running the current job */
     job job;               /* written by the owner before it publishes the ticket, read-only after */
+    atomic_int_fast64_t next_task; /* a dynamic job's next untaken task */
     int n_workers;         /* worker w runs slice w + 1; grown by owners (under `busy`) */
     pthread_t workers[AMP_MAX_THREADS - 1];
     uint_fast64_t start_ticket[AMP_MAX_THREADS - 1]; /* written before pthread_create */
@@ -111,6 +113,11 @@ bool amp_parallel_in_region(void) { return tls_thread_id >= 0; }
 /* ---- running a job ---- */
 
 static void run_slice(const job *j, int slice) {
+    if (j->dynamic) {
+        for (int64_t t; (t = atomic_fetch_add_explicit(&pool.next_task, 1, memory_order_relaxed)) < j->n_tasks;)
+            j->fn(j->arg, t, slice);
+        return;
+    }
     const int64_t begin = j->n_tasks * slice / j->n_slices;
     const int64_t end = j->n_tasks * (slice + 1) / j->n_slices;
     for (int64_t t = begin; t < end; t++) j->fn(j->arg, t, slice);
@@ -186,7 +193,7 @@ static void run_serial(int64_t n_tasks, amp_task_fn fn, void *arg, int region) {
     tls_thread_id = saved;
 }
 
-void amp_parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg) {
+static void parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg, bool dynamic) {
     if (n_tasks <= 0) return;
     if (tls_thread_id >= 0) { /* nested: serial on this thread (thread 0 of this call), still in its region */
         run_serial(n_tasks, fn, arg, tls_thread_id);
@@ -203,7 +210,8 @@ void amp_parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg) {
     }
     const int n_workers = ensure_workers(n_slices - 1);
     const int by_workers = n_workers < n_slices - 1 ? n_workers : n_slices - 1;
-    pool.job = (job){.fn = fn, .arg = arg, .n_tasks = n_tasks, .n_slices = n_slices};
+    pool.job = (job){.fn = fn, .arg = arg, .n_tasks = n_tasks, .n_slices = n_slices, .dynamic = dynamic};
+    atomic_store_explicit(&pool.next_task, 0, memory_order_relaxed); /* published with the ticket */
     atomic_store_explicit(&pool.pending, by_workers, memory_order_relaxed);
     pthread_mutex_lock(&pool.lock);
     const uint_fast64_t generation =
@@ -228,6 +236,10 @@ void amp_parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg) {
     }
     pthread_mutex_unlock(&pool.busy);
 }
+
+void amp_parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg) { parallel_for(n_tasks, fn, arg, false); }
+
+void amp_parallel_for_dynamic(int64_t n_tasks, amp_task_fn fn, void *arg) { parallel_for(n_tasks, fn, arg, true); }
 
 typedef struct range_job {
     amp_range_fn fn;

@@ -34,6 +34,13 @@ typedef void (*amp_task_fn)(void *arg, int64_t task, int thread_id);
  * n_tasks <= 0 does nothing. */
 void amp_parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg);
 
+/* amp_parallel_for with the tasks handed out one at a time to whichever thread is free, for many
+ * tasks of uneven cost or threads of uneven speed (a VM's vCPU shared with neighbours). Which
+ * thread runs a task, and in what order, depends on timing: only for fn whose tasks write disjoint
+ * outputs from inputs nothing else writes, and whose result never depends on thread_id (per-thread
+ * scratch is fine; per-thread partial sums are not). */
+void amp_parallel_for_dynamic(int64_t n_tasks, amp_task_fn fn, void *arg);
+
 /* fn(arg, i0, i1, thread_id) for contiguous ranges covering [0, n): one range per thread, T =
  * min(amp_parallel_max_threads(), n / min_per_thread) ranges (one call over all of [0, n) when T is
  * 1), each bound a multiple of `align` (but the last end, n). The ranges depend only on n, T and
