@@ -345,12 +345,11 @@ def main():
         mult = 1.5 if r["precision"] == "bf16" else 1.2
         # the target: mult x PyTorch, capped at 85% of the peak (fp16's target has no cap: its peak is FMA's),
         # the cap at amp's computed FLOPs: a model amp computes with fewer FLOPs does not reach it sooner
-        cap = 0.85 * pk * 1e9 / r["computed_flops"] if r["precision"] != "fp16" else float("inf")
-        target = min(mult * r["torch"], cap)
+        def target_at(flops):
+            return min(mult * r["torch"], 0.85 * pk * 1e9 / flops if r["precision"] != "fp16" else float("inf"))
+        target = target_at(r["computed_flops"])
         # the issue's wording puts the cap at the model's FLOPs: lower where amp computes fewer (printed below)
-        cap_model = 0.85 * pk * 1e9 / r["flops"] if r["precision"] != "fp16" else float("inf")
-        r.update(fraction_of_peak=frac, target=target, met=r["amp"] >= target,
-                 target_model=min(mult * r["torch"], cap_model))
+        r.update(fraction_of_peak=frac, target=target, met=r["amp"] >= target, target_model=target_at(r["flops"]))
         print(f"{r['model']:5s} {r['precision']:5s} {r['batch']:5d} {r['amp']:9.1f} {r['torch']:9.1f} "
               f"{r['ratio']:8.2f}x {r['best_ratio']:8.2f}x {('met' if r['met'] else 'MISS'):>7s} {r['flops'] / 1e9:9.4f} {100 * frac:6.1f}% "
               f"{r['amp_rss']:7.0f}M {r['arena']:6.1f}M {r['torch_rss']:8.0f}M {r['allocs']:11.1f}")
