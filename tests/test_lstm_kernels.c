@@ -284,7 +284,7 @@ static float preact(uint64_t *s) {
 
 void test_lstm_cell_forward_kernels(void) {
     uint64_t s = 0x2545f4914f6cdd1dull;
-    float gr[4 * MAXH], bi[4 * MAXH], bh[4 * MAXH], c0[MAXH];
+    float gr[4 * MAXH], gr2[4 * MAXH], bi[4 * MAXH], bh[4 * MAXH], c0[MAXH];
     uint16_t hb_r[MAXH], hb_k[MAXH], a16_r[5 * MAXH], cs16_r[MAXH];
     _Alignas(64) uint16_t a16_k[5 * MAXH], cs16_k[MAXH];
     /* 64-byte aligned rows, so the streaming stores of the AVX-512 kernel run where H allows */
@@ -298,17 +298,18 @@ void test_lstm_cell_forward_kernels(void) {
         const amp_vmath_kernels *vm = amp_vmath_kernels_for(isa < AMP_ISA_COUNT ? (amp_isa)isa : AMP_ISA_AVX512);
         int bad = 0;
         for (size_t H = 0; H <= MAXH; H++) {
-            for (int rep = 0; rep < 8; rep++) {
-                for (size_t j = 0; j < 4 * H; j++) gr[j] = preact(&s), bi[j] = preact(&s), bh[j] = preact(&s);
+            for (int rep = 0; rep < 16; rep++) {
+                for (size_t j = 0; j < 4 * H; j++)
+                    gr[j] = preact(&s), gr2[j] = preact(&s), bi[j] = preact(&s), bh[j] = preact(&s);
                 for (size_t j = 0; j < H; j++) c0[j] = grad(&s);
-                const float *b1 = rep & 1 ? bi : NULL, *b2 = rep & 2 ? bh : NULL;
+                const float *b1 = rep & 1 ? bi : NULL, *b2 = rep & 2 ? bh : NULL, *g2 = rep & 8 ? gr2 : NULL;
                 const bool save = rep & 4, stream = (rep + H) & 1;
                 memcpy(c_r, c0, sizeof c0), memcpy(c_k, c0, sizeof c0);
                 memset(act_r, 0, sizeof act_r), memset(act_k, 0xff, sizeof act_k);
                 memset(h_r, 0, sizeof h_r), memset(h_k, 0xff, sizeof h_k);
                 memset(cs_r, 0, sizeof cs_r), memset(cs_k, 0, sizeof cs_k);
-                amp_lstm_cell_forward_composed(vm, k, act_r, save ? cs_r : NULL, c_r, h_r, gr, b1, b2, H);
-                k->cell_forward(act_k, save ? cs_k : NULL, c_k, h_k, gr, b1, b2, H, stream);
+                amp_lstm_cell_forward_composed(vm, k, act_r, save ? cs_r : NULL, c_r, h_r, gr, g2, b1, b2, H);
+                k->cell_forward(act_k, save ? cs_k : NULL, c_k, h_k, gr, g2, b1, b2, H, stream);
                 if (!same_bits(act_r, act_k, 5 * H) || !same_bits(c_r, c_k, H) || !same_bits(h_r, h_k, H) ||
                     !same_bits(cs_r, cs_k, H))
                     bad++;
@@ -324,7 +325,7 @@ void test_lstm_cell_forward_kernels(void) {
                     memcpy(c_k, c0, sizeof c0);
                     memset(a16_k, 0xff, sizeof a16_k), memset(cs16_k, 0xff, sizeof cs16_k);
                     memset(hb_k, 0xff, sizeof hb_k);
-                    k->cell_forward_bf16(none ? NULL : a16_k, save && !none ? cs16_k : NULL, c_k, hb_k, gr, b1, b2, H,
+                    k->cell_forward_bf16(none ? NULL : a16_k, save && !none ? cs16_k : NULL, c_k, hb_k, gr, g2, b1, b2, H,
                                          !stream);
                     /* act16 NaNs compared as NaNs: the fp32 NaN's sign may differ, as above */
                     if ((!none && !same_bf16(a16_r, a16_k, 5 * H)) || !same_bits(c_r, c_k, H) ||

@@ -342,6 +342,10 @@ void test_lstm_sequence(void) {
             check_tokens(13, 3, 9, 5, 272, dts[d], false, tol[d]);
             check_tokens(2, 1, 3, 3, 5, dts[d], false, tol[d]); /* one step */
         }
+        /* H over the fp32 k block of every path (512): W_hh's product runs in two k blocks, so the
+         * looked-up rows are copied into the gates for it to add (on the reference path, whose k block
+         * is 256, also H = 272 above) */
+        check_tokens(3, 3, 5, 4, 520, AMP_F32, false, tol[0]);
         check_tokens(32, 4, 7, 64, 64, AMP_BF16, true, tol[2]);
         check_tokens(32, 4, 7, 64, 64, AMP_F16, true, tol[1]);
     }

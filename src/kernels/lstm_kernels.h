@@ -30,7 +30,9 @@
 typedef void (*amp_lstm_cell_backward_fn)(float *dgr, float *dc_prev, const float *act, const float *cprev,
                                           const float *dh, const float *dh2, const float *dc, size_t H);
 /* One row of the cell's forward (src/ops/lstm.c), j < H:
- *   gr [4H] the gate pre-activations without bias, bi, bh [4H] the biases (either may be NULL)
+ *   gr [4H] the gate pre-activations without bias, gr2 [4H] a second part of them added first (NULL:
+ *     none; the sequence's recurrent product and its looked-up input projection), bi, bh [4H] the
+ *     biases (either may be NULL): the pre-activation is ((gr + gr2) + bi) + bh, a missing term skipped
  *   act [5H] out: the i, f, g, o activations, then tanh(c'), as the backward reads them
  *   c_save [H] out: a copy of c as it comes in (NULL: none)
  *   c [H] in: c, out: c' = f c + i g (fp32, in place), h [H] out: h' = o tanh(c') (fp32)
@@ -38,7 +40,7 @@ typedef void (*amp_lstm_cell_backward_fn)(float *dgr, float *dc_prev, const floa
  *     around the caches (only where that is safe for any address)
  * Exactly the bits of amp_lstm_cell_forward_composed on the same path's tables (below). */
 typedef void (*amp_lstm_cell_forward_fn)(float *act, float *c_save, float *c, float *h, const float *gr,
-                                         const float *bi, const float *bh, size_t H, bool stream);
+                                         const float *gr2, const float *bi, const float *bh, size_t H, bool stream);
 /* cell_forward's row for bf16 with the 16-bit saved state (act16, below): act [5H] the five values
  * packed as act16_pack packs them, c_save [H] c as it comes in rounded to bf16 (it holds bf16 values
  * here, so exactly), h' stored rounded to bf16 in h, and c' left rounded to bf16 (as an fp32 value)
@@ -47,8 +49,8 @@ typedef void (*amp_lstm_cell_forward_fn)(float *act, float *c_save, float *c, fl
  * converted to bf16 and back (the sequence's order). act NULL: nothing saved (with c_save NULL, the
  * forward alone, when no backward will run). NULL on a path without it. */
 typedef void (*amp_lstm_cell_forward_bf16_fn)(uint16_t *act, uint16_t *c_save, float *c, uint16_t *h,
-                                              const float *gr, const float *bi, const float *bh, size_t H,
-                                              bool stream);
+                                              const float *gr, const float *gr2, const float *bi, const float *bh,
+                                              size_t H, bool stream);
 /* cell_backward with the five values read in their act16 form (act [5H] as act16_pack packs them):
  * element j is amp_lstm_cell_backward16_at. */
 typedef void (*amp_lstm_cell_backward16_fn)(float *dgr, float *dc_prev, const uint16_t *act, const float *cprev,
@@ -81,14 +83,14 @@ typedef struct amp_lstm_kernels {
 
 struct amp_vmath_kernels;
 
-/* cell_forward's oracle, the passes the ops ran before the fused kernel: act = (gr + bi) + bh (k's
- * add3; a missing bias is skipped), sigmoid over i and f, tanh over g, sigmoid over o (vm's maps,
+/* cell_forward's oracle, the passes the ops ran before the fused kernel: act = gr + gr2 (k's add3,
+ * when gr2 is not NULL), then act = (act + bi) + bh (add3; a missing bias is skipped), sigmoid over i and f, tanh over g, sigmoid over o (vm's maps,
  * which are per element), then per element c' = f c + i g (two multiplies and an add, no FMA),
  * tanh(c') (vm), h' = o tanh(c'). The reference and AVX2 tables' cell_forward is this composition
  * with their own vecmath and add3. */
 void amp_lstm_cell_forward_composed(const struct amp_vmath_kernels *vm, const amp_lstm_kernels *k, float *act,
-                                    float *c_save, float *c, float *h, const float *gr, const float *bi,
-                                    const float *bh, size_t H);
+                                    float *c_save, float *c, float *h, const float *gr, const float *gr2,
+                                    const float *bi, const float *bh, size_t H);
 
 void amp_lstm_kernels_ref(amp_lstm_kernels *k);
 #if defined(__x86_64__)

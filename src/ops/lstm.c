@@ -443,7 +443,7 @@ int amp_lstm_cell(amp_ctx *ctx, amp_tensor *x, amp_tensor *h, amp_tensor *c, amp
     for (int64_t b = 0; b < B; b++) { /* c' computed in place in its half of out, from a copy of c */
         float *cn = out + B * H + b * H;
         memcpy(cn, cv + b * H, (size_t)H * sizeof *cn);
-        lk->cell_forward(saved + b * 5 * H, NULL, cn, out + b * H, gates + b * G, bi, bh, (size_t)H, false);
+        lk->cell_forward(saved + b * 5 * H, NULL, cn, out + b * H, gates + b * G, NULL, bi, bh, (size_t)H, false);
     }
     amp_store_f32(ctx, hc, out);
 
@@ -653,23 +653,37 @@ static void dx_rows(void *arg, int64_t b0, int64_t b1, int thread_id) {
  * dE = gs W_ih, with gs [V, 4H] the rows of dG summed by token: two products of V rows where the
  * composed ops (amp_embedding, then amp_lstm_sequence) compute dX with B*T rows, then dW_ih with K =
  * B*T, then scatter dX into dE. Values: gs sums the fp32 rows of dG (as the bias gradient does,
- * rows in the backward's order) where the composed products read them rounded to dt; both products
- * run in fp32 on E's and W_ih's values in dt. So their terms are the composed ops' products of dG
- * before its rounding, summed in another order, and dE also skips dx_t's rounding to dt (autocast:
- * the gradient of a bf16 input is bf16) before the scatter: for bf16 each term within 2^-8 of the
- * composed one, for fp32 the same terms (tests/test_lstm_sequence.c measures both). */
+ * rows in the backward's order) where the composed products read each row rounded to dt. For bf16
+ * both products are bf16 products (fp32 accumulation, as the composed ones) of gs rounded once to
+ * bf16 and of E's and W_ih's values as they are stored; for f16 and fp32 they run in fp32 on gs and
+ * E's and W_ih's values (f16 would round gs, a sum of up to B*T rows, into f16's range where the
+ * composed ops round each row: a loss-scaled sum could overflow). So the products are the composed
+ * ops' summed in another order, with one rounding of each token's sum to bf16 in place of one per
+ * row (f16: none), and dE also skips dx_t's rounding to dt (autocast: the gradient of a bf16 input
+ * is bf16) before the scatter: for bf16 within 2^-8 of the magnitudes summed, for fp32 the same
+ * terms (tests/test_lstm_sequence.c measures both). On the lstm model (one thread, Zen 4) the fp32
+ * products with their packing were 2.8% of the amp-bf16 step, 0.72 ms against 0.36 ms in bf16. */
 static void token_grads(amp_ctx *ctx, amp_tensor *emb, amp_tensor *w_ih, const float *gs, int64_t V, int64_t I,
                         int64_t G) {
+    const bool bf16 = emb->dtype == AMP_BF16;
+    const amp_dtype pt = bf16 ? AMP_BF16 : AMP_F32; /* the products' dtype */
+    const void *gp = gs;
+    if (bf16) {
+        void *g16 = amp_scratch_alloc(ctx, (size_t)(V * G) * sizeof(uint16_t));
+        if (!g16) return;
+        amp_convert(g16, AMP_BF16, gs, AMP_F32, (size_t)(V * G));
+        gp = g16;
+    }
     if (w_ih->requires_grad) { /* dW_ih [4H, I] = gs^T E */
-        const float *ef = amp_f32_view(ctx, emb);
+        const void *e = bf16 ? emb->data : amp_f32_view(ctx, emb);
         float *dw = amp_f32_scratch(ctx, G * I);
-        if (!ef || !dw || lstm_gemm(ctx, AMP_F32, true, false, G, I, V, gs, G, ef, I, 0.0f, dw)) return;
+        if (!e || !dw || lstm_gemm(ctx, pt, true, false, G, I, V, gp, G, e, I, 0.0f, dw)) return;
         lstm_put_grad(ctx, w_ih, dw, I, G, I);
     }
     if (emb->requires_grad && ctx->status == AMP_OK) { /* dE [V, I] = gs W_ih */
-        const float *wf = amp_f32_view(ctx, w_ih);
+        const void *w = bf16 ? w_ih->data : amp_f32_view(ctx, w_ih);
         float *de = amp_f32_scratch(ctx, V * I);
-        if (!wf || !de || lstm_gemm(ctx, AMP_F32, false, false, V, I, G, gs, G, wf, I, 0.0f, de)) return;
+        if (!w || !de || lstm_gemm(ctx, pt, false, false, V, I, G, gp, G, w, I, 0.0f, de)) return;
         lstm_put_grad(ctx, emb, de, I, V, I);
     }
 }
@@ -825,26 +839,40 @@ typedef struct fwd_job {
     char *hout;          /* the output [B, T, H] */
     const float *bi, *bh;
     float *tcs; /* fp32 without keep: the activations' row buffer, shared (the rows then run serially) */
-    const float *table;     /* with tokens: each task copies its row's next input projection into xt */
+    const float *table;     /* with tokens: the input projections [V, 4H] (below) */
     const int32_t *tokens;  /* [B, T] */
+    bool fold;              /* table rows read where they are (fwd_gates), else copied into xt for step t + 1 */
 } fwd_job;
+
+/* Row b's gate pre-activations at step t: the product's row in xt, with tokens and fold plus the
+ * token's table row (at t = 0, when there is no product, the table row alone) */
+static const float *fwd_gates(const fwd_job *j, int64_t b, const float **gr2) {
+    const float *row = j->xt + b * j->ldx;
+    *gr2 = NULL;
+    if (!j->fold) return row;
+    const float *tab = j->table + (int64_t)j->tokens[b * j->T + j->t] * 4 * j->H;
+    if (j->t == 0) return tab;
+    *gr2 = tab;
+    return row;
+}
 
 static void fwd_row(void *arg, int64_t b, int thread_id) {
     (void)thread_id;
     const fwd_job *j = arg;
     const int64_t t = j->t, H = j->H;
     char *dst = j->hout + (size_t)((b * j->T + t) * H) * j->es;
+    const float *gr2, *gr = fwd_gates(j, b, &gr2);
     /* c_t in place (c_{t-1} saved first); tanh of the fp32 c_t, as the cell's. What is saved is read
      * back only by the backward pass, after the rest of the forward: streamed past the caches. */
     if (j->fused_bf16) /* the act16 packing and the roundings in the same pass */
         j->lk->cell_forward_bf16(j->keep ? j->acts16 + (t * j->nb + b) * 5 * H : NULL,
                                  j->cpt ? (uint16_t *)(void *)j->cpt + b * H : NULL, j->c + b * H,
-                                 (uint16_t *)(void *)dst, j->xt + b * j->ldx, j->bi, j->bh, (size_t)H, j->keep);
+                                 (uint16_t *)(void *)dst, gr, gr2, j->bi, j->bh, (size_t)H, j->keep);
     else
         j->lk->cell_forward(j->keep ? j->acts + (t * j->nb + b) * 5 * H : j->tcs,
-                            j->keep ? j->cprev + (t * j->nb + b) * H : NULL, j->c + b * H, (float *)(void *)dst,
-                            j->xt + b * j->ldx, j->bi, j->bh, (size_t)H, j->keep);
-    if (j->table && t + 1 < j->T) /* the row is read: step t + 1's starts there (the task owns the row) */
+                            j->keep ? j->cprev + (t * j->nb + b) * H : NULL, j->c + b * H, (float *)(void *)dst, gr,
+                            gr2, j->bi, j->bh, (size_t)H, j->keep);
+    if (j->table && !j->fold && t + 1 < j->T) /* the row is read: step t + 1's starts there (the task owns it) */
         memcpy(j->xt + b * j->ldx, j->table + (int64_t)j->tokens[b * j->T + t + 1] * 4 * H,
                (size_t)(4 * H) * sizeof(float));
 }
@@ -949,15 +977,23 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
     char *hout = out->data;
     const amp_lstm_kernels *lk = amp_lstm_active();
     const bool fused_bf16 = dt == AMP_BF16 && lk->cell_forward_bf16;
+    /* With tokens, a step's looked-up rows stay where they are in the table when W_hh's product is
+     * one k block (H <= kc): the product then stores its sum alone (beta 0) and the cell adds the row
+     * (fwd_gates), where copying the rows into the gate block for the product to add (beta 1) moved
+     * 4 KiB a row through memory (1.6% of the lstm model's amp-bf16 step). The same bits: beta 1
+     * stores fma(1, sum, row), one rounding of sum + row, and the cell's first addition is row + sum
+     * (gemm.c's k blocks: with two or more, beta 1 adds the row to the first block's sum, and the
+     * rows are copied as before). */
+    const bool fold = tokens && (T == 1 || H <= whh.kern->kc);
     for (int64_t t = 0; t < T; t++) {
         /* gates_t = x_t W_ih^T (amp_gemm's bits for the whole [B*T, I] product: k = I is the same, and an
          * element's sum does not depend on its row), then += h_{t-1} W_hh^T; x_t and h_{t-1} read in
          * place, rows T*I and T*H apart */
         float *xt = tokens ? xp : xp + t * B * ldx;
         bool ok = true;
-        const bool rows_copy = tokens && (fused_bf16 || !narrow); /* fwd_row copies the next step's rows */
+        const bool rows_copy = tokens && !fold && (fused_bf16 || !narrow); /* fwd_row copies step t + 1's rows */
         if (tokens) {
-            for (int64_t b = 0; (t == 0 || !rows_copy) && b < B; b++)
+            for (int64_t b = 0; !fold && (t == 0 || !rows_copy) && b < B; b++)
                 memcpy(xt + b * ldx, table + (int64_t)tokens[b * T + t] * G, (size_t)G * sizeof *xt);
         } else if (S == 1) {
             ok = packed_gemm(ctx, &wih, B, (const char *)x->data + (size_t)(t * I) * es, T * I, 0.0f, xt, ldx);
@@ -969,16 +1005,17 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
                            (size_t)I * es);
             ok = packed_gemm(ctx, &wih, s_n * B, xg, I, 0.0f, xt, ldx);
         }
-        if (!ok || (t > 0 && !packed_gemm(ctx, &whh, B, hout + (size_t)((t - 1) * H) * es, T * H, 1.0f, xt, ldx))) {
+        const float beta = fold ? 0.0f : 1.0f; /* the recurrent product onto the input projection, or alone */
+        if (!ok || (t > 0 && !packed_gemm(ctx, &whh, B, hout + (size_t)((t - 1) * H) * es, T * H, beta, xt, ldx))) {
             amp_scratch_release(ctx, mk);
             return NULL;
         }
         /* c_{t-1} saved for a narrow dt: c holds values of dt, so exactly */
         char *cpt = keep && narrow ? cprev_dt + (size_t)(t * B * H) * es : NULL;
         if (cpt && !fused_bf16) amp_convert(cpt, dt, c, AMP_F32, (size_t)(B * H));
+        fwd_job job = {lk, fused_bf16, keep, t, B, T, H, ldx, es, acts, cprev, acts16, cpt, c, xt, hout,
+                       bi, bh, tcs, fold || rows_copy ? table : NULL, tokens, fold};
         if (fused_bf16 || !narrow) { /* one kernel call per row, the rows split between the threads */
-            fwd_job job = {lk, fused_bf16, keep, t, B, T, H, ldx, es, acts, cprev, acts16, cpt, c, xt, hout,
-                           bi, bh, tcs, rows_copy ? table : NULL, tokens};
             if ((keep || fused_bf16) && B > 1 && amp_parallel_max_threads() > 1) amp_parallel_for(B, fwd_row, &job);
             else
                 for (int64_t b = 0; b < B; b++) fwd_row(&job, b, 0);
@@ -986,7 +1023,8 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
         }
         for (int64_t b = 0; b < B; b++) {
             char *dst = hout + (size_t)((b * T + t) * H) * es;
-            lk->cell_forward(tcs, NULL, c + b * H, hrow, xt + b * ldx, bi, bh, (size_t)H, false);
+            const float *gr2, *gr = fwd_gates(&job, b, &gr2);
+            lk->cell_forward(tcs, NULL, c + b * H, hrow, gr, gr2, bi, bh, (size_t)H, false);
             if (keep) lk->act16_pack(acts16 + (t * B + b) * 5 * H, tcs, (size_t)(5 * H));
             amp_convert(dst, dt, hrow, AMP_F32, (size_t)H);
         }

@@ -32,16 +32,20 @@ static void add3_ref(float *dst, const float *a, const float *b, const float *c,
 }
 
 void amp_lstm_cell_forward_composed(const amp_vmath_kernels *vm, const amp_lstm_kernels *k, float *act,
-                                    float *c_save, float *c, float *h, const float *gr, const float *bi,
-                                    const float *bh, size_t H) {
+                                    float *c_save, float *c, float *h, const float *gr, const float *gr2,
+                                    const float *bi, const float *bh, size_t H) {
 #if defined(__clang__)
 #pragma clang fp contract(off) /* c' = f c + i g: two roundings, as every path computes it */
 #endif
     const size_t G = 4 * H;
     if (c_save) memcpy(c_save, c, H * sizeof *c);
+    if (gr2) { /* the two parts first, then the biases onto their sum in place */
+        k->add3(act, gr, gr2, NULL, G);
+        gr = act;
+    }
     if (bi && bh) k->add3(act, gr, bi, bh, G);
     else if (bi || bh) k->add3(act, gr, bi ? bi : bh, NULL, G);
-    else memcpy(act, gr, G * sizeof *act);
+    else if (gr != act) memcpy(act, gr, G * sizeof *act);
     vm->sigmoid(act, act, 2 * H);
     vm->tanh(act + 2 * H, act + 2 * H, H);
     vm->sigmoid(act + 3 * H, act + 3 * H, H);
@@ -55,11 +59,11 @@ void amp_lstm_cell_forward_composed(const amp_vmath_kernels *vm, const amp_lstm_
     for (size_t j = 0; j < H; j++) h[j] = act[3 * H + j] * tc[j];
 }
 
-static void cell_forward_ref(float *act, float *c_save, float *c, float *h, const float *gr, const float *bi,
-                             const float *bh, size_t H, bool stream) {
+static void cell_forward_ref(float *act, float *c_save, float *c, float *h, const float *gr, const float *gr2,
+                             const float *bi, const float *bh, size_t H, bool stream) {
     (void)stream;
     amp_lstm_cell_forward_composed(amp_vmath_kernels_for(AMP_ISA_REF), amp_lstm_kernels_for(AMP_ISA_REF), act, c_save,
-                                   c, h, gr, bi, bh, H);
+                                   c, h, gr, gr2, bi, bh, H);
 }
 
 void amp_lstm_kernels_ref(amp_lstm_kernels *k) {

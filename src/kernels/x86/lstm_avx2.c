@@ -8,11 +8,11 @@
 
 /* the composition of this path's vecmath and add3 (no fused AVX2 kernel: the lstm model runs the
  * AVX-512 path on the machines measured) */
-static void cell_forward_avx2(float *act, float *c_save, float *c, float *h, const float *gr, const float *bi,
-                              const float *bh, size_t H, bool stream) {
+static void cell_forward_avx2(float *act, float *c_save, float *c, float *h, const float *gr, const float *gr2,
+                              const float *bi, const float *bh, size_t H, bool stream) {
     (void)stream;
     amp_lstm_cell_forward_composed(amp_vmath_kernels_for(AMP_ISA_AVX2), amp_lstm_kernels_for(AMP_ISA_AVX2), act,
-                                   c_save, c, h, gr, bi, bh, H);
+                                   c_save, c, h, gr, gr2, bi, bh, H);
 }
 
 static void cell_backward_avx2(float *dgr, float *dc_prev, const float *act, const float *cprev, const float *dh,

@@ -109,9 +109,11 @@ static inline __m512 act16_decode_v(__mmask16 m, const uint16_t *p, __m512 *comp
     return _mm512_mask_sub_ps(u, b, u, with_sign_of(one, u));
 }
 
-static inline __attribute__((always_inline)) __m512 preact(__mmask16 m, const float *gr, const float *b1,
-                                                           const float *b2, size_t o) {
+/* ((gr + g2) + b1) + b2 at o, a NULL term skipped */
+static inline __attribute__((always_inline)) __m512 preact(__mmask16 m, const float *gr, const float *g2,
+                                                           const float *b1, const float *b2, size_t o) {
     __m512 p = _mm512_maskz_loadu_ps(m, gr + o);
+    if (g2) p = _mm512_add_ps(p, _mm512_maskz_loadu_ps(m, g2 + o));
     if (b1) p = _mm512_add_ps(p, _mm512_maskz_loadu_ps(m, b1 + o));
     if (b2) p = _mm512_add_ps(p, _mm512_maskz_loadu_ps(m, b2 + o));
     return p;
@@ -127,10 +129,11 @@ static inline __mmask16 tail_mask(size_t left) {
  * The same instructions per element as the composition on this path (vecmath_avx512.h is the vecmath
  * table's code; a tail runs the same vector code under a mask, as the maps do), so the same bits. */
 static inline __attribute__((always_inline)) void forward_cols(__mmask16 m, size_t j, float *c, void *h,
-                                                               const float *gr, const float *b1, const float *b2,
-                                                               size_t H, bool bf16, __m512 out[6]) {
-    const __m512 gi = sigmoid_v(preact(m, gr, b1, b2, j)), gf = sigmoid_v(preact(m, gr, b1, b2, H + j));
-    const __m512 gg = tanh_v(preact(m, gr, b1, b2, 2 * H + j)), go = sigmoid_v(preact(m, gr, b1, b2, 3 * H + j));
+                                                               const float *gr, const float *g2, const float *b1,
+                                                               const float *b2, size_t H, bool bf16, __m512 out[6]) {
+    const __m512 gi = sigmoid_v(preact(m, gr, g2, b1, b2, j)), gf = sigmoid_v(preact(m, gr, g2, b1, b2, H + j));
+    const __m512 gg = tanh_v(preact(m, gr, g2, b1, b2, 2 * H + j));
+    const __m512 go = sigmoid_v(preact(m, gr, g2, b1, b2, 3 * H + j));
     const __m512 cp = _mm512_maskz_loadu_ps(m, c + j);
     const __m512 cn = _mm512_add_ps(_mm512_mul_ps(gf, cp), _mm512_mul_ps(gi, gg));
     const __m512 t = tanh_v(cn);
@@ -148,15 +151,15 @@ static inline __attribute__((always_inline)) void forward_cols(__mmask16 m, size
 /* One fused pass over the row instead of the composition's seven (add3, three activation maps, the
  * cell update, tanh, the product): each vector of 16 columns goes from the pre-activations to h'
  * in registers. act, c_save and h fp32. */
-static void cell_forward_avx512(float *act, float *c_save, float *c, float *h, const float *gr, const float *bi,
-                                const float *bh, size_t H, bool stream) {
-    const float *b1 = bi ? bi : bh, *b2 = bi ? bh : NULL; /* (gr + b1) + b2, as add3 */
+static void cell_forward_avx512(float *act, float *c_save, float *c, float *h, const float *gr, const float *gr2,
+                                const float *bi, const float *bh, size_t H, bool stream) {
+    const float *b1 = bi ? bi : bh, *b2 = bi ? bh : NULL; /* ((gr + gr2) + b1) + b2, as the composition */
     /* non-temporal stores need whole aligned vectors */
     stream = stream && H % 16 == 0 && (uintptr_t)act % 64 == 0 && (!c_save || (uintptr_t)c_save % 64 == 0);
     for (size_t j = 0; j < H; j += 16) {
         const __mmask16 m = tail_mask(H - j);
         __m512 v[6];
-        forward_cols(m, j, c, h, gr, b1, b2, H, false, v);
+        forward_cols(m, j, c, h, gr, gr2, b1, b2, H, false, v);
         for (size_t q = 0; q < 6; q++) {
             float *dst = q < 5 ? act + q * H + j : c_save ? c_save + j : NULL;
             if (!dst) continue;
@@ -170,7 +173,8 @@ static void cell_forward_avx512(float *act, float *c_save, float *c, float *h, c
 /* cell_forward_avx512 for bf16: act16 and bf16 saved, h' and c' rounded. 32 columns a step: two
  * vectors of saved values are packed into one 64-byte line (one permute for both) and stored whole. */
 static inline __attribute__((always_inline)) void cell_forward_bf16_impl(uint16_t *act, uint16_t *c_save, float *c,
-                                                                         uint16_t *h, const float *gr, const float *bi,
+                                                                         uint16_t *h, const float *gr,
+                                                                         const float *gr2, const float *bi,
                                                                          const float *bh, size_t H, bool stream,
                                                                          bool hw) {
     const float *b1 = bi ? bi : bh, *b2 = bi ? bh : NULL;
@@ -178,8 +182,8 @@ static inline __attribute__((always_inline)) void cell_forward_bf16_impl(uint16_
     for (size_t j = 0; j < H; j += 32) {
         const __mmask16 m0 = tail_mask(H - j), m1 = H - j > 16 ? tail_mask(H - j - 16) : 0;
         __m512 lo[6], hi[6];
-        forward_cols(m0, j, c, h, gr, b1, b2, H, true, lo);
-        forward_cols(m1, j + 16, c, h, gr, b1, b2, H, true, hi);
+        forward_cols(m0, j, c, h, gr, gr2, b1, b2, H, true, lo);
+        forward_cols(m1, j + 16, c, h, gr, gr2, b1, b2, H, true, hi);
         for (size_t q = 0; q < 6; q++) {
             uint16_t *dst = q < 5 ? (act ? act + q * H + j : NULL) : c_save ? c_save + j : NULL;
             if (!dst) continue;
@@ -278,13 +282,14 @@ static inline __attribute__((always_inline)) void act16_pack_impl(uint16_t *dst,
 }
 
 static void cell_forward_bf16_avx512(uint16_t *act, uint16_t *c_save, float *c, uint16_t *h, const float *gr,
-                                     const float *bi, const float *bh, size_t H, bool stream) {
-    cell_forward_bf16_impl(act, c_save, c, h, gr, bi, bh, H, stream, true);
+                                     const float *gr2, const float *bi, const float *bh, size_t H, bool stream) {
+    cell_forward_bf16_impl(act, c_save, c, h, gr, gr2, bi, bh, H, stream, true);
 }
 
 static void cell_forward_bf16_avx512_soft(uint16_t *act, uint16_t *c_save, float *c, uint16_t *h, const float *gr,
-                                          const float *bi, const float *bh, size_t H, bool stream) {
-    cell_forward_bf16_impl(act, c_save, c, h, gr, bi, bh, H, stream, false);
+                                          const float *gr2, const float *bi, const float *bh, size_t H,
+                                          bool stream) {
+    cell_forward_bf16_impl(act, c_save, c, h, gr, gr2, bi, bh, H, stream, false);
 }
 
 static void act16_pack_avx512(uint16_t *dst, const float *src, size_t n) { act16_pack_impl(dst, src, n, true); }
