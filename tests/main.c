@@ -49,6 +49,7 @@ static const harness_test all_tests[] = {
     TEST(ops_losses),
     TEST(ops_losses_edges),
     TEST(ops_losses_autocast_in_place),
+    TEST(ops_cross_entropy_narrow_rows),
     TEST(ops_layer_norm),
     TEST(ops_layer_norm_to),
     TEST(ops_batch_norm),

@@ -3,7 +3,9 @@
  * logits, -inf/NaN entries, strided views, closed forms, argument errors, and the op and
  * compute_dtype each result records. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../src/tensor/autograd.h"
@@ -387,4 +389,58 @@ void test_ops_losses_autocast_in_place(void) {
     if (CHECK(loss && loss->grad_fn))
         CHECK_MSG(loss->grad_fn->in[0] != x && loss->grad_fn->in[0]->dtype == AMP_BF16, "lower policy: not cast to bf16");
     amp_ctx_free(ctx);
+}
+
+/* cross_entropy on narrow logits read in place (no cast node) against the same logits through an
+ * explicit fp32 copy (whose fp32 gradient the cast's backward rounds once, as the sink rounds): for
+ * rows of 1, 5, 300, 2048, 2049 and 3000 classes (the forward's 256-wide chunks and their tails),
+ * bf16 and f16, with an existing gradient (accumulated) and without, the loss and the gradient bit
+ * for bit. */
+void test_ops_cross_entropy_narrow_rows(void) {
+    const int64_t cs[] = {1, 5, 300, 2048, 2049, 3000};
+    const amp_dtype dts[2] = {AMP_BF16, AMP_F16};
+    enum { N = 7 };
+    uint64_t seed = 0x5eed0ce1ull;
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++)
+        for (int di = 0; di < 2; di++)
+            for (int acc = 0; acc < 2; acc++) {
+                const int64_t C = cs[ci];
+                float *v = malloc(sizeof(float) * (size_t)(N * C));
+                int32_t t[N];
+                if (!CHECK(v != NULL)) return;
+                for (int64_t i = 0; i < N * C; i++) {
+                    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                    v[i] = (float)((int64_t)(seed >> 40) % 2001 - 1000) * 0.01f;
+                }
+                for (int n = 0; n < N; n++) t[n] = (int32_t)((n * 7919) % C);
+                float loss[2] = {0, 0};
+                void *grad[2] = {NULL, NULL};
+                amp_ctx *ctx[2] = {NULL, NULL};
+                const size_t gbytes = (size_t)(N * C) * amp_dtype_size(dts[di]);
+                for (int w = 0; w < 2; w++) { /* w = 0: in place; 1: through an fp32 copy */
+                    if (!CHECK(amp_ctx_create(NULL, &ctx[w]) == AMP_OK)) break;
+                    amp_ctx *c = ctx[w];
+                    amp_tensor *x = amp_tensor_from(c, dts[di], 2, (const int64_t[]){N, C}, v, AMP_F32);
+                    if (!CHECK(x != NULL)) break;
+                    amp_tensor_set_requires_grad(x, true);
+                    amp_autocast_enter(dts[di]);
+                    amp_tensor *l = amp_cross_entropy(c, w ? amp_cast(c, x, AMP_F32) : x, t);
+                    amp_autocast_exit();
+                    /* acc: a second reader on the tape after the loss, so the loss's gradient is added */
+                    amp_tensor *other = acc ? amp_sum_all(c, x) : NULL;
+                    amp_tensor *total = acc && l && other ? amp_add(c, l, other) : l;
+                    if (!CHECK_MSG(total && amp_backward_scaled(c, total, 256.0f) == AMP_OK && x->grad, "%s",
+                                   amp_ctx_error(c)))
+                        break;
+                    loss[w] = amp_tensor_get(l, 0);
+                    grad[w] = x->grad->data;
+                }
+                if (grad[0] && grad[1])
+                    CHECK_MSG(memcmp(&loss[0], &loss[1], sizeof loss[0]) == 0 && memcmp(grad[0], grad[1], gbytes) == 0,
+                              "cross_entropy %s C=%lld acc=%d: in place loss %.9g grad differs: %d; fp32 copy loss %.9g",
+                              amp_dtype_name(dts[di]), (long long)C, acc, loss[0], memcmp(grad[0], grad[1], gbytes) != 0,
+                              loss[1]);
+                amp_ctx_free(ctx[0]), amp_ctx_free(ctx[1]);
+                free(v);
+            }
 }

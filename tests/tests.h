@@ -75,6 +75,7 @@ void test_ops_softmax_edges(void);
 void test_ops_losses(void);
 void test_ops_losses_edges(void);
 void test_ops_losses_autocast_in_place(void);
+void test_ops_cross_entropy_narrow_rows(void);
 
 /* test_gemm.c: amp_gemm on every path against the fp32 twin and a double oracle, edge cases,
  * statuses, bit-identical results for any thread count; the thread pool */
