@@ -1,6 +1,4 @@
-/* The loaders' allocator default and error messages. */
-#include <stdarg.h>
-#include <stdio.h>
+/* The loaders' allocator default. */
 #include <stdlib.h>
 
 #include "data_internal.h"
@@ -26,12 +24,3 @@ bool data_allocator(const amp_allocator *alloc, amp_allocator *out) {
     return true;
 }
 
-int data_error(char *err, size_t err_size, int status, const char *fmt, ...) {
-    if (err && err_size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_size, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}

@@ -1,4 +1,4 @@
-/* Shared by the data loaders: the allocator default and the one-line error message. */
+/* Shared by the data loaders: the allocator default (their one-line error messages: amp_err_fmt). */
 #ifndef AMP_DATA_INTERNAL_H
 #define AMP_DATA_INTERNAL_H
 
@@ -6,17 +6,11 @@
 #include <stdint.h>
 
 #include "amp/data.h"
+#include "../core/status_internal.h"
 
 /* The allocator to use: *alloc, or aligned malloc when alloc is NULL. Returns false when alloc is
  * given without both functions. */
 bool data_allocator(const amp_allocator *alloc, amp_allocator *out);
-
-/* Writes the printf-formatted message into err (when err && err_size) and returns status. */
-int data_error(char *err, size_t err_size, int status, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
 
 /* Text corpora (text.c, shared with words.c). */
 /* Reads the corpus at path (a file, or a directory's files in name order) into *bytes (from a). */

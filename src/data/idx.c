@@ -81,19 +81,19 @@ static int idx_open(idx_file *x, const char *dir, const char *name, uint32_t mag
     const char *sep = dl && dir[dl - 1] == '/' ? "" : "/";
     int n = snprintf(x->path, sizeof x->path, "%s%s%s.gz", dir, sep, name);
     if (n < 0 || (size_t)n >= sizeof x->path)
-        return data_error(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: directory path too long", dir);
+        return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: directory path too long", dir);
     if (stat(x->path, &st) != 0) {
         x->path[n - 3] = '\0'; /* drop ".gz" */
         if (stat(x->path, &st) != 0)
-            return data_error(err, err_size, AMP_ERR_IO, "%s%s%s[.gz]: not found (%s)", dir, sep, name,
+            return amp_err_fmt(err, err_size, AMP_ERR_IO, "%s%s%s[.gz]: not found (%s)", dir, sep, name,
                               strerror(errno));
     }
-    if (S_ISDIR(st.st_mode)) return data_error(err, err_size, AMP_ERR_IO, "%s: is a directory", x->path);
+    if (S_ISDIR(st.st_mode)) return amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: is a directory", x->path);
     errno = 0;
     x->f = gzopen(x->path, "rb");
     if (!x->f) {
-        if (errno == ENOMEM || errno == 0) return data_error(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: cannot open: out of memory", x->path);
-        return data_error(err, err_size, AMP_ERR_IO, "%s: cannot open: %s", x->path, strerror(errno));
+        if (errno == ENOMEM || errno == 0) return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: cannot open: out of memory", x->path);
+        return amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: cannot open: %s", x->path, strerror(errno));
     }
 
     unsigned char h[4 + 4 * IDX_MAX_DIMS];
@@ -101,31 +101,33 @@ static int idx_open(idx_file *x, const char *dir, const char *name, uint32_t mag
     int zerr;
     const char *zmsg = "";
     const int64_t got = idx_read(x->f, h, 4, &zerr, &zmsg);
-    if (zerr) return data_error(err, err_size, AMP_ERR_FORMAT, "%s: corrupt gzip data: %s", x->path, idx_zmsg(x, zmsg));
+    if (zerr)
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: corrupt gzip data: %s", x->path, idx_zmsg(x, zmsg));
     if (got < 4)
-        return data_error(err, err_size, AMP_ERR_FORMAT, "%s: truncated header: %lld of %lld bytes", x->path,
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: truncated header: %lld of %lld bytes", x->path,
                           (long long)got, (long long)header);
     const uint32_t m = be32(h), low = magic & 0xFFu;
     x->elem = m == magic ? 1 : 0;
     if (float_ok && m == (IDX_TYPE_F32 << 8 | low)) x->elem = 4;
     if (float_ok && m == (IDX_TYPE_F64 << 8 | low)) x->elem = 8;
     if (!x->elem)
-        return data_error(err, err_size, AMP_ERR_FORMAT, "%s: bad magic 0x%08x (expected 0x%08x for %s%s)", x->path,
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: bad magic 0x%08x (expected 0x%08x for %s%s)", x->path,
                           (unsigned)m, (unsigned)magic, what,
                           float_ok ? ", or 0x00000d03 / 0x00000e03 for float32 / float64 ones" : "");
     const int64_t got_dims = idx_read(x->f, h + 4, header - 4, &zerr, &zmsg);
-    if (zerr) return data_error(err, err_size, AMP_ERR_FORMAT, "%s: corrupt gzip data: %s", x->path, idx_zmsg(x, zmsg));
+    if (zerr)
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: corrupt gzip data: %s", x->path, idx_zmsg(x, zmsg));
     if (got_dims < header - 4)
-        return data_error(err, err_size, AMP_ERR_FORMAT, "%s: truncated header: %lld of %lld bytes", x->path,
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: truncated header: %lld of %lld bytes", x->path,
                           (long long)(4 + got_dims), (long long)header);
     for (int i = 0; i < ndim; i++) x->dims[i] = be32(h + 4 + 4 * i);
     const uint64_t fsize = st.st_size > 0 ? (uint64_t)st.st_size : 0;
     x->direct = gzdirect(x->f) != 0;
     x->max_data = x->direct ? (fsize > (uint64_t)header ? fsize - (uint64_t)header : 0) : fsize * 1032 + 1024;
-    if (x->dims[0] == 0) return data_error(err, err_size, AMP_ERR_FORMAT, "%s: header says 0 %s", x->path, what);
+    if (x->dims[0] == 0) return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: header says 0 %s", x->path, what);
     for (int i = 1; i < ndim; i++)
         if (x->dims[i] == 0)
-            return data_error(err, err_size, AMP_ERR_FORMAT, "%s: header says %s of %ux%u", x->path, what,
+            return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: header says %s of %ux%u", x->path, what,
                               (unsigned)x->dims[1], (unsigned)x->dims[2]);
     return AMP_OK;
 }
@@ -136,11 +138,11 @@ static int idx_check_size(const idx_file *x, int64_t n, int64_t unit, const char
                           char *err, size_t err_size) {
     if ((uint64_t)n <= x->max_data) return AMP_OK;
     if (x->direct)
-        return data_error(err, err_size, AMP_ERR_FORMAT,
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT,
                           "%s: truncated: header says %s, file holds %lld (%lld of %lld %s bytes)", x->path,
                           describe, (long long)((int64_t)x->max_data / unit), (long long)x->max_data, (long long)n,
                           kind);
-    return data_error(err, err_size, AMP_ERR_FORMAT,
+    return amp_err_fmt(err, err_size, AMP_ERR_FORMAT,
                       "%s: truncated: header says %s, more than a gzip file of this size can hold", x->path, describe);
 }
 
@@ -151,16 +153,18 @@ static int idx_read_data(idx_file *x, uint8_t *buf, int64_t n, int64_t unit, con
     int zerr;
     const char *zmsg = "";
     const int64_t got = idx_read(x->f, buf, n, &zerr, &zmsg);
-    if (zerr) return data_error(err, err_size, AMP_ERR_FORMAT, "%s: corrupt gzip data: %s", x->path, idx_zmsg(x, zmsg));
+    if (zerr)
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: corrupt gzip data: %s", x->path, idx_zmsg(x, zmsg));
     if (got < n)
-        return data_error(err, err_size, AMP_ERR_FORMAT,
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT,
                           "%s: truncated: header says %s, file holds %lld (%lld of %lld %s bytes)", x->path,
                           describe, (long long)(got / unit), (long long)got, (long long)n, kind);
     unsigned char extra;
     const int64_t more = idx_read(x->f, &extra, 1, &zerr, &zmsg);
-    if (zerr) return data_error(err, err_size, AMP_ERR_FORMAT, "%s: corrupt gzip data: %s", x->path, idx_zmsg(x, zmsg));
+    if (zerr)
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: corrupt gzip data: %s", x->path, idx_zmsg(x, zmsg));
     if (more)
-        return data_error(err, err_size, AMP_ERR_FORMAT, "%s: trailing data after the %s its header declares",
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: trailing data after the %s its header declares",
                           x->path, describe);
     return AMP_OK;
 }
@@ -186,9 +190,9 @@ static int idx_to_fp32(const idx_file *x, const uint8_t *raw, float *values, int
         if (!isfinite(f)) {
             const long long image = (long long)((uint64_t)i / per_image), pixel = (long long)((uint64_t)i % per_image);
             if (isfinite(v))
-                return data_error(err, err_size, AMP_ERR_FORMAT, "%s: image %lld, pixel %lld: %g is outside fp32's range",
+                return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: image %lld, pixel %lld: %g is outside fp32's range",
                                   x->path, image, pixel, v);
-            return data_error(err, err_size, AMP_ERR_FORMAT, "%s: image %lld, pixel %lld: non-finite value (%s)",
+            return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: image %lld, pixel %lld: non-finite value (%s)",
                               x->path, image, pixel, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf");
         }
         values[i] = f;
@@ -200,10 +204,10 @@ int amp_image_dataset_load(const char *dir, bool train, const amp_allocator *all
                            char *err, size_t err_size) {
     if (err && err_size) err[0] = '\0';
     if (out) memset(out, 0, sizeof *out);
-    if (!dir || !out) return data_error(err, err_size, AMP_ERR_NULL_POINTER, "amp_image_dataset_load: NULL argument");
+    if (!dir || !out) return amp_err_fmt(err, err_size, AMP_ERR_NULL_POINTER, "amp_image_dataset_load: NULL argument");
     amp_allocator a;
     if (!data_allocator(alloc, &a))
-        return data_error(err, err_size, AMP_ERR_INVALID_ARGUMENT, "amp_image_dataset_load: allocator without alloc/free");
+        return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "amp_image_dataset_load: allocator without alloc/free");
 
     idx_file im = {.f = NULL}, lb = {.f = NULL};
     uint8_t *pixels = NULL, *labels = NULL;
@@ -219,12 +223,12 @@ int amp_image_dataset_load(const char *dir, bool train, const amp_allocator *all
     snprintf(describe, sizeof describe, "%lld images of %lldx%lld", (long long)count, (long long)rows,
              (long long)cols);
     if (st == AMP_OK && (int64_t)lb.dims[0] != count)
-        st = data_error(err, err_size, AMP_ERR_FORMAT, "%s holds %lld images but %s holds %lld labels", im.path,
+        st = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s holds %lld images but %s holds %lld labels", im.path,
                         (long long)count, lb.path, (long long)lb.dims[0]);
     /* rows * cols < 2^64 (two uint32); if it is within the bound, count * (rows * cols) < 2^63. */
     const uint64_t image_elems = (uint64_t)rows * (uint64_t)cols, max_elems = AMP_DATA_MAX_BYTES / (uint64_t)elem;
     if (st == AMP_OK && (image_elems > max_elems || (uint64_t)count * image_elems > max_elems))
-        st = data_error(err, err_size, AMP_ERR_FORMAT, "%s: header says %s: more than the %llu-byte limit", im.path,
+        st = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: header says %s: more than the %llu-byte limit", im.path,
                         describe, (unsigned long long)AMP_DATA_MAX_BYTES);
     /* Only multiplied once the bound above holds: for a refused header the product can overflow. */
     const int64_t npix = st == AMP_OK ? count * (int64_t)image_elems : 0;
@@ -243,7 +247,7 @@ int amp_image_dataset_load(const char *dir, bool train, const amp_allocator *all
         values = pixels && elem > 1 ? a.alloc((size_t)npix * sizeof *values, 64, a.user) : NULL;
         labels = pixels && (elem == 1 || values) ? a.alloc((size_t)count, 64, a.user) : NULL;
         if (!labels)
-            st = data_error(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory for %s", im.path, describe);
+            st = amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory for %s", im.path, describe);
     }
     if (st == AMP_OK) st = idx_read_data(&im, pixels, npix * elem, image_bytes, describe, kind, err, err_size);
     if (st == AMP_OK && elem > 1) {

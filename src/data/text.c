@@ -46,14 +46,14 @@ static bool text_has_suffix(const char *s, const char *suffix) {
 /* Reads exactly `size` bytes of `path` into dst. */
 static int text_read_file(const char *path, char *dst, int64_t size, char *err, size_t err_size) {
     FILE *f = fopen(path, "rb");
-    if (!f) return data_error(err, err_size, AMP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     const size_t got = size ? fread(dst, 1, (size_t)size, f) : 0;
     const int bad = ferror(f);
     const int extra = fgetc(f);
     fclose(f);
-    if (bad) return data_error(err, err_size, AMP_ERR_IO, "%s: read error", path);
+    if (bad) return amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: read error", path);
     if ((int64_t)got != size || extra != EOF)
-        return data_error(err, err_size, AMP_ERR_IO, "%s: changed size while being read", path);
+        return amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: changed size while being read", path);
     return AMP_OK;
 }
 
@@ -62,14 +62,15 @@ int text_gather(const char *path, const amp_allocator *a, uint8_t **bytes, int64
     struct stat st;
     *bytes = NULL;
     *total = 0;
-    if (stat(path, &st) != 0) return data_error(err, err_size, AMP_ERR_IO, "%s: not found (%s)", path, strerror(errno));
+    if (stat(path, &st) != 0)
+        return amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: not found (%s)", path, strerror(errno));
     if (S_ISREG(st.st_mode)) {
         if ((uint64_t)st.st_size > AMP_DATA_MAX_BYTES)
-            return data_error(err, err_size, AMP_ERR_FORMAT, "%s: %lld bytes: more than the %llu-byte limit", path,
+            return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: %lld bytes: more than the %llu-byte limit", path,
                               (long long)st.st_size, (unsigned long long)AMP_DATA_MAX_BYTES);
-        if (st.st_size == 0) return data_error(err, err_size, AMP_ERR_FORMAT, "%s: empty", path);
+        if (st.st_size == 0) return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: empty", path);
         uint8_t *b = a->alloc((size_t)st.st_size, 64, a->user);
-        if (!b) return data_error(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        if (!b) return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
         const int rc = text_read_file(path, (char *)b, (int64_t)st.st_size, err, err_size);
         if (rc != AMP_OK) {
             a->free(b, a->user);
@@ -80,11 +81,11 @@ int text_gather(const char *path, const amp_allocator *a, uint8_t **bytes, int64
         return AMP_OK;
     }
     if (!S_ISDIR(st.st_mode))
-        return data_error(err, err_size, AMP_ERR_IO, "%s: not a regular file or directory", path);
+        return amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: not a regular file or directory", path);
 
     /* The directory's candidate names, NUL-separated, then sorted through a pointer array. */
     DIR *d = opendir(path);
-    if (!d) return data_error(err, err_size, AMP_ERR_IO, "%s: cannot open directory: %s", path, strerror(errno));
+    if (!d) return amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: cannot open directory: %s", path, strerror(errno));
     text_buf names = {0};
     size_t count = 0;
     int rc = AMP_OK;
@@ -92,7 +93,7 @@ int text_gather(const char *path, const amp_allocator *a, uint8_t **bytes, int64
         /* Hidden files, and the fortune package's index files (strfile's .dat, the .u8 links). */
         if (e->d_name[0] == '.' || text_has_suffix(e->d_name, ".dat") || text_has_suffix(e->d_name, ".u8")) continue;
         if (!text_buf_append(&names, a, e->d_name, strlen(e->d_name) + 1)) {
-            rc = data_error(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory listing the directory", path);
+            rc = amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory listing the directory", path);
             break;
         }
         count++;
@@ -101,7 +102,7 @@ int text_gather(const char *path, const amp_allocator *a, uint8_t **bytes, int64
     const char **list = NULL;
     if (rc == AMP_OK && count) {
         list = a->alloc(count * sizeof *list, 16, a->user);
-        if (!list) rc = data_error(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory listing the directory", path);
+        if (!list) rc = amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory listing the directory", path);
     }
     char full[TEXT_PATH_MAX];
     uint8_t *b = NULL;
@@ -115,10 +116,10 @@ int text_gather(const char *path, const amp_allocator *a, uint8_t **bytes, int64
         for (size_t i = 0; i < count && rc == AMP_OK; i++) {
             const int n = snprintf(full, sizeof full, "%s/%s", path, list[i]);
             if (n < 0 || (size_t)n >= sizeof full) {
-                rc = data_error(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s/%s: path too long", path, list[i]);
+                rc = amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s/%s: path too long", path, list[i]);
             } else if (stat(full, &st) == 0 && S_ISREG(st.st_mode)) {
                 if ((uint64_t)st.st_size > AMP_DATA_MAX_BYTES - (uint64_t)sum)
-                    rc = data_error(err, err_size, AMP_ERR_FORMAT, "%s: more than the %llu-byte limit of text", path,
+                    rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: more than the %llu-byte limit of text", path,
                                     (unsigned long long)AMP_DATA_MAX_BYTES);
                 sum += (int64_t)st.st_size;
                 list[files++] = list[i];
@@ -126,22 +127,22 @@ int text_gather(const char *path, const amp_allocator *a, uint8_t **bytes, int64
         }
     }
     if (rc == AMP_OK && sum == 0)
-        rc = data_error(err, err_size, AMP_ERR_FORMAT, "%s: empty (no text in its %zu regular files)", path, files);
+        rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: empty (no text in its %zu regular files)", path, files);
     if (rc == AMP_OK) {
         b = a->alloc((size_t)sum, 64, a->user);
-        if (!b) rc = data_error(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld bytes", path, (long long)sum);
+        if (!b) rc = amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld bytes", path, (long long)sum);
     }
     int64_t at = 0;
     for (size_t i = 0; i < files && rc == AMP_OK; i++) {
         snprintf(full, sizeof full, "%s/%s", path, list[i]);
         if (stat(full, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > sum - at) {
-            rc = data_error(err, err_size, AMP_ERR_IO, "%s: changed while being read", full);
+            rc = amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: changed while being read", full);
             break;
         }
         rc = text_read_file(full, (char *)b + at, (int64_t)st.st_size, err, err_size);
         at += (int64_t)st.st_size;
     }
-    if (rc == AMP_OK && at != sum) rc = data_error(err, err_size, AMP_ERR_IO, "%s: changed while being read", path);
+    if (rc == AMP_OK && at != sum) rc = amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: changed while being read", path);
     if (list) a->free(list, a->user);
     if (names.p) a->free(names.p, a->user);
     if (rc != AMP_OK) {
@@ -184,12 +185,12 @@ int text_check_args(const char *path, double holdout_fraction, const amp_allocat
                     amp_allocator *a, const char *fn, char *err, size_t err_size) {
     if (err && err_size) err[0] = '\0';
     if (out) memset(out, 0, sizeof *out);
-    if (!path || !out) return data_error(err, err_size, AMP_ERR_NULL_POINTER, "%s: NULL argument", fn);
+    if (!path || !out) return amp_err_fmt(err, err_size, AMP_ERR_NULL_POINTER, "%s: NULL argument", fn);
     if (!(holdout_fraction >= 0.0 && holdout_fraction < 1.0))
-        return data_error(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: holdout fraction %g is not in [0, 1)", fn,
+        return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: holdout fraction %g is not in [0, 1)", fn,
                           holdout_fraction);
     if (!data_allocator(alloc, a))
-        return data_error(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: allocator without alloc/free", fn);
+        return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: allocator without alloc/free", fn);
     return AMP_OK;
 }
 
@@ -206,7 +207,7 @@ int amp_text_corpus_load(const char *path, double holdout_fraction, const amp_al
     const int64_t train = total - heldout;
     if (train < 2) {
         a.free(bytes, a.user);
-        return data_error(err, err_size, AMP_ERR_FORMAT,
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT,
                           "%s: too small: %lld bytes leave %lld for training (need at least 2)", path,
                           (long long)total, (long long)train);
     }
@@ -216,7 +217,7 @@ int amp_text_corpus_load(const char *path, double holdout_fraction, const amp_al
     if (!c.train || text_alloc_tables(&c, &a, c.vocab_size, (size_t)c.byte_count) != AMP_OK) {
         a.free(bytes, a.user);
         amp_text_corpus_free(&c);
-        return data_error(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld tokens", path,
+        return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory for %lld tokens", path,
                           (long long)total);
     }
     for (int64_t i = 0; i < total; i++) c.train[i] = c.byte_to_id[bytes[i]];

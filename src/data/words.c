@@ -113,7 +113,7 @@ int amp_text_corpus_load_words(const char *path, double holdout_fraction, int ma
     int rc = text_check_args(path, holdout_fraction, alloc, out, &a, fn, err, err_size);
     if (rc != AMP_OK) return rc;
     if (max_words < 1 || max_words > AMP_TEXT_MAX_WORDS)
-        return data_error(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: %d words is not in [1, %d]", fn, max_words,
+        return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: %d words is not in [1, %d]", fn, max_words,
                           AMP_TEXT_MAX_WORDS);
     uint8_t *bytes;
     int64_t total;
@@ -182,7 +182,7 @@ int amp_text_corpus_load_words(const char *path, double holdout_fraction, int ma
     if (c.train_len < 2) {
         const long long tokens = (long long)c.train_len;
         amp_text_corpus_free(&c);
-        return data_error(err, err_size, AMP_ERR_FORMAT,
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT,
                           "%s: too small: %lld bytes leave %lld tokens for training (need at least 2)", path,
                           (long long)total, tokens);
     }
@@ -194,5 +194,5 @@ oom:
     if (t.slots) a.free(t.slots, a.user);
     a.free(bytes, a.user);
     amp_text_corpus_free(&c);
-    return data_error(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory building the word vocabulary", path);
+    return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory building the word vocabulary", path);
 }

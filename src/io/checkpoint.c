@@ -82,18 +82,18 @@ static bool parse_i64(const char *s, int64_t *out) {
 int amp_checkpoint_save(const char *path, const amp_ctx *ctx, const amp_optimizer *opt, const amp_scaler *scaler,
                         const amp_checkpoint_info *info, char *err, size_t err_size) {
     if (err && err_size) err[0] = '\0';
-    if (!path || !ctx) return amp_io_fail(err, err_size, AMP_ERR_NULL_POINTER, "amp_checkpoint_save: NULL argument");
+    if (!path || !ctx) return amp_err_fmt(err, err_size, AMP_ERR_NULL_POINTER, "amp_checkpoint_save: NULL argument");
     if (!ctx->params_allocated)
-        return amp_io_fail(err, err_size, AMP_ERR_STATE, "%s: the context's parameters are not allocated", path);
+        return amp_err_fmt(err, err_size, AMP_ERR_STATE, "%s: the context's parameters are not allocated", path);
     const amp_checkpoint_info zero_info = {0};
     if (!info) info = &zero_info;
     if (info->n_rng > AMP_CHECKPOINT_MAX_RNG || (info->n_user > 0 && !info->user))
-        return amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: bad checkpoint info (n_rng %zu, at most %d)", path,
+        return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: bad checkpoint info (n_rng %zu, at most %d)", path,
                     info->n_rng, AMP_CHECKPOINT_MAX_RNG);
     for (size_t i = 0; i < info->n_user; i++) {
         const char *k = info->user[i].key;
         if (!k || !info->user[i].value || strcmp(k, "format") == 0 || strncmp(k, "amp.", 4) == 0)
-            return amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: user metadata key \"%s\" is reserved or missing", path,
+            return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: user metadata key \"%s\" is reserved or missing", path,
                         k ? k : "(null)");
     }
 
@@ -107,7 +107,7 @@ int amp_checkpoint_save(const char *path, const amp_ctx *ctx, const amp_optimize
     int rc = AMP_OK;
     size_t n = 0, n_owned = 0, n_meta = 0;
     if (!ts || !owned || !meta) {
-        rc = amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        rc = amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
         goto out;
     }
     for (int role = 0; role < 2; role++) {
@@ -116,7 +116,7 @@ int amp_checkpoint_save(const char *path, const amp_ctx *ctx, const amp_optimize
         for (size_t i = 0; i < count; i++) {
             const amp_tensor *t = slots[i].tensor;
             if (!t->name || !t->name[0]) {
-                rc = amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: %s %zu has no name", path,
+                rc = amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: %s %zu has no name", path,
                           role == 0 ? "parameter" : "buffer", i);
                 goto out;
             }
@@ -130,7 +130,7 @@ int amp_checkpoint_save(const char *path, const amp_ctx *ctx, const amp_optimize
             if (!state) continue;
             char *name = role_name(opt_roles[r].prefix, p->name ? p->name : "", opt_roles[r].suffix);
             if (!name) {
-                rc = amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+                rc = amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
                 goto out;
             }
             owned[n_owned++] = name;
@@ -161,7 +161,7 @@ int amp_checkpoint_save(const char *path, const amp_ctx *ctx, const amp_optimize
         size_t len = amp_scaler_state_format(&st, NULL, 0);
         scaler_json = amp_malloc(len + 1);
         if (!scaler_json) {
-            rc = amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+            rc = amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
             goto out;
         }
         amp_scaler_state_format(&st, scaler_json, len + 1);
@@ -183,7 +183,7 @@ static int check_tensor(const amp_st_file *f, const char *name, const amp_tensor
                         bool exact_dtype, char *err, size_t err_size) {
     const char *path = amp_safetensors_path(f);
     const amp_st_info *s = amp_safetensors_find(f, name);
-    if (!s) return amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: missing tensor \"%s\"", path, name);
+    if (!s) return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: missing tensor \"%s\"", path, name);
     bool same = s->ndim == t->ndim;
     for (int i = 0; same && i < t->ndim; i++) same = s->shape[i] == t->shape[i];
     if (!same) {
@@ -192,13 +192,13 @@ static int check_tensor(const amp_st_file *f, const char *name, const amp_tensor
             snprintf(a + strlen(a), sizeof a - strlen(a), "%s%" PRId64, i ? ", " : "", s->shape[i]);
         for (int i = 0; i < t->ndim; i++)
             snprintf(b + strlen(b), sizeof b - strlen(b), "%s%" PRId64, i ? ", " : "", t->shape[i]);
-        return amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: tensor \"%s\" has shape %s], the model's is %s]", path, name, a, b);
+        return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: tensor \"%s\" has shape %s], the model's is %s]", path, name, a, b);
     }
     if (s->dtype < 0)
-        return amp_io_fail(err, err_size, AMP_ERR_UNSUPPORTED_DTYPE, "%s: tensor \"%s\" has dtype %s, which amp cannot load", path, name,
+        return amp_err_fmt(err, err_size, AMP_ERR_UNSUPPORTED_DTYPE, "%s: tensor \"%s\" has dtype %s, which amp cannot load", path, name,
                     s->dtype_name);
     if (exact_dtype && (amp_dtype)s->dtype != want_dtype)
-        return amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT,
+        return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT,
                     "%s: tensor \"%s\" is %s in the file but %s here (resuming needs the dtype it was saved with)", path, name,
                     s->dtype_name, amp_dtype_name(want_dtype));
     return AMP_OK;
@@ -207,9 +207,9 @@ static int check_tensor(const amp_st_file *f, const char *name, const amp_tensor
 int amp_checkpoint_load(const char *path, amp_ctx *ctx, amp_optimizer *opt, amp_scaler *scaler,
                         amp_checkpoint_info *out, char *err, size_t err_size) {
     if (err && err_size) err[0] = '\0';
-    if (!path || !ctx) return amp_io_fail(err, err_size, AMP_ERR_NULL_POINTER, "amp_checkpoint_load: NULL argument");
+    if (!path || !ctx) return amp_err_fmt(err, err_size, AMP_ERR_NULL_POINTER, "amp_checkpoint_load: NULL argument");
     if (!ctx->params_allocated)
-        return amp_io_fail(err, err_size, AMP_ERR_STATE, "%s: the context's parameters are not allocated", path);
+        return amp_err_fmt(err, err_size, AMP_ERR_STATE, "%s: the context's parameters are not allocated", path);
     amp_st_file *f = NULL;
     int rc = amp_safetensors_open(path, &f, err, err_size);
     if (rc != AMP_OK) return rc;
@@ -218,7 +218,7 @@ int amp_checkpoint_load(const char *path, amp_ctx *ctx, amp_optimizer *opt, amp_
     char **names = amp_calloc(n_opt * N_OPT_ROLES + 1, sizeof *names);
     if (!names) {
         amp_safetensors_close(f);
-        return amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     }
 
     /* Phase 1: check everything, modify nothing. */
@@ -235,7 +235,7 @@ int amp_checkpoint_load(const char *path, amp_ctx *ctx, amp_optimizer *opt, amp_
         for (size_t i = 0; i < count && rc == AMP_OK; i++) {
             const amp_tensor *t = slots[i].tensor;
             if (!t->name) {
-                rc = amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: %s %zu has no name", path,
+                rc = amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: %s %zu has no name", path,
                           role == 0 ? "parameter" : "buffer", i);
                 break;
             }
@@ -248,7 +248,7 @@ int amp_checkpoint_load(const char *path, amp_ctx *ctx, amp_optimizer *opt, amp_
             if (!amp_optimizer_state(opt, opt_roles[r].which, i)) continue;
             char *name = role_name(opt_roles[r].prefix, p->name ? p->name : "", opt_roles[r].suffix);
             if (!name) {
-                rc = amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+                rc = amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
                 break;
             }
             names[i * N_OPT_ROLES + (size_t)r] = name;
@@ -256,34 +256,34 @@ int amp_checkpoint_load(const char *path, amp_ctx *ctx, amp_optimizer *opt, amp_
         }
     }
     if (rc == AMP_OK && (v = amp_safetensors_meta_get(f, KEY_STEP)) && !parse_i64(v, &step))
-        rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: metadata %s \"%.40s\" is not an integer", path, KEY_STEP, v);
+        rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: metadata %s \"%.40s\" is not an integer", path, KEY_STEP, v);
     if (rc == AMP_OK && (v = amp_safetensors_meta_get(f, KEY_EPOCH)) && !parse_i64(v, &epoch))
-        rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: metadata %s \"%.40s\" is not an integer", path, KEY_EPOCH, v);
+        rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: metadata %s \"%.40s\" is not an integer", path, KEY_EPOCH, v);
     if (rc == AMP_OK && (v = amp_safetensors_meta_get(f, KEY_RNG)) && !parse_u64_list(v, rng, AMP_CHECKPOINT_MAX_RNG, &n_rng))
-        rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: metadata %s is not a list of at most %d hex integers", path, KEY_RNG,
+        rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: metadata %s is not a list of at most %d hex integers", path, KEY_RNG,
                   AMP_CHECKPOINT_MAX_RNG);
     if (rc == AMP_OK && (v = amp_safetensors_meta_get(f, KEY_CTX_RNG)) &&
         (!parse_u64_list(v, ctx_rng, AMP_RNG_STREAMS, &n_ctx_rng) || n_ctx_rng != AMP_RNG_STREAMS))
-        rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: metadata %s is not %d hex integers", path, KEY_CTX_RNG, AMP_RNG_STREAMS);
+        rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: metadata %s is not %d hex integers", path, KEY_CTX_RNG, AMP_RNG_STREAMS);
     if (rc == AMP_OK && opt) {
         if (!(v = amp_safetensors_meta_get(f, KEY_OPT_STEPS)) || !parse_i64(v, &opt_steps) || opt_steps < 0)
-            rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: no valid %s in the metadata (optimizer state needed)", path, KEY_OPT_STEPS);
+            rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: no valid %s in the metadata (optimizer state needed)", path, KEY_OPT_STEPS);
         else if ((v = amp_safetensors_meta_get(f, KEY_OPT_LR))) {
             char *end;
             lr = strtof(v, &end);
             have_lr = *v && !*end;
-            if (!have_lr) rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: metadata %s \"%.40s\" is not a number", path, KEY_OPT_LR, v);
+            if (!have_lr) rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: metadata %s \"%.40s\" is not a number", path, KEY_OPT_LR, v);
         }
     }
     if (rc == AMP_OK && scaler) {
         if (!(v = amp_safetensors_meta_get(f, KEY_SCALER))) {
-            rc = amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: no scaler state (%s) in the metadata", path, KEY_SCALER);
+            rc = amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: no scaler state (%s) in the metadata", path, KEY_SCALER);
         } else {
             char perr[200];
             if (amp_scaler_state_parse(v, strlen(v), &sstate, perr, sizeof perr) != AMP_OK)
-                rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: metadata %s: %s", path, KEY_SCALER, perr);
+                rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: metadata %s: %s", path, KEY_SCALER, perr);
             else if (sstate.empty && amp_scaler_is_enabled(scaler))
-                rc = amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT,
+                rc = amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT,
                           "%s: the scaler state was saved from a disabled scaler; this one is enabled", path);
         }
     }
@@ -309,7 +309,7 @@ int amp_checkpoint_load(const char *path, amp_ctx *ctx, amp_optimizer *opt, amp_
         if (have_lr) amp_optimizer_set_lr(opt, lr);
     }
     if (rc == AMP_OK && scaler && amp_scaler_is_enabled(scaler) && amp_scaler_load_state_dict(scaler, &sstate) != AMP_OK)
-        rc = amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: loading the scaler state failed: %s", path, amp_scaler_error(scaler));
+        rc = amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: loading the scaler state failed: %s", path, amp_scaler_error(scaler));
     if (rc == AMP_OK && n_ctx_rng == AMP_RNG_STREAMS) memcpy(ctx->rng, ctx_rng, sizeof ctx_rng);
     if (rc == AMP_OK && out) {
         memset(out, 0, sizeof *out);

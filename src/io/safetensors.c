@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,15 +44,6 @@ static const char *st_name_of(amp_dtype dtype) {
     return NULL;
 }
 
-int amp_io_fail(char *err, size_t err_size, int status, const char *fmt, ...) {
-    if (err && err_size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_size, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
 
 /* ---- the writer ---- */
 
@@ -144,38 +134,38 @@ static int build_header(const char *path, const amp_st_tensor *tensors, size_t n
     for (size_t i = 0; i < n; i++) {
         const amp_st_tensor *t = &tensors[i];
         if (!t->name || !t->name[0] || strcmp(t->name, "__metadata__") == 0)
-            return amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: tensor %zu has an invalid name", path, i);
+            return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: tensor %zu has an invalid name", path, i);
         const char *dn = st_name_of(t->dtype);
-        if (!dn) return amp_io_fail(err, err_size, AMP_ERR_UNSUPPORTED_DTYPE, "%s: tensor %s: invalid dtype %d", path, t->name, (int)t->dtype);
+        if (!dn) return amp_err_fmt(err, err_size, AMP_ERR_UNSUPPORTED_DTYPE, "%s: tensor %s: invalid dtype %d", path, t->name, (int)t->dtype);
         if (t->ndim < 0 || t->ndim > AMP_ST_MAX_DIMS || (t->ndim > 0 && !t->shape))
-            return amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: tensor %s: %d dimensions (at most %d)", path,
+            return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: tensor %s: %d dimensions (at most %d)", path,
                         t->name, t->ndim, AMP_ST_MAX_DIMS);
         uint64_t numel = 1;
         for (int d = 0; d < t->ndim; d++) {
             if (t->shape[d] < 0 || (t->shape[d] > 0 && numel > (UINT64_MAX >> 4) / (uint64_t)t->shape[d]))
-                return amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: tensor %s: bad dimension %" PRId64, path,
+                return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: tensor %s: bad dimension %" PRId64, path,
                             t->name, t->shape[d]);
             numel *= (uint64_t)t->shape[d];
         }
         sizes[i] = numel * amp_dtype_size(t->dtype);
         if (sizes[i] > 0 && !t->data)
-            return amp_io_fail(err, err_size, AMP_ERR_NULL_POINTER, "%s: tensor %s: NULL data", path, t->name);
+            return amp_err_fmt(err, err_size, AMP_ERR_NULL_POINTER, "%s: tensor %s: NULL data", path, t->name);
     }
     for (size_t i = 0; i < n_meta; i++)
         if (!meta[i].key || !meta[i].value || strcmp(meta[i].key, "") == 0)
-            return amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: metadata entry %zu has no key or value", path, i);
+            return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: metadata entry %zu has no key or value", path, i);
 
     /* Unique names (tensors) and keys (metadata). */
     size_t m = n > n_meta ? n : n_meta;
     const char **names = amp_malloc((m ? m : 1) * sizeof *names);
-    if (!names) return amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    if (!names) return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     for (int pass = 0; pass < 2; pass++) {
         size_t k = pass == 0 ? n : n_meta;
         for (size_t i = 0; i < k; i++) names[i] = pass == 0 ? tensors[i].name : meta[i].key;
         qsort(names, k, sizeof *names, cmp_str_ptr);
         for (size_t i = 1; i < k; i++)
             if (strcmp(names[i - 1], names[i]) == 0) {
-                int rc = amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: duplicate %s \"%s\"", path,
+                int rc = amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: duplicate %s \"%s\"", path,
                               pass == 0 ? "tensor name" : "metadata key", names[i]);
                 amp_free(names);
                 return rc;
@@ -213,14 +203,14 @@ static int build_header(const char *path, const amp_st_tensor *tensors, size_t n
         sb_u64(h, off);
         sb_puts(h, ",");
         if (sizes[i] > UINT64_MAX - off)
-            return amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: total size overflows", path);
+            return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: total size overflows", path);
         off += sizes[i];
         sb_u64(h, off);
         sb_puts(h, "]}");
     }
     sb_puts(h, "}");
     while (!h->oom && h->len % 8 != 0) sb_puts(h, " ");
-    if (h->oom) return amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory for the header", path);
+    if (h->oom) return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory for the header", path);
     return AMP_OK;
 }
 
@@ -252,9 +242,9 @@ int amp_safetensors_write(const char *path, const amp_st_tensor *tensors, size_t
                           size_t n_meta, char *err, size_t err_size) {
     if (err && err_size) err[0] = '\0';
     if (!path || (n > 0 && !tensors) || (n_meta > 0 && !meta))
-        return amp_io_fail(err, err_size, AMP_ERR_NULL_POINTER, "amp_safetensors_write: NULL argument");
+        return amp_err_fmt(err, err_size, AMP_ERR_NULL_POINTER, "amp_safetensors_write: NULL argument");
     uint64_t *sizes = amp_malloc((n ? n : 1) * sizeof *sizes);
-    if (!sizes) return amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    if (!sizes) return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     sbuf h = {0};
     int rc = build_header(path, tensors, n, meta, n_meta, sizes, &h, err, err_size);
     if (rc != AMP_OK) {
@@ -268,7 +258,7 @@ int amp_safetensors_write(const char *path, const amp_st_tensor *tensors, size_t
     if (!tmp) {
         amp_free(sizes);
         amp_free(h.p);
-        return amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     }
     snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
 
@@ -302,10 +292,10 @@ int amp_safetensors_write(const char *path, const amp_st_tensor *tensors, size_t
     if (!ok) {
         int saved = errno;
         if (fd >= 0) unlink(tmp);
-        rc = amp_io_fail(err, err_size, AMP_ERR_IO, "%s: %s (%s); the previous file, if any, is unchanged", path, what,
+        rc = amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: %s (%s); the previous file, if any, is unchanged", path, what,
                   strerror(saved));
     } else if (sync_parent_dir(path, tmp) != 0) {
-        rc = amp_io_fail(err, err_size, AMP_ERR_IO, "%s: written, but fsync of its directory failed (%s)", path,
+        rc = amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: written, but fsync of its directory failed (%s)", path,
                   strerror(errno));
     }
     amp_free(tmp);
@@ -428,24 +418,24 @@ static char *dup_str(const char *s) {
 static int parse_entry(const char *path, const cJSON *e, amp_st_info *t, uint64_t data_size, char *err,
                        size_t err_size) {
     const char *name = e->string;
-    if (!cJSON_IsObject(e)) return amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\" is not a JSON object", path, name);
+    if (!cJSON_IsObject(e)) return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\" is not a JSON object", path, name);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
     const cJSON *offs = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
-    if (!cJSON_IsString(dt)) return amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\" has no dtype string", path, name);
-    if (!cJSON_IsArray(shape)) return amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\" has no shape array", path, name);
-    if (!cJSON_IsArray(offs)) return amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\" has no data_offsets array", path, name);
+    if (!cJSON_IsString(dt)) return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\" has no dtype string", path, name);
+    if (!cJSON_IsArray(shape)) return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\" has no shape array", path, name);
+    if (!cJSON_IsArray(offs)) return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\" has no data_offsets array", path, name);
     int k = -1;
     for (int i = 0; i < ST_N_DTYPES; i++)
         if (strcmp(dt->valuestring, st_dtypes[i].name) == 0) k = i;
-    if (k < 0) return amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\": unknown dtype \"%.32s\"", path, name, dt->valuestring);
+    if (k < 0) return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\": unknown dtype \"%.32s\"", path, name, dt->valuestring);
     t->dtype_name = st_dtypes[k].name;
     t->dtype = st_dtypes[k].amp;
     t->elem_size = st_dtypes[k].size;
 
     int nd = cJSON_GetArraySize(shape);
     if (nd > AMP_ST_MAX_DIMS)
-        return amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\": %d dimensions (amp reads at most %d)", path, name, nd,
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\": %d dimensions (amp reads at most %d)", path, name, nd,
                     AMP_ST_MAX_DIMS);
     t->ndim = nd;
     uint64_t numel = 1;
@@ -454,26 +444,26 @@ static int parse_entry(const char *path, const cJSON *e, amp_st_info *t, uint64_
     for (const cJSON *s = shape->child; s; s = s->next, d++) {
         uint64_t v;
         if (!json_uint(s, &v))
-            return amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\": dimension %d is not a non-negative integer below 2^53",
+            return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\": dimension %d is not a non-negative integer below 2^53",
                         path, name, d);
         t->shape[d] = (int64_t)v;
         if (v != 0 && numel > UINT64_MAX / v) overflow = true;
         else numel *= v;
     }
     if (!overflow && numel > UINT64_MAX / t->elem_size) overflow = true;
-    if (overflow) return amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\": the shape's byte size overflows 64 bits", path, name);
+    if (overflow) return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\": the shape's byte size overflows 64 bits", path, name);
     uint64_t begin, end;
     if (cJSON_GetArraySize(offs) != 2 || !json_uint(offs->child, &begin) || !json_uint(offs->child->next, &end))
-        return amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\": data_offsets is not two non-negative integers", path, name);
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\": data_offsets is not two non-negative integers", path, name);
     if (end < begin)
-        return amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] end before begin",
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] end before begin",
                     path, name, begin, end);
     if (end - begin != numel * t->elem_size)
-        return amp_io_fail(err, err_size, AMP_ERR_FORMAT,
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT,
                     "%s: tensor \"%s\": data_offsets span %" PRIu64 " bytes but shape and dtype %s need %" PRIu64, path, name,
                     end - begin, t->dtype_name, numel * t->elem_size);
     if (end > data_size)
-        return amp_io_fail(err, err_size, AMP_ERR_FORMAT,
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT,
                     "%s: tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] beyond the %" PRIu64
                     "-byte data region (truncated file?)",
                     path, name, begin, end, data_size);
@@ -486,28 +476,28 @@ static int parse_header(amp_st_file *f, const char *text, size_t len, char *err,
     const char *path = f->path;
     size_t first = 0;
     while (first < len && (text[first] == ' ' || text[first] == '\t' || text[first] == '\n' || text[first] == '\r')) first++;
-    if (first >= len || text[first] != '{') return amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: header is not a JSON object", path);
+    if (first >= len || text[first] != '{') return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: header is not a JSON object", path);
     size_t values;
     if (prescan_header(text, len, &values) != 0)
-        return amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: header contains a NUL byte", path);
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: header contains a NUL byte", path);
     if (values > AMP_ST_MAX_HEADER_VALUES)
-        return amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: header has %zu JSON values (at most %d)", path, values,
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: header has %zu JSON values (at most %d)", path, values,
                     AMP_ST_MAX_HEADER_VALUES);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {
         size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
-        return amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: header is not valid JSON (near byte %zu of %zu)", path, at, len);
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: header is not valid JSON (near byte %zu of %zu)", path, at, len);
     }
     for (const char *p = end; p < text + len; p++)
         if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
             cJSON_Delete(root);
-            return amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: header has bytes after its JSON object (at byte %zu)", path,
+            return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: header has bytes after its JSON object (at byte %zu)", path,
                         (size_t)(p - text));
         }
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        return amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: header is not a JSON object", path);
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: header is not a JSON object", path);
     }
     int rc = AMP_OK;
     size_t n_entries = 0, n_meta = 0, n_meta_objs = 0;
@@ -515,7 +505,7 @@ static int parse_header(amp_st_file *f, const char *text, size_t len, char *err,
         if (strcmp(e->string, "__metadata__") == 0) {
             n_meta_objs++;
             if (!cJSON_IsObject(e)) {
-                rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: __metadata__ is not a JSON object", path);
+                rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: __metadata__ is not a JSON object", path);
                 goto done;
             }
             n_meta += (size_t)cJSON_GetArraySize(e);
@@ -524,7 +514,7 @@ static int parse_header(amp_st_file *f, const char *text, size_t len, char *err,
         }
     }
     if (n_meta_objs > 1) {
-        rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: __metadata__ appears twice", path);
+        rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: __metadata__ appears twice", path);
         goto done;
     }
     f->tensors = amp_calloc(n_entries ? n_entries : 1, sizeof *f->tensors);
@@ -533,14 +523,14 @@ static int parse_header(amp_st_file *f, const char *text, size_t len, char *err,
     size_t *tmp = amp_calloc(n_entries ? n_entries : 1, sizeof *tmp);
     if (!f->tensors || !f->by_name || !f->meta || !tmp) {
         amp_free(tmp);
-        rc = amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu tensors", path, n_entries);
+        rc = amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory for %zu tensors", path, n_entries);
         goto done;
     }
     for (const cJSON *e = root->child; e && rc == AMP_OK; e = e->next) {
         if (strcmp(e->string, "__metadata__") == 0) {
             for (const cJSON *m = e->child; m; m = m->next) {
                 if (!cJSON_IsString(m)) {
-                    rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: metadata \"%.64s\" is not a string", path, m->string);
+                    rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: metadata \"%.64s\" is not a string", path, m->string);
                     break;
                 }
                 amp_st_meta *out = &f->meta[f->n_meta];
@@ -548,7 +538,7 @@ static int parse_header(amp_st_file *f, const char *text, size_t len, char *err,
                 out->value = dup_str(m->valuestring);
                 f->n_meta++;
                 if (!out->key || !out->value) {
-                    rc = amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+                    rc = amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
                     break;
                 }
             }
@@ -559,7 +549,7 @@ static int parse_header(amp_st_file *f, const char *text, size_t len, char *err,
         if (rc != AMP_OK) break;
         t.name = dup_str(e->string);
         f->tensors[f->n_tensors++] = t;
-        if (!t.name) rc = amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        if (!t.name) rc = amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     }
     if (rc == AMP_OK) {
         /* Contiguous, non-overlapping, covering the data region exactly (the spec's rule). */
@@ -568,15 +558,15 @@ static int parse_header(amp_st_file *f, const char *text, size_t len, char *err,
         for (size_t i = 0; i < f->n_tensors && rc == AMP_OK; i++) {
             const amp_st_info *t = &f->tensors[i];
             if (t->offset < pos)
-                rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\" at bytes [%" PRIu64 ", %" PRIu64 ") overlaps the one before it", path,
+                rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: tensor \"%s\" at bytes [%" PRIu64 ", %" PRIu64 ") overlaps the one before it", path,
                           t->name, t->offset, t->offset + t->bytes);
             else if (t->offset > pos)
-                rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: a gap of %" PRIu64 " bytes before tensor \"%s\" in the data region", path,
+                rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: a gap of %" PRIu64 " bytes before tensor \"%s\" in the data region", path,
                           t->offset - pos, t->name);
             pos = t->offset + t->bytes;
         }
         if (rc == AMP_OK && pos != f->data_size)
-            rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: the data region has %" PRIu64 " bytes but the tensors cover %" PRIu64, path,
+            rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: the data region has %" PRIu64 " bytes but the tensors cover %" PRIu64, path,
                       f->data_size, pos);
     }
     if (rc == AMP_OK) {
@@ -584,7 +574,7 @@ static int parse_header(amp_st_file *f, const char *text, size_t len, char *err,
         sort_indices_by_name(f->by_name, tmp, f->n_tensors, f->tensors);
         for (size_t i = 1; i < f->n_tensors && rc == AMP_OK; i++)
             if (strcmp(f->tensors[f->by_name[i - 1]].name, f->tensors[f->by_name[i]].name) == 0)
-                rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: duplicate tensor name \"%.64s\"", path, f->tensors[f->by_name[i]].name);
+                rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: duplicate tensor name \"%.64s\"", path, f->tensors[f->by_name[i]].name);
     }
     amp_free(tmp);
 done:
@@ -595,51 +585,51 @@ done:
 int amp_safetensors_open(const char *path, amp_st_file **out, char *err, size_t err_size) {
     if (err && err_size) err[0] = '\0';
     if (out) *out = NULL;
-    if (!path || !out) return amp_io_fail(err, err_size, AMP_ERR_NULL_POINTER, "amp_safetensors_open: NULL argument");
+    if (!path || !out) return amp_err_fmt(err, err_size, AMP_ERR_NULL_POINTER, "amp_safetensors_open: NULL argument");
     amp_st_file *f = amp_calloc(1, sizeof *f);
-    if (!f) return amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    if (!f) return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     f->fd = -1;
     f->path = dup_str(path);
     if (!f->path) {
         amp_free(f);
-        return amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     }
     char *header = NULL;
     int rc;
     struct stat st;
     f->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (f->fd < 0) {
-        rc = amp_io_fail(err, err_size, AMP_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
+        rc = amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
         goto out;
     }
     if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = amp_io_fail(err, err_size, AMP_ERR_IO, "%s: not a regular file", path);
+        rc = amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: not a regular file", path);
         goto out;
     }
     uint64_t size = (uint64_t)st.st_size;
     if (size < 8) {
-        rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: %" PRIu64 " bytes, too short for a safetensors file (8-byte header length)",
+        rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: %" PRIu64 " bytes, too short for a safetensors file (8-byte header length)",
                   path, size);
         goto out;
     }
     unsigned char len8[8];
     if (pread_all(f->fd, len8, 8, 0) != 0) {
-        rc = amp_io_fail(err, err_size, AMP_ERR_IO, "%s: read failed (%s)", path, errno ? strerror(errno) : "short read");
+        rc = amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: read failed (%s)", path, errno ? strerror(errno) : "short read");
         goto out;
     }
     uint64_t n = 0;
     for (int i = 0; i < 8; i++) n |= (uint64_t)len8[i] << (8 * i);
     if (n > size - 8) {
-        rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: header length %" PRIu64 " exceeds the file's %" PRIu64 " bytes", path, n, size);
+        rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: header length %" PRIu64 " exceeds the file's %" PRIu64 " bytes", path, n, size);
         goto out;
     }
     if (n > (uint64_t)AMP_ST_MAX_HEADER_BYTES) {
-        rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: header length %" PRIu64 " exceeds the limit of %d bytes", path, n,
+        rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: header length %" PRIu64 " exceeds the limit of %d bytes", path, n,
                   AMP_ST_MAX_HEADER_BYTES);
         goto out;
     }
     if (n < 2) {
-        rc = amp_io_fail(err, err_size, AMP_ERR_FORMAT, "%s: header length %" PRIu64 " is too short for a JSON object", path, n);
+        rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: header length %" PRIu64 " is too short for a JSON object", path, n);
         goto out;
     }
     f->header_len = n;
@@ -647,11 +637,11 @@ int amp_safetensors_open(const char *path, amp_st_file **out, char *err, size_t 
     f->data_size = size - 8 - n;
     header = amp_malloc((size_t)n + 1);
     if (!header) {
-        rc = amp_io_fail(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory for a %" PRIu64 "-byte header", path, n);
+        rc = amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory for a %" PRIu64 "-byte header", path, n);
         goto out;
     }
     if (pread_all(f->fd, header, (size_t)n, 8) != 0) {
-        rc = amp_io_fail(err, err_size, AMP_ERR_IO, "%s: read failed (%s)", path, errno ? strerror(errno) : "short read");
+        rc = amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: read failed (%s)", path, errno ? strerror(errno) : "short read");
         goto out;
     }
     header[n] = '\0';
@@ -710,29 +700,29 @@ int amp_safetensors_read(amp_st_file *f, const char *name, void *dst, amp_dtype 
                          const int64_t *shape, char *err, size_t err_size) {
     if (err && err_size) err[0] = '\0';
     if (!f || !name || (ndim > 0 && !shape))
-        return amp_io_fail(err, err_size, AMP_ERR_NULL_POINTER, "amp_safetensors_read: NULL argument");
+        return amp_err_fmt(err, err_size, AMP_ERR_NULL_POINTER, "amp_safetensors_read: NULL argument");
     const amp_st_info *t = amp_safetensors_find(f, name);
-    if (!t) return amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: no tensor \"%s\"", f->path, name);
+    if (!t) return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: no tensor \"%s\"", f->path, name);
     bool same = ndim == t->ndim;
     for (int i = 0; same && i < ndim; i++) same = shape[i] == t->shape[i];
     if (!same) {
         char a[160], b[160];
         shape_str(a, sizeof a, t->ndim, t->shape);
         shape_str(b, sizeof b, ndim < 0 ? 0 : ndim > AMP_ST_MAX_DIMS ? AMP_ST_MAX_DIMS : ndim, shape);
-        return amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: tensor \"%s\" has shape %s, expected %s", f->path, name, a, b);
+        return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: tensor \"%s\" has shape %s, expected %s", f->path, name, a, b);
     }
     if (t->dtype < 0)
-        return amp_io_fail(err, err_size, AMP_ERR_UNSUPPORTED_DTYPE, "%s: tensor \"%s\" has dtype %s, which amp does not convert",
+        return amp_err_fmt(err, err_size, AMP_ERR_UNSUPPORTED_DTYPE, "%s: tensor \"%s\" has dtype %s, which amp does not convert",
                     f->path, name, t->dtype_name);
     size_t dsize = amp_dtype_size(dst_dtype);
-    if (dsize == 0) return amp_io_fail(err, err_size, AMP_ERR_UNSUPPORTED_DTYPE, "%s: invalid destination dtype %d", f->path, (int)dst_dtype);
+    if (dsize == 0) return amp_err_fmt(err, err_size, AMP_ERR_UNSUPPORTED_DTYPE, "%s: invalid destination dtype %d", f->path, (int)dst_dtype);
     if (t->bytes == 0) return AMP_OK;
-    if (!dst) return amp_io_fail(err, err_size, AMP_ERR_NULL_POINTER, "amp_safetensors_read: NULL destination");
+    if (!dst) return amp_err_fmt(err, err_size, AMP_ERR_NULL_POINTER, "amp_safetensors_read: NULL destination");
     const uint64_t numel = t->bytes / t->elem_size;
-    if (numel > SIZE_MAX / dsize) return amp_io_fail(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: tensor \"%s\" is too large", f->path, name);
+    if (numel > SIZE_MAX / dsize) return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "%s: tensor \"%s\" is too large", f->path, name);
     if ((amp_dtype)t->dtype == dst_dtype) {
         if (pread_all(f->fd, dst, (size_t)t->bytes, f->data_start + t->offset) != 0)
-            return amp_io_fail(err, err_size, AMP_ERR_IO, "%s: reading tensor \"%s\" failed (%s)", f->path, name,
+            return amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: reading tensor \"%s\" failed (%s)", f->path, name,
                         errno ? strerror(errno) : "the file is shorter than when it was opened");
         return AMP_OK;
     }
@@ -741,10 +731,10 @@ int amp_safetensors_read(amp_st_file *f, const char *name, void *dst, amp_dtype 
     for (uint64_t done = 0; done < numel;) {
         size_t k = numel - done < CHUNK ? (size_t)(numel - done) : CHUNK;
         if (pread_all(f->fd, chunk_buf, k * t->elem_size, f->data_start + t->offset + done * t->elem_size) != 0)
-            return amp_io_fail(err, err_size, AMP_ERR_IO, "%s: reading tensor \"%s\" failed (%s)", f->path, name,
+            return amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: reading tensor \"%s\" failed (%s)", f->path, name,
                         errno ? strerror(errno) : "the file is shorter than when it was opened");
         int rc = amp_convert((unsigned char *)dst + done * dsize, dst_dtype, chunk_buf, (amp_dtype)t->dtype, k);
-        if (rc != AMP_OK) return amp_io_fail(err, err_size, rc, "%s: converting tensor \"%s\" failed", f->path, name);
+        if (rc != AMP_OK) return amp_err_fmt(err, err_size, rc, "%s: converting tensor \"%s\" failed", f->path, name);
         done += k;
     }
     return AMP_OK;
