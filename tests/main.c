@@ -121,6 +121,7 @@ static const harness_test all_tests[] = {
     TEST(threads_attention),
     TEST(threads_convert),
     TEST(threads_loss),
+    TEST(threads_linear_bias),
     TEST(threads_range),
     TEST(relu_bits),
     TEST(relu_bits_f32),

@@ -173,3 +173,46 @@ void test_threads_range(void) {
             free(seen);
         }
 }
+
+/* linear's bias gradient (column sums of the output gradient, the columns split between threads):
+ * at 3 threads the 1-thread bits, fp32 and bf16, the gradient new and then accumulated */
+static bool run_linear_bias(int threads, amp_dtype dt, float *out) {
+    enum { ROWS = 300, IN = 8, OUT = 700 };
+    amp_ctx *ctx = NULL;
+    if (amp_ctx_create(NULL, &ctx) != AMP_OK) return false;
+    amp_set_num_threads(threads);
+    static float xv[ROWS * IN], wv[OUT * IN], bv[OUT], rv[ROWS * OUT];
+    uint64_t s = 0xB1A5u;
+    for (int i = 0; i < ROWS * IN; i++) xv[i] = urand(&s);
+    for (int i = 0; i < OUT * IN; i++) wv[i] = urand(&s);
+    for (int i = 0; i < OUT; i++) bv[i] = urand(&s);
+    for (int i = 0; i < ROWS * OUT; i++) rv[i] = urand(&s);
+    amp_tensor *x = amp_tensor_from(ctx, dt, 2, (const int64_t[]){ROWS, IN}, xv, AMP_F32);
+    amp_tensor *w = amp_tensor_from(ctx, dt, 2, (const int64_t[]){OUT, IN}, wv, AMP_F32);
+    amp_tensor *b = amp_tensor_from(ctx, dt, 1, (const int64_t[]){OUT}, bv, AMP_F32);
+    amp_tensor *r = amp_tensor_from(ctx, dt, 2, (const int64_t[]){ROWS, OUT}, rv, AMP_F32);
+    bool ok = x && w && b && r;
+    if (ok) amp_tensor_set_requires_grad(b, true);
+    for (int pass = 0; ok && pass < 2; pass++) {
+        amp_tensor *loss = amp_sum_all(ctx, amp_mul(ctx, amp_linear(ctx, x, w, b), r));
+        ok = loss && amp_backward(ctx, loss, NULL) == AMP_OK && b->grad &&
+             amp_tensor_read(b->grad, out + pass * OUT, AMP_F32) == AMP_OK;
+    }
+    amp_set_num_threads(0);
+    amp_ctx_free(ctx);
+    return ok;
+}
+
+void test_threads_linear_bias(void) {
+    const amp_dtype dts[2] = {AMP_F32, AMP_BF16};
+    for (int d = 0; d < 2; d++) {
+        float a[2 * 700], b[2 * 700];
+        if (!CHECK_MSG(run_linear_bias(1, dts[d], a) && run_linear_bias(3, dts[d], b), "linear bias %s failed to run",
+                       amp_dtype_name(dts[d])))
+            continue;
+        int bad = 0;
+        for (int i = 0; i < 2 * 700; i++) bad += memcmp(&a[i], &b[i], sizeof a[i]) != 0;
+        CHECK_MSG(bad == 0, "linear bias gradient %s: %d of 1400 values differ between 1 and 3 threads",
+                  amp_dtype_name(dts[d]), bad);
+    }
+}

@@ -25,6 +25,7 @@ void test_threads_elementwise(void);
 void test_threads_attention(void);
 void test_threads_convert(void);
 void test_threads_loss(void);
+void test_threads_linear_bias(void);
 void test_threads_range(void);
 /* test_relu_bits.c: relu's bit paths against their reference twins (fp16/bf16: all 2^16 inputs; fp32: 2^20) */
 void test_relu_bits(void);
