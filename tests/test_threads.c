@@ -24,6 +24,14 @@ static int32_t ce_targets[4096];
 static amp_tensor *cross_entropy(amp_ctx *ctx, amp_tensor *x) { return amp_cross_entropy(ctx, x, ce_targets); }
 
 static amp_tensor *pow3(amp_ctx *ctx, amp_tensor *x) { return amp_pow(ctx, x, 3.0f); }
+/* x + x: add's row kernel forward; backward its 0 + g pass twice, the second into the gradient the first made */
+static amp_tensor *add_self(amp_ctx *ctx, amp_tensor *x) { return amp_add(ctx, x, x); }
+/* x [R, 97] + a row of 97: a period of the output (the row kernel in pieces) */
+static amp_tensor *add_row(amp_ctx *ctx, amp_tensor *x) {
+    float r[97];
+    for (int i = 0; i < 97; i++) r[i] = (float)(i % 13) * 0.25f - 1.5f;
+    return amp_add(ctx, x, amp_tensor_from(ctx, x->dtype, 1, (const int64_t[]){97}, r, AMP_F32));
+}
 static amp_tensor *log_abs(amp_ctx *ctx, amp_tensor *x) { return amp_log(ctx, amp_exp(ctx, x)); }
 
 static float urand(uint64_t *s) {
@@ -78,11 +86,12 @@ void test_threads_elementwise(void) {
         const char *name;
         op_fn f;
     } ops[] = {{"gelu", amp_gelu}, {"tanh", amp_tanh}, {"sigmoid", amp_sigmoid}, {"exp", amp_exp},
-               {"pow", pow3},      {"log", log_abs},   {"relu", amp_relu}};
+               {"pow", pow3},      {"log", log_abs},   {"relu", amp_relu}, {"add", add_self}};
     const amp_dtype dts[2] = {AMP_F32, AMP_BF16};
     const int64_t n = 3 * 32768 + 16384 + 7;
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
         for (int d = 0; d < 2; d++) check_op(ops[o].name, ops[o].f, dts[d], 1, &n);
+    for (int d = 0; d < 2; d++) check_op("add (a row)", add_row, dts[d], 2, (const int64_t[]){1351, 97});
 }
 
 void test_threads_convert(void) {

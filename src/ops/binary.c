@@ -4,6 +4,7 @@
  * fp32; the result is rounded once. */
 #include <string.h>
 
+#include "../core/parallel.h"
 #include "../kernels/elem_kernels.h"
 #include "grad_sink_gemm.h"
 #include "op_util.h"
@@ -64,6 +65,49 @@ static int64_t bcast_period(const bcast *bc, const int64_t *sx, int64_t n) {
 
 /* values per chunk of a full-shape gradient: 64 KiB of fp32, in L2 */
 enum { ADD_GRAD_CHUNK = 16384 };
+/* The row kernels' passes below split between threads from this many elements per thread: each
+ * element's result depends on its own values alone (add's forward, 0 + g), so the bits stay. They
+ * ran on one thread while the other waited (the gpt's residual adds at two threads on Zen 4: 1.8% of
+ * the amp-bf16 step's samples on the first thread alone). */
+enum { ADD_MIN_PER_THREAD = 32768 };
+
+/* add's forward on the row kernel, y[i] = a[i % pa] + b[i % pb] (pa and pb periods of n, the smaller
+ * dividing the larger), over [i0, i1) in pieces that do not cross a multiple of the smaller */
+typedef struct add_job {
+    float *y;
+    const float *a, *b;
+    int64_t pa, pb;
+} add_job;
+
+static void add_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
+    (void)thread_id;
+    const add_job *j = arg;
+    const amp_elem_kernels *ek = amp_elem_active();
+    const int64_t p = j->pa < j->pb ? j->pa : j->pb;
+    for (int64_t i = i0, len; i < i1; i += len) {
+        len = p - i % p < i1 - i ? p - i % p : i1 - i;
+        ek->add(j->y + i, j->a + i % j->pa, j->b + i % j->pb, (size_t)len);
+    }
+}
+
+/* 0 + g into x's gradient, chunk by chunk (each sent on while in cache), the chunks split between
+ * threads; bufs: a chunk per thread where gc's buffer is not the whole gradient */
+typedef struct pass_job {
+    const amp_grad_chunks *gc;
+    const float *g;
+    float *bufs;
+} pass_job;
+
+static void pass_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
+    const pass_job *j = arg;
+    const amp_elem_kernels *ek = amp_elem_active();
+    for (int64_t off = i0; off < i1; off += ADD_GRAD_CHUNK) {
+        const int64_t len = i1 - off < ADD_GRAD_CHUNK ? i1 - off : ADD_GRAD_CHUNK;
+        float *dst = j->gc->whole ? j->gc->buf + off : j->bufs + (int64_t)thread_id * ADD_GRAD_CHUNK;
+        ek->add_scalar(dst, j->g + off, 0.0f, (size_t)len);
+        amp_grad_chunk_put_from(j->gc, dst, off, len);
+    }
+}
 
 /* add's backward when each input is the output's shape or a period of it (bcast_period): the
  * row kernels give the generic loop's bits (0 + g, and a period's gradient summed over the
@@ -80,11 +124,10 @@ static bool add_backward_rows(amp_ctx *ctx, amp_node *node, const bcast *bc, int
         if (p[k] == n) { /* 0 + g, straight where the input's gradient goes, a chunk at a time */
             amp_grad_chunks gc;
             amp_grad_chunks_open(ctx, node->in[k], n, ADD_GRAD_CHUNK, &gc);
-            for (int64_t off = 0; gc.buf && off < n; off += gc.chunk) {
-                const int64_t len = n - off < gc.chunk ? n - off : gc.chunk;
-                ek->add_scalar(amp_grad_chunk_at(&gc, off), g + off, 0.0f, (size_t)len);
-                amp_grad_chunk_put(&gc, off, len);
-            }
+            const int threads = n / ADD_MIN_PER_THREAD > 1 ? amp_parallel_max_threads() : 1;
+            pass_job job = {&gc, g, gc.buf};
+            if (gc.buf && !gc.whole && threads > 1) job.bufs = amp_f32_scratch(ctx, (int64_t)threads * ADD_GRAD_CHUNK);
+            if (job.bufs) amp_parallel_range(n, ADD_MIN_PER_THREAD, ADD_GRAD_CHUNK, pass_range, &job);
             amp_grad_chunks_close(ctx, node->in[k], &gc);
         } else {
             memset(d[k], 0, (size_t)p[k] * sizeof *d[k]);
@@ -157,9 +200,8 @@ static amp_tensor *binary(amp_ctx *ctx, amp_op op, amp_tensor *a, amp_tensor *b)
     }
     const int64_t pa = bcast_period(&bc, bc.sa, n), pb = bcast_period(&bc, bc.sb, n);
     if (op == AMP_OP_ADD && pa && pb) { /* the same bits as BCAST_FOR, a row kernel per period */
-        const amp_elem_kernels *ek = amp_elem_active();
-        const int64_t p = pa < pb ? pa : pb;
-        for (int64_t i = 0; i < n; i += p) ek->add(y + i, av + i % pa, bv + i % pb, (size_t)p);
+        add_job job = {y, av, bv, pa, pb};
+        amp_parallel_range(n, ADD_MIN_PER_THREAD, 16, add_range, &job);
     } else switch (op) {
     case AMP_OP_ADD: BCAST_FOR(&bc, n, y[i] = av[ia] + bv[ib]); break;
     case AMP_OP_SUB: BCAST_FOR(&bc, n, y[i] = av[ia] - bv[ib]); break;
