@@ -90,23 +90,9 @@ static void add_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
     }
 }
 
-/* 0 + g into x's gradient, chunk by chunk (each sent on while in cache), the chunks split between
- * threads; bufs: a chunk per thread where gc's buffer is not the whole gradient */
-typedef struct pass_job {
-    const amp_grad_chunks *gc;
-    const float *g;
-    float *bufs;
-} pass_job;
-
-static void pass_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
-    const pass_job *j = arg;
-    const amp_elem_kernels *ek = amp_elem_active();
-    for (int64_t off = i0; off < i1; off += ADD_GRAD_CHUNK) {
-        const int64_t len = i1 - off < ADD_GRAD_CHUNK ? i1 - off : ADD_GRAD_CHUNK;
-        float *dst = j->gc->whole ? j->gc->buf + off : j->bufs + (int64_t)thread_id * ADD_GRAD_CHUNK;
-        ek->add_scalar(dst, j->g + off, 0.0f, (size_t)len);
-        amp_grad_chunk_put_from(j->gc, dst, off, len);
-    }
+/* amp_grad_chunk_fn: 0 + g on elements [off, off + len) (arg: g) */
+static void pass_chunk(void *arg, float *dst, int64_t off, int64_t len) {
+    amp_elem_active()->add_scalar(dst, (const float *)arg + off, 0.0f, (size_t)len);
 }
 
 /* add's backward when each input is the output's shape or a period of it (bcast_period): the
@@ -122,13 +108,7 @@ static bool add_backward_rows(amp_ctx *ctx, amp_node *node, const bcast *bc, int
     for (int k = 0; k < 2; k++) {
         if (!d[k]) continue;
         if (p[k] == n) { /* 0 + g, straight where the input's gradient goes, a chunk at a time */
-            amp_grad_chunks gc;
-            amp_grad_chunks_open(ctx, node->in[k], n, ADD_GRAD_CHUNK, &gc);
-            const int threads = n / ADD_MIN_PER_THREAD > 1 ? amp_parallel_max_threads() : 1;
-            pass_job job = {&gc, g, gc.buf};
-            if (gc.buf && !gc.whole && threads > 1) job.bufs = amp_f32_scratch(ctx, (int64_t)threads * ADD_GRAD_CHUNK);
-            if (job.bufs) amp_parallel_range(n, ADD_MIN_PER_THREAD, ADD_GRAD_CHUNK, pass_range, &job);
-            amp_grad_chunks_close(ctx, node->in[k], &gc);
+            amp_grad_chunks_parallel(ctx, node->in[k], n, ADD_GRAD_CHUNK, ADD_MIN_PER_THREAD, pass_chunk, (void *)g);
         } else {
             memset(d[k], 0, (size_t)p[k] * sizeof *d[k]);
             for (int64_t i = 0; i < n; i += p[k]) ek->acc(d[k], g + i, (size_t)p[k]);

@@ -956,8 +956,8 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
     }
     /* With tokens, the input projection of every embedding row once, table [V, 4H] = E W_ih^T: a row
      * of it is what x_t W_ih^T computes for a token (an element's sum does not depend on its row), at
-     * V rows of work instead of B*T (the lstm model: 256 rows, not 2048). Each step copies its tokens'
-     * rows into its gate block. Without, the input projection runs S steps at a time: S*B rows, a
+     * V rows of work instead of B*T (the lstm model: 256 rows, not 2048). Each step's cells add their
+     * tokens' rows (fold, below), or the rows are copied into the step's gate block. Without, the input projection runs S steps at a time: S*B rows, a
      * whole number of the kernel's row tiles where S <= LSTM_XCHUNK_MAX allows it (B = 32 against
      * 12-row tiles: S = 3, 96 rows, every tile full where one step alone fills 32/36), gathered into
      * xg in the steps' row order (t*B + b). */

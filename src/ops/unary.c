@@ -117,32 +117,6 @@ static bool fast_relu32_ok(const amp_tensor *x) {
     return amp_isa_active() != AMP_ISA_REF && x->dtype == AMP_F32 && amp_tensor_is_contiguous(x);
 }
 
-/* The four loops above over [0, n) split between threads from UNARY_MIN_PER_THREAD elements per
- * thread (below): each element's bits depend on its own inputs alone. They ran on one thread while
- * the other waited (the mlp's amp-bf16 step at two threads, Zen 4: the ReLU forward and backward
- * 1.2% of the samples, on the first thread only). */
-typedef struct relu_job {
-    void *y;
-    const void *x, *g; /* g NULL: the forward */
-    half_bits hb;
-    bool wide; /* fp32 bits, else the 16-bit format hb */
-} relu_job;
-
-static void relu_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
-    (void)thread_id;
-    const relu_job *j = arg;
-    if (j->wide && j->g)
-        relu_grad_bits32((uint32_t *)j->y + i0, (const uint32_t *)j->x + i0, (const uint32_t *)j->g + i0, i1 - i0);
-    else if (j->wide)
-        relu_bits32((uint32_t *)j->y + i0, (const uint32_t *)j->x + i0, i1 - i0);
-    else if (j->g)
-        relu_grad_bits((uint16_t *)j->y + i0, (const uint16_t *)j->x + i0, (const uint16_t *)j->g + i0, i1 - i0, j->hb);
-    else
-        relu_bits((uint16_t *)j->y + i0, (const uint16_t *)j->x + i0, i1 - i0, j->hb);
-}
-
-static void relu_run(void *y, const void *x, const void *g, int64_t n, half_bits hb, bool wide);
-
 /* dx = g * f'(v) for elements [0, n) of one chunk (v: y for exp, else x). */
 static void unary_grad(const amp_node *node, float *dx, const float *g, const float *v, int64_t n) {
     switch (node->op) {
@@ -183,6 +157,29 @@ enum { UNARY_GRAD_CHUNK = 16384 };
  * thread: each element's result depends only on its own values, so the bits do not change. */
 enum { UNARY_MIN_PER_THREAD = 32768 };
 
+/* The four bit-level ReLU loops over [0, n) split between threads the same way: each element's bits
+ * depend on its own inputs alone. They ran on one thread while the other waited (the mlp's amp-bf16
+ * step at two threads, Zen 4: the ReLU forward and backward 1.2% of the samples, on one thread). */
+typedef struct relu_job {
+    void *y;
+    const void *x, *g; /* g NULL: the forward */
+    half_bits hb;
+    bool wide; /* fp32 bits, else the 16-bit format hb */
+} relu_job;
+
+static void relu_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
+    (void)thread_id;
+    const relu_job *j = arg;
+    if (j->wide && j->g)
+        relu_grad_bits32((uint32_t *)j->y + i0, (const uint32_t *)j->x + i0, (const uint32_t *)j->g + i0, i1 - i0);
+    else if (j->wide)
+        relu_bits32((uint32_t *)j->y + i0, (const uint32_t *)j->x + i0, i1 - i0);
+    else if (j->g)
+        relu_grad_bits((uint16_t *)j->y + i0, (const uint16_t *)j->x + i0, (const uint16_t *)j->g + i0, i1 - i0, j->hb);
+    else
+        relu_bits((uint16_t *)j->y + i0, (const uint16_t *)j->x + i0, i1 - i0, j->hb);
+}
+
 static void relu_run(void *y, const void *x, const void *g, int64_t n, half_bits hb, bool wide) {
     relu_job job = {y, x, g, hb, wide};
     amp_parallel_range(n, UNARY_MIN_PER_THREAD, 64, relu_range, &job);
@@ -190,22 +187,13 @@ static void relu_run(void *y, const void *x, const void *g, int64_t n, half_bits
 
 typedef struct grad_job {
     const amp_node *node;
-    const amp_grad_chunks *gc;
     const float *g, *v;
-    float *bufs; /* a chunk per thread where gc's buffer is not the whole gradient */
 } grad_job;
 
-/* The gradient of elements [i0, i1), a chunk at a time, each chunk sent where x's gradient goes
- * while in cache (grad_sink_gemm.h: the sink's epilogue on disjoint ranges) */
-static void grad_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
+/* amp_grad_chunk_fn: the gradient of elements [off, off + len) */
+static void grad_chunk(void *arg, float *dst, int64_t off, int64_t len) {
     const grad_job *j = arg;
-    const amp_grad_chunks *gc = j->gc;
-    for (int64_t off = i0; off < i1; off += UNARY_GRAD_CHUNK) {
-        const int64_t len = i1 - off < UNARY_GRAD_CHUNK ? i1 - off : UNARY_GRAD_CHUNK;
-        float *dst = gc->whole ? gc->buf + off : j->bufs + (int64_t)thread_id * UNARY_GRAD_CHUNK;
-        unary_grad(j->node, dst, j->g + off, j->v + off, len);
-        amp_grad_chunk_put_from(gc, dst, off, len);
-    }
+    unary_grad(j->node, dst, j->g + off, j->v + off, len);
 }
 
 static void unary_backward(amp_ctx *ctx, amp_node *node) {
@@ -234,13 +222,8 @@ static void unary_backward(amp_ctx *ctx, amp_node *node) {
     const float *v = amp_f32_view(ctx, node->op == AMP_OP_EXP ? node->out : x); /* y for exp, else x */
     if (!g || !v) return;
     /* dx goes where x's gradient goes, a chunk at a time while in cache (grad_sink_gemm.h) */
-    amp_grad_chunks gc;
-    amp_grad_chunks_open(ctx, x, n, UNARY_GRAD_CHUNK, &gc);
-    const int threads = n / UNARY_MIN_PER_THREAD > 1 ? amp_parallel_max_threads() : 1;
-    grad_job job = {node, &gc, g, v, gc.buf};
-    if (gc.buf && !gc.whole && threads > 1) job.bufs = amp_f32_scratch(ctx, (int64_t)threads * UNARY_GRAD_CHUNK);
-    if (job.bufs) amp_parallel_range(n, UNARY_MIN_PER_THREAD, UNARY_GRAD_CHUNK, grad_range, &job);
-    amp_grad_chunks_close(ctx, x, &gc);
+    grad_job job = {node, g, v};
+    amp_grad_chunks_parallel(ctx, x, n, UNARY_GRAD_CHUNK, UNARY_MIN_PER_THREAD, grad_chunk, &job);
 }
 
 typedef struct map_job {
