@@ -23,4 +23,3 @@ bool data_allocator(const amp_allocator *alloc, amp_allocator *out) {
     *out = *alloc;
     return true;
 }
-

@@ -84,10 +84,10 @@ typedef struct amp_lstm_kernels {
 struct amp_vmath_kernels;
 
 /* cell_forward's oracle, the passes the ops ran before the fused kernel: act = gr + gr2 (k's add3,
- * when gr2 is not NULL), then act = (act + bi) + bh (add3; a missing bias is skipped), sigmoid over i and f, tanh over g, sigmoid over o (vm's maps,
- * which are per element), then per element c' = f c + i g (two multiplies and an add, no FMA),
- * tanh(c') (vm), h' = o tanh(c'). The reference and AVX2 tables' cell_forward is this composition
- * with their own vecmath and add3. */
+ * when gr2 is not NULL), then act = (act + bi) + bh (add3; a missing bias is skipped), sigmoid over i
+ * and f, tanh over g, sigmoid over o (vm's maps, which are per element), then per element
+ * c' = f c + i g (two multiplies and an add, no FMA), tanh(c') (vm), h' = o tanh(c'). The reference
+ * and AVX2 tables' cell_forward is this composition with their own vecmath and add3. */
 void amp_lstm_cell_forward_composed(const struct amp_vmath_kernels *vm, const amp_lstm_kernels *k, float *act,
                                     float *c_save, float *c, float *h, const float *gr, const float *gr2,
                                     const float *bi, const float *bh, size_t H);
