@@ -91,7 +91,7 @@ static void add_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
 }
 
 /* amp_grad_chunk_fn: 0 + g on elements [off, off + len) (arg: g) */
-static void pass_chunk(void *arg, float *dst, int64_t off, int64_t len) {
+static void pass_chunk(const void *arg, float *dst, int64_t off, int64_t len) {
     amp_elem_active()->add_scalar(dst, (const float *)arg + off, 0.0f, (size_t)len);
 }
 
@@ -108,7 +108,7 @@ static bool add_backward_rows(amp_ctx *ctx, amp_node *node, const bcast *bc, int
     for (int k = 0; k < 2; k++) {
         if (!d[k]) continue;
         if (p[k] == n) { /* 0 + g, straight where the input's gradient goes, a chunk at a time */
-            amp_grad_chunks_parallel(ctx, node->in[k], n, ADD_GRAD_CHUNK, ADD_MIN_PER_THREAD, pass_chunk, (void *)g);
+            amp_grad_chunks_parallel(ctx, node->in[k], n, ADD_GRAD_CHUNK, ADD_MIN_PER_THREAD, pass_chunk, g);
         } else {
             memset(d[k], 0, (size_t)p[k] * sizeof *d[k]);
             for (int64_t i = 0; i < n; i += p[k]) ek->acc(d[k], g + i, (size_t)p[k]);

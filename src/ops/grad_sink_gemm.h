@@ -105,8 +105,8 @@ static inline void amp_grad_chunks_close(amp_ctx *ctx, amp_tensor *t, amp_grad_c
  * elements [off, off + len) into dst, which is where they go (the new fp32 gradient itself), or a
  * chunk buffer of the thread's own that is sent on at once while in cache. Each element gets the same
  * operations on any thread. The error, if any, is in ctx. */
-typedef void (*amp_grad_chunk_fn)(void *arg, float *dst, int64_t off, int64_t len);
+typedef void (*amp_grad_chunk_fn)(const void *arg, float *dst, int64_t off, int64_t len);
 void amp_grad_chunks_parallel(amp_ctx *ctx, amp_tensor *t, int64_t n, int64_t chunk, int64_t min_per_thread,
-                              amp_grad_chunk_fn fn, void *arg);
+                              amp_grad_chunk_fn fn, const void *arg);
 
 #endif /* AMP_GRAD_SINK_GEMM_H */

@@ -53,7 +53,7 @@ typedef struct chunks_job {
     float *bufs; /* a chunk per thread where gc's buffer is not the whole gradient */
     int64_t chunk;
     amp_grad_chunk_fn fn;
-    void *arg;
+    const void *arg;
 } chunks_job;
 
 static void chunks_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
@@ -67,7 +67,7 @@ static void chunks_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
 }
 
 void amp_grad_chunks_parallel(amp_ctx *ctx, amp_tensor *t, int64_t n, int64_t chunk, int64_t min_per_thread,
-                              amp_grad_chunk_fn fn, void *arg) {
+                              amp_grad_chunk_fn fn, const void *arg) {
     amp_grad_chunks gc;
     amp_grad_chunks_open(ctx, t, n, chunk, &gc);
     const int threads = n / min_per_thread > 1 ? amp_parallel_max_threads() : 1;

@@ -191,7 +191,7 @@ typedef struct grad_job {
 } grad_job;
 
 /* amp_grad_chunk_fn: the gradient of elements [off, off + len) */
-static void grad_chunk(void *arg, float *dst, int64_t off, int64_t len) {
+static void grad_chunk(const void *arg, float *dst, int64_t off, int64_t len) {
     const grad_job *j = arg;
     unary_grad(j->node, dst, j->g + off, j->v + off, len);
 }
