@@ -29,6 +29,7 @@ static const harness_test all_tests[] = {
     TEST(gemm_ref_path_is_the_oracle),
     TEST(gemm_vs_reference),
     TEST(gemm_determinism),
+    TEST(gemm_a_in_place),
     TEST(tensor_params_and_steady_state),
     TEST(tensor_grad_mode_and_retain),
     TEST(tensor_errors_are_sticky),

@@ -380,6 +380,51 @@ void test_gemm_determinism(void) {
     }
 }
 
+/* A transposed fp32 A read in place by the kernel (gemm.c's ukernel_sa, where C's rectangle is one
+ * tile wide) against every panel packed (amp_gemm_set_a_in_place(false)): the same bits, on every
+ * path and thread count, with partial panels (m not a multiple of 12), two k blocks (k > kc), n up to
+ * the tile's 32, beta 0 and not, and the result also within the oracle's bound. */
+void test_gemm_a_in_place(void) {
+    const problem problems[] = {
+        {.m = 150, .n = 32, .k = 128, .trans_a = true, .pad = 3, .alpha = 1.0f, .beta = 0.0f},
+        {.m = 12, .n = 17, .k = 600, .trans_a = true, .trans_b = true, .pad = 0, .alpha = 0.5f, .beta = 1.0f},
+        {.m = 61, .n = 1, .k = 1100, .trans_a = true, .pad = 1, .alpha = 1.0f, .beta = 0.25f},
+        {.m = 300, .n = 24, .k = 7, .trans_a = true, .pad = 5, .alpha = -2.0f, .beta = 0.0f},
+    };
+    test_rng rng = {harness_seed() ^ 0x5Au};
+    amp_isa isas[AMP_ISA_COUNT];
+    const int n_isas = test_supported_isas(isas);
+    for (size_t q = 0; q < sizeof problems / sizeof problems[0]; q++) {
+        const problem *pr = &problems[q];
+        fixture f;
+        if (!fixture_init(&f, pr, AMP_F32, &rng)) return;
+        const size_t bytes = (size_t)(pr->m * f.ldc) * sizeof(float);
+        float *c[2] = {malloc(bytes), malloc(bytes)};
+        for (int i = 0; i < n_isas && CHECK(c[0] && c[1]); i++) {
+            if (!test_isa_begin(isas[i])) continue;
+            for (int threads = 1; threads <= 3; threads += 2) {
+                amp_set_num_threads(threads);
+                for (int w = 0; w < 2; w++) {
+                    amp_gemm_set_a_in_place(w == 0);
+                    memcpy(c[w], f.c0, bytes);
+                    CHECK_EQ_INT(amp_gemm(f.dt, pr->trans_a, pr->trans_b, pr->m, pr->n, pr->k, pr->alpha, f.a, f.lda,
+                                          f.b, f.ldb, pr->beta, c[w], f.ldc),
+                                 AMP_OK);
+                }
+                amp_gemm_set_a_in_place(true);
+                check_result(&f, c[0], amp_isa_name(isas[i]));
+                CHECK_MSG(memcmp(c[0], c[1], bytes) == 0,
+                          "%s f32 %lldx%lldx%lld A^T, %d threads: A read in place gave other bits than A packed",
+                          amp_isa_name(isas[i]), (long long)pr->m, (long long)pr->n, (long long)pr->k, threads);
+            }
+        }
+        test_isa_end();
+        amp_set_num_threads(0);
+        free(c[0]), free(c[1]);
+        fixture_free(&f);
+    }
+}
+
 /* The bf16 method switch (amp/gemm.h): names, statuses, which kernel each method selects, and the
  * default against the measured speeds. (Both methods' products are checked against the oracles by
  * the tests above.) */

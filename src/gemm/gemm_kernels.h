@@ -47,6 +47,12 @@ typedef enum amp_gemm_packed {
 typedef void (*amp_gemm_ukernel_fn)(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n,
                                     float alpha, float beta);
 
+/* The micro-kernel with the A panel read where A is stored, transposed (op(A) = A^T), instead of
+ * packed: panel element (i, p) (i < mr, p < kc) at a[p * lda + i], the layout of a packed panel with
+ * rows lda apart. All mr rows must be real (m == mr: gemm.c packs a partial panel as usual, so no
+ * element past A's rows is read). The same arithmetic as ukernel on the packed panel: the same bits. */
+typedef void (*amp_gemm_ukernel_sa_fn)(int64_t kc, const float *a, int64_t lda, const void *b, float *c, int64_t ldc,
+                                       int m, int n, float alpha, float beta);
 /* Packs rows [0, rows) x columns [0, kc) of M, where M[i, p] = src[trans ? p * ld + i : i * ld + p],
  * into panels of r rows at dst (ceil(rows / r) * r * round_up(kc, k_unit) packed elements). */
 typedef void (*amp_gemm_pack_fn)(void *dst, const void *src, int64_t ld, bool trans, int64_t rows, int64_t kc, int r);
@@ -61,6 +67,8 @@ typedef struct amp_gemm_kernel {
     amp_gemm_ukernel_fn ukernel_ct; /* the same product, stored to C^T: tile element (i, j) goes to
                                      * c[j * ldc + i]; how the driver multiplies C^T = op(B)^T op(A)^T
                                      * when n is too narrow for nr (gemm.c) */
+    amp_gemm_ukernel_sa_fn ukernel_sa; /* NULL, or ukernel with a transposed fp32 A in place (gemm.c uses it
+                                        * where an A panel meets one B panel) */
     amp_gemm_pack_fn pack;       /* from this entry's source dtype to `packed` */
     amp_gemm_packed packed;
     int mr, nr;                  /* register tile, each at most AMP_GEMM_MAX_TILE */
@@ -99,6 +107,9 @@ static inline double amp_gemm_tile_fill(const amp_gemm_kernel *kern, int64_t row
 /* The kernel for (isa, dtype), or NULL when dtype is not a GEMM input type. isa must be supported. */
 const amp_gemm_kernel *amp_gemm_kernel_for(amp_isa isa, amp_dtype dtype);
 
+/* Lets amp_gemm read A in place where the kernels can (gemm.c; on by default), or makes it pack every
+ * panel: for the tests, which compare the two bit for bit. */
+void amp_gemm_set_a_in_place(bool on);
 /* The oracle: a naive triple loop, one fp32 accumulator per element of C summed in increasing k,
  * then c = alpha * acc + beta * c (beta == 0: c = alpha * acc; alpha == 0 or k == 0: c = beta * c,
  * or 0 when beta == 0). Arguments must be valid (amp_gemm checks them). Used by the tests. */
