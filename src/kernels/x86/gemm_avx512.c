@@ -92,14 +92,18 @@ static inline __attribute__((always_inline)) void prefetch_tile_transposed(const
     }
 }
 
-static inline __attribute__((always_inline)) void compute_f32(int64_t kc, const float *a /* [kc][MR] */,
-                                                               const float *b /* [kc][NR] */, __m512 acc[MR][2]) {
+/* The f32 k loop on an A panel whose k steps are lda floats apart, element (i, p) at a[p * lda + i]:
+ * lda = MR for a packed panel (compute_f32), a row of A^T's storage for a panel read in place
+ * (ukernel_f32_sa). The same loads, broadcasts and multiply-adds in the same order either way. */
+static inline __attribute__((always_inline)) void compute_f32_strided(int64_t kc, const float *a, int64_t lda,
+                                                                       const float *b /* [kc][NR] */,
+                                                                       __m512 acc[MR][2]) {
     GEMM_UNROLL
     for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-    for (int64_t p = 0; p < kc; p++, a += MR, b += NR) {
+    for (int64_t p = 0; p < kc; p++, a += lda, b += NR) {
         _mm_prefetch((const char *)(b + PF_DIST * NR), _MM_HINT_T0);
         _mm_prefetch((const char *)(b + PF_DIST * NR + 16), _MM_HINT_T0);
-        _mm_prefetch((const char *)(a + PF_DIST * MR), _MM_HINT_T0);
+        _mm_prefetch((const char *)(a + PF_DIST * lda), _MM_HINT_T0);
         const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
         GEMM_UNROLL
         for (int i = 0; i < MR; i++) {
@@ -108,6 +112,11 @@ static inline __attribute__((always_inline)) void compute_f32(int64_t kc, const 
             acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
         }
     }
+}
+
+static inline __attribute__((always_inline)) void compute_f32(int64_t kc, const float *a /* [kc][MR] */,
+                                                               const float *b /* [kc][NR] */, __m512 acc[MR][2]) {
+    compute_f32_strided(kc, a, MR, b, acc);
 }
 
 static inline __attribute__((always_inline)) void compute_bf16(int64_t kc, const int32_t *a /* [kc/2][MR] pairs */,
@@ -126,32 +135,12 @@ static inline __attribute__((always_inline)) void compute_bf16(int64_t kc, const
     }
 }
 
-/* compute_f32 on an A panel read in place, element (i, p) at a[p * lda + i]: each k step the same loads
- * of B, broadcasts of the same values and multiply-adds in the same order as compute_f32. */
-static inline __attribute__((always_inline)) void compute_f32_sa(int64_t kc, const float *a, int64_t lda,
-                                                                  const float *b /* [kc][NR] */, __m512 acc[MR][2]) {
-    GEMM_UNROLL
-    for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-    for (int64_t p = 0; p < kc; p++, a += lda, b += NR) {
-        _mm_prefetch((const char *)(b + PF_DIST * NR), _MM_HINT_T0);
-        _mm_prefetch((const char *)(b + PF_DIST * NR + 16), _MM_HINT_T0);
-        _mm_prefetch((const char *)(a + PF_DIST * lda), _MM_HINT_T0);
-        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-        GEMM_UNROLL
-        for (int i = 0; i < MR; i++) {
-            const __m512 ai = _mm512_set1_ps(a[i]);
-            acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
-            acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
-        }
-    }
-}
-
 /* ukernel_f32 with A in place (gemm_kernels.h) */
 static void ukernel_f32_sa(int64_t kc, const float *a, int64_t lda, const void *b, float *c, int64_t ldc, int m, int n,
                            float alpha, float beta) {
     __m512 acc[MR][2];
     prefetch_tile(c, ldc, m);
-    compute_f32_sa(kc, a, lda, b, acc);
+    compute_f32_strided(kc, a, lda, b, acc);
     store_tile(acc, c, ldc, m, n, alpha, beta);
 }
 
