@@ -223,7 +223,7 @@ void test_data_idx_errors(void) {
         CHECK(fwrite(junk, 1, sizeof junk, f) == sizeof junk);
         fclose(f);
     }
-    EXPECT_ERROR(dir, AMP_ERR_FORMAT, "train-images-idx3-ubyte.gz: ", NULL);
+    EXPECT_ERROR(dir, AMP_ERR_FORMAT, "train-images-idx3-ubyte.gz: corrupt gzip data: ", NULL);
     /* Arguments. */
     amp_image_dataset d;
     CHECK_EQ_INT(amp_image_dataset_load(NULL, true, NULL, &d, err, sizeof err), AMP_ERR_NULL_POINTER);

@@ -63,10 +63,12 @@ static int64_t idx_read(gzFile f, void *buf, int64_t n, int *zerr, const char **
     return got;
 }
 
-/* gzerror's message starts with the path, which amp's message already names. */
-static const char *idx_zmsg(const idx_file *x, const char *zmsg) {
+/* The error for a read that zlib failed: gzerror's message (zmsg), less the path it starts with,
+ * which amp's message already names. */
+static int idx_corrupt(const idx_file *x, const char *zmsg, char *err, size_t err_size) {
     const size_t n = strlen(x->path);
-    return strncmp(zmsg, x->path, n) == 0 && zmsg[n] == ':' && zmsg[n + 1] == ' ' ? zmsg + n + 2 : zmsg;
+    if (strncmp(zmsg, x->path, n) == 0 && zmsg[n] == ':' && zmsg[n + 1] == ' ') zmsg += n + 2;
+    return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: corrupt gzip data: %s", x->path, zmsg);
 }
 
 static uint32_t be32(const unsigned char *p) {
@@ -92,7 +94,8 @@ static int idx_open(idx_file *x, const char *dir, const char *name, uint32_t mag
     errno = 0;
     x->f = gzopen(x->path, "rb");
     if (!x->f) {
-        if (errno == ENOMEM || errno == 0) return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: cannot open: out of memory", x->path);
+        if (errno == ENOMEM || errno == 0)
+            return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: cannot open: out of memory", x->path);
         return amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: cannot open: %s", x->path, strerror(errno));
     }
 
@@ -102,7 +105,7 @@ static int idx_open(idx_file *x, const char *dir, const char *name, uint32_t mag
     const char *zmsg = "";
     const int64_t got = idx_read(x->f, h, 4, &zerr, &zmsg);
     if (zerr)
-        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: corrupt gzip data: %s", x->path, idx_zmsg(x, zmsg));
+        return idx_corrupt(x, zmsg, err, err_size);
     if (got < 4)
         return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: truncated header: %lld of %lld bytes", x->path,
                           (long long)got, (long long)header);
@@ -116,7 +119,7 @@ static int idx_open(idx_file *x, const char *dir, const char *name, uint32_t mag
                           float_ok ? ", or 0x00000d03 / 0x00000e03 for float32 / float64 ones" : "");
     const int64_t got_dims = idx_read(x->f, h + 4, header - 4, &zerr, &zmsg);
     if (zerr)
-        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: corrupt gzip data: %s", x->path, idx_zmsg(x, zmsg));
+        return idx_corrupt(x, zmsg, err, err_size);
     if (got_dims < header - 4)
         return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: truncated header: %lld of %lld bytes", x->path,
                           (long long)(4 + got_dims), (long long)header);
@@ -154,7 +157,7 @@ static int idx_read_data(idx_file *x, uint8_t *buf, int64_t n, int64_t unit, con
     const char *zmsg = "";
     const int64_t got = idx_read(x->f, buf, n, &zerr, &zmsg);
     if (zerr)
-        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: corrupt gzip data: %s", x->path, idx_zmsg(x, zmsg));
+        return idx_corrupt(x, zmsg, err, err_size);
     if (got < n)
         return amp_err_fmt(err, err_size, AMP_ERR_FORMAT,
                           "%s: truncated: header says %s, file holds %lld (%lld of %lld %s bytes)", x->path,
@@ -162,7 +165,7 @@ static int idx_read_data(idx_file *x, uint8_t *buf, int64_t n, int64_t unit, con
     unsigned char extra;
     const int64_t more = idx_read(x->f, &extra, 1, &zerr, &zmsg);
     if (zerr)
-        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: corrupt gzip data: %s", x->path, idx_zmsg(x, zmsg));
+        return idx_corrupt(x, zmsg, err, err_size);
     if (more)
         return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: trailing data after the %s its header declares",
                           x->path, describe);
