@@ -119,6 +119,7 @@ static const harness_test all_tests[] = {
     TEST(alloc_failure_loops),
     TEST(lstm_sequence),
     TEST(threads_elementwise),
+    TEST(threads_pool),
     TEST(threads_attention),
     TEST(threads_convert),
     TEST(threads_loss),

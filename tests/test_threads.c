@@ -33,6 +33,8 @@ static amp_tensor *add_row(amp_ctx *ctx, amp_tensor *x) {
     return amp_add(ctx, x, amp_tensor_from(ctx, x->dtype, 1, (const int64_t[]){97}, r, AMP_F32));
 }
 static amp_tensor *log_abs(amp_ctx *ctx, amp_tensor *x) { return amp_log(ctx, amp_exp(ctx, x)); }
+/* 2 x 2 max pooling, stride 2: its planes split between threads */
+static amp_tensor *max_pool2(amp_ctx *ctx, amp_tensor *x) { return amp_max_pool2d(ctx, x, 2, 2); }
 
 static float urand(uint64_t *s) {
     *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
@@ -92,6 +94,17 @@ void test_threads_elementwise(void) {
     for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
         for (int d = 0; d < 2; d++) check_op(ops[o].name, ops[o].f, dts[d], 1, &n);
     for (int d = 0; d < 2; d++) check_op("add (a row)", add_row, dts[d], 2, (const int64_t[]){1351, 97});
+}
+
+/* Max pooling's planes split between threads, forward and backward: 8 x 16 planes of 28 x 28 (the
+ * cnn's shape), and 5 x 7 of 27 x 27, whose last row and column floor mode leaves out (their
+ * gradient +0), the planes not a multiple of the threads. f16 decodes a block at a time. */
+void test_threads_pool(void) {
+    const amp_dtype dts[3] = {AMP_F32, AMP_BF16, AMP_F16};
+    for (int d = 0; d < 3; d++) {
+        check_op("max_pool2d", max_pool2, dts[d], 4, (const int64_t[]){8, 16, 28, 28});
+        check_op("max_pool2d (odd)", max_pool2, dts[d], 4, (const int64_t[]){5, 7, 27, 27});
+    }
 }
 
 void test_threads_convert(void) {

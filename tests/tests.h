@@ -22,6 +22,7 @@ void test_encode_edge_cases(void);
 void test_lstm_sequence(void);
 /* test_threads.c: ops split between threads give the one-thread bits */
 void test_threads_elementwise(void);
+void test_threads_pool(void);
 void test_threads_attention(void);
 void test_threads_convert(void);
 void test_threads_loss(void);

@@ -10,6 +10,7 @@
 
 #include "amp/cpu.h"
 #include "amp/formats.h"
+#include "../core/parallel.h"
 #include "op_util.h"
 #include "pool_kernels.h"
 #include "../formats/float_bits.h"
@@ -576,8 +577,8 @@ static bool use_k2_path(const pool_geom *pg) {
  * ([planes, h, w], dtype ddt) in one amp_convert, or written in place when ddt is f32. Every element
  * of dst is written: the rows and column floor mode leaves out get +0 (all-zero bits in every float
  * dtype). The values are those of the fp32 dx that amp_grad_accumulate would round to ddt. */
-static void max_pool_backward_k2(const pool_geom *pg, const void *g, amp_dtype gdt, const uint8_t *offsets,
-                                 void *dst, amp_dtype ddt) {
+static void max_pool_backward_k2_planes(const pool_geom *pg, const void *g, amp_dtype gdt, const uint8_t *offsets,
+                                        void *dst, amp_dtype ddt) {
     const size_t ges = amp_dtype_size(gdt), des = amp_dtype_size(ddt);
     const int64_t rows = POOL_K2_BLOCK / (2 * pg->w) < pg->oh ? POOL_K2_BLOCK / (2 * pg->w) : pg->oh;
     float gb[POOL_K2_BLOCK / 4], db[POOL_K2_BLOCK];
@@ -606,6 +607,44 @@ static void max_pool_backward_k2(const pool_geom *pg, const void *g, amp_dtype g
         if (pg->h > 2 * pg->oh)
             memset((unsigned char *)dst + (size_t)((p * pg->h + pg->h - 1) * pg->w) * des, 0, (size_t)pg->w * des);
     }
+}
+
+/* Planes are independent, and each is computed the same wherever it falls: a range of them runs as
+ * its own pooling with pointers moved to its first plane, so splitting the planes between threads
+ * leaves every value as it is. */
+typedef struct k2_job {
+    const pool_geom *pg;
+    const void *src;  /* forward: x; backward: dY */
+    amp_dtype src_dt;
+    void *dst;        /* forward: y; backward: dX */
+    amp_dtype dst_dt;
+    const uint8_t *offsets_in; /* backward: the forward's window offsets [planes, oh, ow] */
+    uint8_t *offsets_out;      /* forward: where they go */
+} k2_job;
+
+/* Below this many input elements a thread, one thread (a 28 x 28 plane is 784). */
+#define POOL_MIN_PER_THREAD 16384
+
+static int64_t pool_min_planes(const pool_geom *pg) {
+    const int64_t plane = pg->h * pg->w > 0 ? pg->h * pg->w : 1;
+    return POOL_MIN_PER_THREAD / plane > 1 ? POOL_MIN_PER_THREAD / plane : 1;
+}
+
+static void max_pool_backward_k2_range(void *arg, int64_t p0, int64_t p1, int thread_id) {
+    (void)thread_id;
+    const k2_job *j = arg;
+    pool_geom sub = *j->pg;
+    sub.planes = p1 - p0;
+    const int64_t out0 = p0 * sub.oh * sub.ow, in0 = p0 * sub.h * sub.w;
+    max_pool_backward_k2_planes(&sub, (const char *)j->src + (size_t)out0 * amp_dtype_size(j->src_dt), j->src_dt,
+                                j->offsets_in + out0, (char *)j->dst + (size_t)in0 * amp_dtype_size(j->dst_dt),
+                                j->dst_dt);
+}
+
+static void max_pool_backward_k2(const pool_geom *pg, const void *g, amp_dtype gdt, const uint8_t *offsets,
+                                 void *dst, amp_dtype ddt) {
+    k2_job job = {pg, g, gdt, dst, ddt, offsets, NULL};
+    amp_parallel_range(pg->planes, pool_min_planes(pg), 1, max_pool_backward_k2_range, &job);
 }
 
 static bool grad_dtype_ok(amp_dtype dt) { return dt == AMP_F32 || dt == AMP_F16 || dt == AMP_BF16; }
@@ -650,20 +689,19 @@ static void max_pool_backward(amp_ctx *ctx, amp_node *node) {
 /* kernel 2, stride 2, x contiguous: planes in blocks of output rows, each block's input rows decoded to
  * fp32 in one amp_convert (f16/bf16; an f32 x is read in place), its outputs encoded in one. Max
  * pooling is exact, so the output's bits are the picked input's (rounding an exact value). */
-static void max_pool_k2(const amp_tensor *x, amp_tensor *out, const pool_geom *pg, uint8_t *offsets) {
-    const amp_dtype dt = x->dtype;
+static void max_pool_k2_planes(const pool_geom *pg, const void *xdata, amp_dtype dt, void *ydata, uint8_t *offsets) {
     const size_t es = amp_dtype_size(dt);
     const int64_t rows = POOL_K2_BLOCK / (2 * pg->w) < pg->oh ? POOL_K2_BLOCK / (2 * pg->w) : pg->oh;
     float in[POOL_K2_BLOCK], yb[POOL_K2_BLOCK / 4];
 #if defined(POOL_HAVE_AVX2)
     if (dt == AMP_BF16 && amp_isa_active() == AMP_ISA_AVX512) { /* no decoded copy: the same bits */
-        max_pool_rows_k2_bf16_avx512(x->data, pg->planes, pg->h, pg->w, pg->oh, pg->ow, out->data, offsets);
+        max_pool_rows_k2_bf16_avx512(xdata, pg->planes, pg->h, pg->w, pg->oh, pg->ow, ydata, offsets);
         return;
     }
 #endif
 #if defined(POOL_HAVE_AVX2)
     if (dt == AMP_F32 && amp_isa_active() == AMP_ISA_AVX512) { /* the rows in place, one path check */
-        max_pool_rows_k2_avx512(x->data, pg->planes, pg->h, pg->w, pg->oh, pg->ow, out->data, offsets);
+        max_pool_rows_k2_avx512(xdata, pg->planes, pg->h, pg->w, pg->oh, pg->ow, ydata, offsets);
         return;
     }
 #endif
@@ -671,16 +709,33 @@ static void max_pool_k2(const amp_tensor *x, amp_tensor *out, const pool_geom *p
         for (int64_t oy0 = 0; oy0 < pg->oh; oy0 += rows) {
             const int64_t nr = pg->oh - oy0 < rows ? pg->oh - oy0 : rows;
             const int64_t o0 = (p * pg->oh + oy0) * pg->ow;
-            const unsigned char *src = (const unsigned char *)x->data + (size_t)((p * pg->h + 2 * oy0) * pg->w) * es;
+            const unsigned char *src = (const unsigned char *)xdata + (size_t)((p * pg->h + 2 * oy0) * pg->w) * es;
             const float *r = dt == AMP_F32 ? (const float *)(const void *)src : in;
-            float *y = dt == AMP_F32 ? (float *)out->data + o0 : yb;
+            float *y = dt == AMP_F32 ? (float *)ydata + o0 : yb;
             if (dt != AMP_F32) amp_convert(in, AMP_F32, src, dt, (size_t)(2 * nr * pg->w));
             for (int64_t i = 0; i < nr; i++)
                 amp_max_pool_row_k2(r + 2 * i * pg->w, r + (2 * i + 1) * pg->w, pg->ow, y + i * pg->ow,
                                     offsets + o0 + i * pg->ow);
             if (dt != AMP_F32)
-                amp_convert((unsigned char *)out->data + (size_t)o0 * es, dt, yb, AMP_F32, (size_t)(nr * pg->ow));
+                amp_convert((unsigned char *)ydata + (size_t)o0 * es, dt, yb, AMP_F32, (size_t)(nr * pg->ow));
         }
+}
+
+static void max_pool_k2_range(void *arg, int64_t p0, int64_t p1, int thread_id) {
+    (void)thread_id;
+    const k2_job *j = arg;
+    pool_geom sub = *j->pg;
+    sub.planes = p1 - p0;
+    const size_t es = amp_dtype_size(j->src_dt);
+    const int64_t out0 = p0 * sub.oh * sub.ow;
+    max_pool_k2_planes(&sub, (const char *)j->src + (size_t)(p0 * sub.h * sub.w) * es, j->src_dt,
+                       (char *)j->dst + (size_t)out0 * es, j->offsets_out + out0);
+}
+
+/* max_pool_k2_planes over all planes, split between threads (k2_job) */
+static void max_pool_k2(const amp_tensor *x, amp_tensor *out, const pool_geom *pg, uint8_t *offsets) {
+    k2_job job = {pg, x->data, x->dtype, out->data, x->dtype, NULL, offsets};
+    amp_parallel_range(pg->planes, pool_min_planes(pg), 1, max_pool_k2_range, &job);
 }
 
 amp_tensor *amp_max_pool2d(amp_ctx *ctx, amp_tensor *x, int kernel, int stride) {
