@@ -124,7 +124,6 @@ typedef struct gemm_job {
 } gemm_job;
 
 static int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
-
 static int64_t round_up(int64_t x, int64_t unit) { return (x + unit - 1) / unit * unit; }
 
 /* Whether the kernels may read A in place (gemm_block); off only in the tests, which compare the two */

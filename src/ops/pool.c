@@ -726,10 +726,9 @@ static void max_pool_k2_range(void *arg, int64_t p0, int64_t p1, int thread_id) 
     const k2_job *j = arg;
     pool_geom sub = *j->pg;
     sub.planes = p1 - p0;
-    const size_t es = amp_dtype_size(j->src_dt);
-    const int64_t out0 = p0 * sub.oh * sub.ow;
-    max_pool_k2_planes(&sub, (const char *)j->src + (size_t)(p0 * sub.h * sub.w) * es, j->src_dt,
-                       (char *)j->dst + (size_t)out0 * es, j->offsets_out + out0);
+    const int64_t out0 = p0 * sub.oh * sub.ow; /* y has x's dtype */
+    max_pool_k2_planes(&sub, (const char *)j->src + (size_t)(p0 * sub.h * sub.w) * amp_dtype_size(j->src_dt), j->src_dt,
+                       (char *)j->dst + (size_t)out0 * amp_dtype_size(j->dst_dt), j->offsets_out + out0);
 }
 
 /* max_pool_k2_planes over all planes, split between threads (k2_job) */
