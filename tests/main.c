@@ -136,6 +136,7 @@ static const harness_test all_tests[] = {
     TEST(attention_fused),
     TEST(grad_chunks),
     TEST(gelu_kernels),
+    TEST(ce_kernels),
     TEST(grad_reuse),
     TEST(grad_hand_over),
     TEST(gemm_fused_epilogue),

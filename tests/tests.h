@@ -198,6 +198,9 @@ void test_grad_chunks(void);
 
 /* test_gelu_kernels.c: the fused gelu kernels of every path against their erfc/exp composition, bit for bit */
 void test_gelu_kernels(void);
+/* test_ce_kernels.c: the fused cross-entropy row kernels against their exp composition, bit for bit, and
+ * the composition against double precision */
+void test_ce_kernels(void);
 
 /* test_grad_reuse.c: dropped non-leaf gradients' arena blocks reused: same gradients, lower peak */
 void test_grad_reuse(void);

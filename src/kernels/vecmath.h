@@ -17,6 +17,7 @@
 #define AMP_VECMATH_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "amp/cpu.h"
@@ -29,6 +30,21 @@ typedef void (*amp_vmath_kernel)(float *dst, const float *src, size_t n);
 /* dx[i] = g[i] f'(x[i]) */
 typedef void (*amp_vmath_grad_kernel)(float *dx, const float *g, const float *x, size_t n);
 
+/* Cross-entropy's two passes over one row of C logits (ops/loss.c), x fp32 or (bf16 set) bf16 bit
+ * patterns, read in place:
+ *   ce_stats: *mx = the row's maximum (NaN skipped; -inf for a row of -inf and NaN only) and *sum =
+ *     the sum over c of exp(x[c] - mx), added in 16 lanes (lane l: the c = l mod 16 in increasing c,
+ *     from +0), the lanes then folded in halves (lane l += lane l + w, for w = 8, 4, 2, 1): the order
+ *     a 16-wide vector adds in, fixed for every path
+ *   ce_grad: d[c] = p k and d[t] = (p - 1) k, p = exp((x[c] - mx) - logsum), t < C
+ * A path that has them gives exactly the bits of amp_vmath_ce_stats_composed and
+ * amp_vmath_ce_grad_composed on its own table (tests/test_ce_kernels.c); where they are NULL the op runs
+ * those. *mx may differ in the sign of a zero maximum, which changes no result (x - 0 is x either way
+ * but for zeros, whose exp is 1). */
+typedef void (*amp_vmath_ce_stats_fn)(const void *x, bool bf16, size_t C, float *mx, float *sum);
+typedef void (*amp_vmath_ce_grad_fn)(float *d, const void *x, bool bf16, size_t C, float mx, float logsum, float k,
+                                     size_t t);
+
 typedef struct amp_vmath_kernels {
     amp_vmath_kernel exp;     /* e^x */
     amp_vmath_kernel tanh;    /* tanh x */
@@ -39,6 +55,9 @@ typedef struct amp_vmath_kernels {
      * the scalar arithmetic below); tests/test_gelu_kernels.c checks the equality. */
     amp_vmath_kernel gelu;           /* x Phi(x) */
     amp_vmath_grad_kernel gelu_grad; /* g (Phi(x) + x phi(x)) */
+    /* cross-entropy's two passes over a row (below), fused; NULL on a path without them */
+    amp_vmath_ce_stats_fn ce_stats;
+    amp_vmath_ce_grad_fn ce_grad;
 } amp_vmath_kernels;
 
 /* 1/sqrt(2) and 1/sqrt(2*pi), for gelu's Gaussian CDF and density. */
@@ -54,6 +73,13 @@ typedef struct amp_vmath_kernels {
  * the fused kernels' oracle. */
 void amp_vmath_gelu_composed(const amp_vmath_kernels *k, float *y, const float *x, size_t n);
 void amp_vmath_gelu_grad_composed(const amp_vmath_kernels *k, float *dx, const float *g, const float *x, size_t n);
+
+/* ce_stats and ce_grad as k->exp on rows of fp32 values with scalar loops: the fused kernels' oracle,
+ * and what the op runs on a path without them. */
+void amp_vmath_ce_stats_composed(const amp_vmath_kernels *k, const void *x, bool bf16, size_t C, float *mx,
+                                 float *sum);
+void amp_vmath_ce_grad_composed(const amp_vmath_kernels *k, float *d, const void *x, bool bf16, size_t C, float mx,
+                                float logsum, float kk, size_t t);
 
 void amp_vmath_kernels_ref(amp_vmath_kernels *k);
 #if defined(__x86_64__)

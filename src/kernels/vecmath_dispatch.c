@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include "vecmath.h"
+#include "../formats/float_bits.h"
 
 static amp_vmath_kernels tables[AMP_ISA_COUNT];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
@@ -47,4 +48,52 @@ void amp_vmath_gelu_grad_composed(const amp_vmath_kernels *k, float *dx, const f
         k->exp(pdf, pdf, m);
         for (size_t i = 0; i < m; i++) dx[i0 + i] = g[i0 + i] * (0.5f * cdf[i] + v[i] * (AMP_VMATH_INV_SQRT_2PI * pdf[i]));
     }
+}
+
+/* ---- cross-entropy's row passes (vecmath.h) ---- */
+
+enum { CE_LANES = 16, CE_CHUNK = 256 }; /* CE_CHUNK: a multiple of CE_LANES, so a chunk starts at lane 0 */
+
+static float ce_at(const void *x, bool bf16, size_t c) {
+    return bf16 ? amp_f32_from_bits(amp_bf16_decode(((const uint16_t *)x)[c])) : ((const float *)x)[c];
+}
+
+void amp_vmath_ce_stats_composed(const amp_vmath_kernels *k, const void *x, bool bf16, size_t C, float *mx,
+                                 float *sum) {
+    /* the maximum in lanes, then across them (NaN never replaces): the same value in any order */
+    float ml[CE_LANES], m = -INFINITY;
+    for (int l = 0; l < CE_LANES; l++) ml[l] = -INFINITY;
+    size_t c = 0;
+    for (; c + CE_LANES <= C; c += CE_LANES)
+        for (int l = 0; l < CE_LANES; l++) {
+            const float v = ce_at(x, bf16, c + (size_t)l);
+            ml[l] = v > ml[l] ? v : ml[l];
+        }
+    for (; c < C; c++) {
+        const float v = ce_at(x, bf16, c);
+        m = v > m ? v : m;
+    }
+    for (int l = 0; l < CE_LANES; l++) m = ml[l] > m ? ml[l] : m;
+    float s[CE_LANES] = {0}, e[CE_CHUNK];
+    for (size_t c0 = 0; c0 < C; c0 += CE_CHUNK) {
+        const size_t len = C - c0 < CE_CHUNK ? C - c0 : CE_CHUNK;
+        for (size_t i = 0; i < len; i++) e[i] = ce_at(x, bf16, c0 + i) - m;
+        k->exp(e, e, len);
+        size_t i = 0;
+        for (; i + CE_LANES <= len; i += CE_LANES)
+            for (int l = 0; l < CE_LANES; l++) s[l] += e[i + l];
+        for (int l = 0; i + (size_t)l < len; l++) s[l] += e[i + l];
+    }
+    for (int w = CE_LANES / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) s[l] += s[l + w];
+    *mx = m, *sum = s[0];
+}
+
+void amp_vmath_ce_grad_composed(const amp_vmath_kernels *k, float *d, const void *x, bool bf16, size_t C, float mx,
+                                float logsum, float kk, size_t t) {
+    for (size_t c = 0; c < C; c++) d[c] = (ce_at(x, bf16, c) - mx) - logsum;
+    k->exp(d, d, C); /* softmax */
+    const float dt = (d[t] - 1.0f) * kk;
+    for (size_t c = 0; c < C; c++) d[c] *= kk;
+    d[t] = dt;
 }

@@ -33,6 +33,8 @@ static void gelu_grad_ref(float *dx, const float *g, const float *x, size_t n) {
 }
 
 void amp_vmath_kernels_ref(amp_vmath_kernels *k) {
+    k->ce_stats = NULL; /* the op composes (vecmath.h) */
+    k->ce_grad = NULL;
     k->gelu = gelu_ref;
     k->gelu_grad = gelu_grad_ref;
     k->exp = exp_ref;

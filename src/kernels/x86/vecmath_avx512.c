@@ -12,6 +12,7 @@
  * Clamping before the core uses MINPS/MAXPS with the constant first: they return their second operand
  * when either is NaN, so a NaN input reaches the arithmetic and comes out NaN. */
 #include <immintrin.h>
+#include <stdint.h>
 
 #include "../vecmath.h"
 #include "../vecmath_coeffs.h"
@@ -105,7 +106,51 @@ static void gelu_grad_avx512(float *dx, const float *g, const float *x, size_t n
     }
 }
 
+/* ---- cross-entropy's row passes, fused: amp_vmath_ce_*_composed with exp_v (vecmath.h) ---- */
+
+/* 16 logits from c (masked lanes 0): fp32, or bf16 patterns widened (exact) */
+static inline __m512 ce_load(__mmask16 m, const void *x, bool bf16, size_t c) {
+    if (!bf16) return _mm512_maskz_loadu_ps(m, (const float *)x + c);
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)x + c));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
+static inline __mmask16 ce_mask(size_t left) { return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u); }
+
+static void ce_stats_avx512(const void *x, bool bf16, size_t C, float *mx, float *sum) {
+    __m512 mv = set1(-INFINITY);
+    for (size_t c = 0; c < C; c += 16) { /* max(v, m) is m where v is NaN */
+        const __mmask16 m = ce_mask(C - c);
+        mv = _mm512_mask_max_ps(mv, m, ce_load(m, x, bf16, c), mv);
+    }
+    const float mxs = _mm512_reduce_max_ps(mv); /* no NaN in mv: the order does not matter */
+    const __m512 mb = set1(mxs);
+    __m512 s = _mm512_setzero_ps();
+    for (size_t c = 0; c < C; c += 16) {
+        const __mmask16 m = ce_mask(C - c);
+        s = _mm512_mask_add_ps(s, m, s, exp_v(_mm512_sub_ps(ce_load(m, x, bf16, c), mb)));
+    }
+    /* the lanes folded in halves: l += l + 8, l + 4, l + 2, l + 1 */
+    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(s),
+                                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    *mx = mxs, *sum = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+static void ce_grad_avx512(float *d, const void *x, bool bf16, size_t C, float mx, float logsum, float kk, size_t t) {
+    const __m512 mb = set1(mx), lb = set1(logsum), kb = set1(kk);
+    for (size_t c = 0; c < C; c += 16) {
+        const __mmask16 m = ce_mask(C - c);
+        __m512 p = exp_v(_mm512_sub_ps(_mm512_sub_ps(ce_load(m, x, bf16, c), mb), lb));
+        if (t - c < 16) p = _mm512_mask_sub_ps(p, (__mmask16)(1u << (t - c)), p, set1(1.0f)); /* (p - 1) k at t */
+        _mm512_mask_storeu_ps(d + c, m, _mm512_mul_ps(p, kb));
+    }
+}
+
 void amp_vmath_kernels_avx512(amp_vmath_kernels *k) {
+    k->ce_stats = ce_stats_avx512;
+    k->ce_grad = ce_grad_avx512;
     k->gelu = gelu_avx512;
     k->gelu_grad = gelu_grad_avx512;
     k->exp = exp_avx512;
