@@ -343,7 +343,7 @@ void test_lstm_cell_backward_bf16_kernels(void) {
     uint64_t s = 0x94d049bb133111ebull;
     float act[5 * MAXH], cprev[MAXH], dh[MAXH], dh2[MAXH], dc[MAXH], tmp[4 * MAXH];
     float db_r[4 * MAXH], db_k[4 * MAXH], dcp_r[MAXH], dcp_k[MAXH];
-    uint16_t dg_r[4 * MAXH], dg_k[4 * MAXH], a16[5 * MAXH], cp16[MAXH];
+    uint16_t dg_r[4 * MAXH], dg_k[4 * MAXH], a16[5 * MAXH], cp16[MAXH], dh16[MAXH];
     int tested = 0;
     for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
         if (!amp_isa_supported((amp_isa)isa)) continue;
@@ -369,12 +369,14 @@ void test_lstm_cell_backward_bf16_kernels(void) {
                 k->act16_pack(a16, act, 5 * H);
                 amp_convert(cp16, AMP_BF16, cprev, AMP_F32, H);
                 amp_convert(cprev, AMP_F32, cp16, AMP_BF16, H);
+                amp_convert(dh16, AMP_BF16, dh, AMP_F32, H); /* h's gradient in bf16, as the kernel reads it */
+                amp_convert(dh, AMP_F32, dh16, AMP_BF16, H);
                 memcpy(dcp_r, dc, sizeof dc), memcpy(dcp_k, dc, sizeof dc);
                 memset(dg_k, 0xff, sizeof dg_k);
                 k->cell_backward16(tmp, dcp_r, a16, cprev, dh, two ? dh2 : NULL, alias ? dcp_r : dc, H);
                 if (sum) k->acc(db_r, tmp, 4 * H);
                 amp_convert(dg_r, AMP_BF16, tmp, AMP_F32, 4 * H);
-                k->cell_backward_bf16(dg_k, sum ? db_k : NULL, dcp_k, a16, cp16, dh, two ? dh2 : NULL,
+                k->cell_backward_bf16(dg_k, sum ? db_k : NULL, dcp_k, a16, cp16, dh16, two ? dh2 : NULL,
                                       alias ? dcp_k : dc, H);
                 if (!same_bf16(dg_r, dg_k, 4 * H) || !same_bits(db_r, db_k, 4 * H) ||
                     !same_bits(dcp_r, dcp_k, H))

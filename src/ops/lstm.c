@@ -606,6 +606,7 @@ typedef struct bwd_job {
     float *cpf;                             /* narrow: the same in fp32, each row converted by its task */
     float *dgf;                             /* narrow: step t's dG rows in fp32 [B, 4H] */
     const float *dout, *dhn;                /* dhn: dh_t rows ldp apart (zeros after the last step) */
+    const uint16_t *dout16;                 /* the fused bf16 rows: dout in bf16, in place (dout NULL) */
     void *dgd;                              /* dG [B*T, 4H] in dt, rows b*T + t */
     float *dc;                              /* dc_t -> dc_{t-1} [B, H] */
     int64_t t, nb, T, H, ldp;               /* nb: B */
@@ -622,7 +623,8 @@ static void prefetch_bwd_row(const bwd_job *j, int64_t b) {
     if (t < 0) return;
     const int64_t row = t * B + nb; /* in the saved [T, B, ...] order */
     const size_t es = amp_dtype_size(j->dt);
-    prefetch_bytes(j->dout + (nb * j->T + t) * H, (size_t)H * sizeof(float));
+    if (j->dout16) prefetch_bytes(j->dout16 + (nb * j->T + t) * H, (size_t)H * sizeof(uint16_t));
+    else prefetch_bytes(j->dout + (nb * j->T + t) * H, (size_t)H * sizeof(float));
     if (j->dt == AMP_F32) {
         prefetch_bytes(j->acts + row * 5 * H, (size_t)(5 * H) * sizeof(float));
         prefetch_bytes(j->cprev + row * H, (size_t)H * sizeof(float));
@@ -732,7 +734,16 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     const int32_t *tok = V ? (const int32_t *)(const void *)((const char *)node->saved +
                                                              (size_t)(T * B * 6 * H) * (narrow ? 2 : sizeof(float)))
                            : NULL;
-    const float *dout = amp_grad_out(ctx, node);                /* [B, T, H] */
+    const amp_lstm_kernels *lk = amp_lstm_active();
+    /* the rows of a step split between threads (bwd_row); narrow: through fp32 rows in dgf */
+    const bool par = B > 1 && amp_parallel_max_threads() > 1;
+    /* one thread, bf16, and the path's fused row kernel (lstm_kernels.h cell_backward_bf16): h's
+     * gradient read in place in bf16, where widening it to fp32 first was a pass over [B, T, H] */
+    const amp_tensor *gout = node->out->grad;
+    const bool fused_bf16 = dt == AMP_BF16 && lk->cell_backward_bf16 && !par && gout && gout->dtype == AMP_BF16 &&
+                            amp_tensor_is_contiguous(gout);
+    const uint16_t *dout16 = fused_bf16 ? gout->data : NULL;
+    const float *dout = fused_bf16 ? NULL : amp_grad_out(ctx, node); /* [B, T, H] */
     /* dG in dt, rows b*T + t; for a narrower dt each row is formed in fp32 in dgrow, then rounded */
     void *dgd = amp_scratch_alloc(ctx, (size_t)(R * G) * es);
     float *dgrow = dt == AMP_F32 ? NULL : amp_f32_scratch(ctx, G);
@@ -744,14 +755,10 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     float *gs = want_gs ? amp_f32_scratch(ctx, V * G) : NULL;
     float *const dbt = gs ? NULL : db; /* the rows' target without tokens */
     float *dc = amp_f32_scratch(ctx, B * H);
-    const amp_lstm_kernels *lk = amp_lstm_active();
-    const bool fused_bf16 = dt == AMP_BF16 && lk->cell_backward_bf16;
-    /* the rows of a step split between threads (bwd_row); narrow: through fp32 rows in dgf */
-    const bool par = B > 1 && amp_parallel_max_threads() > 1;
     float *dgf = narrow && par ? amp_f32_scratch(ctx, B * G) : NULL;
     const bool need_cpf = narrow && (!fused_bf16 || par);
     float *cpf = need_cpf ? amp_f32_scratch(ctx, B * H) : NULL; /* step t's c_{t-1} in fp32 */
-    if (!dout || !dgd || (narrow && !dgrow) || (want_db && !db) || (want_gs && !gs) || !dc || (need_cpf && !cpf) ||
+    if ((!dout && !dout16) || !dgd || (narrow && !dgrow) || (want_db && !db) || (want_gs && !gs) || !dc || (need_cpf && !cpf) ||
         (narrow && par && !dgf))
         return;
     if (gs) memset(gs, 0, (size_t)(V * G) * sizeof *gs);
@@ -782,7 +789,7 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         const float *dhn = dxh + (t + 1) * B * ldp + NX; /* dh_t, from step t + 1 (zeros after the last) */
         const char *cpt = narrow ? cprev_dt + (size_t)(t * B * H) * es : NULL; /* step t's c_{t-1}, [B, H] in dt */
         if (cpf && !par) amp_convert(cpf, AMP_F32, cpt, dt, (size_t)(B * H));
-        bwd_job job = {lk, dt, acts, cprev, acts16, cpt, cpf, dgf, dout, dhn, dgd, dc, t, B, T, H, ldp};
+        bwd_job job = {lk, dt, acts, cprev, acts16, cpt, cpf, dgf, dout, dhn, dout16, dgd, dc, t, B, T, H, ldp};
         if (!narrow || par) { /* the rows' pointwise passes (split between the threads), then db in row order */
             if (par) amp_parallel_for(B, bwd_row, &job);
             else
@@ -791,13 +798,14 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
                 lk->acc(ROW_SUM(b), narrow ? dgf + b * G : (const float *)dgd + (b * T + t) * G, (size_t)G);
         }
         for (int64_t b = 0; narrow && !par && b < B; b++) {
-            const float *dho = dout + (b * T + t) * H, *dhb = dhn + b * ldp;
+            const float *dho = dout ? dout + (b * T + t) * H : NULL, *dhb = dhn + b * ldp;
             char *dgt = (char *)dgd + (size_t)((b * T + t) * G) * es;
             const uint16_t *act = acts16 + (t * B + b) * 5 * H;
             prefetch_bwd_row(&job, b);
             if (fused_bf16) { /* the three steps below in one pass */
                 lk->cell_backward_bf16((uint16_t *)(void *)dgt, ROW_SUM(b), dc + b * H, act,
-                                       (const uint16_t *)(const void *)cpt + b * H, dho, dhb, dc + b * H, (size_t)H);
+                                       (const uint16_t *)(const void *)cpt + b * H, dout16 + (b * T + t) * H, dhb,
+                                       dc + b * H, (size_t)H);
                 continue;
             }
             lk->cell_backward16(dgrow, dc + b * H, act, cpf + b * H, dho, dhb, dc + b * H, (size_t)H);

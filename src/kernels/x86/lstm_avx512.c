@@ -233,11 +233,13 @@ static inline __attribute__((always_inline)) void put_gate(float *dgr, uint16_t 
 
 /* amp_lstm_cell_backward16_at on 16 columns at a time, the tail under a mask with the same vector code
  * (the same operations as the scalar formula). The gradient goes to dgr (fp32) when it is not NULL,
- * else through db into dg (bf16) in registers; cprev is fp32 (cp32) or bf16 (cp16). */
+ * else through db into dg (bf16) in registers; cprev is fp32 (cp32) or bf16 (cp16), dh fp32 or (NULL) bf16
+ * (dh16). */
 static inline __attribute__((always_inline)) void cell_backward16_impl(float *dgr, uint16_t *dg, float *db,
                                                                        float *dc_prev, const uint16_t *act,
                                                                        const float *cp32, const uint16_t *cp16,
-                                                                       const float *dh, const float *dh2,
+                                                                       const float *dh, const uint16_t *dh16,
+                                                                       const float *dh2,
                                                                        const float *dc, size_t H) {
     const __m512 two = _mm512_set1_ps(2.0f);
     for (size_t j = 0; j < H; j += 16) {
@@ -247,7 +249,7 @@ static inline __attribute__((always_inline)) void cell_backward16_impl(float *dg
         const __m512 gg = act16_decode_v(m, act + 2 * H + j, &cg), go = act16_decode_v(m, act + 3 * H + j, &co);
         const __m512 t = act16_decode_v(m, act + 4 * H + j, &ct);
         const __m512 cp = cp32 ? _mm512_maskz_loadu_ps(m, cp32 + j) : f32_from_bf16(m, cp16 + j);
-        __m512 dh_out = _mm512_maskz_loadu_ps(m, dh + j);
+        __m512 dh_out = dh ? _mm512_maskz_loadu_ps(m, dh + j) : f32_from_bf16(m, dh16 + j);
         if (dh2) dh_out = _mm512_add_ps(dh_out, _mm512_maskz_loadu_ps(m, dh2 + j));
         /* dct = dc + dh_out * go * (1 - t^2), 1 - t^2 = ct (2 - ct) */
         const __m512 dot = _mm512_mul_ps(_mm512_mul_ps(dh_out, go), _mm512_mul_ps(ct, _mm512_sub_ps(two, ct)));
@@ -263,13 +265,13 @@ static inline __attribute__((always_inline)) void cell_backward16_impl(float *dg
 
 static void cell_backward16_avx512(float *dgr, float *dc_prev, const uint16_t *act, const float *cprev,
                                    const float *dh, const float *dh2, const float *dc, size_t H) {
-    cell_backward16_impl(dgr, NULL, NULL, dc_prev, act, cprev, NULL, dh, dh2, dc, H);
+    cell_backward16_impl(dgr, NULL, NULL, dc_prev, act, cprev, NULL, dh, NULL, dh2, dc, H);
 }
 
 static void cell_backward_bf16_avx512(uint16_t *dg, float *db, float *dc_prev, const uint16_t *act,
-                                      const uint16_t *cprev, const float *dh, const float *dh2, const float *dc,
+                                      const uint16_t *cprev, const uint16_t *dh, const float *dh2, const float *dc,
                                       size_t H) {
-    cell_backward16_impl(NULL, dg, db, dc_prev, act, NULL, cprev, dh, dh2, dc, H);
+    cell_backward16_impl(NULL, dg, db, dc_prev, act, NULL, cprev, NULL, dh, dh2, dc, H);
 }
 
 static inline __attribute__((always_inline)) void act16_pack_impl(uint16_t *dst, const float *src, size_t n,
