@@ -240,33 +240,90 @@ static void packed_task(void *arg, int64_t task, int thread_id) {
 /* Below this many flops (2mnk) per thread, one thread: gemm.c's threshold. */
 #define PACKED_MIN_FLOPS_PER_THREAD (1 << 21)
 
-/* c [m, n] (ldc) = X [m, k] W[0:n]^T + beta c, X[i, p] = x[i * ldx + p] in W's source dtype, n <= W's
- * rows, as amp_gemm(dt, false, ...) with alpha 1 gives it. False (error recorded) when out of memory. */
-static bool packed_gemm_n(amp_ctx *ctx, const packed_w *pw, int64_t m, int64_t n, const void *x, int64_t ldx,
-                          float beta, float *c, int64_t ldc) {
+/* bytes of one k block of X [m, k] packed for a product with pw (packed_gemm_n's X operand) */
+static size_t x_block_bytes(const packed_w *pw, int64_t m) {
+    return packed_bytes(pw->kern, m, pw->flip ? pw->kern->nr : pw->kern->mr, pw->kc_pad);
+}
+
+/* memcpy for n a multiple of 4 (a packed element is 2 or 4 bytes, whole pairs) */
+static inline void copy_words(void *dst, const void *src, size_t n) {
+    char *d = dst;
+    const char *s = src;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) memcpy(d + i, s + i, 8);
+    if (i < n) memcpy(d + i, s + i, 4);
+}
+
+/* Rows [b0, b1) of X [m, k] (X[i, p] = x[i * ldx + p], W's source dtype) into xpack, X packed for a
+ * product with pw (k block q at xpack + q * x_block_bytes(pw, m)), writing only those rows' places:
+ * the values kern->pack gives them when it packs all of X (the panels' other rows are another
+ * task's, and the zero rows past m are packed with the last panel's rows). A panel only partly in
+ * [b0, b1) is packed into tmp (kc_pad * r elements) and those rows' runs copied out. So the rows'
+ * own tasks can pack X for the next product (amp_lstm_sequence's steps), where one thread packing
+ * all of it held the other idle (two threads, the lstm model's amp-bf16: 2.2% of the samples). */
+static void pack_x_rows(const packed_w *pw, char *xpack, int64_t m, const void *x, int64_t ldx, int64_t b0,
+                        int64_t b1, unsigned char *tmp) {
     const amp_gemm_kernel *kern = pw->kern;
-    const int rw = pw->flip ? kern->mr : kern->nr, rx = pw->flip ? kern->nr : kern->mr;
-    const int64_t k = pw->k, blocks = (k + kern->kc - 1) / kern->kc;
-    if (m == 0 || n == 0) return true;
-    amp_arena_mark mk = amp_scratch_mark(ctx);
-    const size_t x_bytes = packed_bytes(kern, m, rx, pw->kc_pad);
-    char *xpack = amp_scratch_alloc(ctx, x_bytes * (size_t)(blocks > 0 ? blocks : 1));
-    if (!xpack) return false;
-    for (int64_t q = 0; q < blocks; q++) {
-        const int64_t pc = q * kern->kc;
-        kern->pack(xpack + (size_t)q * x_bytes, (const char *)x + (size_t)pc * pw->es, ldx, false, m,
-                   min64(kern->kc, k - pc), rx);
+    const int r = pw->flip ? kern->nr : kern->mr, ku = kern->k_unit;
+    const size_t ps = (size_t)kern->packed_size, x_bytes = x_block_bytes(pw, m);
+    for (int64_t pc = 0, q = 0; pc < pw->k; pc += kern->kc, q++) {
+        const int64_t kc = min64(kern->kc, pw->k - pc), kc_pad = round_up64(kc, ku);
+        char *block = xpack + (size_t)q * x_bytes;
+        for (int64_t i0 = b0 / r * r; i0 < b1; i0 += r) {
+            const int64_t r0 = b0 > i0 ? b0 : i0, r1 = min64(b1, i0 + r);
+            const bool whole = r0 == i0 && (r1 == i0 + r || r1 == m); /* every row of the panel, or the last */
+            char *panel = block + (size_t)(i0 * kc_pad) * ps;
+            const char *src = (const char *)x + (size_t)(r0 * ldx + pc) * pw->es;
+            if (whole) {
+                kern->pack(panel, src, ldx, false, r1 - r0, kc, r);
+                continue;
+            }
+            kern->pack(tmp, src, ldx, false, r1 - r0, kc, r); /* rows at 0..r1-r0, then zeros */
+            /* with X's last row, the panel's zero rows past m too */
+            const int64_t out = (r1 == m ? i0 + r : r1) - r0;
+            const size_t run = (size_t)(out * ku) * ps, line = (size_t)(r * ku) * ps;
+            for (int64_t u = 0; u < kc_pad / ku; u++) /* runs of a few dozen bytes: no memcpy call each */
+                copy_words(panel + (size_t)u * line + (size_t)((r0 - i0) * ku) * ps, tmp + (size_t)u * line, run);
+        }
     }
+}
+
+typedef struct packed_x {
+    char *data; /* X packed for every k block (pack_x_rows' layout), NULL: out of memory */
+    int64_t m;
+} packed_x;
+
+/* c [m, n] (ldc) = X W[0:n]^T + beta c with X [m, k] packed in xp (pack_x_rows), n <= W's rows, as
+ * amp_gemm(dt, false, ...) with alpha 1 gives it */
+static void packed_run(const packed_w *pw, const packed_x *xp, int64_t n, float beta, float *c, int64_t ldc) {
+    const amp_gemm_kernel *kern = pw->kern;
+    const int rw = pw->flip ? kern->mr : kern->nr;
+    const int64_t m = xp->m, k = pw->k;
+    if (m == 0 || n == 0) return;
     const int64_t tiles_w = (n + rw - 1) / rw;
     const double flops = 2.0 * (double)m * (double)n * (double)k;
     int64_t tasks = amp_parallel_max_threads();
     if (flops < (double)tasks * PACKED_MIN_FLOPS_PER_THREAD) tasks = (int64_t)(flops / PACKED_MIN_FLOPS_PER_THREAD);
     if (tasks > tiles_w) tasks = tiles_w;
     if (tasks < 1) tasks = 1;
-    packed_job job = {pw,    xpack, x_bytes, packed_bytes(kern, pw->n, rw, pw->kc_pad), m, n, tiles_w,
-                      tasks, c,     ldc,     beta};
+    packed_job job = {pw,    xp->data, x_block_bytes(pw, m), packed_bytes(kern, pw->n, rw, pw->kc_pad), m, n, tiles_w,
+                      tasks, c,        ldc,                  beta};
     if (tasks == 1) packed_task(&job, 0, 0);
     else amp_parallel_for(tasks, packed_task, &job);
+}
+
+/* c [m, n] (ldc) = X [m, k] W[0:n]^T + beta c, X[i, p] = x[i * ldx + p] in W's source dtype, n <= W's
+ * rows, as amp_gemm(dt, false, ...) with alpha 1 gives it. False (error recorded) when out of memory. */
+static bool packed_gemm_n(amp_ctx *ctx, const packed_w *pw, int64_t m, int64_t n, const void *x, int64_t ldx,
+                          float beta, float *c, int64_t ldc) {
+    const amp_gemm_kernel *kern = pw->kern;
+    const int64_t blocks = (pw->k + kern->kc - 1) / kern->kc;
+    if (m == 0 || n == 0) return true;
+    amp_arena_mark mk = amp_scratch_mark(ctx);
+    packed_x xp = {amp_scratch_alloc(ctx, x_block_bytes(pw, m) * (size_t)(blocks > 0 ? blocks : 1)), m};
+    if (!xp.data) return false;
+    pack_x_rows(pw, xp.data, m, x, ldx, 0, m, NULL); /* every panel whole */
+    packed_run(pw, &xp, n, beta, c, ldc);
     amp_scratch_release(ctx, mk);
     return true;
 }
@@ -610,6 +667,10 @@ typedef struct bwd_job {
     void *dgd;                              /* dG [B*T, 4H] in dt, rows b*T + t */
     float *dc;                              /* dc_t -> dc_{t-1} [B, H] */
     int64_t t, nb, T, H, ldp;               /* nb: B */
+    const packed_w *w;                      /* with xg: step t's product, whose X (dG_t) each range packs */
+    char *xg;                               /* NULL: none */
+    unsigned char *tmp;                     /* pack_x_rows' buffer, one per thread */
+    size_t tmp_bytes;
 } bwd_job;
 
 /* Row b + 1 of step t's reads that come from memory, not from a cache, fetched (PREFETCHT1) while row b
@@ -650,6 +711,15 @@ static void bwd_row(void *arg, int64_t b, int thread_id) {
     j->lk->cell_backward16(dgr, j->dc + b * H, j->acts16 + row * 5 * H, j->cpf + b * H, dho, dhb, j->dc + b * H,
                            (size_t)H);
     amp_convert((char *)j->dgd + (size_t)(r * G) * amp_dtype_size(j->dt), j->dt, dgr, AMP_F32, (size_t)G);
+}
+
+/* Rows [b0, b1) of step t (bwd_row), then those rows of dG_t packed for the step's product */
+static void bwd_rows(void *arg, int64_t b0, int64_t b1, int thread_id) {
+    const bwd_job *j = arg;
+    for (int64_t b = b0; b < b1; b++) bwd_row(arg, b, thread_id);
+    if (j->xg)
+        pack_x_rows(j->w, j->xg, j->nb, (const char *)j->dgd + (size_t)(j->t * 4 * j->H) * amp_dtype_size(j->dt),
+                    j->T * 4 * j->H, b0, b1, j->tmp + (size_t)thread_id * j->tmp_bytes);
 }
 
 /* dX's rows of batch elements [b0, b1) from the step-major dxh (rows t B + b, ldp apart) into X's order
@@ -783,17 +853,29 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     } else if (T > 1 && !pack_w(ctx, &w, dt, w_hh->data, H, true, H, G, B)) {
         return;
     }
-    bool ok = true;
-    for (int64_t t = T - 1; ok && t >= 0; t--) {
+    /* dG_t packed for the step's product by the rows' own tasks (bwd_rows) */
+    packed_x xg = {NULL, B};
+    size_t xtmp_bytes = 0;
+    unsigned char *xtmp = NULL;
+    if (NX || T > 1) {
+        const int64_t blocks = (G + w.kern->kc - 1) / w.kern->kc;
+        xtmp_bytes = (size_t)(w.kc_pad * AMP_GEMM_MAX_TILE * w.kern->packed_size);
+        xg.data = amp_scratch_alloc(ctx, x_block_bytes(&w, B) * (size_t)blocks);
+        xtmp = amp_scratch_alloc(ctx, xtmp_bytes * (size_t)amp_parallel_max_threads());
+        if (!xg.data || !xtmp) return;
+    }
+    for (int64_t t = T - 1; t >= 0; t--) {
+        const int64_t n = t > 0 ? NW : NX; /* the step's product: [dx_t | dh_{t-1}], dx_t alone at t = 0 */
         float *blk = dxh + t * B * ldp;                  /* step t's [dx_t | dh_{t-1}] */
         const float *dhn = dxh + (t + 1) * B * ldp + NX; /* dh_t, from step t + 1 (zeros after the last) */
         const char *cpt = narrow ? cprev_dt + (size_t)(t * B * H) * es : NULL; /* step t's c_{t-1}, [B, H] in dt */
         if (cpf && !par) amp_convert(cpf, AMP_F32, cpt, dt, (size_t)(B * H));
-        bwd_job job = {lk, dt, acts, cprev, acts16, cpt, cpf, dgf, dout, dhn, dout16, dgd, dc, t, B, T, H, ldp};
+        bwd_job job = {lk, dt,  acts, cprev, acts16, cpt,  cpf,  dgf,        dout,
+                       dhn, dout16, dgd, dc,  t,      B,    T,    H,          ldp,
+                       &w,  n > 0 ? xg.data : NULL,   xtmp, xtmp_bytes};
         if (!narrow || par) { /* the rows' pointwise passes (split between the threads), then db in row order */
-            if (par) amp_parallel_for(B, bwd_row, &job);
-            else
-                for (int64_t b = 0; b < B; b++) bwd_row(&job, b, 0);
+            if (par) amp_parallel_range(B, 1, 1, bwd_rows, &job);
+            else bwd_rows(&job, 0, B, 0);
             for (int64_t b = 0; ROW_SUM(b) && b < B; b++)
                 lk->acc(ROW_SUM(b), narrow ? dgf + b * G : (const float *)dgd + (b * T + t) * G, (size_t)G);
         }
@@ -812,11 +894,12 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
             if (ROW_SUM(b)) lk->acc(ROW_SUM(b), dgrow, (size_t)G);
             amp_convert(dgt, dt, dgrow, AMP_F32, (size_t)G);
         }
-        /* [dx_t | dh_{t-1}] = dG_t W^T, dx_t alone at t = 0; rows of dG_t are T*G apart */
-        const int64_t n = t > 0 ? NW : NX;
-        if (n > 0) ok = packed_gemm_n(ctx, &w, B, n, (const char *)dgd + (size_t)(t * G) * es, T * G, 0.0f, blk, ldp);
+        /* [dx_t | dh_{t-1}] = dG_t W^T, with dG_t (rows T*G apart) packed by the rows' tasks above, or here
+         * after the serial narrow rows */
+        if (narrow && !par && job.xg)
+            pack_x_rows(&w, xg.data, B, (const char *)dgd + (size_t)(t * G) * es, T * G, 0, B, xtmp);
+        if (n > 0) packed_run(&w, &xg, n, 0.0f, blk, ldp);
     }
-    if (!ok) return;
     if (NX) { /* dX in X's row order, rows b*T + t, into x's gradient as amp_gemm_into_grad sends it: row by
                * row from dxh through the sink's epilogue, or copied into the new fp32 gradient itself */
         amp_grad_sink sink;
@@ -879,6 +962,10 @@ typedef struct fwd_job {
     const float *table;     /* with tokens: the input projections [V, 4H] (below) */
     const int32_t *tokens;  /* [B, T] */
     bool fold;              /* table rows read where they are (fwd_gates), else copied into xt for step t + 1 */
+    const packed_w *whh;    /* with xh: step t + 1's recurrent product, whose X (h_t) each range packs */
+    char *xh;               /* NULL: none (the last step, or the composed path) */
+    unsigned char *tmp;     /* pack_x_rows' buffer, one per thread */
+    size_t tmp_bytes;
 } fwd_job;
 
 /* Row b's gate pre-activations at step t: the product's row in xt, with tokens and fold plus the
@@ -891,6 +978,17 @@ static const float *fwd_gates(const fwd_job *j, int64_t b, const float **gr2) {
     if (j->t == 0) return tab;
     *gr2 = tab;
     return row;
+}
+
+static void fwd_row(void *arg, int64_t b, int thread_id);
+
+/* Rows [b0, b1) of step t (fwd_row), then those rows of h_t packed for step t + 1's product */
+static void fwd_rows(void *arg, int64_t b0, int64_t b1, int thread_id) {
+    const fwd_job *j = arg;
+    for (int64_t b = b0; b < b1; b++) fwd_row(arg, b, thread_id);
+    if (j->xh)
+        pack_x_rows(j->whh, j->xh, j->nb, j->hout + (size_t)(j->t * j->H) * j->es, j->T * j->H, b0, b1,
+                    j->tmp + (size_t)thread_id * j->tmp_bytes);
 }
 
 static void fwd_row(void *arg, int64_t b, int thread_id) {
@@ -1022,6 +1120,21 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
      * (gemm.c's k blocks: with two or more, beta 1 adds the row to the first block's sum, and the
      * rows are copied as before). */
     const bool fold = tokens && (T == 1 || H <= whh.kern->kc);
+    /* h_t packed for step t + 1's product by the rows' own tasks (fwd_rows) */
+    packed_x xh = {NULL, B};
+    size_t xtmp_bytes = 0;
+    unsigned char *xtmp = NULL;
+    bool xh_ready = false;
+    if (T > 1) {
+        const int64_t blocks = (H + whh.kern->kc - 1) / whh.kern->kc;
+        xtmp_bytes = (size_t)(whh.kc_pad * AMP_GEMM_MAX_TILE * whh.kern->packed_size);
+        xh.data = amp_scratch_alloc(ctx, x_block_bytes(&whh, B) * (size_t)blocks);
+        xtmp = amp_scratch_alloc(ctx, xtmp_bytes * (size_t)amp_parallel_max_threads());
+        if (!xh.data || !xtmp) {
+            amp_scratch_release(ctx, mk);
+            return NULL;
+        }
+    }
     for (int64_t t = 0; t < T; t++) {
         /* gates_t = x_t W_ih^T (amp_gemm's bits for the whole [B*T, I] product: k = I is the same, and an
          * element's sum does not depend on its row), then += h_{t-1} W_hh^T; x_t and h_{t-1} read in
@@ -1043,19 +1156,21 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
             ok = packed_gemm(ctx, &wih, s_n * B, xg, I, 0.0f, xt, ldx);
         }
         const float beta = fold ? 0.0f : 1.0f; /* the recurrent product onto the input projection, or alone */
-        if (!ok || (t > 0 && !packed_gemm(ctx, &whh, B, hout + (size_t)((t - 1) * H) * es, T * H, beta, xt, ldx))) {
+        if (ok && t > 0 && xh_ready) packed_run(&whh, &xh, whh.n, beta, xt, ldx); /* h_{t-1} packed by step t - 1's rows */
+        else if (!ok || (t > 0 && !packed_gemm(ctx, &whh, B, hout + (size_t)((t - 1) * H) * es, T * H, beta, xt, ldx))) {
             amp_scratch_release(ctx, mk);
             return NULL;
         }
         /* c_{t-1} saved for a narrow dt: c holds values of dt, so exactly */
         char *cpt = keep && narrow ? cprev_dt + (size_t)(t * B * H) * es : NULL;
         if (cpt && !fused_bf16) amp_convert(cpt, dt, c, AMP_F32, (size_t)(B * H));
-        fwd_job job = {lk, fused_bf16, keep, t, B, T, H, ldx, es, acts, cprev, acts16, cpt, c, xt, hout,
-                       bi, bh, tcs, fold || rows_copy ? table : NULL, tokens, fold};
+        fwd_job job = {lk,    fused_bf16, keep, t,    B,   T,   H,   ldx, es, acts, cprev, acts16,
+                       cpt,   c,          xt,   hout, bi,  bh,  tcs, fold || rows_copy ? table : NULL,
+                       tokens, fold,      &whh, t + 1 < T ? xh.data : NULL, xtmp, xtmp_bytes};
         if (fused_bf16 || !narrow) { /* one kernel call per row, the rows split between the threads */
-            if ((keep || fused_bf16) && B > 1 && amp_parallel_max_threads() > 1) amp_parallel_for(B, fwd_row, &job);
-            else
-                for (int64_t b = 0; b < B; b++) fwd_row(&job, b, 0);
+            if ((keep || fused_bf16) && B > 1 && amp_parallel_max_threads() > 1) amp_parallel_range(B, 1, 1, fwd_rows, &job);
+            else fwd_rows(&job, 0, B, 0);
+            xh_ready = job.xh != NULL;
             continue;
         }
         for (int64_t b = 0; b < B; b++) {
