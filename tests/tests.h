@@ -84,6 +84,7 @@ void test_ops_cross_entropy_narrow_rows(void);
 void test_gemm_vs_reference(void);
 void test_gemm_edge_cases(void);
 void test_gemm_determinism(void);
+void test_gemm_rows8_kernel(void); /* the 8-row bf16 kernel against the 12-row one, bit for bit */
 void test_gemm_a_in_place(void);
 void test_gemm_ref_path_is_the_oracle(void);
 void test_gemm_arguments(void);

@@ -86,7 +86,9 @@ static void lstm_put_grad(amp_ctx *ctx, amp_tensor *t, float *c, int64_t ldc, in
  *
  * With B = 32 rows against a 12-row tile, C = X W^T fills 32/36 of its tiles; C^T = W X^T (W's
  * 4H or H rows on the 12-row side, X's B rows on the 32-wide side) fills 99% (gemm.c's transposed
- * product, ukernel_ct: products commute exactly, so the bits are the same). The weight side is packed
+ * product, ukernel_ct: products commute exactly, so the bits are the same); where the path has an
+ * 8-row kernel (amp_gemm_kernel_rows8: bf16 on AVX512-BF16), C = X W^T on it fills 100% and needs no
+ * transposes (w_kernel). The weight side is packed
  * as whichever operand the better fill makes it, but only for k >= LSTM_FLIP_MIN_K: ukernel_ct ends
  * each tile with two 16 x 16 register transposes and 32 row stores, a fixed cost that a short k loop
  * does not amortize. Measured on the lstm model (B = 32, amp-bf16, one thread): the forward's
@@ -116,20 +118,32 @@ static size_t packed_bytes(const amp_gemm_kernel *kern, int64_t rows, int r, int
     return (size_t)(round_up64(rows, r) * kc_pad) * (size_t)kern->packed_size;
 }
 
-/* Whether W [n, k] is better packed as the A operand (C^T computed) for products with m-row operands. */
-static bool flip_for(amp_dtype dt, int64_t n, int64_t k, int64_t m) {
+/* The kernel and orientation for W [n, k] against m-row operands: W packed as the A operand (*flip,
+ * C^T computed) where that fills the tiles better, except that an 8-row kernel (amp_gemm_kernel_rows8)
+ * that fills them at least as well takes W as the B operand and stores C directly: the lstm model's
+ * 32 rows against W_hh fill its tiles exactly, and C^T's register transposes cost 9% of the
+ * forward's k = 256 product (measured alone, Zen 4: 8 x 32 direct 234 GFLOP/s, 12 x 32 C^T 208). */
+static const amp_gemm_kernel *w_kernel(amp_dtype dt, int64_t n, int64_t k, int64_t m, bool *flip) {
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
-    return kern->ukernel_ct && k >= LSTM_FLIP_MIN_K && amp_gemm_tile_fill(kern, n, m) > amp_gemm_tile_fill(kern, m, n);
+    const amp_gemm_kernel *k8 = amp_gemm_kernel_rows8(amp_isa_active(), dt);
+    const double direct = amp_gemm_tile_fill(kern, m, n), flipped = amp_gemm_tile_fill(kern, n, m);
+    *flip = kern->ukernel_ct && k >= LSTM_FLIP_MIN_K && flipped > direct;
+    if (k8 && amp_gemm_tile_fill(k8, m, n) >= (*flip ? flipped : direct)) {
+        *flip = false;
+        return k8;
+    }
+    return kern;
 }
 
 /* Packs W [n, k] (W[i, p] = src[trans ? p * ld + i : i * ld + p], dtype dt) into scratch for products
- * with m-row operands, as the A operand (flip_for) or the B operand; false (error recorded) when out
+ * with m-row operands, as the A operand or the B operand (w_kernel); false (error recorded) when out
  * of memory. */
 static bool pack_w(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *src, int64_t ld, bool trans, int64_t n,
                    int64_t k, int64_t m) {
-    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
+    bool flip;
+    const amp_gemm_kernel *kern = w_kernel(dt, n, k, m, &flip);
     *pw = (packed_w){.kern = kern,
-                     .flip = flip_for(dt, n, k, m),
+                     .flip = flip,
                      .n = n,
                      .k = k,
                      .kc_pad = round_up64(min64(kern->kc, k), kern->k_unit),
@@ -157,9 +171,10 @@ enum { XH_CHUNK = 16 };
  * XH_CHUNK at a time, so the packed values are those of W stored ([A | B] written to scratch and
  * packed whole, 1.3 MB for the lstm model's fp32). */
 static bool pack_w_cat(amp_ctx *ctx, packed_w *pw, amp_dtype dt, const void *a, int64_t lda, int64_t na,
-                       const void *b, int64_t ldb, int64_t nb, int64_t k, bool flip) {
-    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
+                       const void *b, int64_t ldb, int64_t nb, int64_t k, int64_t m) {
     const int64_t n = na + nb;
+    bool flip;
+    const amp_gemm_kernel *kern = w_kernel(dt, n, k, m, &flip);
     *pw = (packed_w){.kern = kern,
                      .flip = flip,
                      .n = n,
@@ -849,7 +864,7 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     for (int64_t b = 0; b < B; b++) memset(dxh + (R + b) * ldp + NX, 0, (size_t)H * sizeof *dxh);
     packed_w w; /* read only by products with n > 0 below, which need it packed */
     if (NX) {
-        if (!pack_w_cat(ctx, &w, dt, w_ih->data, I, I, w_hh->data, H, H, G, flip_for(dt, NW, G, B))) return;
+        if (!pack_w_cat(ctx, &w, dt, w_ih->data, I, I, w_hh->data, H, H, G, B)) return;
     } else if (T > 1 && !pack_w(ctx, &w, dt, w_hh->data, H, true, H, G, B)) {
         return;
     }

@@ -44,19 +44,19 @@ _Static_assert(MR <= AMP_GEMM_MAX_TILE && NR <= AMP_GEMM_MAX_TILE, "tile wider t
 
 /* C tile update: rows below m, columns below n (masks); beta == 0 never reads C. */
 static inline __attribute__((always_inline)) void store_tile(__m512 acc[MR][2], float *c, int64_t ldc, int m, int n,
-                                                             float alpha, float beta) {
+                                                             float alpha, float beta, const int mr) {
     const __mmask16 k0 = mask16(n), k1 = mask16(n - 16);
     const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
     if (beta == 0.0f) {
         GEMM_UNROLL
-        for (int i = 0; i < MR; i++) {
+        for (int i = 0; i < mr; i++) {
             if (i >= m) break;
             _mm512_mask_storeu_ps(c + i * ldc, k0, _mm512_mul_ps(va, acc[i][0]));
             _mm512_mask_storeu_ps(c + i * ldc + 16, k1, _mm512_mul_ps(va, acc[i][1]));
         }
     } else {
         GEMM_UNROLL
-        for (int i = 0; i < MR; i++) {
+        for (int i = 0; i < mr; i++) {
             if (i >= m) break;
             float *ci = c + i * ldc;
             const __m512 c0 = _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(k0, ci));
@@ -70,9 +70,9 @@ static inline __attribute__((always_inline)) void store_tile(__m512 acc[MR][2], 
 
 /* Starts loading the C tile (each row's 128 bytes may straddle three lines) while the k loop runs:
  * C is touched once per k block, usually from L3, and without this the update would stall. */
-static inline __attribute__((always_inline)) void prefetch_tile(const float *c, int64_t ldc, int m) {
+static inline __attribute__((always_inline)) void prefetch_tile(const float *c, int64_t ldc, int m, const int mr) {
     GEMM_UNROLL
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < mr; i++) {
         if (i >= m) break;
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
         _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
@@ -119,15 +119,15 @@ static inline __attribute__((always_inline)) void compute_f32(int64_t kc, const 
     compute_f32_strided(kc, a, MR, b, acc);
 }
 
-static inline __attribute__((always_inline)) void compute_bf16(int64_t kc, const int32_t *a /* [kc/2][MR] pairs */,
+static inline __attribute__((always_inline)) void compute_bf16(int64_t kc, const int32_t *a /* [kc/2][mr] pairs */,
                                                                 const uint16_t *b /* [kc/2][NR][2] */,
-                                                                __m512 acc[MR][2]) {
+                                                                __m512 acc[MR][2], const int mr) {
     GEMM_UNROLL
-    for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-    for (int64_t q = 0; q < (kc + 1) / 2; q++, a += MR, b += 2 * NR) {
+    for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int64_t q = 0; q < (kc + 1) / 2; q++, a += mr, b += 2 * NR) {
         const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + NR);
         GEMM_UNROLL
-        for (int i = 0; i < MR; i++) {
+        for (int i = 0; i < mr; i++) {
             const __m512bh ai = (__m512bh)_mm512_set1_epi32(a[i]); /* one 32-bit word = one bf16 pair */
             acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
             acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
@@ -139,17 +139,17 @@ static inline __attribute__((always_inline)) void compute_bf16(int64_t kc, const
 static void ukernel_f32_sa(int64_t kc, const float *a, int64_t lda, const void *b, float *c, int64_t ldc, int m, int n,
                            float alpha, float beta) {
     __m512 acc[MR][2];
-    prefetch_tile(c, ldc, m);
+    prefetch_tile(c, ldc, m, MR);
     compute_f32_strided(kc, a, lda, b, acc);
-    store_tile(acc, c, ldc, m, n, alpha, beta);
+    store_tile(acc, c, ldc, m, n, alpha, beta, MR);
 }
 
 static void ukernel_f32(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
                         float beta) {
     __m512 acc[MR][2];
-    prefetch_tile(c, ldc, m);
+    prefetch_tile(c, ldc, m, MR);
     compute_f32(kc, a, b, acc);
-    store_tile(acc, c, ldc, m, n, alpha, beta);
+    store_tile(acc, c, ldc, m, n, alpha, beta, MR);
 }
 
 static void ukernel_f32_ct(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
@@ -163,17 +163,30 @@ static void ukernel_f32_ct(int64_t kc, const void *a, const void *b, float *c, i
 static void ukernel_bf16(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
                          float beta) {
     __m512 acc[MR][2];
-    prefetch_tile(c, ldc, m);
-    compute_bf16(kc, a, b, acc);
-    store_tile(acc, c, ldc, m, n, alpha, beta);
+    prefetch_tile(c, ldc, m, MR);
+    compute_bf16(kc, a, b, acc, MR);
+    store_tile(acc, c, ldc, m, n, alpha, beta, MR);
 }
 
 static void ukernel_bf16_ct(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n,
                             float alpha, float beta) {
     __m512 acc[MR][2];
     prefetch_tile_transposed(c, ldc, m, n);
-    compute_bf16(kc, a, b, acc);
+    compute_bf16(kc, a, b, acc, MR);
     store_tile_transposed(acc, c, ldc, m, n, alpha, beta);
+}
+
+/* ukernel_bf16 on a tile of 8 rows (bf16_dot8): for products whose A has a multiple of 8 rows but not
+ * of 12 (the lstm's 32 rows of h or dG_t against a packed weight), every tile full and C stored as it
+ * is, where the 12-row tile either leaves a third of a tile empty or stores C^T through two register
+ * transposes per tile (9% of the lstm forward's k = 256 product). Per k pair 16 VDPBF16PS against 2
+ * B loads and 8 broadcasts; each element's sum is ukernel_bf16's (the same pairs in the same order). */
+static void ukernel_bf16_m8(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
+                            float beta) {
+    __m512 acc[MR][2];
+    prefetch_tile(c, ldc, m, 8);
+    compute_bf16(kc, a, b, acc, 8);
+    store_tile(acc, c, ldc, m, n, alpha, beta, 8);
 }
 
 /* ---- packing (formats in gemm_kernels.h) ----
@@ -360,6 +373,8 @@ static void pack_bf16_pairs(void *dst, const void *src, int64_t ld, bool trans, 
         pack_pairs_impl(dst, src, ld, trans, rows, kc, MR);
     else if (r == NR)
         pack_pairs_impl(dst, src, ld, trans, rows, kc, NR);
+    else if (r == 8) /* bf16_dot8's A */
+        pack_pairs_impl(dst, src, ld, trans, rows, kc, 8);
     else
         gemm_pack_bf16_pairs_generic(dst, src, ld, trans, rows, kc, r);
 }
@@ -388,6 +403,11 @@ void amp_gemm_kernels_avx512(amp_gemm_kernels *k) {
                                         .nr = NR,
                                         .k_unit = 2,
                                         .packed_size = 2};
+        k->bf16_dot8 = k->bf16_dot;
+        k->bf16_dot8.name = "avx512-bf16 bf16 8x32";
+        k->bf16_dot8.ukernel = ukernel_bf16_m8;
+        k->bf16_dot8.ukernel_ct = NULL;
+        k->bf16_dot8.mr = 8;
     }
 }
 
