@@ -688,14 +688,15 @@ typedef struct bwd_job {
     size_t tmp_bytes;
 } bwd_job;
 
-/* Row b + 1 of step t's reads that come from memory, not from a cache, fetched (PREFETCHT1) while row b
- * computes; after the step's last row, row 0 of step t - 1 (the backward's order). The saved
+/* The next row's reads that come from memory, not from a cache, fetched (PREFETCHT1) while row b
+ * computes: row b + 1 of step t, or after the last row of the range [b0, b1) this thread runs, row b0
+ * of step t - 1 (the backward's order; the ranges are the same every step). The saved
  * activations and c_{t-1} were streamed past the caches by the forward, and dout's rows of one step are
  * T*H floats apart (one per batch element), a pattern the hardware prefetchers do not follow: without
  * this the cell's loads waited on memory (perf on the lstm model, one thread, Zen 4: a third of the
  * bf16 backward kernel's samples on its first loads; with it, paired runs of the whole step 1.03). */
-static void prefetch_bwd_row(const bwd_job *j, int64_t b) {
-    const int64_t B = j->nb, H = j->H, t = b + 1 < B ? j->t : j->t - 1, nb = b + 1 < B ? b + 1 : 0;
+static void prefetch_bwd_row(const bwd_job *j, int64_t b, int64_t b0, int64_t b1) {
+    const int64_t B = j->nb, H = j->H, t = b + 1 < b1 ? j->t : j->t - 1, nb = b + 1 < b1 ? b + 1 : b0;
     if (t < 0) return;
     const int64_t row = t * B + nb; /* in the saved [T, B, ...] order */
     const size_t es = amp_dtype_size(j->dt);
@@ -713,7 +714,6 @@ static void prefetch_bwd_row(const bwd_job *j, int64_t b) {
 static void bwd_row(void *arg, int64_t b, int thread_id) {
     (void)thread_id;
     const bwd_job *j = arg;
-    prefetch_bwd_row(j, b);
     const int64_t t = j->t, H = j->H, G = 4 * H, row = t * j->nb + b, r = b * j->T + t;
     const float *dho = j->dout + r * H, *dhb = j->dhn + b * j->ldp;
     if (j->dt == AMP_F32) {
@@ -731,7 +731,10 @@ static void bwd_row(void *arg, int64_t b, int thread_id) {
 /* Rows [b0, b1) of step t (bwd_row), then those rows of dG_t packed for the step's product */
 static void bwd_rows(void *arg, int64_t b0, int64_t b1, int thread_id) {
     const bwd_job *j = arg;
-    for (int64_t b = b0; b < b1; b++) bwd_row(arg, b, thread_id);
+    for (int64_t b = b0; b < b1; b++) {
+        prefetch_bwd_row(j, b, b0, b1);
+        bwd_row(arg, b, thread_id);
+    }
     if (j->xg)
         pack_x_rows(j->w, j->xg, j->nb, (const char *)j->dgd + (size_t)(j->t * 4 * j->H) * amp_dtype_size(j->dt),
                     j->T * 4 * j->H, b0, b1, j->tmp + (size_t)thread_id * j->tmp_bytes);
@@ -898,7 +901,7 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
             const float *dho = dout ? dout + (b * T + t) * H : NULL, *dhb = dhn + b * ldp;
             char *dgt = (char *)dgd + (size_t)((b * T + t) * G) * es;
             const uint16_t *act = acts16 + (t * B + b) * 5 * H;
-            prefetch_bwd_row(&job, b);
+            prefetch_bwd_row(&job, b, 0, B);
             if (fused_bf16) { /* the three steps below in one pass */
                 lk->cell_backward_bf16((uint16_t *)(void *)dgt, ROW_SUM(b), dc + b * H, act,
                                        (const uint16_t *)(const void *)cpt + b * H, dout16 + (b * T + t) * H, dhb,
