@@ -342,7 +342,7 @@ void test_lstm_cell_forward_kernels(void) {
 void test_lstm_cell_backward_bf16_kernels(void) {
     uint64_t s = 0x94d049bb133111ebull;
     float act[5 * MAXH], cprev[MAXH], dh[MAXH], dh2[MAXH], dc[MAXH], tmp[4 * MAXH];
-    float db_r[4 * MAXH], db_k[4 * MAXH], dcp_r[MAXH], dcp_k[MAXH];
+    float db_r[4 * MAXH], db_k[4 * MAXH], dcp_r[MAXH], dcp_k[MAXH], dgr_k[4 * MAXH];
     uint16_t dg_r[4 * MAXH], dg_k[4 * MAXH], a16[5 * MAXH], cp16[MAXH], dh16[MAXH];
     int tested = 0;
     for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
@@ -364,7 +364,7 @@ void test_lstm_cell_backward_bf16_kernels(void) {
                 if (rep & 4)
                     for (size_t j = 0; j < H; j++) dc[j] = (float)(int)(next(&s) % 512) * 0x1p-130f;
                 for (size_t j = 0; j < 4 * H; j++) db_r[j] = db_k[j] = grad(&s);
-                const bool two = rep & 1, alias = rep & 2, sum = (rep + H) % 3 != 0;
+                const bool two = rep & 1, alias = rep & 2, sum = (rep + H) % 3 != 0, keep = (rep + H) % 2 == 0;
                 /* the saved state as the forward leaves it: act16 and c in bf16 */
                 k->act16_pack(a16, act, 5 * H);
                 amp_convert(cp16, AMP_BF16, cprev, AMP_F32, H);
@@ -376,10 +376,11 @@ void test_lstm_cell_backward_bf16_kernels(void) {
                 k->cell_backward16(tmp, dcp_r, a16, cprev, dh, two ? dh2 : NULL, alias ? dcp_r : dc, H);
                 if (sum) k->acc(db_r, tmp, 4 * H);
                 amp_convert(dg_r, AMP_BF16, tmp, AMP_F32, 4 * H);
-                k->cell_backward_bf16(dg_k, sum ? db_k : NULL, dcp_k, a16, cp16, dh16, two ? dh2 : NULL,
+                memset(dgr_k, 0xff, sizeof dgr_k);
+                k->cell_backward_bf16(dg_k, sum ? db_k : NULL, keep ? dgr_k : NULL, dcp_k, a16, cp16, dh16, two ? dh2 : NULL,
                                       alias ? dcp_k : dc, H);
                 if (!same_bf16(dg_r, dg_k, 4 * H) || !same_bits(db_r, db_k, 4 * H) ||
-                    !same_bits(dcp_r, dcp_k, H))
+                    !same_bits(dcp_r, dcp_k, H) || (keep && !same_bits(tmp, dgr_k, 4 * H)))
                     bad++;
             }
         }

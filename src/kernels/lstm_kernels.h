@@ -58,12 +58,13 @@ typedef void (*amp_lstm_cell_backward16_fn)(float *dgr, float *dc_prev, const ui
 /* cell_backward16's row, with cprev [H] and dh [H] in bf16 (c_{t-1} as saved, h's gradient as autocast
  * leaves the gradient of a bf16 output: read in place, never widened into a copy), then db [4H] += dgr
  * (db NULL: no sum) and dg [4H] = dgr rounded to bf16 (round to nearest even, NaN to the quiet NaN of
- * its sign: amp_convert's bits), the fp32 dgr never stored. Exactly the bits of amp_convert of cprev
- * and dh to fp32, cell_backward16, acc and amp_convert in that order (tests/test_lstm_kernels.c). A
- * path without it leaves it NULL and the op runs that composition. */
-typedef void (*amp_lstm_cell_backward_bf16_fn)(uint16_t *dg, float *db, float *dc_prev, const uint16_t *act,
-                                               const uint16_t *cprev, const uint16_t *dh, const float *dh2,
-                                               const float *dc, size_t H);
+ * its sign: amp_convert's bits); the fp32 dgr [4H] itself stored only where dgr is not NULL (for sums
+ * run elsewhere: the rows split between threads). Exactly the bits of amp_convert of cprev and dh to
+ * fp32, cell_backward16, acc and amp_convert in that order (tests/test_lstm_kernels.c). A path without
+ * it leaves it NULL and the op runs that composition. */
+typedef void (*amp_lstm_cell_backward_bf16_fn)(uint16_t *dg, float *db, float *dgr, float *dc_prev,
+                                               const uint16_t *act, const uint16_t *cprev, const uint16_t *dh,
+                                               const float *dh2, const float *dc, size_t H);
 /* dst[j] = amp_lstm_act16_encode(src[j]), j < n */
 typedef void (*amp_lstm_act16_pack_fn)(uint16_t *dst, const float *src, size_t n);
 /* dst[j] += src[j], j < n */

@@ -220,20 +220,19 @@ static void cell_backward_avx512(float *dgr, float *dc_prev, const float *act, c
     for (; j < H; j++) amp_lstm_cell_backward_at(dgr, dc_prev, act, cprev, dh, dh2, dc, H, j);
 }
 
-/* one gate's gradient: stored in fp32 into dgr, or summed into db (when not NULL) and rounded into dg */
+/* one gate's gradient: stored in fp32 into dgr (when not NULL), and (when dg is not NULL) summed into db
+ * (when not NULL) and rounded into dg */
 static inline __attribute__((always_inline)) void put_gate(float *dgr, uint16_t *dg, float *db, size_t o,
                                                            __mmask16 m, __m512 d) {
-    if (dgr) {
-        _mm512_mask_storeu_ps(dgr + o, m, d);
-        return;
-    }
+    if (dgr) _mm512_mask_storeu_ps(dgr + o, m, d);
+    if (!dg) return;
     if (db) _mm512_mask_storeu_ps(db + o, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, db + o), d));
     _mm256_mask_storeu_epi16(dg + o, m, bf16_from_f32(d));
 }
 
 /* amp_lstm_cell_backward16_at on 16 columns at a time, the tail under a mask with the same vector code
  * (the same operations as the scalar formula). The gradient goes to dgr (fp32) when it is not NULL,
- * else through db into dg (bf16) in registers; cprev is fp32 (cp32) or bf16 (cp16), dh fp32 or (NULL) bf16
+ * and through db into dg (bf16) in registers when dg is not NULL; cprev is fp32 (cp32) or bf16 (cp16), dh fp32 or (NULL) bf16
  * (dh16). */
 static inline __attribute__((always_inline)) void cell_backward16_impl(float *dgr, uint16_t *dg, float *db,
                                                                        float *dc_prev, const uint16_t *act,
@@ -268,10 +267,10 @@ static void cell_backward16_avx512(float *dgr, float *dc_prev, const uint16_t *a
     cell_backward16_impl(dgr, NULL, NULL, dc_prev, act, cprev, NULL, dh, NULL, dh2, dc, H);
 }
 
-static void cell_backward_bf16_avx512(uint16_t *dg, float *db, float *dc_prev, const uint16_t *act,
+static void cell_backward_bf16_avx512(uint16_t *dg, float *db, float *dgr, float *dc_prev, const uint16_t *act,
                                       const uint16_t *cprev, const uint16_t *dh, const float *dh2, const float *dc,
                                       size_t H) {
-    cell_backward16_impl(NULL, dg, db, dc_prev, act, NULL, cprev, NULL, dh, dh2, dc, H);
+    cell_backward16_impl(dgr, dg, db, dc_prev, act, NULL, cprev, NULL, dh, dh2, dc, H);
 }
 
 static inline __attribute__((always_inline)) void act16_pack_impl(uint16_t *dst, const float *src, size_t n,
