@@ -18,9 +18,11 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 
 #include "amp/cpu.h"
+#include "../formats/float_bits.h"
 
 /* The largest error, in units in the last place of the correctly rounded fp32 result, that any SIMD
  * kernel may have on any input (the test's bound; measured figures are in the test's notes). */
@@ -73,6 +75,11 @@ typedef struct amp_vmath_kernels {
  * the fused kernels' oracle. */
 void amp_vmath_gelu_composed(const amp_vmath_kernels *k, float *y, const float *x, size_t n);
 void amp_vmath_gelu_grad_composed(const amp_vmath_kernels *k, float *dx, const float *g, const float *x, size_t n);
+
+/* Element i of a row as ce_stats and ce_grad read it: fp32, or (bf16) a bf16 pattern widened, exactly */
+static inline float amp_vmath_ce_at(const void *x, bool bf16, size_t i) {
+    return bf16 ? amp_f32_from_bits(amp_bf16_decode(((const uint16_t *)x)[i])) : ((const float *)x)[i];
+}
 
 /* ce_stats and ce_grad as k->exp on rows of fp32 values with scalar loops: the fused kernels' oracle,
  * and what the op runs on a path without them. */

@@ -3,7 +3,6 @@
 #include <pthread.h>
 
 #include "vecmath.h"
-#include "../formats/float_bits.h"
 
 static amp_vmath_kernels tables[AMP_ISA_COUNT];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
@@ -54,10 +53,6 @@ void amp_vmath_gelu_grad_composed(const amp_vmath_kernels *k, float *dx, const f
 
 enum { CE_LANES = 16, CE_CHUNK = 256 }; /* CE_CHUNK: a multiple of CE_LANES, so a chunk starts at lane 0 */
 
-static float ce_at(const void *x, bool bf16, size_t c) {
-    return bf16 ? amp_f32_from_bits(amp_bf16_decode(((const uint16_t *)x)[c])) : ((const float *)x)[c];
-}
-
 void amp_vmath_ce_stats_composed(const amp_vmath_kernels *k, const void *x, bool bf16, size_t C, float *mx,
                                  float *sum) {
     /* the maximum in lanes, then across them (NaN never replaces): the same value in any order */
@@ -66,18 +61,18 @@ void amp_vmath_ce_stats_composed(const amp_vmath_kernels *k, const void *x, bool
     size_t c = 0;
     for (; c + CE_LANES <= C; c += CE_LANES)
         for (int l = 0; l < CE_LANES; l++) {
-            const float v = ce_at(x, bf16, c + (size_t)l);
+            const float v = amp_vmath_ce_at(x, bf16, c + (size_t)l);
             ml[l] = v > ml[l] ? v : ml[l];
         }
     for (; c < C; c++) {
-        const float v = ce_at(x, bf16, c);
+        const float v = amp_vmath_ce_at(x, bf16, c);
         m = v > m ? v : m;
     }
     for (int l = 0; l < CE_LANES; l++) m = ml[l] > m ? ml[l] : m;
     float s[CE_LANES] = {0}, e[CE_CHUNK];
     for (size_t c0 = 0; c0 < C; c0 += CE_CHUNK) {
         const size_t len = C - c0 < CE_CHUNK ? C - c0 : CE_CHUNK;
-        for (size_t i = 0; i < len; i++) e[i] = ce_at(x, bf16, c0 + i) - m;
+        for (size_t i = 0; i < len; i++) e[i] = amp_vmath_ce_at(x, bf16, c0 + i) - m;
         k->exp(e, e, len);
         size_t i = 0;
         for (; i + CE_LANES <= len; i += CE_LANES)
@@ -91,7 +86,7 @@ void amp_vmath_ce_stats_composed(const amp_vmath_kernels *k, const void *x, bool
 
 void amp_vmath_ce_grad_composed(const amp_vmath_kernels *k, float *d, const void *x, bool bf16, size_t C, float mx,
                                 float logsum, float kk, size_t t) {
-    for (size_t c = 0; c < C; c++) d[c] = (ce_at(x, bf16, c) - mx) - logsum;
+    for (size_t c = 0; c < C; c++) d[c] = (amp_vmath_ce_at(x, bf16, c) - mx) - logsum;
     k->exp(d, d, C); /* softmax */
     const float dt = (d[t] - 1.0f) * kk;
     for (size_t c = 0; c < C; c++) d[c] *= kk;

@@ -8,7 +8,6 @@
 #include <math.h>
 
 #include "../core/parallel.h"
-#include "../formats/float_bits.h"
 #include "../kernels/vecmath.h"
 #include "grad_sink_gemm.h"
 #include "op_util.h"
@@ -51,10 +50,6 @@ static bool ce_rows_of(amp_ctx *ctx, const amp_tensor *logits, ce_rows *r) {
     r->bf16 = in_place && logits->dtype == AMP_BF16;
     r->x = in_place ? logits->data : amp_f32_view(ctx, logits);
     return r->x != NULL;
-}
-
-static float ce_value(const ce_rows *r, int64_t i) {
-    return r->bf16 ? amp_f32_from_bits(amp_bf16_decode(((const uint16_t *)r->x)[i])) : ((const float *)r->x)[i];
 }
 
 static const void *ce_row(const ce_rows *r, int64_t n, int64_t C) {
@@ -154,7 +149,7 @@ amp_tensor *amp_cross_entropy(amp_ctx *ctx, amp_tensor *logits, const int32_t *t
     amp_parallel_range(N, CE_MIN_ROWS_PER_THREAD, 1, ce_fwd_rows, &job);
     float acc = 0.0f; /* the mean's sum in row order */
     for (int64_t n = 0; n < N; n++) /* -log_softmax(x)[n, t_n] */
-        acc += stats[2 * n + 1] - (ce_value(&job.x, n * C + targets[n]) - stats[2 * n]);
+        acc += stats[2 * n + 1] - (amp_vmath_ce_at(job.x.x, job.x.bf16, (size_t)(n * C + targets[n])) - stats[2 * n]);
     *(float *)out->data = acc / (float)N;
     amp_node *node = amp_autograd_record(ctx, op, fp32_region ? AMP_F32 : logits->dtype, out, &logits, 1,
                                          cross_entropy_backward);
