@@ -304,9 +304,28 @@ static void pack_x_rows(const packed_w *pw, char *xpack, int64_t m, const void *
 }
 
 typedef struct packed_x {
-    char *data; /* X packed for every k block (pack_x_rows' layout), NULL: out of memory */
+    char *data; /* X packed for every k block (pack_x_rows' layout) */
     int64_t m;
+    unsigned char *tmp; /* with tasks: pack_x_rows' buffer, tmp_bytes for each thread; else NULL */
+    size_t tmp_bytes;
 } packed_x;
+
+/* Scratch for X [m, k] packed for a product with pw, and with `tasks` a pack_x_rows buffer per thread
+ * (X then packed by several row tasks at once); false (error recorded) when out of memory. */
+static bool packed_x_alloc(amp_ctx *ctx, const packed_w *pw, int64_t m, bool tasks, packed_x *xp) {
+    const int64_t blocks = (pw->k + pw->kern->kc - 1) / pw->kern->kc;
+    *xp = (packed_x){.m = m,
+                     .tmp_bytes = tasks ? (size_t)(pw->kc_pad * AMP_GEMM_MAX_TILE * pw->kern->packed_size) : 0};
+    xp->data = amp_scratch_alloc(ctx, x_block_bytes(pw, m) * (size_t)(blocks > 0 ? blocks : 1));
+    if (tasks) xp->tmp = amp_scratch_alloc(ctx, xp->tmp_bytes * (size_t)amp_parallel_max_threads());
+    return xp->data && (!tasks || xp->tmp);
+}
+
+/* pack_x_rows into xp, with the calling thread's buffer */
+static void pack_x_rows_into(const packed_w *pw, const packed_x *xp, const void *x, int64_t ldx, int64_t b0,
+                             int64_t b1, int thread_id) {
+    pack_x_rows(pw, xp->data, xp->m, x, ldx, b0, b1, xp->tmp ? xp->tmp + (size_t)thread_id * xp->tmp_bytes : NULL);
+}
 
 /* c [m, n] (ldc) = X W[0:n]^T + beta c with X [m, k] packed in xp (pack_x_rows), n <= W's rows, as
  * amp_gemm(dt, false, ...) with alpha 1 gives it */
@@ -331,13 +350,11 @@ static void packed_run(const packed_w *pw, const packed_x *xp, int64_t n, float 
  * rows, as amp_gemm(dt, false, ...) with alpha 1 gives it. False (error recorded) when out of memory. */
 static bool packed_gemm_n(amp_ctx *ctx, const packed_w *pw, int64_t m, int64_t n, const void *x, int64_t ldx,
                           float beta, float *c, int64_t ldc) {
-    const amp_gemm_kernel *kern = pw->kern;
-    const int64_t blocks = (pw->k + kern->kc - 1) / kern->kc;
     if (m == 0 || n == 0) return true;
     amp_arena_mark mk = amp_scratch_mark(ctx);
-    packed_x xp = {amp_scratch_alloc(ctx, x_block_bytes(pw, m) * (size_t)(blocks > 0 ? blocks : 1)), m};
-    if (!xp.data) return false;
-    pack_x_rows(pw, xp.data, m, x, ldx, 0, m, NULL); /* every panel whole */
+    packed_x xp;
+    if (!packed_x_alloc(ctx, pw, m, false, &xp)) return false;
+    pack_x_rows_into(pw, &xp, x, ldx, 0, m, 0); /* every panel whole: no buffer */
     packed_run(pw, &xp, n, beta, c, ldc);
     amp_scratch_release(ctx, mk);
     return true;
@@ -685,9 +702,7 @@ typedef struct bwd_job {
     float *dc;                              /* dc_t -> dc_{t-1} [B, H] */
     int64_t t, nb, T, H, ldp;               /* nb: B */
     const packed_w *w;                      /* with xg: step t's product, whose X (dG_t) each range packs */
-    char *xg;                               /* NULL: none */
-    unsigned char *tmp;                     /* pack_x_rows' buffer, one per thread */
-    size_t tmp_bytes;
+    const packed_x *xg;                     /* NULL: none */
 } bwd_job;
 
 /* The next row's reads that come from memory, not from a cache, fetched (PREFETCHT1) while row b
@@ -744,8 +759,8 @@ static void bwd_rows(void *arg, int64_t b0, int64_t b1, int thread_id) {
         bwd_row(arg, b, thread_id);
     }
     if (j->xg)
-        pack_x_rows(j->w, j->xg, j->nb, (const char *)j->dgd + (size_t)(j->t * 4 * j->H) * amp_dtype_size(j->dt),
-                    j->T * 4 * j->H, b0, b1, j->tmp + (size_t)thread_id * j->tmp_bytes);
+        pack_x_rows_into(j->w, j->xg, (const char *)j->dgd + (size_t)(j->t * 4 * j->H) * amp_dtype_size(j->dt),
+                         j->T * 4 * j->H, b0, b1, thread_id);
 }
 
 /* dX's rows of batch elements [b0, b1) from the step-major dxh (rows t B + b, ldp apart) into X's order
@@ -883,16 +898,8 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         return;
     }
     /* dG_t packed for the step's product by the rows' own tasks (bwd_rows) */
-    packed_x xg = {NULL, B};
-    size_t xtmp_bytes = 0;
-    unsigned char *xtmp = NULL;
-    if (NX || T > 1) {
-        const int64_t blocks = (G + w.kern->kc - 1) / w.kern->kc;
-        xtmp_bytes = (size_t)(w.kc_pad * AMP_GEMM_MAX_TILE * w.kern->packed_size);
-        xg.data = amp_scratch_alloc(ctx, x_block_bytes(&w, B) * (size_t)blocks);
-        xtmp = amp_scratch_alloc(ctx, xtmp_bytes * (size_t)amp_parallel_max_threads());
-        if (!xg.data || !xtmp) return;
-    }
+    packed_x xg = {.m = B}; /* allocated where a step has a product */
+    if ((NX || T > 1) && !packed_x_alloc(ctx, &w, B, true, &xg)) return;
     for (int64_t t = T - 1; t >= 0; t--) {
         const int64_t n = t > 0 ? NW : NX; /* the step's product: [dx_t | dh_{t-1}], dx_t alone at t = 0 */
         float *blk = dxh + t * B * ldp;                  /* step t's [dx_t | dh_{t-1}] */
@@ -901,7 +908,7 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         if (cpf && !par) amp_convert(cpf, AMP_F32, cpt, dt, (size_t)(B * H));
         bwd_job job = {lk, dt,  acts, cprev, acts16, cpt,  cpf,  dgf,        dout,
                        dhn, dout16, dgd, dc,  t,      B,    T,    H,          ldp,
-                       &w,  n > 0 ? xg.data : NULL,   xtmp, xtmp_bytes};
+                       &w,  n > 0 ? &xg : NULL};
         if (!narrow || par) { /* the rows' pointwise passes (split between the threads), then db in row order */
             if (par) amp_parallel_range(B, 1, 1, bwd_rows, &job);
             else bwd_rows(&job, 0, B, 0);
@@ -926,7 +933,7 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         /* [dx_t | dh_{t-1}] = dG_t W^T, with dG_t (rows T*G apart) packed by the rows' tasks above, or here
          * after the serial narrow rows */
         if (narrow && !par && job.xg)
-            pack_x_rows(&w, xg.data, B, (const char *)dgd + (size_t)(t * G) * es, T * G, 0, B, xtmp);
+            pack_x_rows_into(&w, &xg, (const char *)dgd + (size_t)(t * G) * es, T * G, 0, B, 0);
         if (n > 0) packed_run(&w, &xg, n, 0.0f, blk, ldp);
     }
     if (NX) { /* dX in X's row order, rows b*T + t, into x's gradient as amp_gemm_into_grad sends it: row by
@@ -992,9 +999,7 @@ typedef struct fwd_job {
     const int32_t *tokens;  /* [B, T] */
     bool fold;              /* table rows read where they are (fwd_gates), else copied into xt for step t + 1 */
     const packed_w *whh;    /* with xh: step t + 1's recurrent product, whose X (h_t) each range packs */
-    char *xh;               /* NULL: none (the last step, or the composed path) */
-    unsigned char *tmp;     /* pack_x_rows' buffer, one per thread */
-    size_t tmp_bytes;
+    const packed_x *xh;     /* NULL: none (the last step, or the composed path) */
 } fwd_job;
 
 /* Row b's gate pre-activations at step t: the product's row in xt, with tokens and fold plus the
@@ -1016,8 +1021,7 @@ static void fwd_rows(void *arg, int64_t b0, int64_t b1, int thread_id) {
     const fwd_job *j = arg;
     for (int64_t b = b0; b < b1; b++) fwd_row(arg, b, thread_id);
     if (j->xh)
-        pack_x_rows(j->whh, j->xh, j->nb, j->hout + (size_t)(j->t * j->H) * j->es, j->T * j->H, b0, b1,
-                    j->tmp + (size_t)thread_id * j->tmp_bytes);
+        pack_x_rows_into(j->whh, j->xh, j->hout + (size_t)(j->t * j->H) * j->es, j->T * j->H, b0, b1, thread_id);
 }
 
 static void fwd_row(void *arg, int64_t b, int thread_id) {
@@ -1150,19 +1154,11 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
      * rows are copied as before). */
     const bool fold = tokens && (T == 1 || H <= whh.kern->kc);
     /* h_t packed for step t + 1's product by the rows' own tasks (fwd_rows) */
-    packed_x xh = {NULL, B};
-    size_t xtmp_bytes = 0;
-    unsigned char *xtmp = NULL;
+    packed_x xh = {.m = B}; /* allocated where there is a step t + 1 */
     bool xh_ready = false;
-    if (T > 1) {
-        const int64_t blocks = (H + whh.kern->kc - 1) / whh.kern->kc;
-        xtmp_bytes = (size_t)(whh.kc_pad * AMP_GEMM_MAX_TILE * whh.kern->packed_size);
-        xh.data = amp_scratch_alloc(ctx, x_block_bytes(&whh, B) * (size_t)blocks);
-        xtmp = amp_scratch_alloc(ctx, xtmp_bytes * (size_t)amp_parallel_max_threads());
-        if (!xh.data || !xtmp) {
-            amp_scratch_release(ctx, mk);
-            return NULL;
-        }
+    if (T > 1 && !packed_x_alloc(ctx, &whh, B, true, &xh)) {
+        amp_scratch_release(ctx, mk);
+        return NULL;
     }
     for (int64_t t = 0; t < T; t++) {
         /* gates_t = x_t W_ih^T (amp_gemm's bits for the whole [B*T, I] product: k = I is the same, and an
@@ -1195,7 +1191,7 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
         if (cpt && !fused_bf16) amp_convert(cpt, dt, c, AMP_F32, (size_t)(B * H));
         fwd_job job = {lk,    fused_bf16, keep, t,    B,   T,   H,   ldx, es, acts, cprev, acts16,
                        cpt,   c,          xt,   hout, bi,  bh,  tcs, fold || rows_copy ? table : NULL,
-                       tokens, fold,      &whh, t + 1 < T ? xh.data : NULL, xtmp, xtmp_bytes};
+                       tokens, fold,      &whh, t + 1 < T ? &xh : NULL};
         if (fused_bf16 || !narrow) { /* one kernel call per row, the rows split between the threads */
             if ((keep || fused_bf16) && B > 1 && amp_parallel_max_threads() > 1) amp_parallel_range(B, 1, 1, fwd_rows, &job);
             else fwd_rows(&job, 0, B, 0);
