@@ -126,6 +126,7 @@ static const harness_test all_tests[] = {
     TEST(threads_loss),
     TEST(threads_linear_bias),
     TEST(threads_range),
+    TEST(threads_gang),
     TEST(relu_bits),
     TEST(relu_bits_f32),
     TEST(vecmath),

@@ -4,8 +4,11 @@
  * ways). Elementwise sizes are over the split threshold and not multiples of the ranges' alignment,
  * so each thread gets a range and the last a ragged end. A failing case names the op, dtype and how
  * many values differ. */
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "amp/formats.h"
 #include "amp/threads.h"
@@ -194,6 +197,55 @@ void test_threads_range(void) {
             amp_set_num_threads(0);
             free(seen);
         }
+}
+
+/* amp_parallel_gang: each task arrives, then waits until every task has arrived (with a time limit, so
+ * that a task left to run after another fails the check instead of hanging the test); task i on
+ * thread i. */
+typedef struct gang_probe {
+    atomic_int arrived, timed_out, bad_id, ran;
+    int64_t n;
+} gang_probe;
+
+static void gang_task(void *arg, int64_t task, int thread_id) {
+    gang_probe *g = arg;
+    atomic_fetch_add(&g->ran, 1);
+    if (thread_id != task) atomic_store(&g->bad_id, 1);
+    atomic_fetch_add(&g->arrived, 1);
+    const time_t start = time(NULL);
+    while (atomic_load(&g->arrived) < g->n)
+        if (time(NULL) - start > 10) {
+            atomic_store(&g->timed_out, 1);
+            return;
+        } else {
+            sched_yield();
+        }
+}
+
+static void nested_gang(void *arg, int64_t task, int thread_id) {
+    (void)task, (void)thread_id;
+    gang_probe *g = arg;
+    if (amp_parallel_gang(2, gang_task, g)) atomic_store(&g->bad_id, 1); /* inside a region: refused */
+}
+
+void test_threads_gang(void) {
+    for (int threads = 1; threads <= 4; threads++) {
+        amp_set_num_threads(threads);
+        for (int64_t n = 1; n <= threads; n++) {
+            gang_probe g = {.n = n};
+            const bool ran = amp_parallel_gang(n, gang_task, &g);
+            CHECK_MSG(ran && atomic_load(&g.ran) == n && !atomic_load(&g.timed_out) && !atomic_load(&g.bad_id),
+                      "gang of %lld at %d threads: ran %d, %d tasks, timed out %d, wrong thread %d", (long long)n,
+                      threads, ran, atomic_load(&g.ran), atomic_load(&g.timed_out), atomic_load(&g.bad_id));
+        }
+        gang_probe g = {.n = threads + 1};
+        CHECK_MSG(!amp_parallel_gang(threads + 1, gang_task, &g) && atomic_load(&g.ran) == 0,
+                  "a gang of %d at %d threads ran", threads + 1, threads);
+        gang_probe h = {.n = 1};
+        amp_parallel_for(1, nested_gang, &h);
+        CHECK_MSG(!atomic_load(&h.bad_id) && atomic_load(&h.ran) == 0, "a gang inside a region ran");
+    }
+    amp_set_num_threads(0);
 }
 
 /* linear's bias gradient (column sums of the output gradient, the columns split between threads):

@@ -28,6 +28,7 @@ void test_threads_convert(void);
 void test_threads_loss(void);
 void test_threads_linear_bias(void);
 void test_threads_range(void);
+void test_threads_gang(void);
 /* test_relu_bits.c: relu's bit paths against their reference twins (fp16/bf16: all 2^16 inputs; fp32: 2^20) */
 void test_relu_bits(void);
 void test_relu_bits_f32(void);

@@ -193,23 +193,34 @@ static void run_serial(int64_t n_tasks, amp_task_fn fn, void *arg, int region) {
     tls_thread_id = saved;
 }
 
-static void parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg, bool dynamic) {
-    if (n_tasks <= 0) return;
+/* gang: every task on its own thread, all at once, or none run and false is returned */
+static bool parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg, bool dynamic, bool gang) {
+    if (n_tasks <= 0) return true;
+    if (gang && (tls_thread_id >= 0 || n_tasks > amp_get_num_threads())) return false;
     if (tls_thread_id >= 0) { /* nested: serial on this thread (thread 0 of this call), still in its region */
         run_serial(n_tasks, fn, arg, tls_thread_id);
-        return;
+        return true;
     }
     int64_t t64 = amp_get_num_threads();
     if (t64 > n_tasks) t64 = n_tasks;
     const int n_slices = (int)t64;
     /* One thread, or another user thread owns the pool: serial. The bits are the same either way,
      * because fn's output depends only on the task index. */
-    if (n_slices == 1 || pthread_mutex_trylock(&pool.busy) != 0) {
+    if (gang && n_slices > 1 && pthread_mutex_trylock(&pool.busy) != 0) return false;
+    if (!gang && (n_slices == 1 || pthread_mutex_trylock(&pool.busy) != 0)) {
         run_serial(n_tasks, fn, arg, 0);
-        return;
+        return true;
+    }
+    if (n_slices == 1) { /* a gang of one: this thread */
+        run_serial(n_tasks, fn, arg, 0);
+        return true;
     }
     const int n_workers = ensure_workers(n_slices - 1);
     const int by_workers = n_workers < n_slices - 1 ? n_workers : n_slices - 1;
+    if (gang && by_workers < n_slices - 1) {
+        pthread_mutex_unlock(&pool.busy);
+        return false;
+    }
     pool.job = (job){.fn = fn, .arg = arg, .n_tasks = n_tasks, .n_slices = n_slices, .dynamic = dynamic};
     atomic_store_explicit(&pool.next_task, 0, memory_order_relaxed); /* published with the ticket */
     atomic_store_explicit(&pool.pending, by_workers, memory_order_relaxed);
@@ -235,11 +246,16 @@ static void parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg, bool dynami
         pthread_mutex_unlock(&pool.lock);
     }
     pthread_mutex_unlock(&pool.busy);
+    return true;
 }
 
-void amp_parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg) { parallel_for(n_tasks, fn, arg, false); }
+void amp_parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg) { (void)parallel_for(n_tasks, fn, arg, false, false); }
 
-void amp_parallel_for_dynamic(int64_t n_tasks, amp_task_fn fn, void *arg) { parallel_for(n_tasks, fn, arg, true); }
+void amp_parallel_for_dynamic(int64_t n_tasks, amp_task_fn fn, void *arg) {
+    (void)parallel_for(n_tasks, fn, arg, true, false);
+}
+
+bool amp_parallel_gang(int64_t n_tasks, amp_task_fn fn, void *arg) { return parallel_for(n_tasks, fn, arg, false, true); }
 
 typedef struct range_job {
     amp_range_fn fn;

@@ -41,6 +41,13 @@ void amp_parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg);
  * scratch is fine; per-thread partial sums are not). */
 void amp_parallel_for_dynamic(int64_t n_tasks, amp_task_fn fn, void *arg);
 
+/* amp_parallel_for with task i on thread i, every task running at the same time as the others, so
+ * tasks may wait for each other's progress (a task waiting on one that has not started would
+ * otherwise wait forever). False, and nothing run, where that cannot be had: n_tasks above the
+ * thread count, a call from inside a parallel region, the pool owned by another user thread, or a
+ * worker the OS refused. The caller then does the work another way. */
+bool amp_parallel_gang(int64_t n_tasks, amp_task_fn fn, void *arg);
+
 /* fn(arg, i0, i1, thread_id) for contiguous ranges covering [0, n): one range per thread, T =
  * min(amp_parallel_max_threads(), n / min_per_thread) ranges (one call over all of [0, n) when T is
  * 1), each bound a multiple of `align` (but the last end, n). The ranges depend only on n, T and

@@ -29,6 +29,8 @@
  *     dx = dG W_ih,  dh = dG W_hh,  dW_ih = dG^T x,  dW_hh = dG^T h   (fp32 accumulation)
  *     db_ih = db_hh = column sums of the fp32 dG,   dc = dc'_total f. */
 #include <math.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "amp/formats.h"
@@ -220,6 +222,7 @@ typedef struct packed_job {
     const char *xpack; /* X packed for every k block: block q at xpack + q * x_bytes */
     size_t x_bytes, w_bytes;
     int64_t m, n;          /* C [m, n]: X's rows against W's first n rows */
+    int64_t i0;            /* the first of X's rows computed (packed_rows; else 0) */
     int64_t tiles_w, tasks; /* tiles_w: those rows' panels, split between the tasks */
     float *c;
     int64_t ldc;
@@ -240,7 +243,7 @@ static void packed_task(void *arg, int64_t task, int thread_id) {
         const int64_t kc = min64(kern->kc, pw->k - pc), kc_pad = round_up64(kc, kern->k_unit);
         const float beta = pc == 0 ? j->beta : 1.0f;
         const char *xblock = j->xpack + (size_t)q * j->x_bytes, *wblock = pw->panels + (size_t)q * j->w_bytes;
-        for (int64_t ix = 0; ix < j->m; ix += rx)
+        for (int64_t ix = j->i0; ix < j->m; ix += rx)
             for (int64_t tw = t0; tw < t1; tw++) {
                 const int64_t iw = tw * rw;
                 const char *xp = xblock + (size_t)(ix * kc_pad) * ps, *wp = wblock + (size_t)(iw * kc_pad) * ps;
@@ -340,10 +343,25 @@ static void packed_run(const packed_w *pw, const packed_x *xp, int64_t n, float 
     if (flops < (double)tasks * PACKED_MIN_FLOPS_PER_THREAD) tasks = (int64_t)(flops / PACKED_MIN_FLOPS_PER_THREAD);
     if (tasks > tiles_w) tasks = tiles_w;
     if (tasks < 1) tasks = 1;
-    packed_job job = {pw,    xp->data, x_block_bytes(pw, m), packed_bytes(kern, pw->n, rw, pw->kc_pad), m, n, tiles_w,
-                      tasks, c,        ldc,                  beta};
+    packed_job job = {pw,    xp->data, x_block_bytes(pw, m), packed_bytes(kern, pw->n, rw, pw->kc_pad), m, n, 0,
+                      tiles_w, tasks, c, ldc, beta};
     if (tasks == 1) packed_task(&job, 0, 0);
     else amp_parallel_for(tasks, packed_task, &job);
+}
+
+/* Rows [i0, i1) of packed_run's product against every W panel, on the calling thread: i0 a multiple
+ * of X's panel rows, and i1 one too or X's last row, so the range's tiles are its own (the kernel
+ * stores a tile's rows below i1 only). Each element is packed_run's: a tile's arithmetic does not
+ * depend on which tiles run with it. */
+static void packed_rows(const packed_w *pw, const packed_x *xp, int64_t i0, int64_t i1, int64_t n, float beta,
+                        float *c, int64_t ldc) {
+    const amp_gemm_kernel *kern = pw->kern;
+    const int rw = pw->flip ? kern->mr : kern->nr;
+    if (i1 <= i0 || n == 0) return;
+    const packed_job job = {.pw = pw, .xpack = xp->data, .x_bytes = x_block_bytes(pw, xp->m),
+                            .w_bytes = packed_bytes(kern, pw->n, rw, pw->kc_pad), .m = i1, .n = n, .i0 = i0,
+                            .tiles_w = (n + rw - 1) / rw, .tasks = 1, .c = c, .ldc = ldc, .beta = beta};
+    packed_task((void *)&job, 0, 0);
 }
 
 /* c [m, n] (ldc) = X [m, k] W[0:n]^T + beta c, X[i, p] = x[i * ldx + p] in W's source dtype, n <= W's
@@ -763,6 +781,76 @@ static void bwd_rows(void *arg, int64_t b0, int64_t b1, int thread_id) {
                          j->T * 4 * j->H, b0, b1, thread_id);
 }
 
+/* The backward's lanes (amp_parallel_gang): each thread runs its rows [b0, b1) through every step,
+ * as fwd_lanes does, where splitting each step met the other thread three times a step (the rows,
+ * the bias and token sums on one thread, the product by W's columns).
+ *
+ * A row's steps need only its own rows (dh_t from its product, dc_t), but the sums of dG's rows (the
+ * bias gradient, or with tokens each token's row of gs) add every row of a step, in row order, the
+ * steps in the backward's order: those bits must not depend on the thread count. So each lane keeps
+ * its fp32 rows of step k (the k-th step done) in slot k % LANE_SLOTS of a ring, publishes
+ * produced = k + 1, and then sums step k - LANE_LAG for its own columns over all rows, waiting until
+ * every lane has produced it: each element still gets the rows in the one-thread order, and a lane
+ * waits only when another is LANE_LAG steps behind. Before it overwrites a slot, a lane waits until
+ * every lane has summed the step that used it. */
+enum { LANE_LAG = 1, LANE_SLOTS = LANE_LAG + 2 };
+
+typedef struct bwd_lanes {
+    bwd_job job;                /* every step's fields but t, dgf, dhn, cpt, xg (each lane's copy) */
+    const char *cprev_dt;       /* narrow: the saved c_{t-1} of every step */
+    float *ring;                /* narrow: [LANE_SLOTS][B][4H] fp32 dG rows */
+    float *dxh;                 /* per step t: [dx_t | dh_{t-1}], rows t*B + b, ldp apart */
+    float *gs, *dbt;            /* where rows are summed (ROW_SUM) */
+    const int32_t *tok;
+    int64_t NX, NW, lanes, rows; /* rows: X's panel rows (a lane's range is whole panels) */
+    _Atomic int64_t produced[AMP_MAX_THREADS], summed[AMP_MAX_THREADS];
+} bwd_lanes;
+
+/* until every lane's counter is at least want */
+static void lanes_wait(_Atomic int64_t *v, int64_t lanes, int64_t want) {
+    for (int64_t i = 0; i < lanes; i++)
+        for (int spins = 0; atomic_load_explicit(&v[i], memory_order_acquire) < want; spins++)
+            if (spins > 4096) sched_yield(); /* the other lane may be descheduled: give it the core */
+}
+
+/* Lane i's columns [c0, c1) of step k's rows, each added to its row sum (ROW_SUM's target) */
+static void lanes_sum(bwd_lanes *L, int64_t i, int64_t k, int64_t c0, int64_t c1) {
+    const bwd_job *j = &L->job;
+    const int64_t B = j->nb, T = j->T, G = 4 * j->H, t = T - 1 - k;
+    lanes_wait(L->produced, L->lanes, k + 1);
+    for (int64_t b = 0; b < B && c1 > c0; b++) {
+        float *dst = L->gs ? L->gs + (int64_t)L->tok[b * T + t] * G : L->dbt;
+        if (!dst) break;
+        const float *row = L->ring ? L->ring + ((k % LANE_SLOTS) * B + b) * G : (const float *)j->dgd + (b * T + t) * G;
+        j->lk->acc(dst + c0, row + c0, (size_t)(c1 - c0));
+    }
+    atomic_store_explicit(&L->summed[i], k + 1, memory_order_release);
+}
+
+static void bwd_lane(void *arg, int64_t i, int thread_id) {
+    bwd_lanes *L = arg;
+    bwd_job j = L->job;
+    const int64_t B = j.nb, T = j.T, H = j.H, G = 4 * H, r = L->rows, units = (B + r - 1) / r;
+    const int64_t b0 = units * i / L->lanes * r, b1 = min64(B, units * (i + 1) / L->lanes * r);
+    const int64_t c0 = G * i / L->lanes / 16 * 16, c1 = i + 1 == L->lanes ? G : G * (i + 1) / L->lanes / 16 * 16;
+    const size_t es = amp_dtype_size(j.dt);
+    const packed_x *xg = j.xg;
+    for (int64_t k = 0; k < T; k++) {
+        const int64_t t = T - 1 - k, n = t > 0 ? L->NW : L->NX;
+        if (L->ring && k >= LANE_SLOTS) lanes_wait(L->summed, L->lanes, k - LANE_SLOTS + 1); /* the slot is free */
+        j.t = t;
+        j.dgf = L->ring ? L->ring + (k % LANE_SLOTS) * B * G : NULL;
+        j.dhn = L->dxh + (t + 1) * B * j.ldp + L->NX;
+        j.cpt = L->cprev_dt ? L->cprev_dt + (size_t)(t * B * H) * es : NULL;
+        j.xg = n > 0 ? xg : NULL;
+        bwd_rows(&j, b0, b1, thread_id);
+        if (n > 0) packed_rows(j.w, xg, b0, b1, n, 0.0f, L->dxh + t * B * j.ldp, j.ldp);
+        atomic_store_explicit(&L->produced[i], k + 1, memory_order_release);
+        if (k >= LANE_LAG) lanes_sum(L, i, k - LANE_LAG, c0, c1);
+    }
+    for (int64_t k = T - LANE_LAG > 0 ? T - LANE_LAG : 0; k < T; k++) lanes_sum(L, i, k, c0, c1);
+}
+
 /* dX's rows of batch elements [b0, b1) from the step-major dxh (rows t B + b, ldp apart) into X's order
  * (rows b T + t): copied into dx, or through the sink's epilogue row by row. Rows are disjoint, so the
  * batch elements may be split between threads. */
@@ -900,7 +988,23 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     /* dG_t packed for the step's product by the rows' own tasks (bwd_rows) */
     packed_x xg = {.m = B}; /* allocated where a step has a product */
     if ((NX || T > 1) && !packed_x_alloc(ctx, &w, B, true, &xg)) return;
-    for (int64_t t = T - 1; t >= 0; t--) {
+    /* lanes (bwd_lane): the rows split between the threads for the whole sequence, where W is the B
+     * operand (a range of X's rows is whole panels) and every thread can run at once */
+    const int64_t lane_r = T > 1 && !w.flip ? w.kern->mr : 0;
+    const int64_t nl = lane_r > 0 && par ? min64(amp_parallel_max_threads(), B / lane_r) : 0;
+    bool laned = false;
+    if (nl > 1) {
+        float *ring = narrow ? amp_f32_scratch(ctx, LANE_SLOTS * B * G) : NULL;
+        bwd_lanes *lj = amp_scratch_alloc(ctx, sizeof *lj);
+        if (!lj || (narrow && !ring)) return;
+        *lj = (bwd_lanes){.job = {lk, dt, acts, cprev, acts16, NULL, cpf, NULL, dout, NULL, dout16, dgd, dc, T - 1, B,
+                                  T, H, ldp, &w, &xg},
+                          .cprev_dt = cprev_dt, .ring = ring, .dxh = dxh, .gs = gs, .dbt = dbt, .tok = tok,
+                          .NX = NX, .NW = NW, .lanes = nl, .rows = lane_r};
+        for (int64_t i = 0; i < nl; i++) atomic_init(&lj->produced[i], 0), atomic_init(&lj->summed[i], 0);
+        laned = amp_parallel_gang(nl, bwd_lane, lj);
+    }
+    for (int64_t t = T - 1; !laned && t >= 0; t--) {
         const int64_t n = t > 0 ? NW : NX; /* the step's product: [dx_t | dh_{t-1}], dx_t alone at t = 0 */
         float *blk = dxh + t * B * ldp;                  /* step t's [dx_t | dh_{t-1}] */
         const float *dhn = dxh + (t + 1) * B * ldp + NX; /* dh_t, from step t + 1 (zeros after the last) */
@@ -1000,6 +1104,7 @@ typedef struct fwd_job {
     bool fold;              /* table rows read where they are (fwd_gates), else copied into xt for step t + 1 */
     const packed_w *whh;    /* with xh: step t + 1's recurrent product, whose X (h_t) each range packs */
     const packed_x *xh;     /* NULL: none (the last step, or the composed path) */
+    char *cprev_dt;         /* fwd_lanes: the saved c_{t-1} of every step (cpt is step t's block) */
 } fwd_job;
 
 /* Row b's gate pre-activations at step t: the product's row in xt, with tokens and fold plus the
@@ -1043,6 +1148,24 @@ static void fwd_row(void *arg, int64_t b, int thread_id) {
     if (j->table && !j->fold && t + 1 < j->T) /* the row is read: step t + 1's starts there (the task owns it) */
         memcpy(j->xt + b * j->ldx, j->table + (int64_t)j->tokens[b * j->T + t + 1] * 4 * H,
                (size_t)(4 * H) * sizeof(float));
+}
+
+/* Every step of the rows [b0, b1) (fwd_lanes): the recurrent product of those rows, their cells, their
+ * h_t packed for the next step. A row's steps read nothing of the other rows (its gates are its h
+ * row times W_hh, plus its token's table row), so each thread runs its own rows through the whole
+ * sequence with no wait between steps, where splitting each step (the product by W's columns, then
+ * the cells by rows) met the other thread twice a step. The ranges are whole panels of X's rows
+ * (packed_rows), and every value is the one-thread value. */
+static void fwd_lanes(void *arg, int64_t b0, int64_t b1, int thread_id) {
+    fwd_job j = *(const fwd_job *)arg;
+    const packed_x *xh = j.xh;
+    for (int64_t t = 0; t < j.T; t++) {
+        j.t = t;
+        j.cpt = j.cprev_dt ? j.cprev_dt + (size_t)(t * j.nb * j.H) * j.es : NULL;
+        j.xh = t + 1 < j.T ? xh : NULL;
+        if (t > 0) packed_rows(j.whh, xh, b0, b1, j.whh->n, 0.0f, j.xt, j.ldx); /* fold: the sum alone */
+        fwd_rows(&j, b0, b1, thread_id);
+    }
 }
 
 /* amp_lstm_sequence, or with tokens (amp_lstm_sequence_tokens) x the embedding [V, I] whose rows
@@ -1160,7 +1283,20 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
         amp_scratch_release(ctx, mk);
         return NULL;
     }
-    for (int64_t t = 0; t < T; t++) {
+    /* fwd_lanes: the rows split between the threads for the whole sequence, with tokens folded (no
+     * per-step input product), a row kernel, and W_hh as the B operand, so that a range of X's rows is
+     * whole panels (amp-bf16 on AVX512-BF16: the 8-row kernel) */
+    const int lane_rows = T > 1 && !whh.flip ? whh.kern->mr : 0;
+    const bool lanes = fold && T > 1 && (fused_bf16 || (!narrow && keep)) && lane_rows > 0 &&
+                       amp_parallel_max_threads() > 1 && B >= 2 * lane_rows;
+    if (lanes) {
+        const fwd_job job = {.lk = lk, .fused_bf16 = fused_bf16, .keep = keep, .nb = B, .T = T, .H = H, .ldx = ldx,
+                             .es = es, .acts = acts, .cprev = cprev, .acts16 = acts16, .c = c, .xt = xp, .hout = hout,
+                             .bi = bi, .bh = bh, .tcs = tcs, .table = table, .tokens = tokens, .fold = true,
+                             .whh = &whh, .xh = &xh, .cprev_dt = keep && narrow ? cprev_dt : NULL};
+        amp_parallel_range(B, lane_rows, lane_rows, fwd_lanes, (void *)&job);
+    }
+    for (int64_t t = 0; !lanes && t < T; t++) {
         /* gates_t = x_t W_ih^T (amp_gemm's bits for the whole [B*T, I] product: k = I is the same, and an
          * element's sum does not depend on its row), then += h_{t-1} W_hh^T; x_t and h_{t-1} read in
          * place, rows T*I and T*H apart */
@@ -1191,7 +1327,7 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
         if (cpt && !fused_bf16) amp_convert(cpt, dt, c, AMP_F32, (size_t)(B * H));
         fwd_job job = {lk,    fused_bf16, keep, t,    B,   T,   H,   ldx, es, acts, cprev, acts16,
                        cpt,   c,          xt,   hout, bi,  bh,  tcs, fold || rows_copy ? table : NULL,
-                       tokens, fold,      &whh, t + 1 < T ? &xh : NULL};
+                       tokens, fold,      &whh, t + 1 < T ? &xh : NULL, NULL};
         if (fused_bf16 || !narrow) { /* one kernel call per row, the rows split between the threads */
             if ((keep || fused_bf16) && B > 1 && amp_parallel_max_threads() > 1) amp_parallel_range(B, 1, 1, fwd_rows, &job);
             else fwd_rows(&job, 0, B, 0);
