@@ -8,10 +8,14 @@
  * also rounds each step's hidden-state gradient and each weight-gradient accumulation to the dtype
  * while the sequence keeps them in fp32 until the end. */
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "amp/threads.h"
+#include "../src/core/parallel.h"
 #include "../src/ops/op_util.h"
 #include "harness.h"
 #include "tests.h"
@@ -214,7 +218,8 @@ static bool run_at(int threads, int64_t B, int64_t T, int64_t I, int64_t H, amp_
     return ok;
 }
 
-/* The rows of each step's pointwise passes are split between threads (lstm.c fwd_row, bwd_row): every
+/* The rows of each step's pointwise passes are split between threads (lstm.c fwd_row, bwd_row), or
+ * each thread runs its rows through every step (bwd_lane; fwd_lanes with tokens, check_tokens): every
  * value, forward and backward, must be the one-thread value bit for bit. */
 static void check_threads(int64_t B, int64_t T, int64_t I, int64_t H, amp_dtype dt, bool with_grad) {
     const int64_t G = 4 * H, total = B * T * H + B * T * I + G * I + G * H + 2 * G;
@@ -226,6 +231,49 @@ static void check_threads(int64_t B, int64_t T, int64_t I, int64_t H, amp_dtype 
         CHECK_MSG(bad == 0, "lstm_sequence %s B=%lld H=%lld%s: %lld values differ between 1 and 3 threads",
                   amp_dtype_name(dt), (long long)B, (long long)H, with_grad ? "" : " (forward only)", (long long)bad);
     }
+    free(a), free(b);
+}
+
+/* Another user thread owns the thread pool (its job waits for a flag): the backward's lanes are
+ * refused (amp_parallel_gang), so it runs its steps the other way, serially, and must still give the
+ * one-thread values bit for bit. */
+typedef struct pool_holder {
+    atomic_int holding, release;
+} pool_holder;
+
+static void hold_task(void *arg, int64_t task, int thread_id) {
+    (void)thread_id;
+    pool_holder *h = arg;
+    if (task != 0) return;
+    atomic_store(&h->holding, 1);
+    while (!atomic_load(&h->release)) sched_yield();
+}
+
+static void *hold_pool(void *arg) {
+    amp_parallel_for(2, hold_task, arg);
+    return NULL;
+}
+
+static void check_threads_pool_held(int64_t B, int64_t T, int64_t I, int64_t H, amp_dtype dt) {
+    const int64_t G = 4 * H, total = B * T * H + B * T * I + G * I + G * H + 2 * G;
+    float *a = calloc((size_t)total, sizeof(float)), *b = calloc((size_t)total, sizeof(float));
+    pool_holder h = {0};
+    pthread_t th;
+    if (!CHECK(a && b) || !CHECK(run_at(1, B, T, I, H, dt, true, a))) goto out;
+    amp_set_num_threads(3);
+    if (!CHECK(pthread_create(&th, NULL, hold_pool, &h) == 0)) goto out;
+    while (!atomic_load(&h.holding)) sched_yield();
+    const bool ran = run_at(3, B, T, I, H, dt, true, b);
+    atomic_store(&h.release, 1);
+    pthread_join(th, NULL);
+    amp_set_num_threads(0);
+    if (CHECK(ran)) {
+        int64_t bad = 0;
+        for (int64_t i = 0; i < total; i++) bad += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+        CHECK_MSG(bad == 0, "lstm_sequence %s B=%lld H=%lld, pool held by another thread: %lld values differ",
+                  amp_dtype_name(dt), (long long)B, (long long)H, (long long)bad);
+    }
+out:
     free(a), free(b);
 }
 
@@ -354,7 +402,13 @@ void test_lstm_sequence(void) {
         check_threads(7, 4, 5, 40, AMP_BF16, g);
         check_threads(32, 3, 6, 64, AMP_F32, g);
         check_threads(32, 3, 6, 64, AMP_BF16, g);
+        /* [W_ih | W_hh] 96 wide: the backward's product on the 8-row bf16 kernel where the path has one,
+         * so its rows split into lanes at 3 threads (lstm.c bwd_lane), dx_t rows included; f16's
+         * product runs transposed, its steps split as before */
+        check_threads(32, 3, 32, 64, AMP_BF16, g);
+        check_threads(32, 3, 32, 64, AMP_F16, g);
     }
+    check_threads_pool_held(32, 3, 32, 64, AMP_BF16);
     check_grad_routes(4, 9, 7, 16, AMP_F32);
     check_grad_routes(4, 9, 7, 16, AMP_BF16);
     check_grad_routes(32, 3, 5, 40, AMP_F32);
