@@ -425,63 +425,73 @@ void test_gemm_a_in_place(void) {
     }
 }
 
-/* The 8-row bf16 kernel (amp_gemm_kernel_rows8) against the 12-row one it stands in for, bit for bit:
- * the same A rows packed for each (panels of 8 and of 12), the same packed B, every m to 8, n across
- * the two vectors' masks, k odd and even up to past a kc block, beta 0, 1 and 0.5, alpha 1 and -0.5,
- * random bf16 values (some zero) and C from random values; and where it applies (VDPBF16PS, method
- * dot), that it is the only case the accessor answers for. */
+/* The 8-row kernels (amp_gemm_kernel_rows8: bf16 pairs, fp32) against the 12-row ones they stand in
+ * for, bit for bit: the same A rows packed for each (panels of 8 and of 12), the same packed B, every
+ * m to 8, n across the two vectors' masks, k odd and even up to past a kc block, beta 0, 1 and 0.5,
+ * alpha 1 and -0.5, random values (some zero; bf16 patterns for bf16) and C from random values; and
+ * that f16 has none. */
 static float unit_value(test_rng *rng) { return (float)(test_rng_next(rng) >> 40) / (float)(1 << 24); } /* [0, 1) */
+
+/* n random values of dt (fp32, or bf16 patterns), one in seven zero */
+static void rows8_fill(test_rng *rng, amp_dtype dt, void *dst, int64_t n) {
+    for (int64_t e = 0; e < n; e++) {
+        const float v = test_rng_next(rng) % 7 == 0 ? 0.0f : unit_value(rng) * 4.0f - 2.0f;
+        if (dt == AMP_F32) ((float *)dst)[e] = v;
+        else ((uint16_t *)dst)[e] = (uint16_t)(f32_bits(v) >> 16);
+    }
+}
 
 void test_gemm_rows8_kernel(void) {
     amp_isa isas[AMP_ISA_COUNT];
     const int n_isas = test_supported_isas(isas);
     test_rng rng = {harness_seed() ^ 0x8Bu};
     enum { MAXK = 1100, LDC = 40 };
-    uint16_t *a = malloc(8 * MAXK * 2), *b = malloc(32 * MAXK * 2), *pa8 = malloc(8 * (MAXK + 1) * 2),
-             *pa12 = malloc(12 * (MAXK + 1) * 2), *pb = malloc(32 * (MAXK + 1) * 2);
+    float *a = malloc(8 * MAXK * 4), *b = malloc(32 * MAXK * 4), *pa8 = malloc(8 * (MAXK + 1) * 4),
+          *pa12 = malloc(12 * (MAXK + 1) * 4), *pb = malloc(32 * (MAXK + 1) * 4);
     float *c8 = malloc(8 * LDC * sizeof(float)), *c12 = malloc(8 * LDC * sizeof(float)),
           *c0 = malloc(8 * LDC * sizeof(float));
     int tested = 0;
     for (int i = 0; i < n_isas && CHECK(a && b && pa8 && pa12 && pb && c8 && c12 && c0); i++) {
         if (!test_isa_begin(isas[i])) continue;
-        const amp_gemm_kernel *k8 = amp_gemm_kernel_rows8(isas[i], AMP_BF16);
-        const amp_gemm_kernel *k12 = amp_gemm_kernel_for(isas[i], AMP_BF16);
-        CHECK_MSG(!amp_gemm_kernel_rows8(isas[i], AMP_F32) && !amp_gemm_kernel_rows8(isas[i], AMP_F16),
-                  "%s: an 8-row kernel for f32 or f16", amp_isa_name(isas[i]));
-        if (!k8) continue;
-        tested++;
-        CHECK(k8->mr == 8 && k8->nr == k12->nr && k8->packed == k12->packed && k8->k_unit == k12->k_unit);
-        static const int64_t ks[] = {1, 2, 3, 64, 255, 256, 1024, 1031};
-        static const int ns[] = {1, 15, 16, 17, 31, 32};
-        static const float betas8[] = {0.0f, 1.0f, 0.5f};
-        int64_t bad = 0, runs = 0;
-        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
-            const int64_t kc = ks[ki];
-            for (int64_t e = 0; e < 8 * kc; e++) /* bf16 patterns of random values, some zero */
-                a[e] = test_rng_next(&rng) % 7 == 0 ? 0 : (uint16_t)(f32_bits(unit_value(&rng) * 4.0f - 2.0f) >> 16);
-            for (int64_t e = 0; e < 32 * kc; e++)
-                b[e] = test_rng_next(&rng) % 7 == 0 ? 0 : (uint16_t)(f32_bits(unit_value(&rng) * 4.0f - 2.0f) >> 16);
-            k12->pack(pb, b, 32, false, 32, kc, k12->nr); /* B [n][k] rows: op(B) = B^T */
-            for (int m = 1; m <= 8; m++) {
-                k8->pack(pa8, a, kc, false, m, kc, 8);
-                k12->pack(pa12, a, kc, false, m, kc, k12->mr);
-                for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
-                    for (size_t bi = 0; bi < 3; bi++) {
-                        const float alpha = bi == 1 ? -0.5f : 1.0f, beta = betas8[bi];
-                        for (int e = 0; e < 8 * LDC; e++) c0[e] = unit_value(&rng) * 2.0f - 1.0f;
-                        memcpy(c8, c0, 8 * LDC * sizeof(float));
-                        memcpy(c12, c0, 8 * LDC * sizeof(float));
-                        k8->ukernel(kc, pa8, pb, c8, LDC, m, ns[ni], alpha, beta);
-                        k12->ukernel(kc, pa12, pb, c12, LDC, m, ns[ni], alpha, beta);
-                        bad += memcmp(c8, c12, 8 * LDC * sizeof(float)) != 0, runs++;
-                    }
+        CHECK_MSG(!amp_gemm_kernel_rows8(isas[i], AMP_F16), "%s: an 8-row kernel for f16", amp_isa_name(isas[i]));
+        static const amp_dtype dts[2] = {AMP_BF16, AMP_F32};
+        for (int d = 0; d < 2; d++) {
+            const amp_dtype dt = dts[d];
+            const amp_gemm_kernel *k8 = amp_gemm_kernel_rows8(isas[i], dt);
+            const amp_gemm_kernel *k12 = amp_gemm_kernel_for(isas[i], dt);
+            if (!k8) continue;
+            tested++;
+            CHECK(k8->mr == 8 && k8->nr == k12->nr && k8->packed == k12->packed && k8->k_unit == k12->k_unit);
+            static const int64_t ks[] = {1, 2, 3, 64, 255, 256, 511, 512, 513, 1024, 1031};
+            static const int ns[] = {1, 15, 16, 17, 31, 32};
+            static const float betas8[] = {0.0f, 1.0f, 0.5f};
+            int64_t bad = 0, runs = 0;
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+                const int64_t kc = ks[ki];
+                rows8_fill(&rng, dt, a, 8 * kc);
+                rows8_fill(&rng, dt, b, 32 * kc);
+                k12->pack(pb, b, 32, false, 32, kc, k12->nr); /* B [n][k] rows: op(B) = B^T */
+                for (int m = 1; m <= 8; m++) {
+                    k8->pack(pa8, a, kc, false, m, kc, 8);
+                    k12->pack(pa12, a, kc, false, m, kc, k12->mr);
+                    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                        for (size_t bi = 0; bi < 3; bi++) {
+                            const float alpha = bi == 1 ? -0.5f : 1.0f, beta = betas8[bi];
+                            for (int e = 0; e < 8 * LDC; e++) c0[e] = unit_value(&rng) * 2.0f - 1.0f;
+                            memcpy(c8, c0, 8 * LDC * sizeof(float));
+                            memcpy(c12, c0, 8 * LDC * sizeof(float));
+                            k8->ukernel(kc, pa8, pb, c8, LDC, m, ns[ni], alpha, beta);
+                            k12->ukernel(kc, pa12, pb, c12, LDC, m, ns[ni], alpha, beta);
+                            bad += memcmp(c8, c12, 8 * LDC * sizeof(float)) != 0, runs++;
+                        }
+                }
             }
+            CHECK_MSG(bad == 0, "%s: the 8-row %s kernel differs from the 12-row one in %lld of %lld tiles",
+                      amp_isa_name(isas[i]), amp_dtype_name(dt), (long long)bad, (long long)runs);
         }
-        CHECK_MSG(bad == 0, "%s: the 8-row bf16 kernel differs from the 12-row one in %lld of %lld tiles",
-                  amp_isa_name(isas[i]), (long long)bad, (long long)runs);
     }
     test_isa_end();
-    if (!tested) harness_note("no 8-row bf16 kernel on this CPU (AVX512-BF16 with the dot method)");
+    if (!tested) harness_note("no 8-row kernel on this CPU");
     free(a), free(b), free(pa8), free(pa12), free(pb), free(c8), free(c12), free(c0);
 }
 

@@ -95,23 +95,29 @@ static inline __attribute__((always_inline)) void prefetch_tile_transposed(const
 /* The f32 k loop on an A panel whose k steps are lda floats apart, element (i, p) at a[p * lda + i]:
  * lda = MR for a packed panel (compute_f32), a row of A^T's storage for a panel read in place
  * (ukernel_f32_sa). The same loads, broadcasts and multiply-adds in the same order either way. */
-static inline __attribute__((always_inline)) void compute_f32_strided(int64_t kc, const float *a, int64_t lda,
-                                                                       const float *b /* [kc][NR] */,
-                                                                       __m512 acc[MR][2]) {
+static inline __attribute__((always_inline)) void compute_f32_rows(int64_t kc, const float *a, int64_t lda,
+                                                                    const float *b /* [kc][NR] */,
+                                                                    __m512 acc[MR][2], const int mr) {
     GEMM_UNROLL
-    for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int64_t p = 0; p < kc; p++, a += lda, b += NR) {
         _mm_prefetch((const char *)(b + PF_DIST * NR), _MM_HINT_T0);
         _mm_prefetch((const char *)(b + PF_DIST * NR + 16), _MM_HINT_T0);
         _mm_prefetch((const char *)(a + PF_DIST * lda), _MM_HINT_T0);
         const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
         GEMM_UNROLL
-        for (int i = 0; i < MR; i++) {
+        for (int i = 0; i < mr; i++) {
             const __m512 ai = _mm512_set1_ps(a[i]);
             acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
             acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
         }
     }
+}
+
+static inline __attribute__((always_inline)) void compute_f32_strided(int64_t kc, const float *a, int64_t lda,
+                                                                       const float *b /* [kc][NR] */,
+                                                                       __m512 acc[MR][2]) {
+    compute_f32_rows(kc, a, lda, b, acc, MR);
 }
 
 static inline __attribute__((always_inline)) void compute_f32(int64_t kc, const float *a /* [kc][MR] */,
@@ -186,6 +192,16 @@ static void ukernel_bf16_m8(int64_t kc, const void *a, const void *b, float *c, 
     __m512 acc[MR][2];
     prefetch_tile(c, ldc, m, 8);
     compute_bf16(kc, a, b, acc, 8);
+    store_tile(acc, c, ldc, m, n, alpha, beta, 8);
+}
+
+/* ukernel_f32 on a tile of 8 rows (f32_8), as ukernel_bf16_m8 is to ukernel_bf16: 16 multiply-adds
+ * against 2 B loads and 8 broadcasts per k, each element's sum ukernel_f32's */
+static void ukernel_f32_m8(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
+                           float beta) {
+    __m512 acc[MR][2];
+    prefetch_tile(c, ldc, m, 8);
+    compute_f32_rows(kc, a, 8, b, acc, 8);
     store_tile(acc, c, ldc, m, n, alpha, beta, 8);
 }
 
@@ -290,6 +306,8 @@ static inline __attribute__((always_inline)) void pack_f32_impl(float *dst, cons
             pack_f32_impl(dst, src, dtype, ld, trans, rows, kc, MR);                                      \
         else if (r == NR)                                                                                 \
             pack_f32_impl(dst, src, dtype, ld, trans, rows, kc, NR);                                      \
+        else if (r == 8) /* f32_8's A */                                                                  \
+            pack_f32_impl(dst, src, dtype, ld, trans, rows, kc, 8);                                       \
         else                                                                                              \
             gemm_pack_f32_generic(dst, src, dtype, ld, trans, rows, kc, r);                               \
     }
@@ -387,6 +405,12 @@ void amp_gemm_kernels_avx512(amp_gemm_kernels *k) {
     k->for_dtype[AMP_F32].name = "avx512 f32 12x32";
     k->for_dtype[AMP_F32].pack = pack_f32;
     k->for_dtype[AMP_F32].ukernel_sa = ukernel_f32_sa;
+    k->f32_8 = k->for_dtype[AMP_F32];
+    k->f32_8.name = "avx512 f32 8x32";
+    k->f32_8.ukernel = ukernel_f32_m8;
+    k->f32_8.ukernel_ct = NULL;
+    k->f32_8.ukernel_sa = NULL;
+    k->f32_8.mr = 8;
     k->for_dtype[AMP_F16] = f32;
     k->for_dtype[AMP_F16].name = "avx512 f16->f32 12x32";
     k->for_dtype[AMP_F16].pack = pack_f16;
