@@ -89,7 +89,7 @@ static void lstm_put_grad(amp_ctx *ctx, amp_tensor *t, float *c, int64_t ldc, in
  * With B = 32 rows against a 12-row tile, C = X W^T fills 32/36 of its tiles; C^T = W X^T (W's
  * 4H or H rows on the 12-row side, X's B rows on the 32-wide side) fills 99% (gemm.c's transposed
  * product, ukernel_ct: products commute exactly, so the bits are the same); where the path has an
- * 8-row kernel (amp_gemm_kernel_rows8: bf16 on AVX512-BF16), C = X W^T on it fills 100% and needs no
+ * 8-row kernel (amp_gemm_kernel_rows8: bf16 on AVX512-BF16, fp32 on AVX-512), C = X W^T on it fills 100% and needs no
  * transposes (w_kernel). The weight side is packed
  * as whichever operand the better fill makes it, but only for k >= LSTM_FLIP_MIN_K: ukernel_ct ends
  * each tile with two 16 x 16 register transposes and 32 row stores, a fixed cost that a short k loop
