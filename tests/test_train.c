@@ -427,6 +427,23 @@ void test_train_errors_and_anomaly(void) {
     c.accum = 0;
     CHECK_EQ_INT(run(&c, &t, &r, err), AMP_ERR_INVALID_ARGUMENT);
     CHECK_EQ_INT(amp_train_run(NULL, NULL, &r, err, sizeof err), AMP_ERR_NULL_POINTER);
+    /* The default data missing (no data given): the message names the package. Where it is installed
+     * the run would train, so only the absent default is checked. */
+    if (access(AMP_TEXT_CORPUS_DEFAULT_PATH, F_OK) != 0) {
+        amp_train_config l = amp_train_default_config(AMP_MODEL_LSTM);
+        CHECK_EQ_INT(run(&l, &t, &r, err), AMP_ERR_IO);
+        CHECK_MSG(strstr(err, AMP_TEXT_CORPUS_DEFAULT_PATH) && strstr(err, "apt-get install fortunes-min"),
+                  "message: %s", err);
+    } else {
+        harness_note("%s is installed: its missing-data message not checked", AMP_TEXT_CORPUS_DEFAULT_PATH);
+    }
+    if (access(AMP_IMAGE_DATASET_DEFAULT_DIR, F_OK) != 0) {
+        c = small_mlp(NULL, AMP_PRECISION_FP32);
+        CHECK_EQ_INT(run(&c, &t, &r, err), AMP_ERR_IO);
+        CHECK_MSG(strstr(err, "apt-get install dataset-fashion-mnist"), "message: %s", err);
+    }
+    c = small_mlp(missing, AMP_PRECISION_FP32); /* data given: no hint */
+    CHECK(run(&c, &t, &r, err) == AMP_ERR_IO && !strstr(err, "apt-get"));
 
     /* A learning rate that throws fp16 weights past 65504: the next forward pass overflows. */
     c = small_mlp(dir, AMP_PRECISION_FP16_PURE);

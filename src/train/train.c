@@ -86,6 +86,15 @@ int amp_train_fail(amp_train_run_state *r, int status, const char *fmt, ...) {
 
 /* ---- data ----------------------------------------------------------------------------------------- */
 
+/* A default path that is not there (st AMP_ERR_IO, no --data): the message says which package has it */
+static int default_data_hint(amp_train_run_state *r, int st, const char *hint) {
+    if (st == AMP_ERR_IO && !r->cfg.data && r->err && r->err_size > 0) {
+        const size_t len = strlen(r->err);
+        if (len + 1 < r->err_size) snprintf(r->err + len, r->err_size - len, " (%s)", hint);
+    }
+    return st;
+}
+
 static int load_data(amp_train_run_state *r) {
     const amp_train_config *c = &r->cfg;
     if (r->text) {
@@ -94,7 +103,9 @@ static int load_data(amp_train_run_state *r) {
                                                                 NULL, &r->corpus, r->err, r->err_size)
                                    : amp_text_corpus_load(path, AMP_TEXT_CORPUS_DEFAULT_HOLDOUT, NULL, &r->corpus,
                                                           r->err, r->err_size);
-        if (st != AMP_OK) return st;
+        if (st != AMP_OK)
+            return default_data_hint(r, st, "the default text is Debian's fortunes-min: apt-get install fortunes-min, "
+                                            "or give a text file or directory: --data");
         const int64_t need = c->model.context + 1;
         if (r->corpus.train_len < need)
             return amp_train_fail(r, AMP_ERR_FORMAT, "%s: training text is %lld tokens, the context needs %lld", path,
@@ -109,7 +120,9 @@ static int load_data(amp_train_run_state *r) {
     const char *dir = c->data ? c->data : AMP_IMAGE_DATASET_DEFAULT_DIR;
     int st = amp_image_dataset_load(dir, true, NULL, &r->train_set, r->err, r->err_size);
     if (st == AMP_OK && c->eval) st = amp_image_dataset_load(dir, false, NULL, &r->test_set, r->err, r->err_size);
-    if (st != AMP_OK) return st;
+    if (st != AMP_OK)
+        return default_data_hint(r, st, "the default images are Debian's dataset-fashion-mnist: apt-get install "
+                                        "dataset-fashion-mnist, or give a directory of IDX files: --data");
     if (c->eval && (r->test_set.rows != r->train_set.rows || r->test_set.cols != r->train_set.cols))
         return amp_train_fail(r, AMP_ERR_FORMAT, "%s: test images are %lldx%lld, training images %lldx%lld", dir,
                               (long long)r->test_set.rows, (long long)r->test_set.cols, (long long)r->train_set.rows,
