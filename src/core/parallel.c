@@ -206,12 +206,8 @@ static bool parallel_for(int64_t n_tasks, amp_task_fn fn, void *arg, bool dynami
     const int n_slices = (int)t64;
     /* One thread, or another user thread owns the pool: serial. The bits are the same either way,
      * because fn's output depends only on the task index. */
-    if (gang && n_slices > 1 && pthread_mutex_trylock(&pool.busy) != 0) return false;
-    if (!gang && (n_slices == 1 || pthread_mutex_trylock(&pool.busy) != 0)) {
-        run_serial(n_tasks, fn, arg, 0);
-        return true;
-    }
-    if (n_slices == 1) { /* a gang of one: this thread */
+    if (n_slices == 1 || pthread_mutex_trylock(&pool.busy) != 0) {
+        if (gang && n_slices > 1) return false; /* a gang of one runs here */
         run_serial(n_tasks, fn, arg, 0);
         return true;
     }
