@@ -256,13 +256,14 @@ bool amp_parallel_gang(int64_t n_tasks, amp_task_fn fn, void *arg) { return para
 typedef struct range_job {
     amp_range_fn fn;
     void *arg;
-    int64_t n, align, units, ranges;
+    int64_t n, align, ranges;
 } range_job;
 
 static void range_task(void *arg, int64_t task, int thread_id) {
     const range_job *r = arg;
-    const int64_t i0 = r->units * task / r->ranges * r->align, i1 = r->units * (task + 1) / r->ranges * r->align;
-    if (i0 < r->n) r->fn(r->arg, i0, i1 < r->n ? i1 : r->n, thread_id);
+    int64_t i0, i1;
+    amp_parallel_range_bounds(r->n, r->align, r->ranges, task, &i0, &i1);
+    if (i0 < r->n) r->fn(r->arg, i0, i1, thread_id);
 }
 
 void amp_parallel_range(int64_t n, int64_t min_per_thread, int64_t align, amp_range_fn fn, void *arg) {
@@ -276,6 +277,6 @@ void amp_parallel_range(int64_t n, int64_t min_per_thread, int64_t align, amp_ra
         fn(arg, 0, n, 0);
         return;
     }
-    range_job r = {fn, arg, n, align, units, t};
+    range_job r = {fn, arg, n, align, t};
     amp_parallel_for(t, range_task, &r);
 }

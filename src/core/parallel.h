@@ -54,6 +54,15 @@ bool amp_parallel_gang(int64_t n_tasks, amp_task_fn fn, void *arg);
  * align. For elementwise work whose result per element does not depend on where the element falls
  * (every vecmath and elementwise kernel here): splitting it leaves the bits as they are. */
 typedef void (*amp_range_fn)(void *arg, int64_t i0, int64_t i1, int thread_id);
+/* Range i of `ranges` as amp_parallel_range cuts [0, n) (bounds multiples of align, the last end n;
+ * empty where i0 >= n): for callers that hand out the same ranges themselves (amp_parallel_gang). */
+static inline void amp_parallel_range_bounds(int64_t n, int64_t align, int64_t ranges, int64_t i, int64_t *i0,
+                                             int64_t *i1) {
+    const int64_t units = (n + align - 1) / align;
+    *i0 = units * i / ranges * align;
+    *i1 = units * (i + 1) / ranges * align;
+    if (*i1 > n) *i1 = n;
+}
 void amp_parallel_range(int64_t n, int64_t min_per_thread, int64_t align, amp_range_fn fn, void *arg);
 
 /* The number of threads a parallel call started from this thread would use now (before the min

@@ -830,8 +830,9 @@ static void lanes_sum(bwd_lanes *L, int64_t i, int64_t k, int64_t c0, int64_t c1
 static void bwd_lane(void *arg, int64_t i, int thread_id) {
     bwd_lanes *L = arg;
     bwd_job j = L->job;
-    const int64_t B = j.nb, T = j.T, H = j.H, G = 4 * H, r = L->rows, units = (B + r - 1) / r;
-    const int64_t b0 = units * i / L->lanes * r, b1 = min64(B, units * (i + 1) / L->lanes * r);
+    const int64_t B = j.nb, T = j.T, H = j.H, G = 4 * H;
+    int64_t b0, b1; /* the rows fwd_lanes gives lane i (amp_parallel_range's cut) */
+    amp_parallel_range_bounds(B, L->rows, L->lanes, i, &b0, &b1);
     const int64_t c0 = G * i / L->lanes / 16 * 16, c1 = i + 1 == L->lanes ? G : G * (i + 1) / L->lanes / 16 * 16;
     const size_t es = amp_dtype_size(j.dt);
     const packed_x *xg = j.xg;
