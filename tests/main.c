@@ -139,6 +139,7 @@ static const harness_test all_tests[] = {
     TEST(grad_chunks),
     TEST(gelu_kernels),
     TEST(ce_kernels),
+    TEST(acc_rounded),
     TEST(grad_reuse),
     TEST(grad_hand_over),
     TEST(gemm_fused_epilogue),

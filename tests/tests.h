@@ -203,6 +203,8 @@ void test_gelu_kernels(void);
 /* test_ce_kernels.c: the fused cross-entropy row kernels against their exp composition, bit for bit, and
  * the composition against double precision */
 void test_ce_kernels(void);
+/* test_acc_rounded.c: the convert table's acc_rounded kernels of every path against the format reference */
+void test_acc_rounded(void);
 
 /* test_grad_reuse.c: dropped non-leaf gradients' arena blocks reused: same gradients, lower peak */
 void test_grad_reuse(void);

@@ -6,6 +6,7 @@
 #ifndef AMP_CONVERT_KERNELS_H
 #define AMP_CONVERT_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "amp/cpu.h"
@@ -13,10 +14,17 @@
 
 typedef void (*amp_encode_kernel)(void *dst, const float *src, size_t n);
 typedef void (*amp_decode_kernel)(float *dst, const void *src, size_t n);
+/* acc[i] += v[i] rounded to the table entry's dtype (the overflowing encode) and widened back, i < n;
+ * with store, acc[i] = 0 + that value and acc is not read (core/accumulate.h's two forms). What a
+ * weight gradient computed in fp32 for a narrow weight copy does on its way into the fp32 master
+ * gradient (the GEMM epilogue's acc step, gemm.c): the bits of encode, then decode, then amp_acc_f32,
+ * in one pass without the narrow row in between (a NaN comes out a NaN, its payload unspecified). */
+typedef void (*amp_acc_rounded_kernel)(float *acc, const float *v, size_t n, bool store);
 
 typedef struct amp_convert_kernels {
     amp_encode_kernel encode[AMP_DTYPE_COUNT][2]; /* [dst dtype][saturate]; AMP_F32 row unused */
     amp_decode_kernel decode[AMP_DTYPE_COUNT];    /* [src dtype]; AMP_F32 unused */
+    amp_acc_rounded_kernel acc_rounded[AMP_DTYPE_COUNT]; /* [narrow dtype]; AMP_F32 unused */
 } amp_convert_kernels;
 
 void amp_convert_kernels_ref(amp_convert_kernels *k);

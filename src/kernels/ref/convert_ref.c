@@ -2,6 +2,7 @@
  * Always built; every SIMD kernel is tested bit for bit against these. */
 #include <stdint.h>
 
+#include "../../core/accumulate.h"
 #include "../../formats/float_bits.h"
 #include "../convert_kernels.h"
 
@@ -29,7 +30,30 @@ DEFINE_DECODE(decode_bf16, uint16_t, amp_bf16_decode)
 DEFINE_DECODE(decode_f8e4m3, uint8_t, amp_f8e4m3_decode)
 DEFINE_DECODE(decode_f8e5m2, uint8_t, amp_f8e5m2_decode)
 
+/* acc_rounded as its definition: the row through a stack chunk, encoded, decoded, then added in fp32
+ * (core/accumulate.h), the oracle of the SIMD paths' one-pass kernels */
+enum { ACC_CHUNK = 256 };
+#define DEFINE_ACC_ROUNDED(name, type, encode, decode)                                    \
+    static void name(float *acc, const float *v, size_t n, bool store) {                 \
+        float w[ACC_CHUNK];                                                               \
+        for (size_t i0 = 0; i0 < n; i0 += ACC_CHUNK) {                                    \
+            const size_t len = n - i0 < ACC_CHUNK ? n - i0 : ACC_CHUNK;                   \
+            type h[ACC_CHUNK];                                                            \
+            encode(h, v + i0, len);                                                       \
+            decode(w, h, len);                                                            \
+            amp_acc_f32(acc + i0, w, (int64_t)len, store);                                \
+        }                                                                                 \
+    }
+DEFINE_ACC_ROUNDED(acc_rounded_f16, uint16_t, encode_f16, decode_f16)
+DEFINE_ACC_ROUNDED(acc_rounded_bf16, uint16_t, encode_bf16, decode_bf16)
+DEFINE_ACC_ROUNDED(acc_rounded_f8e4m3, uint8_t, encode_f8e4m3, decode_f8e4m3)
+DEFINE_ACC_ROUNDED(acc_rounded_f8e5m2, uint8_t, encode_f8e5m2, decode_f8e5m2)
+
 void amp_convert_kernels_ref(amp_convert_kernels *k) {
+    k->acc_rounded[AMP_F16] = acc_rounded_f16;
+    k->acc_rounded[AMP_BF16] = acc_rounded_bf16;
+    k->acc_rounded[AMP_F8E4M3] = acc_rounded_f8e4m3;
+    k->acc_rounded[AMP_F8E5M2] = acc_rounded_f8e5m2;
     k->encode[AMP_F16][0] = encode_f16;
     k->encode[AMP_F16][1] = encode_f16_sat;
     k->encode[AMP_BF16][0] = encode_bf16;

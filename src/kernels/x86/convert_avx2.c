@@ -3,6 +3,7 @@
  * The NaN and rounding fixes are those of convert_avx512.c, which explains them; MXCSR's DAZ is
  * assumed clear (the default). */
 #include <immintrin.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../../formats/float_bits.h"
@@ -102,7 +103,38 @@ static void decode_bf16(float *dst, const void *src, size_t n) {
     for (; i < n; i++) dst[i] = amp_f32_from_bits(amp_bf16_decode(in[i]));
 }
 
+/* ---- acc_rounded: encode, decode and the fp32 add per vector (convert_kernels.h) ---- */
+
+static inline __m256 f32_rounded_bf16(__m256 v) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(bf16_from_f32x8(_mm256_castps_si256(v), 0), 16));
+}
+
+/* VCVTPH2PS quiets a NaN, which acc_rounded leaves unspecified: NaN in, NaN out */
+static inline __m256 f32_rounded_f16(__m256 v) { return _mm256_cvtph_ps(f16_from_f32x8(v, 0)); }
+
+/* the tail element by the reference's algorithm */
+static inline float rounded_bf16_at(float v) {
+    return amp_f32_from_bits(amp_bf16_decode(amp_bf16_encode(amp_f32_bits(v), AMP_OVERFLOW_INF)));
+}
+static inline float rounded_f16_at(float v) {
+    return amp_f32_from_bits(amp_f16_decode(amp_f16_encode(amp_f32_bits(v), AMP_OVERFLOW_INF)));
+}
+
+#define DEFINE_ACC_ROUNDED(name, round, round_at)                                                        \
+    static void name(float *acc, const float *v, size_t n, bool store) {                                \
+        size_t i = 0;                                                                                    \
+        for (; i + 8 <= n; i += 8) {                                                                     \
+            const __m256 a = store ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + i);                     \
+            _mm256_storeu_ps(acc + i, _mm256_add_ps(a, round(_mm256_loadu_ps(v + i))));                  \
+        }                                                                                                \
+        for (; i < n; i++) acc[i] = (store ? 0.0f : acc[i]) + round_at(v[i]);                            \
+    }
+DEFINE_ACC_ROUNDED(acc_rounded_bf16, f32_rounded_bf16, rounded_bf16_at)
+DEFINE_ACC_ROUNDED(acc_rounded_f16, f32_rounded_f16, rounded_f16_at)
+
 void amp_convert_kernels_avx2(amp_convert_kernels *k) {
+    k->acc_rounded[AMP_F16] = acc_rounded_f16;
+    k->acc_rounded[AMP_BF16] = acc_rounded_bf16;
     k->encode[AMP_F16][0] = encode_f16;
     k->encode[AMP_F16][1] = encode_f16_sat;
     k->decode[AMP_F16] = decode_f16;

@@ -11,6 +11,7 @@
  *     fast as memory allows.
  * All kernels assume MXCSR's DAZ is clear (the default) for VCVTPH2PS/VCVTPS2PH inputs. */
 #include <immintrin.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../convert_kernels.h"
@@ -120,6 +121,32 @@ static void decode_bf16(float *dst, const void *src, size_t n) {
     }
 }
 
+/* ---- acc_rounded: encode, decode and the fp32 add per vector (convert_kernels.h) ---- */
+
+/* acc + v, or 0 + v for store: the reference's adds (core/accumulate.h), per element the same */
+static inline __m512 acc_add(__mmask16 m, const float *acc, __m512 v, bool store) {
+    return _mm512_add_ps(store ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m, acc), v);
+}
+
+static inline __m512 f32_rounded_bf16(__m512 v) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(bf16_from_f32x16(_mm512_castps_si512(v), 0), 16));
+}
+
+static inline __m512 f32_rounded_f16(__m512 v) { return f32_from_f16x16(f16_from_f32x16(v, 0)); }
+
+#define DEFINE_ACC_ROUNDED(name, round)                                                                  \
+    static void name(float *acc, const float *v, size_t n, bool store) {                                \
+        size_t i = 0;                                                                                    \
+        for (; i + 16 <= n; i += 16)                                                                     \
+            _mm512_storeu_ps(acc + i, acc_add(0xFFFF, acc + i, round(_mm512_loadu_ps(v + i)), store));   \
+        if (i < n) {                                                                                     \
+            const __mmask16 m = tail_mask(n - i);                                                        \
+            _mm512_mask_storeu_ps(acc + i, m, acc_add(m, acc + i, round(_mm512_maskz_loadu_ps(m, v + i)), store)); \
+        }                                                                                                \
+    }
+DEFINE_ACC_ROUNDED(acc_rounded_bf16, f32_rounded_bf16)
+DEFINE_ACC_ROUNDED(acc_rounded_f16, f32_rounded_f16)
+
 /* ---- fp8: the reference's parametric integer rounding, 16 lanes at a time ---- */
 
 typedef struct {
@@ -211,6 +238,8 @@ void amp_convert_kernels_avx512(amp_convert_kernels *k) {
     k->encode[AMP_BF16][0] = encode_bf16;
     k->encode[AMP_BF16][1] = encode_bf16_sat;
     k->decode[AMP_BF16] = decode_bf16;
+    k->acc_rounded[AMP_F16] = acc_rounded_f16;
+    k->acc_rounded[AMP_BF16] = acc_rounded_bf16;
     k->encode[AMP_F8E4M3][0] = encode_e4m3;
     k->encode[AMP_F8E4M3][1] = encode_e4m3_sat;
     k->decode[AMP_F8E4M3] = decode_e4m3;
