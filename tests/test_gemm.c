@@ -425,14 +425,15 @@ void test_gemm_a_in_place(void) {
     }
 }
 
-/* The 8-row kernels (amp_gemm_kernel_rows8: bf16 pairs, fp32) against the 12-row ones they stand in
- * for, bit for bit: the same A rows packed for each (panels of 8 and of 12), the same packed B, every
- * m to 8, n across the two vectors' masks, k odd and even up to past a kc block, beta 0, 1 and 0.5,
- * alpha 1 and -0.5, random values (some zero; bf16 patterns for bf16) and C from random values; and
- * that f16 has none. */
+/* The 8-row kernels (amp_gemm_kernel_rows8: bf16 pairs, fp32, and f16 and bf16 decoded to fp32, bf16
+ * under each bf16 method) against the 12-row ones they stand in for, bit for bit: the same A rows
+ * packed for each (panels of 8 and of 12), the same packed B, every m to 8, n across the two vectors'
+ * masks, k odd and even up to past a kc block, beta 0, 1 and 0.5, alpha 1 and -0.5, random values
+ * (some zero; for f16 and bf16 the top halves of fp32 patterns) and C from random values; and that
+ * AVX-512 has one for each. */
 static float unit_value(test_rng *rng) { return (float)(test_rng_next(rng) >> 40) / (float)(1 << 24); } /* [0, 1) */
 
-/* n random values of dt (fp32, or bf16 patterns), one in seven zero */
+/* n random values of dt (fp32, or the top halves of fp32 patterns: bf16's, finite f16 ones), one in seven zero */
 static void rows8_fill(test_rng *rng, amp_dtype dt, void *dst, int64_t n) {
     for (int64_t e = 0; e < n; e++) {
         const float v = test_rng_next(rng) % 7 == 0 ? 0.0f : unit_value(rng) * 4.0f - 2.0f;
@@ -453,12 +454,17 @@ void test_gemm_rows8_kernel(void) {
     int tested = 0;
     for (int i = 0; i < n_isas && CHECK(a && b && pa8 && pa12 && pb && c8 && c12 && c0); i++) {
         if (!test_isa_begin(isas[i])) continue;
-        CHECK_MSG(!amp_gemm_kernel_rows8(isas[i], AMP_F16), "%s: an 8-row kernel for f16", amp_isa_name(isas[i]));
-        static const amp_dtype dts[2] = {AMP_BF16, AMP_F32};
-        for (int d = 0; d < 2; d++) {
+        /* bf16 twice: under the active bf16 method, then under the FMA one (bf16 decoded to fp32) */
+        static const amp_dtype dts[4] = {AMP_BF16, AMP_F32, AMP_F16, AMP_BF16};
+        const amp_gemm_bf16_method method = amp_gemm_bf16_method_active();
+        for (int d = 0; d < 4; d++) {
             const amp_dtype dt = dts[d];
+            if (d == 3 && (method == AMP_GEMM_BF16_FMA || amp_gemm_bf16_method_set(AMP_GEMM_BF16_FMA) != AMP_OK)) break;
             const amp_gemm_kernel *k8 = amp_gemm_kernel_rows8(isas[i], dt);
             const amp_gemm_kernel *k12 = amp_gemm_kernel_for(isas[i], dt);
+            /* AVX-512 has one for every dtype (fp32's for fp32 and the decoding packs, bf16_dot8) */
+            CHECK_MSG(isas[i] != AMP_ISA_AVX512 || k8, "%s: no 8-row kernel for %s (%s)", amp_isa_name(isas[i]),
+                      amp_dtype_name(dt), k12->name);
             if (!k8) continue;
             tested++;
             CHECK(k8->mr == 8 && k8->nr == k12->nr && k8->packed == k12->packed && k8->k_unit == k12->k_unit);
@@ -486,9 +492,10 @@ void test_gemm_rows8_kernel(void) {
                         }
                 }
             }
-            CHECK_MSG(bad == 0, "%s: the 8-row %s kernel differs from the 12-row one in %lld of %lld tiles",
-                      amp_isa_name(isas[i]), amp_dtype_name(dt), (long long)bad, (long long)runs);
+            CHECK_MSG(bad == 0, "%s: the 8-row %s kernel (%s) differs from the 12-row one in %lld of %lld tiles",
+                      amp_isa_name(isas[i]), amp_dtype_name(dt), k8->name, (long long)bad, (long long)runs);
         }
+        amp_gemm_bf16_method_set(method);
     }
     test_isa_end();
     if (!tested) harness_note("no 8-row kernel on this CPU");

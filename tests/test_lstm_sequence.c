@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp/gemm.h"
 #include "amp/threads.h"
 #include "../src/core/parallel.h"
 #include "../src/ops/op_util.h"
@@ -402,11 +403,19 @@ void test_lstm_sequence(void) {
         check_threads(7, 4, 5, 40, AMP_BF16, g);
         check_threads(32, 3, 6, 64, AMP_F32, g);
         check_threads(32, 3, 6, 64, AMP_BF16, g);
-        /* [W_ih | W_hh] 96 wide: the backward's product on the 8-row bf16 kernel where the path has one,
-         * so its rows split into lanes at 3 threads (lstm.c bwd_lane), dx_t rows included; f16's
-         * product runs transposed, its steps split as before */
+        /* [W_ih | W_hh] 96 wide: the backward's product on the 8-row kernel where the path has one
+         * (AVX-512: bf16 pairs, and fp32's fed by f16 decoded), so its rows split into lanes at 3
+         * threads (lstm.c bwd_lane), dx_t rows included */
         check_threads(32, 3, 32, 64, AMP_BF16, g);
         check_threads(32, 3, 32, 64, AMP_F16, g);
+        /* bf16 under the FMA method (bf16 decoded to fp32 while packing, the 8-row fp32 kernel): the
+         * default on cores whose VDPBF16PS is slower than their FMA */
+        const amp_gemm_bf16_method method = amp_gemm_bf16_method_active();
+        if (method != AMP_GEMM_BF16_FMA && amp_gemm_bf16_method_set(AMP_GEMM_BF16_FMA) == AMP_OK) {
+            check_threads(32, 3, 6, 64, AMP_BF16, g);
+            check_threads(32, 3, 32, 64, AMP_BF16, g);
+            amp_gemm_bf16_method_set(method);
+        }
     }
     check_threads_pool_held(32, 3, 32, 64, AMP_BF16);
     check_grad_routes(4, 9, 7, 16, AMP_F32);

@@ -49,11 +49,12 @@ static void build_tables(void) {
     if (amp_isa_supported(AMP_ISA_AVX512)) amp_gemm_kernels_avx512(&tables[AMP_ISA_AVX512]);
 #endif
     for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
-        for (int dt = AMP_F32; dt <= AMP_BF16 + 3; dt++) { /* AMP_BF16 + 1: bf16_dot, + 2: bf16_dot8, + 3: f32_8 */
-            amp_gemm_kernel *k = dt <= AMP_BF16       ? &tables[isa].for_dtype[dt]
-                                 : dt == AMP_BF16 + 1 ? &tables[isa].bf16_dot
-                                 : dt == AMP_BF16 + 2 ? &tables[isa].bf16_dot8
-                                                      : &tables[isa].f32_8;
+        /* for_dtype, then for_dtype8 (AMP_DTYPE_COUNT + dt), then bf16_dot and bf16_dot8 */
+        for (int e = 0; e < 2 * AMP_DTYPE_COUNT + 2; e++) {
+            amp_gemm_kernel *k = e < AMP_DTYPE_COUNT          ? &tables[isa].for_dtype[e]
+                                 : e < 2 * AMP_DTYPE_COUNT    ? &tables[isa].for_dtype8[e - AMP_DTYPE_COUNT]
+                                 : e == 2 * AMP_DTYPE_COUNT ? &tables[isa].bf16_dot
+                                                              : &tables[isa].bf16_dot8;
             if (!k->ukernel) continue;
             const blocks *b = &block_table[isa][k->packed];
             k->mc = round_down(b->mc, k->mr);
@@ -142,6 +143,7 @@ const amp_gemm_kernel *amp_gemm_kernel_for(amp_isa isa, amp_dtype dtype) {
 const amp_gemm_kernel *amp_gemm_kernel_rows8(amp_isa isa, amp_dtype dtype) {
     const amp_gemm_kernel *k = amp_gemm_kernel_for(isa, dtype); /* builds the tables */
     const amp_gemm_kernels *t = &tables[(unsigned)isa < AMP_ISA_COUNT ? isa : AMP_ISA_REF];
-    if (k && k == &t->for_dtype[AMP_F32] && t->f32_8.ukernel) return &t->f32_8;
-    return k && k == &t->bf16_dot && t->bf16_dot8.ukernel ? &t->bf16_dot8 : NULL;
+    if (!k) return NULL;
+    if (k == &t->bf16_dot) return t->bf16_dot8.ukernel ? &t->bf16_dot8 : NULL;
+    return k == &t->for_dtype[dtype] && t->for_dtype8[dtype].ukernel ? &t->for_dtype8[dtype] : NULL;
 }

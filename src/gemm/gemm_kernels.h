@@ -85,7 +85,9 @@ typedef struct amp_gemm_kernels {
     amp_gemm_kernel for_dtype[AMP_DTYPE_COUNT];
     amp_gemm_kernel bf16_dot;
     amp_gemm_kernel bf16_dot8; /* bf16_dot with an 8-row tile (ukernel only), where the path has one */
-    amp_gemm_kernel f32_8;     /* for_dtype[AMP_F32] with an 8-row tile (ukernel only), where the path has one */
+    /* for_dtype[dt] with an 8-row tile (ukernel only), where the path has one: the fp32 kernel's, fed
+     * by each dtype's pack (fp32, or f16 and bf16 decoded to fp32 while packing) */
+    amp_gemm_kernel for_dtype8[AMP_DTYPE_COUNT];
 } amp_gemm_kernels;
 
 /* Fill the entries a path provides (everything but the cache blocks, which gemm_dispatch.c sets). */
@@ -109,9 +111,9 @@ static inline double amp_gemm_tile_fill(const amp_gemm_kernel *kern, int64_t row
 /* The kernel for (isa, dtype), or NULL when dtype is not a GEMM input type. isa must be supported. */
 const amp_gemm_kernel *amp_gemm_kernel_for(amp_isa isa, amp_dtype dtype);
 /* amp_gemm_kernel_for's kernel with an 8-row tile and the same packed B and per-element sums (its
- * bits), where the path has one (bf16_dot8 while the bf16 method is dot, f32_8 for fp32); else NULL. For products whose
- * A rows are a multiple of 8 but not of the kernel's mr (gemm.c does not use it; the lstm's recurrent
- * products do). */
+ * bits), where the path has one (bf16_dot8 while the bf16 method is dot, else for_dtype8[dtype]); else
+ * NULL. For products whose A rows are a multiple of 8 but not of the kernel's mr (gemm.c does not use
+ * it; the lstm's recurrent products do). */
 const amp_gemm_kernel *amp_gemm_kernel_rows8(amp_isa isa, amp_dtype dtype);
 
 /* Lets amp_gemm read A in place where the kernels can (gemm.c; on by default), or makes it pack every

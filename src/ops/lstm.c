@@ -89,9 +89,12 @@ static void lstm_put_grad(amp_ctx *ctx, amp_tensor *t, float *c, int64_t ldc, in
  * With B = 32 rows against a 12-row tile, C = X W^T fills 32/36 of its tiles; C^T = W X^T (W's
  * 4H or H rows on the 12-row side, X's B rows on the 32-wide side) fills 99% (gemm.c's transposed
  * product, ukernel_ct: products commute exactly, so the bits are the same); where the path has an
- * 8-row kernel (amp_gemm_kernel_rows8: bf16 on AVX512-BF16, fp32 on AVX-512), C = X W^T on it fills 100% and needs no
- * transposes (w_kernel). The weight side is packed
- * as whichever operand the better fill makes it, but only for k >= LSTM_FLIP_MIN_K: ukernel_ct ends
+ * 8-row kernel (amp_gemm_kernel_rows8, on AVX-512: bf16 pairs on AVX512-BF16, and the fp32 kernel for
+ * fp32 and for f16 and bf16 decoded to fp32), C = X W^T on it fills 100% and needs no transposes
+ * (w_kernel); measured on the lstm model, amp-fp16 and amp-bf16 under the FMA bf16 method: one thread
+ * 1.03 and 1.04 (12 and 6 pairs), two threads, where the rows then split into lanes (the backward's;
+ * for bf16 the forward's too), median 1.39 and 1.31 (6 runs each). The weight side is packed as
+ * whichever operand the better fill makes it, but only for k >= LSTM_FLIP_MIN_K: ukernel_ct ends
  * each tile with two 16 x 16 register transposes and 32 row stores, a fixed cost that a short k loop
  * does not amortize. Measured on the lstm model (B = 32, amp-bf16, one thread): the forward's
  * x_t W_ih^T (k = I = 64) direct makes the whole step 2.7% faster; W_hh's products (k = 256 forward,
@@ -1286,7 +1289,7 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
     }
     /* fwd_lanes: the rows split between the threads for the whole sequence, with tokens folded (no
      * per-step input product), a row kernel, and W_hh as the B operand, so that a range of X's rows is
-     * whole panels (amp-bf16 on AVX512-BF16: the 8-row kernel) */
+     * whole panels (amp-bf16 on AVX-512: an 8-row kernel) */
     const int lane_rows = T > 1 && !whh.flip ? whh.kern->mr : 0;
     const bool lanes = fold && T > 1 && (fused_bf16 || (!narrow && keep)) && lane_rows > 0 &&
                        amp_parallel_max_threads() > 1 && B >= 2 * lane_rows;

@@ -195,7 +195,7 @@ static void ukernel_bf16_m8(int64_t kc, const void *a, const void *b, float *c, 
     store_tile(acc, c, ldc, m, n, alpha, beta, 8);
 }
 
-/* ukernel_f32 on a tile of 8 rows (f32_8), as ukernel_bf16_m8 is to ukernel_bf16: 16 multiply-adds
+/* ukernel_f32 on a tile of 8 rows (for_dtype8), as ukernel_bf16_m8 is to ukernel_bf16: 16 multiply-adds
  * against 2 B loads and 8 broadcasts per k, each element's sum ukernel_f32's */
 static void ukernel_f32_m8(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
                            float beta) {
@@ -306,7 +306,7 @@ static inline __attribute__((always_inline)) void pack_f32_impl(float *dst, cons
             pack_f32_impl(dst, src, dtype, ld, trans, rows, kc, MR);                                      \
         else if (r == NR)                                                                                 \
             pack_f32_impl(dst, src, dtype, ld, trans, rows, kc, NR);                                      \
-        else if (r == 8) /* f32_8's A */                                                                  \
+        else if (r == 8) /* for_dtype8's A */                                                                  \
             pack_f32_impl(dst, src, dtype, ld, trans, rows, kc, 8);                                       \
         else                                                                                              \
             gemm_pack_f32_generic(dst, src, dtype, ld, trans, rows, kc, r);                               \
@@ -405,18 +405,25 @@ void amp_gemm_kernels_avx512(amp_gemm_kernels *k) {
     k->for_dtype[AMP_F32].name = "avx512 f32 12x32";
     k->for_dtype[AMP_F32].pack = pack_f32;
     k->for_dtype[AMP_F32].ukernel_sa = ukernel_f32_sa;
-    k->f32_8 = k->for_dtype[AMP_F32];
-    k->f32_8.name = "avx512 f32 8x32";
-    k->f32_8.ukernel = ukernel_f32_m8;
-    k->f32_8.ukernel_ct = NULL;
-    k->f32_8.ukernel_sa = NULL;
-    k->f32_8.mr = 8;
     k->for_dtype[AMP_F16] = f32;
     k->for_dtype[AMP_F16].name = "avx512 f16->f32 12x32";
     k->for_dtype[AMP_F16].pack = pack_f16;
     k->for_dtype[AMP_BF16] = f32;
     k->for_dtype[AMP_BF16].name = "avx512 bf16->f32 12x32";
     k->for_dtype[AMP_BF16].pack = pack_bf16_to_f32;
+    /* the 8-row tile of each (their packs take r = 8): the same B panels and per-element sums */
+    static const char *const names8[AMP_DTYPE_COUNT] = {
+        [AMP_F32] = "avx512 f32 8x32", [AMP_F16] = "avx512 f16->f32 8x32", [AMP_BF16] = "avx512 bf16->f32 8x32"};
+    static const amp_dtype dts8[] = {AMP_F32, AMP_F16, AMP_BF16};
+    for (size_t i = 0; i < sizeof dts8 / sizeof dts8[0]; i++) {
+        amp_gemm_kernel *k8 = &k->for_dtype8[dts8[i]];
+        *k8 = k->for_dtype[dts8[i]];
+        k8->name = names8[dts8[i]];
+        k8->ukernel = ukernel_f32_m8;
+        k8->ukernel_ct = NULL;
+        k8->ukernel_sa = NULL;
+        k8->mr = 8;
+    }
     if (amp_cpu_get_features()->avx512_bf16) {
         k->bf16_dot = (amp_gemm_kernel){.name = "avx512-bf16 bf16 12x32",
                                         .ukernel = ukernel_bf16,
