@@ -20,7 +20,8 @@ The same run also reports:
     second view of the cap: each amp sample against the peak its own process measured just before its
     steps, at the model's FLOPs (median and best of the samples);
   - the GradScaler's share of amp's step: amp-fp16 with the dynamic scaler against the same model
-    without it, interleaved (and the optimizer+scaler phase share amp times inside the step);
+    without it, interleaved, as a ratio of the medians and as the median of each round's ratio (and
+    the optimizer+scaler phase share amp times inside the step);
   - unscale + inf-check throughput against memcpy (`amp bench unscale`);
   - GEMM GFLOP/s against the measured peak (`amp bench gemm`);
   - peak resident memory of each run (amp: process and arena high-water mark; PyTorch: process);
@@ -316,6 +317,9 @@ def main():
             if nosc_s:
                 row["amp_noscaler"] = statistics.median(nosc_s)
                 row["scaler_share"] = 1 - row["amp"] / row["amp_noscaler"]
+                # round by round (each round's two runs seconds apart), so that load drifting between
+                # rounds cancels: the median of the rounds' shares
+                row["scaler_share_paired"] = statistics.median(1 - a / o for a, o in zip(amp_s, nosc_s))
                 row["opt_share"] = statistics.median(opt_share)
                 row["opt_share_off"] = statistics.median(opt_share_off)
                 row["opt_ms"] = statistics.median(opt_ms)
@@ -381,7 +385,8 @@ def main():
     for r in rows:
         if "scaler_share" in r:
             print(f"GradScaler share of the amp-fp16 step, {r['model']}: {100 * r['scaler_share']:+.1f}% "
-                  f"(dynamic {r['amp']:.1f} vs off {r['amp_noscaler']:.1f} samples/s); optimizer phase "
+                  f"(dynamic {r['amp']:.1f} vs off {r['amp_noscaler']:.1f} samples/s; round by round, median "
+                  f"{100 * r['scaler_share_paired']:+.1f}%); optimizer phase "
                   f"{100 * r['opt_share']:.1f}% with the scaler, {100 * r['opt_share_off']:.1f}% without; "
                   f"optimizer+scaler minus optimizer = {r['opt_ms'] - r['opt_ms_off']:.3f} ms of a "
                   f"{1e3 * r['batch'] / r['amp']:.2f} ms step = {100 * (r['opt_ms'] - r['opt_ms_off']) * r['amp'] / (1e3 * r['batch']):+.2f}%")
