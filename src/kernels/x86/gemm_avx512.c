@@ -306,7 +306,7 @@ static inline __attribute__((always_inline)) void pack_f32_impl(float *dst, cons
             pack_f32_impl(dst, src, dtype, ld, trans, rows, kc, MR);                                      \
         else if (r == NR)                                                                                 \
             pack_f32_impl(dst, src, dtype, ld, trans, rows, kc, NR);                                      \
-        else if (r == 8) /* for_dtype8's A */                                                                  \
+        else if (r == 8) /* for_dtype8's A */                                                             \
             pack_f32_impl(dst, src, dtype, ld, trans, rows, kc, 8);                                       \
         else                                                                                              \
             gemm_pack_f32_generic(dst, src, dtype, ld, trans, rows, kc, r);                               \
