@@ -1,7 +1,8 @@
 /* Internal: the table of conversion kernels, one table per SIMD path.
  *
- * Every narrow dtype has a decode kernel (narrow -> fp32) and two encode kernels (fp32 -> narrow,
- * overflowing and saturating). The reference path fills every entry; a SIMD path overrides the ones
+ * Every narrow dtype has a decode kernel (narrow -> fp32), two encode kernels (fp32 -> narrow,
+ * overflowing and saturating) and an acc_rounded kernel (fp32 rounded to it, widened back and added
+ * into fp32: below). The reference path fills every entry; a SIMD path overrides the ones
  * it accelerates and inherits the rest, so a missing fast kernel is slow, never wrong. */
 #ifndef AMP_CONVERT_KERNELS_H
 #define AMP_CONVERT_KERNELS_H

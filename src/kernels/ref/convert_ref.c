@@ -1,5 +1,7 @@
-/* Reference conversion kernels: plain loops over the scalar algorithms (formats/float_bits.h).
- * Always built; every SIMD kernel is tested bit for bit against these. */
+/* Reference conversion kernels: plain loops over the scalar algorithms (formats/float_bits.h), and
+ * acc_rounded as their composition. Always built; the encode and decode kernels of every SIMD path
+ * are tested bit for bit against these, acc_rounded on every path (this one included) against the
+ * tests' independent format reference (tests/test_acc_rounded.c). */
 #include <stdint.h>
 
 #include "../../core/accumulate.h"
