@@ -407,6 +407,8 @@ void test_lstm_sequence(void) {
          * (AVX-512: bf16 pairs, and fp32's fed by f16 decoded), so its rows split into lanes at 3
          * threads (lstm.c bwd_lane), dx_t rows included */
         check_threads(32, 3, 32, 64, AMP_BF16, g);
+        /* f16 (and bf16 on a path without the fused bf16 cell): the composed cell's rows split between
+         * the threads too, each thread with its own row temporaries */
         check_threads(32, 3, 32, 64, AMP_F16, g);
         /* bf16 under the FMA method (bf16 decoded to fp32 while packing, the 8-row fp32 kernel): the
          * default on cores whose VDPBF16PS is slower than their FMA */

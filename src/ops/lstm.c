@@ -93,7 +93,11 @@ static void lstm_put_grad(amp_ctx *ctx, amp_tensor *t, float *c, int64_t ldc, in
  * fp32 and for f16 and bf16 decoded to fp32), C = X W^T on it fills 100% and needs no transposes
  * (w_kernel); measured on the lstm model, amp-fp16 and amp-bf16 under the FMA bf16 method: one thread
  * 1.03 and 1.04 (12 and 6 pairs), two threads, where the rows then split into lanes (the backward's;
- * for bf16 the forward's too), median 1.39 and 1.31 (6 runs each). The weight side is packed as
+ * for bf16 the forward's too), median 1.39 and 1.31 (6 runs each). The forward's lanes (fwd_lanes)
+ * now take every dtype: the composed narrow cell (fp16; bf16 without the fused kernel) keeps its
+ * fp32 row temporaries in a slot per thread instead of one shared buffer, so its rows split too:
+ * amp-fp16 two threads 1.08 and 1.10 (two runs of 8 pairs), amp-bf16 on the AVX2 path 1.07 (6 pairs),
+ * one thread 0.99 (8 pairs, noise). The weight side is packed as
  * whichever operand the better fill makes it, but only for k >= LSTM_FLIP_MIN_K: ukernel_ct ends
  * each tile with two 16 x 16 register transposes and 32 row stores, a fixed cost that a short k loop
  * does not amortize. Measured on the lstm model (B = 32, amp-bf16, one thread): the forward's
@@ -1087,12 +1091,12 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
     }
 }
 
-/* One step's fused pointwise pass (amp_lstm_sequence), row b per task: rows share nothing (each reads
- * its gate row and c row and writes its own h, c and saved rows), so splitting them between threads
- * leaves every value as it is. fp32, or bf16 with the fused kernel; the composed narrow path stays
- * serial (its row buffers are shared). */
+/* One step's pointwise pass (amp_lstm_sequence), row b per task: rows share nothing (each reads its
+ * gate row and c row and writes its own h, c and saved rows; a row's fp32 temporaries go to its
+ * thread's slot of rowbuf), so splitting them between threads leaves every value as it is. */
 typedef struct fwd_job {
     const amp_lstm_kernels *lk;
+    amp_dtype dt;
     bool fused_bf16, keep;
     int64_t t, nb, T, H, ldx; /* nb: B */
     size_t es;
@@ -1102,7 +1106,9 @@ typedef struct fwd_job {
     float *c, *xt;       /* c_{t-1} -> c_t [B, H]; step t's gate pre-activations, rows ldx apart */
     char *hout;          /* the output [B, T, H] */
     const float *bi, *bh;
-    float *tcs; /* fp32 without keep: the activations' row buffer, shared (the rows then run serially) */
+    float *rowbuf; /* 6H floats per thread (thread_id's slot): one row's fp32 activations (5H) where they
+                      are not saved as they are (not saving, or a narrow dt packing them to act16), and
+                      its fp32 h_t (H) before a narrow dt's rounding; NULL where neither is needed */
     const float *table;     /* with tokens: the input projections [V, 4H] (below) */
     const int32_t *tokens;  /* [B, T] */
     bool fold;              /* table rows read where they are (fwd_gates), else copied into xt for step t + 1 */
@@ -1134,21 +1140,33 @@ static void fwd_rows(void *arg, int64_t b0, int64_t b1, int thread_id) {
 }
 
 static void fwd_row(void *arg, int64_t b, int thread_id) {
-    (void)thread_id;
     const fwd_job *j = arg;
     const int64_t t = j->t, H = j->H;
     char *dst = j->hout + (size_t)((b * j->T + t) * H) * j->es;
     const float *gr2, *gr = fwd_gates(j, b, &gr2);
     /* c_t in place (c_{t-1} saved first); tanh of the fp32 c_t, as the cell's. What is saved is read
      * back only by the backward pass, after the rest of the forward: streamed past the caches. */
-    if (j->fused_bf16) /* the act16 packing and the roundings in the same pass */
+    float *tcs = j->rowbuf ? j->rowbuf + (size_t)thread_id * (size_t)(6 * H) : NULL;
+    if (j->fused_bf16) { /* the act16 packing and the roundings in the same pass */
         j->lk->cell_forward_bf16(j->keep ? j->acts16 + (t * j->nb + b) * 5 * H : NULL,
                                  j->cpt ? (uint16_t *)(void *)j->cpt + b * H : NULL, j->c + b * H,
                                  (uint16_t *)(void *)dst, gr, gr2, j->bi, j->bh, (size_t)H, j->keep);
-    else
-        j->lk->cell_forward(j->keep ? j->acts + (t * j->nb + b) * 5 * H : j->tcs,
+    } else if (j->es == sizeof(float)) {
+        j->lk->cell_forward(j->keep ? j->acts + (t * j->nb + b) * 5 * H : tcs,
                             j->keep ? j->cprev + (t * j->nb + b) * H : NULL, j->c + b * H, (float *)(void *)dst, gr,
                             gr2, j->bi, j->bh, (size_t)H, j->keep);
+    } else { /* a narrow dt, composed: the fp32 cell, then act16 and the roundings to dt, row by row */
+        const amp_dtype dt = j->dt;
+        float *hrow = tcs + 5 * H, *crow = j->c + b * H;
+        /* c_{t-1} saved first: c holds values of dt, so exactly */
+        if (j->cpt) amp_convert(j->cpt + (size_t)(b * H) * j->es, dt, crow, AMP_F32, (size_t)H);
+        j->lk->cell_forward(tcs, NULL, crow, hrow, gr, gr2, j->bi, j->bh, (size_t)H, false);
+        if (j->keep) j->lk->act16_pack(j->acts16 + (t * j->nb + b) * 5 * H, tcs, (size_t)(5 * H));
+        amp_convert(dst, dt, hrow, AMP_F32, (size_t)H);
+        /* the next step reads c_t rounded to dt, as the cell's c' (through hrow's memory, now free) */
+        amp_convert(hrow, dt, crow, AMP_F32, (size_t)H);
+        amp_convert(crow, AMP_F32, hrow, dt, (size_t)H);
+    }
     if (j->table && !j->fold && t + 1 < j->T) /* the row is read: step t + 1's starts there (the task owns it) */
         memcpy(j->xt + b * j->ldx, j->table + (int64_t)j->tokens[b * j->T + t + 1] * 4 * H,
                (size_t)(4 * H) * sizeof(float));
@@ -1233,12 +1251,13 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
     const int64_t ldx = G + LSTM_XP_PAD;
     float *xp = amp_f32_scratch(ctx, (tokens ? B : R) * ldx); /* tokens: step t's block only, rewritten per step */
     float *c = amp_f32_scratch(ctx, B * H);             /* c_{t-1}, values of dt */
-    /* one row's fp32 activations when they are not saved as they are: not saving, or packing to act16 */
-    float *tcs = keep && !narrow ? NULL : amp_f32_scratch(ctx, 5 * H);
-    float *hrow = amp_f32_scratch(ctx, H);                  /* one row of h_t before its rounding */
-    void *cq = amp_scratch_alloc(ctx, (size_t)(B * H) * es); /* c_t in dt */
+    const amp_lstm_kernels *lk = amp_lstm_active();
+    const bool fused_bf16 = dt == AMP_BF16 && lk->cell_forward_bf16;
+    /* fwd_job.rowbuf: a slot per thread that may run rows */
+    const bool need_rows = !fused_bf16 && (narrow || !keep);
+    float *rowbuf = need_rows ? amp_f32_scratch(ctx, (int64_t)amp_parallel_max_threads() * 6 * H) : NULL;
     const float *bi = b_ih ? amp_f32_view(ctx, b_ih) : NULL, *bh = b_hh ? amp_f32_view(ctx, b_hh) : NULL;
-    if (!xp || !c || (!(keep && !narrow) && !tcs) || !hrow || !cq || (b_ih && !bi) || (b_hh && !bh)) {
+    if (!xp || !c || (need_rows && !rowbuf) || (b_ih && !bi) || (b_hh && !bh)) {
         amp_scratch_release(ctx, mk);
         return NULL;
     }
@@ -1270,8 +1289,6 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
         return NULL;
     }
     char *hout = out->data;
-    const amp_lstm_kernels *lk = amp_lstm_active();
-    const bool fused_bf16 = dt == AMP_BF16 && lk->cell_forward_bf16;
     /* With tokens, a step's looked-up rows stay where they are in the table when W_hh's product is
      * one k block (H <= kc): the product then stores its sum alone (beta 0) and the cell adds the row
      * (fwd_gates), where copying the rows into the gate block for the product to add (beta 1) moved
@@ -1291,12 +1308,12 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
      * per-step input product), a row kernel, and W_hh as the B operand, so that a range of X's rows is
      * whole panels (amp-bf16 on AVX-512: an 8-row kernel) */
     const int lane_rows = T > 1 && !whh.flip ? whh.kern->mr : 0;
-    const bool lanes = fold && T > 1 && (fused_bf16 || (!narrow && keep)) && lane_rows > 0 &&
-                       amp_parallel_max_threads() > 1 && B >= 2 * lane_rows;
+    const bool lanes = fold && T > 1 && lane_rows > 0 && amp_parallel_max_threads() > 1 && B >= 2 * lane_rows;
     if (lanes) {
-        const fwd_job job = {.lk = lk, .fused_bf16 = fused_bf16, .keep = keep, .nb = B, .T = T, .H = H, .ldx = ldx,
-                             .es = es, .acts = acts, .cprev = cprev, .acts16 = acts16, .c = c, .xt = xp, .hout = hout,
-                             .bi = bi, .bh = bh, .tcs = tcs, .table = table, .tokens = tokens, .fold = true,
+        const fwd_job job = {.lk = lk, .dt = dt, .fused_bf16 = fused_bf16, .keep = keep, .nb = B, .T = T, .H = H,
+                             .ldx = ldx, .es = es, .acts = acts, .cprev = cprev, .acts16 = acts16, .c = c, .xt = xp,
+                             .hout = hout, .bi = bi, .bh = bh, .rowbuf = rowbuf, .table = table, .tokens = tokens,
+                             .fold = true,
                              .whh = &whh, .xh = &xh, .cprev_dt = keep && narrow ? cprev_dt : NULL};
         amp_parallel_range(B, lane_rows, lane_rows, fwd_lanes, (void *)&job);
     }
@@ -1306,7 +1323,7 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
          * place, rows T*I and T*H apart */
         float *xt = tokens ? xp : xp + t * B * ldx;
         bool ok = true;
-        const bool rows_copy = tokens && !fold && (fused_bf16 || !narrow); /* fwd_row copies step t + 1's rows */
+        const bool rows_copy = tokens && !fold; /* fwd_row copies step t + 1's rows */
         if (tokens) {
             for (int64_t b = 0; !fold && (t == 0 || !rows_copy) && b < B; b++)
                 memcpy(xt + b * ldx, table + (int64_t)tokens[b * T + t] * G, (size_t)G * sizeof *xt);
@@ -1326,29 +1343,17 @@ static amp_tensor *lstm_sequence(amp_ctx *ctx, amp_tensor *x, const int32_t *tok
             amp_scratch_release(ctx, mk);
             return NULL;
         }
-        /* c_{t-1} saved for a narrow dt: c holds values of dt, so exactly */
+        /* c_{t-1} saved for a narrow dt (each row's, by its task) */
         char *cpt = keep && narrow ? cprev_dt + (size_t)(t * B * H) * es : NULL;
-        if (cpt && !fused_bf16) amp_convert(cpt, dt, c, AMP_F32, (size_t)(B * H));
-        fwd_job job = {lk,    fused_bf16, keep, t,    B,   T,   H,   ldx, es, acts, cprev, acts16,
-                       cpt,   c,          xt,   hout, bi,  bh,  tcs, fold || rows_copy ? table : NULL,
-                       tokens, fold,      &whh, t + 1 < T ? &xh : NULL, NULL};
-        if (fused_bf16 || !narrow) { /* one kernel call per row, the rows split between the threads */
-            if ((keep || fused_bf16) && B > 1 && amp_parallel_max_threads() > 1) amp_parallel_range(B, 1, 1, fwd_rows, &job);
-            else fwd_rows(&job, 0, B, 0);
-            xh_ready = job.xh != NULL;
-            continue;
-        }
-        for (int64_t b = 0; b < B; b++) {
-            char *dst = hout + (size_t)((b * T + t) * H) * es;
-            const float *gr2, *gr = fwd_gates(&job, b, &gr2);
-            lk->cell_forward(tcs, NULL, c + b * H, hrow, gr, gr2, bi, bh, (size_t)H, false);
-            if (keep) lk->act16_pack(acts16 + (t * B + b) * 5 * H, tcs, (size_t)(5 * H));
-            amp_convert(dst, dt, hrow, AMP_F32, (size_t)H);
-        }
-        if (dt != AMP_F32) { /* the next step reads c_t rounded to dt, as the cell's c' */
-            amp_convert(cq, dt, c, AMP_F32, (size_t)(B * H));
-            amp_convert(c, AMP_F32, cq, dt, (size_t)(B * H));
-        }
+        fwd_job job = {.lk = lk, .dt = dt, .fused_bf16 = fused_bf16, .keep = keep, .t = t, .nb = B, .T = T, .H = H,
+                       .ldx = ldx, .es = es, .acts = acts, .cprev = cprev, .acts16 = acts16, .cpt = cpt, .c = c,
+                       .xt = xt, .hout = hout, .bi = bi, .bh = bh, .rowbuf = rowbuf,
+                       .table = fold || rows_copy ? table : NULL, .tokens = tokens, .fold = fold, .whh = &whh,
+                       .xh = t + 1 < T ? &xh : NULL};
+        /* one kernel call per row, the rows split between the threads */
+        if (B > 1 && amp_parallel_max_threads() > 1) amp_parallel_range(B, 1, 1, fwd_rows, &job);
+        else fwd_rows(&job, 0, B, 0);
+        xh_ready = job.xh != NULL;
     }
     amp_scratch_release(ctx, mk);
     amp_node *node = amp_autograd_record(ctx, OP, dt, out, in, n_in, lstm_seq_backward);
