@@ -118,6 +118,7 @@ static const harness_test all_tests[] = {
     TEST(data_idx_float),
     TEST(alloc_hooks),
     TEST(alloc_failure_loops),
+    TEST(alloc_huge_pages),
     TEST(lstm_sequence),
     TEST(threads_elementwise),
     TEST(threads_pool),

@@ -182,6 +182,8 @@ void test_checkpoint_fixture(void);
  * allocations refused in turn (an error status, no crash, no leak) */
 void test_alloc_hooks(void);
 void test_alloc_failure_loops(void);
+/* test_alloc_huge_pages.c: the default heap's large blocks on 2 MiB boundaries, advised for huge pages */
+void test_alloc_huge_pages(void);
 
 /* test_data_float.c: float32/float64 IDX images, their batches, non-finite values refused */
 void test_data_idx_float(void);

@@ -35,6 +35,9 @@ typedef struct amp_heap_allocator {
 } amp_heap_allocator;
 
 /* Installs `heap` (copied), or the C library's malloc/realloc/posix_memalign/free when heap is NULL.
+ * The default's aligned blocks of 2 MiB or more (a model's parameters, gradients and optimizer state,
+ * the arena) start on a 2 MiB boundary and, on Linux, are advised for transparent huge pages
+ * (madvise MADV_HUGEPAGE); the environment variable AMP_HUGEPAGES=0, read once, turns that off.
  * Returns AMP_OK, or AMP_ERR_INVALID_ARGUMENT (nothing changed) if a hook is NULL. */
 int amp_set_allocator(const amp_heap_allocator *heap);
 /* The hooks in use (the defaults if none were installed). */

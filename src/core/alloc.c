@@ -1,7 +1,13 @@
 /* The process-wide heap hooks (amp/alloc.h) and the internal wrappers that use them. */
+#define _DEFAULT_SOURCE /* madvise and MADV_HUGEPAGE, beside the build's POSIX level */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "alloc_internal.h"
 #include "amp/alloc.h"
@@ -17,10 +23,40 @@ static void *libc_realloc(void *ptr, size_t size, void *user) {
     return realloc(ptr, size);
 }
 
+/* Large aligned blocks (from AMP_HUGE_PAGE_BYTES: the parameters, gradients and optimizer state of a
+ * model, the arena's blocks) start on a 2 MiB boundary and are advised for transparent huge pages,
+ * where Linux offers them on request (Debian's default THP mode is madvise: nothing else asks). The
+ * optimizer's pass streams three or more parameter-sized buffers, and the GEMM's packs and the
+ * forward's weight copies read them: with 4 KiB pages each 2 MiB is 512 TLB entries. Measured on a
+ * Zen 4 VM, one thread, paired `amp bench train` runs with and without (AMP_HUGEPAGES=0): mlp amp-bf16
+ * 1.065 (10 pairs), the optimizer's phase 1.07 -> 0.80-0.94 ms; lstm 1.024, cnn 1.018, gpt 1.010 (4-6
+ * pairs). Only the whole 2 MiB pages inside a block are advised (a block's tail keeps small pages), so
+ * resident memory grows by at most one huge page per partly used block. AMP_HUGEPAGES=0 turns it off
+ * (read once); a replaced heap (amp_set_allocator) gets none of this. */
+static bool huge_pages_on;
+static pthread_once_t huge_pages_once = PTHREAD_ONCE_INIT;
+
+static void huge_pages_init(void) {
+    const char *env = getenv("AMP_HUGEPAGES");
+    huge_pages_on = !(env && strcmp(env, "0") == 0);
+}
+
 static void *libc_aligned(size_t align, size_t size, void *user) {
     (void)user;
+    bool huge = false;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (size >= AMP_HUGE_PAGE_BYTES) {
+        pthread_once(&huge_pages_once, huge_pages_init);
+        huge = huge_pages_on;
+    }
+    if (huge && align < AMP_HUGE_PAGE_BYTES) align = AMP_HUGE_PAGE_BYTES;
+#endif
     void *p = NULL;
-    return posix_memalign(&p, align, size) == 0 ? p : NULL;
+    if (posix_memalign(&p, align, size) != 0) return NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (huge) (void)madvise(p, size / AMP_HUGE_PAGE_BYTES * AMP_HUGE_PAGE_BYTES, MADV_HUGEPAGE); /* advice only */
+#endif
+    return p;
 }
 
 static void libc_free(void *ptr, void *user) {

@@ -13,4 +13,8 @@ void *amp_aligned_alloc(size_t align, size_t size); /* align: a power of two; fr
 void amp_free(void *ptr);
 char *amp_strdup(const char *s);
 
+/* From this size, the default heap's aligned blocks start on a boundary of this size and are advised
+ * for transparent huge pages on Linux, unless AMP_HUGEPAGES=0 (alloc.c). */
+#define AMP_HUGE_PAGE_BYTES ((size_t)2 << 20)
+
 #endif
