@@ -28,11 +28,12 @@ static void *libc_realloc(void *ptr, size_t size, void *user) {
  * where Linux offers them on request (Debian's default THP mode is madvise: nothing else asks). The
  * optimizer's pass streams three or more parameter-sized buffers, and the GEMM's packs and the
  * forward's weight copies read them: with 4 KiB pages each 2 MiB is 512 TLB entries. Measured on a
- * Zen 4 VM, one thread, paired `amp bench train` runs with and without (AMP_HUGEPAGES=0): mlp amp-bf16
- * 1.065 (10 pairs), the optimizer's phase 1.07 -> 0.80-0.94 ms; lstm 1.024, cnn 1.018, gpt 1.010 (4-6
- * pairs). Only the whole 2 MiB pages inside a block are advised (a block's tail keeps small pages), so
- * resident memory grows by at most one huge page per partly used block. AMP_HUGEPAGES=0 turns it off
- * (read once); a replaced heap (amp_set_allocator) gets none of this. */
+ * Zen 4 VM, one thread, paired `amp bench train` runs against AMP_HUGEPAGES=0: mlp amp-bf16 1.041 (10
+ * pairs), its optimizer phase 1.07 -> 0.80-0.94 ms; mlp fp32 1.036, cnn amp-bf16 1.021, gpt fp32 1.009,
+ * lstm amp-bf16 1.000 (4-8 pairs). Only the whole 2 MiB pages inside a block are advised (a block's
+ * tail keeps small pages), so resident memory grows by at most one huge page per partly used block.
+ * AMP_HUGEPAGES=0 turns it off (read once); a replaced heap (amp_set_allocator) gets none of this. */
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
 static bool huge_pages_on;
 static pthread_once_t huge_pages_once = PTHREAD_ONCE_INIT;
 
@@ -40,23 +41,22 @@ static void huge_pages_init(void) {
     const char *env = getenv("AMP_HUGEPAGES");
     huge_pages_on = !(env && strcmp(env, "0") == 0);
 }
+#endif
 
 static void *libc_aligned(size_t align, size_t size, void *user) {
     (void)user;
-    bool huge = false;
+    void *p = NULL;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     if (size >= AMP_HUGE_PAGE_BYTES) {
         pthread_once(&huge_pages_once, huge_pages_init);
-        huge = huge_pages_on;
+        if (huge_pages_on) {
+            if (posix_memalign(&p, align > AMP_HUGE_PAGE_BYTES ? align : AMP_HUGE_PAGE_BYTES, size) != 0) return NULL;
+            (void)madvise(p, size / AMP_HUGE_PAGE_BYTES * AMP_HUGE_PAGE_BYTES, MADV_HUGEPAGE); /* advice only */
+            return p;
+        }
     }
-    if (huge && align < AMP_HUGE_PAGE_BYTES) align = AMP_HUGE_PAGE_BYTES;
 #endif
-    void *p = NULL;
-    if (posix_memalign(&p, align, size) != 0) return NULL;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (huge) (void)madvise(p, size / AMP_HUGE_PAGE_BYTES * AMP_HUGE_PAGE_BYTES, MADV_HUGEPAGE); /* advice only */
-#endif
-    return p;
+    return posix_memalign(&p, align, size) == 0 ? p : NULL;
 }
 
 static void libc_free(void *ptr, void *user) {

@@ -1151,7 +1151,7 @@ static void fwd_row(void *arg, int64_t b, int thread_id) {
         j->lk->cell_forward_bf16(j->keep ? j->acts16 + (t * j->nb + b) * 5 * H : NULL,
                                  j->cpt ? (uint16_t *)(void *)j->cpt + b * H : NULL, j->c + b * H,
                                  (uint16_t *)(void *)dst, gr, gr2, j->bi, j->bh, (size_t)H, j->keep);
-    } else if (j->es == sizeof(float)) {
+    } else if (j->dt == AMP_F32) {
         j->lk->cell_forward(j->keep ? j->acts + (t * j->nb + b) * 5 * H : tcs,
                             j->keep ? j->cprev + (t * j->nb + b) * H : NULL, j->c + b * H, (float *)(void *)dst, gr,
                             gr2, j->bi, j->bh, (size_t)H, j->keep);
