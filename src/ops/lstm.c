@@ -705,12 +705,6 @@ static void prefetch_bytes(const void *p, size_t bytes) {
     for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)63; a < end; a += 64) __builtin_prefetch((const void *)a, 0, 2);
 }
 
-/* The same with intent to write (PREFETCHW where the CPU has it): lines a kernel will store to */
-static void prefetch_bytes_w(void *p, size_t bytes) {
-    const uintptr_t end = (uintptr_t)p + bytes;
-    for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)63; a < end; a += 64) __builtin_prefetch((void *)a, 1, 2);
-}
-
 /* One step's pointwise backward (lstm_seq_backward), row b per task: each row reads its own saved
  * values and gradients and writes its own dG and dc rows, so the rows can be split between threads.
  * The bias gradient, a sum across rows, is added afterwards in row order from fp32 rows of dG: the
@@ -743,17 +737,18 @@ typedef struct bwd_job {
  * T*H floats apart (one per batch element), a pattern the hardware prefetchers do not follow: without
  * this the cell's loads waited on memory (perf on the lstm model, one thread, Zen 4: a third of the
  * bf16 backward kernel's samples on its first loads; with it, paired runs of the whole step 1.03).
- * The row of dG the cell will write is fetched for writing too (PREFETCHW): dG [B*T, 4H] (4 MiB in
- * the lstm model's bf16) is written a row per batch element a step, T*4H apart, and its stores
- * waited on their lines' reads; with it and the serial loop's token-sum row (below) the bf16
- * kernel's perf samples fell by a quarter (915-1012 -> 591-682, the prefetch loops +50-100 of about
- * 14000), about 1.3% of the step. */
+ * The row of dG the cell will write is fetched too: dG [B*T, 4H] (4 MiB in the lstm model's bf16)
+ * is written a row per batch element a step, T*4H apart, and its stores waited on their lines'
+ * reads; with it and the serial loop's token-sum row (below) the bf16 kernel's perf samples fell by
+ * a quarter (915-1012 -> 591-682, the prefetch loops +50-100 of about 14000), and paired runs of the
+ * step read 1.024 (10 pairs). Into L2 only: PREFETCHW (L1, for writing) read 0.964 and PREFETCHT0
+ * for all of it 0.933 (8 pairs each), the lines evicting what the row's kernel was using. */
 static void prefetch_bwd_row(const bwd_job *j, int64_t b, int64_t b0, int64_t b1) {
     const int64_t B = j->nb, H = j->H, t = b + 1 < b1 ? j->t : j->t - 1, nb = b + 1 < b1 ? b + 1 : b0;
     if (t < 0) return;
     const int64_t row = t * B + nb; /* in the saved [T, B, ...] order */
     const size_t es = amp_dtype_size(j->dt);
-    prefetch_bytes_w((char *)j->dgd + (size_t)((nb * j->T + t) * 4 * H) * es, (size_t)(4 * H) * es);
+    prefetch_bytes((char *)j->dgd + (size_t)((nb * j->T + t) * 4 * H) * es, (size_t)(4 * H) * es);
     if (j->dout16) prefetch_bytes(j->dout16 + (nb * j->T + t) * H, (size_t)H * sizeof(uint16_t));
     else prefetch_bytes(j->dout + (nb * j->T + t) * H, (size_t)H * sizeof(float));
     if (j->dt == AMP_F32) {
@@ -1044,9 +1039,9 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
             char *dgt = (char *)dgd + (size_t)((b * T + t) * G) * es;
             const uint16_t *act = acts16 + (t * B + b) * 5 * H;
             prefetch_bwd_row(&job, b, 0, B);
-            if (gs) { /* the next row's token sum, which the kernel adds to (prefetch_bwd_row's reason) */
+            if (gs) { /* the next row's token sum, which the kernel adds to (as prefetch_bwd_row's dG row) */
                 const int64_t nb = b + 1 < B ? b + 1 : 0, nt = b + 1 < B ? t : t - 1;
-                if (nt >= 0) prefetch_bytes_w(gs + (int64_t)tok[nb * T + nt] * G, (size_t)G * sizeof(float));
+                if (nt >= 0) prefetch_bytes(gs + (int64_t)tok[nb * T + nt] * G, (size_t)G * sizeof(float));
             }
             if (fused_bf16) { /* the three steps below in one pass */
                 lk->cell_backward_bf16((uint16_t *)(void *)dgt, ROW_SUM(b), NULL, dc + b * H, act,
