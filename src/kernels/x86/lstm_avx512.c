@@ -211,8 +211,8 @@ static inline __attribute__((always_inline)) void cell_forward_bf16_impl(uint16_
             gates_cols(m1, j + 16, c, gr, gr2, b1, b2, H, true, hi, &ch);
             _mm512_store_ps(cn_buf + (j - j0), cl), _mm512_store_ps(cn_buf + (j - j0) + 16, ch);
             _mm512_store_ps(go_buf + (j - j0), lo[3]), _mm512_store_ps(go_buf + (j - j0) + 16, hi[3]);
-            if (act)
-                for (size_t q = 0; q < 4; q++) put_saved(act + q * H + j, act16_encode_pair(lo[q], hi[q], hw), m0, m1, stream);
+            for (size_t q = 0; act && q < 4; q++)
+                put_saved(act + q * H + j, act16_encode_pair(lo[q], hi[q], hw), m0, m1, stream);
             if (c_save) put_saved(c_save + j, bf16_pair(lo[5], hi[5]), m0, m1, stream);
         }
         for (size_t j = j0; j < j1; j += 32) { /* masked lanes: tanh(0) and 0 o, stored nowhere */
