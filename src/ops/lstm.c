@@ -728,6 +728,9 @@ typedef struct bwd_job {
     int64_t t, nb, T, H, ldp;               /* nb: B */
     const packed_w *w;                      /* with xg: step t's product, whose X (dG_t) each range packs */
     const packed_x *xg;                     /* NULL: none */
+    const float *gs;                        /* the serial path's token sums [V, 4H], which the cell adds to
+                                               (prefetched as dG's rows); NULL: none */
+    const int32_t *tok;                     /* with gs: the tokens [B, T] */
 } bwd_job;
 
 /* The next row's reads that come from memory, not from a cache, fetched (PREFETCHT1) while row b
@@ -739,7 +742,7 @@ typedef struct bwd_job {
  * bf16 backward kernel's samples on its first loads; with it, paired runs of the whole step 1.03).
  * The row of dG the cell will write is fetched too: dG [B*T, 4H] (4 MiB in the lstm model's bf16)
  * is written a row per batch element a step, T*4H apart, and its stores waited on their lines'
- * reads; with it and the serial loop's token-sum row (below) the bf16 kernel's perf samples fell by
+ * reads; with it and the serial path's token-sum row (gs) the bf16 kernel's perf samples fell by
  * a quarter (915-1012 -> 591-682, the prefetch loops +50-100 of about 14000), and paired runs of the
  * step read 1.024 (10 pairs). Into L2 only: PREFETCHW (L1, for writing) read 0.964 and PREFETCHT0
  * for all of it 0.933 (8 pairs each), the lines evicting what the row's kernel was using. */
@@ -749,6 +752,7 @@ static void prefetch_bwd_row(const bwd_job *j, int64_t b, int64_t b0, int64_t b1
     const int64_t row = t * B + nb; /* in the saved [T, B, ...] order */
     const size_t es = amp_dtype_size(j->dt);
     prefetch_bytes((char *)j->dgd + (size_t)((nb * j->T + t) * 4 * H) * es, (size_t)(4 * H) * es);
+    if (j->gs) prefetch_bytes(j->gs + (int64_t)j->tok[nb * j->T + t] * 4 * H, (size_t)(4 * H) * sizeof(float));
     if (j->dout16) prefetch_bytes(j->dout16 + (nb * j->T + t) * H, (size_t)H * sizeof(uint16_t));
     else prefetch_bytes(j->dout + (nb * j->T + t) * H, (size_t)H * sizeof(float));
     if (j->dt == AMP_F32) {
@@ -1027,7 +1031,8 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         if (cpf && !par) amp_convert(cpf, AMP_F32, cpt, dt, (size_t)(B * H));
         bwd_job job = {lk, dt,  acts, cprev, acts16, cpt,  cpf,  dgf,        dout,
                        dhn, dout16, dgd, dc,  t,      B,    T,    H,          ldp,
-                       &w,  n > 0 ? &xg : NULL};
+                       &w,  n > 0 ? &xg : NULL,
+                       narrow && !par ? gs : NULL, tok}; /* the serial rows add to gs in the kernel */
         if (!narrow || par) { /* the rows' pointwise passes (split between the threads), then db in row order */
             if (par) amp_parallel_range(B, 1, 1, bwd_rows, &job);
             else bwd_rows(&job, 0, B, 0);
@@ -1039,10 +1044,6 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
             char *dgt = (char *)dgd + (size_t)((b * T + t) * G) * es;
             const uint16_t *act = acts16 + (t * B + b) * 5 * H;
             prefetch_bwd_row(&job, b, 0, B);
-            if (gs) { /* the next row's token sum, which the kernel adds to (as prefetch_bwd_row's dG row) */
-                const int64_t nb = b + 1 < B ? b + 1 : 0, nt = b + 1 < B ? t : t - 1;
-                if (nt >= 0) prefetch_bytes(gs + (int64_t)tok[nb * T + nt] * G, (size_t)G * sizeof(float));
-            }
             if (fused_bf16) { /* the three steps below in one pass */
                 lk->cell_backward_bf16((uint16_t *)(void *)dgt, ROW_SUM(b), NULL, dc + b * H, act,
                                        (const uint16_t *)(const void *)cpt + b * H, dout16 + (b * T + t) * H, dhb,
