@@ -1017,7 +1017,7 @@ static void lstm_seq_backward(amp_ctx *ctx, amp_node *node) {
         bwd_lanes *lj = amp_scratch_alloc(ctx, sizeof *lj);
         if (!lj || (narrow && !ring)) return;
         *lj = (bwd_lanes){.job = {lk, dt, acts, cprev, acts16, NULL, cpf, NULL, dout, NULL, dout16, dgd, dc, T - 1, B,
-                                  T, H, ldp, &w, &xg},
+                                  T, H, ldp, &w, &xg, NULL, NULL},
                           .cprev_dt = cprev_dt, .ring = ring, .dxh = dxh, .gs = gs, .dbt = dbt, .tok = tok,
                           .NX = NX, .NW = NW, .lanes = nl, .rows = lane_r};
         for (int64_t i = 0; i < nl; i++) atomic_init(&lj->produced[i], 0), atomic_init(&lj->summed[i], 0);
