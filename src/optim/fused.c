@@ -73,6 +73,25 @@ void optim_scale(float *dst, const float *src, int64_t n, float a, float b) {
     for (int64_t i = 0; i < n; i++) dst[i] = (src[i] * a) * b;
 }
 
+/* Pass 1 reads every gradient once, most of them from memory (the backward wrote them out of cache)
+ * and does little with each, so it runs at the speed one core brings lines in; the hardware
+ * prefetcher alone kept too few in flight. Each block therefore asks for the gradient bytes
+ * OPTIM_PREFETCH_AHEAD elements further on, into L2, within the parameter (no address past its end is
+ * formed). A hint: no value changes. Measured on the mlp's amp-fp16 step (1.9M fp32 gradients, an
+ * Emerald Rapids core, one thread, 8 alternating runs): the optimizer phase with the scaler minus
+ * without it, 0.70 -> 0.44 ms (medians); 2048 to 8192 elements ahead did alike. The same prefetches
+ * in the update pass, for the gradients, masters and momenta, gained nothing there. */
+enum { OPTIM_PREFETCH_AHEAD = 4096 };
+
+static void prefetch_grad_block(const optim_param *q, int64_t off, int64_t n) {
+    const int64_t ahead = off + OPTIM_PREFETCH_AHEAD;
+    if (ahead >= q->numel) return;
+    const int64_t m = q->numel - ahead < n ? q->numel - ahead : n;
+    const size_t es = amp_dtype_size(q->grad->dtype);
+    const unsigned char *p = (const unsigned char *)q->grad->data + (size_t)ahead * es;
+    for (size_t b = 0; b < (size_t)m * es; b += 64) __builtin_prefetch(p + b, 0, 2); /* 2: into L2 (PREFETCHT1) */
+}
+
 static void norm_segment(void *arg, int64_t task, int thread_id) {
     (void)thread_id;
     const norm_job *job = arg;
@@ -84,6 +103,7 @@ static void norm_segment(void *arg, int64_t task, int thread_id) {
     double acc[OPTIM_LANES] = {0};
     for (int64_t off = seg->start; off < seg->start + seg->len; off += OPTIM_BLOCK) {
         const int64_t n = seg->start + seg->len - off < OPTIM_BLOCK ? seg->start + seg->len - off : OPTIM_BLOCK;
+        prefetch_grad_block(q, off, n);
         job->kernels->sum_squares(grad_fp32(q, off, n, buf), n, job->inv_scale, acc);
     }
     /* the lanes added pairwise, in a fixed tree: (0+1), (2+3), ... then pairs of those, and so on */
