@@ -145,6 +145,7 @@ static const harness_test all_tests[] = {
     TEST(grad_hand_over),
     TEST(gemm_fused_epilogue),
     TEST(gemm_fused_acc),
+    TEST(gemm_fused_a_sums),
     TEST(elem_kernels),
     TEST(grad_fused),
     TEST(grad_direct),

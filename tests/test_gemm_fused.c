@@ -180,3 +180,107 @@ void test_gemm_fused_acc(void) {
         free(out_want), free(out_got);
     }
 }
+
+/* A value whose sums depend on their order: +-(1 + u) 2^e, e in [-12, 12], rounded to dt. */
+static float spread_value(test_rng *rng, amp_dtype dt) {
+    const float u = (float)test_rng_below(rng, 1u << 20) / (float)(1u << 20);
+    const float v = ldexpf(1.0f + u, (int)test_rng_below(rng, 25) - 12) * (test_rng_below(rng, 2) ? 1.0f : -1.0f);
+    float r;
+    unsigned char enc[4];
+    amp_convert(enc, dt, &v, AMP_F32, 1);
+    amp_convert(&r, AMP_F32, enc, dt, 1);
+    return r;
+}
+
+/* The epilogue's a_sums (a linear's bias gradient from its weight gradient's packed G^T panels):
+ * a_sums[i] += op(A)[i, p] for p = 0 .. k-1 in that order, one fp32 add each, against that scalar
+ * loop bit for bit, on every path, each bf16 method, 1 to 3 threads; where the sums come from the
+ * panels (several k blocks, partial panels, n split between threads) and where they take the plain
+ * pass (C computed transposed, A not transposed on a packed-pairs path, alpha == 0, n == 0). The
+ * product must be amp_gemm's. The values span 2^-12 .. 2^13, so a different order changes the sums
+ * (checked: the reversed order differs somewhere). */
+void test_gemm_fused_a_sums(void) {
+    const fused_case cases[] = {
+        {301, 157, 1100, true, false, 1.0f, 0.0f}, /* G^T X: two m blocks, a partial panel, several k blocks */
+        {37, 200, 2100, true, false, -0.5f, 0.5f}, /* beta: C read */
+        {520, 9, 700, true, false, 1.0f, 0.0f},    /* narrow C: computed as C^T, the plain pass */
+        {130, 64, 513, false, true, 1.0f, 0.0f},   /* A stored by rows */
+        {40, 30, 200, true, false, 0.0f, 0.5f},    /* alpha == 0: A not multiplied, still summed */
+        {25, 0, 90, true, false, 1.0f, 0.0f},      /* n == 0: no product, still summed */
+    };
+    const amp_dtype in_dts[] = {AMP_F32, AMP_F16, AMP_BF16};
+    const uint64_t seed = harness_seed() ^ 0x5A5Au;
+    harness_note("seed %llu", (unsigned long long)seed);
+    test_rng rng = {seed};
+    bool order_matters = false;
+    const int saved_threads = amp_get_num_threads();
+    for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
+        const fused_case *fc = &cases[q];
+        const int64_t m = fc->m, n = fc->n, k = fc->k;
+        const int64_t lda = fc->trans_a ? m : k, ldb = fc->trans_b ? k : n, ldc = n + 3;
+        void *a = malloc((size_t)(m * k + 1) * 4), *b = malloc((size_t)(k * n + 1) * 4);
+        float *af = malloc((size_t)(m * k + 1) * sizeof *af), *c0 = malloc((size_t)(m * ldc + 1) * sizeof *c0);
+        float *want = malloc((size_t)(m * ldc + 1) * sizeof *want), *got = malloc((size_t)(m * ldc + 1) * sizeof *got);
+        float *s0 = malloc((size_t)m * sizeof *s0), *s_want = malloc((size_t)m * sizeof *s_want);
+        float *s_got = malloc((size_t)m * sizeof *s_got);
+        if (!CHECK(a && b && af && c0 && want && got && s0 && s_want && s_got)) return;
+        for (int64_t i = 0; i < m * ldc; i++) c0[i] = small_value(&rng);
+        for (int64_t i = 0; i < m; i++) s0[i] = i % 5 == 2 ? -0.0f : spread_value(&rng, AMP_F32);
+        for (size_t d = 0; d < sizeof in_dts / sizeof in_dts[0]; d++) {
+            const amp_dtype dt = in_dts[d];
+            const size_t es = amp_dtype_size(dt);
+            for (int64_t i = 0; i < m * k; i++) {
+                af[i] = spread_value(&rng, dt);
+                amp_convert((char *)a + (size_t)i * es, dt, &af[i], AMP_F32, 1);
+            }
+            fill(dt, b, (size_t)(k * n), &rng);
+            /* the scalar loop: op(A)[i, p] is af[p * lda + i] (A^T stored) or af[i * lda + p] */
+            for (int64_t i = 0; i < m; i++) {
+                float s = s0[i], r = s0[i];
+                for (int64_t p = 0; p < k; p++) s += fc->trans_a ? af[p * lda + i] : af[i * lda + p];
+                for (int64_t p = k - 1; p >= 0; p--) r += fc->trans_a ? af[p * lda + i] : af[i * lda + p];
+                s_want[i] = s;
+                if (memcmp(&s, &r, sizeof s) != 0) order_matters = true;
+            }
+            for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
+                if (!test_isa_begin(isa)) continue;
+                const amp_gemm_bf16_method active = amp_gemm_bf16_method_active();
+                for (int mt = 0; mt < AMP_GEMM_BF16_METHOD_COUNT; mt++) {
+                    if (dt != AMP_BF16 && mt > 0) break;
+                    if (dt == AMP_BF16 && amp_gemm_bf16_method_set((amp_gemm_bf16_method)mt) != AMP_OK) continue;
+                    memcpy(want, c0, (size_t)(m * ldc) * sizeof *want);
+                    CHECK_EQ_INT(amp_gemm(dt, fc->trans_a, fc->trans_b, m, n, k, fc->alpha, a, lda, b, ldb, fc->beta,
+                                          want, ldc),
+                                 AMP_OK);
+                    const int threads[] = {1, 2, 3};
+                    for (int t = 0; t < 3; t++) {
+                        amp_set_num_threads(threads[t]);
+                        memcpy(got, c0, (size_t)(m * ldc) * sizeof *got);
+                        memcpy(s_got, s0, (size_t)m * sizeof *s_got);
+                        const amp_gemm_epilogue ep = {.ldo = 1, .ldacc = 1, .a_sums = s_got};
+                        CHECK_EQ_INT(amp_gemm_fused(dt, fc->trans_a, fc->trans_b, m, n, k, fc->alpha, a, lda, b, ldb,
+                                                    fc->beta, got, ldc, &ep),
+                                     AMP_OK);
+                        int bad_c = 0, bad_s = 0;
+                        for (int64_t i = 0; i < m; i++) {
+                            if (memcmp(got + i * ldc, want + i * ldc, (size_t)n * sizeof *got) != 0) bad_c++;
+                            if (memcmp(&s_got[i], &s_want[i], sizeof *s_got) != 0) bad_s++;
+                        }
+                        CHECK_MSG(bad_c == 0 && bad_s == 0,
+                                  "%s %s%s %lldx%lldx%lld ta=%d threads %d: %d rows of C and %d sums differ "
+                                  "(fused here: %d)",
+                                  amp_isa_name(isa), amp_dtype_name(dt),
+                                  dt == AMP_BF16 ? amp_gemm_bf16_method_name((amp_gemm_bf16_method)mt) : "",
+                                  (long long)m, (long long)n, (long long)k, (int)fc->trans_a, threads[t], bad_c, bad_s,
+                                  (int)amp_gemm_sums_a_fused(dt, m, n, k));
+                    }
+                    amp_set_num_threads(saved_threads);
+                }
+                if (dt == AMP_BF16) amp_gemm_bf16_method_set(active);
+            }
+            test_isa_end();
+        }
+        free(a), free(b), free(af), free(c0), free(want), free(got), free(s0), free(s_want), free(s_got);
+    }
+    CHECK_MSG(order_matters, "the test's values sum to the same bits in either order: it could not see a wrong order");
+}

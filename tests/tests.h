@@ -215,6 +215,7 @@ void test_grad_hand_over(void);
 /* test_gemm_fused.c: amp_gemm_fused's epilogue against amp_gemm and separate passes, bit for bit */
 void test_gemm_fused_epilogue(void);
 void test_gemm_fused_acc(void);
+void test_gemm_fused_a_sums(void);
 /* test_elem_kernels.c: the layer norm, softmax and add row kernels of every SIMD path against the
  * reference, bit for bit, and the reference's summation order */
 void test_elem_kernels(void);

@@ -33,6 +33,14 @@ typedef struct amp_gemm_epilogue {
     float *acc;          /* m x n fp32, row stride ldacc >= n; or NULL. Overlaps neither C nor out */
     int64_t ldacc;
     bool acc_store;      /* acc is overwritten with 0 + the rounded value, not read */
+    /* [m] fp32, or NULL: a_sums[i] += op(A)[i, p] for p = 0, 1, ..., k - 1, one fp32 add each in that
+     * order (the row sums of op(A), added to what a_sums holds; alpha does not apply). A linear's bias
+     * gradient is the column sums of G, the rows of op(A) = G^T in its weight gradient G^T X: the
+     * driver adds them from each packed A panel right after packing it, while it is in cache, where a
+     * separate pass read G from memory once more (amp_gemm_sums_a_fused says when; otherwise one plain
+     * pass over A after the product, the same additions). Each i is summed by one thread, in order of
+     * p, so the bits depend on neither the path nor the threads. Overlaps no other matrix. */
+    float *a_sums;
 } amp_gemm_epilogue;
 
 /* amp_gemm (same arguments, checks and return values) followed by the epilogue `ep` (NULL: none).
@@ -44,5 +52,10 @@ int amp_gemm_fused(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, in
 /* The epilogue alone on an m x n fp32 C (row stride ldc) that is already the product: for results
  * computed in pieces (attention's gradient, a block at a time) that go to the same places. */
 void amp_gemm_epilogue_apply(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t m, int64_t n);
+
+/* Whether amp_gemm_fused adds an epilogue's a_sums from its packed A panels on this shape (the active
+ * path's kernel for ab_dtype packs fp32, C is not computed transposed); else it makes a separate pass
+ * over A, single-threaded, and a caller with a threaded pass of its own may prefer that. */
+bool amp_gemm_sums_a_fused(amp_dtype ab_dtype, int64_t m, int64_t n, int64_t k);
 
 #endif /* AMP_GEMM_FUSED_H */

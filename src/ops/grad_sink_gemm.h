@@ -35,23 +35,31 @@ static inline float *amp_sink_direct(const amp_grad_sink *s) {
  * goes (amp_grad_sink: a new gradient, an fp32 one, or under autocast the master weight's) by the
  * GEMM's epilogue, or by the GEMM itself when that is a new fp32 gradient, so no fp32 copy of the
  * product goes back to memory to be read again; else through fp32 scratch and amp_grad_accumulate.
- * The bits are amp_grad_accumulate's of the same product. Returns ctx's status; a failed GEMM is
- * reported as op's. */
-static inline int amp_gemm_into_grad(amp_ctx *ctx, amp_op op, amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
-                                     int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb, amp_tensor *t) {
+ * The bits are amp_grad_accumulate's of the same product. a_sums: NULL, or [m] fp32 to which the
+ * GEMM adds op(A)'s row sums (gemm_fused.h). Returns ctx's status; a failed GEMM is reported as op's. */
+static inline int amp_gemm_into_grad_sums(amp_ctx *ctx, amp_op op, amp_dtype dt, bool ta, bool tb, int64_t m,
+                                          int64_t n, int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb,
+                                          amp_tensor *t, float *a_sums) {
     amp_grad_sink sink;
     const bool sunk = amp_grad_sink_open(ctx, t, &sink);
     float *direct = sunk ? amp_sink_direct(&sink) : NULL;
-    const amp_gemm_epilogue ep = amp_sink_epilogue(&sink, 0, n);
+    amp_gemm_epilogue ep = sunk && !direct ? amp_sink_epilogue(&sink, 0, n) : (amp_gemm_epilogue){.ldo = 1, .ldacc = 1};
+    ep.a_sums = a_sums;
     float *c = direct ? direct : amp_f32_scratch(ctx, m * n);
     if (c) {
         const int st = amp_gemm_fused(dt, ta, tb, m, n, k, 1.0f, a, lda > 0 ? lda : 1, b, ldb > 0 ? ldb : 1, 0.0f, c,
-                                      n > 0 ? n : 1, sunk && !direct ? &ep : NULL);
+                                      n > 0 ? n : 1, (sunk && !direct) || a_sums ? &ep : NULL);
         if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(op), amp_status_str(st));
     }
     if (sunk) amp_grad_sink_close(ctx, &sink);
     else if (c && ctx->status == AMP_OK) amp_grad_accumulate(ctx, t, c);
     return ctx->status;
+}
+
+/* amp_gemm_into_grad_sums with no row sums */
+static inline int amp_gemm_into_grad(amp_ctx *ctx, amp_op op, amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
+                                     int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb, amp_tensor *t) {
+    return amp_gemm_into_grad_sums(ctx, op, dt, ta, tb, m, n, k, a, lda, b, ldb, t, NULL);
 }
 
 /* An elementwise backward's way to the same places, in chunks: amp_grad_chunks_open gives the fp32

@@ -217,20 +217,31 @@ static void linear_backward(amp_ctx *ctx, amp_node *node) {
     const mat wm = {w->data, false, in_f > 0 ? in_f : 1};
     /* dx [rows, in] = G [rows, out] W [out, in];  dW [out, in] = G^T [out, rows] x [rows, in] */
     if (x->requires_grad && gemm_grad(ctx, AMP_OP_LINEAR, dt, g, false, wm, false, rows, in_f, out_f, x)) return;
+    /* db = column sums of G in fp32: of G in dt when that is exact (the output gradient itself), else
+     * of its fp32 values. With the weight gradient G^T x, whose packed G^T panels hold exactly G in
+     * fp32 where the kernel packs fp32 (amp_gemm_sums_a_fused), the GEMM adds them from there while
+     * they are in cache (the same additions in the same order as column_sums): G, 2-8 MB at the gpt's
+     * shapes, is not read from memory a third time. */
+    const bool want_db = bias && bias->requires_grad, exact = g.data == node->out->grad->data;
+    float *db = want_db ? amp_f32_scratch(ctx, out_f) : NULL;
+    if (want_db && !db) return;
+    if (db) memset(db, 0, (size_t)out_f * sizeof *db);
+    bool db_done = false;
     if (w->requires_grad) {
         /* x in its own dtype is an input read in place (linear_reads_in_place): rounded again, as in forward */
         const void *xd = x->dtype == dt ? x->data : narrow_copy(ctx, x, dt);
         const mat xm = {xd, false, in_f > 0 ? in_f : 1};
-        if (!xd || gemm_grad(ctx, AMP_OP_LINEAR, dt, g, true, xm, false, out_f, in_f, rows, w)) return;
+        db_done = db && exact && amp_gemm_sums_a_fused(dt, out_f, in_f, rows);
+        if (!xd || amp_gemm_into_grad_sums(ctx, AMP_OP_LINEAR, dt, true, false, out_f, in_f, rows, g.data, g.ld,
+                                           xm.data, xm.ld, w, db_done ? db : NULL))
+            return;
     }
-    if (bias && bias->requires_grad) { /* db = column sums of G in fp32: of G in dt when that is exact (the
-                                          * output gradient itself), else of its fp32 values */
-        const bool exact = g.data == node->out->grad->data;
-        const void *src = exact ? g.data : (const void *)amp_grad_out(ctx, node);
-        float *db = amp_f32_scratch(ctx, out_f);
-        if (!src || !db) return;
-        memset(db, 0, (size_t)out_f * sizeof *db);
-        column_sums(db, src, exact ? dt : AMP_F32, rows, out_f);
+    if (want_db) {
+        if (!db_done) {
+            const void *src = exact ? g.data : (const void *)amp_grad_out(ctx, node);
+            if (!src) return;
+            column_sums(db, src, exact ? dt : AMP_F32, rows, out_f);
+        }
         amp_grad_accumulate(ctx, bias, db);
     }
 }
