@@ -36,8 +36,8 @@ typedef struct amp_gemm_epilogue {
     /* [m] fp32, or NULL: a_sums[i] += op(A)[i, p] for p = 0, 1, ..., k - 1, one fp32 add each in that
      * order (the row sums of op(A), added to what a_sums holds; alpha does not apply). A linear's bias
      * gradient is the column sums of G, the rows of op(A) = G^T in its weight gradient G^T X: the
-     * driver adds them from each packed A panel right after packing it, while it is in cache, where a
-     * separate pass read G from memory once more (amp_gemm_sums_a_fused says when; otherwise one plain
+     * driver adds them from each packed A panel right before the micro-kernels read it, while it is
+     * in cache, where a separate pass read G from memory once more (amp_gemm_sums_a_fused says when; otherwise one plain
      * pass over A after the product, the same additions). Each i is summed by one thread, in order of
      * p, so the bits depend on neither the path nor the threads. Overlaps no other matrix. */
     float *a_sums;
