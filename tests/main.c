@@ -149,6 +149,7 @@ static const harness_test all_tests[] = {
     TEST(elem_kernels),
     TEST(grad_fused),
     TEST(grad_direct),
+    TEST(linear_relu),
     TEST(grad_lazy_zero),
 };
 

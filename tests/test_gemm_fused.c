@@ -1,6 +1,7 @@
 /* amp_gemm_fused (src/gemm/gemm_fused.h): the epilogue must give exactly the bits of amp_gemm
- * followed by a separate bias pass and amp_convert, on every path, for the normal and the transposed
- * (narrow C) orientation, several k blocks, the alpha == 0 shortcut, and any thread count. */
+ * followed by a separate bias pass, relu and amp_convert, on every path, for the normal and the
+ * transposed (narrow C) orientation, several k blocks, the alpha == 0 shortcut, and any thread count;
+ * its relu before the rounding exactly the bits of a relu after it (amp_linear_relu's claim). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,47 +45,93 @@ void test_gemm_fused_epilogue(void) {
         float *bias = malloc((size_t)n * sizeof *bias), *c0 = malloc((size_t)(m * ldc) * sizeof *c0);
         float *want = malloc((size_t)(m * ldc) * sizeof *want), *got = malloc((size_t)(m * ldc) * sizeof *got);
         void *out_want = malloc((size_t)(m * ldo) * 4), *out_got = malloc((size_t)(m * ldo) * 4);
-        if (!CHECK(a && b && bias && c0 && want && got && out_want && out_got)) return;
+        void *mask = malloc((size_t)(m * ldo) * 4);
+        if (!CHECK(a && b && bias && c0 && want && got && out_want && out_got && mask)) return;
         for (int64_t j = 0; j < n; j++) bias[j] = small_value(&rng);
         for (int64_t i = 0; i < m * ldc; i++) c0[i] = small_value(&rng);
         for (size_t d = 0; d < sizeof in_dts / sizeof in_dts[0]; d++) {
             const amp_dtype dt = in_dts[d];
             fill(dt, a, (size_t)(m * k), &rng);
             fill(dt, b, (size_t)(k * n), &rng);
+            if (m * k > 0) { /* a NaN in A: a row of NaN in C, which relu must keep */
+                const float nan = NAN;
+                amp_convert((char *)a + (size_t)(fc->trans_a ? 0 : 3 * k) * amp_dtype_size(dt), dt, &nan, AMP_F32, 1);
+            }
             for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
                 if (!test_isa_begin(isa)) continue;
-                for (size_t o = 0; o < sizeof out_dts / sizeof out_dts[0]; o++) {
-                    const amp_dtype odt = out_dts[o];
-                    const size_t os = amp_dtype_size(odt);
-                    memcpy(want, c0, (size_t)(m * ldc) * sizeof *want);
-                    memset(out_want, 0xA5, (size_t)(m * ldo) * 4);
-                    CHECK_EQ_INT(amp_gemm(dt, fc->trans_a, fc->trans_b, m, n, k, fc->alpha, a, lda, b, ldb, fc->beta,
-                                          want, ldc),
-                                 AMP_OK);
-                    for (int64_t i = 0; i < m; i++) {
-                        for (int64_t j = 0; j < n; j++) want[i * ldc + j] += bias[j];
-                        amp_convert((char *)out_want + (size_t)(i * ldo) * os, odt, want + i * ldc, AMP_F32, (size_t)n);
-                    }
-                    for (int threads = 1; threads <= 3; threads++) {
-                        amp_set_num_threads(threads);
-                        memcpy(got, c0, (size_t)(m * ldc) * sizeof *got);
-                        memset(out_got, 0xA5, (size_t)(m * ldo) * 4);
-                        const amp_gemm_epilogue ep = {.bias = bias, .out = out_got, .out_dtype = odt, .ldo = ldo};
-                        CHECK_EQ_INT(amp_gemm_fused(dt, fc->trans_a, fc->trans_b, m, n, k, fc->alpha, a, lda, b, ldb,
-                                                    fc->beta, got, ldc, &ep),
+                /* mode 0: bias; 1: bias and relu; 2: relu alone; 3: relu_mask (of dtype odt) */
+                for (int mode = 0; mode < 4; mode++)
+                    for (size_t o = 0; o < sizeof out_dts / sizeof out_dts[0]; o++) {
+                        const amp_dtype odt = out_dts[o];
+                        const size_t os = amp_dtype_size(odt);
+                        if (mode == 3) { /* a relu output: positives, +0 and -0 (both dropped), NaN (kept) */
+                            for (int64_t e = 0; e < m * ldo; e++) {
+                                const uint32_t r = test_rng_below(&rng, 8);
+                                const float mv = r < 4 ? small_value(&rng) : r < 6 ? 0.0f : r == 6 ? -0.0f : NAN;
+                                amp_convert((char *)mask + (size_t)e * os, odt, &mv, AMP_F32, 1);
+                            }
+                        }
+                        memcpy(want, c0, (size_t)(m * ldc) * sizeof *want);
+                        memset(out_want, 0xA5, (size_t)(m * ldo) * 4);
+                        CHECK_EQ_INT(amp_gemm(dt, fc->trans_a, fc->trans_b, m, n, k, fc->alpha, a, lda, b, ldb,
+                                              fc->beta, want, ldc),
                                      AMP_OK);
-                        CHECK_MSG(memcmp(got, want, (size_t)(m * ldc) * sizeof *got) == 0 &&
-                                      memcmp(out_got, out_want, (size_t)(m * ldo) * os) == 0,
-                                  "%s %s->%s %lldx%lldx%lld, %d threads: fused epilogue differs from the passes",
-                                  amp_isa_name(isa), amp_dtype_name(dt), amp_dtype_name(odt), (long long)m,
-                                  (long long)n, (long long)k, threads);
+                        for (int64_t i = 0; i < m; i++) {
+                            float *row = want + i * ldc;
+                            char *orow = (char *)out_want + (size_t)(i * ldo) * os;
+                            if (mode == 3) { /* relu's backward after the rounding, on decoded values */
+                                amp_convert(orow, odt, row, AMP_F32, (size_t)n);
+                                for (int64_t j = 0; j < n; j++) {
+                                    float v, mv;
+                                    amp_convert(&v, AMP_F32, orow + (size_t)j * os, odt, 1);
+                                    amp_convert(&mv, AMP_F32, (const char *)mask + (size_t)(i * ldo + j) * os, odt, 1);
+                                    v = mv <= 0.0f ? 0.0f : v; /* NaN mask: kept */
+                                    amp_convert(orow + (size_t)j * os, odt, &v, AMP_F32, 1);
+                                    row[j] = mv <= 0.0f ? 0.0f : row[j];
+                                }
+                                continue;
+                            }
+                            if (mode < 2)
+                                for (int64_t j = 0; j < n; j++) row[j] += bias[j];
+                            /* out: the separate ops' order, rounded first and relu on the decoded value */
+                            amp_convert(orow, odt, row, AMP_F32, (size_t)n);
+                            if (mode == 0) continue;
+                            for (int64_t j = 0; j < n; j++) {
+                                float v;
+                                amp_convert(&v, AMP_F32, orow + (size_t)j * os, odt, 1);
+                                v = v > 0.0f || isnan(v) ? v : 0.0f;
+                                amp_convert(orow + (size_t)j * os, odt, &v, AMP_F32, 1);
+                                row[j] = row[j] > 0.0f || isnan(row[j]) ? row[j] : 0.0f;
+                            }
+                        }
+                        for (int threads = 1; threads <= 3; threads++) {
+                            amp_set_num_threads(threads);
+                            memcpy(got, c0, (size_t)(m * ldc) * sizeof *got);
+                            memset(out_got, 0xA5, (size_t)(m * ldo) * 4);
+                            const amp_gemm_epilogue ep = {.bias = mode < 2 ? bias : NULL,
+                                                          .relu = mode == 1 || mode == 2,
+                                                          .relu_mask = mode == 3 ? mask : NULL,
+                                                          .relu_mask_dtype = odt,
+                                                          .ldmask = ldo,
+                                                          .out = out_got,
+                                                          .out_dtype = odt,
+                                                          .ldo = ldo};
+                            CHECK_EQ_INT(amp_gemm_fused(dt, fc->trans_a, fc->trans_b, m, n, k, fc->alpha, a, lda, b,
+                                                        ldb, fc->beta, got, ldc, &ep),
+                                         AMP_OK);
+                            CHECK_MSG(memcmp(got, want, (size_t)(m * ldc) * sizeof *got) == 0 &&
+                                          memcmp(out_got, out_want, (size_t)(m * ldo) * os) == 0,
+                                      "%s %s->%s %lldx%lldx%lld, mode %d, %d threads: fused epilogue differs from "
+                                      "the passes",
+                                      amp_isa_name(isa), amp_dtype_name(dt), amp_dtype_name(odt), (long long)m,
+                                      (long long)n, (long long)k, mode, threads);
+                        }
+                        amp_set_num_threads(0);
                     }
-                    amp_set_num_threads(0);
-                }
             }
             test_isa_end();
         }
-        free(a), free(b), free(bias), free(c0), free(want), free(got), free(out_want), free(out_got);
+        free(a), free(b), free(bias), free(c0), free(want), free(got), free(out_want), free(out_got), free(mask);
     }
 }
 

@@ -223,6 +223,8 @@ void test_elem_kernels(void);
 void test_grad_fused(void);
 /* test_grad_direct.c: weight gradients into the fp32 master's inside the GEMM, against the unfused path */
 void test_grad_direct(void);
+/* test_linear_relu.c: amp_linear_relu against amp_relu(amp_linear(...)), values and gradients bit for bit */
+void test_linear_relu(void);
 void test_grad_lazy_zero(void);
 
 #endif /* AMP_TESTS_TESTS_H */

@@ -66,6 +66,11 @@ amp_tensor *amp_mse_loss(amp_ctx *ctx, amp_tensor *pred, amp_tensor *target);
 amp_tensor *amp_matmul(amp_ctx *ctx, amp_tensor *a, amp_tensor *b);
 /* x [..., in] @ weight [out, in]^T + bias [out] (bias may be NULL) -> [..., out]. */
 amp_tensor *amp_linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias);
+/* amp_relu(ctx, amp_linear(ctx, x, weight, bias)) as one op, with the same values and gradients bit for
+ * bit (and autocast's linear policy): the relu is applied while each block of the product is in cache,
+ * and the linear's own output is never stored, so backward keeps one tensor where the pair kept two.
+ * Recorded as AMP_OP_LINEAR; gradient hooks see the relu's output gradient only. */
+amp_tensor *amp_linear_relu(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias);
 
 /* ---- normalization ---- */
 /* Normalizes over the last dimension; weight and bias [last dim] may be NULL. */

@@ -4,7 +4,11 @@
  * forward) would otherwise make two more passes over the whole fp32 C after the GEMM, reading it back
  * from memory. The epilogue runs once per block of C, right after that block's last k block:
  *
+ *   C[i, j] = +0 where relu_mask[i, j] is not > 0 and not NaN  (when relu_mask is not NULL: relu's
+ *                                                                backward, the mask relu's output)
  *   C[i, j] = (alpha op(A) op(B) + beta C)[i, j] + bias[j]     (fp32 add, when bias is not NULL)
+ *   C[i, j] = relu(C[i, j])                                     (when relu: x > 0 or NaN keeps x,
+ *                                                                else +0; core/relu_bits.h)
  *   out[i * ldo + j] = C[i, j] rounded to out_dtype            (amp_convert, when out is not NULL)
  *   acc[i * ldacc + j] += C[i, j] rounded to out_dtype, as fp32 (when acc is not NULL; with
  *                         acc_store, acc = 0 + that value, acc not read: acc held zeros)
@@ -16,7 +20,10 @@
  *
  * Each element gets exactly the operations, in the same order, that amp_gemm followed by a separate
  * bias pass, amp_convert and the fp32 add would give it, so the bits are those of the unfused
- * sequence. */
+ * sequence. The relu before the rounding gives the bits of amp_relu after it: rounding keeps the sign
+ * (a positive value never rounds to -0 or below), and a NaN stays NaN, encoded canonically either way;
+ * likewise relu_mask's selection before the rounding gives the bits of relu's backward after it (a
+ * kept value rounds as it would have, a dropped one is +0 either way). */
 #ifndef AMP_GEMM_FUSED_H
 #define AMP_GEMM_FUSED_H
 
@@ -27,6 +34,12 @@
 
 typedef struct amp_gemm_epilogue {
     const float *bias;   /* [n] fp32, added to every row of C; or NULL */
+    bool relu;           /* relu on C after the bias, before out and acc (amp_linear_relu's forward) */
+    /* m x n in relu_mask_dtype (f32, f16 or bf16), row stride ldmask >= n; or NULL. Applied to C before
+     * everything else (amp_linear_relu's backward on the gradient this GEMM produces for its output) */
+    const void *relu_mask;
+    amp_dtype relu_mask_dtype;
+    int64_t ldmask;
     void *out;           /* m x n in out_dtype, row stride ldo >= n; or NULL (C is the result) */
     amp_dtype out_dtype; /* any dtype amp_convert encodes from fp32 */
     int64_t ldo;

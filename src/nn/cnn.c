@@ -34,7 +34,7 @@ amp_tensor *nn_cnn_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, int64_t ba
     h = amp_relu(ctx, amp_max_pool2d(ctx, h, 2, 2));                      /* [B, c1, H/2, W/2] */
     h = amp_conv2d(ctx, h, nn_p(m, 2), nn_p(m, 3), 1, pad);               /* [B, c2, H/2, W/2] */
     h = amp_relu(ctx, amp_max_pool2d(ctx, h, 2, 2));                      /* [B, c2, H/4, W/4] */
-    h = amp_relu(ctx, amp_linear(ctx, amp_flatten(ctx, h, 1), nn_p(m, 4), nn_p(m, 5))); /* [B, h] */
+    h = amp_linear_relu(ctx, amp_flatten(ctx, h, 1), nn_p(m, 4), nn_p(m, 5)); /* [B, h] */
     return amp_linear(ctx, h, nn_p(m, 6), nn_p(m, 7));                    /* [B, classes] */
 }
 

@@ -21,9 +21,11 @@ int nn_mlp_declare(amp_model *m) {
 amp_tensor *nn_mlp_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, int64_t batch) {
     (void)batch;
     amp_tensor *h = amp_flatten(ctx, x, 1);
+    /* Linear + ReLU fused (amp_linear_relu: the same bits, one pass over each hidden activation less,
+     * and its pre-activation not kept for backward) */
     for (int l = 0; l < 3; l++) {
-        h = amp_linear(ctx, h, nn_p(m, 2 * (size_t)l), nn_p(m, 2 * (size_t)l + 1));
-        if (l < 2) h = amp_relu(ctx, h);
+        amp_tensor *w = nn_p(m, 2 * (size_t)l), *b = nn_p(m, 2 * (size_t)l + 1);
+        h = l < 2 ? amp_linear_relu(ctx, h, w, b) : amp_linear(ctx, h, w, b);
     }
     return h;
 }

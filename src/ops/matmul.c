@@ -42,10 +42,11 @@ static int gemm(amp_ctx *ctx, amp_op op, amp_dtype dt, mat a, bool ta, mat b, bo
     return st;
 }
 
-/* amp_gemm_into_grad (grad_sink_gemm.h) for matrix operands */
+/* amp_gemm_into_grad_masked (grad_sink_gemm.h) for matrix operands, no row sums */
 static int gemm_grad(amp_ctx *ctx, amp_op op, amp_dtype dt, mat a, bool ta, mat b, bool tb, int64_t m, int64_t n,
-                     int64_t k, amp_tensor *t) {
-    return amp_gemm_into_grad(ctx, op, dt, a.trans != ta, b.trans != tb, m, n, k, a.data, a.ld, b.data, b.ld, t);
+                     int64_t k, amp_tensor *t, const amp_tensor *relu_mask) {
+    return amp_gemm_into_grad_masked(ctx, op, dt, a.trans != ta, b.trans != tb, m, n, k, a.data, a.ld, b.data, b.ld, t,
+                                     NULL, relu_mask);
 }
 
 /* The output gradient of a node as a row-major matrix in the compute dtype. */
@@ -207,22 +208,57 @@ static bool linear_reads_in_place(const amp_tensor *x) {
            amp_tensor_is_contiguous(x);
 }
 
-/* saved i[]: rows (the flattened leading dims), in, out */
+/* relu's gradient for amp_linear_relu: G = the output's gradient masked where the output y (stored in
+ * dt, relu's result) is not positive, in scratch in dt: the gradient amp_relu's backward would have
+ * given the linear's output in the unfused pair (in that output's dtype, dt). */
+static mat relu_masked(amp_ctx *ctx, const amp_node *node, mat g, int64_t rows, int64_t out_f, amp_dtype dt) {
+    const int64_t n = rows * out_f;
+    void *dz = amp_scratch_alloc(ctx, (size_t)n * amp_dtype_size(dt));
+    if (!dz) return (mat){NULL, false, 1};
+    amp_relu_grad_run(dz, node->out->data, g.data, n, dt);
+    return (mat){dz, false, g.ld};
+}
+
+static void linear_backward(amp_ctx *ctx, amp_node *node);
+
+/* Whether x, the input of a linear whose backward is about to produce x's gradient, is the output of
+ * an amp_linear_relu whose backward will be the only reader of that gradient: x has no gradient yet,
+ * is read by this one node, not retained, and no hook looks at gradients. Then the gradient GEMM
+ * applies relu's backward in its epilogue (grad_sink_gemm.h), and the amp_linear_relu's backward
+ * finds it done (i[4]) instead of making a masked copy: one pass over the gradient less (mlp fp32,
+ * one thread: ~1% of the step). The stored gradient is the masked one, which nothing else sees. */
+static bool relu_premask_ok(const amp_ctx *ctx, const amp_tensor *x) {
+    const amp_node *p = x->grad_fn;
+    return p && p->backward == linear_backward && p->i[3] && p->out == x && p->out_uses == 1 && !x->grad &&
+           !x->retains_grad && !ctx->backward_grad && amp_tensor_is_contiguous(x);
+}
+
+/* saved i[]: rows (the flattened leading dims), in, out, relu (amp_linear_relu: the output is relu's),
+ * premasked (set by the next linear's backward: the output's gradient is relu's backward already) */
 static void linear_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0], *w = node->in[1], *bias = node->n_in > 2 ? node->in[2] : NULL;
     const int64_t rows = node->i[0], in_f = node->i[1], out_f = node->i[2];
+    const bool relu = node->i[3] != 0, premasked = node->i[4] != 0;
+    node->i[4] = 0; /* this backward's alone: another backward over the tape decides afresh */
     const amp_dtype dt = node->out->compute_dtype;
     mat g = grad_matrix(ctx, node, out_f, dt);
     if (!g.data) return;
+    if (relu && !premasked && !(g = relu_masked(ctx, node, g, rows, out_f, dt)).data) return;
     const mat wm = {w->data, false, in_f > 0 ? in_f : 1};
     /* dx [rows, in] = G [rows, out] W [out, in];  dW [out, in] = G^T [out, rows] x [rows, in] */
-    if (x->requires_grad && gemm_grad(ctx, AMP_OP_LINEAR, dt, g, false, wm, false, rows, in_f, out_f, x)) return;
+    if (x->requires_grad) {
+        const bool premask = relu_premask_ok(ctx, x);
+        if (gemm_grad(ctx, AMP_OP_LINEAR, dt, g, false, wm, false, rows, in_f, out_f, x, premask ? x : NULL)) return;
+        if (premask) x->grad_fn->i[4] = 1;
+    }
     /* db = column sums of G in fp32: of G in dt when that is exact (the output gradient itself), else
      * of its fp32 values. With the weight gradient G^T x, whose packed G^T panels hold exactly G in
      * fp32 where the kernel packs fp32 (amp_gemm_sums_a_fused), the GEMM adds them from there while
      * they are in cache (the same additions in the same order as column_sums): G, 2-8 MB at the gpt's
      * shapes, is not read from memory a third time. */
-    const bool want_db = bias && bias->requires_grad, exact = g.data == node->out->grad->data;
+    /* exact: G is the output's gradient in dt as it is (with relu: masked from it, what the unfused
+     * relu's backward would have stored as the linear output's gradient) */
+    const bool want_db = bias && bias->requires_grad, exact = relu || g.data == node->out->grad->data;
     float *db = want_db ? amp_f32_scratch(ctx, out_f) : NULL;
     if (want_db && !db) return;
     if (db) memset(db, 0, (size_t)out_f * sizeof *db);
@@ -246,7 +282,7 @@ static void linear_backward(amp_ctx *ctx, amp_node *node) {
     }
 }
 
-amp_tensor *amp_linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias) {
+static amp_tensor *linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias, bool relu) {
     if (!amp_op_input_ok(ctx, AMP_OP_LINEAR, x) || !amp_op_input_ok(ctx, AMP_OP_LINEAR, weight)) return NULL;
     if (bias && !amp_op_input_ok(ctx, AMP_OP_LINEAR, bias)) return NULL;
     const bool x_in_place = linear_reads_in_place(x);
@@ -279,18 +315,26 @@ amp_tensor *amp_linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tens
     /* The bias is added in fp32 before the single rounding to dt, both in the GEMM's epilogue while
      * each block of C is in cache (the bits of a separate add pass and amp_convert). */
     const float *bv = bias ? amp_f32_view(ctx, bias) : NULL;
-    const amp_gemm_epilogue ep = {.bias = bv, .out = dt != AMP_F32 ? out->data : NULL, .out_dtype = dt,
+    const amp_gemm_epilogue ep = {.bias = bv, .relu = relu, .out = dt != AMP_F32 ? out->data : NULL, .out_dtype = dt,
                                   .ldo = out_f > 0 ? out_f : 1};
     const void *xd = x->dtype == dt ? x->data : narrow_copy(ctx, x, dt);
     if (c && xd && (!bias || bv)) {
         int st = amp_gemm_fused(dt, false, true, rows, out_f, in_f, 1.0f, xd, in_f > 0 ? in_f : 1, weight->data,
-                                in_f > 0 ? in_f : 1, 0.0f, c, out_f > 0 ? out_f : 1, bv || ep.out ? &ep : NULL);
+                                in_f > 0 ? in_f : 1, 0.0f, c, out_f > 0 ? out_f : 1, bv || relu || ep.out ? &ep : NULL);
         if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(AMP_OP_LINEAR), amp_status_str(st));
     }
     amp_scratch_release(ctx, mk);
     if (ctx->status != AMP_OK) return NULL;
     amp_tensor *in[3] = {x, weight, bias};
     amp_node *node = amp_autograd_record(ctx, AMP_OP_LINEAR, dt, out, in, bias ? 3 : 2, linear_backward);
-    if (node) node->i[0] = rows, node->i[1] = in_f, node->i[2] = out_f;
+    if (node) node->i[0] = rows, node->i[1] = in_f, node->i[2] = out_f, node->i[3] = relu;
     return out;
+}
+
+amp_tensor *amp_linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias) {
+    return linear(ctx, x, weight, bias, false);
+}
+
+amp_tensor *amp_linear_relu(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias) {
+    return linear(ctx, x, weight, bias, true);
 }

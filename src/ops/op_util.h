@@ -46,4 +46,9 @@ amp_tensor *amp_lstm_sequence_tokens(amp_ctx *ctx, amp_tensor *embedding, const 
  * ctx. The same values as amp_causal_attention on the split heads, without the copies. */
 amp_tensor *amp_causal_self_attention(amp_ctx *ctx, amp_tensor *qkv, int64_t heads);
 
+/* relu's gradient on n contiguous values of dt (f32, f16 or bf16), threaded (src/ops/unary.c):
+ * dx = x > 0 or NaN ? g : +0 on the bits (core/relu_bits.h), where x may be relu's input or its
+ * output. dx overlaps neither x nor g. */
+void amp_relu_grad_run(void *dx, const void *x, const void *g, int64_t n, amp_dtype dt);
+
 #endif

@@ -19,6 +19,7 @@
 #include "../kernels/vecmath.h"
 #include "grad_sink_gemm.h"
 #include "../core/parallel.h"
+#include "../core/relu_bits.h"
 #include "op_util.h"
 
 /* gelu and its gradient: the active path's fused kernels (kernels/vecmath.h: x Phi(x) with Phi from
@@ -31,86 +32,19 @@ static float sigmoid_grad_f32(float x) {
     return e / (d * d);
 }
 
-/* ---- relu on fp16/bf16 bits: one pass, no fp32 staging ----
- * relu keeps x or gives +0, and its gradient keeps g or gives +0, so on a 16-bit format both are bit
- * selections: decoding to fp32, selecting and rounding back (the generic path below, the reference
- * twin, which AMP_ISA=ref forces) gives the same bits, NaN included once it is canonicalized (the
- * format's quiet NaN with the sign kept, as every amp encoder gives). tests/test_relu_bits.c compares
- * the two on all 2^16 inputs. */
-typedef struct half_bits {
-    uint16_t inf, qnan; /* exponent all ones; the canonical quiet NaN */
-} half_bits;
-
-static bool half_format(amp_dtype dt, half_bits *hb) {
-    if (dt == AMP_BF16) *hb = (half_bits){0x7F80u, 0x7FC0u};
-    else if (dt == AMP_F16) *hb = (half_bits){0x7C00u, 0x7E00u};
+/* ---- relu on fp16/bf16/fp32 bits: one pass, no fp32 staging ----
+ * The selections are core/relu_bits.h's; the generic path below (the reference twin, which AMP_ISA=ref
+ * forces) decodes to fp32, selects and rounds back, the same bits. tests/test_relu_bits.c compares
+ * the two on all 2^16 inputs and on fp32 patterns. */
+static bool half_format(amp_dtype dt, amp_half_bits *hb) {
+    if (dt == AMP_BF16) *hb = (amp_half_bits){0x7F80u, 0x7FC0u};
+    else if (dt == AMP_F16) *hb = (amp_half_bits){0x7C00u, 0x7E00u};
     else return false;
     return true;
 }
 
-/* Both loops are branch-free (masks, not conditions): the sign of an activation is a coin flip, which
- * a branch mispredicts half the time. */
-
-/* y = x > 0 || isnan(x) ? x : +0 */
-static inline uint16_t relu_one(uint16_t x, half_bits hb) {
-    const uint16_t nan = (uint16_t)(0u - (uint16_t)((x & 0x7FFFu) > hb.inf)); /* all ones when NaN */
-    const uint16_t pos = (uint16_t)((x >> 15) - 1u);                        /* all ones when the sign is clear */
-    return (uint16_t)((x & pos & ~nan) | (((x & 0x8000u) | hb.qnan) & nan));
-}
-
-/* dx = x <= 0 ? +0 : g (NaN x passes g), g's NaN canonical */
-static inline uint16_t relu_grad_one(uint16_t x, uint16_t g, half_bits hb) {
-    const uint16_t a = x & 0x7FFFu;
-    const uint16_t keep = (uint16_t)(0u - (uint16_t)((a > hb.inf) | ((x >> 15) == 0u && a != 0u)));
-    const uint16_t gnan = (uint16_t)(0u - (uint16_t)((g & 0x7FFFu) > hb.inf));
-    return (uint16_t)(((g & ~gnan) | (((g & 0x8000u) | hb.qnan) & gnan)) & keep);
-}
-
-/* Blocks of 8 with a fixed inner count, so that gcc's -O2 vectorizer takes them (autograd.c's add_f32). */
-static void relu_bits(uint16_t *restrict y, const uint16_t *restrict x, int64_t n, half_bits hb) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) y[i + k] = relu_one(x[i + k], hb);
-    for (; i < n; i++) y[i] = relu_one(x[i], hb);
-}
-
-static void relu_grad_bits(uint16_t *restrict dx, const uint16_t *restrict x, const uint16_t *restrict g, int64_t n,
-                           half_bits hb) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) dx[i + k] = relu_grad_one(x[i + k], g[i + k], hb);
-    for (; i < n; i++) dx[i] = relu_grad_one(x[i], g[i], hb);
-}
-
-static bool fast_relu_ok(const amp_tensor *x, half_bits *hb) {
+static bool fast_relu_ok(const amp_tensor *x, amp_half_bits *hb) {
     return amp_isa_active() != AMP_ISA_REF && half_format(x->dtype, hb) && amp_tensor_is_contiguous(x);
-}
-
-/* The same selections on fp32 bits (the generic loops below are their twins; the bits agree, NaN
- * payloads included, since fp32 needs no rounding). */
-static inline uint32_t relu_one32(uint32_t x) {
-    const uint32_t nan = 0u - (uint32_t)((x & 0x7FFFFFFFu) > 0x7F800000u);
-    const uint32_t pos = (x >> 31) - 1u;
-    return x & (pos | nan);
-}
-
-static inline uint32_t relu_grad_one32(uint32_t x, uint32_t g) {
-    const uint32_t a = x & 0x7FFFFFFFu;
-    return g & (0u - (uint32_t)((a > 0x7F800000u) | ((x >> 31) == 0u && a != 0u)));
-}
-
-static void relu_bits32(uint32_t *restrict y, const uint32_t *restrict x, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) y[i + k] = relu_one32(x[i + k]);
-    for (; i < n; i++) y[i] = relu_one32(x[i]);
-}
-
-static void relu_grad_bits32(uint32_t *restrict dx, const uint32_t *restrict x, const uint32_t *restrict g, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) dx[i + k] = relu_grad_one32(x[i + k], g[i + k]);
-    for (; i < n; i++) dx[i] = relu_grad_one32(x[i], g[i]);
 }
 
 static bool fast_relu32_ok(const amp_tensor *x) {
@@ -163,7 +97,7 @@ enum { UNARY_MIN_PER_THREAD = 32768 };
 typedef struct relu_job {
     void *y;
     const void *x, *g; /* g NULL: the forward */
-    half_bits hb;
+    amp_half_bits hb;
     bool wide; /* fp32 bits, else the 16-bit format hb */
 } relu_job;
 
@@ -171,18 +105,25 @@ static void relu_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
     (void)thread_id;
     const relu_job *j = arg;
     if (j->wide && j->g)
-        relu_grad_bits32((uint32_t *)j->y + i0, (const uint32_t *)j->x + i0, (const uint32_t *)j->g + i0, i1 - i0);
+        amp_relu_grad_bits32((uint32_t *)j->y + i0, (const uint32_t *)j->x + i0, (const uint32_t *)j->g + i0, i1 - i0);
     else if (j->wide)
-        relu_bits32((uint32_t *)j->y + i0, (const uint32_t *)j->x + i0, i1 - i0);
+        amp_relu_bits32((uint32_t *)j->y + i0, (const uint32_t *)j->x + i0, i1 - i0);
     else if (j->g)
-        relu_grad_bits((uint16_t *)j->y + i0, (const uint16_t *)j->x + i0, (const uint16_t *)j->g + i0, i1 - i0, j->hb);
+        amp_relu_grad_bits16((uint16_t *)j->y + i0, (const uint16_t *)j->x + i0, (const uint16_t *)j->g + i0, i1 - i0,
+                             j->hb);
     else
-        relu_bits((uint16_t *)j->y + i0, (const uint16_t *)j->x + i0, i1 - i0, j->hb);
+        amp_relu_bits16((uint16_t *)j->y + i0, (const uint16_t *)j->x + i0, i1 - i0, j->hb);
 }
 
-static void relu_run(void *y, const void *x, const void *g, int64_t n, half_bits hb, bool wide) {
+static void relu_run(void *y, const void *x, const void *g, int64_t n, amp_half_bits hb, bool wide) {
     relu_job job = {y, x, g, hb, wide};
     amp_parallel_range(n, UNARY_MIN_PER_THREAD, 64, relu_range, &job);
+}
+
+void amp_relu_grad_run(void *dx, const void *x, const void *g, int64_t n, amp_dtype dt) {
+    amp_half_bits hb = {0};
+    const bool wide = !half_format(dt, &hb);
+    relu_run(dx, x, g, n, hb, wide);
 }
 
 typedef struct grad_job {
@@ -199,7 +140,7 @@ static void grad_chunk(const void *arg, float *dst, int64_t off, int64_t len) {
 static void unary_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0];
     const int64_t n = amp_tensor_numel(x);
-    half_bits hb = {0};
+    amp_half_bits hb = {0};
     amp_tensor *gt = node->out->grad;
     if (node->op == AMP_OP_RELU && !x->grad && x->requires_grad && fast_relu_ok(x, &hb) && gt &&
         gt->dtype == x->dtype && amp_tensor_is_contiguous(gt)) {
@@ -269,7 +210,7 @@ static amp_tensor *unary(amp_ctx *ctx, amp_op op, amp_tensor *x, float exponent)
     amp_tensor *out = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
     if (!out) return NULL;
     const int64_t n = amp_tensor_numel(x);
-    half_bits hb = {0};
+    amp_half_bits hb = {0};
     if (op == AMP_OP_RELU && fast_relu_ok(x, &hb)) {
         relu_run(out->data, x->data, NULL, n, hb, false);
         amp_autograd_record(ctx, op, x->dtype, out, &x, 1, unary_backward);
