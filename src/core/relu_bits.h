@@ -29,10 +29,16 @@ static inline uint16_t amp_relu_one16(uint16_t x, amp_half_bits hb) {
     return (uint16_t)((x & pos & ~nan) | (((x & 0x8000u) | hb.qnan) & nan));
 }
 
+/* All ones where relu's gradient keeps g for a 16-bit x (x > 0 or NaN; inf: the format's exponent
+ * mask), else 0; also a mask for an fp32 gradient value's bits (the GEMM epilogue's relu_mask). */
+static inline uint32_t amp_relu_keep16(uint16_t x, uint16_t inf) {
+    const uint16_t a = x & 0x7FFFu;
+    return 0u - (uint32_t)((a > inf) | ((x >> 15) == 0u && a != 0u));
+}
+
 /* dx = x <= 0 ? +0 : g (NaN x passes g), g's NaN canonical */
 static inline uint16_t amp_relu_grad_one16(uint16_t x, uint16_t g, amp_half_bits hb) {
-    const uint16_t a = x & 0x7FFFu;
-    const uint16_t keep = (uint16_t)(0u - (uint16_t)((a > hb.inf) | ((x >> 15) == 0u && a != 0u)));
+    const uint16_t keep = (uint16_t)amp_relu_keep16(x, hb.inf);
     const uint16_t gnan = (uint16_t)(0u - (uint16_t)((g & 0x7FFFu) > hb.inf));
     return (uint16_t)(((g & ~gnan) | (((g & 0x8000u) | hb.qnan) & gnan)) & keep);
 }
@@ -47,13 +53,6 @@ static inline uint32_t amp_relu_one32(uint32_t x) {
 static inline uint32_t amp_relu_grad_one32(uint32_t x, uint32_t g) {
     const uint32_t a = x & 0x7FFFFFFFu;
     return g & (0u - (uint32_t)((a > 0x7F800000u) | ((x >> 31) == 0u && a != 0u)));
-}
-
-/* All ones where relu's gradient keeps g for a 16-bit x (x > 0 or NaN; inf: the format's exponent
- * mask), else 0: a mask for an fp32 gradient value's bits (the GEMM epilogue's relu_mask). */
-static inline uint32_t amp_relu_keep16(uint16_t x, uint16_t inf) {
-    const uint16_t a = x & 0x7FFFu;
-    return 0u - (uint32_t)((a > inf) | ((x >> 15) == 0u && a != 0u));
 }
 
 static inline void amp_relu_bits16(uint16_t *restrict y, const uint16_t *restrict x, int64_t n, amp_half_bits hb) {

@@ -177,23 +177,21 @@ static void acc_row(const amp_gemm_epilogue *ep, float *acc, const float *row, c
 
 /* row[j] = relu(row[j] + bias[j]): amp_acc_f32's add and amp_relu_bits32's selection in one pass over
  * the row (two passes cost twice the epilogue's time on the mlp: 0.5% of its fp32 step each) */
+static inline float bias_relu_one(float r, float b) {
+    const float v = r + b;
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    u = amp_relu_one32(u);
+    float y;
+    memcpy(&y, &u, sizeof y);
+    return y;
+}
+
 static void bias_relu_row(float *restrict row, const float *restrict bias, int64_t n) {
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int q = 0; q < 16; q++) {
-            const float v = row[i + q] + bias[i + q];
-            uint32_t u;
-            memcpy(&u, &v, sizeof u);
-            u = amp_relu_one32(u);
-            memcpy(&row[i + q], &u, sizeof u);
-        }
-    for (; i < n; i++) {
-        const float v = row[i] + bias[i];
-        uint32_t u;
-        memcpy(&u, &v, sizeof u);
-        u = amp_relu_one32(u);
-        memcpy(&row[i], &u, sizeof u);
-    }
+    for (; i + 16 <= n; i += 16) /* blocks of 16 with a fixed count: what gcc's -O2 vectorizer takes */
+        for (int q = 0; q < 16; q++) row[i + q] = bias_relu_one(row[i + q], bias[i + q]);
+    for (; i < n; i++) row[i] = bias_relu_one(row[i], bias[i]);
 }
 
 /* row[j] = +0 where mask[j] (dtype dt) is not > 0 and not NaN: relu's backward on fp32 values */
