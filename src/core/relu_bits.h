@@ -16,11 +16,22 @@
 #ifndef AMP_CORE_RELU_BITS_H
 #define AMP_CORE_RELU_BITS_H
 
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "amp/dtype.h"
 
 typedef struct amp_half_bits {
     uint16_t inf, qnan; /* exponent all ones; the canonical quiet NaN */
 } amp_half_bits;
+
+/* The 16-bit format's constants for dt (bf16 or fp16); false for any other dtype. */
+static inline bool amp_half_bits_of(amp_dtype dt, amp_half_bits *hb) {
+    if (dt == AMP_BF16) *hb = (amp_half_bits){0x7F80u, 0x7FC0u};
+    else if (dt == AMP_F16) *hb = (amp_half_bits){0x7C00u, 0x7E00u};
+    else return false;
+    return true;
+}
 
 /* y = x > 0 || isnan(x) ? x : +0, a NaN made canonical */
 static inline uint16_t amp_relu_one16(uint16_t x, amp_half_bits hb) {

@@ -205,10 +205,12 @@ static void relu_mask_row(float *restrict row, const void *restrict mask, amp_dt
         for (; i < n; i++) r[i] = amp_relu_grad_one32(m[i], r[i]);
         return;
     }
-    const uint16_t *restrict m = mask, inf = dt == AMP_BF16 ? 0x7F80u : 0x7C00u;
+    const uint16_t *restrict m = mask;
+    amp_half_bits hb = {0};
+    (void)amp_half_bits_of(dt, &hb); /* fp16 or bf16: check_args admits no other mask dtype */
     for (; i + 16 <= n; i += 16)
-        for (int q = 0; q < 16; q++) r[i + q] &= amp_relu_keep16(m[i + q], inf);
-    for (; i < n; i++) r[i] &= amp_relu_keep16(m[i], inf);
+        for (int q = 0; q < 16; q++) r[i + q] &= amp_relu_keep16(m[i + q], hb.inf);
+    for (; i < n; i++) r[i] &= amp_relu_keep16(m[i], hb.inf);
 }
 
 /* The epilogue (gemm_fused.h) on the C rectangle rows [r0, r1) x columns [c0, c1), each row in

@@ -36,15 +36,8 @@ static float sigmoid_grad_f32(float x) {
  * The selections are core/relu_bits.h's; the generic path below (the reference twin, which AMP_ISA=ref
  * forces) decodes to fp32, selects and rounds back, the same bits. tests/test_relu_bits.c compares
  * the two on all 2^16 inputs and on fp32 patterns. */
-static bool half_format(amp_dtype dt, amp_half_bits *hb) {
-    if (dt == AMP_BF16) *hb = (amp_half_bits){0x7F80u, 0x7FC0u};
-    else if (dt == AMP_F16) *hb = (amp_half_bits){0x7C00u, 0x7E00u};
-    else return false;
-    return true;
-}
-
 static bool fast_relu_ok(const amp_tensor *x, amp_half_bits *hb) {
-    return amp_isa_active() != AMP_ISA_REF && half_format(x->dtype, hb) && amp_tensor_is_contiguous(x);
+    return amp_isa_active() != AMP_ISA_REF && amp_half_bits_of(x->dtype, hb) && amp_tensor_is_contiguous(x);
 }
 
 static bool fast_relu32_ok(const amp_tensor *x) {
@@ -122,7 +115,7 @@ static void relu_run(void *y, const void *x, const void *g, int64_t n, amp_half_
 
 void amp_relu_grad_run(void *dx, const void *x, const void *g, int64_t n, amp_dtype dt) {
     amp_half_bits hb = {0};
-    const bool wide = !half_format(dt, &hb);
+    const bool wide = !amp_half_bits_of(dt, &hb);
     relu_run(dx, x, g, n, hb, wide);
 }
 
