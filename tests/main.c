@@ -150,6 +150,7 @@ static const harness_test all_tests[] = {
     TEST(grad_fused),
     TEST(grad_direct),
     TEST(linear_relu),
+    TEST(linear_gelu),
     TEST(grad_lazy_zero),
 };
 

@@ -1,9 +1,10 @@
-/* The fused gelu kernels (kernels/vecmath.h: gelu, gelu_grad) of every path, the reference included,
- * against the composition they replace (amp_vmath_gelu_composed and amp_vmath_gelu_grad_composed on
- * the same table: its erfc and exp with the scalar arithmetic), bit for bit, any NaN matching any NaN
- * (payloads are not compared): a strided sweep of the fp32 patterns (every 65537th, so every binade
- * of both signs, NaNs and infinities) with gradients from a generator, named edges (+-0, +-inf, NaN,
- * the largest finite, subnormals, where erfc and exp saturate), and lengths 0..70 (tails). */
+/* The fused gelu kernels (kernels/vecmath.h: gelu, gelu_grad, gelu_deriv) of every path, the
+ * reference included, against the composition they replace (amp_vmath_gelu_composed and
+ * amp_vmath_gelu_grad_composed on the same table: its erfc and exp with the scalar arithmetic), bit
+ * for bit, any NaN matching any NaN (payloads are not compared); gelu_deriv's y against the first and
+ * g times its d against the second: a strided sweep of the fp32 patterns (every 65537th, so every
+ * binade of both signs, NaNs and infinities) with gradients from a generator, named edges (+-0,
+ * +-inf, NaN, the largest finite, subnormals, where erfc and exp saturate), and lengths 0..70 (tails). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,15 +31,23 @@ static bool same(const float *a, const float *b, size_t n) {
     return true;
 }
 
-/* how many calls (of two) of the fused kernels differ from the composition */
+static float y_deriv[CHUNK], d_deriv[CHUNK];
+
+/* how many checks (of four) of the fused kernels differ from the composition: gelu, gelu_grad, and
+ * gelu_deriv's y (computed in place over a copy of x) against gelu and g * d against gelu_grad */
 static int64_t compare(const amp_vmath_kernels *k, const float *x, const float *g, size_t n, float *a, float *b) {
     int64_t bad = 0;
     k->gelu(a, x, n);
     amp_vmath_gelu_composed(k, b, x, n);
     bad += !same(a, b, n);
+    memcpy(y_deriv, x, n * sizeof *x);
+    k->gelu_deriv(y_deriv, d_deriv, y_deriv, n);
+    bad += !same(y_deriv, b, n);
     k->gelu_grad(a, g, x, n);
     amp_vmath_gelu_grad_composed(k, b, g, x, n);
     bad += !same(a, b, n);
+    for (size_t i = 0; i < n; i++) d_deriv[i] = g[i] * d_deriv[i];
+    bad += !same(d_deriv, b, n);
     return bad;
 }
 
@@ -74,7 +83,7 @@ void test_gelu_kernels(void) {
             for (size_t i = 0; i < n; i++) x[i] = (float)i * 0.37f - 13.0f, g[i] = 1.0f - (float)i * 0.01f;
             bad += compare(k, x, g, n, a, b);
         }
-        CHECK_MSG(bad == 0, "gelu kernels %s: %lld calls differ from the composition", amp_isa_name((amp_isa)isa),
+        CHECK_MSG(bad == 0, "gelu kernels %s: %lld checks differ from the composition", amp_isa_name((amp_isa)isa),
                   (long long)bad);
     }
 out:

@@ -1,7 +1,9 @@
 /* amp_gemm_fused (src/gemm/gemm_fused.h): the epilogue must give exactly the bits of amp_gemm
  * followed by a separate bias pass, relu and amp_convert, on every path, for the normal and the
  * transposed (narrow C) orientation, several k blocks, the alpha == 0 shortcut, and any thread count;
- * its relu before the rounding exactly the bits of a relu after it (amp_linear_relu's claim). */
+ * its relu before the rounding exactly the bits of a relu after it (amp_linear_relu's claim); its
+ * gelu those of the path's gelu composition on the fp32 values, with the derivative that times 1 is
+ * the gradient composition's (any NaN matching any NaN there), and grad_mul an fp32 multiply first. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include "test_util.h"
 #include "tests.h"
 #include "../src/gemm/gemm_fused.h"
+#include "../src/kernels/vecmath.h"
 
 typedef struct fused_case {
     int64_t m, n, k;
@@ -27,6 +30,23 @@ static void fill(amp_dtype dt, void *buf, size_t n, test_rng *rng) {
     }
 }
 
+/* rows x cols values of dtype dt, row stride ld (the padding included where cols = ld), the same bits,
+ * or (any_nan) both NaN */
+static bool same_values(const void *a, const void *b, amp_dtype dt, int64_t rows, int64_t cols, int64_t ld,
+                        bool any_nan) {
+    const size_t es = amp_dtype_size(dt);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) {
+            const size_t off = (size_t)(i * ld + j) * es;
+            if (memcmp((const char *)a + off, (const char *)b + off, es) == 0) continue;
+            float x, y;
+            amp_convert(&x, AMP_F32, (const char *)a + off, dt, 1);
+            amp_convert(&y, AMP_F32, (const char *)b + off, dt, 1);
+            if (!(any_nan && isnan(x) && isnan(y))) return false;
+        }
+    return true;
+}
+
 void test_gemm_fused_epilogue(void) {
     const fused_case cases[] = {
         {300, 157, 530, false, true, 1.0f, 0.0f},  /* linear's forward: X W^T */
@@ -37,6 +57,20 @@ void test_gemm_fused_epilogue(void) {
     const amp_dtype in_dts[] = {AMP_F32, AMP_F16, AMP_BF16};
     const amp_dtype out_dts[] = {AMP_F32, AMP_F16, AMP_BF16};
     test_rng rng = {harness_seed() ^ 0xE9u};
+    { /* epilogues that say two things at once, or whose matrices are too narrow: refused, C untouched */
+        float a2[4] = {1, 2, 3, 4}, b2[4] = {1, 0, 0, 1}, c2[4] = {9, 9, 9, 9}, d2[4];
+        const amp_gemm_epilogue bad[] = {
+            {.relu = true, .gelu = true},             /* two activations */
+            {.gelu_deriv = d2, .ldderiv = 2},         /* a derivative without gelu */
+            {.gelu = true, .gelu_deriv = d2, .ldderiv = 1}, /* row stride below n */
+            {.grad_mul = d2, .ldmul = 1},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            CHECK_EQ_INT(amp_gemm_fused(AMP_F32, false, false, 2, 2, 2, 1.0f, a2, 2, b2, 2, 0.0f, c2, 2, &bad[i]),
+                         AMP_ERR_INVALID_ARGUMENT);
+            CHECK(c2[0] == 9.0f && c2[3] == 9.0f);
+        }
+    }
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
         const fused_case *fc = &cases[q];
         const int64_t m = fc->m, n = fc->n, k = fc->k;
@@ -46,7 +80,12 @@ void test_gemm_fused_epilogue(void) {
         float *want = malloc((size_t)(m * ldc) * sizeof *want), *got = malloc((size_t)(m * ldc) * sizeof *got);
         void *out_want = malloc((size_t)(m * ldo) * 4), *out_got = malloc((size_t)(m * ldo) * 4);
         void *mask = malloc((size_t)(m * ldo) * 4);
-        if (!CHECK(a && b && bias && c0 && want && got && out_want && out_got && mask)) return;
+        float *mul = malloc((size_t)(m * ldo) * sizeof *mul), *ones = malloc((size_t)n * sizeof *ones);
+        float *d_want = malloc((size_t)(m * ldo) * sizeof *d_want), *d_got = malloc((size_t)(m * ldo) * sizeof *d_got);
+        if (!CHECK(a && b && bias && c0 && want && got && out_want && out_got && mask && mul && ones && d_want && d_got))
+            return;
+        for (int64_t i = 0; i < m * ldo; i++) mul[i] = small_value(&rng);
+        for (int64_t j = 0; j < n; j++) ones[j] = 1.0f;
         for (int64_t j = 0; j < n; j++) bias[j] = small_value(&rng);
         for (int64_t i = 0; i < m * ldc; i++) c0[i] = small_value(&rng);
         for (size_t d = 0; d < sizeof in_dts / sizeof in_dts[0]; d++) {
@@ -59,8 +98,10 @@ void test_gemm_fused_epilogue(void) {
             }
             for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
                 if (!test_isa_begin(isa)) continue;
-                /* mode 0: bias; 1: bias and relu; 2: relu alone; 3: relu_mask (of dtype odt) */
-                for (int mode = 0; mode < 4; mode++)
+                /* mode 0: bias; 1: bias and relu; 2: relu alone; 3: relu_mask (of dtype odt); 4: bias and
+                 * gelu with its derivative; 5: gelu alone, no derivative; 6: grad_mul then bias */
+                const amp_vmath_kernels *vk = amp_vmath_active();
+                for (int mode = 0; mode < 7; mode++)
                     for (size_t o = 0; o < sizeof out_dts / sizeof out_dts[0]; o++) {
                         const amp_dtype odt = out_dts[o];
                         const size_t os = amp_dtype_size(odt);
@@ -72,6 +113,7 @@ void test_gemm_fused_epilogue(void) {
                             }
                         }
                         memcpy(want, c0, (size_t)(m * ldc) * sizeof *want);
+                        memset(d_want, 0xA5, (size_t)(m * ldo) * sizeof *d_want);
                         memset(out_want, 0xA5, (size_t)(m * ldo) * 4);
                         CHECK_EQ_INT(amp_gemm(dt, fc->trans_a, fc->trans_b, m, n, k, fc->alpha, a, lda, b, ldb,
                                               fc->beta, want, ldc),
@@ -91,11 +133,17 @@ void test_gemm_fused_epilogue(void) {
                                 }
                                 continue;
                             }
-                            if (mode < 2)
+                            if (mode == 6)
+                                for (int64_t j = 0; j < n; j++) row[j] *= mul[i * ldo + j];
+                            if (mode < 2 || mode == 4 || mode == 6)
                                 for (int64_t j = 0; j < n; j++) row[j] += bias[j];
+                            if (mode == 4 || mode == 5) { /* on the fp32 values, then rounded once */
+                                amp_vmath_gelu_grad_composed(vk, d_want + i * ldo, ones, row, (size_t)n);
+                                amp_vmath_gelu_composed(vk, row, row, (size_t)n);
+                            }
                             /* out: the separate ops' order, rounded first and relu on the decoded value */
                             amp_convert(orow, odt, row, AMP_F32, (size_t)n);
-                            if (mode == 0) continue;
+                            if (mode == 0 || mode >= 4) continue;
                             for (int64_t j = 0; j < n; j++) {
                                 float v;
                                 amp_convert(&v, AMP_F32, orow + (size_t)j * os, odt, 1);
@@ -108,19 +156,27 @@ void test_gemm_fused_epilogue(void) {
                             amp_set_num_threads(threads);
                             memcpy(got, c0, (size_t)(m * ldc) * sizeof *got);
                             memset(out_got, 0xA5, (size_t)(m * ldo) * 4);
-                            const amp_gemm_epilogue ep = {.bias = mode < 2 ? bias : NULL,
+                            memset(d_got, 0xA5, (size_t)(m * ldo) * sizeof *d_got);
+                            const amp_gemm_epilogue ep = {.bias = mode < 2 || mode == 4 || mode == 6 ? bias : NULL,
                                                           .relu = mode == 1 || mode == 2,
                                                           .relu_mask = mode == 3 ? mask : NULL,
                                                           .relu_mask_dtype = odt,
                                                           .ldmask = ldo,
+                                                          .gelu = mode == 4 || mode == 5,
+                                                          .gelu_deriv = mode == 4 ? d_got : NULL,
+                                                          .ldderiv = ldo,
+                                                          .grad_mul = mode == 6 ? mul : NULL,
+                                                          .ldmul = ldo,
                                                           .out = out_got,
                                                           .out_dtype = odt,
                                                           .ldo = ldo};
                             CHECK_EQ_INT(amp_gemm_fused(dt, fc->trans_a, fc->trans_b, m, n, k, fc->alpha, a, lda, b,
                                                         ldb, fc->beta, got, ldc, &ep),
                                          AMP_OK);
-                            CHECK_MSG(memcmp(got, want, (size_t)(m * ldc) * sizeof *got) == 0 &&
-                                          memcmp(out_got, out_want, (size_t)(m * ldo) * os) == 0,
+                            const bool any_nan = mode == 4 || mode == 5; /* gelu: tests/test_gelu_kernels.c */
+                            CHECK_MSG(same_values(got, want, AMP_F32, m, ldc, ldc, any_nan) &&
+                                          same_values(out_got, out_want, odt, m, ldo, ldo, any_nan) &&
+                                          (mode != 4 || same_values(d_got, d_want, AMP_F32, m, ldo, ldo, true)),
                                       "%s %s->%s %lldx%lldx%lld, mode %d, %d threads: fused epilogue differs from "
                                       "the passes",
                                       amp_isa_name(isa), amp_dtype_name(dt), amp_dtype_name(odt), (long long)m,
@@ -132,6 +188,7 @@ void test_gemm_fused_epilogue(void) {
             test_isa_end();
         }
         free(a), free(b), free(bias), free(c0), free(want), free(got), free(out_want), free(out_got), free(mask);
+        free(mul), free(ones), free(d_want), free(d_got);
     }
 }
 

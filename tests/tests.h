@@ -223,8 +223,10 @@ void test_elem_kernels(void);
 void test_grad_fused(void);
 /* test_grad_direct.c: weight gradients into the fp32 master's inside the GEMM, against the unfused path */
 void test_grad_direct(void);
-/* test_linear_relu.c: amp_linear_relu against amp_relu(amp_linear(...)), values and gradients bit for bit */
+/* test_linear_act.c: amp_linear_relu and amp_linear_gelu against amp_relu(amp_linear(...)) and
+ * amp_gelu(amp_linear(...)), values and gradients bit for bit */
 void test_linear_relu(void);
+void test_linear_gelu(void);
 void test_grad_lazy_zero(void);
 
 #endif /* AMP_TESTS_TESTS_H */

@@ -71,6 +71,12 @@ amp_tensor *amp_linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tens
  * and the linear's own output is never stored, so backward keeps one tensor where the pair kept two.
  * Recorded as AMP_OP_LINEAR; gradient hooks see the relu's output gradient only. */
 amp_tensor *amp_linear_relu(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias);
+/* amp_gelu(ctx, amp_linear(ctx, x, weight, bias)) as one op, with the same values and gradients bit for
+ * bit. Where the linear computes in fp32 the gelu and its derivative are computed while each block of
+ * the product is in cache, and backward multiplies by the stored derivative (it keeps that instead of
+ * the pre-activation, and computes no erfc again); under autocast (a 16-bit linear) it is the pair.
+ * Recorded as AMP_OP_LINEAR (the fp32 case); gradient hooks see the gelu's output gradient only. */
+amp_tensor *amp_linear_gelu(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias);
 
 /* ---- normalization ---- */
 /* Normalizes over the last dimension; weight and bias [last dim] may be NULL. */

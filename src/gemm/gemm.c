@@ -43,6 +43,7 @@
 #include "../core/accumulate.h"
 #include "../core/relu_bits.h"
 #include "../kernels/convert_kernels.h"
+#include "../kernels/vecmath.h"
 #include "../core/parallel.h"
 #include "../core/alloc_internal.h"
 
@@ -213,21 +214,37 @@ static void relu_mask_row(float *restrict row, const void *restrict mask, amp_dt
     for (; i < n; i++) r[i] &= amp_relu_keep16(m[i], hb.inf);
 }
 
+/* row[j] *= mul[j] in fp32: gelu's backward, g times the derivative its forward stored */
+static void mul_row(float *restrict row, const float *restrict mul, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) /* blocks of 16 with a fixed count: what gcc's -O2 vectorizer takes */
+        for (int q = 0; q < 16; q++) row[i + q] *= mul[i + q];
+    for (; i < n; i++) row[i] *= mul[i];
+}
+
 /* The epilogue (gemm_fused.h) on the C rectangle rows [r0, r1) x columns [c0, c1), each row in
- * increasing j: relu_mask, bias add in fp32, relu, the one rounding to out_dtype, the acc step. */
+ * increasing j: relu_mask, grad_mul, bias add in fp32, relu or gelu, the one rounding to out_dtype,
+ * the acc step. */
 static void epilogue(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t r0, int64_t r1, int64_t c0,
                      int64_t c1) {
-    if (!ep->bias && !ep->relu && !ep->relu_mask && !ep->out && !ep->acc) return; /* only a_sums: not per block */
+    if (!ep->bias && !ep->relu && !ep->gelu && !ep->relu_mask && !ep->grad_mul && !ep->out && !ep->acc)
+        return; /* only a_sums: not per block */
     const size_t os = amp_dtype_size(ep->out_dtype), ms = amp_dtype_size(ep->relu_mask_dtype);
+    const amp_vmath_kernels *vk = ep->gelu ? amp_vmath_active() : NULL;
     for (int64_t r = r0; r < r1; r++) {
         float *row = c + r * ldc;
         void *out = ep->out ? (char *)ep->out + (size_t)(r * ep->ldo + c0) * os : NULL;
         if (ep->relu_mask)
             relu_mask_row(row + c0, (const char *)ep->relu_mask + (size_t)(r * ep->ldmask + c0) * ms,
                           ep->relu_mask_dtype, c1 - c0);
+        if (ep->grad_mul) mul_row(row + c0, ep->grad_mul + r * ep->ldmul + c0, c1 - c0);
         if (ep->bias && ep->relu) bias_relu_row(row + c0, ep->bias + c0, c1 - c0);
         else if (ep->bias) amp_acc_f32(row + c0, ep->bias + c0, c1 - c0, false);
         else if (ep->relu) amp_relu_bits32((uint32_t *)(void *)(row + c0), (uint32_t *)(void *)(row + c0), c1 - c0);
+        if (vk && ep->gelu_deriv)
+            vk->gelu_deriv(row + c0, ep->gelu_deriv + r * ep->ldderiv + c0, row + c0, (size_t)(c1 - c0));
+        else if (vk)
+            vk->gelu(row + c0, row + c0, (size_t)(c1 - c0));
         if (out) amp_convert(out, ep->out_dtype, row + c0, AMP_F32, (size_t)(c1 - c0));
         if (ep->acc) acc_row(ep, ep->acc + r * ep->ldacc + c0, row + c0, out, c1 - c0);
     }
@@ -481,6 +498,10 @@ static int check_args(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m,
         return AMP_ERR_UNSUPPORTED_DTYPE;
     if (ep && ep->relu_mask && (st = check_matrix(m, n, ep->ldmask, amp_dtype_size(ep->relu_mask_dtype))) != AMP_OK)
         return st;
+    if (ep && ((ep->grad_mul && (st = check_matrix(m, n, ep->ldmul, sizeof(float))) != AMP_OK) ||
+               (ep->gelu_deriv && (st = check_matrix(m, n, ep->ldderiv, sizeof(float))) != AMP_OK)))
+        return st;
+    if (ep && ((ep->relu && ep->gelu) || (ep->gelu_deriv && !ep->gelu))) return AMP_ERR_INVALID_ARGUMENT;
     if ((!a && m > 0 && k > 0) || (!c && m > 0 && n > 0)) return AMP_ERR_NULL_POINTER;
     if (!b_given && (!stored_b || (k > 0 && n > 0))) return AMP_ERR_NULL_POINTER;
     return AMP_OK;

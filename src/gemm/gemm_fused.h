@@ -6,9 +6,13 @@
  *
  *   C[i, j] = +0 where relu_mask[i, j] is not > 0 and not NaN  (when relu_mask is not NULL: relu's
  *                                                                backward, the mask relu's output)
+ *   C[i, j] = C[i, j] * grad_mul[i, j]                          (fp32 multiply, when grad_mul is
+ *                                                                not NULL: gelu's backward)
  *   C[i, j] = (alpha op(A) op(B) + beta C)[i, j] + bias[j]     (fp32 add, when bias is not NULL)
  *   C[i, j] = relu(C[i, j])                                     (when relu: x > 0 or NaN keeps x,
  *                                                                else +0; core/relu_bits.h)
+ *   D[i, j] = gelu'(C[i, j]), C[i, j] = gelu(C[i, j])           (when gelu; D = gelu_deriv if not
+ *                                                                NULL; kernels/vecmath.h)
  *   out[i * ldo + j] = C[i, j] rounded to out_dtype            (amp_convert, when out is not NULL)
  *   acc[i * ldacc + j] += C[i, j] rounded to out_dtype, as fp32 (when acc is not NULL; with
  *                         acc_store, acc = 0 + that value, acc not read: acc held zeros)
@@ -23,7 +27,10 @@
  * sequence. The relu before the rounding gives the bits of amp_relu after it: rounding keeps the sign
  * (a positive value never rounds to -0 or below), and a NaN stays NaN, encoded canonically either way;
  * likewise relu_mask's selection before the rounding gives the bits of relu's backward after it (a
- * kept value rounds as it would have, a dropped one is +0 either way). */
+ * kept value rounds as it would have, a dropped one is +0 either way). gelu and grad_mul have no such
+ * property: with out_dtype fp32 (no rounding) they give the bits of amp_gelu after an fp32 linear and
+ * of its backward; with a narrower out_dtype, gelu of the fp32 pre-activation rounded once, which is
+ * not what amp_gelu on a rounded linear output gives. */
 #ifndef AMP_GEMM_FUSED_H
 #define AMP_GEMM_FUSED_H
 
@@ -35,11 +42,23 @@
 typedef struct amp_gemm_epilogue {
     const float *bias;   /* [n] fp32, added to every row of C; or NULL */
     bool relu;           /* relu on C after the bias, before out and acc (amp_linear_relu's forward) */
+    /* gelu on C after the bias, before out and acc (amp_linear_gelu's forward; not with relu), the
+     * active path's kernel (kernels/vecmath.h); with gelu_deriv not NULL (m x n fp32, row stride
+     * ldderiv >= n, overlapping no other matrix) also gelu's derivative at the pre-activation there
+     * (gelu_deriv: g times it is gelu_grad's value) */
+    bool gelu;
+    float *gelu_deriv;
+    int64_t ldderiv;
     /* m x n in relu_mask_dtype (f32, f16 or bf16), row stride ldmask >= n; or NULL. Applied to C before
      * everything else (amp_linear_relu's backward on the gradient this GEMM produces for its output) */
     const void *relu_mask;
     amp_dtype relu_mask_dtype;
     int64_t ldmask;
+    /* m x n fp32, row stride ldmul >= n; or NULL. C times it, after relu_mask and before everything
+     * else (amp_linear_gelu's backward on the gradient this GEMM produces for its output: the
+     * derivative its forward stored) */
+    const float *grad_mul;
+    int64_t ldmul;
     void *out;           /* m x n in out_dtype, row stride ldo >= n; or NULL (C is the result) */
     amp_dtype out_dtype; /* any dtype amp_convert encodes from fp32 */
     int64_t ldo;

@@ -31,6 +31,8 @@
 typedef void (*amp_vmath_kernel)(float *dst, const float *src, size_t n);
 /* dx[i] = g[i] f'(x[i]) */
 typedef void (*amp_vmath_grad_kernel)(float *dx, const float *g, const float *x, size_t n);
+/* y[i] = f(x[i]) and d[i] = f'(x[i]); y may equal x, d overlaps neither */
+typedef void (*amp_vmath_deriv_kernel)(float *y, float *d, const float *x, size_t n);
 
 /* Cross-entropy's two passes over one row of C logits (ops/loss.c), x fp32 or (bf16 set) bf16 bit
  * patterns, read in place:
@@ -57,6 +59,11 @@ typedef struct amp_vmath_kernels {
      * the scalar arithmetic below); tests/test_gelu_kernels.c checks the equality. */
     amp_vmath_kernel gelu;           /* x Phi(x) */
     amp_vmath_grad_kernel gelu_grad; /* g (Phi(x) + x phi(x)) */
+    /* y = gelu's value and d = Phi(x) + x phi(x) rounded once, the factor gelu_grad multiplies g by, so
+     * that g * d (one fp32 multiply) is gelu_grad's value; one erfc for both (amp_linear_gelu: the
+     * derivative made in forward, where backward recomputed erfc). The same test checks y against
+     * gelu and g * d against gelu_grad. */
+    amp_vmath_deriv_kernel gelu_deriv;
     /* cross-entropy's two passes over a row (below), fused; NULL on a path without them */
     amp_vmath_ce_stats_fn ce_stats;
     amp_vmath_ce_grad_fn ce_grad;

@@ -37,12 +37,14 @@ static inline float *amp_sink_direct(const amp_grad_sink *s) {
  * product goes back to memory to be read again; else through fp32 scratch and amp_grad_accumulate.
  * The bits are amp_grad_accumulate's of the same product. a_sums: NULL, or [m] fp32 to which the
  * GEMM adds op(A)'s row sums (gemm_fused.h). relu_mask: NULL, or a contiguous [m, n] relu output
- * whose backward the epilogue applies to the product first (the caller has made sure that nothing
- * but that backward reads t's gradient: amp_linear_relu, src/ops/matmul.c). Returns ctx's status; a
- * failed GEMM is reported as op's. */
+ * whose backward the epilogue applies to the product first; grad_mul: NULL, or [m, n] fp32 that the
+ * product is multiplied by first (a stored gelu derivative). The caller has made sure that nothing
+ * but that backward reads t's gradient (amp_linear_relu, amp_linear_gelu: src/ops/matmul.c). Returns
+ * ctx's status; a failed GEMM is reported as op's. */
 static inline int amp_gemm_into_grad_masked(amp_ctx *ctx, amp_op op, amp_dtype dt, bool ta, bool tb, int64_t m,
                                             int64_t n, int64_t k, const void *a, int64_t lda, const void *b,
-                                            int64_t ldb, amp_tensor *t, float *a_sums, const amp_tensor *relu_mask) {
+                                            int64_t ldb, amp_tensor *t, float *a_sums, const amp_tensor *relu_mask,
+                                            const float *grad_mul) {
     amp_grad_sink sink;
     const bool sunk = amp_grad_sink_open(ctx, t, &sink);
     float *direct = sunk ? amp_sink_direct(&sink) : NULL;
@@ -50,10 +52,11 @@ static inline int amp_gemm_into_grad_masked(amp_ctx *ctx, amp_op op, amp_dtype d
     ep.a_sums = a_sums;
     if (relu_mask)
         ep.relu_mask = relu_mask->data, ep.relu_mask_dtype = relu_mask->dtype, ep.ldmask = n > 0 ? n : 1;
+    if (grad_mul) ep.grad_mul = grad_mul, ep.ldmul = n > 0 ? n : 1;
     float *c = direct ? direct : amp_f32_scratch(ctx, m * n);
     if (c) {
         const int st = amp_gemm_fused(dt, ta, tb, m, n, k, 1.0f, a, lda > 0 ? lda : 1, b, ldb > 0 ? ldb : 1, 0.0f, c,
-                                      n > 0 ? n : 1, (sunk && !direct) || a_sums || relu_mask ? &ep : NULL);
+                                      n > 0 ? n : 1, (sunk && !direct) || a_sums || relu_mask || grad_mul ? &ep : NULL);
         if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(op), amp_status_str(st));
     }
     if (sunk) amp_grad_sink_close(ctx, &sink);
@@ -64,7 +67,7 @@ static inline int amp_gemm_into_grad_masked(amp_ctx *ctx, amp_op op, amp_dtype d
 static inline int amp_gemm_into_grad_sums(amp_ctx *ctx, amp_op op, amp_dtype dt, bool ta, bool tb, int64_t m,
                                           int64_t n, int64_t k, const void *a, int64_t lda, const void *b, int64_t ldb,
                                           amp_tensor *t, float *a_sums) {
-    return amp_gemm_into_grad_masked(ctx, op, dt, ta, tb, m, n, k, a, lda, b, ldb, t, a_sums, NULL);
+    return amp_gemm_into_grad_masked(ctx, op, dt, ta, tb, m, n, k, a, lda, b, ldb, t, a_sums, NULL, NULL);
 }
 
 /* amp_gemm_into_grad_sums with no row sums */

@@ -44,9 +44,9 @@ static int gemm(amp_ctx *ctx, amp_op op, amp_dtype dt, mat a, bool ta, mat b, bo
 
 /* amp_gemm_into_grad_masked (grad_sink_gemm.h) for matrix operands, no row sums */
 static int gemm_grad(amp_ctx *ctx, amp_op op, amp_dtype dt, mat a, bool ta, mat b, bool tb, int64_t m, int64_t n,
-                     int64_t k, amp_tensor *t, const amp_tensor *relu_mask) {
+                     int64_t k, amp_tensor *t, const amp_tensor *relu_mask, const float *grad_mul) {
     return amp_gemm_into_grad_masked(ctx, op, dt, a.trans != ta, b.trans != tb, m, n, k, a.data, a.ld, b.data, b.ld, t,
-                                     NULL, relu_mask);
+                                     NULL, relu_mask, grad_mul);
 }
 
 /* The output gradient of a node as a row-major matrix in the compute dtype. */
@@ -208,6 +208,9 @@ static bool linear_reads_in_place(const amp_tensor *x) {
            amp_tensor_is_contiguous(x);
 }
 
+/* The activation a linear applies to its output in its GEMM's epilogue (node i[3]). */
+typedef enum { ACT_NONE, ACT_RELU, ACT_GELU } linear_act;
+
 /* relu's gradient for amp_linear_relu: G = the output's gradient masked where the output y (stored in
  * dt, relu's result) is not positive, in scratch in dt: the gradient amp_relu's backward would have
  * given the linear's output in the unfused pair (in that output's dtype, dt). */
@@ -219,46 +222,78 @@ static mat relu_masked(amp_ctx *ctx, const amp_node *node, mat g, int64_t rows, 
     return (mat){dz, false, g.ld};
 }
 
+/* gelu's gradient for amp_linear_gelu: G = the output's gradient (fp32) times the derivative its
+ * forward stored (node->saved), in fp32 scratch: the gradient amp_gelu's backward would have given the
+ * fp32 linear output in the unfused pair. Split between threads; each element is one multiply. */
+enum { GELU_MUL_MIN_PER_THREAD = 32768 };
+
+typedef struct gelu_mul_job {
+    float *dz;
+    const float *g, *d;
+} gelu_mul_job;
+
+static void gelu_mul_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
+    (void)thread_id;
+    const gelu_mul_job *j = arg;
+    for (int64_t i = i0; i < i1; i++) j->dz[i] = j->g[i] * j->d[i];
+}
+
+static mat gelu_multiplied(amp_ctx *ctx, const amp_node *node, mat g, int64_t rows, int64_t out_f) {
+    const int64_t n = rows * out_f;
+    float *dz = amp_f32_scratch(ctx, n);
+    if (!dz) return (mat){NULL, false, 1};
+    gelu_mul_job job = {dz, g.data, node->saved};
+    amp_parallel_range(n, GELU_MUL_MIN_PER_THREAD, 16, gelu_mul_range, &job);
+    return (mat){dz, false, g.ld};
+}
+
 static void linear_backward(amp_ctx *ctx, amp_node *node);
 
 /* Whether x, the input of a linear whose backward is about to produce x's gradient, is the output of
- * an amp_linear_relu whose backward will be the only reader of that gradient: x has no gradient yet,
- * is read by this one node, not retained, and no hook looks at gradients. Then the gradient GEMM
- * applies relu's backward in its epilogue (grad_sink_gemm.h), and the amp_linear_relu's backward
- * finds it done (i[4]) instead of making a masked copy: one pass over the gradient less (mlp fp32,
- * one thread: ~1% of the step). The stored gradient is the masked one, which nothing else sees. */
-static bool relu_premask_ok(const amp_ctx *ctx, const amp_tensor *x) {
+ * an amp_linear_relu or amp_linear_gelu whose backward will be the only reader of that gradient: x
+ * has no gradient yet, is read by this one node, not retained, and no hook looks at gradients. Then
+ * the gradient GEMM applies the activation's backward in its epilogue (grad_sink_gemm.h: relu's mask,
+ * or the product with gelu's stored derivative), and the producer's backward finds it done (i[4])
+ * instead of making a masked copy: one pass over the gradient less (mlp fp32, one thread: ~1% of the
+ * step). The stored gradient is the activation's input gradient, which nothing else sees. */
+static bool act_premask_ok(const amp_ctx *ctx, const amp_tensor *x) {
     const amp_node *p = x->grad_fn;
-    return p && p->backward == linear_backward && p->i[3] && p->out == x && p->out_uses == 1 && !x->grad &&
-           !x->retains_grad && !ctx->backward_grad && amp_tensor_is_contiguous(x);
+    return p && p->backward == linear_backward && p->i[3] != ACT_NONE && p->out == x && p->out_uses == 1 &&
+           !x->grad && !x->retains_grad && !ctx->backward_grad && amp_tensor_is_contiguous(x);
 }
 
-/* saved i[]: rows (the flattened leading dims), in, out, relu (amp_linear_relu: the output is relu's),
- * premasked (set by the next linear's backward: the output's gradient is relu's backward already) */
+/* saved i[]: rows (the flattened leading dims), in, out, the activation (linear_act: amp_linear_relu,
+ * the output is relu's; amp_linear_gelu, gelu's, with its derivative at the pre-activation in
+ * node->saved, fp32), premasked (set by the next linear's backward: the output's gradient is the
+ * activation's backward already) */
 static void linear_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0], *w = node->in[1], *bias = node->n_in > 2 ? node->in[2] : NULL;
     const int64_t rows = node->i[0], in_f = node->i[1], out_f = node->i[2];
-    const bool relu = node->i[3] != 0, premasked = node->i[4] != 0;
+    const linear_act act = (linear_act)node->i[3];
+    const bool premasked = node->i[4] != 0;
     node->i[4] = 0; /* this backward's alone: another backward over the tape decides afresh */
     const amp_dtype dt = node->out->compute_dtype;
     mat g = grad_matrix(ctx, node, out_f, dt);
     if (!g.data) return;
-    if (relu && !premasked && !(g = relu_masked(ctx, node, g, rows, out_f, dt)).data) return;
+    if (act == ACT_RELU && !premasked && !(g = relu_masked(ctx, node, g, rows, out_f, dt)).data) return;
+    if (act == ACT_GELU && !premasked && !(g = gelu_multiplied(ctx, node, g, rows, out_f)).data) return;
     const mat wm = {w->data, false, in_f > 0 ? in_f : 1};
     /* dx [rows, in] = G [rows, out] W [out, in];  dW [out, in] = G^T [out, rows] x [rows, in] */
     if (x->requires_grad) {
-        const bool premask = relu_premask_ok(ctx, x);
-        if (gemm_grad(ctx, AMP_OP_LINEAR, dt, g, false, wm, false, rows, in_f, out_f, x, premask ? x : NULL)) return;
-        if (premask) x->grad_fn->i[4] = 1;
+        amp_node *p = act_premask_ok(ctx, x) ? x->grad_fn : NULL;
+        if (gemm_grad(ctx, AMP_OP_LINEAR, dt, g, false, wm, false, rows, in_f, out_f, x,
+                      p && p->i[3] == ACT_RELU ? x : NULL, p && p->i[3] == ACT_GELU ? p->saved : NULL))
+            return;
+        if (p) p->i[4] = 1;
     }
     /* db = column sums of G in fp32: of G in dt when that is exact (the output gradient itself), else
      * of its fp32 values. With the weight gradient G^T x, whose packed G^T panels hold exactly G in
      * fp32 where the kernel packs fp32 (amp_gemm_sums_a_fused), the GEMM adds them from there while
      * they are in cache (the same additions in the same order as column_sums): G, 2-8 MB at the gpt's
      * shapes, is not read from memory a third time. */
-    /* exact: G is the output's gradient in dt as it is (with relu: masked from it, what the unfused
-     * relu's backward would have stored as the linear output's gradient) */
-    const bool want_db = bias && bias->requires_grad, exact = relu || g.data == node->out->grad->data;
+    /* exact: G is the output's gradient in dt as it is (with an activation: its backward on it, what
+     * the unfused activation's backward would have stored as the linear output's gradient) */
+    const bool want_db = bias && bias->requires_grad, exact = act != ACT_NONE || g.data == node->out->grad->data;
     float *db = want_db ? amp_f32_scratch(ctx, out_f) : NULL;
     if (want_db && !db) return;
     if (db) memset(db, 0, (size_t)out_f * sizeof *db);
@@ -282,7 +317,7 @@ static void linear_backward(amp_ctx *ctx, amp_node *node) {
     }
 }
 
-static amp_tensor *linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias, bool relu) {
+static amp_tensor *linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias, linear_act act) {
     if (!amp_op_input_ok(ctx, AMP_OP_LINEAR, x) || !amp_op_input_ok(ctx, AMP_OP_LINEAR, weight)) return NULL;
     if (bias && !amp_op_input_ok(ctx, AMP_OP_LINEAR, bias)) return NULL;
     const bool x_in_place = linear_reads_in_place(x);
@@ -304,37 +339,58 @@ static amp_tensor *linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_t
     if (!(weight = amp_op_as(ctx, weight, dt))) return NULL;
     if (bias && !(bias = amp_op_as(ctx, bias, dt))) return NULL;
     if (!(x = amp_contiguous(ctx, x)) || !(weight = amp_contiguous(ctx, weight))) return NULL;
+    /* gelu in the epilogue where the linear's result is fp32 (its bits there are amp_gelu's on it);
+     * under autocast amp_gelu on the rounded output, as the unfused pair computes it */
+    const bool gelu_after = act == ACT_GELU && dt != AMP_F32;
+    if (gelu_after) act = ACT_NONE;
     const int64_t rows = amp_shape_numel(x->ndim - 1, x->shape);
     int64_t shape[AMP_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = out_f;
     amp_tensor *out = amp_ctx_new_tensor(ctx, dt, x->ndim, shape, true);
     if (!out) return NULL;
+    amp_tensor *in[3] = {x, weight, bias};
+    /* gelu's derivative at the pre-activation, for backward (which then needs neither erfc again nor the
+     * pre-activation): in the arena, where the unfused pair kept the pre-activation */
+    float *deriv = NULL;
+    if (act == ACT_GELU && amp_autograd_will_record(ctx, in, bias ? 3 : 2) &&
+        !(deriv = amp_ctx_alloc(ctx, (size_t)(rows * out_f > 0 ? rows * out_f : 1) * sizeof(float))))
+        return NULL;
     amp_arena_mark mk = amp_scratch_mark(ctx);
     float *c = dt == AMP_F32 ? out->data : amp_f32_scratch(ctx, rows * out_f);
     /* The bias is added in fp32 before the single rounding to dt, both in the GEMM's epilogue while
      * each block of C is in cache (the bits of a separate add pass and amp_convert). */
     const float *bv = bias ? amp_f32_view(ctx, bias) : NULL;
-    const amp_gemm_epilogue ep = {.bias = bv, .relu = relu, .out = dt != AMP_F32 ? out->data : NULL, .out_dtype = dt,
-                                  .ldo = out_f > 0 ? out_f : 1};
+    const int64_t ldc = out_f > 0 ? out_f : 1;
+    const amp_gemm_epilogue ep = {.bias = bv,
+                                  .relu = act == ACT_RELU,
+                                  .gelu = act == ACT_GELU,
+                                  .gelu_deriv = deriv,
+                                  .ldderiv = ldc,
+                                  .out = dt != AMP_F32 ? out->data : NULL,
+                                  .out_dtype = dt,
+                                  .ldo = ldc};
     const void *xd = x->dtype == dt ? x->data : narrow_copy(ctx, x, dt);
     if (c && xd && (!bias || bv)) {
         int st = amp_gemm_fused(dt, false, true, rows, out_f, in_f, 1.0f, xd, in_f > 0 ? in_f : 1, weight->data,
-                                in_f > 0 ? in_f : 1, 0.0f, c, out_f > 0 ? out_f : 1, bv || relu || ep.out ? &ep : NULL);
+                                in_f > 0 ? in_f : 1, 0.0f, c, ldc, bv || act != ACT_NONE || ep.out ? &ep : NULL);
         if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(AMP_OP_LINEAR), amp_status_str(st));
     }
     amp_scratch_release(ctx, mk);
     if (ctx->status != AMP_OK) return NULL;
-    amp_tensor *in[3] = {x, weight, bias};
     amp_node *node = amp_autograd_record(ctx, AMP_OP_LINEAR, dt, out, in, bias ? 3 : 2, linear_backward);
-    if (node) node->i[0] = rows, node->i[1] = in_f, node->i[2] = out_f, node->i[3] = relu;
-    return out;
+    if (node) node->i[0] = rows, node->i[1] = in_f, node->i[2] = out_f, node->i[3] = act, node->saved = deriv;
+    return gelu_after ? amp_gelu(ctx, out) : out;
 }
 
 amp_tensor *amp_linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias) {
-    return linear(ctx, x, weight, bias, false);
+    return linear(ctx, x, weight, bias, ACT_NONE);
 }
 
 amp_tensor *amp_linear_relu(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias) {
-    return linear(ctx, x, weight, bias, true);
+    return linear(ctx, x, weight, bias, ACT_RELU);
+}
+
+amp_tensor *amp_linear_gelu(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias) {
+    return linear(ctx, x, weight, bias, ACT_GELU);
 }

@@ -148,6 +148,33 @@ static inline __m256 gelu_grad_v(__m256 g, __m256 v) {
 
 DEFINE_MAP(gelu_avx2, gelu_v)
 
+/* y = gelu_v's value and d = the factor gelu_grad_v multiplies g by, from one erfc: the bits of both
+ * (vecmath.h, gelu_deriv) */
+static inline void gelu_deriv_v(__m256 v, __m256 *y, __m256 *d) {
+    const __m256 cdf = erfc_v(_mm256_mul_ps(neg_v(v), set1(AMP_VMATH_INV_SQRT2)));
+    const __m256 pdf = exp_v(_mm256_mul_ps(_mm256_mul_ps(set1(-0.5f), v), v));
+    const __m256 phi = _mm256_mul_ps(set1(AMP_VMATH_INV_SQRT_2PI), pdf);
+    const __m256 half_cdf = _mm256_mul_ps(set1(0.5f), cdf);
+    *y = _mm256_mul_ps(v, half_cdf);
+    *d = _mm256_add_ps(half_cdf, _mm256_mul_ps(v, phi));
+}
+
+static void gelu_deriv_avx2(float *y, float *d, const float *x, size_t n) {
+    size_t i = 0;
+    __m256 vy, vd;
+    for (; i + 8 <= n; i += 8) {
+        gelu_deriv_v(_mm256_loadu_ps(x + i), &vy, &vd);
+        _mm256_storeu_ps(y + i, vy);
+        _mm256_storeu_ps(d + i, vd);
+    }
+    if (i < n) {
+        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        gelu_deriv_v(_mm256_maskload_ps(x + i, m), &vy, &vd);
+        _mm256_maskstore_ps(y + i, m, vy);
+        _mm256_maskstore_ps(d + i, m, vd);
+    }
+}
+
 static void gelu_grad_avx2(float *dx, const float *g, const float *x, size_t n) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dx + i, gelu_grad_v(_mm256_loadu_ps(g + i), _mm256_loadu_ps(x + i)));
@@ -160,6 +187,7 @@ static void gelu_grad_avx2(float *dx, const float *g, const float *x, size_t n) 
 void amp_vmath_kernels_avx2(amp_vmath_kernels *k) {
     k->gelu = gelu_avx2;
     k->gelu_grad = gelu_grad_avx2;
+    k->gelu_deriv = gelu_deriv_avx2;
     k->exp = exp_avx2;
     k->tanh = tanh_avx2;
     k->sigmoid = sigmoid_avx2;

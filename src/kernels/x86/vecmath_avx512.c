@@ -97,6 +97,33 @@ static inline __m512 gelu_grad_v(__m512 g, __m512 v) {
 
 DEFINE_MAP(gelu_avx512, gelu_v)
 
+/* y = gelu_v's value and d = the factor gelu_grad_v multiplies g by, from one erfc: the bits of both
+ * (vecmath.h, gelu_deriv) */
+static inline void gelu_deriv_v(__m512 v, __m512 *y, __m512 *d) {
+    const __m512 cdf = erfc_v(_mm512_mul_ps(neg_v(v), set1(AMP_VMATH_INV_SQRT2)));
+    const __m512 pdf = exp_v(_mm512_mul_ps(_mm512_mul_ps(set1(-0.5f), v), v));
+    const __m512 phi = _mm512_mul_ps(set1(AMP_VMATH_INV_SQRT_2PI), pdf);
+    const __m512 half_cdf = _mm512_mul_ps(set1(0.5f), cdf);
+    *y = _mm512_mul_ps(v, half_cdf);
+    *d = _mm512_add_ps(half_cdf, _mm512_mul_ps(v, phi));
+}
+
+static void gelu_deriv_avx512(float *y, float *d, const float *x, size_t n) {
+    size_t i = 0;
+    __m512 vy, vd;
+    for (; i + 16 <= n; i += 16) {
+        gelu_deriv_v(_mm512_loadu_ps(x + i), &vy, &vd);
+        _mm512_storeu_ps(y + i, vy);
+        _mm512_storeu_ps(d + i, vd);
+    }
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        gelu_deriv_v(_mm512_maskz_loadu_ps(m, x + i), &vy, &vd);
+        _mm512_mask_storeu_ps(y + i, m, vy);
+        _mm512_mask_storeu_ps(d + i, m, vd);
+    }
+}
+
 static void gelu_grad_avx512(float *dx, const float *g, const float *x, size_t n) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dx + i, gelu_grad_v(_mm512_loadu_ps(g + i), _mm512_loadu_ps(x + i)));
@@ -153,6 +180,7 @@ void amp_vmath_kernels_avx512(amp_vmath_kernels *k) {
     k->ce_grad = ce_grad_avx512;
     k->gelu = gelu_avx512;
     k->gelu_grad = gelu_grad_avx512;
+    k->gelu_deriv = gelu_deriv_avx512;
     k->exp = exp_avx512;
     k->tanh = tanh_avx512;
     k->sigmoid = sigmoid_avx512;
