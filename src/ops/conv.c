@@ -464,6 +464,23 @@ static const amp_gemm_kernel *panel_kernel(const conv_geom *g, amp_dtype dt) {
     return fits ? kern : NULL;
 }
 
+/* The dtype the implicit panels are fed in for a product in dt: dt, or fp32 for bf16 where the bf16
+ * GEMM is the fp32 kernel on values decoded while packing (amp_gemm_bf16_method FMA, where VDPBF16PS
+ * is the slower; it packs no BF16 pairs, so the bf16 panels do not fit it) and the fp32 panels fit:
+ * the padded chunk (and W, or dY for the weight gradient, by the bf16 kernel's decoding pack) goes to
+ * fp32 once, exactly, and the fp32 panels and direct tiles run on it: the bf16 GEMM's operations on
+ * the same values (the same micro-kernel, blocks and order; tests/test_ops_conv_pool.c compares the
+ * results with im2col + amp_gemm in bf16 bit for bit). The forward's and dX's bits are the im2col
+ * route's; the weight gradient's chunk of images grows (a padded fp32 image is smaller than its bf16
+ * columns), so its sum over the batch, split at chunk boundaries, rounds at other places. Without
+ * it the bf16 convolutions took im2col and a decoding pack of the columns (Emerald Rapids, the cnn's
+ * amp-bf16 step at two threads: 13% and 17% of the samples; in one process, this on against off:
+ * 1.43x at two threads, 1.29x at one). */
+static amp_dtype panel_dtype(const conv_geom *g, amp_dtype dt) {
+    const amp_gemm_kernel *kern = dt == AMP_BF16 ? amp_gemm_kernel_for(amp_isa_active(), dt) : NULL;
+    return kern && kern->packed == AMP_GEMM_PACKED_F32 && panel_kernel(g, AMP_F32) ? AMP_F32 : dt;
+}
+
 /* Whether the weight gradient takes the implicit GEMM: a panel_kernel, and a product computed as C^T
  * (panels of mr k indices) for every chunk size. */
 static bool implicit_dw_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
@@ -502,7 +519,8 @@ typedef struct {
     void *gp;          /* dY permuted, [O, nb*P] in dt (when copy_gp; conv_backward says when not) */
     bool copy_gp;
     float *db;         /* [O] or NULL */
-    void *xp;          /* implicit GEMM: padded chunk [nb, C, Hp, Wp] in dt */
+    void *xp;          /* implicit GEMM: padded chunk [nb, C, Hp, Wp] in xp_dt (dt, or fp32: panel_dtype) */
+    amp_dtype xp_dt;
     const amp_grad_sink *sink; /* task_store: out's values (fp32, no bias) go here instead */
 } conv_pass;
 
@@ -525,19 +543,26 @@ static void task_im2col(void *arg, int64_t b, int thread_id) {
         amp_conv_im2col_ref(a->g, a->x, a->es, a->b0, a->nb, b, a->col);
 }
 
-/* x's image b0 + b -> the interior of its padded planes in xp. The border is zeroed once per
- * product (xp_zero), not per chunk: every chunk writes the same interiors over it. */
+/* x's image b0 + b -> the interior of its padded planes in xp (decoded to fp32 where xp_dt is fp32
+ * and dt is not: panel_dtype). The border is zeroed once per product (xp_zero), not per chunk: every
+ * chunk writes the same interiors over it. */
 static void task_pad(void *arg, int64_t b, int thread_id) {
     const conv_pass *a = arg;
     const conv_geom *g = a->g;
     const int64_t wp = g->w + 2 * g->pad, hp = g->h + 2 * g->pad;
+    const size_t xes = amp_dtype_size(a->xp_dt);
     (void)thread_id;
-    unsigned char *dst = (unsigned char *)a->xp + (size_t)(b * g->c * hp * wp) * a->es;
+    unsigned char *dst = (unsigned char *)a->xp + (size_t)(b * g->c * hp * wp) * xes;
     const unsigned char *src = (const unsigned char *)a->x + (size_t)((a->b0 + b) * g->c * g->h * g->w) * a->es;
     for (int64_t c = 0; c < g->c; c++)
-        for (int64_t iy = 0; iy < g->h; iy++)
-            copy_bytes(dst + (size_t)((c * hp + iy + g->pad) * wp + g->pad) * a->es,
-                       src + (size_t)((c * g->h + iy) * g->w) * a->es, (size_t)g->w * a->es);
+        for (int64_t iy = 0; iy < g->h; iy++) {
+            unsigned char *d = dst + (size_t)((c * hp + iy + g->pad) * wp + g->pad) * xes;
+            const unsigned char *sr = src + (size_t)((c * g->h + iy) * g->w) * a->es;
+            if (a->xp_dt == a->dt)
+                copy_bytes(d, sr, (size_t)g->w * a->es);
+            else
+                amp_convert(d, a->xp_dt, sr, a->dt, (size_t)g->w);
+        }
 }
 
 /* Zeroes the padded chunk of nb_max images (the borders task_pad leaves) and the slack after it. */
@@ -864,12 +889,28 @@ static int conv_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, const 
                           const float *bv, void *out, amp_dtype out_dt, const amp_grad_sink *sink) {
     const size_t es = amp_dtype_size(dt);
     const int64_t k = geom_k(g), p_img = geom_p(g), hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad;
-    /* implicit GEMM: scratch per image is the padded image and the fp32 output; else the columns too */
-    int64_t nb_max = chunk_images(g, g->c * hp * wp * (int64_t)es + p_img * g->o * 4);
-    const bool implicit = implicit_ok(g, dt, nb_max);
-    if (!implicit) nb_max = chunk_images(g, p_img * (k * (int64_t)es + g->o * 4));
-    const amp_gemm_kernel *dkern = implicit ? direct_kernel(g, dt, nb_max, false) : NULL;
+    /* implicit GEMM: scratch per image is the padded image (in the panels' dtype) and the fp32 output;
+     * else the columns too. The chunk changes no bits here: each output is one sum over K. */
+    amp_dtype pdt = panel_dtype(g, dt);
+    int64_t nb_max = chunk_images(g, g->c * hp * wp * (int64_t)amp_dtype_size(pdt) + p_img * g->o * 4);
+    const bool implicit = implicit_ok(g, pdt, nb_max);
+    if (!implicit) {
+        pdt = dt;
+        nb_max = chunk_images(g, p_img * (k * (int64_t)es + g->o * 4));
+    }
+    const size_t pes = amp_dtype_size(pdt);
+    const amp_gemm_kernel *dkern = implicit ? direct_kernel(g, pdt, nb_max, false) : NULL;
     amp_arena_mark m = amp_scratch_mark(ctx);
+    /* W in the panels' dtype (O x K: 200 KiB at the cnn's conv2 in fp32) */
+    if (pdt != dt) {
+        void *wd = amp_scratch_alloc(ctx, (size_t)(g->o * k) * pes);
+        if (!wd) {
+            amp_scratch_release(ctx, m);
+            return AMP_ERR_OUT_OF_MEMORY;
+        }
+        amp_convert(wd, pdt, w, dt, (size_t)(g->o * k));
+        w = wd;
+    }
     int64_t dblocks = 0;
     const size_t dblk = dkern ? direct_block_bytes(dkern, g->o, k, &dblocks) : 0;
     void *dbp = dkern ? amp_scratch_alloc(ctx, dblk * (size_t)dblocks) : NULL;
@@ -877,7 +918,7 @@ static int conv_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, const 
         amp_scratch_release(ctx, m);
         return AMP_ERR_OUT_OF_MEMORY;
     }
-    void *col = implicit ? amp_scratch_alloc(ctx, (size_t)(nb_max * g->c * hp * wp) * es + AMP_CONV_IMPLICIT_SLACK)
+    void *col = implicit ? amp_scratch_alloc(ctx, (size_t)(nb_max * g->c * hp * wp) * pes + AMP_CONV_IMPLICIT_SLACK)
                          : amp_scratch_alloc(ctx, (size_t)(k * nb_max * p_img) * es);
     float *y = amp_f32_scratch(ctx, g->o * nb_max * p_img);
     int32_t *koff = implicit ? amp_scratch_alloc(ctx, (size_t)k * sizeof *koff) : NULL;
@@ -887,13 +928,13 @@ static int conv_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, const 
         return AMP_ERR_OUT_OF_MEMORY;
     }
     conv_pass a = {.g = g, .dt = dt, .es = es, .x = x, .col = col, .y = y, .bias = bv, .out = out, .out_dt = out_dt,
-                   .out_es = amp_dtype_size(out_dt), .xp = col, .sink = sink};
-    const amp_conv_implicit ci = {.g = g, .xp = col, .es = es, .koff = koff, .pix = pix};
+                   .out_es = amp_dtype_size(out_dt), .xp = col, .xp_dt = pdt, .sink = sink};
+    const amp_conv_implicit ci = {.g = g, .xp = col, .es = pes, .koff = koff, .pix = pix};
     if (implicit) {
         implicit_tables(g, nb_max, koff, pix);
-        xp_zero(col, nb_max * g->c * hp * wp * (int64_t)es);
+        xp_zero(col, nb_max * g->c * hp * wp * (int64_t)pes);
     }
-    if (dkern) direct_pack(dkern, w, es, g->o, k, 0, k, dbp);
+    if (dkern) direct_pack(dkern, w, pes, g->o, k, 0, k, dbp);
     int st = AMP_OK;
     for (int64_t b0 = 0; b0 < g->n && st == AMP_OK; b0 += nb_max) {
         const int64_t nb = g->n - b0 < nb_max ? g->n - b0 : nb_max, ld = nb * p_img;
@@ -904,7 +945,7 @@ static int conv_correlate(amp_ctx *ctx, const conv_geom *g, amp_dtype dt, const 
             conv_gemm_direct(&d, false);
         } else if (implicit) {
             run_pass(nb, task_pad, &a, nb * g->c * hp * wp);
-            st = conv_gemm_implicit(ctx, dt, g->o, ld, k, w, k, conv_pack_cb, &ci, 0.0f, y, ld);
+            st = conv_gemm_implicit(ctx, pdt, g->o, ld, k, w, k, conv_pack_cb, &ci, 0.0f, y, ld);
         } else {
             run_pass(nb, task_im2col, &a, k * ld);
             st = conv_gemm(ctx, dt, false, false, g->o, ld, k, w, k, col, ld, 0.0f, y, ld);
@@ -983,10 +1024,18 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
      * x needs a gradient: dW's sum over the batch is split at chunk boundaries, so its bits depend
      * on nb, which depends on the shapes only (not on which gradients are made, nor the threads). */
     const int64_t per_image_gp = p_img * g->o * (int64_t)es + (dx_by_correlation(g) ? 0 : p_img * k * 4);
-    int64_t nb_max = chunk_images(g, per_image_gp + g->c * hp * wp * (int64_t)es);
-    const bool implicit = need_dw && implicit_dw_ok(g, dt, nb_max);
-    if (!implicit) nb_max = chunk_images(g, per_image_gp + p_img * k * (int64_t)es);
-    const amp_gemm_kernel *dkern = implicit ? direct_kernel(g, dt, nb_max, true) : NULL;
+    /* the implicit weight gradient's padded chunk in the panels' dtype (panel_dtype: bf16 decoded to
+     * fp32 where the bf16 GEMM is the fp32 kernel; dY stays bf16, packed by that kernel, pk) */
+    amp_dtype pdt = need_dw ? panel_dtype(g, dt) : dt;
+    int64_t nb_max = chunk_images(g, per_image_gp + g->c * hp * wp * (int64_t)amp_dtype_size(pdt));
+    const bool implicit = need_dw && implicit_dw_ok(g, pdt, nb_max);
+    if (!implicit) {
+        pdt = dt;
+        nb_max = chunk_images(g, per_image_gp + p_img * k * (int64_t)es);
+    }
+    const size_t pes = amp_dtype_size(pdt);
+    const amp_gemm_kernel *dkern = implicit ? direct_kernel(g, pdt, nb_max, true) : NULL;
+    const amp_gemm_kernel *pk = dkern && pdt != dt ? kern : dkern; /* packs dY (dt) in dkern's layout */
     int64_t dblocks = 0;
     const size_t dblk = dkern ? direct_block_bytes(dkern, g->o, nb_max * p_img, &dblocks) : 0;
     void *dbp = dkern ? amp_scratch_alloc(ctx, dblk * (size_t)dblocks) : NULL;
@@ -1004,7 +1053,7 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
                    ? amp_scratch_alloc(ctx, (size_t)(g->o * nb_max * p_img) * es)
                    : NULL;
     float *dwt = dw_t ? amp_f32_scratch(ctx, k * g->o) : NULL; /* dW^T [K, O] */
-    const int64_t xp_bytes = nb_max * g->c * hp * wp * (int64_t)es;
+    const int64_t xp_bytes = nb_max * g->c * hp * wp * (int64_t)pes;
     void *col = !need_dw    ? NULL
                 : implicit ? amp_scratch_alloc(ctx, (size_t)xp_bytes + AMP_CONV_IMPLICIT_SLACK)
                            : amp_scratch_alloc(ctx, (size_t)(k * nb_max * p_img) * es);
@@ -1012,7 +1061,7 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
     int32_t *pix = implicit ? amp_scratch_alloc(ctx, (size_t)(nb_max * p_img) * sizeof *pix) : NULL;
     float *dcol = dx_cols ? amp_f32_scratch(ctx, k * nb_max * p_img) : NULL;
     if (ctx->status != AMP_OK) return;
-    const amp_conv_implicit ci = {.g = g, .xp = col, .es = es, .koff = koff, .pix = pix};
+    const amp_conv_implicit ci = {.g = g, .xp = col, .es = pes, .koff = koff, .pix = pix};
     if (implicit) {
         implicit_tables(g, nb_max, koff, pix);
         xp_zero(col, xp_bytes);
@@ -1033,7 +1082,8 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
                    .gp = gp,
                    .copy_gp = gp != NULL,
                    .db = db,
-                   .xp = col};
+                   .xp = col,
+                   .xp_dt = pdt};
     for (int64_t b0 = 0; b0 < g->n; b0 += nb_max) {
         const int64_t nb = g->n - b0 < nb_max ? g->n - b0 : nb_max, ld = nb * p_img;
         a.b0 = b0, a.nb = nb;
@@ -1042,9 +1092,9 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
         if (dw && dkern) {
             run_pass(nb, task_pad, &a, nb * g->c * hp * wp);
             if (gp)
-                direct_pack(dkern, gp, es, g->o, ld, 0, ld, dbp);
+                direct_pack(pk, gp, es, g->o, ld, 0, ld, dbp);
             else
-                direct_pack(dkern, gy, es, g->o, p_img, b0, ld, dbp);
+                direct_pack(pk, gy, es, g->o, p_img, b0, ld, dbp);
             conv_direct d = {.ci = &ci, .kern = dkern, .rows = koff, .steps = pix, .bp = dbp, .m = k, .n = g->o, .k = ld, .beta = 1.0f, .c = dw, .ldc = k};
             conv_gemm_direct(&d, true);
         } else if (dw && implicit) {
