@@ -495,7 +495,7 @@ static void check_conv_direct_tile(void) {
 }
 
 /* conv2d's forward and weight gradient through the implicit GEMM against im2col + amp_gemm (+ bias
- * + one rounding), bit for bit, in f32 and bf16; on the other paths the same checks cover the
+ * + one rounding), bit for bit, in f32, bf16 and f16; on the other paths the same checks cover the
  * im2col versions. On AVX-512: C = 8, O = 64, a product the GEMM computes as C^T (O against mr =
  * 12: panels of 12 pixels); C = 1, O = 32, 28 x 28 (the cnn's conv1, K = 25: odd, a pair's pad),
  * a product it does not (panels of nr = 32 pixels, two 16-pixel ones each), 3 x 784 pixels ending
@@ -513,8 +513,8 @@ static void check_conv_implicit_forward_shape(int N, int C, int H, int W, int O)
     for (int i = 0; i < O; i++) bs[i] = next_uniform(&s);
     const amp_conv_geom g = {.n = N, .c = C, .h = H, .w = W, .o = O, .kh = KS, .kw = KS, .oh = H, .ow = W,
                              .stride = 1, .pad = PAD};
-    for (int d = 0; d < 2; d++) {
-        const amp_dtype dt = d == 0 ? AMP_F32 : AMP_BF16;
+    for (int d = 0; d < 3; d++) {
+        const amp_dtype dt = d == 0 ? AMP_F32 : d == 1 ? AMP_BF16 : AMP_F16;
         const size_t es = amp_dtype_size(dt);
         amp_ctx *ctx = NULL;
         if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) break;
@@ -575,7 +575,7 @@ static void check_conv_implicit_forward(void) {
 /* conv2d's stride-1 input gradient as a correlation (conv.c's conv_dx_correlate): x->grad against
  * the product written out here, bit for bit: the kernel flipped in both axes and transposed to
  * [C, O, K, K] by its own loop, dY's columns by amp_conv_im2col_ref on the derived geometry (dY's
- * planes, padding K - 1 - pad), one amp_gemm, rounded once to the gradient's dtype; f32 and bf16,
+ * planes, padding K - 1 - pad), one amp_gemm, rounded once to the gradient's dtype; f32, bf16 and f16,
  * 1 and 3 threads. C = 32 is the cnn's conv2 (the GEMM computes C^T: on AVX-512 the implicit GEMM),
  * C = 8 the other orientation (im2col); the values against the direct definition in double, within
  * the fp32 sums' noise (f32) or one bf16 rounding (bf16). */
@@ -596,8 +596,8 @@ static void check_conv_dx_correlation(void) {
         for (size_t i = 0; i < nx; i++) xs[i] = next_uniform(&s);
         for (size_t i = 0; i < nw; i++) ws[i] = next_uniform(&s);
         for (size_t i = 0; i < ny; i++) gs[i] = next_uniform(&s);
-        for (int d = 0; d < 2; d++) {
-            const amp_dtype dt = d == 0 ? AMP_F32 : AMP_BF16;
+        for (int d = 0; d < 3; d++) {
+            const amp_dtype dt = d == 0 ? AMP_F32 : d == 1 ? AMP_BF16 : AMP_F16;
             const size_t es = amp_dtype_size(dt);
             for (int r = 0; r < 2; r++) {
                 amp_set_num_threads(r == 0 ? 1 : 3);

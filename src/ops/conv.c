@@ -464,20 +464,21 @@ static const amp_gemm_kernel *panel_kernel(const conv_geom *g, amp_dtype dt) {
     return fits ? kern : NULL;
 }
 
-/* The dtype the implicit panels are fed in for a product in dt: dt, or fp32 for bf16 where the bf16
- * GEMM is the fp32 kernel on values decoded while packing (amp_gemm_bf16_method FMA, where VDPBF16PS
- * is the slower; it packs no BF16 pairs, so the bf16 panels do not fit it) and the fp32 panels fit:
+/* The dtype the implicit panels are fed in for a product in dt: dt, or fp32 for fp16, and for bf16
+ * where its GEMM is the fp32 kernel on values decoded while packing (amp_gemm_bf16_method FMA, where
+ * VDPBF16PS is the slower: it packs no BF16 pairs, so the bf16 panels do not fit it; fp16 is always
+ * that), where the fp32 panels fit:
  * the padded chunk (and W, or dY for the weight gradient, by the bf16 kernel's decoding pack) goes to
  * fp32 once, exactly, and the fp32 panels and direct tiles run on it: the bf16 GEMM's operations on
  * the same values (the same micro-kernel, blocks and order; tests/test_ops_conv_pool.c compares the
- * results with im2col + amp_gemm in bf16 bit for bit). The forward's and dX's bits are the im2col
+ * results with im2col + amp_gemm in bf16 and fp16 bit for bit). The forward's and dX's bits are the im2col
  * route's; the weight gradient's chunk of images grows (a padded fp32 image is smaller than its bf16
  * columns), so its sum over the batch, split at chunk boundaries, rounds at other places. Without
- * it the bf16 convolutions took im2col and a decoding pack of the columns (Emerald Rapids, the cnn's
+ * it the 16-bit convolutions took im2col and a decoding pack of the columns (Emerald Rapids, the cnn's
  * amp-bf16 step at two threads: 13% and 17% of the samples; in one process, this on against off:
  * 1.43x at two threads, 1.29x at one). */
 static amp_dtype panel_dtype(const conv_geom *g, amp_dtype dt) {
-    const amp_gemm_kernel *kern = dt == AMP_BF16 ? amp_gemm_kernel_for(amp_isa_active(), dt) : NULL;
+    const amp_gemm_kernel *kern = dt == AMP_BF16 || dt == AMP_F16 ? amp_gemm_kernel_for(amp_isa_active(), dt) : NULL;
     return kern && kern->packed == AMP_GEMM_PACKED_F32 && panel_kernel(g, AMP_F32) ? AMP_F32 : dt;
 }
 
