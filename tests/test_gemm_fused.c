@@ -60,10 +60,10 @@ void test_gemm_fused_epilogue(void) {
     { /* epilogues that say two things at once, or whose matrices are too narrow: refused, C untouched */
         float a2[4] = {1, 2, 3, 4}, b2[4] = {1, 0, 0, 1}, c2[4] = {9, 9, 9, 9}, d2[4];
         const amp_gemm_epilogue bad[] = {
-            {.relu = true, .gelu = true},             /* two activations */
-            {.gelu_deriv = d2, .ldderiv = 2},         /* a derivative without gelu */
-            {.gelu = true, .gelu_deriv = d2, .ldderiv = 1}, /* row stride below n */
-            {.grad_mul = d2, .ldmul = 1},
+            {.relu = true, .gelu = true},                   /* two activations */
+            {.gelu_deriv = d2, .ldderiv = 2},               /* a derivative without gelu */
+            {.gelu = true, .gelu_deriv = d2, .ldderiv = 1}, /* a row stride below n */
+            {.grad_mul = d2, .ldmul = 1},                   /* likewise */
         };
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             CHECK_EQ_INT(amp_gemm_fused(AMP_F32, false, false, 2, 2, 2, 1.0f, a2, 2, b2, 2, 0.0f, c2, 2, &bad[i]),
