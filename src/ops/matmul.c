@@ -235,7 +235,12 @@ typedef struct gelu_mul_job {
 static void gelu_mul_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
     (void)thread_id;
     const gelu_mul_job *j = arg;
-    for (int64_t i = i0; i < i1; i++) j->dz[i] = j->g[i] * j->d[i];
+    float *restrict dz = j->dz;
+    const float *restrict g = j->g, *restrict d = j->d;
+    int64_t i = i0;
+    for (; i + 16 <= i1; i += 16) /* blocks of 16 with a fixed count: what gcc's -O2 vectorizer takes */
+        for (int q = 0; q < 16; q++) dz[i + q] = g[i + q] * d[i + q];
+    for (; i < i1; i++) dz[i] = g[i] * d[i];
 }
 
 static mat gelu_multiplied(amp_ctx *ctx, const amp_node *node, mat g, int64_t rows, int64_t out_f) {
