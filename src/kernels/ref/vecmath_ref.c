@@ -25,20 +25,22 @@ static void gelu_ref(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = src[i] * (0.5f * erfcf(-src[i] * AMP_VMATH_INV_SQRT2));
 }
 
-static void gelu_grad_ref(float *dx, const float *g, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        const float v = x[i], cdf = erfcf(-v * AMP_VMATH_INV_SQRT2), pdf = expf(-0.5f * v * v);
-        dx[i] = g[i] * (0.5f * cdf + v * (AMP_VMATH_INV_SQRT_2PI * pdf));
-    }
+/* gelu's value (*y) and its derivative d = Phi(v) + v phi(v) at v, from one erfcf: the one formula
+ * of gelu_grad_ref (g * d) and gelu_deriv_ref, so their bits agree by construction */
+static inline float gelu_deriv_one(float v, float *y) {
+    const float half_cdf = 0.5f * erfcf(-v * AMP_VMATH_INV_SQRT2), pdf = expf(-0.5f * v * v);
+    *y = v * half_cdf;
+    return half_cdf + v * (AMP_VMATH_INV_SQRT_2PI * pdf);
 }
 
-/* both of the above from one erfcf: y = gelu_ref's value, d = gelu_grad_ref's factor of g; y may be x */
+static void gelu_grad_ref(float *dx, const float *g, const float *x, size_t n) {
+    float y;
+    for (size_t i = 0; i < n; i++) dx[i] = g[i] * gelu_deriv_one(x[i], &y);
+}
+
+/* y = gelu_ref's value, d = gelu_grad_ref's factor of g; y may be x */
 static void gelu_deriv_ref(float *y, float *d, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        const float v = x[i], cdf = erfcf(-v * AMP_VMATH_INV_SQRT2), pdf = expf(-0.5f * v * v);
-        y[i] = v * (0.5f * cdf);
-        d[i] = 0.5f * cdf + v * (AMP_VMATH_INV_SQRT_2PI * pdf);
-    }
+    for (size_t i = 0; i < n; i++) d[i] = gelu_deriv_one(x[i], &y[i]);
 }
 
 void amp_vmath_kernels_ref(amp_vmath_kernels *k) {

@@ -114,13 +114,17 @@ static inline __m256 erfc_v(__m256 x) {
     return _mm256_blendv_ps(y, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
+/* lanes [0, left) set, left < 8: a tail's maskload / maskstore mask */
+static inline __m256i tail_mask(size_t left) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 #define DEFINE_MAP(name, fn)                                                                        \
     static void name(float *dst, const float *src, size_t n) {                                      \
         size_t i = 0;                                                                               \
         for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, fn(_mm256_loadu_ps(src + i)));         \
         if (i < n) {                                                                                \
-            const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)),                   \
-                                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));        \
+            const __m256i m = tail_mask(n - i);                                                     \
             _mm256_maskstore_ps(dst + i, m, fn(_mm256_maskload_ps(src + i, m)));                    \
         }                                                                                           \
     }
@@ -134,30 +138,30 @@ DEFINE_MAP(erfc_avx2, erfc_v)
 
 static inline __m256 neg_v(__m256 x) { return _mm256_xor_ps(x, _mm256_set1_ps(-0.0f)); }
 
-static inline __m256 gelu_v(__m256 x) {
-    const __m256 z = erfc_v(_mm256_mul_ps(neg_v(x), set1(AMP_VMATH_INV_SQRT2)));
-    return _mm256_mul_ps(x, _mm256_mul_ps(set1(0.5f), z));
+/* Phi(x) = 0.5 erfc(-x / sqrt 2): gelu's factor of x and the first term of its derivative */
+static inline __m256 half_cdf_v(__m256 x) {
+    return _mm256_mul_ps(set1(0.5f), erfc_v(_mm256_mul_ps(neg_v(x), set1(AMP_VMATH_INV_SQRT2))));
+}
+
+static inline __m256 gelu_v(__m256 x) { return _mm256_mul_ps(x, half_cdf_v(x)); }
+
+/* y = gelu_v's value and d = Phi(x) + x phi(x), from one erfc (vecmath.h, gelu_deriv); gelu_grad_v is
+ * g times this d, so the two kernels' bits agree by construction */
+static inline void gelu_deriv_v(__m256 v, __m256 *y, __m256 *d) {
+    const __m256 hc = half_cdf_v(v);
+    const __m256 pdf = exp_v(_mm256_mul_ps(_mm256_mul_ps(set1(-0.5f), v), v));
+    const __m256 phi = _mm256_mul_ps(set1(AMP_VMATH_INV_SQRT_2PI), pdf);
+    *y = _mm256_mul_ps(v, hc);
+    *d = _mm256_add_ps(hc, _mm256_mul_ps(v, phi));
 }
 
 static inline __m256 gelu_grad_v(__m256 g, __m256 v) {
-    const __m256 cdf = erfc_v(_mm256_mul_ps(neg_v(v), set1(AMP_VMATH_INV_SQRT2)));
-    const __m256 pdf = exp_v(_mm256_mul_ps(_mm256_mul_ps(set1(-0.5f), v), v));
-    const __m256 phi = _mm256_mul_ps(set1(AMP_VMATH_INV_SQRT_2PI), pdf);
-    return _mm256_mul_ps(g, _mm256_add_ps(_mm256_mul_ps(set1(0.5f), cdf), _mm256_mul_ps(v, phi)));
+    __m256 y, d;
+    gelu_deriv_v(v, &y, &d); /* y unused: the compiler drops its multiply */
+    return _mm256_mul_ps(g, d);
 }
 
 DEFINE_MAP(gelu_avx2, gelu_v)
-
-/* y = gelu_v's value and d = the factor gelu_grad_v multiplies g by, from one erfc: the bits of both
- * (vecmath.h, gelu_deriv) */
-static inline void gelu_deriv_v(__m256 v, __m256 *y, __m256 *d) {
-    const __m256 cdf = erfc_v(_mm256_mul_ps(neg_v(v), set1(AMP_VMATH_INV_SQRT2)));
-    const __m256 pdf = exp_v(_mm256_mul_ps(_mm256_mul_ps(set1(-0.5f), v), v));
-    const __m256 phi = _mm256_mul_ps(set1(AMP_VMATH_INV_SQRT_2PI), pdf);
-    const __m256 half_cdf = _mm256_mul_ps(set1(0.5f), cdf);
-    *y = _mm256_mul_ps(v, half_cdf);
-    *d = _mm256_add_ps(half_cdf, _mm256_mul_ps(v, phi));
-}
 
 static void gelu_deriv_avx2(float *y, float *d, const float *x, size_t n) {
     size_t i = 0;
@@ -168,7 +172,7 @@ static void gelu_deriv_avx2(float *y, float *d, const float *x, size_t n) {
         _mm256_storeu_ps(d + i, vd);
     }
     if (i < n) {
-        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const __m256i m = tail_mask(n - i);
         gelu_deriv_v(_mm256_maskload_ps(x + i, m), &vy, &vd);
         _mm256_maskstore_ps(y + i, m, vy);
         _mm256_maskstore_ps(d + i, m, vd);
@@ -179,7 +183,7 @@ static void gelu_grad_avx2(float *dx, const float *g, const float *x, size_t n) 
     size_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dx + i, gelu_grad_v(_mm256_loadu_ps(g + i), _mm256_loadu_ps(x + i)));
     if (i < n) {
-        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const __m256i m = tail_mask(n - i);
         _mm256_maskstore_ps(dx + i, m, gelu_grad_v(_mm256_maskload_ps(g + i, m), _mm256_maskload_ps(x + i, m)));
     }
 }

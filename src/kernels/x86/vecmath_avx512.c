@@ -83,30 +83,30 @@ DEFINE_MAP(erfc_avx512, erfc_v)
 
 static inline __m512 neg_v(__m512 x) { return _mm512_xor_ps(x, _mm512_set1_ps(-0.0f)); }
 
-static inline __m512 gelu_v(__m512 x) {
-    const __m512 z = erfc_v(_mm512_mul_ps(neg_v(x), set1(AMP_VMATH_INV_SQRT2)));
-    return _mm512_mul_ps(x, _mm512_mul_ps(set1(0.5f), z));
+/* Phi(x) = 0.5 erfc(-x / sqrt 2): gelu's factor of x and the first term of its derivative */
+static inline __m512 half_cdf_v(__m512 x) {
+    return _mm512_mul_ps(set1(0.5f), erfc_v(_mm512_mul_ps(neg_v(x), set1(AMP_VMATH_INV_SQRT2))));
+}
+
+static inline __m512 gelu_v(__m512 x) { return _mm512_mul_ps(x, half_cdf_v(x)); }
+
+/* y = gelu_v's value and d = Phi(x) + x phi(x), from one erfc (vecmath.h, gelu_deriv); gelu_grad_v is
+ * g times this d, so the two kernels' bits agree by construction */
+static inline void gelu_deriv_v(__m512 v, __m512 *y, __m512 *d) {
+    const __m512 hc = half_cdf_v(v);
+    const __m512 pdf = exp_v(_mm512_mul_ps(_mm512_mul_ps(set1(-0.5f), v), v));
+    const __m512 phi = _mm512_mul_ps(set1(AMP_VMATH_INV_SQRT_2PI), pdf);
+    *y = _mm512_mul_ps(v, hc);
+    *d = _mm512_add_ps(hc, _mm512_mul_ps(v, phi));
 }
 
 static inline __m512 gelu_grad_v(__m512 g, __m512 v) {
-    const __m512 cdf = erfc_v(_mm512_mul_ps(neg_v(v), set1(AMP_VMATH_INV_SQRT2)));
-    const __m512 pdf = exp_v(_mm512_mul_ps(_mm512_mul_ps(set1(-0.5f), v), v));
-    const __m512 phi = _mm512_mul_ps(set1(AMP_VMATH_INV_SQRT_2PI), pdf);
-    return _mm512_mul_ps(g, _mm512_add_ps(_mm512_mul_ps(set1(0.5f), cdf), _mm512_mul_ps(v, phi)));
+    __m512 y, d;
+    gelu_deriv_v(v, &y, &d); /* y unused: the compiler drops its multiply */
+    return _mm512_mul_ps(g, d);
 }
 
 DEFINE_MAP(gelu_avx512, gelu_v)
-
-/* y = gelu_v's value and d = the factor gelu_grad_v multiplies g by, from one erfc: the bits of both
- * (vecmath.h, gelu_deriv) */
-static inline void gelu_deriv_v(__m512 v, __m512 *y, __m512 *d) {
-    const __m512 cdf = erfc_v(_mm512_mul_ps(neg_v(v), set1(AMP_VMATH_INV_SQRT2)));
-    const __m512 pdf = exp_v(_mm512_mul_ps(_mm512_mul_ps(set1(-0.5f), v), v));
-    const __m512 phi = _mm512_mul_ps(set1(AMP_VMATH_INV_SQRT_2PI), pdf);
-    const __m512 half_cdf = _mm512_mul_ps(set1(0.5f), cdf);
-    *y = _mm512_mul_ps(v, half_cdf);
-    *d = _mm512_add_ps(half_cdf, _mm512_mul_ps(v, phi));
-}
 
 static void gelu_deriv_avx512(float *y, float *d, const float *x, size_t n) {
     size_t i = 0;
