@@ -151,6 +151,7 @@ static const harness_test all_tests[] = {
     TEST(grad_direct),
     TEST(linear_relu),
     TEST(linear_gelu),
+    TEST(linear_residual),
     TEST(grad_lazy_zero),
 };
 

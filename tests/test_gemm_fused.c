@@ -3,7 +3,8 @@
  * transposed (narrow C) orientation, several k blocks, the alpha == 0 shortcut, and any thread count;
  * its relu before the rounding exactly the bits of a relu after it (amp_linear_relu's claim); its
  * gelu those of the path's gelu composition on the fp32 values, with the derivative that times 1 is
- * the gradient composition's (any NaN matching any NaN there), and grad_mul an fp32 multiply first. */
+ * the gradient composition's (any NaN matching any NaN there), grad_mul an fp32 multiply first, and
+ * the residual an fp32 add after the bias, of the value rounded to res_round and decoded. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,12 +65,17 @@ void test_gemm_fused_epilogue(void) {
             {.gelu_deriv = d2, .ldderiv = 2},               /* a derivative without gelu */
             {.gelu = true, .gelu_deriv = d2, .ldderiv = 1}, /* a row stride below n */
             {.grad_mul = d2, .ldmul = 1},                   /* likewise */
+            {.residual = d2, .ldres = 1},                   /* likewise */
         };
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
             CHECK_EQ_INT(amp_gemm_fused(AMP_F32, false, false, 2, 2, 2, 1.0f, a2, 2, b2, 2, 0.0f, c2, 2, &bad[i]),
                          AMP_ERR_INVALID_ARGUMENT);
             CHECK(c2[0] == 9.0f && c2[3] == 9.0f);
         }
+        const amp_gemm_epilogue fp8_round = {.residual = d2, .ldres = 2, .res_round = AMP_F8E4M3};
+        CHECK_EQ_INT(amp_gemm_fused(AMP_F32, false, false, 2, 2, 2, 1.0f, a2, 2, b2, 2, 0.0f, c2, 2, &fp8_round),
+                     AMP_ERR_UNSUPPORTED_DTYPE);
+        CHECK(c2[0] == 9.0f && c2[3] == 9.0f);
     }
     for (size_t q = 0; q < sizeof cases / sizeof cases[0]; q++) {
         const fused_case *fc = &cases[q];
@@ -99,9 +105,10 @@ void test_gemm_fused_epilogue(void) {
             for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
                 if (!test_isa_begin(isa)) continue;
                 /* mode 0: bias; 1: bias and relu; 2: relu alone; 3: relu_mask (of dtype odt); 4: bias and
-                 * gelu with its derivative; 5: gelu alone, no derivative; 6: grad_mul then bias */
+                 * gelu with its derivative; 5: gelu alone, no derivative; 6: grad_mul then bias; 7: bias
+                 * then the residual (mul's values), C rounded to odt before it is added */
                 const amp_vmath_kernels *vk = amp_vmath_active();
-                for (int mode = 0; mode < 7; mode++)
+                for (int mode = 0; mode < 8; mode++)
                     for (size_t o = 0; o < sizeof out_dts / sizeof out_dts[0]; o++) {
                         const amp_dtype odt = out_dts[o];
                         const size_t os = amp_dtype_size(odt);
@@ -135,8 +142,15 @@ void test_gemm_fused_epilogue(void) {
                             }
                             if (mode == 6)
                                 for (int64_t j = 0; j < n; j++) row[j] *= mul[i * ldo + j];
-                            if (mode < 2 || mode == 4 || mode == 6)
+                            if (mode < 2 || mode == 4 || mode >= 6)
                                 for (int64_t j = 0; j < n; j++) row[j] += bias[j];
+                            if (mode == 7) /* amp_add of the fp32 residual and the linear's value in odt */
+                                for (int64_t j = 0; j < n; j++) {
+                                    float v;
+                                    amp_convert(orow + (size_t)j * os, odt, &row[j], AMP_F32, 1);
+                                    amp_convert(&v, AMP_F32, orow + (size_t)j * os, odt, 1);
+                                    row[j] = mul[i * ldo + j] + v;
+                                }
                             if (mode == 4 || mode == 5) { /* on the fp32 values, then rounded once */
                                 amp_vmath_gelu_grad_composed(vk, d_want + i * ldo, ones, row, (size_t)n);
                                 amp_vmath_gelu_composed(vk, row, row, (size_t)n);
@@ -157,7 +171,7 @@ void test_gemm_fused_epilogue(void) {
                             memcpy(got, c0, (size_t)(m * ldc) * sizeof *got);
                             memset(out_got, 0xA5, (size_t)(m * ldo) * 4);
                             memset(d_got, 0xA5, (size_t)(m * ldo) * sizeof *d_got);
-                            const amp_gemm_epilogue ep = {.bias = mode < 2 || mode == 4 || mode == 6 ? bias : NULL,
+                            const amp_gemm_epilogue ep = {.bias = mode < 2 || mode == 4 || mode >= 6 ? bias : NULL,
                                                           .relu = mode == 1 || mode == 2,
                                                           .relu_mask = mode == 3 ? mask : NULL,
                                                           .relu_mask_dtype = odt,
@@ -167,13 +181,17 @@ void test_gemm_fused_epilogue(void) {
                                                           .ldderiv = ldo,
                                                           .grad_mul = mode == 6 ? mul : NULL,
                                                           .ldmul = ldo,
+                                                          .residual = mode == 7 ? mul : NULL,
+                                                          .ldres = ldo,
+                                                          .res_round = odt,
                                                           .out = out_got,
                                                           .out_dtype = odt,
                                                           .ldo = ldo};
                             CHECK_EQ_INT(amp_gemm_fused(dt, fc->trans_a, fc->trans_b, m, n, k, fc->alpha, a, lda, b,
                                                         ldb, fc->beta, got, ldc, &ep),
                                          AMP_OK);
-                            const bool any_nan = mode == 4 || mode == 5; /* gelu: tests/test_gelu_kernels.c */
+                            /* gelu: tests/test_gelu_kernels.c; the residual's add: either NaN operand */
+                            const bool any_nan = mode == 4 || mode == 5 || mode == 7;
                             CHECK_MSG(same_values(got, want, AMP_F32, m, ldc, ldc, any_nan) &&
                                           same_values(out_got, out_want, odt, m, ldo, ldo, any_nan) &&
                                           (mode != 4 || same_values(d_got, d_want, AMP_F32, m, ldo, ldo, true)),

@@ -227,6 +227,7 @@ void test_grad_direct(void);
  * amp_gelu(amp_linear(...)), values and gradients bit for bit */
 void test_linear_relu(void);
 void test_linear_gelu(void);
+void test_linear_residual(void);
 void test_grad_lazy_zero(void);
 
 #endif /* AMP_TESTS_TESTS_H */

@@ -77,6 +77,16 @@ amp_tensor *amp_linear_relu(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp
  * the pre-activation, and computes no erfc again); under autocast (a 16-bit linear) it is the pair.
  * Recorded as AMP_OP_LINEAR (the fp32 case); gradient hooks see the gelu's output gradient only. */
 amp_tensor *amp_linear_gelu(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias);
+/* amp_add(ctx, residual, amp_linear(ctx, x, weight, bias)) as one op (a transformer's residual
+ * connection), with the same values and gradients bit for bit but NaN payloads and the sign of a zero
+ * gradient (residual gets the output's gradient as it is, as PyTorch passes it on, where amp_add's
+ * backward gives 0 + g). Where residual is fp32, contiguous and of the output's shape, the add happens
+ * while each block of the product is in cache (the linear's result rounded to its compute dtype first,
+ * as amp_add reads a 16-bit one), the linear's own output is never stored, and backward hands the
+ * gradient to residual instead of copying it twice; else it is the pair. Recorded as AMP_OP_LINEAR (the
+ * fused case); its output is fp32 there, and gradient hooks see the sum's gradient only. */
+amp_tensor *amp_linear_residual(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias,
+                                amp_tensor *residual);
 
 /* ---- normalization ---- */
 /* Normalizes over the last dimension; weight and bias [last dim] may be NULL. */

@@ -222,12 +222,28 @@ static void mul_row(float *restrict row, const float *restrict mul, int64_t n) {
     for (; i < n; i++) row[i] *= mul[i];
 }
 
+/* row[j] = row[j] (rounded to dt and decoded, unless dt is F32) + res[j] in fp32: a linear's output in
+ * its compute dtype added to an fp32 residual, as amp_add adds them (the rounding a chunk at a time
+ * through the stack, amp_convert's bits both ways) */
+static void residual_row(float *row, const float *res, amp_dtype dt, int64_t n) {
+    if (dt != AMP_F32) {
+        _Alignas(64) uint16_t buf[ACC_CHUNK];
+        for (int64_t j0 = 0; j0 < n; j0 += ACC_CHUNK) {
+            const int64_t len = n - j0 < ACC_CHUNK ? n - j0 : ACC_CHUNK;
+            amp_convert(buf, dt, row + j0, AMP_F32, (size_t)len);
+            amp_convert(row + j0, AMP_F32, buf, dt, (size_t)len);
+        }
+    }
+    amp_acc_f32(row, res, n, false);
+}
+
 /* The epilogue (gemm_fused.h) on the C rectangle rows [r0, r1) x columns [c0, c1), each row in
- * increasing j: relu_mask, grad_mul, bias add in fp32, relu or gelu, the one rounding to out_dtype,
- * the acc step. */
+ * increasing j: relu_mask, grad_mul, bias add in fp32, relu or gelu, the residual, the one rounding
+ * to out_dtype, the acc step. */
 static void epilogue(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t r0, int64_t r1, int64_t c0,
                      int64_t c1) {
-    if (!ep->bias && !ep->relu && !ep->gelu && !ep->relu_mask && !ep->grad_mul && !ep->out && !ep->acc)
+    if (!ep->bias && !ep->relu && !ep->gelu && !ep->relu_mask && !ep->grad_mul && !ep->residual && !ep->out &&
+        !ep->acc)
         return; /* only a_sums: not per block */
     const size_t os = amp_dtype_size(ep->out_dtype), ms = amp_dtype_size(ep->relu_mask_dtype);
     const amp_vmath_kernels *vk = ep->gelu ? amp_vmath_active() : NULL;
@@ -245,6 +261,7 @@ static void epilogue(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t
             vk->gelu_deriv(row + c0, ep->gelu_deriv + r * ep->ldderiv + c0, row + c0, (size_t)(c1 - c0));
         else if (vk)
             vk->gelu(row + c0, row + c0, (size_t)(c1 - c0));
+        if (ep->residual) residual_row(row + c0, ep->residual + r * ep->ldres + c0, ep->res_round, c1 - c0);
         if (out) amp_convert(out, ep->out_dtype, row + c0, AMP_F32, (size_t)(c1 - c0));
         if (ep->acc) acc_row(ep, ep->acc + r * ep->ldacc + c0, row + c0, out, c1 - c0);
     }
@@ -501,6 +518,9 @@ static int check_args(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m,
     if (ep && ((ep->grad_mul && (st = check_matrix(m, n, ep->ldmul, sizeof(float))) != AMP_OK) ||
                (ep->gelu_deriv && (st = check_matrix(m, n, ep->ldderiv, sizeof(float))) != AMP_OK)))
         return st;
+    if (ep && ep->residual && ep->res_round != AMP_F32 && ep->res_round != AMP_F16 && ep->res_round != AMP_BF16)
+        return AMP_ERR_UNSUPPORTED_DTYPE;
+    if (ep && ep->residual && (st = check_matrix(m, n, ep->ldres, sizeof(float))) != AMP_OK) return st;
     if (ep && ((ep->relu && ep->gelu) || (ep->gelu_deriv && !ep->gelu))) return AMP_ERR_INVALID_ARGUMENT;
     if ((!a && m > 0 && k > 0) || (!c && m > 0 && n > 0)) return AMP_ERR_NULL_POINTER;
     if (!b_given && (!stored_b || (k > 0 && n > 0))) return AMP_ERR_NULL_POINTER;

@@ -13,6 +13,9 @@
  *                                                                else +0; core/relu_bits.h)
  *   D[i, j] = gelu'(C[i, j]), C[i, j] = gelu(C[i, j])           (when gelu; D = gelu_deriv if not
  *                                                                NULL; kernels/vecmath.h)
+ *   C[i, j] = C[i, j] (rounded to res_round and decoded) + residual[i, j]
+ *                                                               (fp32 add, when residual is not NULL:
+ *                                                                amp_linear_residual's forward)
  *   out[i * ldo + j] = C[i, j] rounded to out_dtype            (amp_convert, when out is not NULL)
  *   acc[i * ldacc + j] += C[i, j] rounded to out_dtype, as fp32 (when acc is not NULL; with
  *                         acc_store, acc = 0 + that value, acc not read: acc held zeros)
@@ -59,6 +62,13 @@ typedef struct amp_gemm_epilogue {
      * derivative its forward stored) */
     const float *grad_mul;
     int64_t ldmul;
+    /* m x n fp32, row stride ldres >= n; or NULL. Added to C after the activation, before out and acc,
+     * C first rounded to res_round (F16 or BF16) and decoded, or as it is (F32): a linear's output in
+     * its compute dtype plus an fp32 residual stream, amp_add's bits (amp_linear_residual). Overlaps no
+     * other matrix. */
+    const float *residual;
+    int64_t ldres;
+    amp_dtype res_round;
     void *out;           /* m x n in out_dtype, row stride ldo >= n; or NULL (C is the result) */
     amp_dtype out_dtype; /* any dtype amp_convert encodes from fp32 */
     int64_t ldo;

@@ -79,10 +79,10 @@ static amp_tensor *block(amp_model *m, amp_ctx *ctx, amp_tensor *x, size_t base)
     if (!qkv) return NULL;
     /* q, k, v split into nh heads of D, attention per head, heads merged: [B, T, C] */
     amp_tensor *att = amp_causal_self_attention(ctx, qkv, NH);
-    x = amp_add(ctx, x, amp_linear(ctx, att, P(BLK_PROJ_W), P(BLK_PROJ_B)));
+    x = amp_linear_residual(ctx, att, P(BLK_PROJ_W), P(BLK_PROJ_B), x);
     h = norm_for_linear(ctx, x, P(BLK_LN2_W), P(BLK_LN2_B));
     h = amp_linear_gelu(ctx, h, P(BLK_FC_W), P(BLK_FC_B)); /* [B, T, 4C] */
-    return amp_add(ctx, x, amp_linear(ctx, h, P(BLK_MLP_PROJ_W), P(BLK_MLP_PROJ_B)));
+    return amp_linear_residual(ctx, h, P(BLK_MLP_PROJ_W), P(BLK_MLP_PROJ_B), x);
 #undef P
 }
 

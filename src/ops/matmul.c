@@ -270,9 +270,12 @@ static bool act_premask_ok(const amp_ctx *ctx, const amp_tensor *x) {
 /* saved i[]: rows (the flattened leading dims), in, out, the activation (linear_act: amp_linear_relu,
  * the output is relu's; amp_linear_gelu, gelu's, with its derivative at the pre-activation in
  * node->saved, fp32), premasked (set by the next linear's backward: the output's gradient is the
- * activation's backward already) */
+ * activation's backward already), residual (amp_linear_residual: the output is that input, the last
+ * of in[], plus the linear's) */
 static void linear_backward(amp_ctx *ctx, amp_node *node) {
-    amp_tensor *x = node->in[0], *w = node->in[1], *bias = node->n_in > 2 ? node->in[2] : NULL;
+    const bool has_res = node->i[5] != 0;
+    amp_tensor *x = node->in[0], *w = node->in[1], *bias = node->n_in > 2 + has_res ? node->in[2] : NULL;
+    amp_tensor *res = has_res ? node->in[node->n_in - 1] : NULL;
     const int64_t rows = node->i[0], in_f = node->i[1], out_f = node->i[2];
     const linear_act act = (linear_act)node->i[3];
     const bool premasked = node->i[4] != 0;
@@ -297,8 +300,10 @@ static void linear_backward(amp_ctx *ctx, amp_node *node) {
      * they are in cache (the same additions in the same order as column_sums): G, 2-8 MB at the gpt's
      * shapes, is not read from memory a third time. */
     /* exact: G is the output's gradient in dt as it is (with an activation: its backward on it, what
-     * the unfused activation's backward would have stored as the linear output's gradient) */
-    const bool want_db = bias && bias->requires_grad, exact = act != ACT_NONE || g.data == node->out->grad->data;
+     * the unfused activation's backward would have stored as the linear output's gradient; with a
+     * residual: the sum's gradient rounded to dt, what amp_add's backward stored as the linear's) */
+    const bool want_db = bias && bias->requires_grad;
+    const bool exact = act != ACT_NONE || has_res || g.data == node->out->grad->data;
     float *db = want_db ? amp_f32_scratch(ctx, out_f) : NULL;
     if (want_db && !db) return;
     if (db) memset(db, 0, (size_t)out_f * sizeof *db);
@@ -320,9 +325,26 @@ static void linear_backward(amp_ctx *ctx, amp_node *node) {
         }
         amp_grad_accumulate(ctx, bias, db);
     }
+    /* The residual's gradient is the sum's as it is: handed over (no copy) where it is the residual's
+     * first and nothing else keeps it, else added; last, since the products above read it. */
+    if (res && res->requires_grad && ctx->status == AMP_OK && !amp_grad_hand_over_to(ctx, node, res))
+        amp_grad_accumulate_grad(ctx, res, node->out->grad);
 }
 
-static amp_tensor *linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias, linear_act act) {
+/* Whether amp_linear_residual adds the residual in the product's epilogue: an fp32 residual, contiguous,
+ * of the output's shape (no broadcasting). The linear's result, in its compute dtype, is then rounded
+ * there and added in fp32, as amp_add promotes. Else the pair. */
+static bool residual_fusable(const amp_tensor *res, const amp_tensor *x, const amp_tensor *weight) {
+    if (res->dtype != AMP_F32 || !amp_tensor_is_contiguous(res) || weight->ndim != 2 || x->ndim < 1 ||
+        res->ndim != x->ndim)
+        return false;
+    for (int d = 0; d < x->ndim; d++)
+        if (res->shape[d] != (d == x->ndim - 1 ? weight->shape[0] : x->shape[d])) return false;
+    return true;
+}
+
+static amp_tensor *linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias, linear_act act,
+                          amp_tensor *res) {
     if (!amp_op_input_ok(ctx, AMP_OP_LINEAR, x) || !amp_op_input_ok(ctx, AMP_OP_LINEAR, weight)) return NULL;
     if (bias && !amp_op_input_ok(ctx, AMP_OP_LINEAR, bias)) return NULL;
     const bool x_in_place = linear_reads_in_place(x);
@@ -352,17 +374,19 @@ static amp_tensor *linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_t
     int64_t shape[AMP_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = out_f;
-    amp_tensor *out = amp_ctx_new_tensor(ctx, dt, x->ndim, shape, true);
+    /* with a residual the output is fp32 (amp_add's promotion), the linear's rounded to dt on the way */
+    amp_tensor *out = amp_ctx_new_tensor(ctx, res ? AMP_F32 : dt, x->ndim, shape, true);
     if (!out) return NULL;
-    amp_tensor *in[3] = {x, weight, bias};
+    amp_tensor *in[4] = {x, weight, bias ? bias : res, bias ? res : NULL};
+    const int n_in = 2 + (bias != NULL) + (res != NULL);
     /* gelu's derivative at the pre-activation, for backward (which then needs neither erfc again nor the
      * pre-activation): in the arena, where the unfused pair kept the pre-activation */
     float *deriv = NULL;
-    if (act == ACT_GELU && amp_autograd_will_record(ctx, in, bias ? 3 : 2) &&
+    if (act == ACT_GELU && amp_autograd_will_record(ctx, in, n_in) &&
         !(deriv = amp_ctx_alloc(ctx, (size_t)(rows * out_f > 0 ? rows * out_f : 1) * sizeof(float))))
         return NULL;
     amp_arena_mark mk = amp_scratch_mark(ctx);
-    float *c = dt == AMP_F32 ? out->data : amp_f32_scratch(ctx, rows * out_f);
+    float *c = dt == AMP_F32 || res ? out->data : amp_f32_scratch(ctx, rows * out_f);
     /* The bias is added in fp32 before the single rounding to dt, both in the GEMM's epilogue while
      * each block of C is in cache (the bits of a separate add pass and amp_convert). */
     const float *bv = bias ? amp_f32_view(ctx, bias) : NULL;
@@ -372,30 +396,46 @@ static amp_tensor *linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_t
                                   .gelu = act == ACT_GELU,
                                   .gelu_deriv = deriv,
                                   .ldderiv = ldc,
-                                  .out = dt != AMP_F32 ? out->data : NULL,
+                                  .residual = res ? res->data : NULL,
+                                  .ldres = ldc,
+                                  .res_round = dt,
+                                  .out = dt != AMP_F32 && !res ? out->data : NULL,
                                   .out_dtype = dt,
                                   .ldo = ldc};
     const void *xd = x->dtype == dt ? x->data : narrow_copy(ctx, x, dt);
     if (c && xd && (!bias || bv)) {
         int st = amp_gemm_fused(dt, false, true, rows, out_f, in_f, 1.0f, xd, in_f > 0 ? in_f : 1, weight->data,
-                                in_f > 0 ? in_f : 1, 0.0f, c, ldc, bv || act != ACT_NONE || ep.out ? &ep : NULL);
+                                in_f > 0 ? in_f : 1, 0.0f, c, ldc, bv || act != ACT_NONE || ep.out || res ? &ep : NULL);
         if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(AMP_OP_LINEAR), amp_status_str(st));
     }
     amp_scratch_release(ctx, mk);
     if (ctx->status != AMP_OK) return NULL;
-    amp_node *node = amp_autograd_record(ctx, AMP_OP_LINEAR, dt, out, in, bias ? 3 : 2, linear_backward);
-    if (node) node->i[0] = rows, node->i[1] = in_f, node->i[2] = out_f, node->i[3] = act, node->saved = deriv;
+    amp_node *node = amp_autograd_record(ctx, AMP_OP_LINEAR, dt, out, in, n_in, linear_backward);
+    if (node) {
+        node->i[0] = rows, node->i[1] = in_f, node->i[2] = out_f, node->i[3] = act, node->i[5] = res != NULL;
+        node->saved = deriv;
+    }
     return gelu_after ? amp_gelu(ctx, out) : out;
 }
 
 amp_tensor *amp_linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias) {
-    return linear(ctx, x, weight, bias, ACT_NONE);
+    return linear(ctx, x, weight, bias, ACT_NONE, NULL);
 }
 
 amp_tensor *amp_linear_relu(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias) {
-    return linear(ctx, x, weight, bias, ACT_RELU);
+    return linear(ctx, x, weight, bias, ACT_RELU, NULL);
 }
 
 amp_tensor *amp_linear_gelu(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias) {
-    return linear(ctx, x, weight, bias, ACT_GELU);
+    return linear(ctx, x, weight, bias, ACT_GELU, NULL);
+}
+
+amp_tensor *amp_linear_residual(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias,
+                                amp_tensor *residual) {
+    if (!amp_op_input_ok(ctx, AMP_OP_ADD, residual) || !amp_op_input_ok(ctx, AMP_OP_LINEAR, x) ||
+        !amp_op_input_ok(ctx, AMP_OP_LINEAR, weight))
+        return NULL;
+    if (residual_fusable(residual, x, weight)) return linear(ctx, x, weight, bias, ACT_NONE, residual);
+    amp_tensor *y = amp_linear(ctx, x, weight, bias);
+    return y ? amp_add(ctx, residual, y) : NULL;
 }

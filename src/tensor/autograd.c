@@ -166,8 +166,12 @@ int amp_grad_accumulate_grad(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g) {
 }
 
 bool amp_grad_hand_over(amp_ctx *ctx, amp_node *node) {
-    amp_tensor *t = node->in[0], *out = node->out, *g = out->grad;
-    if (node->n_in != 1 || !t->requires_grad || t->grad || !g || !g->data || out->retains_grad ||
+    return node->n_in == 1 && amp_grad_hand_over_to(ctx, node, node->in[0]);
+}
+
+bool amp_grad_hand_over_to(amp_ctx *ctx, amp_node *node, amp_tensor *t) {
+    amp_tensor *out = node->out, *g = out->grad;
+    if (!t->requires_grad || t->grad || !g || !g->data || out->retains_grad ||
         g->dtype != t->dtype || amp_tensor_numel(g) != amp_tensor_numel(t) || !amp_tensor_is_contiguous(g) ||
         ctx->status != AMP_OK)
         return false;

@@ -34,6 +34,10 @@ int amp_grad_accumulate_grad(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g);
  * output's is cleared, instead of amp_grad_accumulate_grad copying it (what amp_grad_accumulate would
  * write: the same values, NaN payloads as they were). True when it did. */
 bool amp_grad_hand_over(amp_ctx *ctx, amp_node *node);
+/* The same for input t of a node whose backward passes its output's gradient on unchanged to t
+ * (amp_linear_residual's residual): called after everything else in that backward has read the
+ * output's gradient, which is then t's. */
+bool amp_grad_hand_over_to(amp_ctx *ctx, amp_node *node, amp_tensor *t);
 
 /* A gradient of t that a backward computes in fp32 and writes straight to where it goes (a GEMM's
  * epilogue, src/gemm/gemm_fused.h), instead of through fp32 scratch and amp_grad_accumulate. When
