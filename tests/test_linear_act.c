@@ -33,17 +33,8 @@ static bool rig_init(act_rig *r, test_rng *rng) {
     r->w2 = amp_param_new(r->ctx, "w2", AMP_F32, 2, (const int64_t[]){OUT, HID});
     r->b2 = amp_param_new(r->ctx, "b2", AMP_F32, 1, (const int64_t[]){OUT});
     if (!r->b2 || amp_ctx_alloc_params(r->ctx) != AMP_OK) return false;
-    for (size_t i = 0; i < amp_ctx_num_params(r->ctx); i++) {
-        amp_tensor *p = amp_ctx_param(r->ctx, i);
-        float *v = p->data;
-        /* multiples of 1/8 in [-1/2, 1/2]: exact in bf16 and fp16, many sums exactly 0 */
-        for (int64_t e = 0; e < amp_tensor_numel(p); e++) v[e] = (float)((int)test_rng_below(rng, 9) - 4) / 8.0f;
-    }
+    test_fill_params_eighths(r->ctx, rng);
     return true;
-}
-
-static void noop_hook(amp_ctx *ctx, const amp_tensor *out, const amp_tensor *grad, void *user) {
-    (void)ctx, (void)out, (void)grad, (void)user;
 }
 
 /* layer(x) for the activation under test: fused, or the pair */
@@ -74,7 +65,7 @@ static bool run(act_rig *r, const float *xv, amp_dtype cast, bool gelu, bool fus
                amp_tensor_read(y, r->y, AMP_F32) == AMP_OK;
     }
     amp_tensor *loss = y ? amp_mean_all(c, amp_mul(c, y, y)) : NULL;
-    amp_ctx_set_backward_grad_hook(c, hook ? noop_hook : NULL, NULL);
+    amp_ctx_set_backward_grad_hook(c, hook ? test_noop_grad_hook : NULL, NULL);
     const int st = loss ? amp_backward_scaled(c, loss, 64.0f) : AMP_ERR_INVALID_ARGUMENT;
     amp_ctx_set_backward_grad_hook(c, NULL, NULL);
     if (!CHECK_MSG(st == AMP_OK, "%s", amp_ctx_error(c))) return false;

@@ -37,17 +37,8 @@ static bool rig_init(res_rig *r, test_rng *rng) {
     r->w3 = amp_param_new(r->ctx, "w3", AMP_F32, 2, (const int64_t[]){OUT, HID});
     r->b3 = amp_param_new(r->ctx, "b3", AMP_F32, 1, (const int64_t[]){OUT});
     if (!r->b3 || amp_ctx_alloc_params(r->ctx) != AMP_OK) return false;
-    for (size_t i = 0; i < amp_ctx_num_params(r->ctx); i++) {
-        amp_tensor *p = amp_ctx_param(r->ctx, i);
-        float *v = p->data;
-        /* multiples of 1/8 in [-1/2, 1/2]: exact in bf16 and fp16, many sums exactly 0 */
-        for (int64_t e = 0; e < amp_tensor_numel(p); e++) v[e] = (float)((int)test_rng_below(rng, 9) - 4) / 8.0f;
-    }
+    test_fill_params_eighths(r->ctx, rng);
     return true;
-}
-
-static void noop_hook(amp_ctx *ctx, const amp_tensor *out, const amp_tensor *grad, void *user) {
-    (void)ctx, (void)out, (void)grad, (void)user;
 }
 
 /* The gradient routes of the residuals (see the top). */
@@ -79,7 +70,7 @@ static bool run(res_rig *r, const float *xv, const float *s0v, amp_dtype cast, b
     if (loss && rt == ROUTE_COPY) loss = amp_add(c, loss, amp_mean_all(c, amp_mul(c, s0, s2)));
     if (!CHECK_MSG(loss, "%s", amp_ctx_error(c))) return false;
     r->fused_nodes = s1->grad_fn && s1->grad_fn->op == AMP_OP_LINEAR && s2->grad_fn && s2->grad_fn->op == AMP_OP_LINEAR;
-    amp_ctx_set_backward_grad_hook(c, rt == ROUTE_HOOK ? noop_hook : NULL, NULL);
+    amp_ctx_set_backward_grad_hook(c, rt == ROUTE_HOOK ? test_noop_grad_hook : NULL, NULL);
     const int st = amp_backward_scaled(c, loss, 64.0f);
     amp_ctx_set_backward_grad_hook(c, NULL, NULL);
     if (!CHECK_MSG(st == AMP_OK, "%s", amp_ctx_error(c))) return false;

@@ -124,3 +124,15 @@ void test_remove_tree(const char *dir) {
     closedir(d);
     rmdir(dir);
 }
+
+void test_fill_params_eighths(amp_ctx *ctx, test_rng *rng) {
+    for (size_t i = 0; i < amp_ctx_num_params(ctx); i++) {
+        amp_tensor *p = amp_ctx_param(ctx, i);
+        float *v = p->data;
+        for (int64_t e = 0; e < amp_tensor_numel(p); e++) v[e] = (float)((int)test_rng_below(rng, 9) - 4) / 8.0f;
+    }
+}
+
+void test_noop_grad_hook(amp_ctx *ctx, const amp_tensor *out, const amp_tensor *grad, void *user) {
+    (void)ctx, (void)out, (void)grad, (void)user;
+}

@@ -62,4 +62,10 @@ void test_remove_tree(const char *dir);
 /* Threads for the sweeps: sysconf(_SC_NPROCESSORS_ONLN), at least 1. */
 int test_thread_count(void);
 
+/* Every fp32 parameter of ctx filled with multiples of 1/8 in [-1/2, 1/2]: exact in bf16 and fp16, and
+ * many sums exactly 0 (the fused-op tests compare their bits against the unfused ops'). */
+void test_fill_params_eighths(amp_ctx *ctx, test_rng *rng);
+/* A backward gradient hook that does nothing: its presence alone sends gradients the hooked way. */
+void test_noop_grad_hook(amp_ctx *ctx, const amp_tensor *out, const amp_tensor *grad, void *user);
+
 #endif /* AMP_TESTS_TEST_UTIL_H */
