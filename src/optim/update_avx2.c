@@ -91,14 +91,17 @@ OPTIM_AVX2 void optim_adam_update_avx2(const optim_adam_scalars *s, float *p, co
     if (i < n) optim_adam_update(s, p + i, g + i, m + i, v + i, n - i);
 }
 
-/* Adds the squares of the 8 floats at g (times inv) into chains lo (their first 4 lanes) and hi. */
+/* Adds the squares of the 8 floats at g (times inv) into chains lo (their first 4 lanes) and hi. The
+ * square of an fp32 value is exact in fp64 (24 significant bits squared fit in 53), so the fused
+ * multiply-add rounds exactly where the scalar twin's multiply-then-add does: the same bits, one
+ * instruction less per four lanes. */
 #define OPTIM_SQUARES_8(g, inv, lo, hi)                                                         \
     do {                                                                                        \
         const __m256 u_ = _mm256_mul_ps(_mm256_loadu_ps(g), inv);                               \
         const __m256d l_ = _mm256_cvtps_pd(_mm256_castps256_ps128(u_)),                         \
                       h_ = _mm256_cvtps_pd(_mm256_extractf128_ps(u_, 1));                       \
-        lo = _mm256_add_pd(lo, _mm256_mul_pd(l_, l_));                                          \
-        hi = _mm256_add_pd(hi, _mm256_mul_pd(h_, h_));                                          \
+        lo = _mm256_fmadd_pd(l_, l_, lo);                                                       \
+        hi = _mm256_fmadd_pd(h_, h_, hi);                                                       \
     } while (0)
 
 /* Eight chains of four fp64 lanes each (lanes 4c..4c+3 in chain c), 32 elements per iteration, so
