@@ -54,6 +54,7 @@ static const harness_test all_tests[] = {
     TEST(ops_cross_entropy_narrow_rows),
     TEST(ops_layer_norm),
     TEST(ops_layer_norm_to),
+    TEST(ops_layer_norm_threads),
     TEST(ops_batch_norm),
     TEST(ops_conv2d),
     TEST(ops_pool2d),

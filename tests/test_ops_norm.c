@@ -381,3 +381,75 @@ void test_ops_layer_norm_to(void) {
     CHECK(amp_layer_norm_to(NULL, x, NULL, NULL, EPS, AMP_BF16) == NULL);
     amp_ctx_free(ctx);
 }
+
+/* ---- layer norm on the thread pool: the same bits at 2 and 3 threads as at 1 ----
+ * From 2 x 32768 values on, with more than one thread, the forward and dx split by rows and dw and db
+ * by columns (a second pass); one thread runs the single-pass loop. So comparing thread counts
+ * compares the two codes: y, dx, dw and db must have the same bits. 1000 x 197: dx's rows in three
+ * ranges, dw's and db's columns in two or three (ranges aligned to 16, the last with the odd tail). In
+ * fp32 and bf16 x (dx rounded chunk by chunk into its gradient), with and without the affine
+ * parameters, and x read a second time so that its gradient exists when the norm's is added. */
+enum { LNP_ROWS = 1000, LNP_D = 197 };
+
+typedef struct lnp_result {
+    float y[LNP_ROWS * LNP_D], dx[LNP_ROWS * LNP_D], dw[LNP_D], db[LNP_D];
+} lnp_result;
+
+static bool lnp_run(amp_dtype dt, bool affine, bool twice, const float *xv, const float *rv, const float *wv,
+                    lnp_result *out) {
+    amp_ctx *ctx = NULL;
+    if (amp_ctx_create(NULL, &ctx) != AMP_OK) return false;
+    amp_tensor *w = affine ? amp_param_new(ctx, "w", AMP_F32, 1, (const int64_t[]){LNP_D}) : NULL;
+    amp_tensor *b = affine ? amp_param_new(ctx, "b", AMP_F32, 1, (const int64_t[]){LNP_D}) : NULL;
+    bool ok = amp_ctx_alloc_params(ctx) == AMP_OK;
+    if (ok && affine) {
+        memcpy(w->data, wv, sizeof(float) * LNP_D);
+        memcpy(b->data, wv + LNP_D, sizeof(float) * LNP_D);
+    }
+    const int64_t shape[2] = {LNP_ROWS, LNP_D};
+    amp_tensor *x = ok ? amp_tensor_from(ctx, dt, 2, shape, xv, AMP_F32) : NULL;
+    amp_tensor *r = ok ? amp_tensor_from(ctx, AMP_F32, 2, shape, rv, AMP_F32) : NULL;
+    if (x) amp_tensor_set_requires_grad(x, true);
+    amp_tensor *y = x && r ? amp_layer_norm(ctx, x, w, b, EPS) : NULL;
+    amp_tensor *loss = y ? amp_sum_all(ctx, amp_mul(ctx, y, r)) : NULL;
+    if (loss && twice) loss = amp_add(ctx, loss, amp_sum_all(ctx, amp_mul(ctx, x, x)));
+    ok = loss && amp_backward_scaled(ctx, loss, 1.0f) == AMP_OK && x->grad &&
+         amp_tensor_read(y, out->y, AMP_F32) == AMP_OK && amp_tensor_read(x->grad, out->dx, AMP_F32) == AMP_OK &&
+         (!affine || (w->grad && b->grad && amp_tensor_read(w->grad, out->dw, AMP_F32) == AMP_OK &&
+                      amp_tensor_read(b->grad, out->db, AMP_F32) == AMP_OK));
+    CHECK_MSG(ok, "layer_norm %s: %s", amp_dtype_name(dt), amp_ctx_error(ctx));
+    amp_ctx_free(ctx);
+    return ok;
+}
+
+void test_ops_layer_norm_threads(void) {
+    static float xv[LNP_ROWS * LNP_D], rv[LNP_ROWS * LNP_D], wv[2 * LNP_D];
+    static lnp_result one, many;
+    test_rng rng = {harness_seed() ^ 0x1A7Eu};
+    /* rows of various offsets and spreads, so that mean and rstd differ row by row */
+    for (int i = 0; i < LNP_ROWS; i++) {
+        const float off = (float)((int)test_rng_below(&rng, 200) - 100) / 16.0f;
+        const float spread = (float)(1 + test_rng_below(&rng, 64)) / 16.0f;
+        for (int j = 0; j < LNP_D; j++)
+            xv[i * LNP_D + j] = off + spread * ((float)test_rng_below(&rng, 4096) / 2048.0f - 1.0f);
+    }
+    for (int i = 0; i < LNP_ROWS * LNP_D; i++) rv[i] = (float)test_rng_below(&rng, 4096) / 2048.0f - 1.0f;
+    for (int i = 0; i < 2 * LNP_D; i++) wv[i] = (float)test_rng_below(&rng, 4096) / 2048.0f - 1.0f;
+    const amp_dtype dts[2] = {AMP_F32, AMP_BF16};
+    for (int d = 0; d < 2; d++)
+        for (int affine = 0; affine < 2; affine++)
+            for (int twice = 0; twice < 2; twice++) {
+                amp_set_num_threads(1);
+                if (!lnp_run(dts[d], affine, twice, xv, rv, wv, &one)) continue;
+                for (int threads = 2; threads <= 3; threads++) {
+                    amp_set_num_threads(threads);
+                    if (!lnp_run(dts[d], affine, twice, xv, rv, wv, &many)) continue;
+                    CHECK_MSG(!memcmp(one.y, many.y, sizeof one.y) && !memcmp(one.dx, many.dx, sizeof one.dx) &&
+                                  (!affine || (!memcmp(one.dw, many.dw, sizeof one.dw) &&
+                                               !memcmp(one.db, many.db, sizeof one.db))),
+                              "layer_norm %s%s%s, %d threads: other bits than one thread's", amp_dtype_name(dts[d]),
+                              affine ? ", affine" : "", twice ? ", x read twice" : "", threads);
+                }
+            }
+    amp_set_num_threads(0);
+}

@@ -95,6 +95,7 @@ void test_parallel_pool(void);
 /* test_ops_norm.c: layer_norm, batch_norm (running statistics, evaluation mode) */
 void test_ops_layer_norm(void);
 void test_ops_layer_norm_to(void);
+void test_ops_layer_norm_threads(void);
 void test_ops_batch_norm(void);
 
 /* test_ops_conv_pool.c: conv2d (batch chunking), max/avg pooling (ties, NaN), embedding */
