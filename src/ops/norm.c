@@ -45,7 +45,6 @@ static bool affine_ok(amp_ctx *ctx, amp_op op, const amp_tensor *p, const char *
 
 typedef struct {
     float *mean, *rstd; /* [rows] */
-    int64_t rows;
 } norm_saved;
 
 /* values per block of dx: 64 KiB of fp32, in L2 */
@@ -58,14 +57,14 @@ enum { NORM_GRAD_CHUNK = 16384 };
  * switched every other timed step in one process (Emerald Rapids). */
 enum { NORM_MIN_PER_THREAD = 32768 };
 
-/* rows per thread (at least one) for a split of norm_values values in rows of d */
+/* rows per thread (at least one) for NORM_MIN_PER_THREAD values in rows of d */
 static int64_t norm_min_rows(int64_t d) { return d > 0 && d < NORM_MIN_PER_THREAD ? NORM_MIN_PER_THREAD / d : 1; }
 
 typedef struct ln_grad_job {
     const amp_elem_kernels *ek;
     const float *g, *x, *w;
     const norm_saved *s;
-    int64_t d;
+    int64_t rows, d;
     float *dw, *db;
 } ln_grad_job;
 
@@ -93,8 +92,8 @@ static void ln_dx_chunk(const void *arg, float *dst, int64_t off, int64_t len) {
 static void ln_dwdb_cols(void *arg, int64_t c0, int64_t c1, int thread_id) {
     (void)thread_id;
     const ln_grad_job *j = arg;
-    const int64_t d = j->d, rows = j->s->rows;
-    for (int64_t r = 0; r < rows; r++)
+    const int64_t d = j->d;
+    for (int64_t r = 0; r < j->rows; r++)
         j->ek->norm_grad_apply(NULL, j->dw ? j->dw + c0 : NULL, j->db ? j->db + c0 : NULL, j->g + r * d + c0,
                                j->x + r * d + c0, NULL, j->s->mean[r], j->s->rstd[r], 0.0f, 0.0f, (size_t)(c1 - c0));
 }
@@ -116,7 +115,7 @@ static void layer_norm_backward(amp_ctx *ctx, amp_node *node) {
     if (amp_parallel_max_threads() > 1 && rows * d >= 2 * NORM_MIN_PER_THREAD) {
         /* on the pool: dx by rows, then dw and db by columns (a second read of g and x, which one
          * thread's single pass below saves) */
-        ln_grad_job job = {amp_elem_active(), g, xv, wv, s, d, dw, db};
+        ln_grad_job job = {amp_elem_active(), g, xv, wv, s, rows, d, dw, db};
         if (need_dx) amp_grad_chunks_parallel(ctx, x, rows * d, block * d, norm_min_rows(d) * d, ln_dx_chunk, &job);
         if ((dw || db) && ctx->status == AMP_OK)
             amp_parallel_range(d, NORM_MIN_PER_THREAD / (rows > 0 ? rows : 1) + 1, 16, ln_dwdb_cols, &job);
@@ -210,7 +209,7 @@ static amp_tensor *layer_norm(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, a
     amp_node *node = amp_autograd_record(ctx, op, dt, out, in, 3, layer_norm_backward);
     if (node) {
         norm_saved *s = amp_ctx_alloc(ctx, sizeof *s);
-        if (s) s->mean = keep_floats(ctx, mean, rows), s->rstd = keep_floats(ctx, rstd, rows), s->rows = rows;
+        if (s) s->mean = keep_floats(ctx, mean, rows), s->rstd = keep_floats(ctx, rstd, rows);
         node->saved = s;
         node->i[0] = rows, node->i[1] = d;
         node->f[0] = eps;
