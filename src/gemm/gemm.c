@@ -43,6 +43,7 @@
 #include "../core/accumulate.h"
 #include "../core/relu_bits.h"
 #include "../kernels/convert_kernels.h"
+#include "../kernels/elem_kernels.h"
 #include "../kernels/vecmath.h"
 #include "../core/parallel.h"
 #include "../core/alloc_internal.h"
@@ -157,7 +158,8 @@ static void acc_row(const amp_gemm_epilogue *ep, float *acc, const float *row, c
     const amp_dtype dt = ep->out_dtype;
     const size_t es = amp_dtype_size(dt);
     if (dt == AMP_F32) {
-        amp_acc_f32(acc, row, n, ep->acc_store);
+        if (ep->acc_store) amp_acc_f32(acc, row, n, true);
+        else amp_elem_active()->acc(acc, row, (size_t)n); /* the active path's add: 16 wide, not SSE's 4 */
         return;
     }
     if (!enc) {
@@ -224,8 +226,8 @@ static void mul_row(float *restrict row, const float *restrict mul, int64_t n) {
 
 /* row[j] = row[j] (rounded to dt and decoded, unless dt is F32) + res[j] in fp32: a linear's output in
  * its compute dtype added to an fp32 residual, as amp_add adds them (the rounding a chunk at a time
- * through the stack, amp_convert's bits both ways) */
-static void residual_row(float *row, const float *res, amp_dtype dt, int64_t n) {
+ * through the stack, amp_convert's bits both ways; the add the active path's, ek) */
+static void residual_row(const amp_elem_kernels *ek, float *row, const float *res, amp_dtype dt, int64_t n) {
     if (dt != AMP_F32) {
         _Alignas(64) uint16_t buf[ACC_CHUNK];
         for (int64_t j0 = 0; j0 < n; j0 += ACC_CHUNK) {
@@ -234,12 +236,16 @@ static void residual_row(float *row, const float *res, amp_dtype dt, int64_t n) 
             amp_convert(row + j0, AMP_F32, buf, dt, (size_t)len);
         }
     }
-    amp_acc_f32(row, res, n, false);
+    ek->acc(row, res, (size_t)n);
 }
 
 /* The epilogue (gemm_fused.h) on the C rectangle rows [r0, r1) x columns [c0, c1), each row in
  * increasing j: relu_mask, grad_mul, bias add in fp32, relu or gelu, the residual, the one rounding
- * to out_dtype, the acc step. */
+ * to out_dtype, the acc step. The plain adds (bias, residual, acc) are the active path's elementwise
+ * kernel (kernels/elem_kernels.h: one fp32 add per element, the same bits as this file's loops),
+ * because this file is built for the baseline ISA, where gcc vectorizes them 4 wide: switched every
+ * other timed step in one process (Emerald Rapids), gpt fp32 1.011 (one thread) and 1.014 (two), lstm
+ * fp32 1.020, mlp amp-bf16 1.002. */
 static void epilogue(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t r0, int64_t r1, int64_t c0,
                      int64_t c1) {
     if (!ep->bias && !ep->relu && !ep->gelu && !ep->relu_mask && !ep->grad_mul && !ep->residual && !ep->out &&
@@ -247,6 +253,7 @@ static void epilogue(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t
         return; /* only a_sums: not per block */
     const size_t os = amp_dtype_size(ep->out_dtype), ms = amp_dtype_size(ep->relu_mask_dtype);
     const amp_vmath_kernels *vk = ep->gelu ? amp_vmath_active() : NULL;
+    const amp_elem_kernels *ek = amp_elem_active();
     for (int64_t r = r0; r < r1; r++) {
         float *row = c + r * ldc;
         void *out = ep->out ? (char *)ep->out + (size_t)(r * ep->ldo + c0) * os : NULL;
@@ -255,13 +262,13 @@ static void epilogue(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t
                           ep->relu_mask_dtype, c1 - c0);
         if (ep->grad_mul) mul_row(row + c0, ep->grad_mul + r * ep->ldmul + c0, c1 - c0);
         if (ep->bias && ep->relu) bias_relu_row(row + c0, ep->bias + c0, c1 - c0);
-        else if (ep->bias) amp_acc_f32(row + c0, ep->bias + c0, c1 - c0, false);
+        else if (ep->bias) ek->acc(row + c0, ep->bias + c0, (size_t)(c1 - c0));
         else if (ep->relu) amp_relu_bits32((uint32_t *)(void *)(row + c0), (uint32_t *)(void *)(row + c0), c1 - c0);
         if (vk && ep->gelu_deriv)
             vk->gelu_deriv(row + c0, ep->gelu_deriv + r * ep->ldderiv + c0, row + c0, (size_t)(c1 - c0));
         else if (vk)
             vk->gelu(row + c0, row + c0, (size_t)(c1 - c0));
-        if (ep->residual) residual_row(row + c0, ep->residual + r * ep->ldres + c0, ep->res_round, c1 - c0);
+        if (ep->residual) residual_row(ek, row + c0, ep->residual + r * ep->ldres + c0, ep->res_round, c1 - c0);
         if (out) amp_convert(out, ep->out_dtype, row + c0, AMP_F32, (size_t)(c1 - c0));
         if (ep->acc) acc_row(ep, ep->acc + r * ep->ldacc + c0, row + c0, out, c1 - c0);
     }
