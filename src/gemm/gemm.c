@@ -152,14 +152,16 @@ static void pack(const gemm_job *j, const operand *op, void *dst, int64_t i0, in
  * acc_rounded, one pass in registers, where the row went through the stack in bf16 and this file's
  * baseline-ISA loop added it (3.3% of the mlp's amp-bf16 step at one thread under perf, 4.7% plus
  * the encoding at two; the kernel alone is 1.35-1.7x faster on a 1024 x 784 gradient out of cache);
- * a decode of enc goes a chunk at a time through the stack. */
+ * a decode of enc goes a chunk at a time through the stack. An fp32 add into acc is the active path's
+ * elementwise add, ek (see epilogue). */
 enum { ACC_CHUNK = 512 };
-static void acc_row(const amp_gemm_epilogue *ep, float *acc, const float *row, const void *enc, int64_t n) {
+static void acc_row(const amp_gemm_epilogue *ep, const amp_elem_kernels *ek, float *acc, const float *row,
+                    const void *enc, int64_t n) {
     const amp_dtype dt = ep->out_dtype;
     const size_t es = amp_dtype_size(dt);
     if (dt == AMP_F32) {
         if (ep->acc_store) amp_acc_f32(acc, row, n, true);
-        else amp_elem_active()->acc(acc, row, (size_t)n); /* the active path's add: 16 wide, not SSE's 4 */
+        else ek->acc(acc, row, (size_t)n);
         return;
     }
     if (!enc) {
@@ -270,7 +272,7 @@ static void epilogue(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t
             vk->gelu(row + c0, row + c0, (size_t)(c1 - c0));
         if (ep->residual) residual_row(ek, row + c0, ep->residual + r * ep->ldres + c0, ep->res_round, c1 - c0);
         if (out) amp_convert(out, ep->out_dtype, row + c0, AMP_F32, (size_t)(c1 - c0));
-        if (ep->acc) acc_row(ep, ep->acc + r * ep->ldacc + c0, row + c0, out, c1 - c0);
+        if (ep->acc) acc_row(ep, ek, ep->acc + r * ep->ldacc + c0, row + c0, out, c1 - c0);
     }
 }
 

@@ -29,8 +29,8 @@
  * incl. loss, backward, optimizer incl. the scaler) is timed separately in the same steps. Memory: the
  * arena's high-water mark (the step's activations, gradients of non-parameters and scratch), the activations
  * (the arena in use when forward and the loss are done, which is what backward will read, less
- * autocast's low-precision weight copies, counted apart; the batch is not in the arena) and the process's peak resident set
- * (getrusage). Heap allocations: the context's own count per timed step
+ * autocast's low-precision weight copies, counted apart; the batch is not in the arena) and the
+ * process's peak resident set (getrusage). Heap allocations: the context's own count per timed step
  * (amp_ctx_heap_allocations); bench/malloc_count.c counts every malloc of the process. */
 #include <math.h>
 #include <stdint.h>
@@ -89,8 +89,9 @@ static int step(run *r, bool timed) {
     amp_tensor *logits = amp_model_forward(r->model, r->ctx, xt, r->text ? r->tokens : NULL, r->batch, true);
     amp_tensor *loss = logits ? amp_cross_entropy(r->ctx, logits, r->y) : NULL;
     /* What forward leaves for backward: the arena in use now, less autocast's weight copies (read
-     * before the region exits and empties the cache) and less the batch (the data fed in, the same in
-     * every precision; PyTorch's count in bench/train_vs_pytorch.py leaves it out too). */
+     * before the region exits and empties the cache). The batch (the data fed in, the same in every
+     * precision; PyTorch's count in bench/train_vs_pytorch.py leaves it out too) is a buffer, not in
+     * the arena. */
     const size_t in_use = amp_ctx_arena_used(r->ctx), copies = amp_autocast_cache_bytes();
     if (autocast) amp_autocast_exit();
     if (!loss) return -1;
