@@ -153,6 +153,7 @@ static const harness_test all_tests[] = {
     TEST(linear_relu),
     TEST(linear_gelu),
     TEST(linear_residual),
+    TEST(backward_grad_check),
     TEST(grad_lazy_zero),
 };
 

@@ -2,7 +2,8 @@
  * twin, bit for bit (NaN payloads aside): rows of every length up to 80 (tails of 8 and 16 lanes, and
  * none) at misaligned offsets, values with both zeros, subnormals, huge values, infinities and NaN
  * now and then, weights and biases present or not, in place where the ops use it so. max may pick
- * either zero and any NaN (see the header): compared by value, NaN as NaN. Also: the reference's
+ * either zero and any NaN (see the header): compared by value, NaN as NaN. absmax_bits exactly, and
+ * the reference's against fabsf's largest (or inf's bits, or above them with a NaN). Also: the reference's
  * sums, in their 16-lane order, are within n unit roundoffs of the exact (double) sums of
  * well-scaled rows, and the lane order is what the header says on a row where it shows. */
 #include <math.h>
@@ -82,6 +83,20 @@ void test_elem_kernels(void) {
                     for (size_t i = 0; i < n; i++) any_nan |= isnan(x[i]);
                     if (!any_nan) bad_max += !(mr == mk);
                 }
+
+                /* the absolute maximum's bits: the reference against the path, and against fabsf's
+                 * largest (finite rows) or the class of what the row holds */
+                const uint32_t ar = ref->absmax_bits(x, n), ak = k->absmax_bits(x, n);
+                bool has_nan = false, has_inf = false;
+                float amax = 0.0f;
+                for (size_t i = 0; i < n; i++) {
+                    has_nan |= isnan(x[i]), has_inf |= isinf(x[i]);
+                    if (fabsf(x[i]) > amax) amax = fabsf(x[i]);
+                }
+                uint32_t ab;
+                memcpy(&ab, &amax, sizeof ab);
+                bad_max += ar != ak;
+                bad_max += has_nan ? !(ar > 0x7f800000u) : has_inf ? ar != 0x7f800000u : ar != ab;
 
                 /* layer norm rows */
                 ref->norm_apply(r1, x, mu, rs, w, b, n), k->norm_apply(k1, x, mu, rs, w, b, n);

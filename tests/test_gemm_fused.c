@@ -60,7 +60,9 @@ void test_gemm_fused_epilogue(void) {
     test_rng rng = {harness_seed() ^ 0xE9u};
     { /* epilogues that say two things at once, or whose matrices are too narrow: refused, C untouched */
         float a2[4] = {1, 2, 3, 4}, b2[4] = {1, 0, 0, 1}, c2[4] = {9, 9, 9, 9}, d2[4];
+        _Atomic uint32_t am = 0;
         const amp_gemm_epilogue bad[] = {
+            {.out = d2, .out_dtype = AMP_F32, .ldo = 2, .absmax = &am}, /* absmax of an out (C is not the result) */
             {.relu = true, .gelu = true},                   /* two activations */
             {.gelu_deriv = d2, .ldderiv = 2},               /* a derivative without gelu */
             {.gelu = true, .gelu_deriv = d2, .ldderiv = 1}, /* a row stride below n */
@@ -210,10 +212,37 @@ void test_gemm_fused_epilogue(void) {
     }
 }
 
+/* What the epilogue's absmax must come to over an m x n fp32 matrix: the largest |x| while all are
+ * finite, the infinity's bits with one, something above them with a NaN (kernels/elem_kernels.h). */
+static uint32_t absmax_bits_of(const float *x, int64_t m, int64_t n, int64_t ld) {
+    float big = 0.0f;
+    bool inf = false, nan = false;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            const float v = x[i * ld + j];
+            nan |= isnan(v), inf |= isinf(v);
+            if (fabsf(v) > big) big = fabsf(v);
+        }
+    uint32_t b;
+    memcpy(&b, &big, sizeof b);
+    if (nan) { /* the largest NaN pattern present (any is above inf's) */
+        b = 0x7f800000u;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++) {
+                uint32_t u;
+                memcpy(&u, &x[i * ld + j], sizeof u);
+                u &= 0x7fffffffu;
+                if (isnan(x[i * ld + j]) && u > b) b = u;
+            }
+    }
+    return inf && !nan ? 0x7f800000u : b;
+}
+
 /* The epilogue's accumulation into an fp32 gradient (acc): C rounded to out_dtype, decoded, added
  * into acc (or stored as 0 + value, acc unread), with and without the out rows written, against
  * amp_gemm, amp_convert both ways and a scalar add. acc starts with signed zeros and infinities (an
- * add keeps the bits of `acc += v`); in store mode it starts as garbage that must not matter. */
+ * add keeps the bits of `acc += v`); in store mode it starts as garbage that must not matter. The
+ * epilogue's absmax of the acc rows, and of C alone, against a scalar loop over the expected values. */
 void test_gemm_fused_acc(void) {
     const fused_case cases[] = {
         {300, 157, 530, true, false, -1.0f, 0.0f}, /* a weight gradient, G^T X; -0 in C (alpha < 0) */
@@ -275,13 +304,15 @@ void test_gemm_fused_acc(void) {
                             if (store) memset(acc_got, 0xA5, (size_t)(m * lda_acc) * sizeof *acc_got);
                             else memcpy(acc_got, acc0, (size_t)(m * lda_acc) * sizeof *acc_got);
                             memset(out_got, 0xA5, (size_t)(m * ldo) * 4);
+                            _Atomic uint32_t absmax = 0;
                             const amp_gemm_epilogue ep = {.out = with_out ? out_got : NULL, .out_dtype = odt,
                                                           .ldo = ldo, .acc = acc_got, .ldacc = lda_acc,
-                                                          .acc_store = store};
+                                                          .acc_store = store, .absmax = &absmax};
                             CHECK_EQ_INT(amp_gemm_fused(dt, fc->trans_a, fc->trans_b, m, n, k, fc->alpha, a, lda, b,
                                                         ldb, fc->beta, got, ldc, &ep),
                                          AMP_OK);
-                            bool same = memcmp(got, want, (size_t)(m * ldc) * sizeof *got) == 0;
+                            bool same = memcmp(got, want, (size_t)(m * ldc) * sizeof *got) == 0 &&
+                                        atomic_load(&absmax) == absmax_bits_of(acc_want, m, n, lda_acc);
                             for (int64_t i = 0; same && i < m; i++)
                                 same = memcmp(acc_got + i * lda_acc, acc_want + i * lda_acc, (size_t)n * 4) == 0 &&
                                        (!with_out || memcmp((char *)out_got + (size_t)(i * ldo) * os,
@@ -295,6 +326,22 @@ void test_gemm_fused_acc(void) {
                         amp_set_num_threads(0);
                     }
                 }
+                /* absmax alone: C's rows (a gradient the GEMM writes directly), on 1-3 threads */
+                for (int threads = 1; threads <= 3; threads++) {
+                    amp_set_num_threads(threads);
+                    memcpy(got, c0, (size_t)(m * ldc) * sizeof *got);
+                    _Atomic uint32_t absmax = 0;
+                    const amp_gemm_epilogue ep = {.ldo = 1, .ldacc = 1, .absmax = &absmax};
+                    CHECK_EQ_INT(amp_gemm_fused(dt, fc->trans_a, fc->trans_b, m, n, k, fc->alpha, a, lda, b, ldb,
+                                                fc->beta, got, ldc, &ep),
+                                 AMP_OK);
+                    CHECK_MSG(memcmp(got, want, (size_t)(m * ldc) * sizeof *got) == 0 &&
+                                  atomic_load(&absmax) == absmax_bits_of(want, m, n, ldc),
+                              "%s %s %lldx%lldx%lld, %d threads: absmax of C %08x, want %08x", amp_isa_name(isa),
+                              amp_dtype_name(dt), (long long)m, (long long)n, (long long)k, threads,
+                              (unsigned)atomic_load(&absmax), (unsigned)absmax_bits_of(want, m, n, ldc));
+                }
+                amp_set_num_threads(0);
             }
             test_isa_end();
         }

@@ -229,6 +229,7 @@ void test_grad_direct(void);
 void test_linear_relu(void);
 void test_linear_gelu(void);
 void test_linear_residual(void);
+void test_backward_grad_check(void);
 void test_grad_lazy_zero(void);
 
 #endif /* AMP_TESTS_TESTS_H */

@@ -133,7 +133,10 @@ typedef struct amp_fused_result {
  * (u * clip_coef) and the update uses that fp32 value (stored back rounded for F16/BF16 gradients):
  * for fp32 gradients the same bits as multiplying the gradients by inv_scale, then
  * amp_optimizer_clip_grad_norm, then amp_optimizer_step. Two read passes over the gradients (the norm
- * must be complete before the first update), the first one read-only. result may be NULL. Returns
+ * must be complete before the first update), the first one read-only; without clipping, gradients
+ * that backward checked as it wrote them (amp_ctx_set_backward_grad_check, amp/tensor.h) skip the
+ * first, their check taken from backward's notes and their share of the norm from the update's pass
+ * (the same bits). result may be NULL. Returns
  * AMP_OK (also when the step was skipped), AMP_ERR_NULL_POINTER, AMP_ERR_INVALID_ARGUMENT (max_norm
  * NaN). */
 int amp_optimizer_fused_step(amp_optimizer *opt, float inv_scale, float max_norm, amp_fused_result *result);

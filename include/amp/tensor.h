@@ -113,6 +113,21 @@ void *amp_ctx_grad_memory(const amp_ctx *ctx, size_t *bytes);
  * amp_ctx_grad_memory and the optimizer and scaler write any pending zeros before they read. Only a
  * read of p->grad->data between amp_zero_grad and the next backward sees the old values. */
 void amp_zero_grad(amp_ctx *ctx);
+/* The inf/NaN check made where backward writes the gradients (off by default). On, each parameter
+ * gradient that a GEMM's epilogue writes whole (a linear's or matmul's weight, directly or under
+ * autocast into its fp32 master's) gets a note of its largest |value| (NaN above inf), taken from
+ * the values as they are written, and amp_optimizer_fused_step (so amp_scaler_step_fused) takes the
+ * inf/NaN check of those gradients from the notes instead of reading them all once more before the
+ * update: one read pass over most of the gradients less per step (their norm comes from the update's
+ * own pass, the same bits). Every other write amp makes to a gradient drops its note (accumulations,
+ * a parameter reported to the grad-ready hook, unscaling, clipping, the fused step,
+ * amp_ctx_grad_memory); a program that writes gradient data itself between backward and the step
+ * (by pointer, or with a function that takes no context, such as amp_tensor_write or
+ * amp_non_finite_check_and_unscale) must call amp_ctx_grads_changed after it, or leave this off.
+ * Switching it drops every note. */
+void amp_ctx_set_backward_grad_check(amp_ctx *ctx, bool on);
+/* Drops every note of the backward check: the gradients were written outside amp. */
+void amp_ctx_grads_changed(amp_ctx *ctx);
 /* The parameter's byte offset in the parameter (and gradient) buffer. */
 size_t amp_ctx_param_offset(const amp_ctx *ctx, size_t index);
 

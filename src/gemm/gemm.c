@@ -251,11 +251,12 @@ static void residual_row(const amp_elem_kernels *ek, float *row, const float *re
 static void epilogue(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t r0, int64_t r1, int64_t c0,
                      int64_t c1) {
     if (!ep->bias && !ep->relu && !ep->gelu && !ep->relu_mask && !ep->grad_mul && !ep->residual && !ep->out &&
-        !ep->acc)
+        !ep->acc && !ep->absmax)
         return; /* only a_sums: not per block */
     const size_t os = amp_dtype_size(ep->out_dtype), ms = amp_dtype_size(ep->relu_mask_dtype);
     const amp_vmath_kernels *vk = ep->gelu ? amp_vmath_active() : NULL;
     const amp_elem_kernels *ek = amp_elem_active();
+    uint32_t absmax = 0;
     for (int64_t r = r0; r < r1; r++) {
         float *row = c + r * ldc;
         void *out = ep->out ? (char *)ep->out + (size_t)(r * ep->ldo + c0) * os : NULL;
@@ -273,6 +274,16 @@ static void epilogue(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t
         if (ep->residual) residual_row(ek, row + c0, ep->residual + r * ep->ldres + c0, ep->res_round, c1 - c0);
         if (out) amp_convert(out, ep->out_dtype, row + c0, AMP_F32, (size_t)(c1 - c0));
         if (ep->acc) acc_row(ep, ek, ep->acc + r * ep->ldacc + c0, row + c0, out, c1 - c0);
+        if (ep->absmax) {
+            const uint32_t b = ek->absmax_bits(ep->acc ? ep->acc + r * ep->ldacc + c0 : row + c0, (size_t)(c1 - c0));
+            absmax = b > absmax ? b : absmax;
+        }
+    }
+    if (ep->absmax) {
+        uint32_t seen = atomic_load_explicit(ep->absmax, memory_order_relaxed);
+        while (absmax > seen && !atomic_compare_exchange_weak_explicit(ep->absmax, &seen, absmax, memory_order_relaxed,
+                                                                       memory_order_relaxed)) {
+        }
     }
 }
 
@@ -524,6 +535,7 @@ static int check_args(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m,
         return AMP_ERR_UNSUPPORTED_DTYPE;
     if (ep && ep->relu_mask && (st = check_matrix(m, n, ep->ldmask, amp_dtype_size(ep->relu_mask_dtype))) != AMP_OK)
         return st;
+    if (ep && ep->absmax && ep->out && !ep->acc) return AMP_ERR_INVALID_ARGUMENT; /* C is not what is left */
     if (ep && ((ep->grad_mul && (st = check_matrix(m, n, ep->ldmul, sizeof(float))) != AMP_OK) ||
                (ep->gelu_deriv && (st = check_matrix(m, n, ep->ldderiv, sizeof(float))) != AMP_OK)))
         return st;

@@ -37,6 +37,7 @@
 #ifndef AMP_GEMM_FUSED_H
 #define AMP_GEMM_FUSED_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -83,6 +84,12 @@ typedef struct amp_gemm_epilogue {
      * pass over A after the product, the same additions). Each i is summed by one thread, in order of
      * p, so the bits depend on neither the path nor the threads. Overlaps no other matrix. */
     float *a_sums;
+    /* NULL, or raised (an atomic maximum, so any threads and blocks) to the elementwise kernels'
+     * absmax_bits (kernels/elem_kernels.h) of every final value the epilogue leaves: the acc rows
+     * when acc is not NULL, else C's. A weight gradient's inf/NaN check made as backward writes it
+     * (amp_ctx_set_backward_grad_check, amp/tensor.h), where the optimizer's fused step would read
+     * the whole gradient once more. With out not NULL (and no acc) the caller must not ask. */
+    _Atomic uint32_t *absmax;
 } amp_gemm_epilogue;
 
 /* amp_gemm (same arguments, checks and return values) followed by the epilogue `ep` (NULL: none).

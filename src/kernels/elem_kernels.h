@@ -18,6 +18,7 @@
 #define AMP_ELEM_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "amp/cpu.h"
 
@@ -33,6 +34,10 @@ typedef struct amp_elem_kernels {
     /* the largest x[i], n >= 1 (which zero, with +0 and -0 both largest, or what a NaN gives, is
      * the path's: the softmax's results do not depend on it) */
     float (*max)(const float *x, size_t n);
+    /* the largest bit pattern of |x[i]| (x[i]'s with the sign bit cleared), 0 when n is 0: the largest
+     * |x[i]| while all are finite, 0x7f800000 with an infinity, above it with any NaN. A maximum of
+     * integers, so any order gives it (a GEMM's epilogue takes it over its blocks, gemm_fused.h) */
+    uint32_t (*absmax_bits)(const float *x, size_t n);
     /* sum of x[i], in the lane order above */
     float (*sum)(const float *x, size_t n);
     /* sum of a[i] * b[i], in the lane order above */

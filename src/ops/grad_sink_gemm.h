@@ -8,6 +8,7 @@
 #include "amp/dtype.h"
 #include "../gemm/gemm_fused.h"
 #include "../tensor/autograd.h"
+#include "../tensor/ctx_internal.h"
 
 /* The epilogue that writes rows of n gradient values starting at element `off` of the sink. */
 static inline amp_gemm_epilogue amp_sink_epilogue(const amp_grad_sink *s, int64_t off, int64_t n) {
@@ -53,12 +54,18 @@ static inline int amp_gemm_into_grad_masked(amp_ctx *ctx, amp_op op, amp_dtype d
     if (relu_mask)
         ep.relu_mask = relu_mask->data, ep.relu_mask_dtype = relu_mask->dtype, ep.ldmask = n > 0 ? n : 1;
     if (grad_mul) ep.grad_mul = grad_mul, ep.ldmul = n > 0 ? n : 1;
+    /* the backward check's note: a parameter's fp32 gradient (acc), every element of it written here */
+    _Atomic uint32_t absmax = 0;
+    const bool note = sunk && sink.slot >= 0 && sink.acc && m * n == sink.numel;
+    if (note) ep.absmax = &absmax;
     float *c = direct ? direct : amp_f32_scratch(ctx, m * n);
     if (c) {
         const int st = amp_gemm_fused(dt, ta, tb, m, n, k, 1.0f, a, lda > 0 ? lda : 1, b, ldb > 0 ? ldb : 1, 0.0f, c,
-                                      n > 0 ? n : 1, (sunk && !direct) || a_sums || relu_mask || grad_mul ? &ep : NULL);
+                                      n > 0 ? n : 1,
+                                      (sunk && !direct) || a_sums || relu_mask || grad_mul || note ? &ep : NULL);
         if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(op), amp_status_str(st));
     }
+    if (note && c && ctx->status == AMP_OK) amp_ctx_grad_note(ctx, sink.slot, atomic_load(&absmax));
     if (sunk) amp_grad_sink_close(ctx, &sink);
     else if (c && ctx->status == AMP_OK) amp_grad_accumulate(ctx, t, c);
     return ctx->status;

@@ -38,6 +38,10 @@ typedef struct optim_param {
     float *momentum;       /* SGD with momentum != 0, else NULL */
     float *exp_avg;        /* Adam/AdamW, else NULL */
     float *exp_avg_sq;
+    /* the fused step's, for one step: the backward check's note of the gradient holds
+     * (amp_ctx_set_backward_grad_check; an fp32 gradient), and its absmax_bits */
+    bool grad_noted;
+    uint32_t grad_absmax;
 } optim_param;
 
 typedef struct optim_segment {
@@ -56,6 +60,7 @@ struct amp_optimizer {
     optim_segment *segments;
     size_t n_segments;
     double *partial;         /* n_segments fp64 sums of squares (the fused pass's norm) */
+    int64_t noted_numel;     /* the last fused step: gradient elements checked by backward's notes (tests) */
     float *state;            /* the state roles described above */
     size_t state_bytes;
 };

@@ -209,6 +209,7 @@ static void unscale_grads(const amp_optimizer *opt, float inv_scale, float *foun
         amp_non_finite_check_and_unscale_safe(g->data, g->dtype, (size_t)amp_tensor_numel(g), found_inf,
                                               found_after, inv_scale);
     }
+    if (inv_scale != 1.0f) amp_ctx_grads_changed(opt->ctx); /* the backward check's notes: amp/tensor.h */
 }
 
 /* GradScaler.unscale_ after the enabled and stage checks. */

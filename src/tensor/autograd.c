@@ -100,6 +100,12 @@ static amp_tensor *new_grad(amp_ctx *ctx, const amp_tensor *t) {
 
 static int64_t param_index(const amp_ctx *ctx, const amp_tensor *t);
 
+/* The backward check's note of t's gradient (ctx_internal.h) no longer holds: t's gradient is being
+ * written by something that does not note its maximum. */
+static void drop_note(amp_ctx *ctx, const amp_tensor *t) {
+    if (ctx->backward_grad_check) amp_ctx_grad_note_drop(ctx, param_index(ctx, t));
+}
+
 /* True when t is a parameter whose gradient amp_zero_grad left empty (ctx_internal.h); the flag is
  * cleared, and the caller must then write every element as 0 + value (amp_acc_* with store). */
 static bool claim_empty(amp_ctx *ctx, const amp_tensor *t) {
@@ -129,6 +135,7 @@ int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g) {
         return AMP_OK;
     }
     amp_tensor *grad = t->grad;
+    drop_note(ctx, t);
     if (grad->dtype == AMP_F32) {
         amp_acc_f32(grad->data, g, n, claim_empty(ctx, t));
         return AMP_OK;
@@ -155,6 +162,7 @@ int amp_grad_accumulate_grad(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g) {
      * and add in one pass. The gradient tensors made here are contiguous; a parameter's is too. */
     if (g->dtype == AMP_BF16 && amp_tensor_is_contiguous(g) && t->grad && t->grad->dtype == AMP_F32 &&
         amp_tensor_is_contiguous(t->grad) && amp_tensor_numel(g) == amp_tensor_numel(t)) {
+        drop_note(ctx, t);
         amp_acc_bf16(t->grad->data, g->data, amp_tensor_numel(t), claim_empty(ctx, t));
         return AMP_OK;
     }
@@ -206,6 +214,7 @@ static amp_tensor *master_of(const amp_ctx *ctx, const amp_tensor *t) {
 
 bool amp_grad_sink_open(amp_ctx *ctx, amp_tensor *t, amp_grad_sink *s) {
     memset(s, 0, sizeof *s);
+    s->slot = -1;
     if (!t || !t->requires_grad || ctx->status != AMP_OK) return false;
     s->out_dtype = t->dtype;
     if (t->grad) { /* an fp32 gradient takes the additions of amp_acc_f32 in place */
@@ -214,6 +223,7 @@ bool amp_grad_sink_open(amp_ctx *ctx, amp_tensor *t, amp_grad_sink *s) {
         s->out_dtype = AMP_F32;
         s->acc_store = claim_empty(ctx, t);
         s->numel = amp_tensor_numel(t);
+        if (ctx->backward_grad_check) amp_ctx_grad_note_drop(ctx, s->slot = param_index(ctx, t));
         return true;
     }
     amp_tensor *master = master_of(ctx, t);
@@ -221,6 +231,7 @@ bool amp_grad_sink_open(amp_ctx *ctx, amp_tensor *t, amp_grad_sink *s) {
         s->acc = master->grad->data;
         s->acc_store = claim_empty(ctx, master);
         s->numel = amp_tensor_numel(t);
+        if (ctx->backward_grad_check) amp_ctx_grad_note_drop(ctx, s->slot = param_index(ctx, master));
         ctx->grads_direct++;
         return true;
     }
@@ -267,6 +278,8 @@ const float *amp_grad_out(amp_ctx *ctx, const amp_node *node) { return amp_f32_v
 
 /* The parameter slot whose tensor is t, or -1 (parameters are laid out in index order, so their data
  * pointers are sorted). */
+int64_t amp_ctx_param_index(const amp_ctx *ctx, const amp_tensor *t) { return param_index(ctx, t); }
+
 static int64_t param_index(const amp_ctx *ctx, const amp_tensor *t) {
     if (!t || !t->is_leaf || !ctx->param_memory || !t->data) return -1;
     const unsigned char *d = t->data, *base = ctx->param_memory;
@@ -300,6 +313,7 @@ static void release_param_uses(amp_ctx *ctx, const amp_node *node, int32_t *pend
         if (k >= 0 && --pending[k] == 0 && ctx->grad_ready) {
             amp_ctx_settle_grad(ctx, (size_t)k); /* a gradient no node wrote is complete as zeros */
             ctx->grad_ready(ctx, (size_t)k, ctx->grad_ready_user);
+            amp_ctx_grad_note_drop(ctx, k); /* the hook may have written it (data-parallel sums do) */
         }
     }
 }

@@ -56,6 +56,10 @@ typedef struct amp_grad_sink {
     float *acc;          /* numel(t) contiguous fp32 values, or NULL */
     bool acc_store;
     int64_t numel;
+    /* with acc and the backward check on (amp_ctx_set_backward_grad_check): the parameter slot whose
+     * gradient acc is (its note dropped by the open; amp_ctx_grad_note after a write that took every
+     * element's maximum), else -1 */
+    int64_t slot;
     amp_tensor *t, *grad; /* private: the new gradient amp_grad_sink_close gives t */
 } amp_grad_sink;
 bool amp_grad_sink_open(amp_ctx *ctx, amp_tensor *t, amp_grad_sink *s);

@@ -48,6 +48,7 @@ int amp_ctx_create(const amp_ctx_config *config, amp_ctx **out) {
     memset(ctx, 0, sizeof *ctx);
     ctx->allocator = cfg.allocator;
     ctx->grad_enabled = true;
+    ctx->grad_epoch = 1;
     if (amp_arena_init(&ctx->arena, &ctx->allocator, cfg.arena_bytes) != 0) {
         cfg.allocator.free(ctx, cfg.allocator.user);
         return AMP_ERR_OUT_OF_MEMORY;
@@ -254,6 +255,7 @@ void *amp_ctx_grad_memory(const amp_ctx *ctx, size_t *bytes) {
     /* The pending zeros are part of the gradients' value: written before anyone reads the buffer.
      * (The context is never a const object: the caller's pointer is const, not the memory.) */
     amp_ctx_settle_grads((amp_ctx *)ctx);
+    amp_ctx_grads_changed((amp_ctx *)ctx); /* writable: the backward check's notes no longer hold */
     return ctx->grad_memory;
 }
 size_t amp_ctx_param_offset(const amp_ctx *ctx, size_t index) {
@@ -286,6 +288,19 @@ void amp_ctx_settle_grads(amp_ctx *ctx) {
  * nothing. */
 void amp_zero_grad(amp_ctx *ctx) {
     if (!ctx || !ctx->grad_memory) return;
-    for (size_t k = 0; k < ctx->n_params; k++) ctx->params[k].grad_empty = true;
+    for (size_t k = 0; k < ctx->n_params; k++) {
+        ctx->params[k].grad_empty = true;
+        amp_ctx_grad_note(ctx, (int64_t)k, 0); /* zeros, whenever they are written */
+    }
     ctx->n_grads_empty = ctx->n_params;
+}
+
+void amp_ctx_set_backward_grad_check(amp_ctx *ctx, bool on) {
+    if (!ctx) return;
+    ctx->backward_grad_check = on;
+    amp_ctx_grads_changed(ctx); /* notes start with the next backward (or amp_zero_grad) */
+}
+
+void amp_ctx_grads_changed(amp_ctx *ctx) {
+    if (ctx) ctx->grad_epoch++;
 }

@@ -34,6 +34,10 @@ typedef struct amp_param_slot {
     amp_tensor *grad; /* NULL for buffers */
     size_t offset;    /* bytes into the role's buffer */
     bool grad_empty;  /* amp_zero_grad's zeros not written yet (see amp_ctx_settle_grads) */
+    /* The backward check's note (amp_ctx_set_backward_grad_check): absmax_bits of the gradient's
+     * values (kernels/elem_kernels.h), valid while grad_note_epoch equals the context's grad_epoch */
+    uint32_t grad_absmax;
+    uint64_t grad_note_epoch;
 } amp_param_slot;
 
 /* How many dropped gradient blocks a step can hold for reuse (amp_grad_accumulate). */
@@ -76,6 +80,11 @@ struct amp_ctx {
     void *backward_grad_user;
 
     uint64_t rng[AMP_RNG_STREAMS];
+
+    /* amp_ctx_set_backward_grad_check: on, and the epoch of the notes that still hold (starts at 1; a
+     * slot's epoch 0 is never valid; amp_ctx_grads_changed advances it, dropping every note) */
+    bool backward_grad_check;
+    uint64_t grad_epoch;
 };
 
 /* Records the first error (later ones are dropped) and returns `status`. */
@@ -102,6 +111,28 @@ static inline void amp_scratch_release(amp_ctx *ctx, amp_arena_mark m) { amp_are
 void amp_ctx_settle_grads(amp_ctx *ctx);
 /* amp_ctx_settle_grads for parameter slot k only. */
 void amp_ctx_settle_grad(amp_ctx *ctx, size_t k);
+
+/* The backward check's notes (amp_ctx_set_backward_grad_check). Every write amp makes to a parameter
+ * gradient outside the GEMM epilogues that note their maximum drops that gradient's note
+ * (amp_ctx_grad_note_drop: autograd.c's accumulations and sinks, the grad-ready hook's parameter);
+ * writes to all of them (unscaling, clipping, the fused step's unscaled gradients, the gradient
+ * buffer handed out) advance the epoch (amp_ctx_grads_changed). */
+static inline void amp_ctx_grad_note_drop(amp_ctx *ctx, int64_t k) {
+    if (k >= 0) ctx->params[k].grad_note_epoch = 0;
+}
+static inline void amp_ctx_grad_note(amp_ctx *ctx, int64_t k, uint32_t absmax) {
+    if (k < 0 || !ctx->backward_grad_check) return;
+    ctx->params[k].grad_absmax = absmax;
+    ctx->params[k].grad_note_epoch = ctx->grad_epoch;
+}
+/* Slot k's note: true and its absmax_bits in *absmax when the check is on and the note holds. */
+static inline bool amp_ctx_grad_noted(const amp_ctx *ctx, int64_t k, uint32_t *absmax) {
+    if (k < 0 || !ctx->backward_grad_check || ctx->params[k].grad_note_epoch != ctx->grad_epoch) return false;
+    *absmax = ctx->params[k].grad_absmax;
+    return true;
+}
+/* The parameter slot whose tensor is t, or -1. */
+int64_t amp_ctx_param_index(const amp_ctx *ctx, const amp_tensor *t);
 
 /* Checks a dtype and shape (0..AMP_MAX_DIMS dims, no negative size, numel * 16 within int64);
  * records "what: problem" and returns false when they are not acceptable. */

@@ -31,5 +31,6 @@ bool amp_train_inject_nonfinite(amp_train_run_state *r, int64_t done) {
     const float values[3] = {INFINITY, -INFINITY, NAN};
     const float v = values[(pick >> 32) % 3];
     amp_convert((unsigned char *)g->data + (size_t)at * amp_dtype_size(g->dtype), g->dtype, &v, AMP_F32, 1);
+    amp_ctx_grads_changed(r->ctx); /* a write outside backward: its check must see it (amp/tensor.h) */
     return true;
 }

@@ -345,6 +345,11 @@ static int setup(amp_train_run_state *r) {
     if (c->scaler == AMP_SCALER_STATIC) sc.init_scale = c->static_scale;
     st = amp_scaler_create(&sc, &r->scaler);
     if (st != AMP_OK) return amp_train_fail(r, st, "scaler: %s", amp_status_str(st));
+    /* This loop writes gradients between backward and the step only through amp (the drill reports
+     * its own write), so the scaler's fused step may take its inf/NaN check from backward's notes
+     * (amp/tensor.h); they are of use only there, only without clipping (which needs the norm before
+     * the update) and only on one process (data parallel, the unscale reads every gradient first). */
+    amp_ctx_set_backward_grad_check(r->ctx, c->scaler != AMP_SCALER_OFF && !(c->clip > 0) && !c->comm);
     if ((st = amp_train_dist_setup(r)) != AMP_OK) return st;
 
     const int64_t batch = c->batch;

@@ -28,6 +28,14 @@ run "$AMP" train $COMMON --inject-nonfinite 0.2
 inj2=$(tail -n 1 "$TMP/out" | jq .injected_steps)
 if [ "$inj2" = "$inj" ]; then pass; else fail "the same seed injected $inj then $inj2 faults"; fi
 
+# Half the steps: faults in weight gradients too, whose check backward made as it wrote them
+# (amp_ctx_set_backward_grad_check): the drill's write must still be seen.
+run "$AMP" train $COMMON --inject-nonfinite 0.5
+inj3=$(tail -n 1 "$TMP/out" | jq .injected_steps)
+skip3=$(tail -n 1 "$TMP/out" | jq .skipped_steps)
+if [ "${inj3:-0}" -gt 0 ] && [ "$inj3" = "$skip3" ]; then pass; else fail "p 0.5: injected $inj3, skipped $skip3"; fi
+expect_json_eq '.train_loss != null' true "p 0.5: the loss stayed finite"
+
 # Without a scaler nothing checks: the first fault poisons the weights and the loss.
 run "$AMP" train $COMMON --inject-nonfinite 0.2 --scaler off
 expect_rc 0 "scaler off: the run completes"

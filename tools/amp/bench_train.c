@@ -169,6 +169,8 @@ int amp_bench_train(int argc, char **argv) {
     amp_model_config mc = amp_model_default_config(kind);
     mc.param_dtype = r.prec->param_dtype;
     int st = amp_ctx_create(NULL, &r.ctx);
+    /* with the scaler, the fused step takes its check from backward's notes, as amp train's loop */
+    if (st == AMP_OK) amp_ctx_set_backward_grad_check(r.ctx, r.scaling);
     if (st == AMP_OK) st = amp_model_create(r.ctx, &mc, &r.model);
     const int64_t per_sample = r.text ? mc.context : mc.in_channels * mc.image_rows * mc.image_cols;
     if (st == AMP_OK && !r.text &&

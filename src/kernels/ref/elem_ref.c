@@ -1,6 +1,8 @@
 /* Reference row kernels (kernels/elem_kernels.h): scalar loops, always built; the ops' results
  * under AMP_ISA=ref, and the oracle of the SIMD paths (the same bits). The reductions spell out the
  * 16-lane order the header defines. */
+#include <string.h>
+
 #include "../elem_kernels.h"
 
 #if defined(__clang__)
@@ -23,6 +25,17 @@ static void acc_ref(float *dst, const float *src, size_t n) {
 static float max_ref(const float *x, size_t n) {
     float m = x[0];
     for (size_t i = 1; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+static uint32_t absmax_bits_ref(const float *x, size_t n) {
+    uint32_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        u &= 0x7fffffffu;
+        m = u > m ? u : m;
+    }
     return m;
 }
 
@@ -91,6 +104,7 @@ void amp_elem_kernels_ref(amp_elem_kernels *k) {
     k->add_scalar = add_scalar_ref;
     k->acc = acc_ref;
     k->max = max_ref;
+    k->absmax_bits = absmax_bits_ref;
     k->sum = sum_ref;
     k->dot = dot_ref;
     k->sum_sq_dev = sum_sq_dev_ref;

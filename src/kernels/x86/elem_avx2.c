@@ -2,6 +2,7 @@
  * FMA), so the same bits. The reductions keep the 16 lanes in two registers (lanes 0-7 and 8-15);
  * a row's tail goes through the reference's scalar loop into the stored lanes. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "../elem_kernels.h"
 
@@ -41,6 +42,24 @@ static float max_avx2(const float *x, size_t n) {
     r = l[0];
     for (int j = 1; j < 8; j++) r = l[j] > r ? l[j] : r;
     for (; i < n; i++) r = x[i] > r ? x[i] : r;
+    return r;
+}
+
+static uint32_t absmax_bits_avx2(const float *x, size_t n) {
+    const __m256i abs = _mm256_set1_epi32(0x7fffffff);
+    __m256i m = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(x + i)), abs));
+    uint32_t l[8], r = 0;
+    _mm256_storeu_si256((__m256i *)(void *)l, m);
+    for (int j = 0; j < 8; j++) r = l[j] > r ? l[j] : r;
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        u &= 0x7fffffffu;
+        r = u > r ? u : r;
+    }
     return r;
 }
 
@@ -186,6 +205,7 @@ void amp_elem_kernels_avx2(amp_elem_kernels *k) {
     k->add_scalar = add_scalar_avx2;
     k->acc = acc_avx2;
     k->max = max_avx2;
+    k->absmax_bits = absmax_bits_avx2;
     k->sum = sum_avx2;
     k->dot = dot_avx2;
     k->sum_sq_dev = sum_sq_dev_avx2;

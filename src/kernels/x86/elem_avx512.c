@@ -43,6 +43,15 @@ static float max_avx512(const float *x, size_t n) {
     return _mm512_reduce_max_ps(m);
 }
 
+static uint32_t absmax_bits_avx512(const float *x, size_t n) {
+    const __m512i abs = _mm512_set1_epi32(0x7fffffff);
+    __m512i m = _mm512_setzero_si512();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_loadu_si512(x + i), abs));
+    if (i < n) m = _mm512_max_epu32(m, _mm512_and_si512(_mm512_maskz_loadu_epi32(tail_mask(n - i), x + i), abs));
+    return (uint32_t)_mm512_reduce_max_epu32(m);
+}
+
 static float sum_avx512(const float *x, size_t n) {
     __m512 s = _mm512_setzero_ps();
     size_t i = 0;
@@ -165,6 +174,7 @@ void amp_elem_kernels_avx512(amp_elem_kernels *k) {
     k->add_scalar = add_scalar_avx512;
     k->acc = acc_avx512;
     k->max = max_avx512;
+    k->absmax_bits = absmax_bits_avx512;
     k->sum = sum_avx512;
     k->dot = dot_avx512;
     k->sum_sq_dev = sum_sq_dev_avx512;
