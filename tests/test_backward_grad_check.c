@@ -100,6 +100,17 @@ static bool step(gc_rig *r, const float *xv, amp_dtype cast, float scale, float 
     return CHECK(amp_optimizer_fused_step(r->opt, inv_scale, max_norm, res) == AMP_OK);
 }
 
+/* A forward and backward in fp32 with seed `scale`, nothing else: the gradients for the checks below. */
+static bool fp32_backward(gc_rig *r, const float *xv, float scale) {
+    amp_ctx *c = r->ctx;
+    amp_ctx_reset(c);
+    amp_zero_grad(c);
+    amp_tensor *x = amp_tensor_from(c, AMP_F32, 2, (const int64_t[]){ROWS, IN}, xv, AMP_F32);
+    amp_tensor *y = x ? amp_linear(c, amp_relu(c, amp_linear(c, x, r->w1, r->b1)), r->w2, r->b2) : NULL;
+    amp_tensor *loss = y ? amp_mean_all(c, amp_mul(c, y, y)) : NULL;
+    return CHECK_MSG(loss && amp_backward_scaled(c, loss, scale) == AMP_OK, "%s", amp_ctx_error(c));
+}
+
 static bool same_params(const gc_rig *a, const gc_rig *b) {
     for (size_t p = 0; p < amp_ctx_num_params(a->ctx); p++) {
         const amp_tensor *u = amp_ctx_param(a->ctx, p), *v = amp_ctx_param(b->ctx, p);
@@ -184,15 +195,9 @@ static void check_written_after_backward(const float *xv) {
         test_rng r1 = {harness_seed() ^ 0x77u};
         gc_rig on;
         if (CHECK(rig_init(&on, &r1, true))) {
-            amp_ctx *c = on.ctx;
-            amp_ctx_reset(c);
-            amp_zero_grad(c);
-            amp_tensor *x = amp_tensor_from(c, AMP_F32, 2, (const int64_t[]){ROWS, IN}, xv, AMP_F32);
-            amp_tensor *y = x ? amp_linear(c, amp_relu(c, amp_linear(c, x, on.w1, on.b1)), on.w2, on.b2) : NULL;
-            amp_tensor *loss = y ? amp_mean_all(c, amp_mul(c, y, y)) : NULL;
-            if (CHECK(loss && amp_backward_scaled(c, loss, 1.0f) == AMP_OK)) {
+            if (fp32_backward(&on, xv, 1.0f)) {
                 ((float *)on.w2->grad->data)[17] = NAN;
-                if (report) amp_ctx_grads_changed(c);
+                if (report) amp_ctx_grads_changed(on.ctx);
                 amp_fused_result r;
                 CHECK(amp_optimizer_fused_step(on.opt, 1.0f, 0.0f, &r) == AMP_OK);
                 if (report)
@@ -220,15 +225,9 @@ static void check_unscale_then_fused(const float *xv) {
     amp_scaler_config cfg = amp_scaler_default_config();
     cfg.init_scale = 0x1p-120f;
     if (CHECK(rig_init(&on, &r1, true) && amp_scaler_create(&cfg, &sc) == AMP_OK)) {
-        amp_ctx *c = on.ctx;
-        amp_ctx_reset(c);
-        amp_zero_grad(c);
         (void)amp_scaler_scale(sc);
-        amp_tensor *x = amp_tensor_from(c, AMP_F32, 2, (const int64_t[]){ROWS, IN}, xv, AMP_F32);
-        amp_tensor *y = x ? amp_linear(c, amp_relu(c, amp_linear(c, x, on.w1, on.b1)), on.w2, on.b2) : NULL;
-        amp_tensor *loss = y ? amp_mean_all(c, amp_mul(c, y, y)) : NULL;
         amp_step_report rep;
-        if (CHECK(loss && amp_backward_scaled(c, loss, 0x1p20f) == AMP_OK) &&
+        if (fp32_backward(&on, xv, 0x1p20f) &&
             CHECK(amp_scaler_unscale(sc, on.opt) == AMP_OK) &&
             CHECK(amp_scaler_step_fused(sc, on.opt, 0.0f, &rep) == AMP_OK))
             CHECK_MSG(rep.skipped && on.opt->noted_numel == 0,
@@ -255,15 +254,9 @@ static void check_note_arithmetic(const float *xv) {
         test_rng r1 = {harness_seed() ^ 0x5Au};
         gc_rig on;
         if (CHECK(rig_init(&on, &r1, true))) {
-            amp_ctx *c = on.ctx;
-            amp_ctx_reset(c);
-            amp_zero_grad(c);
-            amp_tensor *x = amp_tensor_from(c, AMP_F32, 2, (const int64_t[]){ROWS, IN}, xv, AMP_F32);
-            amp_tensor *y = x ? amp_linear(c, amp_relu(c, amp_linear(c, x, on.w1, on.b1)), on.w2, on.b2) : NULL;
-            amp_tensor *loss = y ? amp_mean_all(c, amp_mul(c, y, y)) : NULL;
             amp_fused_result r;
-            if (CHECK(loss && amp_backward_scaled(c, loss, 1.0f) == AMP_OK)) {
-                amp_ctx_grad_note(c, amp_ctx_param_index(c, on.w2), cases[i].bits);
+            if (fp32_backward(&on, xv, 1.0f)) {
+                amp_ctx_grad_note(on.ctx, amp_ctx_param_index(on.ctx, on.w2), cases[i].bits);
                 CHECK(amp_optimizer_fused_step(on.opt, cases[i].inv_scale, 0.0f, &r) == AMP_OK);
                 CHECK_MSG(r.found_inf == cases[i].found && on.opt->noted_numel >= weights_numel &&
                               (!cases[i].found || (cases[i].nan ? isnan(r.grad_norm) : isinf(r.grad_norm))),
@@ -285,17 +278,11 @@ static void check_dropped_by_writers(const float *xv) {
         test_rng r1 = {harness_seed() ^ 0x3Cu};
         gc_rig on;
         if (CHECK(rig_init(&on, &r1, true))) {
-            amp_ctx *c = on.ctx;
-            amp_ctx_reset(c);
-            amp_zero_grad(c);
-            amp_tensor *x = amp_tensor_from(c, AMP_F32, 2, (const int64_t[]){ROWS, IN}, xv, AMP_F32);
-            amp_tensor *y = x ? amp_linear(c, amp_relu(c, amp_linear(c, x, on.w1, on.b1)), on.w2, on.b2) : NULL;
-            amp_tensor *loss = y ? amp_mean_all(c, amp_mul(c, y, y)) : NULL;
             amp_fused_result r;
-            if (CHECK(loss && amp_backward_scaled(c, loss, 16.0f) == AMP_OK)) {
+            if (fp32_backward(&on, xv, 16.0f)) {
                 if (w == 0) (void)amp_optimizer_clip_grad_norm(on.opt, 1e-3f);
                 if (w == 1) CHECK(amp_optimizer_fused_step(on.opt, 1.0f / 16.0f, 0.0f, &r) == AMP_OK);
-                if (w == 2) (void)amp_ctx_grad_memory(c, NULL);
+                if (w == 2) (void)amp_ctx_grad_memory(on.ctx, NULL);
                 CHECK(amp_optimizer_fused_step(on.opt, 1.0f, 0.0f, &r) == AMP_OK);
                 CHECK_MSG(on.opt->noted_numel == 0, "after %s: %lld elements still noted", names[w],
                           (long long)on.opt->noted_numel);
