@@ -206,7 +206,9 @@ int amp_scaler_step(amp_scaler *s, amp_optimizer *opt, amp_step_report *report);
 /* step through amp_optimizer_fused_step (unscale, check, clip to max_norm (<= 0: no clipping) and
  * update in one pass) when opt has not been unscaled in this iteration; after an explicit unscale,
  * the same pass with inv_scale 1 (or no call when inf/NaN was found). Disabled: the fused pass with
- * inv_scale 1. */
+ * inv_scale 1. With amp_ctx_set_backward_grad_check on (amp/tensor.h) and no clipping, the check of
+ * the weight gradients backward noted comes from the notes, and those gradients are read once, by the
+ * update. */
 int amp_scaler_step_fused(amp_scaler *s, amp_optimizer *opt, float max_norm, amp_step_report *report);
 
 /* update: the new scale from this iteration's found_inf (amp_update_scale, then the extras), and
