@@ -127,13 +127,18 @@ static void norm_segment(void *arg, int64_t task, int thread_id) {
     job->opt->partial[task] = fold_lanes(acc);
 }
 
+/* The per-segment sums added in segment order. */
+static double partials_sum(const amp_optimizer *opt) {
+    double sum = 0.0;
+    for (size_t s = 0; s < opt->n_segments; s++) sum += opt->partial[s];
+    return sum;
+}
+
 /* The fp64 sum of (g * inv_scale)^2 over every gradient: finite iff every g * inv_scale is. */
 static double sum_of_squares(amp_optimizer *opt, float inv_scale) {
     norm_job job = {.opt = opt, .kernels = optim_kernels_active(), .inv_scale = inv_scale, .skip_noted = false};
     for_each_segment(opt, norm_segment, &job);
-    double sum = 0.0;
-    for (size_t s = 0; s < opt->n_segments; s++) sum += opt->partial[s];
-    return sum;
+    return partials_sum(opt);
 }
 
 /* torch.nn.utils.clip_grad_norm_: min(1, max_norm / (total_norm + 1e-6)) in fp32, where total_norm is
@@ -279,18 +284,18 @@ double amp_optimizer_clip_grad_norm(amp_optimizer *opt, float max_norm) {
 /* ---- the fused step ---- */
 
 /* The backward check's notes (amp_ctx_set_backward_grad_check) for this step: each parameter's
- * grad_noted and grad_absmax. Returns how many hold. */
-static size_t take_notes(amp_optimizer *opt) {
-    size_t held = 0;
+ * grad_noted and grad_absmax. Returns (and keeps in noted_numel) how many elements they cover. */
+static int64_t take_notes(amp_optimizer *opt) {
+    opt->noted_numel = 0;
     for (size_t i = 0; i < opt->n_params; i++) {
         optim_param *q = &opt->params[i];
         uint32_t b = 0;
         q->grad_noted = q->grad->dtype == AMP_F32 &&
                         amp_ctx_grad_noted(opt->ctx, amp_ctx_param_index(opt->ctx, q->tensor), &b);
         q->grad_absmax = b;
-        held += q->grad_noted;
+        opt->noted_numel += q->grad_noted ? q->numel : 0;
     }
-    return held;
+    return opt->noted_numel;
 }
 
 /* Whether every noted gradient times inv_scale is finite, from its note: fp32 rounding is monotonic,
@@ -315,9 +320,8 @@ int amp_optimizer_fused_step(amp_optimizer *opt, float inv_scale, float max_norm
     /* Gradients whose inf/NaN check backward made as it wrote them (their notes) skip pass 1: without
      * clipping nothing but that check needs the norm before the update, and the update's own pass
      * computes their segments' sums (pass 1's kernel on pass 1's blocks: the same bits). */
-    const size_t noted = opt->ctx->backward_grad_check && !(max_norm > 0.0f) && isfinite(inv_scale) ? take_notes(opt) : 0;
     opt->noted_numel = 0;
-    for (size_t i = 0; noted && i < opt->n_params; i++) opt->noted_numel += opt->params[i].grad_noted ? opt->params[i].numel : 0;
+    const bool noted = opt->ctx->backward_grad_check && !(max_norm > 0.0f) && isfinite(inv_scale) && take_notes(opt) > 0;
     double sum;
     if (noted) {
         norm_job job = {.opt = opt, .kernels = optim_kernels_active(), .inv_scale = inv_scale, .skip_noted = true};
@@ -339,10 +343,7 @@ int amp_optimizer_fused_step(amp_optimizer *opt, float inv_scale, float max_norm
     const float coef = noted ? 1.0f : clip_coef(sqrt(sum), max_norm);
     const bool scale = inv_scale != 1.0f || coef != 1.0f; /* (g * 1) * 1 is g: nothing to store */
     apply(opt, !noted, noted, scale, inv_scale, coef);
-    if (noted) {
-        sum = 0.0;
-        for (size_t s = 0; s < opt->n_segments; s++) sum += opt->partial[s];
-    }
+    if (noted) sum = partials_sum(opt);
     if (scale) amp_ctx_grads_changed(opt->ctx);
     if (result) *result = (amp_fused_result){.found_inf = false, .grad_norm = sqrt(sum), .clip_coef = coef};
     return AMP_OK;
