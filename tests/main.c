@@ -30,6 +30,7 @@ static const harness_test all_tests[] = {
     TEST(gemm_vs_reference),
     TEST(gemm_determinism),
     TEST(gemm_a_in_place),
+    TEST(gemm_direct),
     TEST(gemm_rows8_kernel),
     TEST(tensor_params_and_steady_state),
     TEST(tensor_grad_mode_and_retain),

@@ -100,7 +100,9 @@ void test_attention_fused(void) {
         check_case(2, 5, 8, 2, dts[d]);
         check_case(1, 19, 24, 3, dts[d]);
         check_case(3, 7, 6, 1, dts[d]);
-        check_case(2, 40, 64, 4, dts[d]); /* the gpt model's head width, D = 16 */
+        check_case(2, 40, 64, 4, dts[d]); /* D = 16 */
+        check_case(2, 100, 64, 2, dts[d]); /* the gpt model's head width, D = 32: one B panel in place */
+        check_case(1, 61, 160, 2, dts[d]); /* D = 80: two panels in place and a partial one */
         check_case(2, 100, 16, 2, dts[d]); /* several causal blocks of rows, the last one short */
         check_case(1, 144, 6, 1, dts[d]);  /* blocks that end at T */
     }

@@ -380,16 +380,22 @@ void test_gemm_determinism(void) {
     }
 }
 
-/* A transposed fp32 A read in place by the kernel (gemm.c's ukernel_sa, where C's rectangle is one
- * tile wide) against every panel packed (amp_gemm_set_a_in_place(false)): the same bits, on every
- * path and thread count, with partial panels (m not a multiple of 12), two k blocks (k > kc), n up to
- * the tile's 32, beta 0 and not, and the result also within the oracle's bound. */
+/* An fp32 A read in place by the kernels against every panel packed (amp_gemm_set_a_in_place(false)):
+ * transposed (gemm.c's ukernel_sa, where C's rectangle is one tile wide) and by rows (ukernel_ra, any
+ * width; rows 4 KiB apart are packed by the rule, so one such case checks that side too). The same
+ * bits, on every path and thread count, with partial panels (m not a multiple of 12), two or three k
+ * blocks (k > kc), n within a tile and over several, beta 0 and not, and the result also within the
+ * oracle's bound. */
 void test_gemm_a_in_place(void) {
     const problem problems[] = {
         {.m = 150, .n = 32, .k = 128, .trans_a = true, .pad = 3, .alpha = 1.0f, .beta = 0.0f},
         {.m = 12, .n = 17, .k = 600, .trans_a = true, .trans_b = true, .pad = 0, .alpha = 0.5f, .beta = 1.0f},
         {.m = 61, .n = 1, .k = 1100, .trans_a = true, .pad = 1, .alpha = 1.0f, .beta = 0.25f},
         {.m = 300, .n = 24, .k = 7, .trans_a = true, .pad = 5, .alpha = -2.0f, .beta = 0.0f},
+        {.m = 150, .n = 100, .k = 128, .pad = 3, .alpha = 1.0f, .beta = 0.0f},
+        {.m = 61, .n = 70, .k = 1100, .trans_b = true, .pad = 1, .alpha = 0.5f, .beta = 0.25f},
+        {.m = 37, .n = 20, .k = 33, .pad = 0, .alpha = -1.0f, .beta = 1.0f},
+        {.m = 30, .n = 64, .k = 1024, .pad = 0, .alpha = 1.0f, .beta = 0.0f}, /* lda = 1024: packed */
     };
     test_rng rng = {harness_seed() ^ 0x5Au};
     amp_isa isas[AMP_ISA_COUNT];
@@ -414,8 +420,9 @@ void test_gemm_a_in_place(void) {
                 amp_gemm_set_a_in_place(true);
                 check_result(&f, c[0], amp_isa_name(isas[i]));
                 CHECK_MSG(memcmp(c[0], c[1], bytes) == 0,
-                          "%s f32 %lldx%lldx%lld A^T, %d threads: A read in place gave other bits than A packed",
-                          amp_isa_name(isas[i]), (long long)pr->m, (long long)pr->n, (long long)pr->k, threads);
+                          "%s f32 %lldx%lldx%lld %s, %d threads: A read in place gave other bits than A packed",
+                          amp_isa_name(isas[i]), (long long)pr->m, (long long)pr->n, (long long)pr->k,
+                          pr->trans_a ? "A^T" : "A", threads);
             }
         }
         test_isa_end();

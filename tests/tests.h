@@ -87,6 +87,8 @@ void test_gemm_edge_cases(void);
 void test_gemm_determinism(void);
 void test_gemm_rows8_kernel(void); /* the 8-row bf16 kernel against the 12-row one, bit for bit */
 void test_gemm_a_in_place(void);
+/* test_gemm_direct.c: the small products on stored operands against amp_gemm, bit for bit */
+void test_gemm_direct(void);
 void test_gemm_ref_path_is_the_oracle(void);
 void test_gemm_arguments(void);
 void test_gemm_bf16_method(void);

@@ -116,7 +116,8 @@ typedef struct operand {
 typedef struct gemm_job {
     const amp_gemm_kernel *kern;
     amp_gemm_ukernel_fn ukernel;
-    amp_gemm_ukernel_sa_fn ukernel_sa; /* not NULL: M_a may be read in place (gemm_block) */
+    amp_gemm_ukernel_strided_fn ukernel_sa; /* not NULL: M_a = A^T may be read in place (gemm_block) */
+    amp_gemm_ukernel_strided_fn ukernel_ra; /* not NULL: M_a = A is read by rows in place (gemm_block) */
     size_t esize; /* bytes per element of A and B */
     operand a, b;
     int64_t m, n, k;
@@ -369,9 +370,12 @@ static int gemm_block(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int
      * is packed as usual (the kernel would read past A's columns). Measured on Zen 4, one thread,
      * amp bench gemm f32 A^T*B, three interleaved runs: 128 x 32 x 128 66-77% -> 89-90% of peak,
      * 4096 x 32 x 128 69-79% -> 87-97%; the models' steps unchanged within noise (the gpt's
-     * attention blocks, 48 x 32 x 32..128, are hot in cache either way). Not for M_a stored by rows:
-     * its twelve row streams made 4096 x 32 x 128 A*B slower (83% -> 67%). */
+     * attention blocks, 48 x 32 x 32..128, are hot in cache either way).
+     * Where M_a is stored by rows (op(A) = A, fp32), gemm_run may choose ukernel_rb (ukernel_ra here),
+     * which broadcasts from the panel's mr rows where they are, at any width; its partial panels are
+     * packed as above. */
     const bool a_in_place = j->ukernel_sa && n1 - n0 <= nr;
+    const bool a_unpacked = a_in_place || j->ukernel_ra;
     for (int64_t jc = n0; jc < n1; jc += kern->nc) {
         const int64_t nc = min64(kern->nc, n1 - jc);
         for (int64_t pc = 0; pc < j->k; pc += kern->kc) {
@@ -381,7 +385,7 @@ static int gemm_block(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int
             pack(j, &j->b, bbuf, jc, nc, pc, kc, nr);
             for (int64_t ic = m0; ic < m1; ic += kern->mc) {
                 const int64_t mc = min64(kern->mc, m1 - ic);
-                if (!a_in_place) pack(j, &j->a, abuf, ic, mc, pc, kc, mr);
+                if (!a_unpacked) pack(j, &j->a, abuf, ic, mc, pc, kc, mr);
                 /* a_sums once per (ic, pc): by the task whose columns start at 0, on its first column
                  * block; pc goes up, so each row's values are added in order of p */
                 const bool sum_a = j->a_sums && n0 == 0 && jc == 0;
@@ -390,12 +394,20 @@ static int gemm_block(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int
                     const int m_tile = (int)min64(mr, mc - ir);
                     if (a_in_place && m_tile == mr) {
                         const float *ap = (const float *)(const void *)j->a.src + pc * j->a.ld + ic + ir;
-                        j->ukernel_sa(kc, ap, j->a.ld, bbuf,
+                        j->ukernel_sa(kc, ap, j->a.ld, (const float *)(const void *)bbuf, nr,
                                       j->c + (ic + ir) * j->c_row + jc * j->c_col, j->ldc, m_tile, (int)min64(nr, nc),
                                       j->alpha, beta);
                         continue;
                     }
-                    if (a_in_place) pack(j, &j->a, abuf + (size_t)(ir * kc_pad) * ps, ic + ir, m_tile, pc, kc, mr);
+                    if (j->ukernel_ra && m_tile == mr) {
+                        const float *ap = (const float *)(const void *)j->a.src + (ic + ir) * j->a.ld + pc;
+                        for (int64_t jr = 0; jr < nc; jr += nr)
+                            j->ukernel_ra(kc, ap, j->a.ld, (const float *)(const void *)(bbuf + (size_t)(jr * kc_pad) * ps),
+                                          nr, j->c + (ic + ir) * j->c_row + (jc + jr) * j->c_col, j->ldc, m_tile,
+                                          (int)min64(nr, nc - jr), j->alpha, beta);
+                        continue;
+                    }
+                    if (a_unpacked) pack(j, &j->a, abuf + (size_t)(ir * kc_pad) * ps, ic + ir, m_tile, pc, kc, mr);
                     if (sum_a) sum_packed_panel(j->a_sums + ic + ir, (const float *)(const void *)apanel, m_tile, kc, mr);
                     for (int64_t jr = 0; jr < nc; jr += nr) {
                         const char *bpanel = bbuf + (size_t)(jr * kc_pad) * ps; /* [kc_pad][nr] */
@@ -503,6 +515,19 @@ static bool compute_transposed(const amp_gemm_kernel *kern, int64_t m, int64_t n
     return flipped > threshold * direct;
 }
 
+/* Whether an fp32 A stored by rows (op(A) = A, rows lda floats apart) is read by rows in place
+ * (ukernel_rb) rather than packed. The kernel then loads each k step's mr values from mr rows: where
+ * the rows are a multiple of 4 KiB apart (lda = 1024, 2048, ...), all mr of them sit in one set of a
+ * 64-set L1D and fill its ways (12 rows against 12 ways on Intel's P-cores), and the B panels
+ * streaming through evict them; there it packs. Measured on Intel Emerald Rapids, one thread, the rule
+ * switched on and off every other timed step in one process (medians of 60 each): fp32 gpt 1.029 and
+ * 1.033 (its forward linears and dX products, lda 128-512; 2 threads 1.035), cnn 1.009, lstm 1.012,
+ * mlp 1.002 and 0.991; with lda = 1024 read in place too the mlp's step was 0.974 (its 1024-wide
+ * layers). amp bench gemm, one thread: 4096 x 32 x 128 (one B panel) 51-62% -> 68-78% of peak,
+ * 4096 x 128 x 384 77-80% -> 90-94%. (On Zen 4, before the direct products, its twelve row streams
+ * had made 4096 x 32 x 128 A*B slower, 83% -> 67%: a rule for other cores may need to differ.) */
+static bool rows_in_place(int64_t lda) { return (lda * (int64_t)sizeof(float)) % 4096 != 0; }
+
 /* ---- the public entry point ---- */
 
 /* A stored rows x cols matrix with leading dimension ld: ld must cover a row, and the last element
@@ -574,15 +599,16 @@ static int gemm_run(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int6
     const operand op_a = {.src = a, .ld = lda, .trans = trans_a}; /* M = op(A) */
     const bool transposed = compute_transposed(kern, m, n, k);
     /* a_sums from the packed A panels: fp32 panels of op(A) itself (not of op(B)^T, as when C^T is
-     * computed); A is then packed everywhere (no ukernel_sa) */
+     * computed); A is then packed everywhere (no ukernel_sa or ukernel_ra) */
     float *packed_sums = ep && ep->a_sums && !transposed && kern->packed == AMP_GEMM_PACKED_F32 ? ep->a_sums : NULL;
+    const bool in_place = atomic_load_explicit(&gemm_a_in_place, memory_order_relaxed);
     gemm_job job = {
         .kern = kern,
         .ukernel = transposed ? kern->ukernel_ct : kern->ukernel,
         /* in place: M_a is op(A) = A^T, stored fp32 (the kernel reads fp32 where packing would decode) */
-        .ukernel_sa = !transposed && !packed_sums && trans_a && ab_dtype == AMP_F32 &&
-                              atomic_load_explicit(&gemm_a_in_place, memory_order_relaxed)
-                          ? kern->ukernel_sa
+        .ukernel_sa = !transposed && !packed_sums && trans_a && ab_dtype == AMP_F32 && in_place ? kern->ukernel_ab : NULL,
+        .ukernel_ra = !transposed && !packed_sums && !trans_a && ab_dtype == AMP_F32 && in_place && rows_in_place(lda)
+                          ? kern->ukernel_rb
                           : NULL,
         .esize = esize,
         .a = transposed ? op_bt : op_a,

@@ -47,12 +47,17 @@ typedef enum amp_gemm_packed {
 typedef void (*amp_gemm_ukernel_fn)(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n,
                                     float alpha, float beta);
 
-/* The micro-kernel with the A panel read where A is stored, transposed (op(A) = A^T), instead of
- * packed: panel element (i, p) (i < mr, p < kc) at a[p * lda + i], the layout of a packed panel with
- * rows lda apart. All mr rows must be real (m == mr: gemm.c packs a partial panel as usual, so no
- * element past A's rows is read). The same arithmetic as ukernel on the packed panel: the same bits. */
-typedef void (*amp_gemm_ukernel_sa_fn)(int64_t kc, const float *a, int64_t lda, const void *b, float *c, int64_t ldc,
-                                       int m, int n, float alpha, float beta);
+/* The micro-kernel on fp32 panels read with strides, packed or where the operands are stored:
+ *   ukernel_ab: A panel element (i, p) at a[p * lda + i] (lda = mr: a packed panel; else A^T's rows,
+ *               op(A) = A^T read in place), B panel element (p, j) at b[p * ldb + j] (ldb = nr: a
+ *               packed panel; else op(B) = B's rows in place);
+ *   ukernel_rb: A panel element (i, p) at a[i * lda + p] (op(A) = A's rows in place), B as above.
+ * All mr rows and nr columns are read, so partial panels must be packed (zero rows and columns, as
+ * everywhere), and only m x n of C is written. The same arithmetic as ukernel on the same values: the
+ * same bits. gemm.c reads A^T in place with ukernel_ab; gemm_direct.c (small products on one thread)
+ * uses both. */
+typedef void (*amp_gemm_ukernel_strided_fn)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb,
+                                            float *c, int64_t ldc, int m, int n, float alpha, float beta);
 /* Packs rows [0, rows) x columns [0, kc) of M, where M[i, p] = src[trans ? p * ld + i : i * ld + p],
  * into panels of r rows at dst (ceil(rows / r) * r * round_up(kc, k_unit) packed elements). */
 typedef void (*amp_gemm_pack_fn)(void *dst, const void *src, int64_t ld, bool trans, int64_t rows, int64_t kc, int r);
@@ -67,8 +72,7 @@ typedef struct amp_gemm_kernel {
     amp_gemm_ukernel_fn ukernel_ct; /* the same product, stored to C^T: tile element (i, j) goes to
                                      * c[j * ldc + i]; how the driver multiplies C^T = op(B)^T op(A)^T
                                      * when n is too narrow for nr (gemm.c) */
-    amp_gemm_ukernel_sa_fn ukernel_sa; /* NULL, or ukernel with a transposed fp32 A in place (gemm.c uses it
-                                        * where an A panel meets one B panel) */
+    amp_gemm_ukernel_strided_fn ukernel_ab, ukernel_rb; /* NULL, or the fp32 kernel on strided panels (above) */
     amp_gemm_pack_fn pack;       /* from this entry's source dtype to `packed` */
     amp_gemm_packed packed;
     int mr, nr;                  /* register tile, each at most AMP_GEMM_MAX_TILE */

@@ -23,6 +23,7 @@
 
 #include "amp/formats.h"
 #include "amp/gemm.h"
+#include "../gemm/gemm_direct.h"
 #include "../kernels/elem_kernels.h"
 #include "../kernels/vecmath.h"
 #include "../core/parallel.h"
@@ -41,10 +42,24 @@ static int attn_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, in
 }
 
 /* amp_gemm with a leading dimension for C and no context, for tasks on the pool's threads: the status
- * is returned and reported by the caller (a context is not shared between threads) */
+ * is returned and reported by the caller (a context is not shared between threads). In fp32, with
+ * `direct` (the thread's scratch of direct_floats), the product runs straight on the stored operands
+ * (gemm/gemm_direct.h: amp_gemm's bits without its per-call costs and most of its packing; the gpt's
+ * heads are 48-128 x 32-128 x 32-128). */
 static int gemm_ldc(amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
-                    int64_t lda, const void *b, int64_t ldb, float *c, int64_t ldc) {
+                    int64_t lda, const void *b, int64_t ldb, float *c, int64_t ldc, float *direct) {
+    if (direct && dt == AMP_F32 &&
+        amp_gemm_direct_f32(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, b, tb ? 1 : ldb, tb ? ldb : 1, c, ldc,
+                            direct))
+        return AMP_OK;
     return amp_gemm(dt, ta, tb, m, n, k, alpha, a, ld(lda), b, ld(ldb), 0.0f, c, ld(ldc));
+}
+
+/* Floats of gemm_ldc's direct scratch per thread for the heads' products (T x T x D at most any way
+ * round), 0 where they go through amp_gemm (a narrow dtype, or a path without the kernels). */
+static int64_t direct_floats(amp_dtype dt, int64_t T, int64_t D) {
+    const int64_t n = T > D ? T : D;
+    return dt == AMP_F32 && amp_gemm_direct_available() ? amp_gemm_direct_scratch(n, n) : 0;
 }
 
 /* The first failure among n task statuses, recorded in ctx; true when all succeeded. */
@@ -209,7 +224,9 @@ amp_tensor *amp_causal_attention(amp_ctx *ctx, amp_tensor *q, amp_tensor *k, amp
  * Threads: the (batch element, head) pairs are tasks on the pool (fwd_head_task, bwd_head_task), each
  * with its thread's scratch; a head's GEMMs run whole on one thread (amp_gemm's bits depend only on
  * the shape), so the values are those of one thread (tests/test_threads.c). At the gpt model's
- * 128 x 128 x 32 products a single product is too small to split well between threads.
+ * 128 x 128 x 32 products a single product is too small to split well between threads. In fp32 on a
+ * path with the kernels they are amp_gemm_direct_f32's (gemm_ldc): amp_gemm's bits, reading q, k, v,
+ * P, dS and dO where they are (only K^T and V^T are packed).
  *
  * in[]: qkv (contiguous, compute dtype). i[]: B, T, C, heads. saved: P [B, heads, T, T] in the
  * compute dtype. */
@@ -221,7 +238,7 @@ enum { ATTN_ROWS = 48 };
  * column blocks of dqkv_b [T, 3C] (fp32); dp, pf, ds: T x T scratch of this head's thread. Returns the
  * first GEMM's failure (runs on any thread: no context). */
 static int head_backward(const amp_node *node, const void *dout, float *dqkv_b, int64_t b, int64_t h, float *dp,
-                         float *pf, void *ds) {
+                         float *pf, void *ds, float *direct) {
     const amp_tensor *qkv = node->in[0];
     const int64_t T = node->i[1], C = node->i[2], NH = node->i[3], D = C / NH, C3 = 3 * C;
     const amp_dtype dt = node->out->compute_dtype;
@@ -238,9 +255,10 @@ static int head_backward(const amp_node *node, const void *dout, float *dqkv_b, 
         const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS, nr = r1 - r0;
         /* dV[r0:r1] = P[r0:T, r0:r1]^T dO[r0:T]; dP[r0:r1, 0:r1] = dO[r0:r1] V[0:r1]^T */
         st = gemm_ldc(dt, true, false, nr, D, T - r0, 1.0f, pc + (size_t)(r0 * T + r0) * es, T,
-                      gb + (size_t)(r0 * C) * es, C, dv + r0 * C3, C3);
+                      gb + (size_t)(r0 * C) * es, C, dv + r0 * C3, C3, direct);
         if (st == AMP_OK)
-            st = gemm_ldc(dt, false, true, nr, r1, D, 1.0f, gb + (size_t)(r0 * C) * es, C, vb, C3, dp + r0 * T, T);
+            st = gemm_ldc(dt, false, true, nr, r1, D, 1.0f, gb + (size_t)(r0 * C) * es, C, vb, C3, dp + r0 * T, T,
+                          direct);
     }
     if (st != AMP_OK) return st;
     const float *p32 = dt == AMP_F32 ? (const float *)pb : pf; /* fp32 P: P itself in fp32, no copy */
@@ -250,10 +268,11 @@ static int head_backward(const amp_node *node, const void *dout, float *dqkv_b, 
     for (int64_t r0 = 0; r0 < T && st == AMP_OK; r0 += ATTN_ROWS) {
         const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS, nr = r1 - r0;
         /* dQ[r0:r1] = dS[r0:r1, 0:r1] K[0:r1] / sqrt(D); dK[r0:r1] = dS[r0:T, r0:r1]^T Q[r0:T] / sqrt(D) */
-        st = gemm_ldc(dt, false, false, nr, D, r1, scale, dsc + (size_t)(r0 * T) * es, T, kb, C3, dq + r0 * C3, C3);
+        st = gemm_ldc(dt, false, false, nr, D, r1, scale, dsc + (size_t)(r0 * T) * es, T, kb, C3, dq + r0 * C3, C3,
+                      direct);
         if (st == AMP_OK)
             st = gemm_ldc(dt, true, false, nr, D, T - r0, scale, dsc + (size_t)(r0 * T + r0) * es, T,
-                          qb + (size_t)(r0 * C3) * es, C3, dk + r0 * C3, C3);
+                          qb + (size_t)(r0 * C3) * es, C3, dk + r0 * C3, C3, direct);
     }
     return st;
 }
@@ -269,6 +288,8 @@ typedef struct bwd_heads_job {
     int64_t b0, NH;    /* task i: batch element b0 + i / NH, head i % NH */
     float *dp, *pf;    /* per thread: T x T fp32 each (pf only for a narrow dt) */
     unsigned char *ds; /* per thread: T x T in dt (a narrow dt) */
+    float *direct;     /* per thread: n_direct floats (gemm_ldc), or NULL */
+    int64_t n_direct;
     int *st;           /* per task */
 } bwd_heads_job;
 
@@ -279,7 +300,8 @@ static void bwd_head_task(void *arg, int64_t i, int thread_id) {
     float *dp = j->dp + thread_id * TT;
     void *ds = dt == AMP_F32 ? (void *)dp : (void *)(j->ds + (size_t)(thread_id * TT) * amp_dtype_size(dt));
     j->st[i] = head_backward(j->node, j->dout, j->blockwise ? j->dqkv : j->dqkv + b * T * C3, b, i % j->NH, dp,
-                             j->pf ? j->pf + thread_id * TT : NULL, ds);
+                             j->pf ? j->pf + thread_id * TT : NULL, ds,
+                             j->direct ? j->direct + thread_id * j->n_direct : NULL);
 }
 
 static void self_attention_backward(amp_ctx *ctx, amp_node *node) {
@@ -314,7 +336,9 @@ static void self_attention_backward(amp_ctx *ctx, amp_node *node) {
     float *pf = dt != AMP_F32 ? amp_f32_scratch(ctx, threads * T * T) : NULL;       /* P as fp32 */
     unsigned char *ds = dt != AMP_F32 ? amp_scratch_alloc(ctx, (size_t)ld(threads * T * T) * es) : NULL; /* dS in dt */
     int *st = amp_scratch_alloc(ctx, (size_t)per_call * sizeof *st);
-    bwd_heads_job job = {node, dout, dqkv, blockwise, 0, NH, dp, pf, ds, st};
+    const int64_t n_direct = direct_floats(dt, T, C / NH);
+    float *per_thread = n_direct ? amp_f32_scratch(ctx, threads * n_direct) : NULL; /* gemm_ldc's */
+    bwd_heads_job job = {node, dout, dqkv, blockwise, 0, NH, dp, pf, ds, per_thread, n_direct, st};
     for (int64_t b = 0; b < (blockwise ? B : 1) && ctx->status == AMP_OK; b++) {
         job.b0 = b;
         amp_parallel_for(per_call, bwd_head_task, &job);
@@ -339,6 +363,8 @@ typedef struct fwd_heads_job {
     float *o;             /* O [B, T, C] in fp32 */
     float *s;             /* per thread: S [T, T] fp32 (a narrow dt) */
     unsigned char *p_one; /* per thread: P [T, T] in dt (without keep_p) */
+    float *direct;        /* per thread: n_direct floats (gemm_ldc), or NULL */
+    int64_t n_direct;
     int *st;              /* per task */
 } fwd_heads_job;
 
@@ -352,10 +378,12 @@ static void fwd_head_task(void *arg, int64_t bh, int thread_id) {
     const unsigned char *kb = qb + (size_t)C * es, *vb = qb + (size_t)(2 * C) * es;
     unsigned char *pb = j->keep_p ? j->p_all + (size_t)(bh * T * T) * es : j->p_one + (size_t)(thread_id * T * T) * es;
     float *s = dt == AMP_F32 ? (float *)(void *)pb : j->s + thread_id * T * T;
+    float *direct = j->direct ? j->direct + thread_id * j->n_direct : NULL;
     int st = AMP_OK;
     for (int64_t r0 = 0; r0 < T && st == AMP_OK; r0 += ATTN_ROWS) { /* S[r0:r1, 0:r1] = q[r0:r1] k[0:r1]^T / sqrt(D) */
         const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS;
-        st = gemm_ldc(dt, false, true, r1 - r0, r1, D, scale, qb + (size_t)(r0 * C3) * es, C3, kb, C3, s + r0 * T, T);
+        st = gemm_ldc(dt, false, true, r1 - r0, r1, D, scale, qb + (size_t)(r0 * C3) * es, C3, kb, C3, s + r0 * T, T,
+                      direct);
     }
     if (st == AMP_OK) {
         causal_softmax(amp_vmath_active(), amp_elem_active(), s, T); /* reads S_ij for j <= i only, zeroes the rest */
@@ -364,7 +392,7 @@ static void fwd_head_task(void *arg, int64_t bh, int thread_id) {
     for (int64_t r0 = 0; r0 < T && st == AMP_OK; r0 += ATTN_ROWS) { /* O[r0:r1] = P[r0:r1, 0:r1] v[0:r1] */
         const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS;
         st = gemm_ldc(dt, false, false, r1 - r0, D, r1, 1.0f, pb + (size_t)(r0 * T) * es, T, vb, C3,
-                      j->o + (b * T + r0) * C + h * D, C);
+                      j->o + (b * T + r0) * C + h * D, C, direct);
     }
     j->st[bh] = st;
 }
@@ -392,11 +420,13 @@ amp_tensor *amp_causal_self_attention(amp_ctx *ctx, amp_tensor *qkv, int64_t hea
     float *s = dt == AMP_F32 ? NULL : amp_f32_scratch(ctx, threads * T * T);
     void *p_one = keep_p ? NULL : amp_scratch_alloc(ctx, (size_t)ld(threads * T * T) * es);
     int *st = amp_scratch_alloc(ctx, (size_t)(B * NH) * sizeof *st);
+    const int64_t n_direct = direct_floats(dt, T, C / NH);
+    float *direct = n_direct ? amp_f32_scratch(ctx, threads * n_direct) : NULL;
     if (ctx->status != AMP_OK) {
         amp_scratch_release(ctx, mk);
         return NULL;
     }
-    fwd_heads_job job = {qkv->data, dt, T, C, NH, keep_p, p_all, o, s, p_one, st};
+    fwd_heads_job job = {qkv->data, dt, T, C, NH, keep_p, p_all, o, s, p_one, direct, n_direct, st};
     amp_parallel_for(B * NH, fwd_head_task, &job);
     report_tasks(ctx, st, B * NH);
     if (ctx->status == AMP_OK && dt != AMP_F32) amp_store_f32(ctx, out, o);

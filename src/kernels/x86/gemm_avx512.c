@@ -92,17 +92,18 @@ static inline __attribute__((always_inline)) void prefetch_tile_transposed(const
     }
 }
 
-/* The f32 k loop on an A panel whose k steps are lda floats apart, element (i, p) at a[p * lda + i]:
- * lda = MR for a packed panel (compute_f32), a row of A^T's storage for a panel read in place
- * (ukernel_f32_sa). The same loads, broadcasts and multiply-adds in the same order either way. */
+/* The f32 k loop on an A panel whose k steps are lda floats apart, element (i, p) at a[p * lda + i]
+ * (lda = MR for a packed panel, a row of A^T's storage for one read in place), and a B panel whose k
+ * steps are ldb floats apart, element (p, j) at b[p * ldb + j] (ldb = NR packed, B's row in place).
+ * The same loads, broadcasts and multiply-adds in the same order whatever the strides. */
 static inline __attribute__((always_inline)) void compute_f32_rows(int64_t kc, const float *a, int64_t lda,
-                                                                    const float *b /* [kc][NR] */,
-                                                                    __m512 acc[MR][2], const int mr) {
+                                                                    const float *b, int64_t ldb, __m512 acc[MR][2],
+                                                                    const int mr) {
     GEMM_UNROLL
     for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-    for (int64_t p = 0; p < kc; p++, a += lda, b += NR) {
-        _mm_prefetch((const char *)(b + PF_DIST * NR), _MM_HINT_T0);
-        _mm_prefetch((const char *)(b + PF_DIST * NR + 16), _MM_HINT_T0);
+    for (int64_t p = 0; p < kc; p++, a += lda, b += ldb) {
+        _mm_prefetch((const char *)(b + PF_DIST * ldb), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + PF_DIST * ldb + 16), _MM_HINT_T0);
         _mm_prefetch((const char *)(a + PF_DIST * lda), _MM_HINT_T0);
         const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
         GEMM_UNROLL
@@ -114,15 +115,31 @@ static inline __attribute__((always_inline)) void compute_f32_rows(int64_t kc, c
     }
 }
 
-static inline __attribute__((always_inline)) void compute_f32_strided(int64_t kc, const float *a, int64_t lda,
-                                                                       const float *b /* [kc][NR] */,
-                                                                       __m512 acc[MR][2]) {
-    compute_f32_rows(kc, a, lda, b, acc, MR);
+/* compute_f32_rows with A read by rows where it is stored, element (i, p) at a[i * lda + p]: the MR
+ * broadcasts of one k step come from MR rows, the same values in the same order, so the same bits.
+ * Each row uses a line per 16 k steps, so step p prefetches row p mod 16's line 64 elements ahead: one
+ * line per row per 16 steps (rows 12-15 of that cycle are past the tile; a prefetch cannot fault). */
+static inline __attribute__((always_inline)) void compute_f32_arows(int64_t kc, const float *a, int64_t lda,
+                                                                     const float *b, int64_t ldb, __m512 acc[MR][2]) {
+    GEMM_UNROLL
+    for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int64_t p = 0; p < kc; p++, a++, b += ldb) {
+        _mm_prefetch((const char *)(a + (p & 15) * lda + 64), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + PF_DIST * ldb), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + PF_DIST * ldb + 16), _MM_HINT_T0);
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        GEMM_UNROLL
+        for (int i = 0; i < MR; i++) {
+            const __m512 ai = _mm512_set1_ps(a[i * lda]);
+            acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+        }
+    }
 }
 
 static inline __attribute__((always_inline)) void compute_f32(int64_t kc, const float *a /* [kc][MR] */,
                                                                const float *b /* [kc][NR] */, __m512 acc[MR][2]) {
-    compute_f32_strided(kc, a, MR, b, acc);
+    compute_f32_rows(kc, a, MR, b, NR, acc, MR);
 }
 
 static inline __attribute__((always_inline)) void compute_bf16(int64_t kc, const int32_t *a /* [kc/2][mr] pairs */,
@@ -141,12 +158,22 @@ static inline __attribute__((always_inline)) void compute_bf16(int64_t kc, const
     }
 }
 
-/* ukernel_f32 with A in place (gemm_kernels.h) */
-static void ukernel_f32_sa(int64_t kc, const float *a, int64_t lda, const void *b, float *c, int64_t ldc, int m, int n,
-                           float alpha, float beta) {
+/* ukernel_f32 with A by columns and B by rows, each packed or in place (gemm_kernels.h, ukernel_ab) */
+static void ukernel_f32_ab(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc,
+                           int m, int n, float alpha, float beta) {
     __m512 acc[MR][2];
     prefetch_tile(c, ldc, m, MR);
-    compute_f32_strided(kc, a, lda, b, acc);
+    if (ldb == NR) compute_f32_rows(kc, a, lda, b, NR, acc, MR); /* a packed B: its stride a constant */
+    else compute_f32_rows(kc, a, lda, b, ldb, acc, MR);
+    store_tile(acc, c, ldc, m, n, alpha, beta, MR);
+}
+
+/* ukernel_f32 with A by rows in place and B by rows (gemm_kernels.h, ukernel_rb) */
+static void ukernel_f32_rb(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc,
+                           int m, int n, float alpha, float beta) {
+    __m512 acc[MR][2];
+    prefetch_tile(c, ldc, m, MR);
+    compute_f32_arows(kc, a, lda, b, ldb, acc);
     store_tile(acc, c, ldc, m, n, alpha, beta, MR);
 }
 
@@ -201,7 +228,7 @@ static void ukernel_f32_m8(int64_t kc, const void *a, const void *b, float *c, i
                            float beta) {
     __m512 acc[MR][2];
     prefetch_tile(c, ldc, m, 8);
-    compute_f32_rows(kc, a, 8, b, acc, 8);
+    compute_f32_rows(kc, a, 8, b, NR, acc, 8);
     store_tile(acc, c, ldc, m, n, alpha, beta, 8);
 }
 
@@ -404,7 +431,8 @@ void amp_gemm_kernels_avx512(amp_gemm_kernels *k) {
     k->for_dtype[AMP_F32] = f32;
     k->for_dtype[AMP_F32].name = "avx512 f32 12x32";
     k->for_dtype[AMP_F32].pack = pack_f32;
-    k->for_dtype[AMP_F32].ukernel_sa = ukernel_f32_sa;
+    k->for_dtype[AMP_F32].ukernel_ab = ukernel_f32_ab;
+    k->for_dtype[AMP_F32].ukernel_rb = ukernel_f32_rb;
     k->for_dtype[AMP_F16] = f32;
     k->for_dtype[AMP_F16].name = "avx512 f16->f32 12x32";
     k->for_dtype[AMP_F16].pack = pack_f16;
@@ -421,7 +449,8 @@ void amp_gemm_kernels_avx512(amp_gemm_kernels *k) {
         k8->name = names8[dts8[i]];
         k8->ukernel = ukernel_f32_m8;
         k8->ukernel_ct = NULL;
-        k8->ukernel_sa = NULL;
+        k8->ukernel_ab = NULL;
+        k8->ukernel_rb = NULL;
         k8->mr = 8;
     }
     if (amp_cpu_get_features()->avx512_bf16) {
