@@ -88,6 +88,8 @@ static inline __m256 erfc_v(__m256 x) {
     p = _mm256_fmadd_ps(p, s, set1(erfc_small[1]));
     p = _mm256_fmadd_ps(p, s, set1(erfc_small[0]));
     const __m256 small = _mm256_fnmadd_ps(x, p, set1(1.0f));
+    const __m256 is_small = _mm256_cmp_ps(a, set1(ERFC_SMALL), _CMP_LT_OQ);
+    if (_mm256_movemask_ps(is_small) == 0xFF) return small; /* as vecmath_avx512.c's: every lane small */
     const __m256 ac = _mm256_min_ps(_mm256_max_ps(a, set1(ERFC_SMALL)), set1(ERFC_BIG)); /* NaN -> 1/2 */
     const __m256i i_lo = _mm256_sub_epi32(_mm256_cvttps_epi32(_mm256_add_ps(ac, ac)), _mm256_set1_epi32(1));
     const __m256i i_hi = _mm256_min_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(ac), _mm256_set1_epi32(3)),
@@ -110,7 +112,7 @@ static inline __m256 erfc_v(__m256 x) {
     __m256 big = scale(_mm256_mul_ps(e, f), n);
     big = _mm256_blendv_ps(big, _mm256_setzero_ps(), _mm256_cmp_ps(a, set1(ERFC_BIG), _CMP_GE_OQ));
     big = _mm256_blendv_ps(big, _mm256_sub_ps(set1(2.0f), big), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
-    const __m256 y = _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, set1(ERFC_SMALL), _CMP_LT_OQ));
+    const __m256 y = _mm256_blendv_ps(big, small, is_small);
     return _mm256_blendv_ps(y, _mm256_add_ps(x, x), _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
