@@ -32,6 +32,7 @@ static const harness_test all_tests[] = {
     TEST(gemm_a_in_place),
     TEST(gemm_direct),
     TEST(gemm_rows8_kernel),
+    TEST(gemm_partial_panel),
     TEST(tensor_params_and_steady_state),
     TEST(tensor_grad_mode_and_retain),
     TEST(tensor_errors_are_sticky),

@@ -86,6 +86,7 @@ void test_gemm_vs_reference(void);
 void test_gemm_edge_cases(void);
 void test_gemm_determinism(void);
 void test_gemm_rows8_kernel(void); /* the 8-row bf16 kernel against the 12-row one, bit for bit */
+void test_gemm_partial_panel(void); /* a partial A panel against the same rows of a full one, bit for bit */
 void test_gemm_a_in_place(void);
 /* test_gemm_direct.c: the small products on stored operands against amp_gemm, bit for bit */
 void test_gemm_direct(void);

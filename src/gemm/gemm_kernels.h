@@ -20,8 +20,9 @@
  *                              (p / 2) * 2r + 2i + (p % 2), so one 32-bit word holds the pair
  *                              (M[i, 2q], M[i, 2q+1]) that VDPBF16PS multiplies and sums.
  *
- * Micro-kernel contract (BLIS's): it computes the full mr x nr product of two packed panels over kc,
- * then writes only the top-left m x n corner of the C tile (m <= mr, n <= nr):
+ * Micro-kernel contract (BLIS's): it computes the mr x nr product of two packed panels over kc (or
+ * only the rows a partial panel needs: AVX-512's for m <= 4 or 8), then writes only the top-left
+ * m x n corner of the C tile (m <= mr, n <= nr):
  *   C = alpha * AB + beta * C, and with beta == 0, C = alpha * AB without reading C.
  * Each element's arithmetic is the same whatever its position in the tile and whatever m and n are,
  * which is what makes the result independent of how C is split between threads. The transposed
