@@ -181,24 +181,35 @@ static void ukernel_f32_rb(int64_t kc, const float *a, int64_t lda, const float 
 /* A partial A panel (the last of a product whose rows are not a multiple of 12: 256 = 21 x 12 + 4 for
  * the mlp's batch, 1024 and 4096 likewise) is computed on its first 4 or 8 rows only, where the full
  * tile would spend 12 rows' multiply-adds on it: each element's sum is the same (its own accumulator,
- * the same products in the same order), so the same bits. The panel stays packed MR rows wide.
+ * the same products in the same order), so the same bits. The panel stays packed MR rows wide. Its
+ * own function, not inlined: as a branch inside ukernel_f32, GCC 12 kept one B vector of the full
+ * tile's loop on the stack (a load per multiply-add; packed-A products 25% slower).
  * Measured in one process, on and off alternating (Emerald Rapids): the mlp's fp32 step 1.2-1.4% faster
  * at one thread and 2.5% at two, amp-fp16 1.0-2.3%, amp-bf16 0.3-1.1% (2.3-2.5% with the dot kernel);
  * the gpt's fp32 1.0%, the cnn's 1.8%, the lstm's 0.9-1.3%. */
-static void ukernel_f32(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
-                        float beta) {
+static __attribute__((noinline)) void ukernel_f32_part(int64_t kc, const void *a, const void *b, float *c, int64_t ldc,
+                                                       int m, int n, float alpha, float beta) {
     __m512 acc[MR][2];
-    prefetch_tile(c, ldc, m, MR);
+    prefetch_tile(c, ldc, m, 8);
     if (m <= 4) {
         compute_f32_rows(kc, a, MR, b, NR, acc, 4);
         store_tile(acc, c, ldc, m, n, alpha, beta, 4);
-    } else if (m <= 8) {
+    } else {
         compute_f32_rows(kc, a, MR, b, NR, acc, 8);
         store_tile(acc, c, ldc, m, n, alpha, beta, 8);
-    } else {
-        compute_f32(kc, a, b, acc);
-        store_tile(acc, c, ldc, m, n, alpha, beta, MR);
     }
+}
+
+static void ukernel_f32(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
+                        float beta) {
+    if (m <= 8) {
+        ukernel_f32_part(kc, a, b, c, ldc, m, n, alpha, beta);
+        return;
+    }
+    __m512 acc[MR][2];
+    prefetch_tile(c, ldc, m, MR);
+    compute_f32(kc, a, b, acc);
+    store_tile(acc, c, ldc, m, n, alpha, beta, MR);
 }
 
 static void ukernel_f32_ct(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
@@ -209,21 +220,30 @@ static void ukernel_f32_ct(int64_t kc, const void *a, const void *b, float *c, i
     store_tile_transposed(acc, c, ldc, m, n, alpha, beta);
 }
 
-/* with ukernel_f32's partial-panel rows (the same bits) */
-static void ukernel_bf16(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
-                         float beta) {
+/* ukernel_f32_part for the bf16 kernel (the same bits as the full tile's rows) */
+static __attribute__((noinline)) void ukernel_bf16_part(int64_t kc, const void *a, const void *b, float *c,
+                                                        int64_t ldc, int m, int n, float alpha, float beta) {
     __m512 acc[MR][2];
-    prefetch_tile(c, ldc, m, MR);
+    prefetch_tile(c, ldc, m, 8);
     if (m <= 4) {
         compute_bf16(kc, a, MR, b, acc, 4);
         store_tile(acc, c, ldc, m, n, alpha, beta, 4);
-    } else if (m <= 8) {
+    } else {
         compute_bf16(kc, a, MR, b, acc, 8);
         store_tile(acc, c, ldc, m, n, alpha, beta, 8);
-    } else {
-        compute_bf16(kc, a, MR, b, acc, MR);
-        store_tile(acc, c, ldc, m, n, alpha, beta, MR);
     }
+}
+
+static void ukernel_bf16(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
+                         float beta) {
+    if (m <= 8) {
+        ukernel_bf16_part(kc, a, b, c, ldc, m, n, alpha, beta);
+        return;
+    }
+    __m512 acc[MR][2];
+    prefetch_tile(c, ldc, m, MR);
+    compute_bf16(kc, a, MR, b, acc, MR);
+    store_tile(acc, c, ldc, m, n, alpha, beta, MR);
 }
 
 static void ukernel_bf16_ct(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n,
