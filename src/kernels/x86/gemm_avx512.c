@@ -184,9 +184,9 @@ static void ukernel_f32_rb(int64_t kc, const float *a, int64_t lda, const float 
  * the same products in the same order), so the same bits. The panel stays packed MR rows wide. Its
  * own function, not inlined: as a branch inside ukernel_f32, GCC 12 kept one B vector of the full
  * tile's loop on the stack (a load per multiply-add; packed-A products 25% slower).
- * Measured in one process, on and off alternating (Emerald Rapids): the mlp's fp32 step 1.2-1.4% faster
- * at one thread and 2.5% at two, amp-fp16 1.0-2.3%, amp-bf16 0.3-1.1% (2.3-2.5% with the dot kernel);
- * the gpt's fp32 1.0%, the cnn's 1.8%, the lstm's 0.9-1.3%. */
+ * Measured in one process against the old kernel swapped in on every other timed sample (Emerald
+ * Rapids): the mlp's fp32 step 1.002-1.023 at one thread (median of five runs 1.007), 1.029 at two;
+ * the gpt's fp32 1.016. */
 static __attribute__((noinline)) void ukernel_f32_part(int64_t kc, const void *a, const void *b, float *c, int64_t ldc,
                                                        int m, int n, float alpha, float beta) {
     __m512 acc[MR][2];
