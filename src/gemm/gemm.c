@@ -116,8 +116,8 @@ typedef struct operand {
 typedef struct gemm_job {
     const amp_gemm_kernel *kern;
     amp_gemm_ukernel_fn ukernel;
-    amp_gemm_ukernel_strided_fn ukernel_sa; /* not NULL: M_a = A^T may be read in place (gemm_block) */
-    amp_gemm_ukernel_strided_fn ukernel_ra; /* not NULL: M_a = A is read by rows in place (gemm_block) */
+    amp_gemm_ukernel_strided_fn ukernel_ab; /* not NULL: M_a = A^T may be read in place (gemm_block) */
+    amp_gemm_ukernel_strided_fn ukernel_rb; /* not NULL: M_a = A is read by rows in place (gemm_block) */
     size_t esize; /* bytes per element of A and B */
     operand a, b;
     int64_t m, n, k;
@@ -366,16 +366,16 @@ static int gemm_block(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int
 
     /* Where the rectangle is one tile wide, each packed A panel meets one B panel: packing it is a copy
      * of A for one use. Where M_a is stored transposed (op(A) = A^T: a panel's k steps are rows of A),
-     * the kernel reads full panels where they are instead (ukernel_sa); a partial panel at M_a's end
+     * the kernel reads full panels where they are instead (ukernel_ab); a partial panel at M_a's end
      * is packed as usual (the kernel would read past A's columns). Measured on Zen 4, one thread,
      * amp bench gemm f32 A^T*B, three interleaved runs: 128 x 32 x 128 66-77% -> 89-90% of peak,
      * 4096 x 32 x 128 69-79% -> 87-97%; the models' steps unchanged within noise (the gpt's
      * attention blocks, 48 x 32 x 32..128, are hot in cache either way).
-     * Where M_a is stored by rows (op(A) = A, fp32), gemm_run may choose ukernel_rb (ukernel_ra here),
+     * Where M_a is stored by rows (op(A) = A, fp32), gemm_run may choose ukernel_rb,
      * which broadcasts from the panel's mr rows where they are, at any width; its partial panels are
      * packed as above. */
-    const bool a_in_place = j->ukernel_sa && n1 - n0 <= nr;
-    const bool a_unpacked = a_in_place || j->ukernel_ra;
+    const bool a_in_place = j->ukernel_ab && n1 - n0 <= nr;
+    const bool a_unpacked = a_in_place || j->ukernel_rb;
     for (int64_t jc = n0; jc < n1; jc += kern->nc) {
         const int64_t nc = min64(kern->nc, n1 - jc);
         for (int64_t pc = 0; pc < j->k; pc += kern->kc) {
@@ -394,15 +394,15 @@ static int gemm_block(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int
                     const int m_tile = (int)min64(mr, mc - ir);
                     if (a_in_place && m_tile == mr) {
                         const float *ap = (const float *)(const void *)j->a.src + pc * j->a.ld + ic + ir;
-                        j->ukernel_sa(kc, ap, j->a.ld, (const float *)(const void *)bbuf, nr,
+                        j->ukernel_ab(kc, ap, j->a.ld, (const float *)(const void *)bbuf, nr,
                                       j->c + (ic + ir) * j->c_row + jc * j->c_col, j->ldc, m_tile, (int)min64(nr, nc),
                                       j->alpha, beta);
                         continue;
                     }
-                    if (j->ukernel_ra && m_tile == mr) {
+                    if (j->ukernel_rb && m_tile == mr) {
                         const float *ap = (const float *)(const void *)j->a.src + (ic + ir) * j->a.ld + pc;
                         for (int64_t jr = 0; jr < nc; jr += nr)
-                            j->ukernel_ra(kc, ap, j->a.ld, (const float *)(const void *)(bbuf + (size_t)(jr * kc_pad) * ps),
+                            j->ukernel_rb(kc, ap, j->a.ld, (const float *)(const void *)(bbuf + (size_t)(jr * kc_pad) * ps),
                                           nr, j->c + (ic + ir) * j->c_row + (jc + jr) * j->c_col, j->ldc, m_tile,
                                           (int)min64(nr, nc - jr), j->alpha, beta);
                         continue;
@@ -599,15 +599,15 @@ static int gemm_run(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int6
     const operand op_a = {.src = a, .ld = lda, .trans = trans_a}; /* M = op(A) */
     const bool transposed = compute_transposed(kern, m, n, k);
     /* a_sums from the packed A panels: fp32 panels of op(A) itself (not of op(B)^T, as when C^T is
-     * computed); A is then packed everywhere (no ukernel_sa or ukernel_ra) */
+     * computed); A is then packed everywhere (no ukernel_ab or ukernel_rb) */
     float *packed_sums = ep && ep->a_sums && !transposed && kern->packed == AMP_GEMM_PACKED_F32 ? ep->a_sums : NULL;
     const bool in_place = atomic_load_explicit(&gemm_a_in_place, memory_order_relaxed);
     gemm_job job = {
         .kern = kern,
         .ukernel = transposed ? kern->ukernel_ct : kern->ukernel,
         /* in place: M_a is op(A) = A^T, stored fp32 (the kernel reads fp32 where packing would decode) */
-        .ukernel_sa = !transposed && !packed_sums && trans_a && ab_dtype == AMP_F32 && in_place ? kern->ukernel_ab : NULL,
-        .ukernel_ra = !transposed && !packed_sums && !trans_a && ab_dtype == AMP_F32 && in_place && rows_in_place(lda)
+        .ukernel_ab = !transposed && !packed_sums && trans_a && ab_dtype == AMP_F32 && in_place ? kern->ukernel_ab : NULL,
+        .ukernel_rb = !transposed && !packed_sums && !trans_a && ab_dtype == AMP_F32 && in_place && rows_in_place(lda)
                           ? kern->ukernel_rb
                           : NULL,
         .esize = esize,
