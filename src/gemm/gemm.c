@@ -525,7 +525,14 @@ static bool compute_transposed(const amp_gemm_kernel *kern, int64_t m, int64_t n
  * mlp 1.002 and 0.991; with lda = 1024 read in place too the mlp's step was 0.974 (its 1024-wide
  * layers). amp bench gemm, one thread: 4096 x 32 x 128 (one B panel) 51-62% -> 68-78% of peak,
  * 4096 x 128 x 384 77-80% -> 90-94%. (On Zen 4, before the direct products, its twelve row streams
- * had made 4096 x 32 x 128 A*B slower, 83% -> 67%: a rule for other cores may need to differ.) */
+ * had made 4096 x 32 x 128 A*B slower, 83% -> 67%: a rule for other cores may need to differ.)
+ * Three other layouts of the mlp's products measured slower (fp32, one thread, switched per timed
+ * sample in one process): computing C^T for the first layer's forward so that its weight (3.2 MB,
+ * from L3) is the side read by rows in place and the 0.8 MB batch the side packed, 0.993 and 0.993
+ * (each weight panel meets 8 batch panels, too few to hide its twelve row streams); C^T for both
+ * forward layers with the weights packed as the A side (blocks that fit L2), 0.997 and 0.983; and
+ * the backward's dX = G W2 reading W2 (4 KiB rows) in place as B instead of copying it into panels,
+ * 0.993 and 0.987. */
 static bool rows_in_place(int64_t lda) { return (lda * (int64_t)sizeof(float)) % 4096 != 0; }
 
 /* ---- the public entry point ---- */
