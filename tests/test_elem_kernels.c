@@ -3,7 +3,8 @@
  * none) at misaligned offsets, values with both zeros, subnormals, huge values, infinities and NaN
  * now and then, weights and biases present or not, in place where the ops use it so. max may pick
  * either zero and any NaN (see the header): compared by value, NaN as NaN. absmax_bits exactly, and
- * the reference's against fabsf's largest (or inf's bits, or above them with a NaN). Also: the reference's
+ * the reference's against fabsf's largest (or inf's bits, or above them with a NaN); relu's selections
+ * (bias_relu, relu_grad) bit for bit, and the reference's against relu's definition. Also: the reference's
  * sums, in their 16-lane order, are within n unit roundoffs of the exact (double) sums of
  * well-scaled rows, and the lane order is what the header says on a row where it shows. */
 #include <math.h>
@@ -24,7 +25,7 @@ static uint64_t next(uint64_t *s) {
 static float unit(uint64_t *s) { return (float)(next(s) >> 40) / (float)(1 << 24); } /* [0, 1) */
 
 static float value(uint64_t *s, bool edges) {
-    static const float edge[] = {0.0f, -0.0f, 1e-40f, -1e-42f, 3e38f, -3e38f, INFINITY, -INFINITY, NAN, 1.0f};
+    static const float edge[] = {0.0f, -0.0f, 1e-40f, -1e-42f, 3e38f, -3e38f, INFINITY, -INFINITY, NAN, -NAN, 1.0f};
     const uint64_t r = next(s);
     if (edges && r % 24 == 0) return edge[(r >> 8) % (sizeof edge / sizeof edge[0])];
     return (unit(s) * 2.0f - 1.0f) * (float)(1 << (r >> 20) % 8);
@@ -71,6 +72,12 @@ void test_elem_kernels(void) {
                 memcpy(r1, y, n * sizeof *y), memcpy(k1, y, n * sizeof *y);
                 ref->softmax_grad(r1, x, c, n), k->softmax_grad(k1, x, c, n);
                 bad_elem += !same_bits(r1, k1, n);
+                memcpy(r1, y, n * sizeof *y), memcpy(k1, y, n * sizeof *y);
+                ref->bias_relu(r1, x, n), k->bias_relu(k1, x, n);
+                bad_elem += !same_bits(r1, k1, n);
+                memcpy(r1, y, n * sizeof *y), memcpy(k1, y, n * sizeof *y);
+                ref->relu_grad(r1, x, n), k->relu_grad(k1, x, n);
+                bad_elem += n > 0 && memcmp(r1, k1, n * sizeof *r1) != 0; /* selections: NaN payloads too */
 
                 /* reductions */
                 bad_red += !same(ref->sum(x, n), k->sum(x, n));
@@ -134,4 +141,19 @@ void test_elem_kernels(void) {
         bad_acc += fabs(ref->dot(xa, ya, n) - d) > 2.0 * u * da + 1e-30;
     }
     CHECK_MSG(bad_acc == 0, "elem kernels ref: %d sums outside n unit roundoffs", bad_acc);
+
+    /* relu's definitions on the reference: bias_relu gives x + b where that sum is > 0 or NaN, else +0
+     * (-0 and -inf included); relu_grad keeps g where x > 0 or NaN, else +0 */
+    const float pos0 = 0.0f;
+    int bad_relu = 0;
+    for (int t = 0; t < 20000; t++) {
+        const float g = value(&s, true), x = value(&s, true), b = value(&s, true);
+        float v = g, d = g;
+        ref->bias_relu(&v, &b, 1);
+        ref->relu_grad(&d, &x, 1);
+        const float sum = g + b;
+        bad_relu += sum > 0.0f || isnan(sum) ? !same(v, sum) : memcmp(&v, &pos0, sizeof v) != 0;
+        bad_relu += x > 0.0f || isnan(x) ? memcmp(&d, &g, sizeof d) != 0 : memcmp(&d, &pos0, sizeof d) != 0;
+    }
+    CHECK_MSG(bad_relu == 0, "elem kernels ref: %d relu results other than relu's definition", bad_relu);
 }

@@ -181,36 +181,16 @@ static void acc_row(const amp_gemm_epilogue *ep, const amp_elem_kernels *ek, flo
     }
 }
 
-/* row[j] = relu(row[j] + bias[j]): amp_acc_f32's add and amp_relu_bits32's selection in one pass over
- * the row (two passes cost twice the epilogue's time on the mlp: 0.5% of its fp32 step each) */
-static inline float bias_relu_one(float r, float b) {
-    const float v = r + b;
-    uint32_t u;
-    memcpy(&u, &v, sizeof u);
-    u = amp_relu_one32(u);
-    float y;
-    memcpy(&y, &u, sizeof y);
-    return y;
-}
-
-static void bias_relu_row(float *restrict row, const float *restrict bias, int64_t n) {
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) /* blocks of 16 with a fixed count: what gcc's -O2 vectorizer takes */
-        for (int q = 0; q < 16; q++) row[i + q] = bias_relu_one(row[i + q], bias[i + q]);
-    for (; i < n; i++) row[i] = bias_relu_one(row[i], bias[i]);
-}
-
-/* row[j] = +0 where mask[j] (dtype dt) is not > 0 and not NaN: relu's backward on fp32 values */
-static void relu_mask_row(float *restrict row, const void *restrict mask, amp_dtype dt, int64_t n) {
-    uint32_t *restrict r = (uint32_t *)(void *)row;
-    int64_t i = 0;
-    if (dt == AMP_F32) { /* blocks of 16 with a fixed count: what gcc's -O2 vectorizer takes */
-        const uint32_t *restrict m = mask;
-        for (; i + 16 <= n; i += 16)
-            for (int q = 0; q < 16; q++) r[i + q] = amp_relu_grad_one32(m[i + q], r[i + q]);
-        for (; i < n; i++) r[i] = amp_relu_grad_one32(m[i], r[i]);
+/* row[j] = +0 where mask[j] (dtype dt, fp32 or 16-bit) is not > 0 and not NaN: relu's backward on
+ * fp32 values; an fp32 mask by the active path's kernel (see epilogue) */
+static void relu_mask_row(const amp_elem_kernels *ek, float *restrict row, const void *restrict mask, amp_dtype dt,
+                          int64_t n) {
+    if (dt == AMP_F32) {
+        ek->relu_grad(row, mask, (size_t)n);
         return;
     }
+    uint32_t *restrict r = (uint32_t *)(void *)row;
+    int64_t i = 0;
     const uint16_t *restrict m = mask;
     amp_half_bits hb = {0};
     (void)amp_half_bits_of(dt, &hb); /* fp16 or bf16: check_args admits no other mask dtype */
@@ -244,11 +224,13 @@ static void residual_row(const amp_elem_kernels *ek, float *row, const float *re
 
 /* The epilogue (gemm_fused.h) on the C rectangle rows [r0, r1) x columns [c0, c1), each row in
  * increasing j: relu_mask, grad_mul, bias add in fp32, relu or gelu, the residual, the one rounding
- * to out_dtype, the acc step. The plain adds (bias, residual, acc) are the active path's elementwise
- * kernel (kernels/elem_kernels.h: one fp32 add per element, the same bits as this file's loops),
- * because this file is built for the baseline ISA, where gcc vectorizes them 4 wide: switched every
- * other timed step in one process (Emerald Rapids), gpt fp32 1.011 (one thread) and 1.014 (two), lstm
- * fp32 1.020, mlp amp-bf16 1.002. */
+ * to out_dtype, the acc step. The plain adds (bias, residual, acc), the bias with relu and an fp32
+ * relu mask are the active path's elementwise kernels (kernels/elem_kernels.h: one fp32 add per
+ * element, relu's bit selections; the same bits as this file's loops), because this file is built for
+ * the baseline ISA, where gcc vectorizes them 4 wide: switched every other timed step in one process
+ * (Emerald Rapids), the adds: gpt fp32 1.011 (one thread) and 1.014 (two), lstm fp32 1.020, mlp
+ * amp-bf16 1.002; the bias with relu and the fp32 mask: mlp fp32 1.005-1.008 (one thread) and 1.032
+ * (two), mlp amp-bf16 1.005, cnn fp32 1.004. */
 static void epilogue(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t r0, int64_t r1, int64_t c0,
                      int64_t c1) {
     if (!ep->bias && !ep->relu && !ep->gelu && !ep->relu_mask && !ep->grad_mul && !ep->residual && !ep->out &&
@@ -262,10 +244,10 @@ static void epilogue(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t
         float *row = c + r * ldc;
         void *out = ep->out ? (char *)ep->out + (size_t)(r * ep->ldo + c0) * os : NULL;
         if (ep->relu_mask)
-            relu_mask_row(row + c0, (const char *)ep->relu_mask + (size_t)(r * ep->ldmask + c0) * ms,
+            relu_mask_row(ek, row + c0, (const char *)ep->relu_mask + (size_t)(r * ep->ldmask + c0) * ms,
                           ep->relu_mask_dtype, c1 - c0);
         if (ep->grad_mul) mul_row(row + c0, ep->grad_mul + r * ep->ldmul + c0, c1 - c0);
-        if (ep->bias && ep->relu) bias_relu_row(row + c0, ep->bias + c0, c1 - c0);
+        if (ep->bias && ep->relu) ek->bias_relu(row + c0, ep->bias + c0, (size_t)(c1 - c0));
         else if (ep->bias) ek->acc(row + c0, ep->bias + c0, (size_t)(c1 - c0));
         else if (ep->relu) amp_relu_bits32((uint32_t *)(void *)(row + c0), (uint32_t *)(void *)(row + c0), c1 - c0);
         if (vk && ep->gelu_deriv)

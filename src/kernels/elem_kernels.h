@@ -38,6 +38,13 @@ typedef struct amp_elem_kernels {
      * |x[i]| while all are finite, 0x7f800000 with an infinity, above it with any NaN. A maximum of
      * integers, so any order gives it (a GEMM's epilogue takes it over its blocks, gemm_fused.h) */
     uint32_t (*absmax_bits)(const float *x, size_t n);
+    /* row[i] = relu(row[i] + bias[i]): the fp32 add, then relu's selection on the sum's bits
+     * (core/relu_bits.h amp_relu_one32: x > 0, +0 or NaN keeps x, else +0). A linear's bias and relu
+     * in the GEMM epilogue. */
+    void (*bias_relu)(float *row, const float *bias, size_t n);
+    /* g[i] kept where x[i] > 0 or x[i] is NaN, else +0 (core/relu_bits.h amp_relu_grad_one32): relu's
+     * backward on fp32 bits, the GEMM epilogue's relu_mask */
+    void (*relu_grad)(float *g, const float *x, size_t n);
     /* sum of x[i], in the lane order above */
     float (*sum)(const float *x, size_t n);
     /* sum of a[i] * b[i], in the lane order above */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../elem_kernels.h"
+#include "../../core/relu_bits.h"
 
 #if defined(__clang__)
 #pragma clang fp contract(off) /* the SIMD paths do not fuse multiply-adds either */
@@ -19,6 +20,26 @@ static void add_scalar_ref(float *dst, const float *src, float c, size_t n) {
 
 static void acc_ref(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
+}
+
+static void bias_relu_ref(float *row, const float *bias, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const float v = row[i] + bias[i];
+        uint32_t u;
+        memcpy(&u, &v, sizeof u);
+        u = amp_relu_one32(u);
+        memcpy(&row[i], &u, sizeof u);
+    }
+}
+
+static void relu_grad_ref(float *g, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t ux, ug;
+        memcpy(&ux, &x[i], sizeof ux);
+        memcpy(&ug, &g[i], sizeof ug);
+        ug = amp_relu_grad_one32(ux, ug);
+        memcpy(&g[i], &ug, sizeof ug);
+    }
 }
 
 /* the loop the causal softmax ran before: a NaN after x[0] is skipped, the first of +0/-0 kept */
@@ -103,6 +124,8 @@ void amp_elem_kernels_ref(amp_elem_kernels *k) {
     k->add = add_ref;
     k->add_scalar = add_scalar_ref;
     k->acc = acc_ref;
+    k->bias_relu = bias_relu_ref;
+    k->relu_grad = relu_grad_ref;
     k->max = max_ref;
     k->absmax_bits = absmax_bits_ref;
     k->sum = sum_ref;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../elem_kernels.h"
+#include "../../core/relu_bits.h"
 
 #if defined(__clang__)
 #pragma clang fp contract(off) /* -mfma is on here; the scalar tails must not fuse */
@@ -32,6 +33,45 @@ static void add_scalar_avx2(float *dst, const float *src, float c, size_t n) {
 }
 
 static void acc_avx2(float *dst, const float *src, size_t n) { add_avx2(dst, dst, src, n); }
+
+/* relu's selections (core/relu_bits.h) as lane masks, as in elem_avx512.c; tails by the scalar ones */
+static inline __m256i relu_keep_nan(__m256i x) {
+    const __m256i a = _mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff));
+    return _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000));
+}
+
+static void bias_relu_avx2(float *row, const float *bias, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i x = _mm256_castps_si256(_mm256_add_ps(_mm256_loadu_ps(row + i), _mm256_loadu_ps(bias + i)));
+        const __m256i keep = _mm256_or_si256(_mm256_cmpgt_epi32(x, _mm256_set1_epi32(-1)), relu_keep_nan(x));
+        _mm256_storeu_si256((__m256i *)(void *)(row + i), _mm256_and_si256(x, keep));
+    }
+    for (; i < n; i++) {
+        const float v = row[i] + bias[i];
+        uint32_t u;
+        memcpy(&u, &v, sizeof u);
+        u = amp_relu_one32(u);
+        memcpy(&row[i], &u, sizeof u);
+    }
+}
+
+static void relu_grad_avx2(float *g, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + i));
+        const __m256i keep = _mm256_or_si256(_mm256_cmpgt_epi32(xv, _mm256_setzero_si256()), relu_keep_nan(xv));
+        const __m256i gv = _mm256_loadu_si256((const __m256i *)(const void *)(g + i));
+        _mm256_storeu_si256((__m256i *)(void *)(g + i), _mm256_and_si256(gv, keep));
+    }
+    for (; i < n; i++) {
+        uint32_t ux, ug;
+        memcpy(&ux, &x[i], sizeof ux);
+        memcpy(&ug, &g[i], sizeof ug);
+        ug = amp_relu_grad_one32(ux, ug);
+        memcpy(&g[i], &ug, sizeof ug);
+    }
+}
 
 static float max_avx2(const float *x, size_t n) {
     __m256 m = _mm256_set1_ps(x[0]);
@@ -204,6 +244,8 @@ void amp_elem_kernels_avx2(amp_elem_kernels *k) {
     k->add = add_avx2;
     k->add_scalar = add_scalar_avx2;
     k->acc = acc_avx2;
+    k->bias_relu = bias_relu_avx2;
+    k->relu_grad = relu_grad_avx2;
     k->max = max_avx2;
     k->absmax_bits = absmax_bits_avx2;
     k->sum = sum_avx2;

@@ -35,6 +35,44 @@ static void add_scalar_avx512(float *dst, const float *src, float c, size_t n) {
 
 static void acc_avx512(float *dst, const float *src, size_t n) { add_avx512(dst, dst, src, n); }
 
+/* relu's selections (core/relu_bits.h) as lane masks: amp_relu_one32 keeps x where its sign is clear
+ * or it is NaN (|x|'s bits above infinity's); amp_relu_grad_one32 keeps g where x > 0 as an int32 (sign
+ * clear, not +0) or x is NaN. The rest become +0. */
+static inline __m512 relu_v(__m512 v) {
+    const __m512i x = _mm512_castps_si512(v);
+    const __m512i a = _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff));
+    const __mmask16 keep = _mm512_cmpge_epi32_mask(x, _mm512_setzero_si512()) |
+                           _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000));
+    return _mm512_maskz_mov_ps(keep, v);
+}
+
+static void bias_relu_avx512(float *row, const float *bias, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(row + i, relu_v(_mm512_add_ps(_mm512_loadu_ps(row + i), _mm512_loadu_ps(bias + i))));
+    if (i < n) {
+        const __mmask16 k = tail_mask(n - i);
+        _mm512_mask_storeu_ps(row + i, k,
+                              relu_v(_mm512_add_ps(_mm512_maskz_loadu_ps(k, row + i), _mm512_maskz_loadu_ps(k, bias + i))));
+    }
+}
+
+static inline __m512 relu_grad_v(__m512 g, __m512i x) {
+    const __m512i a = _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff));
+    const __mmask16 keep = _mm512_cmpgt_epi32_mask(x, _mm512_setzero_si512()) |
+                           _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000));
+    return _mm512_maskz_mov_ps(keep, g);
+}
+
+static void relu_grad_avx512(float *g, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(g + i, relu_grad_v(_mm512_loadu_ps(g + i), _mm512_loadu_si512(x + i)));
+    if (i < n) {
+        const __mmask16 k = tail_mask(n - i);
+        _mm512_mask_storeu_ps(g + i, k, relu_grad_v(_mm512_maskz_loadu_ps(k, g + i), _mm512_maskz_loadu_epi32(k, x + i)));
+    }
+}
+
 static float max_avx512(const float *x, size_t n) {
     __m512 m = _mm512_set1_ps(x[0]);
     size_t i = 0;
@@ -173,6 +211,8 @@ void amp_elem_kernels_avx512(amp_elem_kernels *k) {
     k->add = add_avx512;
     k->add_scalar = add_scalar_avx512;
     k->acc = acc_avx512;
+    k->bias_relu = bias_relu_avx512;
+    k->relu_grad = relu_grad_avx512;
     k->max = max_avx512;
     k->absmax_bits = absmax_bits_avx512;
     k->sum = sum_avx512;
