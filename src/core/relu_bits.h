@@ -17,7 +17,9 @@
 #define AMP_CORE_RELU_BITS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "amp/dtype.h"
 
@@ -95,6 +97,29 @@ static inline void amp_relu_grad_bits32(uint32_t *restrict dx, const uint32_t *r
     for (; i + 8 <= n; i += 8)
         for (int k = 0; k < 8; k++) dx[i + k] = amp_relu_grad_one32(x[i + k], g[i + k]);
     for (; i < n; i++) dx[i] = amp_relu_grad_one32(x[i], g[i]);
+}
+
+/* The fp32 row forms the elementwise kernels use (kernels/elem_kernels.h): the reference's whole row
+ * and the SIMD paths' tails, one loop for both. row = relu(row + bias), the sum rounded to fp32
+ * before the selection; g = relu'(x) * g in place (amp_relu_grad_bits32's arguments are restrict). */
+static inline void amp_bias_relu_row32(float *row, const float *bias, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const float v = row[i] + bias[i];
+        uint32_t u;
+        memcpy(&u, &v, sizeof u);
+        u = amp_relu_one32(u);
+        memcpy(&row[i], &u, sizeof u);
+    }
+}
+
+static inline void amp_relu_grad_row32(float *g, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t ux, ug;
+        memcpy(&ux, &x[i], sizeof ux);
+        memcpy(&ug, &g[i], sizeof ug);
+        ug = amp_relu_grad_one32(ux, ug);
+        memcpy(&g[i], &ug, sizeof ug);
+    }
 }
 
 #endif /* AMP_CORE_RELU_BITS_H */

@@ -22,25 +22,9 @@ static void acc_ref(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
-static void bias_relu_ref(float *row, const float *bias, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        const float v = row[i] + bias[i];
-        uint32_t u;
-        memcpy(&u, &v, sizeof u);
-        u = amp_relu_one32(u);
-        memcpy(&row[i], &u, sizeof u);
-    }
-}
+static void bias_relu_ref(float *row, const float *bias, size_t n) { amp_bias_relu_row32(row, bias, n); }
 
-static void relu_grad_ref(float *g, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t ux, ug;
-        memcpy(&ux, &x[i], sizeof ux);
-        memcpy(&ug, &g[i], sizeof ug);
-        ug = amp_relu_grad_one32(ux, ug);
-        memcpy(&g[i], &ug, sizeof ug);
-    }
-}
+static void relu_grad_ref(float *g, const float *x, size_t n) { amp_relu_grad_row32(g, x, n); }
 
 /* the loop the causal softmax ran before: a NaN after x[0] is skipped, the first of +0/-0 kept */
 static float max_ref(const float *x, size_t n) {

@@ -47,13 +47,7 @@ static void bias_relu_avx2(float *row, const float *bias, size_t n) {
         const __m256i keep = _mm256_or_si256(_mm256_cmpgt_epi32(x, _mm256_set1_epi32(-1)), relu_keep_nan(x));
         _mm256_storeu_si256((__m256i *)(void *)(row + i), _mm256_and_si256(x, keep));
     }
-    for (; i < n; i++) {
-        const float v = row[i] + bias[i];
-        uint32_t u;
-        memcpy(&u, &v, sizeof u);
-        u = amp_relu_one32(u);
-        memcpy(&row[i], &u, sizeof u);
-    }
+    amp_bias_relu_row32(row + i, bias + i, n - i);
 }
 
 static void relu_grad_avx2(float *g, const float *x, size_t n) {
@@ -64,13 +58,7 @@ static void relu_grad_avx2(float *g, const float *x, size_t n) {
         const __m256i gv = _mm256_loadu_si256((const __m256i *)(const void *)(g + i));
         _mm256_storeu_si256((__m256i *)(void *)(g + i), _mm256_and_si256(gv, keep));
     }
-    for (; i < n; i++) {
-        uint32_t ux, ug;
-        memcpy(&ux, &x[i], sizeof ux);
-        memcpy(&ug, &g[i], sizeof ug);
-        ug = amp_relu_grad_one32(ux, ug);
-        memcpy(&g[i], &ug, sizeof ug);
-    }
+    amp_relu_grad_row32(g + i, x + i, n - i);
 }
 
 static float max_avx2(const float *x, size_t n) {
