@@ -185,9 +185,21 @@ def worker(model, prec, threads, batch, warmup):
         del loss
         return sum(seen.values()) / 2**20
 
+    # oneDNN refuses some configurations on some CPUs (the bf16 LSTM where the CPU lacks AVX512-BF16:
+    # "could not create a primitive descriptor"); PyTorch's own kernels then run it, as a user would
+    # have to, and the row says so
+    fallback = "-"
+    try:
+        step()
+    except RuntimeError:
+        if not torch.backends.mkldnn.enabled:
+            raise
+        torch.backends.mkldnn.enabled = False
+        fallback = "mkldnn-off"
+        step()
     for _ in range(warmup):
         step()
-    print("ready", torch.__version__, flush=True)
+    print("ready", torch.__version__, fallback, flush=True)
     for line in sys.stdin:
         cmd = line.strip()
         if cmd == "saved":
@@ -208,8 +220,10 @@ class Worker:
         self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", model, prec, str(threads),
                                    str(batch), str(warmup)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         ready = self.p.stdout.readline().split()
-        assert ready and ready[0] == "ready", "PyTorch worker failed"
+        if not ready or ready[0] != "ready":
+            raise RuntimeError(f"PyTorch worker for {model} {prec} failed (its error is above)")
         self.version = ready[1]
+        self.fallback = ready[2] if len(ready) > 2 and ready[2] != "-" else ""
 
     def ask(self, cmd):
         self.p.stdin.write(f"{cmd}\n")
@@ -302,6 +316,7 @@ def main():
                     nosc_s.append(k["samples_per_sec"])
                     opt_share_off.append(k["optimizer_share"])
                     opt_ms_off.append(k["optimizer_ms"])
+            fallback = w.fallback
             torch_saved = w.ask("saved")
             torch_rss, torch_version = w.close(), w.version
             j = jobs[-1]
@@ -311,7 +326,8 @@ def main():
                        amp_rss=j["peak_rss_mib"], arena=j["arena_peak_mib"], torch_rss=torch_rss,
                        act=j.get("activation_mib", float("nan")), copies=j.get("weight_copies_mib", 0.0),
                        torch_saved=torch_saved,
-                       allocs=allocs_per_step(args, model, preset, scaler, so), load=loadavg())
+                       allocs=allocs_per_step(args, model, preset, scaler, so), load=loadavg(),
+                       torch_fallback=fallback)
             row["ratio"] = row["amp"] / row["torch"]
             # the least disturbed sample of each side: on a shared machine the medians carry the load
             row.update(amp_samples=amp_s, torch_samples=torch_s, best_ratio=max(amp_s) / max(torch_s))
@@ -330,12 +346,18 @@ def main():
                 row["opt_ms_off"] = statistics.median(opt_ms_off)
             rows.append(row)
             print(f"  {model:4s} {prec:4s} amp {row['amp']:9.1f}  torch {row['torch']:9.1f}  {row['ratio']:5.2f}x"
-                  f"   (samples amp {[round(v) for v in amp_s]} torch {[round(v) for v in torch_s]}, load {row['load']})",
+                  f"   (samples amp {[round(v) for v in amp_s]} torch {[round(v) for v in torch_s]}, load {row['load']})"
+                  + (" [PyTorch: oneDNN refused it on this CPU; run with torch.backends.mkldnn off]" if fallback else ""),
                   flush=True)
     peak = {k: max(v) if v else 0.0 for k, v in peaks.items()}
     print(f"torch {torch_version}")
 
-    unscale = json.loads(subprocess.run([AMP, "bench", "unscale", "--mib", "64", "--isa", "avx512", "--json"],
+    # the unscale kernels of the path amp runs on this CPU (`amp info`: "active path: avx512")
+    isa = "avx2"
+    for line in subprocess.run([AMP, "info"], check=True, capture_output=True, text=True).stdout.splitlines():
+        if line.startswith("active path:"):
+            isa = line.split(":", 1)[1].split()[0]
+    unscale = json.loads(subprocess.run([AMP, "bench", "unscale", "--mib", "64", "--isa", isa, "--json"],
                                         check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
     gemm = json.loads(subprocess.run([AMP, "bench", "gemm", "--threads", str(args.threads), "--repeats", "5",
                                       "--shape", "256x1024x784", "--shape", "128x1024x3136", "--shape",

@@ -7,8 +7,8 @@
  * pipes of current x86 cores (8 in flight needed). The C update is the same masked code for full and
  * edge tiles, so an element's bits do not depend on its position in the tile. */
 #include <immintrin.h>
-#include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../../gemm/gemm_kernels.h"
 
@@ -20,6 +20,7 @@ enum { MR = 6, NR = 16 };
 _Static_assert(MR <= AMP_GEMM_MAX_TILE && NR <= AMP_GEMM_MAX_TILE, "tile wider than AMP_GEMM_MAX_TILE");
 
 #define GEMM_UNROLL _Pragma("GCC unroll 6")
+#define UNROLL_8 _Pragma("GCC unroll 8") /* loops over registers unroll completely, or their vectors live on the stack */
 
 static inline __m256i lane_mask(int n) { /* all-ones in lanes j < n */
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -61,29 +62,152 @@ static void ukernel_f32(int64_t kc, const void *a, const void *b, float *c, int6
     }
 }
 
-/* Tile element (i, j) to c[j * ldc + i]: through a buffer, with the scalar forms of the same
- * operations (fmaf is the FMA instruction here), so each element gets the bits ukernel_f32 gives. */
+/* In-register transpose of an 8 x 8 block: on return v[j] holds column j of the rows v[0..7]. */
+static inline __attribute__((always_inline)) void transpose8(__m256 v[8]) {
+    __m256 t[8];
+    UNROLL_8
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+    }
+    UNROLL_8
+    for (int g = 0; g < 2; g++) { /* v[4g + j], 128-bit half h: column 4h + j of rows 4g..4g+3 */
+        v[4 * g + 0] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        v[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+        v[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        v[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+    UNROLL_8
+    for (int j = 0; j < 4; j++) {
+        t[j] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x20);
+        t[j + 4] = _mm256_permute2f128_ps(v[j], v[4 + j], 0x31);
+    }
+    UNROLL_8
+    for (int j = 0; j < 8; j++) v[j] = t[j];
+}
+
+/* Tile element (i, j) to c[j * ldc + i]: each half of the tile is transposed in registers (rows 6
+ * and 7 zero), so tile column j becomes one masked 6-lane row of C, with ukernel_f32's arithmetic
+ * per element (the same bits). The accumulators stay in registers through the k loop (an earlier
+ * version stored them to a buffer for a scalar loop; gcc then kept them on the stack inside the k
+ * loop: the cnn's dX products ran 2.5x slower per FLOP than its forward's). */
 static void ukernel_f32_ct(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
                            float beta) {
     __m256 acc[MR][2];
     compute_f32(kc, a, b, acc);
-    float tile[MR][NR];
-    for (int i = 0; i < MR; i++) {
-        _mm256_storeu_ps(tile[i], acc[i][0]);
-        _mm256_storeu_ps(tile[i] + 8, acc[i][1]);
+    const __m256i km = lane_mask(m);
+    const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+    UNROLL_8
+    for (int h = 0; h < 2; h++) {
+        __m256 v[8];
+        UNROLL_8
+        for (int i = 0; i < 8; i++) v[i] = i < MR ? acc[i][h] : _mm256_setzero_ps();
+        transpose8(v);
+        UNROLL_8
+        for (int j = 0; j < 8; j++) {
+            if (8 * h + j >= n) break;
+            float *cj = c + (8 * h + j) * ldc;
+            const __m256 r = beta == 0.0f ? _mm256_mul_ps(va, v[j])
+                                          : _mm256_fmadd_ps(va, v[j], _mm256_mul_ps(vb, _mm256_maskload_ps(cj, km)));
+            _mm256_maskstore_ps(cj, km, r);
+        }
     }
-    for (int j = 0; j < n; j++) {
-        float *cj = c + j * ldc;
-        for (int i = 0; i < m; i++) cj[i] = beta == 0.0f ? alpha * tile[i][j] : fmaf(alpha, tile[i][j], beta * cj[i]);
+}
+
+/* ---- packing (gemm_kernels.h's AMP_GEMM_PACKED_F32 panels), full panels of the kernel's two panel
+ * heights (MR, NR) vectorized, the rest by gemm_pack.h's loops. Each element is decoded exactly, as
+ * there, so the panels hold the same values. Measured on AMD Zen 3, one thread: the portable loops
+ * (one scalar store per element, stride MR or NR) took 28% of the cnn's fp32 step. */
+
+/* 8 consecutive elements of a dt buffer from idx, decoded to fp32 */
+static inline __attribute__((always_inline)) __m256 load8(amp_dtype dt, const void *src, int64_t idx) {
+    switch (dt) {
+    case AMP_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)src + idx)));
+    case AMP_BF16:
+        return _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)src + idx))), 16));
+    default: return _mm256_loadu_ps((const float *)src + idx);
     }
+}
+
+/* M[i, p] = src[i * ld + p] (rows of M stored as rows): one panel of R = NR or MR full rows, k in
+ * blocks of 8 read along the rows and turned in registers so each k step's R values are stored at
+ * once; the k tail by the portable loop's element order. */
+static inline __attribute__((always_inline)) void pack_rows_panel(float *dst, const void *src, amp_dtype dt, int64_t ld,
+                                                                   int64_t i0, int64_t kc, int R) {
+    int64_t p = 0;
+    for (; p + 8 <= kc; p += 8) {
+        UNROLL_8
+        for (int h = 0; h < (R + 7) / 8; h++) { /* rows 8h .. 8h+7 of the panel */
+            __m256 v[8];
+            UNROLL_8
+            for (int i = 0; i < 8; i++) v[i] = 8 * h + i < R ? load8(dt, src, (i0 + 8 * h + i) * ld + p) : _mm256_setzero_ps();
+            transpose8(v);
+            UNROLL_8
+            for (int j = 0; j < 8; j++) {
+                float *d = dst + (p + j) * R + 8 * h;
+                if (R - 8 * h >= 8) {
+                    _mm256_storeu_ps(d, v[j]);
+                } else { /* R = 6: lanes 0-5 (a store of 8 would reach past the panel's last k step) */
+                    _mm_storeu_ps(d, _mm256_castps256_ps128(v[j]));
+                    _mm_storel_pi((__m64 *)(void *)(d + 4), _mm256_extractf128_ps(v[j], 1));
+                }
+            }
+        }
+    }
+    for (; p < kc; p++)
+        for (int i = 0; i < R; i++) dst[p * R + i] = gemm_load(dt, src, (i0 + i) * ld + p);
+}
+
+/* M[i, p] = src[p * ld + i] (M stored transposed): a k step of a full panel is R consecutive source
+ * elements. The portable loop's order: 4 source rows at a time across all panels. */
+static inline __attribute__((always_inline)) void pack_cols(float *dst, const void *src, amp_dtype dt, int64_t ld,
+                                                             int64_t rows, int64_t kc, int R) {
+    for (int64_t p0 = 0; p0 < kc; p0 += 4) {
+        const int64_t p1 = kc - p0 < 4 ? kc : p0 + 4;
+        for (int64_t i0 = 0; i0 < rows; i0 += R) {
+            float *panel = dst + i0 * kc;
+            if (rows - i0 < R) { /* a partial panel: zero rows past M's */
+                const int ri = (int)(rows - i0);
+                for (int64_t p = p0; p < p1; p++) {
+                    for (int i = 0; i < ri; i++) panel[p * R + i] = gemm_load(dt, src, p * ld + i0 + i);
+                    for (int i = ri; i < R; i++) panel[p * R + i] = 0.0f;
+                }
+                continue;
+            }
+            for (int64_t p = p0; p < p1; p++) {
+                float *d = panel + p * R;
+                if (R == NR) {
+                    _mm256_storeu_ps(d, load8(dt, src, p * ld + i0));
+                    _mm256_storeu_ps(d + 8, load8(dt, src, p * ld + i0 + 8));
+                } else if (dt == AMP_F32) {
+                    memcpy(d, (const float *)src + p * ld + i0, sizeof(float) * (size_t)R);
+                } else {
+                    for (int i = 0; i < R; i++) d[i] = gemm_load(dt, src, p * ld + i0 + i);
+                }
+            }
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void pack_panels(float *dst, const void *src, amp_dtype dt, int64_t ld,
+                                                               bool trans, int64_t rows, int64_t kc, int R) {
+    if (trans) {
+        pack_cols(dst, src, dt, ld, rows, kc, R);
+        return;
+    }
+    const int64_t full = rows / R * R;
+    for (int64_t i0 = 0; i0 < full; i0 += R) pack_rows_panel(dst + i0 * kc, src, dt, ld, i0, kc, R);
+    if (full < rows) gemm_pack_f32_generic(dst + full * kc, (const char *)src + (size_t)(full * ld) * (dt == AMP_F32 ? 4 : 2), dt,
+                                           ld, false, rows - full, kc, R);
 }
 
 #define PACK_F32_FN(name, dtype)                                                                          \
     static void name(void *dst, const void *src, int64_t ld, bool trans, int64_t rows, int64_t kc, int r) { \
         if (r == MR)                                                                                      \
-            gemm_pack_f32_generic(dst, src, dtype, ld, trans, rows, kc, MR);                              \
+            pack_panels(dst, src, dtype, ld, trans, rows, kc, MR);                                        \
         else if (r == NR)                                                                                 \
-            gemm_pack_f32_generic(dst, src, dtype, ld, trans, rows, kc, NR);                              \
+            pack_panels(dst, src, dtype, ld, trans, rows, kc, NR);                                        \
         else                                                                                              \
             gemm_pack_f32_generic(dst, src, dtype, ld, trans, rows, kc, r);                               \
     }
