@@ -21,9 +21,9 @@
  * buffers and the thread pool). FLOPs per sample is amp_model_flops_per_sample (amp/nn.h: 2 x the
  * multiply-adds of matrix products, convolutions and attention, x3 for forward + backward;
  * elementwise ops, norms and pooling left out). "of peak" = samples/s x FLOPs per sample / (threads x
- * one core's peak), the peak being the zmm FMA's, and under amp-bf16 the larger of VDPBF16PS's and the
- * FMA's (amp multiplies bf16 with either: amp_gemm_bf16_method; fp16 products run on FMA after an
- * exact decode). Where amp computes fewer FLOPs than the
+ * one core's peak), the peak being the widest FMA's (zmm, else ymm), and under amp-bf16 the larger
+ * of VDPBF16PS's and the FMA's (amp multiplies bf16 with either: amp_gemm_bf16_method; fp16 products
+ * run on FMA after an exact decode). Where amp computes fewer FLOPs than the
  * model's count (amp_model_flops_computed_per_sample: the lstm's folded embedding), both are printed,
  * and the fraction of peak of what it computes is the hardware's efficiency. The phase split (forward
  * incl. loss, backward, optimizer incl. the scaler) is timed separately in the same steps. Memory: the

@@ -25,7 +25,8 @@ typedef struct amp_bench_options {
 int amp_bench_parse_options(int argc, char **argv, amp_bench_options *o, int (*usage)(void));
 
 /* One core's measured peak GFLOP/s (bench_gemm.c's register-only loops), 0 when the CPU lacks the
- * instruction, and the instruction's name in *kind: zmm FMA ("fma"); when bf16, the machine's bf16
+ * instruction, and the instruction's name in *kind: the widest FMA ("fma": zmm, else ymm on an
+ * AVX2-only CPU); when bf16, the machine's bf16
  * peak, the larger of VDPBF16PS's ("vdpbf16ps") and the FMA's (bf16 decoded exactly to fp32 is
  * multiplied at the FMA's rate: amp's AMP_GEMM_BF16_FMA). */
 double amp_bench_peak_gflops(int bf16, const char **kind);

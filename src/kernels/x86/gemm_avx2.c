@@ -41,10 +41,9 @@ static inline __attribute__((always_inline)) void compute_f32(int64_t kc, const 
     }
 }
 
-static void ukernel_f32(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
-                        float beta) {
-    __m256 acc[MR][2];
-    compute_f32(kc, a, b, acc);
+/* C = alpha * acc + beta * C on the tile's m x n part (beta == 0: C unread) */
+static inline __attribute__((always_inline)) void store_tile(__m256 acc[MR][2], float *c, int64_t ldc, int m, int n,
+                                                              float alpha, float beta) {
     /* maskload/maskstore never touch masked-off lanes, so edge tiles stay inside C */
     const __m256i k0 = lane_mask(n), k1 = lane_mask(n - 8);
     const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
@@ -60,6 +59,47 @@ static void ukernel_f32(int64_t kc, const void *a, const void *b, float *c, int6
         _mm256_maskstore_ps(ci, k0, r0);
         _mm256_maskstore_ps(ci + 8, k1, r1);
     }
+}
+
+static void ukernel_f32(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
+                        float beta) {
+    __m256 acc[MR][2];
+    compute_f32(kc, a, b, acc);
+    store_tile(acc, c, ldc, m, n, alpha, beta);
+}
+
+/* compute_f32 on panels read with strides (gemm_kernels.h's ukernel_ab and ukernel_rb): A's element
+ * (i, p) at a[i * a_row + p * a_step], B's (p, j) at b[p * ldb + j]; the same FMAs in the same order */
+static inline __attribute__((always_inline)) void compute_strided(int64_t kc, const float *a, int64_t a_row,
+                                                                   int64_t a_step, const float *b, int64_t ldb,
+                                                                   __m256 acc[MR][2]) {
+    GEMM_UNROLL
+    for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int64_t p = 0; p < kc; p++, a += a_step, b += ldb) {
+        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        GEMM_UNROLL
+        for (int i = 0; i < MR; i++) {
+            const __m256 ai = _mm256_broadcast_ss(a + i * a_row);
+            acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+        }
+    }
+}
+
+/* op(A) = A^T in place (or a packed panel, lda = MR): a k step's MR values are consecutive */
+static void ukernel_ab(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc, int m,
+                       int n, float alpha, float beta) {
+    __m256 acc[MR][2];
+    compute_strided(kc, a, 1, lda, b, ldb, acc);
+    store_tile(acc, c, ldc, m, n, alpha, beta);
+}
+
+/* op(A) = A's rows in place: the MR values of a k step come from MR rows lda apart */
+static void ukernel_rb(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc, int m,
+                       int n, float alpha, float beta) {
+    __m256 acc[MR][2];
+    compute_strided(kc, a, lda, 1, b, ldb, acc);
+    store_tile(acc, c, ldc, m, n, alpha, beta);
 }
 
 /* In-register transpose of an 8 x 8 block: on return v[j] holds column j of the rows v[0..7]. */
@@ -223,6 +263,8 @@ void amp_gemm_kernels_avx2(amp_gemm_kernels *k) {
             .name = names[dt],
             .ukernel = ukernel_f32,
             .ukernel_ct = ukernel_f32_ct,
+            .ukernel_ab = dt == AMP_F32 ? ukernel_ab : NULL,
+            .ukernel_rb = dt == AMP_F32 ? ukernel_rb : NULL,
             .pack = packs[dt],
             .packed = AMP_GEMM_PACKED_F32,
             .mr = MR,
