@@ -265,6 +265,10 @@ void amp_conv_im2col_padded(const conv_geom *g, const void *x, size_t es, int64_
         amp_conv_im2col_padded_avx512(g, x, es, b0, nb, b, col);
         return;
     }
+    if (amp_isa_active() == AMP_ISA_AVX2) {
+        amp_conv_im2col_padded_avx2(g, x, es, b0, nb, b, col);
+        return;
+    }
 #endif
     amp_conv_im2col_padded_ref(g, x, es, b0, nb, b, col);
 }

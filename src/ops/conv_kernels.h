@@ -35,6 +35,9 @@ void amp_conv_col2im_padded_ref(const amp_conv_geom *g, const float *dcol, int64
                                 float *dx);
 void amp_conv_col2im_padded(const amp_conv_geom *g, const float *dcol, int64_t b0, int64_t nb, int64_t b, float *dx);
 #if defined(__x86_64__)
+/* src/kernels/x86/conv_avx2.c: the same columns as the _ref version; only when the CPU has AVX2 */
+void amp_conv_im2col_padded_avx2(const amp_conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
+                                 void *col);
 /* src/kernels/x86/conv_avx512.c: the same bits as the _ref versions; only when the CPU has AVX-512 */
 void amp_conv_im2col_padded_avx512(const amp_conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
                                    void *col);
