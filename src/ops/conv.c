@@ -62,6 +62,7 @@
 #include "amp/gemm.h"
 #include "../formats/float_bits.h"
 #include "../gemm/gemm_implicit.h"
+#include "conv_im2col.h"
 #include "conv_kernels.h"
 #include "grad_sink_gemm.h"
 #include "op_util.h"
@@ -188,54 +189,10 @@ bool amp_conv_padded_ok(const conv_geom *g) {
     return g->stride == 1 && (size_t)((g->h + 2 * g->pad) * (g->w + 2 * g->pad)) * 4 <= CONV_PAD_PLANE_BYTES;
 }
 
-/* d[0, n) = s[0, n), n >= 2 bytes. Up to 128 bytes (the cnn's fp32 rows are 112) as a few
- * fixed-size pieces that may overlap (no loop, which gcc would turn back into a memcpy call); longer
- * rows call memcpy, whose cost they amortize. */
-static inline void copy_bytes(unsigned char *restrict d, const unsigned char *restrict s, size_t n) {
-    if (n > 128) {
-        memcpy(d, s, n);
-    } else if (n > 64) {
-        for (size_t i = 0; i < 64; i += 16) memcpy(d + i, s + i, 16);
-        for (size_t i = 64; i > 0; i -= 16) memcpy(d + n - i, s + n - i, 16);
-    } else if (n > 32) {
-        memcpy(d, s, 16);
-        memcpy(d + 16, s + 16, 16);
-        memcpy(d + n - 32, s + n - 32, 16);
-        memcpy(d + n - 16, s + n - 16, 16);
-    } else if (n >= 16) {
-        memcpy(d, s, 16);
-        memcpy(d + n - 16, s + n - 16, 16);
-    } else if (n >= 8) {
-        memcpy(d, s, 8);
-        memcpy(d + n - 8, s + n - 8, 8);
-    } else if (n >= 4) {
-        memcpy(d, s, 4);
-        memcpy(d + n - 4, s + n - 4, 4);
-    } else {
-        memcpy(d, s, 2);
-        memcpy(d + n - 2, s + n - 2, 2);
-    }
-}
 
 void amp_conv_im2col_padded_ref(const conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
                                 void *col) {
-    const int64_t p_img = geom_p(g), ld = nb * p_img, wp = g->w + 2 * g->pad, hp = g->h + 2 * g->pad;
-    _Alignas(64) unsigned char pad[CONV_PAD_PLANE_BYTES];
-    memset(pad, 0, (size_t)(hp * wp) * es); /* the border stays zero; the interior is rewritten per plane */
-    for (int64_t c = 0; c < g->c; c++) {
-        const unsigned char *plane = (const unsigned char *)x + (size_t)(((b0 + b) * g->c + c) * g->h * g->w) * es;
-        for (int64_t iy = 0; iy < g->h; iy++)
-            copy_bytes(pad + (size_t)((iy + g->pad) * wp + g->pad) * es, plane + (size_t)(iy * g->w) * es,
-                       (size_t)g->w * es);
-        for (int64_t ky = 0; ky < g->kh; ky++)
-            for (int64_t kx = 0; kx < g->kw; kx++) {
-                const int64_t r = (c * g->kh + ky) * g->kw + kx;
-                unsigned char *dst = (unsigned char *)col + (size_t)(r * ld + b * p_img) * es;
-                const unsigned char *src = pad + (size_t)(ky * wp + kx) * es;
-                for (int64_t oy = 0; oy < g->oh; oy++)
-                    copy_bytes(dst + (size_t)(oy * g->ow) * es, src + (size_t)(oy * wp) * es, (size_t)g->ow * es);
-            }
-    }
+    amp_conv_im2col_padded_loop(g, x, es, b0, nb, b, col, amp_conv_copy_bytes);
 }
 
 /* Writes (not adds) image b0 + b's planes of dx: the additions onto each element are amp_conv_col2im_ref's,
@@ -254,8 +211,8 @@ void amp_conv_col2im_padded_ref(const conv_geom *g, const float *dcol, int64_t b
             }
         float *plane = dx + ((b0 + b) * g->c + c) * g->h * g->w;
         for (int64_t iy = 0; iy < g->h; iy++)
-            copy_bytes((unsigned char *)(plane + iy * g->w), (const unsigned char *)(pad + (iy + g->pad) * wp + g->pad),
-                       (size_t)g->w * sizeof *plane);
+            amp_conv_copy_bytes((unsigned char *)(plane + iy * g->w),
+                                (const unsigned char *)(pad + (iy + g->pad) * wp + g->pad), (size_t)g->w * sizeof *plane);
     }
 }
 
@@ -564,7 +521,7 @@ static void task_pad(void *arg, int64_t b, int thread_id) {
             unsigned char *d = dst + (size_t)((c * hp + iy + g->pad) * wp + g->pad) * xes;
             const unsigned char *sr = src + (size_t)((c * g->h + iy) * g->w) * a->es;
             if (a->xp_dt == a->dt)
-                copy_bytes(d, sr, (size_t)g->w * a->es);
+                amp_conv_copy_bytes(d, sr, (size_t)g->w * a->es);
             else
                 amp_convert(d, a->xp_dt, sr, a->dt, (size_t)g->w);
         }

@@ -7,6 +7,7 @@
  * pipes of current x86 cores (8 in flight needed). The C update is the same masked code for full and
  * edge tiles, so an element's bits do not depend on its position in the tile. */
 #include <immintrin.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -50,32 +51,25 @@ static inline __attribute__((always_inline)) void store_tile(__m256 acc[MR][2], 
     /* maskload/maskstore never touch masked-off lanes, so edge tiles stay inside C */
     const __m256i k0 = lane_mask(n), k1 = lane_mask(n - 8);
     const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
-    if (n == NR) { /* a full tile's rows: plain loads and stores (the same arithmetic) */
-        GEMM_UNROLL
-        for (int i = 0; i < MR; i++) {
-            if (i >= m) break;
-            float *ci = c + i * ldc;
-            __m256 r0 = _mm256_mul_ps(va, acc[i][0]), r1 = _mm256_mul_ps(va, acc[i][1]);
-            if (beta != 0.0f) {
-                r0 = _mm256_fmadd_ps(va, acc[i][0], _mm256_mul_ps(vb, _mm256_loadu_ps(ci)));
-                r1 = _mm256_fmadd_ps(va, acc[i][1], _mm256_mul_ps(vb, _mm256_loadu_ps(ci + 8)));
-            }
-            _mm256_storeu_ps(ci, r0);
-            _mm256_storeu_ps(ci + 8, r1);
-        }
-        return;
-    }
+    const bool full = n == NR; /* a full tile's rows: plain loads and stores (the same arithmetic) */
     GEMM_UNROLL
     for (int i = 0; i < MR; i++) {
         if (i >= m) break;
         float *ci = c + i * ldc;
         __m256 r0 = _mm256_mul_ps(va, acc[i][0]), r1 = _mm256_mul_ps(va, acc[i][1]);
         if (beta != 0.0f) {
-            r0 = _mm256_fmadd_ps(va, acc[i][0], _mm256_mul_ps(vb, _mm256_maskload_ps(ci, k0)));
-            r1 = _mm256_fmadd_ps(va, acc[i][1], _mm256_mul_ps(vb, _mm256_maskload_ps(ci + 8, k1)));
+            const __m256 c0 = full ? _mm256_loadu_ps(ci) : _mm256_maskload_ps(ci, k0);
+            const __m256 c1 = full ? _mm256_loadu_ps(ci + 8) : _mm256_maskload_ps(ci + 8, k1);
+            r0 = _mm256_fmadd_ps(va, acc[i][0], _mm256_mul_ps(vb, c0));
+            r1 = _mm256_fmadd_ps(va, acc[i][1], _mm256_mul_ps(vb, c1));
         }
-        _mm256_maskstore_ps(ci, k0, r0);
-        _mm256_maskstore_ps(ci + 8, k1, r1);
+        if (full) {
+            _mm256_storeu_ps(ci, r0);
+            _mm256_storeu_ps(ci + 8, r1);
+        } else {
+            _mm256_maskstore_ps(ci, k0, r0);
+            _mm256_maskstore_ps(ci + 8, k1, r1);
+        }
     }
 }
 
