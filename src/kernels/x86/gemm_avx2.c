@@ -4,8 +4,10 @@
  * (F16C for f16, a shift for bf16), and the 6 x 16 fp32 tile (BLIS's Haswell sgemm shape) lives in
  * 12 ymm accumulators: 6 rows x 2 vectors of 8 columns, plus 2 B vectors and 1 broadcast of A, 15
  * of the 16 ymm registers. 12 independent FMAs per k cover the 2-per-cycle, 4-cycle-latency FMA
- * pipes of current x86 cores (8 in flight needed). The C update is the same masked code for full and
- * edge tiles, so an element's bits do not depend on its position in the tile. */
+ * pipes of current x86 cores (8 in flight needed). The C update has the same arithmetic for full and
+ * edge tiles (plain moves for full ones, masked at edges), so an element's bits do not depend on its
+ * position in the tile; so do the C^T store and the strided kernels (A or B read in place), which
+ * give ukernel_f32's bits on the same values. */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
