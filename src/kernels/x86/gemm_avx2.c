@@ -29,19 +29,28 @@ static inline __m256i lane_mask(int n) { /* all-ones in lanes j < n */
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-static inline __attribute__((always_inline)) void compute_f32(int64_t kc, const float *a /* [kc][MR] */,
-                                                               const float *b /* [kc][NR] */, __m256 acc[MR][2]) {
+/* The tile's products over kc, A's element (i, p) at a[i * a_row + p * a_step] and B's (p, j) at
+ * b[p * ldb + j]: packed panels (compute_f32), or operands read in place (gemm_kernels.h's ukernel_ab
+ * and ukernel_rb), with the same FMAs in the same order, so the same bits. */
+static inline __attribute__((always_inline)) void compute_strided(int64_t kc, const float *a, int64_t a_row,
+                                                                   int64_t a_step, const float *b, int64_t ldb,
+                                                                   __m256 acc[MR][2]) {
     GEMM_UNROLL
     for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-    for (int64_t p = 0; p < kc; p++, a += MR, b += NR) {
+    for (int64_t p = 0; p < kc; p++, a += a_step, b += ldb) {
         const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
         GEMM_UNROLL
         for (int i = 0; i < MR; i++) {
-            const __m256 ai = _mm256_broadcast_ss(a + i);
+            const __m256 ai = _mm256_broadcast_ss(a + i * a_row);
             acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
             acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
         }
     }
+}
+
+static inline __attribute__((always_inline)) void compute_f32(int64_t kc, const float *a /* [kc][MR] */,
+                                                               const float *b /* [kc][NR] */, __m256 acc[MR][2]) {
+    compute_strided(kc, a, 1, MR, b, NR, acc);
 }
 
 /* C = alpha * acc + beta * C on the tile's m x n part (beta == 0: C unread). Full rows with plain
@@ -80,24 +89,6 @@ static void ukernel_f32(int64_t kc, const void *a, const void *b, float *c, int6
     __m256 acc[MR][2];
     compute_f32(kc, a, b, acc);
     store_tile(acc, c, ldc, m, n, alpha, beta);
-}
-
-/* compute_f32 on panels read with strides (gemm_kernels.h's ukernel_ab and ukernel_rb): A's element
- * (i, p) at a[i * a_row + p * a_step], B's (p, j) at b[p * ldb + j]; the same FMAs in the same order */
-static inline __attribute__((always_inline)) void compute_strided(int64_t kc, const float *a, int64_t a_row,
-                                                                   int64_t a_step, const float *b, int64_t ldb,
-                                                                   __m256 acc[MR][2]) {
-    GEMM_UNROLL
-    for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-    for (int64_t p = 0; p < kc; p++, a += a_step, b += ldb) {
-        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-        GEMM_UNROLL
-        for (int i = 0; i < MR; i++) {
-            const __m256 ai = _mm256_broadcast_ss(a + i * a_row);
-            acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
-            acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
-        }
-    }
 }
 
 /* op(A) = A^T in place (or a packed panel, lda = MR): a k step's MR values are consecutive */
