@@ -107,6 +107,17 @@ static void ukernel_rb(int64_t kc, const float *a, int64_t lda, const float *b, 
     store_tile(acc, c, ldc, m, n, alpha, beta);
 }
 
+/* lanes 0-5 of v to d[0, 6), and d[0, 6) into lanes 0-5 (6, 7 zero): plain moves, 4 + 2 lanes (a
+ * full 8-lane move would reach past a 6-row panel or a C^T column; a masked one is microcoded on AMD) */
+static inline void store6(float *d, __m256 v) {
+    _mm_storeu_ps(d, _mm256_castps256_ps128(v));
+    _mm_storel_pi((__m64 *)(void *)(d + 4), _mm256_extractf128_ps(v, 1));
+}
+
+static inline __m256 load6(const float *d) {
+    return _mm256_set_m128(_mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(const void *)(d + 4)), _mm_loadu_ps(d));
+}
+
 /* In-register transpose of an 8 x 8 block: on return v[j] holds column j of the rows v[0..7]. */
 static inline __attribute__((always_inline)) void transpose8(__m256 v[8]) {
     __m256 t[8];
@@ -152,14 +163,9 @@ static void ukernel_f32_ct(int64_t kc, const void *a, const void *b, float *c, i
         for (int j = 0; j < 8; j++) {
             if (8 * h + j >= n) break;
             float *cj = c + (8 * h + j) * ldc;
-            if (m == MR) { /* 4 + 2 lanes, plain moves (as store_tile's full rows) */
-                __m256 r = _mm256_mul_ps(va, v[j]);
-                if (beta != 0.0f) {
-                    const __m128 lo = _mm_loadu_ps(cj), hi = _mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(const void *)(cj + 4));
-                    r = _mm256_fmadd_ps(va, v[j], _mm256_mul_ps(vb, _mm256_set_m128(hi, lo)));
-                }
-                _mm_storeu_ps(cj, _mm256_castps256_ps128(r));
-                _mm_storel_pi((__m64 *)(void *)(cj + 4), _mm256_extractf128_ps(r, 1));
+            if (m == MR) { /* plain moves, as store_tile's full rows */
+                store6(cj, beta == 0.0f ? _mm256_mul_ps(va, v[j])
+                                        : _mm256_fmadd_ps(va, v[j], _mm256_mul_ps(vb, load6(cj))));
                 continue;
             }
             const __m256 r = beta == 0.0f ? _mm256_mul_ps(va, v[j])
@@ -203,9 +209,8 @@ static inline __attribute__((always_inline)) void pack_rows_panel(float *dst, co
                 float *d = dst + (p + j) * R + 8 * h;
                 if (R - 8 * h >= 8) {
                     _mm256_storeu_ps(d, v[j]);
-                } else { /* R = 6: lanes 0-5 (a store of 8 would reach past the panel's last k step) */
-                    _mm_storeu_ps(d, _mm256_castps256_ps128(v[j]));
-                    _mm_storel_pi((__m64 *)(void *)(d + 4), _mm256_extractf128_ps(v[j], 1));
+                } else { /* R = 6 */
+                    store6(d, v[j]);
                 }
             }
         }
@@ -215,23 +220,14 @@ static inline __attribute__((always_inline)) void pack_rows_panel(float *dst, co
 }
 
 /* M[i, p] = src[p * ld + i] (M stored transposed): a k step of a full panel is R consecutive source
- * elements. The portable loop's order: 4 source rows at a time across all panels. */
+ * elements. The portable loop's order: 4 source rows at a time across the panels. */
 static inline __attribute__((always_inline)) void pack_cols(float *dst, const void *src, amp_dtype dt, int64_t ld,
-                                                             int64_t rows, int64_t kc, int R) {
+                                                             int64_t full, int64_t kc, int R) {
     for (int64_t p0 = 0; p0 < kc; p0 += 4) {
         const int64_t p1 = kc - p0 < 4 ? kc : p0 + 4;
-        for (int64_t i0 = 0; i0 < rows; i0 += R) {
-            float *panel = dst + i0 * kc;
-            if (rows - i0 < R) { /* a partial panel: zero rows past M's */
-                const int ri = (int)(rows - i0);
-                for (int64_t p = p0; p < p1; p++) {
-                    for (int i = 0; i < ri; i++) panel[p * R + i] = gemm_load(dt, src, p * ld + i0 + i);
-                    for (int i = ri; i < R; i++) panel[p * R + i] = 0.0f;
-                }
-                continue;
-            }
+        for (int64_t i0 = 0; i0 < full; i0 += R)
             for (int64_t p = p0; p < p1; p++) {
-                float *d = panel + p * R;
+                float *d = dst + i0 * kc + p * R;
                 if (R == NR) {
                     _mm256_storeu_ps(d, load8(dt, src, p * ld + i0));
                     _mm256_storeu_ps(d + 8, load8(dt, src, p * ld + i0 + 8));
@@ -241,20 +237,20 @@ static inline __attribute__((always_inline)) void pack_cols(float *dst, const vo
                     for (int i = 0; i < R; i++) d[i] = gemm_load(dt, src, p * ld + i0 + i);
                 }
             }
-        }
     }
 }
 
 static inline __attribute__((always_inline)) void pack_panels(float *dst, const void *src, amp_dtype dt, int64_t ld,
                                                                bool trans, int64_t rows, int64_t kc, int R) {
-    if (trans) {
-        pack_cols(dst, src, dt, ld, rows, kc, R);
-        return;
-    }
+    /* full panels here, a partial last one (rows past M's zero) by the portable loop */
     const int64_t full = rows / R * R;
-    for (int64_t i0 = 0; i0 < full; i0 += R) pack_rows_panel(dst + i0 * kc, src, dt, ld, i0, kc, R);
-    if (full < rows) gemm_pack_f32_generic(dst + full * kc, (const char *)src + (size_t)(full * ld) * (dt == AMP_F32 ? 4 : 2), dt,
-                                           ld, false, rows - full, kc, R);
+    if (trans) pack_cols(dst, src, dt, ld, full, kc, R);
+    else
+        for (int64_t i0 = 0; i0 < full; i0 += R) pack_rows_panel(dst + i0 * kc, src, dt, ld, i0, kc, R);
+    const int64_t skip = trans ? full : full * ld; /* elements to the partial panel's first */
+    if (full < rows)
+        gemm_pack_f32_generic(dst + full * kc, (const char *)src + (size_t)skip * (dt == AMP_F32 ? 4 : 2), dt, ld,
+                              trans, rows - full, kc, R);
 }
 
 #define PACK_F32_FN(name, dtype)                                                                          \
