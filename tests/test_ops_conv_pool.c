@@ -383,16 +383,28 @@ static void check_conv_sum_bf16(void) {
 #endif
 }
 
-/* The direct tile (amp_conv_direct_tile_avx512) against its reference: the same tile as the
- * reference's 12-row panel (amp_conv_pack_panel_ref) run through the AVX-512 kernel's ukernel_ct,
- * bit for bit, for fp32 and bf16 pairs: every 12-pixel tile of a chunk of 3 padded images (tiles
- * straddling images, a partial last tile), k blocks from 0 and from an odd p0 with an odd kc (the
- * pair pad), n = 32 and a partial 20, beta 0 (C unread: it starts as NaN) and 1. The values are
- * small integers and halves, so that bf16 and fp32 hold them exactly and no sum is in doubt;
- * occasional infinities check that a pad lane never multiplies one into a NaN. */
-static void check_conv_direct_tile(void) {
+/* The direct tiles (amp_conv_direct_tile_avx512 and _avx2) against their reference: the same tile as
+ * the reference's R-row panel (amp_conv_pack_panel_ref) run through the path's GEMM kernel's
+ * ukernel_ct, bit for bit: AVX-512's 12 x 32 tiles in fp32 and bf16 pairs, AVX2's 6 x 16 in fp32;
+ * every R-pixel tile of a chunk of 3 padded images (tiles straddling images, a partial last tile),
+ * k blocks from 0 and from an odd p0 with an odd kc (the pair pad), all nc columns and a partial
+ * 5/8 of them, beta 0 (C unread: it starts as NaN) and 1. The values are small integers and halves,
+ * so that bf16 and fp32 hold them exactly and no sum is in doubt; occasional infinities check that
+ * a pad lane never multiplies one into a NaN. */
 #if defined(__x86_64__)
-    if (!amp_isa_supported(AMP_ISA_AVX512)) return;
+static void direct_tile(amp_isa isa, const void *xp, size_t es, const int32_t *steps, const int32_t *rows, int64_t kc,
+                        const void *bpanel, float *c, int64_t ldc, int m, int n, float beta) {
+    if (isa == AMP_ISA_AVX2)
+        amp_conv_direct_tile_avx2(xp, steps, rows, kc, bpanel, c, ldc, m, n, beta);
+    else
+        amp_conv_direct_tile_avx512(xp, es, steps, rows, kc, bpanel, c, ldc, m, n, beta);
+}
+#endif
+
+static void check_conv_direct_tile_isa(amp_isa isa) {
+#if defined(__x86_64__)
+    if (!amp_isa_supported(isa)) return;
+    const int R = isa == AMP_ISA_AVX2 ? 6 : 12, NC = isa == AMP_ISA_AVX2 ? 16 : 32; /* the tile */
     /* the bf16 pairs kernel is the dot method's (amp/gemm.h), whichever method is the default here */
     const amp_gemm_bf16_method method = amp_gemm_bf16_method_active();
     if (amp_gemm_bf16_method_supported(AMP_GEMM_BF16_DOT)) amp_gemm_bf16_method_set(AMP_GEMM_BF16_DOT);
@@ -408,15 +420,15 @@ static void check_conv_direct_tile(void) {
         const int64_t nxp = NB * g.c * hp * wp;
         int32_t *koff = malloc(sizeof(int32_t) * (size_t)k), *pix = malloc(sizeof(int32_t) * (size_t)pixels);
         implicit_offsets(&g, koff, pix);
-        for (size_t es = 2; es <= 4; es += 2) {
+        for (size_t es = isa == AMP_ISA_AVX2 ? 4 : 2; es <= 4; es += 2) {
             const amp_dtype dt = es == 2 ? AMP_BF16 : AMP_F32;
-            const amp_gemm_kernel *kern = amp_gemm_kernel_for(AMP_ISA_AVX512, dt);
-            if (kern->mr != 12 || kern->nr != 32 || (dt == AMP_BF16 && kern->packed != AMP_GEMM_PACKED_BF16_PAIRS))
+            const amp_gemm_kernel *kern = amp_gemm_kernel_for(isa, dt);
+            if (kern->mr != R || kern->nr != NC || (dt == AMP_BF16 && kern->packed != AMP_GEMM_PACKED_BF16_PAIRS))
                 continue;
             /* xp and W as bits of small values: fp32 or bf16 (the top half of the fp32) */
             unsigned char *xp = malloc((size_t)nxp * es + AMP_CONV_IMPLICIT_SLACK);
-            unsigned char *w = malloc((size_t)(32 * k) * es);
-            for (int64_t i = 0; i < nxp + 32 * k; i++) {
+            unsigned char *w = malloc((size_t)(NC * k) * es);
+            for (int64_t i = 0; i < nxp + NC * k; i++) {
                 s = s * 6364136223846793005ull + 1442695040888963407ull;
                 float f = (float)((int)(s >> 59) - 16) * 0.5f;
                 if ((s >> 40) % 97 == 0 && i < nxp) f = INFINITY;
@@ -431,58 +443,58 @@ static void check_conv_direct_tile(void) {
             }
             memset(xp + (size_t)nxp * es, 0, AMP_CONV_IMPLICIT_SLACK);
             const amp_conv_implicit ci = {.g = &g, .xp = xp, .es = es, .koff = koff, .pix = pix};
-            const size_t bbytes = (size_t)(32 * (k + 1)) * 4;
-            void *bpanel = malloc(bbytes), *apanel = malloc((size_t)(12 * (k + 1)) * 4);
+            const size_t bbytes = (size_t)(NC * (k + 1)) * 4;
+            void *bpanel = malloc(bbytes), *apanel = malloc((size_t)(R * (k + 1)) * 4);
             const int64_t ldc = pixels + 3;
-            float *cref = malloc(sizeof(float) * (size_t)(32 * ldc)), *cgot = malloc(sizeof(float) * (size_t)(32 * ldc));
+            float *cref = malloc(sizeof(float) * (size_t)(NC * ldc)), *cgot = malloc(sizeof(float) * (size_t)(NC * ldc));
             for (int blk = 0; blk < 2; blk++) {
                 const int64_t p0 = blk == 0 ? 0 : 1, kc = blk == 0 ? k : (k - 1) / 2 * 2 - 1;
                 if (kc < 1) continue;
-                kern->pack(bpanel, w + (size_t)p0 * es, k, false, 32, kc, 32);
+                kern->pack(bpanel, w + (size_t)p0 * es, k, false, NC, kc, NC);
                 for (int bi = 0; bi < 2; bi++) {
                     const float beta = bi == 0 ? 0.0f : 1.0f;
-                    const int n = bi == 0 ? 32 : 20;
-                    for (int64_t i = 0; i < 32 * ldc; i++) {
+                    const int n = bi == 0 ? NC : NC * 5 / 8;
+                    for (int64_t i = 0; i < NC * ldc; i++) {
                         cref[i] = cgot[i] = bi == 0 ? NAN : (float)(i % 7) - 3.0f;
                     }
-                    for (int64_t i0 = 0; i0 < pixels; i0 += 12) {
-                        const int m = (int)(pixels - i0 < 12 ? pixels - i0 : 12);
+                    for (int64_t i0 = 0; i0 < pixels; i0 += R) {
+                        const int m = (int)(pixels - i0 < R ? pixels - i0 : R);
                         int32_t po[12];
-                        for (int ii = 0; ii < 12; ii++) po[ii] = pix[i0 + (ii < m ? ii : 0)];
-                        amp_conv_pack_panel_ref(&ci, apanel, i0, m, p0, kc, 12);
+                        for (int ii = 0; ii < R; ii++) po[ii] = pix[i0 + (ii < m ? ii : 0)];
+                        amp_conv_pack_panel_ref(&ci, apanel, i0, m, p0, kc, R);
                         kern->ukernel_ct(kc, apanel, bpanel, cref + i0, ldc, m, n, 1.0f, beta);
-                        amp_conv_direct_tile_avx512(xp, es, koff + p0, po, kc, bpanel, cgot + i0, ldc, m, n, beta);
+                        direct_tile(isa, xp, es, koff + p0, po, kc, bpanel, cgot + i0, ldc, m, n, beta);
                         tiles++;
                     }
-                    CHECK_MSG(memcmp(cref, cgot, sizeof(float) * (size_t)(32 * ldc)) == 0,
-                              "direct tile != panel + ukernel_ct: geometry %zu, es %zu, p0 %lld, kc %lld, beta %g, n %d",
-                              v, es, (long long)p0, (long long)kc, (double)beta, n);
+                    CHECK_MSG(memcmp(cref, cgot, sizeof(float) * (size_t)(NC * ldc)) == 0,
+                              "%s direct tile != panel + ukernel_ct: geometry %zu, es %zu, p0 %lld, kc %lld, beta %g, n %d",
+                              amp_isa_name(isa), v, es, (long long)p0, (long long)kc, (double)beta, n);
                 }
             }
-            /* the weight gradient's tiles: rows are 12 k indices (koff), steps pixels (pix) from q0,
-             * against amp_conv_pack_panel_k_ref's panel + ukernel_ct; B is [32, pixels] */
-            const size_t kb = (size_t)(32 * (pixels + 1)) * 4;
-            unsigned char *wb = malloc((size_t)(32 * pixels) * es);
-            void *bk = malloc(kb), *ak = malloc((size_t)(12 * (pixels + 1)) * 4);
-            for (int64_t i = 0; i < 32 * pixels; i++) memcpy(wb + (size_t)i * es, xp + (size_t)(i % nxp) * es, es);
+            /* the weight gradient's tiles: rows are R k indices (koff), steps pixels (pix) from q0,
+             * against amp_conv_pack_panel_k_ref's panel + ukernel_ct; B is [NC, pixels] */
+            const size_t kb = (size_t)(NC * (pixels + 1)) * 4;
+            unsigned char *wb = malloc((size_t)(NC * pixels) * es);
+            void *bk = malloc(kb), *ak = malloc((size_t)(R * (pixels + 1)) * 4);
+            for (int64_t i = 0; i < NC * pixels; i++) memcpy(wb + (size_t)i * es, xp + (size_t)(i % nxp) * es, es);
             const int64_t ldk = k + 5;
-            float *kref = malloc(sizeof(float) * (size_t)(32 * ldk)), *kgot = malloc(sizeof(float) * (size_t)(32 * ldk));
+            float *kref = malloc(sizeof(float) * (size_t)(NC * ldk)), *kgot = malloc(sizeof(float) * (size_t)(NC * ldk));
             for (int blk = 0; blk < 2; blk++) {
                 const int64_t q0 = blk == 0 ? 0 : 3, qc = blk == 0 ? pixels : pixels - 3 - (pixels % 2 == 0);
-                kern->pack(bk, wb + (size_t)q0 * es, pixels, false, 32, qc, 32);
-                for (int64_t i = 0; i < 32 * ldk; i++) kref[i] = kgot[i] = (float)(i % 5) - 2.0f;
-                for (int64_t j0 = 0; j0 < k; j0 += 12) {
-                    const int m = (int)(k - j0 < 12 ? k - j0 : 12);
+                kern->pack(bk, wb + (size_t)q0 * es, pixels, false, NC, qc, NC);
+                for (int64_t i = 0; i < NC * ldk; i++) kref[i] = kgot[i] = (float)(i % 5) - 2.0f;
+                for (int64_t j0 = 0; j0 < k; j0 += R) {
+                    const int m = (int)(k - j0 < R ? k - j0 : R);
                     int32_t ro[12];
-                    for (int ii = 0; ii < 12; ii++) ro[ii] = koff[j0 + (ii < m ? ii : 0)];
-                    amp_conv_pack_panel_k_ref(&ci, ak, j0, m, q0, qc, 12);
-                    kern->ukernel_ct(qc, ak, bk, kref + j0, ldk, m, 32, 1.0f, 1.0f);
-                    amp_conv_direct_tile_avx512(xp, es, pix + q0, ro, qc, bk, kgot + j0, ldk, m, 32, 1.0f);
+                    for (int ii = 0; ii < R; ii++) ro[ii] = koff[j0 + (ii < m ? ii : 0)];
+                    amp_conv_pack_panel_k_ref(&ci, ak, j0, m, q0, qc, R);
+                    kern->ukernel_ct(qc, ak, bk, kref + j0, ldk, m, NC, 1.0f, 1.0f);
+                    direct_tile(isa, xp, es, pix + q0, ro, qc, bk, kgot + j0, ldk, m, NC, 1.0f);
                     tiles++;
                 }
-                CHECK_MSG(memcmp(kref, kgot, sizeof(float) * (size_t)(32 * ldk)) == 0,
-                          "direct k tile != k panel + ukernel_ct: geometry %zu, es %zu, q0 %lld, kc %lld", v, es,
-                          (long long)q0, (long long)qc);
+                CHECK_MSG(memcmp(kref, kgot, sizeof(float) * (size_t)(NC * ldk)) == 0,
+                          "%s direct k tile != k panel + ukernel_ct: geometry %zu, es %zu, q0 %lld, kc %lld",
+                          amp_isa_name(isa), v, es, (long long)q0, (long long)qc);
             }
             free(wb), free(bk), free(ak), free(kref), free(kgot);
             free(xp), free(w), free(bpanel), free(apanel), free(cref), free(cgot);
@@ -490,8 +502,15 @@ static void check_conv_direct_tile(void) {
         free(koff), free(pix);
     }
     amp_gemm_bf16_method_set(method);
-    CHECK_MSG(tiles > 0, "no direct tile was checked");
+    CHECK_MSG(tiles > 0, "no %s direct tile was checked", amp_isa_name(isa));
+#else
+    (void)isa;
 #endif
+}
+
+static void check_conv_direct_tile(void) {
+    check_conv_direct_tile_isa(AMP_ISA_AVX512);
+    check_conv_direct_tile_isa(AMP_ISA_AVX2);
 }
 
 /* conv2d's forward and weight gradient through the implicit GEMM against im2col + amp_gemm (+ bias

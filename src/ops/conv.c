@@ -52,7 +52,13 @@
  * implicit panels at all; conv.c runs the GEMM's loops itself and a copy of its 12 x 32 kernel
  * reads the implicit operand straight from xp (conv_gemm_direct). Same bits. Measured on the cnn's
  * conv2 alone (forward + backward, 1 thread, thread CPU time, min of 10): bf16 46.0 -> 42.1 ms,
- * fp32 87 -> 74.5 ms (the forward and dX: 46.0 -> 43.3 and 87 -> 79). */
+ * fp32 87 -> 74.5 ms (the forward and dX: 46.0 -> 43.3 and 87 -> 79).
+ * On AVX2 (no implicit panels there) every stride-1 product within the plane's bound takes the
+ * direct tiles, 6 x 16, in either orientation (avx2_direct_kernel says why the bits allow it), bf16
+ * and f16 on an fp32 padded chunk: im2col (9% of the cnn's fp32 step at two threads on Zen 3) and
+ * the packing of col (most of another 14%) go. Measured on AMD Zen 3 (2 vCPUs), cnn, old and new
+ * binaries alternating: fp32 1.20-1.36x samples/s at one thread, 1.32-1.45x at two; amp-bf16 1.33x
+ * and 1.37x; amp-fp16 1.20x and 1.13x. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,7 +68,6 @@
 #include "amp/gemm.h"
 #include "../formats/float_bits.h"
 #include "../gemm/gemm_implicit.h"
-#include "conv_im2col.h"
 #include "conv_kernels.h"
 #include "grad_sink_gemm.h"
 #include "op_util.h"
@@ -189,10 +194,54 @@ bool amp_conv_padded_ok(const conv_geom *g) {
     return g->stride == 1 && (size_t)((g->h + 2 * g->pad) * (g->w + 2 * g->pad)) * 4 <= CONV_PAD_PLANE_BYTES;
 }
 
+/* d[0, n) = s[0, n), n >= 2 bytes. Up to 128 bytes (the cnn's fp32 rows are 112) as a few
+ * fixed-size pieces that may overlap (no loop, which gcc would turn back into a memcpy call); longer
+ * rows call memcpy, whose cost they amortize. */
+static inline void copy_bytes(unsigned char *restrict d, const unsigned char *restrict s, size_t n) {
+    if (n > 128) {
+        memcpy(d, s, n);
+    } else if (n > 64) {
+        for (size_t i = 0; i < 64; i += 16) memcpy(d + i, s + i, 16);
+        for (size_t i = 64; i > 0; i -= 16) memcpy(d + n - i, s + n - i, 16);
+    } else if (n > 32) {
+        memcpy(d, s, 16);
+        memcpy(d + 16, s + 16, 16);
+        memcpy(d + n - 32, s + n - 32, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 16) {
+        memcpy(d, s, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 8) {
+        memcpy(d, s, 8);
+        memcpy(d + n - 8, s + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(d, s, 4);
+        memcpy(d + n - 4, s + n - 4, 4);
+    } else {
+        memcpy(d, s, 2);
+        memcpy(d + n - 2, s + n - 2, 2);
+    }
+}
 
 void amp_conv_im2col_padded_ref(const conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
                                 void *col) {
-    amp_conv_im2col_padded_loop(g, x, es, b0, nb, b, col, amp_conv_copy_bytes);
+    const int64_t p_img = geom_p(g), ld = nb * p_img, wp = g->w + 2 * g->pad, hp = g->h + 2 * g->pad;
+    _Alignas(64) unsigned char pad[CONV_PAD_PLANE_BYTES];
+    memset(pad, 0, (size_t)(hp * wp) * es); /* the border stays zero; the interior is rewritten per plane */
+    for (int64_t c = 0; c < g->c; c++) {
+        const unsigned char *plane = (const unsigned char *)x + (size_t)(((b0 + b) * g->c + c) * g->h * g->w) * es;
+        for (int64_t iy = 0; iy < g->h; iy++)
+            copy_bytes(pad + (size_t)((iy + g->pad) * wp + g->pad) * es, plane + (size_t)(iy * g->w) * es,
+                       (size_t)g->w * es);
+        for (int64_t ky = 0; ky < g->kh; ky++)
+            for (int64_t kx = 0; kx < g->kw; kx++) {
+                const int64_t r = (c * g->kh + ky) * g->kw + kx;
+                unsigned char *dst = (unsigned char *)col + (size_t)(r * ld + b * p_img) * es;
+                const unsigned char *src = pad + (size_t)(ky * wp + kx) * es;
+                for (int64_t oy = 0; oy < g->oh; oy++)
+                    copy_bytes(dst + (size_t)(oy * g->ow) * es, src + (size_t)(oy * wp) * es, (size_t)g->ow * es);
+            }
+    }
 }
 
 /* Writes (not adds) image b0 + b's planes of dx: the additions onto each element are amp_conv_col2im_ref's,
@@ -211,8 +260,8 @@ void amp_conv_col2im_padded_ref(const conv_geom *g, const float *dcol, int64_t b
             }
         float *plane = dx + ((b0 + b) * g->c + c) * g->h * g->w;
         for (int64_t iy = 0; iy < g->h; iy++)
-            amp_conv_copy_bytes((unsigned char *)(plane + iy * g->w),
-                                (const unsigned char *)(pad + (iy + g->pad) * wp + g->pad), (size_t)g->w * sizeof *plane);
+            copy_bytes((unsigned char *)(plane + iy * g->w), (const unsigned char *)(pad + (iy + g->pad) * wp + g->pad),
+                       (size_t)g->w * sizeof *plane);
     }
 }
 
@@ -220,10 +269,6 @@ void amp_conv_im2col_padded(const conv_geom *g, const void *x, size_t es, int64_
 #if defined(__x86_64__)
     if (amp_isa_active() == AMP_ISA_AVX512) {
         amp_conv_im2col_padded_avx512(g, x, es, b0, nb, b, col);
-        return;
-    }
-    if (amp_isa_active() == AMP_ISA_AVX2) {
-        amp_conv_im2col_padded_avx2(g, x, es, b0, nb, b, col);
         return;
     }
 #endif
@@ -425,6 +470,26 @@ static const amp_gemm_kernel *panel_kernel(const conv_geom *g, amp_dtype dt) {
     return fits ? kern : NULL;
 }
 
+/* The AVX2 GEMM kernel (6 x 16 fp32 tiles; bf16 and f16 are decoded while packing) when the direct
+ * tiles (amp_conv_direct_tile_avx2) can run its products: stride 1 within the padded plane's bound,
+ * fp32 (panel_dtype sends bf16 and f16 there, decoded once), in either orientation of the GEMM. Each
+ * element of C is one chain of FMAs over the k block's products in order, and the same update,
+ * whichever operand the tile broadcasts, so the direct tile computing C^T gives the bits of the
+ * GEMM that does not flip too (the cnn's forward and dX products: O = 64 or 32 output channels fill
+ * 16-column tiles as well as the pixels fill 6-row ones); AVX2 has no implicit panels. */
+static const amp_gemm_kernel *avx2_direct_kernel(const conv_geom *g, amp_dtype dt) {
+#if defined(__x86_64__)
+    if (dt != AMP_F32 || amp_isa_active() != AMP_ISA_AVX2 || !amp_conv_padded_ok(g)) return NULL;
+    const amp_gemm_kernel *kern = amp_gemm_kernel_for(AMP_ISA_AVX2, AMP_F32);
+    const bool fits = kern && kern->packed == AMP_GEMM_PACKED_F32 && kern->k_unit == 1 && kern->packed_size == 4 &&
+                      kern->mr == 6 && kern->nr == 16;
+    return fits ? kern : NULL;
+#else
+    (void)g, (void)dt;
+    return NULL;
+#endif
+}
+
 /* The dtype the implicit panels are fed in for a product in dt: dt, or fp32 for fp16, and for bf16
  * where its GEMM is the fp32 kernel on values decoded while packing (amp_gemm_bf16_method FMA, where
  * VDPBF16PS is the slower: it packs no BF16 pairs, so the bf16 panels do not fit it; fp16 is always
@@ -440,12 +505,15 @@ static const amp_gemm_kernel *panel_kernel(const conv_geom *g, amp_dtype dt) {
  * 1.43x at two threads, 1.29x at one). */
 static amp_dtype panel_dtype(const conv_geom *g, amp_dtype dt) {
     const amp_gemm_kernel *kern = dt == AMP_BF16 || dt == AMP_F16 ? amp_gemm_kernel_for(amp_isa_active(), dt) : NULL;
-    return kern && kern->packed == AMP_GEMM_PACKED_F32 && panel_kernel(g, AMP_F32) ? AMP_F32 : dt;
+    return kern && kern->packed == AMP_GEMM_PACKED_F32 && (panel_kernel(g, AMP_F32) || avx2_direct_kernel(g, AMP_F32))
+               ? AMP_F32
+               : dt;
 }
 
 /* Whether the weight gradient takes the implicit GEMM: a panel_kernel, and a product computed as C^T
  * (panels of mr k indices) for every chunk size. */
 static bool implicit_dw_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
+    if (avx2_direct_kernel(g, dt)) return true;
     const amp_gemm_kernel *kern = panel_kernel(g, dt);
     return kern && flips_every_chunk(g, dt, nb_max, true);
 }
@@ -456,6 +524,7 @@ static bool implicit_dw_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
  * K = 25, not flipped) went from im2col + pack_bf16_pairs to this: their samples 0.9% + 3.0% of the
  * amp-bf16 step -> 0.5% + 2.6%, the panels' 6.0% -> 6.5% (perf, interleaved runs). */
 static bool implicit_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
+    if (avx2_direct_kernel(g, dt)) return true;
     const amp_gemm_kernel *kern = panel_kernel(g, dt);
     return kern && (kern->nr == 32 || flips_every_chunk(g, dt, nb_max, false));
 }
@@ -521,7 +590,7 @@ static void task_pad(void *arg, int64_t b, int thread_id) {
             unsigned char *d = dst + (size_t)((c * hp + iy + g->pad) * wp + g->pad) * xes;
             const unsigned char *sr = src + (size_t)((c * g->h + iy) * g->w) * a->es;
             if (a->xp_dt == a->dt)
-                amp_conv_copy_bytes(d, sr, (size_t)g->w * a->es);
+                copy_bytes(d, sr, (size_t)g->w * a->es);
             else
                 amp_convert(d, a->xp_dt, sr, a->dt, (size_t)g->w);
         }
@@ -705,15 +774,15 @@ static int conv_gemm_implicit(amp_ctx *ctx, amp_dtype dt, int64_t m, int64_t n, 
 /* ---- the direct product: the implicit GEMM's flipped case without its implicit panels ----
  * Where the GEMM would compute C^T with the AVX-512 12 x 32 kernel and the implicit operand on the
  * 12-row side (flips_every_chunk: the forward's and dX's pixels, the weight gradient's k indices),
- * conv.c runs its loops here instead: the stored operand (W, or dY's permuted copy) packed as the
- * GEMM packs it, then each 12-row tile x 32 columns by amp_conv_direct_tile_avx512, which reads the
+ * or on AVX2 with its 6 x 16 kernel (avx2_direct_kernel: either orientation's bits), conv.c runs its
+ * loops here instead: the stored operand (W, or dY's permuted copy) packed as the GEMM packs it,
+ * then each mr-row tile x nr columns by amp_conv_direct_tile_avx512 (or _avx2), which reads the
  * implicit operand straight from the padded chunk instead of a packed panel. The GEMM's k blocks are
  * kept (kern->kc from 0, the first one's sum stored with beta, each later one added), so each
  * element gets the GEMM's operations in its order: the same bits. Per k block, the tiles of a block
  * of rows are one task. */
-#define DIRECT_TILE_ROWS 12
-#define DIRECT_TILE_COLS 32
-#define DIRECT_TASK_ROWS 144
+#define DIRECT_MAX_TILE_ROWS 12 /* the kernels' mr: 12 (AVX-512) or 6 (AVX2) */
+#define DIRECT_TASK_ROWS 144    /* a multiple of both */
 
 typedef struct {
     const amp_conv_implicit *ci;
@@ -728,37 +797,45 @@ typedef struct {
     int64_t pc; /* the k block being run (a multiple of kern->kc), or -1: all of them */
 } conv_direct;
 
-/* Bytes of the stored operand's packed panels per k block, and the number of k blocks. */
+/* Bytes of the stored operand's packed panels (of the kernel's nr columns) per k block, and the
+ * number of k blocks. */
 static size_t direct_block_bytes(const amp_gemm_kernel *kern, int64_t n, int64_t k, int64_t *blocks) {
     const int64_t kcb = kern->kc < k ? kern->kc : k, unit = kern->k_unit;
     *blocks = (k + kern->kc - 1) / kern->kc;
-    const int64_t n_pad = (n + DIRECT_TILE_COLS - 1) / DIRECT_TILE_COLS * DIRECT_TILE_COLS;
+    const int64_t n_pad = (n + kern->nr - 1) / kern->nr * kern->nr;
     return (size_t)(n_pad * ((kcb + unit - 1) / unit * unit)) * (size_t)kern->packed_size;
 }
 
 /* One tile's k blocks [pc0, pc1) (multiples of kern->kc), in order. */
-static void direct_tile_blocks(const conv_direct *d, const int32_t ro[DIRECT_TILE_ROWS], int64_t i0, int rows,
+static void direct_tile_blocks(const conv_direct *d, const int32_t ro[DIRECT_MAX_TILE_ROWS], int64_t i0, int rows,
                                int64_t pc0, int64_t pc1) {
     const amp_gemm_kernel *kern = d->kern;
     for (int64_t pc = pc0; pc < pc1; pc += kern->kc) {
         const int64_t kc = d->k - pc < kern->kc ? d->k - pc : kern->kc;
         const size_t kc_pad = (size_t)((kc + kern->k_unit - 1) / kern->k_unit * kern->k_unit);
         const unsigned char *bblock = d->bp + (size_t)(pc / kern->kc) * d->blk_bytes;
-        for (int64_t jr = 0; jr < d->n; jr += DIRECT_TILE_COLS) {
+        for (int64_t jr = 0; jr < d->n; jr += kern->nr) {
             const unsigned char *bpanel = bblock + (size_t)jr * kc_pad * (size_t)kern->packed_size;
-            const int cols = (int)(d->n - jr < DIRECT_TILE_COLS ? d->n - jr : DIRECT_TILE_COLS);
+            const int cols = (int)(d->n - jr < kern->nr ? d->n - jr : kern->nr);
+            float *c = d->c + i0 + jr * d->ldc;
+            const float beta = pc == 0 ? d->beta : 1.0f;
 #if defined(__x86_64__)
-            amp_conv_direct_tile_avx512(d->ci->xp, d->ci->es, d->steps + pc, ro, kc, bpanel, d->c + i0 + jr * d->ldc,
-                                        d->ldc, rows, cols, pc == 0 ? d->beta : 1.0f);
+            if (kern->mr == 6) /* avx2_direct_kernel's */
+                amp_conv_direct_tile_avx2(d->ci->xp, d->steps + pc, ro, kc, (const float *)(const void *)bpanel, c,
+                                          d->ldc, rows, cols, beta);
+            else
+                amp_conv_direct_tile_avx512(d->ci->xp, d->ci->es, d->steps + pc, ro, kc, bpanel, c, d->ldc, rows, cols,
+                                            beta);
 #else
+            (void)c, (void)beta;
             (void)bpanel, (void)cols, (void)ro, (void)i0, (void)rows;
 #endif
         }
     }
 }
 
-/* The stored operand [n, k] into per-k-block panels at bp, as the GEMM packs op(A) when it computes
- * C^T (rows 0 .. n, each k block's columns), read from images [*, n, p_img] (element size es)
+/* The stored operand [n, k] into per-k-block panels of nr rows at bp, as the GEMM packs op(A) when it
+ * computes C^T (rows 0 .. n, each k block's columns), read from images [*, n, p_img] (element size es)
  * starting at image b0: column p is image b0 + p / p_img's column p % p_img. A plain [n, k] matrix is
  * one image (p_img = k, b0 = 0: W, or dY's permuted copy). The weight gradient's dY chunk [O, nb*P]
  * is packed this way straight from dY [N, O, P] (conv_pack_dy_cb's way), so its permuted copy is not
@@ -773,14 +850,13 @@ static void direct_pack(const amp_gemm_kernel *kern, const void *src, size_t es,
     for (int64_t bi = 0; bi < blocks; bi++) {
         const int64_t pc = bi * kern->kc, kc = k - pc < kern->kc ? k - pc : kern->kc;
         const size_t kc_pad = (size_t)((kc + kern->k_unit - 1) / kern->k_unit * kern->k_unit);
-        for (int64_t j0 = 0; j0 < n; j0 += DIRECT_TILE_COLS) {
+        for (int64_t j0 = 0; j0 < n; j0 += kern->nr) {
             unsigned char *panel = (unsigned char *)bp + (size_t)bi * blk + (size_t)j0 * kc_pad * ps;
-            const int64_t rows = n - j0 < DIRECT_TILE_COLS ? n - j0 : DIRECT_TILE_COLS;
+            const int64_t rows = n - j0 < kern->nr ? n - j0 : kern->nr;
             for (int64_t p = pc; p < pc + kc;) {
                 const int64_t b = p / p_img, e = p % p_img, len = p_img - e < pc + kc - p ? p_img - e : pc + kc - p;
                 const unsigned char *run = (const unsigned char *)src + (size_t)(((b0 + b) * n + j0) * p_img + e) * es;
-                kern->pack(panel + (size_t)((p - pc) * DIRECT_TILE_COLS) * ps, run, p_img, false, rows, len,
-                           DIRECT_TILE_COLS);
+                kern->pack(panel + (size_t)((p - pc) * kern->nr) * ps, run, p_img, false, rows, len, kern->nr);
                 p += len;
             }
         }
@@ -794,10 +870,11 @@ static void task_direct(void *arg, int64_t t, int thread_id) {
     (void)thread_id;
     const int64_t i_end = (t + 1) * DIRECT_TASK_ROWS < d->m ? (t + 1) * DIRECT_TASK_ROWS : d->m;
     const int64_t pc0 = d->pc < 0 ? 0 : d->pc, pc1 = d->pc < 0 ? d->k : d->pc + 1;
-    for (int64_t i0 = t * DIRECT_TASK_ROWS; i0 < i_end; i0 += DIRECT_TILE_ROWS) {
-        const int rows = (int)(i_end - i0 < DIRECT_TILE_ROWS ? i_end - i0 : DIRECT_TILE_ROWS);
-        int32_t ro[DIRECT_TILE_ROWS];
-        for (int ii = 0; ii < DIRECT_TILE_ROWS; ii++) ro[ii] = d->rows[i0 + (ii < rows ? ii : 0)];
+    const int mr = d->kern->mr;
+    for (int64_t i0 = t * DIRECT_TASK_ROWS; i0 < i_end; i0 += mr) {
+        const int rows = (int)(i_end - i0 < mr ? i_end - i0 : mr);
+        int32_t ro[DIRECT_MAX_TILE_ROWS];
+        for (int ii = 0; ii < mr; ii++) ro[ii] = d->rows[i0 + (ii < rows ? ii : 0)];
         direct_tile_blocks(d, ro, i0, rows, pc0, pc1);
     }
 }
@@ -826,13 +903,15 @@ static void conv_gemm_direct(conv_direct *d, bool k_outer) {
     for (d->pc = 0; d->pc < d->k; d->pc += d->kern->kc) run_direct_tasks(d, tasks);
 }
 
-/* The AVX-512 kernel when the forward's product (or the weight gradient's) takes the direct tiles:
- * the implicit GEMM's panel kernel with the 12 x 32 tile the direct tile copies, flipped for every
- * chunk size. */
+/* The kernel when the forward's product (or the weight gradient's) takes the direct tiles: AVX2's
+ * (avx2_direct_kernel), or the AVX-512 implicit GEMM's panel kernel with the 12 x 32 tile the direct
+ * tile copies, flipped for every chunk size. */
 static const amp_gemm_kernel *direct_kernel(const conv_geom *g, amp_dtype dt, int64_t nb_max, bool weight_grad) {
 #if defined(__x86_64__)
+    const amp_gemm_kernel *avx2 = avx2_direct_kernel(g, dt);
+    if (avx2) return avx2;
     const amp_gemm_kernel *kern = panel_kernel(g, dt);
-    const bool ok = kern && kern->mr == DIRECT_TILE_ROWS && kern->nr == DIRECT_TILE_COLS &&
+    const bool ok = kern && kern->mr == 12 && kern->nr == 32 &&
                     flips_every_chunk(g, dt, nb_max, weight_grad);
     return ok ? kern : NULL;
 #else

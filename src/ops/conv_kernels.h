@@ -35,9 +35,6 @@ void amp_conv_col2im_padded_ref(const amp_conv_geom *g, const float *dcol, int64
                                 float *dx);
 void amp_conv_col2im_padded(const amp_conv_geom *g, const float *dcol, int64_t b0, int64_t nb, int64_t b, float *dx);
 #if defined(__x86_64__)
-/* src/kernels/x86/conv_avx2.c: the same columns as the _ref version; only when the CPU has AVX2 */
-void amp_conv_im2col_padded_avx2(const amp_conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
-                                 void *col);
 /* src/kernels/x86/conv_avx512.c: the same bits as the _ref versions; only when the CPU has AVX-512 */
 void amp_conv_im2col_padded_avx512(const amp_conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
                                    void *col);
@@ -108,6 +105,12 @@ bool amp_conv_pack_panel_avx512(const amp_conv_implicit *ci, void *dst, int64_t 
  * kernel for es (bf16: AVX512-BF16). */
 void amp_conv_direct_tile_avx512(const void *xp, size_t es, const int32_t *steps, const int32_t rows[12], int64_t kc,
                                  const void *bpanel, float *c, int64_t ldc, int m, int n, float beta);
+/* The same for the AVX2 GEMM's 6 x 16 tile, fp32 only (its one packed format: bf16 and f16 are
+ * decoded into an fp32 padded chunk first): rows = 6 offsets, bpanel a packed B panel of 16 columns,
+ * the bits of amp_conv_pack_panel_ref's 6-row panel through the AVX2 kernel's ukernel_ct. Only when
+ * the CPU has AVX2 and FMA. */
+void amp_conv_direct_tile_avx2(const float *xp, const int32_t *steps, const int32_t rows[6], int64_t kc,
+                               const float *bpanel, float *c, int64_t ldc, int m, int n, float beta);
 #endif
 
 #endif /* AMP_CONV_KERNELS_H */

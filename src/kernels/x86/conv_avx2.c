@@ -1,29 +1,34 @@
-/* AVX2 version of conv2d's stride-1 padded-plane im2col (ops/conv_kernels.h): the reference's loop
- * (ops/conv_im2col.h) with a row copy of 32-byte moves, the last one of a row overlapping the one
- * before it, where the reference's amp_conv_copy_bytes moves 16 bytes at a time (the portable build
- * has no 32-byte vectors). The same bytes, so the same columns (tests/test_ops_conv_pool.c compares
- * them with the reference). Measured on AMD Zen 3, one thread: the reference's im2col was 9% of the
- * cnn's fp32 step (its conv1 forward, dX's correlation and the weight gradient's columns; the
- * AVX-512 path builds most of these panels straight from the plane instead); this one, against it,
- * 1.03x the cnn's fp32 samples/s (1.02-1.10x at two threads). */
+/* AVX2 version of conv2d's direct tile (ops/conv_kernels.h). The AVX2 path has no im2col of its
+ * own: every product that would take the padded-plane im2col takes the direct tiles instead
+ * (conv.c's avx2_direct_kernel). */
 #include <immintrin.h>
-#include <string.h>
 
-#include "../../ops/conv_im2col.h"
+#include "../../ops/conv_kernels.h"
+#include "tile_avx2.h"
 
-/* d[0, n) = s[0, n), n >= 2 bytes; the source and destination do not overlap */
-static inline void copy_row(unsigned char *restrict d, const unsigned char *restrict s, size_t n) {
-    if (n >= 32) {
-        size_t i = 0;
-        for (; i + 32 < n; i += 32)
-            _mm256_storeu_si256((__m256i *)(void *)(d + i), _mm256_loadu_si256((const __m256i *)(const void *)(s + i)));
-        _mm256_storeu_si256((__m256i *)(void *)(d + n - 32), _mm256_loadu_si256((const __m256i *)(const void *)(s + n - 32)));
-    } else {
-        amp_conv_copy_bytes(d, s, n); /* n >= 2: an fp32 or 16-bit row */
+/* The direct tile (conv.c's direct product; measured there): gemm_avx2.c's compute_strided with the
+ * implicit operand's element (i, p) read from xp[rows[i] + steps[p]] instead of a packed panel: the
+ * same FMAs in the same order, then the same C^T update (tile_avx2.h), so the bits of
+ * amp_conv_pack_panel_ref's 6-row panel through ukernel_f32_ct. The step's pointer at row 0's offset
+ * is the base of each broadcast's address and the other 5 rows' offsets from row 0 the indexes, held
+ * in general registers (conv_avx512.c's layout, which measured faster there than a pointer per row). */
+void amp_conv_direct_tile_avx2(const float *xp, const int32_t *steps, const int32_t rows[6], int64_t kc,
+                               const float *bpanel, float *c, int64_t ldc, int m, int n, float beta) {
+    enum { R = AMP_TILE_AVX2_MR, NR = AMP_TILE_AVX2_NR };
+    __m256 acc[R][2];
+    int64_t rel[R];
+    UNROLL_8
+    for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps(), rel[i] = (int64_t)rows[i] - rows[0];
+    const float *x0 = xp + rows[0], *b = bpanel;
+    for (int64_t p = 0; p < kc; p++, b += NR) {
+        const float *xe = x0 + steps[p];
+        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        UNROLL_8
+        for (int i = 0; i < R; i++) {
+            const __m256 ai = _mm256_broadcast_ss(i == 0 ? xe : xe + rel[i]);
+            acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+        }
     }
-}
-
-void amp_conv_im2col_padded_avx2(const amp_conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
-                                 void *col) {
-    amp_conv_im2col_padded_loop(g, x, es, b0, nb, b, col, copy_row);
+    store_tile_transposed(acc, c, ldc, m, n, 1.0f, beta);
 }
