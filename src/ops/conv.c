@@ -510,19 +510,19 @@ static amp_dtype panel_dtype(const conv_geom *g, amp_dtype dt) {
                : dt;
 }
 
-/* Whether the weight gradient takes the implicit GEMM: a panel_kernel, and a product computed as C^T
- * (panels of mr k indices) for every chunk size. */
+/* Whether the weight gradient takes the implicit GEMM: on AVX2 its direct tiles (avx2_direct_kernel),
+ * else a panel_kernel, and a product computed as C^T (panels of mr k indices) for every chunk size. */
 static bool implicit_dw_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
     if (avx2_direct_kernel(g, dt)) return true;
     const amp_gemm_kernel *kern = panel_kernel(g, dt);
     return kern && flips_every_chunk(g, dt, nb_max, true);
 }
 
-/* Whether the forward takes the implicit GEMM: a panel_kernel, and panels the SIMD code packs:
- * mr = 12 pixels where the GEMM
- * computes C^T, nr = 32 (two 16-pixel panels, simd_2x16) where it does not. The cnn's conv1 (C = 1,
- * K = 25, not flipped) went from im2col + pack_bf16_pairs to this: their samples 0.9% + 3.0% of the
- * amp-bf16 step -> 0.5% + 2.6%, the panels' 6.0% -> 6.5% (perf, interleaved runs). */
+/* Whether the forward takes the implicit GEMM: on AVX2 its direct tiles (avx2_direct_kernel), else a
+ * panel_kernel, and panels the SIMD code packs: mr = 12 pixels where the GEMM computes C^T, nr = 32
+ * (two 16-pixel panels, simd_2x16) where it does not. The cnn's conv1 (C = 1, K = 25, not flipped)
+ * went from im2col + pack_bf16_pairs to this (AVX-512): their samples 0.9% + 3.0% of the amp-bf16
+ * step -> 0.5% + 2.6%, the panels' 6.0% -> 6.5% (perf, interleaved runs). */
 static bool implicit_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
     if (avx2_direct_kernel(g, dt)) return true;
     const amp_gemm_kernel *kern = panel_kernel(g, dt);
