@@ -387,7 +387,7 @@ static void check_conv_sum_bf16(void) {
  * the reference's R-row panel (amp_conv_pack_panel_ref) run through the path's GEMM kernel's
  * ukernel_ct, bit for bit: AVX-512's 12 x 32 tiles in fp32 and bf16 pairs, AVX2's 6 x 16 in fp32;
  * every R-pixel tile of a chunk of 3 padded images (tiles straddling images, a partial last tile),
- * k blocks from 0 and from an odd p0 with an odd kc (the pair pad), all nc columns and a partial
+ * k blocks from 0 and from an odd p0 with an odd kc (the pair pad), all NC columns and a partial
  * 5/8 of them, beta 0 (C unread: it starts as NaN) and 1. The values are small integers and halves,
  * so that bf16 and fp32 hold them exactly and no sum is in doubt; occasional infinities check that
  * a pad lane never multiplies one into a NaN. */
@@ -514,8 +514,8 @@ static void check_conv_direct_tile(void) {
 }
 
 /* conv2d's forward and weight gradient through the implicit GEMM against im2col + amp_gemm (+ bias
- * + one rounding), bit for bit, in f32, bf16 and f16; on the other paths the same checks cover the
- * im2col versions. On AVX-512: C = 8, O = 64, a product the GEMM computes as C^T (O against mr =
+ * + one rounding), bit for bit, in f32, bf16 and f16; on AVX2 the same checks cover its direct tiles
+ * (every shape here, in either orientation), on the portable path the im2col versions. On AVX-512: C = 8, O = 64, a product the GEMM computes as C^T (O against mr =
  * 12: panels of 12 pixels); C = 1, O = 32, 28 x 28 (the cnn's conv1, K = 25: odd, a pair's pad),
  * a product it does not (panels of nr = 32 pixels, two 16-pixel ones each), 3 x 784 pixels ending
  * in a part panel. */
@@ -596,7 +596,7 @@ static void check_conv_implicit_forward(void) {
  * [C, O, K, K] by its own loop, dY's columns by amp_conv_im2col_ref on the derived geometry (dY's
  * planes, padding K - 1 - pad), one amp_gemm, rounded once to the gradient's dtype; f32, bf16 and f16,
  * 1 and 3 threads. C = 32 is the cnn's conv2 (the GEMM computes C^T: on AVX-512 the implicit GEMM),
- * C = 8 the other orientation (im2col); the values against the direct definition in double, within
+ * C = 8 the other orientation (im2col; on AVX2 both take the direct tiles); the values against the direct definition in double, within
  * the fp32 sums' noise (f32) or one bf16 rounding (bf16). */
 static void check_conv_dx_correlation(void) {
     static const int geoms[][5] = {/* n, c, hw, o, pad */ {3, 32, 8, 16, 1}, {2, 8, 9, 6, 2}, {2, 32, 7, 4, 0}};

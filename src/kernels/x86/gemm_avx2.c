@@ -104,9 +104,9 @@ static void ukernel_rb(int64_t kc, const float *a, int64_t lda, const float *b, 
 }
 
 /* Tile element (i, j) to c[j * ldc + i] (tile_avx2.h's store_tile_transposed: ukernel_f32's
- * arithmetic per element, the same bits). The accumulators stay in registers through the k loop (an earlier
- * version stored them to a buffer for a scalar loop; gcc then kept them on the stack inside the k
- * loop: the cnn's dX products ran 2.5x slower per FLOP than its forward's). */
+ * arithmetic per element, the same bits). The accumulators stay in registers through the k loop (an
+ * earlier version stored them to a buffer for a scalar loop; gcc then kept them on the stack inside
+ * the k loop: the cnn's dX products ran 2.5x slower per FLOP than its forward's). */
 static void ukernel_f32_ct(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
                            float beta) {
     __m256 acc[MR][2];
