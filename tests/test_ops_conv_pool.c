@@ -188,8 +188,8 @@ static void check_conv_thread_invariance(void) {
                         first[q] = malloc(bytes);
                         memcpy(first[q], res[q]->data, bytes);
                     } else if (first[q]) {
-                        CHECK_MSG(memcmp(first[q], res[q]->data, bytes) == 0, "%s: result %d differs with 3 threads",
-                                  amp_dtype_name(dt), q);
+                        CHECK_MSG(memcmp(first[q], res[q]->data, bytes) == 0, "%s, %s: result %d differs with 3 threads",
+                                  amp_isa_name(amp_isa_active()), amp_dtype_name(dt), q);
                     }
                 }
             }
@@ -765,9 +765,9 @@ static void check_conv_dw_direct_dy(void) {
                             memcpy(want[q], res[q]->data, bytes);
                         } else if (want[q]) {
                             CHECK_MSG(memcmp(want[q], res[q]->data, bytes) == 0,
-                                      "geometry %zu, %s, %d thread(s): %s differs from the copy path (seed %llu)", v,
-                                      amp_dtype_name(dt), r == 2 ? 3 : 1, q ? "db" : "dW",
-                                      (unsigned long long)harness_seed());
+                                      "geometry %zu, %s, %s, %d thread(s): %s differs from the copy path (seed %llu)",
+                                      v, amp_isa_name(amp_isa_active()), amp_dtype_name(dt), r == 2 ? 3 : 1,
+                                      q ? "db" : "dW", (unsigned long long)harness_seed());
                         }
                     }
                 }
@@ -805,15 +805,22 @@ void test_ops_conv2d(void) {
         run_dtypes(c, F32_FACTOR);
     }
     check_conv_chunked();
-    check_conv_thread_invariance();
     check_conv_padded_twin();
     check_conv_implicit_panels();
     check_conv_direct_tile();
     check_conv_sum_bf16();
-    check_conv_implicit_forward();
-    check_conv_dw_direct_dy();
-    check_conv_dx_correlation();
     check_conv_store_bf16();
+    /* the routes conv2d picks by path (AVX-512's implicit panels and direct tiles, AVX2's direct tiles,
+     * the portable im2col) on every path this CPU has, so that one machine checks them all */
+    const amp_isa active = amp_isa_active();
+    for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
+        if (!amp_isa_supported((amp_isa)isa) || !CHECK(amp_isa_set((amp_isa)isa) == AMP_OK)) continue;
+        check_conv_thread_invariance();
+        check_conv_implicit_forward();
+        check_conv_dw_direct_dy();
+        check_conv_dx_correlation();
+    }
+    CHECK(amp_isa_set(active) == AMP_OK);
 
     amp_ctx *ctx = NULL;
     if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
