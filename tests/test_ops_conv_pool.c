@@ -1040,7 +1040,8 @@ static void check_max_pool_k2_twin(void) {
             for (int i = H * W; i < H * MAX_W; i++) bad += dh[i] != 0xABABu;
         }
     }
-    CHECK_MSG(bad == 0, "max pool k2 row kernels differ from the reference in %d of %d planes", bad, 6 * PLANES);
+    CHECK_MSG(bad == 0, "max pool k2 row kernels (%s) differ from the reference in %d of %d planes",
+              amp_isa_name(amp_isa_active()), bad, 6 * PLANES);
 }
 
 /* bf16 max_pool2d k2 s2 on whole tensors (the AVX-512 passes over every row of the tensor, which
@@ -1135,7 +1136,10 @@ void test_ops_pool2d(void) {
         run_dtypes(c, F32_FACTOR);
     }
     check_max_pool_ties();
-    check_max_pool_k2_twin();
+    const amp_isa active = amp_isa_active();
+    for (int isa = 0; isa < AMP_ISA_COUNT; isa++) /* each path's row kernels, whichever path this CPU runs */
+        if (amp_isa_supported((amp_isa)isa) && CHECK(amp_isa_set((amp_isa)isa) == AMP_OK)) check_max_pool_k2_twin();
+    CHECK(amp_isa_set(active) == AMP_OK);
     check_max_pool_k2_bf16_tensors();
 
     amp_ctx *ctx = NULL;
