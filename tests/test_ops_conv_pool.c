@@ -685,10 +685,10 @@ static void check_conv_dx_correlation(void) {
 
 /* The forward's fused bias + bf16 rounding against the fp32 add then amp_convert, bit for bit: random
  * values with rounding ties, subnormals, infinities, NaN payloads, sums that overflow; rows of 1-40
- * elements and the cnn's 196 and 784 (tails under masks). */
-static void check_conv_store_bf16(void) {
+ * elements and the cnn's 196 and 784 (AVX-512's tails under masks, AVX2's scalar); each path the
+ * CPU has. */
 #if defined(__x86_64__)
-    if (amp_isa_active() != AMP_ISA_AVX512) return;
+static void check_conv_store_bf16_path(void (*fn)(uint16_t *, const float *, float, int64_t), const char *name) {
     static const uint32_t special[] = {0x3F808000u, 0x3F818000u, 0x00000001u, 0x807FFFFFu, 0x7F800000u,
                                        0xFF800000u, 0x7F800001u, 0xFFC00001u, 0x7F7FFFFFu, 0x80000000u};
     uint64_t s = harness_seed();
@@ -708,12 +708,25 @@ static void check_conv_store_bf16(void) {
         for (int i = 0; i < n; i++) want_f[i] = y[i] + bias;
         amp_convert(want, AMP_BF16, want_f, AMP_F32, (size_t)n);
         memset(got, 0xAB, sizeof got);
-        amp_conv_store_bf16_avx512(got, y, bias, n);
+        fn(got, y, bias, n);
         bad += memcmp(got, want, sizeof(uint16_t) * (size_t)n) != 0;
         for (int i = n; i < 800; i++) bad += got[i] != 0xABABu;
     }
-    CHECK_MSG(bad == 0, "conv store bf16 (avx512) differs from add + amp_convert in %d of 60 rows (seed %llu)", bad,
+    CHECK_MSG(bad == 0, "conv store bf16 (%s) differs from add + amp_convert in %d of 60 rows (seed %llu)", name, bad,
               (unsigned long long)harness_seed());
+}
+#endif
+
+static void check_conv_store_bf16(void) {
+#if defined(__x86_64__)
+    typedef void (*store_fn)(uint16_t *, const float *, float, int64_t);
+    static const struct {
+        amp_isa isa;
+        store_fn fn;
+        const char *name;
+    } paths[] = {{AMP_ISA_AVX512, amp_conv_store_bf16_avx512, "avx512"}, {AMP_ISA_AVX2, amp_conv_store_bf16_avx2, "avx2"}};
+    for (size_t q = 0; q < sizeof paths / sizeof paths[0]; q++)
+        if (amp_isa_supported(paths[q].isa)) check_conv_store_bf16_path(paths[q].fn, paths[q].name);
 #endif
 }
 

@@ -117,6 +117,10 @@ static void choose_from_env(void) {
 }
 
 amp_isa amp_isa_active(void) {
+    /* Set means chosen (choose_from_env's last step, or amp_isa_set after it): no pthread_once call,
+     * which amp_convert's per-row callers paid twice a row (below). */
+    const int chosen = atomic_load_explicit(&active_isa, memory_order_acquire);
+    if (chosen >= 0) return (amp_isa)chosen;
     pthread_once(&env_once, choose_from_env);
     return (amp_isa)atomic_load_explicit(&active_isa, memory_order_relaxed);
 }

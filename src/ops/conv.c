@@ -68,6 +68,7 @@
 #include "amp/gemm.h"
 #include "../formats/float_bits.h"
 #include "../gemm/gemm_implicit.h"
+#include "../kernels/convert_kernels.h"
 #include "conv_kernels.h"
 #include "grad_sink_gemm.h"
 #include "op_util.h"
@@ -585,14 +586,18 @@ static void task_pad(void *arg, int64_t b, int thread_id) {
     (void)thread_id;
     unsigned char *dst = (unsigned char *)a->xp + (size_t)(b * g->c * hp * wp) * xes;
     const unsigned char *src = (const unsigned char *)a->x + (size_t)((a->b0 + b) * g->c * g->h * g->w) * a->es;
+    /* The decoder looked up once per image (xp_dt is then fp32), not per row by amp_convert, whose
+     * dispatch cost more than decoding a row of 28. */
+    const amp_decode_kernel decode =
+        a->xp_dt == a->dt ? NULL : amp_convert_kernels_for(amp_isa_active())->decode[a->dt];
     for (int64_t c = 0; c < g->c; c++)
         for (int64_t iy = 0; iy < g->h; iy++) {
             unsigned char *d = dst + (size_t)((c * hp + iy + g->pad) * wp + g->pad) * xes;
             const unsigned char *sr = src + (size_t)((c * g->h + iy) * g->w) * a->es;
-            if (a->xp_dt == a->dt)
-                copy_bytes(d, sr, (size_t)g->w * a->es);
+            if (decode)
+                decode((float *)(void *)d, sr, (size_t)g->w);
             else
-                amp_convert(d, a->xp_dt, sr, a->dt, (size_t)g->w);
+                copy_bytes(d, sr, (size_t)g->w * a->es);
         }
 }
 
@@ -647,6 +652,10 @@ static void task_store(void *arg, int64_t b, int thread_id) {
 #if defined(__x86_64__)
         if (a->bias && a->out_dt == AMP_BF16 && amp_isa_active() == AMP_ISA_AVX512) {
             amp_conv_store_bf16_avx512((uint16_t *)(void *)dst, yo, a->bias[o], p_img);
+            continue;
+        }
+        if (a->bias && a->out_dt == AMP_BF16 && amp_isa_active() == AMP_ISA_AVX2) {
+            amp_conv_store_bf16_avx2((uint16_t *)(void *)dst, yo, a->bias[o], p_img);
             continue;
         }
 #endif

@@ -55,6 +55,7 @@ void amp_conv_sum_bf16_x4_avx512(const uint16_t *v, int64_t stride, int64_t n, f
  * rounding); the reference is conv.c's add then amp_convert. */
 #if defined(__x86_64__)
 void amp_conv_store_bf16_avx512(uint16_t *out, const float *y, float bias, int64_t n);
+void amp_conv_store_bf16_avx2(uint16_t *out, const float *y, float bias, int64_t n);
 #endif
 
 /* ---- implicit GEMM (conv.c's stride-1 forward): the column panels packed straight from the

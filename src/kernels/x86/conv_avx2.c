@@ -1,9 +1,11 @@
-/* AVX2 version of conv2d's direct tile (ops/conv_kernels.h). The AVX2 path has no im2col of its
- * own: every product that would take the padded-plane im2col takes the direct tiles instead
- * (conv.c's avx2_direct_kernel). */
+/* AVX2 versions of conv2d's direct tile and its bf16 forward store (ops/conv_kernels.h). The AVX2
+ * path has no im2col of its own: every product that would take the padded-plane im2col takes the
+ * direct tiles instead (conv.c's avx2_direct_kernel). */
 #include <immintrin.h>
 
+#include "../../formats/float_bits.h"
 #include "../../ops/conv_kernels.h"
+#include "bf16_avx2.h"
 #include "tile_avx2.h"
 
 /* The direct tile (conv.c's direct product; measured there): gemm_avx2.c's compute_strided with the
@@ -31,4 +33,19 @@ void amp_conv_direct_tile_avx2(const float *xp, const int32_t *steps, const int3
         }
     }
     store_tile_transposed(acc, c, ldc, m, n, 1.0f, beta);
+}
+
+/* ---- the forward's store ----
+ * out[i] = bf16(y[i] + bias): the fp32 add, then amp_convert's rounding (bf16_avx2.h), in one pass
+ * where conv.c added the bias in place and then converted (two passes over the row). The tail's
+ * fewer than 8 elements take the scalar encoder on the same sum. */
+void amp_conv_store_bf16_avx2(uint16_t *out, const float *y, float bias, int64_t n) {
+    const __m256 vb = _mm256_set1_ps(bias);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i r = bf16_from_f32x8(_mm256_castps_si256(_mm256_add_ps(_mm256_loadu_ps(y + i), vb)), 0);
+        _mm_storeu_si128((void *)(out + i),
+                         _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+    }
+    for (; i < n; i++) out[i] = amp_bf16_encode(amp_f32_bits(y[i] + bias), AMP_OVERFLOW_INF);
 }
