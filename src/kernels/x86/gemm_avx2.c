@@ -22,6 +22,7 @@ static inline float gemm_f16_to_f32(uint16_t h) { return _cvtsh_ss(h); } /* F16C
 
 enum { MR = AMP_TILE_AVX2_MR, NR = AMP_TILE_AVX2_NR };
 _Static_assert(MR <= AMP_GEMM_MAX_TILE && NR <= AMP_GEMM_MAX_TILE, "tile wider than AMP_GEMM_MAX_TILE");
+_Static_assert(MR == 6, "pack_cols's 16-bit MR panels load 6 elements (load6_16)");
 
 #define GEMM_UNROLL _Pragma("GCC unroll 6")
 
@@ -130,6 +131,18 @@ static inline __attribute__((always_inline)) __m256 load8(amp_dtype dt, const vo
     }
 }
 
+/* 6 consecutive 16-bit elements from idx, decoded to fp32 in lanes 0-5 (6-7 zero): a 64-bit and a
+ * 32-bit load, so nothing past the sixth element is read (the last panel's last k step ends at the
+ * buffer's end). */
+static inline __attribute__((always_inline)) __m256 load6_16(amp_dtype dt, const void *src, int64_t idx) {
+    const uint16_t *s = (const uint16_t *)src + idx;
+    int32_t hi;
+    memcpy(&hi, s + 4, sizeof hi);
+    const __m128i h = _mm_insert_epi32(_mm_loadl_epi64((const __m128i *)(const void *)s), hi, 2);
+    if (dt == AMP_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
 /* M[i, p] = src[i * ld + p] (rows of M stored as rows): one panel of R = NR or MR full rows, k in
  * blocks of 8 read along the rows and turned in registers so each k step's R values are stored at
  * once; the k tail by the portable loop's element order. */
@@ -172,8 +185,8 @@ static inline __attribute__((always_inline)) void pack_cols(float *dst, const vo
                     _mm256_storeu_ps(d + 8, load8(dt, src, p * ld + i0 + 8));
                 } else if (dt == AMP_F32) {
                     memcpy(d, (const float *)src + p * ld + i0, sizeof(float) * (size_t)R);
-                } else {
-                    for (int i = 0; i < R; i++) d[i] = gemm_load(dt, src, p * ld + i0 + i);
+                } else { /* R = MR (6); the scalar loop here was 6% of the gpt's amp-bf16 step on Zen 3 */
+                    store6(d, load6_16(dt, src, p * ld + i0));
                 }
             }
     }
