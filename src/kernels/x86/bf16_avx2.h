@@ -1,11 +1,17 @@
-/* Internal: fp32 -> bf16 rounding on eight AVX2 lanes, shared by the conversion kernels
- * (convert_avx2.c) and the convolution's fused bias + store (conv_avx2.c), so both round as
- * amp_convert does: to nearest even on the bits, NaN -> sign | 0x7FC0. */
+/* Internal: fp32 -> 16-bit encoding helpers on eight AVX2 lanes (the bf16 rounding, the canonical
+ * NaN, the pack to u16), shared by the conversion kernels (convert_avx2.c) and the convolution's
+ * fused bias + store (conv_avx2.c), so both round as amp_convert does: to nearest even on the bits,
+ * NaN -> sign | 0x7FC0. */
 #ifndef AMP_BF16_AVX2_H
 #define AMP_BF16_AVX2_H
 
 #include <immintrin.h>
 #include <stdint.h>
+
+/* Packs eight 32-bit lanes holding values <= 0xFFFF into eight u16, in order. */
+static inline __m128i pack_u32_to_u16(__m256i r) {
+    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
 
 /* The canonical NaN of a 16-bit format with each fp32 lane's sign: (sign << 15) | nan_bits. */
 static inline __m256i canonical_nan16(__m256i x, uint32_t nan_bits) {

@@ -44,8 +44,7 @@ void amp_conv_store_bf16_avx2(uint16_t *out, const float *y, float bias, int64_t
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256i r = bf16_from_f32x8(_mm256_castps_si256(_mm256_add_ps(_mm256_loadu_ps(y + i), vb)), 0);
-        _mm_storeu_si128((void *)(out + i),
-                         _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+        _mm_storeu_si128((void *)(out + i), pack_u32_to_u16(r));
     }
     for (; i < n; i++) out[i] = amp_bf16_encode(amp_f32_bits(y[i] + bias), AMP_OVERFLOW_INF);
 }

@@ -10,11 +10,6 @@
 #include "../convert_kernels.h"
 #include "bf16_avx2.h"
 
-/* Packs eight 32-bit lanes holding values <= 0xFFFF into eight u16, in order. */
-static inline __m128i pack_u32_to_u16(__m256i r) {
-    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-}
-
 /* ---- fp16 ---- */
 
 static inline __m128i f16_from_f32x8(__m256 v, int saturate) {
