@@ -639,6 +639,16 @@ static void task_store(void *arg, int64_t b, int thread_id) {
         amp_gemm_epilogue_apply(&ep, a->y + b * p_img, ld, a->g->o, p_img);
         return;
     }
+    /* The path's fused bias + bf16 store (conv_kernels.h), chosen once per image; else add, then convert. */
+    void (*store_bf16)(uint16_t *, const float *, float, int64_t) = NULL;
+#if defined(__x86_64__)
+    if (a->bias && a->out_dt == AMP_BF16) {
+        const amp_isa isa = amp_isa_active();
+        store_bf16 = isa == AMP_ISA_AVX512 ? amp_conv_store_bf16_avx512
+                     : isa == AMP_ISA_AVX2 ? amp_conv_store_bf16_avx2
+                                           : NULL;
+    }
+#endif
     for (int64_t o = 0; o < a->g->o; o++) {
         float *yo = a->y + o * ld + b * p_img;
         unsigned char *dst = (unsigned char *)a->out + (size_t)(((a->b0 + b) * a->g->o + o) * p_img) * a->out_es;
@@ -649,16 +659,10 @@ static void task_store(void *arg, int64_t b, int thread_id) {
                 memcpy(dst, yo, (size_t)p_img * sizeof *yo);
             continue;
         }
-#if defined(__x86_64__)
-        if (a->bias && a->out_dt == AMP_BF16 && amp_isa_active() == AMP_ISA_AVX512) {
-            amp_conv_store_bf16_avx512((uint16_t *)(void *)dst, yo, a->bias[o], p_img);
+        if (store_bf16) {
+            store_bf16((uint16_t *)(void *)dst, yo, a->bias[o], p_img);
             continue;
         }
-        if (a->bias && a->out_dt == AMP_BF16 && amp_isa_active() == AMP_ISA_AVX2) {
-            amp_conv_store_bf16_avx2((uint16_t *)(void *)dst, yo, a->bias[o], p_img);
-            continue;
-        }
-#endif
         if (a->bias) add_scalar(yo, a->bias[o], p_img);
         amp_convert(dst, a->out_dt, yo, AMP_F32, (size_t)p_img);
     }
