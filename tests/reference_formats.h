@@ -1,6 +1,6 @@
 /* An independent reference for amp's narrow formats, the oracle of every conversion test.
  *
- * It shares no code and no algorithm with the library (src/formats/float_bits.h rounds with integer
+ * It shares no code and no algorithm with the library (src/core/float_bits.h rounds with integer
  * adds on the fp32 bit pattern). Here a pattern is decoded as sign * significand * 2^exponent with
  * ldexp() in double, and a float is encoded by exact double arithmetic: the quantum of x's binade in
  * the target, q = 2^(max(floor(log2|x|), emin) - M), then r = rint(x / q) * q in the default

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/formats/float_bits.h"
+#include "../src/core/float_bits.h"
 #include "../src/kernels/vecmath.h"
 #include "harness.h"
 #include "tests.h"

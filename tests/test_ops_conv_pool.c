@@ -19,10 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/formats/float_bits.h"
+#include "../src/core/float_bits.h"
 #include "../src/gemm/gemm_kernels.h"
-#include "../src/ops/conv_kernels.h"
-#include "../src/ops/pool_kernels.h"
+#include "../src/kernels/conv_kernels.h"
+#include "../src/kernels/pool_kernels.h"
 #include "gradcheck.h"
 #include "harness.h"
 #include "tests.h"

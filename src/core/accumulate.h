@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../formats/float_bits.h"
+#include "float_bits.h"
 
 static inline void amp_acc_f32(float *restrict acc, const float *restrict v, int64_t n, bool store) {
     int64_t i = 0;

@@ -1,6 +1,6 @@
-/* The public scalar conversions: thin wrappers over formats/float_bits.h. */
+/* The public scalar conversions: thin wrappers over core/float_bits.h. */
 #include "amp/formats.h"
-#include "float_bits.h"
+#include "../core/float_bits.h"
 
 uint16_t amp_fp16_from_fp32(float x) { return amp_f16_encode(amp_f32_bits(x), AMP_OVERFLOW_INF); }
 uint16_t amp_fp16_from_fp32_sat(float x) { return amp_f16_encode(amp_f32_bits(x), AMP_OVERFLOW_SATURATE); }

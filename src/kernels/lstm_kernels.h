@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "amp/cpu.h"
-#include "../formats/float_bits.h"
+#include "../core/float_bits.h"
 
 /* One row of the cell's backward (src/ops/lstm.c), j < H:
  *   act [5H]   the saved fp32 i, f, g, o activations, then tanh(c')

@@ -6,7 +6,7 @@
  *     x = (dtype)(v * inv_scale);         fp32 multiply, then round to nearest even into the dtype
  * with two amp choices: when inv_scale == 1 nothing is written (PyTorch rewrites each element with
  * itself, which only differs for f16/bf16 NaN payloads); f16/bf16 NaN results are amp's canonical
- * NaN with the input's sign (formats/float_bits.h), where PyTorch keeps f16 payloads and writes
+ * NaN with the input's sign (core/float_bits.h), where PyTorch keeps f16 payloads and writes
  * bf16 NaNs as 0xFFFF or 0x7FC0 depending on its vector or scalar path.
  *
  * The optional second flag (`found_after`, NULL when not wanted) is amp's safe mode: it is set when a
@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../formats/float_bits.h"
+#include "../core/float_bits.h"
 #include "amp/cpu.h"
 #include "amp/dtype.h"
 

@@ -22,7 +22,7 @@
 #include <stddef.h>
 
 #include "amp/cpu.h"
-#include "../formats/float_bits.h"
+#include "../core/float_bits.h"
 
 /* The largest error, in units in the last place of the correctly rounded fp32 result, that any SIMD
  * kernel may have on any input (the test's bound; measured figures are in the test's notes). */

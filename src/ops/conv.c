@@ -66,10 +66,10 @@
 #include "amp/cpu.h"
 #include "amp/formats.h"
 #include "amp/gemm.h"
-#include "../formats/float_bits.h"
+#include "../core/float_bits.h"
 #include "../gemm/gemm_implicit.h"
 #include "../kernels/convert_kernels.h"
-#include "conv_kernels.h"
+#include "../kernels/conv_kernels.h"
 #include "grad_sink_gemm.h"
 #include "op_util.h"
 

@@ -12,8 +12,8 @@
 #include "amp/formats.h"
 #include "../core/parallel.h"
 #include "op_util.h"
-#include "pool_kernels.h"
-#include "../formats/float_bits.h"
+#include "../kernels/pool_kernels.h"
+#include "../core/float_bits.h"
 
 typedef struct {
     int64_t planes, h, w, oh, ow, kernel, stride;

@@ -1,11 +1,11 @@
-/* Reference conversion kernels: plain loops over the scalar algorithms (formats/float_bits.h), and
+/* Reference conversion kernels: plain loops over the scalar algorithms (core/float_bits.h), and
  * acc_rounded as their composition. Always built; the encode and decode kernels of every SIMD path
  * are tested bit for bit against these, acc_rounded on every path (this one included) against the
  * tests' independent format reference (tests/test_acc_rounded.c). */
 #include <stdint.h>
 
 #include "../../core/accumulate.h"
-#include "../../formats/float_bits.h"
+#include "../../core/float_bits.h"
 #include "../convert_kernels.h"
 
 #define DEFINE_ENCODE(name, type, encoder, rule)                                         \

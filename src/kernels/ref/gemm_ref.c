@@ -3,7 +3,7 @@
  * packing, blocking and threading are exercised and usable on any CPU). */
 #include <stdint.h>
 
-#include "../../formats/float_bits.h"
+#include "../../core/float_bits.h"
 #include "../../gemm/gemm_kernels.h"
 
 static inline float gemm_f16_to_f32(uint16_t h) { return amp_f32_from_bits(amp_f16_decode(h)); }

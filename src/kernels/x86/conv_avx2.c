@@ -1,10 +1,10 @@
-/* AVX2 versions of conv2d's direct tile and its bf16 forward store (ops/conv_kernels.h). The AVX2
+/* AVX2 versions of conv2d's direct tile and its bf16 forward store (kernels/conv_kernels.h). The AVX2
  * path has no im2col of its own: every product that would take the padded-plane im2col takes the
  * direct tiles instead (conv.c's avx2_direct_kernel). */
 #include <immintrin.h>
 
-#include "../../formats/float_bits.h"
-#include "../../ops/conv_kernels.h"
+#include "../../core/float_bits.h"
+#include "../conv_kernels.h"
 #include "bf16_avx2.h"
 #include "tile_avx2.h"
 

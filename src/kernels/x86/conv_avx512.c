@@ -1,4 +1,4 @@
-/* AVX-512 versions of conv2d's stride-1 padded-plane im2col and col2im (ops/conv_kernels.h): the
+/* AVX-512 versions of conv2d's stride-1 padded-plane im2col and col2im (kernels/conv_kernels.h): the
  * same elements written, and the same fp32 additions in the same order, as amp_conv_im2col_padded_ref
  * and amp_conv_col2im_padded_ref, so the same bits (tests/test_ops_conv_pool.c compares them).
  *
@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "../../ops/conv_kernels.h"
+#include "../conv_kernels.h"
 #include "tile_avx512.h"
 
 /* the most destination blocks of one image the permute path handles (the plane's bound allows up to

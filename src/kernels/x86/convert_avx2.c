@@ -1,12 +1,12 @@
 /* AVX2 + F16C conversion kernels, 8 fp32 lanes per step; tails (fewer than 8 elements) run the
- * reference's scalar algorithm (formats/float_bits.h), so every element gets the same bits.
+ * reference's scalar algorithm (core/float_bits.h), so every element gets the same bits.
  * The NaN and rounding fixes are those of convert_avx512.c, which explains them; MXCSR's DAZ is
  * assumed clear (the default). */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../../formats/float_bits.h"
+#include "../../core/float_bits.h"
 #include "../convert_kernels.h"
 #include "bf16_avx2.h"
 
