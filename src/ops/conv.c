@@ -120,7 +120,7 @@ typedef struct {
     void *gp;          /* dY permuted, [O, nb*P] in dt (when copy_gp; conv_backward says when not) */
     bool copy_gp;
     float *db;         /* [O] or NULL */
-    void *xp;          /* implicit GEMM: padded chunk [nb, C, Hp, Wp] in xp_dt (dt, or fp32: panel_dtype) */
+    void *xp;          /* implicit GEMM: padded chunk [nb, C, Hp, Wp] in xp_dt (dt, or fp32: amp_conv_panel_dtype) */
     amp_dtype xp_dt;
     const amp_grad_sink *sink; /* task_store: out's values (fp32, no bias) go here instead */
 } conv_pass;
@@ -145,7 +145,7 @@ static void task_im2col(void *arg, int64_t b, int thread_id) {
 }
 
 /* x's image b0 + b -> the interior of its padded planes in xp (decoded to fp32 where xp_dt is fp32
- * and dt is not: panel_dtype). The border is zeroed once per product (xp_zero), not per chunk: every
+ * and dt is not: amp_conv_panel_dtype). The border is zeroed once per product (xp_zero), not per chunk: every
  * chunk writes the same interiors over it. */
 static void task_pad(void *arg, int64_t b, int thread_id) {
     const conv_pass *a = arg;
@@ -430,7 +430,7 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
      * x needs a gradient: dW's sum over the batch is split at chunk boundaries, so its bits depend
      * on nb, which depends on the shapes only (not on which gradients are made, nor the threads). */
     const int64_t per_image_gp = p_img * g->o * (int64_t)es + (dx_by_correlation(g) ? 0 : p_img * k * 4);
-    /* the implicit weight gradient's padded chunk in the panels' dtype (panel_dtype: bf16 decoded to
+    /* the implicit weight gradient's padded chunk in the panels' dtype (amp_conv_panel_dtype: bf16 decoded to
      * fp32 where the bf16 GEMM is the fp32 kernel; dY stays bf16, packed by that kernel, pk) */
     amp_dtype pdt = need_dw ? amp_conv_panel_dtype(g, dt) : dt;
     int64_t nb_max = chunk_images(g, per_image_gp + g->c * hp * wp * (int64_t)amp_dtype_size(pdt));
@@ -452,7 +452,7 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
      *   products summed in the same order: the same bits), then transposed into dW. */
     const bool dw_t = need_dw && !implicit && !dx_cols && nb_max > 1 && kern &&
                       (kern->k_unit == 1 || p_img % kern->k_unit == 0);
-    /* the direct weight gradient packs dY straight from [N, O, P] (direct_pack over images) */
+    /* the direct weight gradient packs dY straight from [N, O, P] (amp_conv_direct_pack over images) */
     const bool dy_direct = dkern && p_img % dkern->k_unit == 0;
     void *gp = nb_max > 1 && ((need_dw && !dw_t && !dy_direct) || dx_cols)
                    ? amp_scratch_alloc(ctx, (size_t)(g->o * nb_max * p_img) * es)
