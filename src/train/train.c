@@ -505,7 +505,7 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
     r.err = err;
     r.err_size = err_size;
     r.prec = amp_precision_get_info(cfg->precision);
-    r.text = cfg->model.kind >= 0 && cfg->model.kind < AMP_MODEL_COUNT && amp_model_is_text(cfg->model.kind);
+    r.text = amp_model_is_text(cfg->model.kind); /* false for an invalid kind, which check_config refuses */
     memset(result, 0, sizeof *result);
     result->test_loss = result->test_accuracy = result->bits_per_char = result->train_loss = NAN;
     result->grad_underflow_fp16_unscaled = result->grad_underflow_fp16_scaled = result->grad_overflow_fp16_scaled = NAN;
