@@ -3,6 +3,9 @@
  * c1 = 32, c2 = 64, k = 5, h = 1024. Parameters at Sequential indices 0, 3, 7, 9. */
 #include "nn_internal.h"
 
+/* The parameters in declaration order: Sequential 0 (conv1), 3 (conv2), 7 (hidden), 9 (output). */
+enum { CNN_CONV1_W, CNN_CONV1_B, CNN_CONV2_W, CNN_CONV2_B, CNN_HIDDEN_W, CNN_HIDDEN_B, CNN_OUT_W, CNN_OUT_B };
+
 static int cnn_validate(amp_ctx *ctx, const amp_model_config *c) {
     const int64_t cap = NN_SIZE_CAP;
     NN_NEED(ctx, c->conv1_channels > 0 && c->conv1_channels <= cap && c->conv2_channels > 0 && c->conv2_channels <= cap,
@@ -41,12 +44,12 @@ static amp_tensor *cnn_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, const 
     /* relu(max_pool(h)) is max_pool(relu(h)) exactly (relu is monotone: the window's max stays the
      * max, values and gradients alike; where the max is <= 0 both give 0 and a zero gradient), and
      * on a quarter of the elements: relu's activation and gradient tensors shrink 4x. */
-    amp_tensor *h = amp_conv2d(ctx, x, nn_p(m, 0), nn_p(m, 1), 1, pad);  /* [B, c1, H, W] */
-    h = amp_relu(ctx, amp_max_pool2d(ctx, h, 2, 2));                      /* [B, c1, H/2, W/2] */
-    h = amp_conv2d(ctx, h, nn_p(m, 2), nn_p(m, 3), 1, pad);               /* [B, c2, H/2, W/2] */
-    h = amp_relu(ctx, amp_max_pool2d(ctx, h, 2, 2));                      /* [B, c2, H/4, W/4] */
-    h = amp_linear_relu(ctx, amp_flatten(ctx, h, 1), nn_p(m, 4), nn_p(m, 5)); /* [B, h] */
-    return amp_linear(ctx, h, nn_p(m, 6), nn_p(m, 7));                    /* [B, classes] */
+    amp_tensor *h = amp_conv2d(ctx, x, nn_p(m, CNN_CONV1_W), nn_p(m, CNN_CONV1_B), 1, pad); /* [B, c1, H, W] */
+    h = amp_relu(ctx, amp_max_pool2d(ctx, h, 2, 2));                                        /* [B, c1, H/2, W/2] */
+    h = amp_conv2d(ctx, h, nn_p(m, CNN_CONV2_W), nn_p(m, CNN_CONV2_B), 1, pad);             /* [B, c2, H/2, W/2] */
+    h = amp_relu(ctx, amp_max_pool2d(ctx, h, 2, 2));                                        /* [B, c2, H/4, W/4] */
+    h = amp_linear_relu(ctx, amp_flatten(ctx, h, 1), nn_p(m, CNN_HIDDEN_W), nn_p(m, CNN_HIDDEN_B)); /* [B, h] */
+    return amp_linear(ctx, h, nn_p(m, CNN_OUT_W), nn_p(m, CNN_OUT_B));                      /* [B, classes] */
 }
 
 static double cnn_flops(const amp_model_config *c) {

@@ -18,11 +18,13 @@
 #include "../ops/op_util.h"
 #include "../core/alloc_internal.h"
 
+/* The parameters in declaration order: the embeddings, layers blocks of BLK_COUNT, the tail. */
 enum { GPT_WTE, GPT_WPE, GPT_BLOCK0 };
 enum {
     BLK_LN1_W, BLK_LN1_B, BLK_ATTN_W, BLK_ATTN_B, BLK_PROJ_W, BLK_PROJ_B,
     BLK_LN2_W, BLK_LN2_B, BLK_FC_W, BLK_FC_B, BLK_MLP_PROJ_W, BLK_MLP_PROJ_B, BLK_COUNT
 };
+enum { TAIL_LNF_W, TAIL_LNF_B, TAIL_HEAD_W }; /* after the last block */
 
 static const float GPT_INIT_STD = 0.02f; /* nanoGPT's _init_weights */
 static const float GPT_LN_EPS = 1e-5f;   /* nn.LayerNorm's default eps */
@@ -106,9 +108,9 @@ static amp_tensor *gpt_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x_in, con
     amp_tensor *x = amp_add(ctx, tok, pos);
     for (int64_t l = 0; l < cfg->layers && x; l++) x = block(m, ctx, x, GPT_BLOCK0 + (size_t)l * BLK_COUNT);
     const size_t tail = GPT_BLOCK0 + (size_t)cfg->layers * BLK_COUNT;
-    x = norm_for_linear(ctx, x, nn_p(m, tail), nn_p(m, tail + 1));
+    x = norm_for_linear(ctx, x, nn_p(m, tail + TAIL_LNF_W), nn_p(m, tail + TAIL_LNF_B));
     x = amp_reshape(ctx, x, 2, (const int64_t[]){B * T, C});
-    return amp_linear(ctx, x, nn_p(m, tail + 2), NULL); /* [B*T, V] */
+    return amp_linear(ctx, x, nn_p(m, tail + TAIL_HEAD_W), NULL); /* [B*T, V] */
 }
 
 static double gpt_flops(const amp_model_config *c) {
