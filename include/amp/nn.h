@@ -44,7 +44,21 @@
 extern "C" {
 #endif
 
-typedef enum amp_model_kind { AMP_MODEL_MLP, AMP_MODEL_CNN, AMP_MODEL_LSTM, AMP_MODEL_GPT, AMP_MODEL_COUNT } amp_model_kind;
+/* The built-in models, one row each: the enum value and the name, in the enum's order. A row's model
+ * is src/nn/<name>.c, which defines its description (src/nn/nn_internal.h: nn_model); the enum and
+ * the library's model table are generated from this list. */
+#define AMP_MODEL_LIST(X)   \
+    X(AMP_MODEL_MLP, mlp)   \
+    X(AMP_MODEL_CNN, cnn)   \
+    X(AMP_MODEL_LSTM, lstm) \
+    X(AMP_MODEL_GPT, gpt)
+
+typedef enum amp_model_kind {
+#define AMP_MODEL_ENUM_ITEM_(kind, name) kind,
+    AMP_MODEL_LIST(AMP_MODEL_ENUM_ITEM_)
+#undef AMP_MODEL_ENUM_ITEM_
+    AMP_MODEL_COUNT
+} amp_model_kind;
 
 /* "mlp", "cnn", "lstm", "gpt"; "invalid" outside the enum. */
 const char *amp_model_kind_name(amp_model_kind kind);

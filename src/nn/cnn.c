@@ -3,7 +3,20 @@
  * c1 = 32, c2 = 64, k = 5, h = 1024. Parameters at Sequential indices 0, 3, 7, 9. */
 #include "nn_internal.h"
 
-int nn_cnn_declare(amp_model *m) {
+/* The parameters in declaration order: Sequential 0 (conv1), 3 (conv2), 7 (hidden), 9 (output). */
+enum { CNN_CONV1_W, CNN_CONV1_B, CNN_CONV2_W, CNN_CONV2_B, CNN_HIDDEN_W, CNN_HIDDEN_B, CNN_OUT_W, CNN_OUT_B };
+
+static int cnn_validate(amp_ctx *ctx, const amp_model_config *c) {
+    const int64_t cap = NN_SIZE_CAP;
+    NN_NEED(ctx, c->conv1_channels > 0 && c->conv1_channels <= cap && c->conv2_channels > 0 && c->conv2_channels <= cap,
+            "cnn: conv channels out of range");
+    NN_NEED(ctx, c->kernel > 0 && c->kernel % 2 == 1 && c->kernel <= 63,
+            "cnn: kernel %lld must be odd (padding kernel/2 keeps the size)", (long long)c->kernel);
+    NN_NEED(ctx, c->image_rows >= 4 && c->image_cols >= 4, "cnn: images must be at least 4x4 (two 2x2 pools)");
+    return AMP_OK;
+}
+
+static int cnn_declare(amp_model *m) {
     const amp_model_config *c = &m->cfg;
     const int64_t k = c->kernel, flat = c->conv2_channels * (c->image_rows / 4) * (c->image_cols / 4);
     const nn_init i0 = nn_fan_in_uniform(c->in_channels * k * k), i3 = nn_fan_in_uniform(c->conv1_channels * k * k);
@@ -22,7 +35,8 @@ int nn_cnn_declare(amp_model *m) {
 }
 
 /* x [B, C, H, W] (or any shape with those elements) -> logits [B, classes] */
-amp_tensor *nn_cnn_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, int64_t batch) {
+static amp_tensor *cnn_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, const int32_t *tokens, int64_t batch) {
+    (void)tokens;
     const amp_model_config *c = &m->cfg;
     const int pad = (int)(c->kernel / 2);
     if (x->ndim != 4)
@@ -30,15 +44,15 @@ amp_tensor *nn_cnn_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, int64_t ba
     /* relu(max_pool(h)) is max_pool(relu(h)) exactly (relu is monotone: the window's max stays the
      * max, values and gradients alike; where the max is <= 0 both give 0 and a zero gradient), and
      * on a quarter of the elements: relu's activation and gradient tensors shrink 4x. */
-    amp_tensor *h = amp_conv2d(ctx, x, nn_p(m, 0), nn_p(m, 1), 1, pad);  /* [B, c1, H, W] */
-    h = amp_relu(ctx, amp_max_pool2d(ctx, h, 2, 2));                      /* [B, c1, H/2, W/2] */
-    h = amp_conv2d(ctx, h, nn_p(m, 2), nn_p(m, 3), 1, pad);               /* [B, c2, H/2, W/2] */
-    h = amp_relu(ctx, amp_max_pool2d(ctx, h, 2, 2));                      /* [B, c2, H/4, W/4] */
-    h = amp_linear_relu(ctx, amp_flatten(ctx, h, 1), nn_p(m, 4), nn_p(m, 5)); /* [B, h] */
-    return amp_linear(ctx, h, nn_p(m, 6), nn_p(m, 7));                    /* [B, classes] */
+    amp_tensor *h = amp_conv2d(ctx, x, nn_p(m, CNN_CONV1_W), nn_p(m, CNN_CONV1_B), 1, pad); /* [B, c1, H, W] */
+    h = amp_relu(ctx, amp_max_pool2d(ctx, h, 2, 2));                                        /* [B, c1, H/2, W/2] */
+    h = amp_conv2d(ctx, h, nn_p(m, CNN_CONV2_W), nn_p(m, CNN_CONV2_B), 1, pad);             /* [B, c2, H/2, W/2] */
+    h = amp_relu(ctx, amp_max_pool2d(ctx, h, 2, 2));                                        /* [B, c2, H/4, W/4] */
+    h = amp_linear_relu(ctx, amp_flatten(ctx, h, 1), nn_p(m, CNN_HIDDEN_W), nn_p(m, CNN_HIDDEN_B)); /* [B, h] */
+    return amp_linear(ctx, h, nn_p(m, CNN_OUT_W), nn_p(m, CNN_OUT_B));                      /* [B, classes] */
 }
 
-double nn_cnn_flops(const amp_model_config *c) {
+static double cnn_flops(const amp_model_config *c) {
     const double kk = (double)(c->kernel * c->kernel), h2 = (double)(c->image_rows / 2), w2 = (double)(c->image_cols / 2);
     const double flat = (double)(c->conv2_channels * (c->image_rows / 4) * (c->image_cols / 4));
     const double macs = (double)c->image_rows * (double)c->image_cols * (double)c->conv1_channels *
@@ -47,3 +61,12 @@ double nn_cnn_flops(const amp_model_config *c) {
                         flat * (double)c->hidden + (double)c->hidden * (double)c->classes;
     return 3.0 * 2.0 * macs;
 }
+
+const nn_model nn_model_cnn = {
+    .name = "cnn",
+    .task = NN_IMAGE_CLASSIFIER,
+    .validate = cnn_validate,
+    .declare = cnn_declare,
+    .forward = cnn_forward,
+    .flops = cnn_flops,
+};

@@ -18,16 +18,28 @@
 #include "../ops/op_util.h"
 #include "../core/alloc_internal.h"
 
+/* The parameters in declaration order: the embeddings, layers blocks of BLK_COUNT, the tail. */
 enum { GPT_WTE, GPT_WPE, GPT_BLOCK0 };
 enum {
     BLK_LN1_W, BLK_LN1_B, BLK_ATTN_W, BLK_ATTN_B, BLK_PROJ_W, BLK_PROJ_B,
     BLK_LN2_W, BLK_LN2_B, BLK_FC_W, BLK_FC_B, BLK_MLP_PROJ_W, BLK_MLP_PROJ_B, BLK_COUNT
 };
+enum { TAIL_LNF_W, TAIL_LNF_B, TAIL_HEAD_W }; /* after the last block */
 
 static const float GPT_INIT_STD = 0.02f; /* nanoGPT's _init_weights */
 static const float GPT_LN_EPS = 1e-5f;   /* nn.LayerNorm's default eps */
 
-int nn_gpt_declare(amp_model *m) {
+/* nanoGPT's small character model: width 128 over a context of 128. */
+static void gpt_defaults(amp_model_config *c) { c->hidden = 128, c->context = 128; }
+
+static int gpt_validate(amp_ctx *ctx, const amp_model_config *c) {
+    NN_NEED(ctx, c->layers > 0 && c->layers <= 1000 && c->heads > 0 && c->hidden % c->heads == 0,
+            "gpt: %lld layers, %lld heads for width %lld (the width must divide by the heads)", (long long)c->layers,
+            (long long)c->heads, (long long)c->hidden);
+    return AMP_OK;
+}
+
+static int gpt_declare(amp_model *m) {
     const amp_model_config *cfg = &m->cfg;
     const int64_t V = cfg->vocab, T = cfg->context, C = cfg->hidden;
     const nn_init normal = {NN_INIT_NORMAL, GPT_INIT_STD}, zero = {NN_INIT_CONST, 0.0f}, one = {NN_INIT_CONST, 1.0f};
@@ -87,7 +99,8 @@ static amp_tensor *block(amp_model *m, amp_ctx *ctx, amp_tensor *x, size_t base)
 }
 
 /* tokens [B, T] -> logits [B*T, V] */
-amp_tensor *nn_gpt_forward(amp_model *m, amp_ctx *ctx, const int32_t *tokens, int64_t batch) {
+static amp_tensor *gpt_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x_in, const int32_t *tokens, int64_t batch) {
+    (void)x_in;
     const amp_model_config *cfg = &m->cfg;
     const int64_t B = batch, T = cfg->context, C = cfg->hidden;
     amp_tensor *tok = amp_embedding(ctx, nn_p(m, GPT_WTE), tokens, 2, (const int64_t[]){B, T}); /* [B, T, C] */
@@ -95,14 +108,24 @@ amp_tensor *nn_gpt_forward(amp_model *m, amp_ctx *ctx, const int32_t *tokens, in
     amp_tensor *x = amp_add(ctx, tok, pos);
     for (int64_t l = 0; l < cfg->layers && x; l++) x = block(m, ctx, x, GPT_BLOCK0 + (size_t)l * BLK_COUNT);
     const size_t tail = GPT_BLOCK0 + (size_t)cfg->layers * BLK_COUNT;
-    x = norm_for_linear(ctx, x, nn_p(m, tail), nn_p(m, tail + 1));
+    x = norm_for_linear(ctx, x, nn_p(m, tail + TAIL_LNF_W), nn_p(m, tail + TAIL_LNF_B));
     x = amp_reshape(ctx, x, 2, (const int64_t[]){B * T, C});
-    return amp_linear(ctx, x, nn_p(m, tail + 2), NULL); /* [B*T, V] */
+    return amp_linear(ctx, x, nn_p(m, tail + TAIL_HEAD_W), NULL); /* [B*T, V] */
 }
 
-double nn_gpt_flops(const amp_model_config *c) {
+static double gpt_flops(const amp_model_config *c) {
     const double C = (double)c->hidden, T = (double)c->context;
     /* per token and layer: qkv 3C^2, proj C^2, mlp 8C^2, scores and weighted sum 2TC */
     const double per_token = (double)c->layers * (12.0 * C * C + 2.0 * T * C) + C * (double)c->vocab;
     return 3.0 * 2.0 * per_token * T;
 }
+
+const nn_model nn_model_gpt = {
+    .name = "gpt",
+    .task = NN_CHAR_LM,
+    .defaults = gpt_defaults,
+    .validate = gpt_validate,
+    .declare = gpt_declare,
+    .forward = gpt_forward,
+    .flops = gpt_flops,
+};

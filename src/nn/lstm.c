@@ -9,7 +9,16 @@
 
 enum { LSTM_EMB, LSTM_W_IH, LSTM_W_HH, LSTM_B_IH, LSTM_B_HH, LSTM_HEAD_W, LSTM_HEAD_B };
 
-int nn_lstm_declare(amp_model *m) {
+/* The shared default width is the image models' hidden layer; an LSTM of 256 over the shared
+ * context of 64 (the unroll) is the contract's model. */
+static void lstm_defaults(amp_model_config *c) { c->hidden = 256; }
+
+static int lstm_validate(amp_ctx *ctx, const amp_model_config *c) {
+    NN_NEED(ctx, c->embed > 0 && c->embed <= NN_SIZE_CAP, "lstm: embed %lld out of range", (long long)c->embed);
+    return AMP_OK;
+}
+
+static int lstm_declare(amp_model *m) {
     const amp_model_config *c = &m->cfg;
     const int64_t V = c->vocab, E = c->embed, H = c->hidden;
     const nn_init cell = nn_fan_in_uniform(H), head = nn_fan_in_uniform(H); /* nn.LSTM: U(-1/sqrt(H), 1/sqrt(H)) */
@@ -29,8 +38,9 @@ int nn_lstm_declare(amp_model *m) {
  * the weight gradients as one GEMM each), the values of amp_embedding then T amp_lstm_cell calls (its
  * twins in the tests) at a fraction of the GEMM calls, and without the B*T rows of input projection
  * and input gradient: the same product on the 256 rows of the embedding instead of 2048 tokens' rows
- * (the model's FLOPs per sample, nn_lstm_flops, still count them, as PyTorch computes them). */
-amp_tensor *nn_lstm_forward(amp_model *m, amp_ctx *ctx, const int32_t *tokens, int64_t batch) {
+ * (the model's FLOPs per sample, lstm_flops, still count them, as PyTorch computes them). */
+static amp_tensor *lstm_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, const int32_t *tokens, int64_t batch) {
+    (void)x;
     const amp_model_config *c = &m->cfg;
     const int64_t B = batch, T = c->context, H = c->hidden;
     amp_tensor *all = amp_lstm_sequence_tokens(ctx, nn_p(m, LSTM_EMB), tokens, B, T, nn_p(m, LSTM_W_IH),
@@ -40,7 +50,7 @@ amp_tensor *nn_lstm_forward(amp_model *m, amp_ctx *ctx, const int32_t *tokens, i
     return all ? amp_linear(ctx, all, nn_p(m, LSTM_HEAD_W), nn_p(m, LSTM_HEAD_B)) : NULL; /* [B*T, V] */
 }
 
-double nn_lstm_flops(const amp_model_config *c) {
+static double lstm_flops(const amp_model_config *c) {
     const double H = (double)c->hidden;
     const double per_token = 4.0 * H * ((double)c->embed + H) + H * (double)c->vocab;
     return 3.0 * 2.0 * per_token * (double)c->context;
@@ -49,7 +59,18 @@ double nn_lstm_flops(const amp_model_config *c) {
 /* What amp computes: the count above, with the embedding folded in (amp_lstm_sequence_tokens): the
  * per-token input projection [E -> 4H] and its two gradient products left out, three products of the
  * V embedding rows per batch (the table, dW_ih, dE) added, shared by its samples. */
-double nn_lstm_flops_computed(const amp_model_config *c, int64_t batch) {
+static double lstm_flops_computed(const amp_model_config *c, int64_t batch) {
     const double input_projection = 3.0 * 2.0 * 4.0 * (double)c->hidden * (double)c->embed; /* per row */
-    return nn_lstm_flops(c) + input_projection * ((double)c->vocab / (double)(batch > 0 ? batch : 1) - (double)c->context);
+    return lstm_flops(c) + input_projection * ((double)c->vocab / (double)(batch > 0 ? batch : 1) - (double)c->context);
 }
+
+const nn_model nn_model_lstm = {
+    .name = "lstm",
+    .task = NN_CHAR_LM,
+    .defaults = lstm_defaults,
+    .validate = lstm_validate,
+    .declare = lstm_declare,
+    .forward = lstm_forward,
+    .flops = lstm_flops,
+    .flops_computed = lstm_flops_computed,
+};

@@ -4,7 +4,7 @@
 
 static int64_t mlp_in(const amp_model_config *c) { return c->in_channels * c->image_rows * c->image_cols; }
 
-int nn_mlp_declare(amp_model *m) {
+static int mlp_declare(amp_model *m) {
     const amp_model_config *c = &m->cfg;
     const int64_t sizes[4] = {mlp_in(c), c->hidden, c->hidden, c->classes};
     for (int l = 0; l < 3; l++) {
@@ -18,8 +18,8 @@ int nn_mlp_declare(amp_model *m) {
 }
 
 /* x [B, C, H, W] or [B, C*H*W] -> logits [B, classes] */
-amp_tensor *nn_mlp_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, int64_t batch) {
-    (void)batch;
+static amp_tensor *mlp_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, const int32_t *tokens, int64_t batch) {
+    (void)tokens, (void)batch;
     amp_tensor *h = amp_flatten(ctx, x, 1);
     /* Linear + ReLU fused (amp_linear_relu: the same bits, one pass over each hidden activation less,
      * and its pre-activation not kept for backward) */
@@ -30,8 +30,16 @@ amp_tensor *nn_mlp_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, int64_t ba
     return h;
 }
 
-double nn_mlp_flops(const amp_model_config *c) {
+static double mlp_flops(const amp_model_config *c) {
     const double macs = (double)mlp_in(c) * (double)c->hidden + (double)c->hidden * (double)c->hidden +
                         (double)c->hidden * (double)c->classes;
     return 3.0 * 2.0 * macs;
 }
+
+const nn_model nn_model_mlp = {
+    .name = "mlp",
+    .task = NN_IMAGE_CLASSIFIER,
+    .declare = mlp_declare,
+    .forward = mlp_forward,
+    .flops = mlp_flops,
+};

@@ -1,5 +1,5 @@
-/* The model object: configuration, parameter declaration and naming, PyTorch-style initialization,
- * dispatch to the four architectures, and the two small ops the models need that amp lacks. */
+/* The model object: the model table, configuration and its checks, parameter declaration and naming,
+ * PyTorch-style initialization, and the forward's input checks before the model's own forward. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,26 +10,39 @@
 #include "nn_internal.h"
 #include "../core/alloc_internal.h"
 
-static const char *const kind_names[AMP_MODEL_COUNT] = {"mlp", "cnn", "lstm", "gpt"};
+/* The model table: every built-in model's row, by kind (AMP_MODEL_LIST, amp/nn.h). */
+static const nn_model *const models[AMP_MODEL_COUNT] = {
+#define NN_MODEL_ROW_(kind, name) [kind] = &nn_model_##name,
+    AMP_MODEL_LIST(NN_MODEL_ROW_)
+#undef NN_MODEL_ROW_
+};
+
+/* The row of `kind`; NULL outside the enum. */
+static const nn_model *model_of(amp_model_kind kind) { return (unsigned)kind < AMP_MODEL_COUNT ? models[kind] : NULL; }
 
 const char *amp_model_kind_name(amp_model_kind kind) {
-    return (unsigned)kind < AMP_MODEL_COUNT ? kind_names[kind] : "invalid";
+    const nn_model *def = model_of(kind);
+    return def ? def->name : "invalid";
 }
 
 int amp_model_kind_from_name(const char *name, amp_model_kind *out) {
     if (!name || !out) return AMP_ERR_INVALID_ARGUMENT;
     for (int k = 0; k < AMP_MODEL_COUNT; k++)
-        if (!strcmp(name, kind_names[k])) {
+        if (!strcmp(name, models[k]->name)) {
             *out = (amp_model_kind)k;
             return AMP_OK;
         }
     return AMP_ERR_INVALID_ARGUMENT;
 }
 
-bool amp_model_is_text(amp_model_kind kind) { return kind == AMP_MODEL_LSTM || kind == AMP_MODEL_GPT; }
+bool amp_model_is_text(amp_model_kind kind) {
+    const nn_model *def = model_of(kind);
+    return def && def->task == NN_CHAR_LM;
+}
 
 amp_model_config amp_model_default_config(amp_model_kind kind) {
-    /* Every field has a value for every kind, so switching cfg.kind keeps a usable config. */
+    /* Every field has a value for every kind, so switching cfg.kind keeps a usable config; a model's
+     * row sets the sizes where its own defaults differ. */
     amp_model_config c = {
         .kind = kind,
         .in_channels = 1, .image_rows = 28, .image_cols = 28, .classes = 10, /* MNIST's layout */
@@ -41,8 +54,8 @@ amp_model_config amp_model_default_config(amp_model_kind kind) {
         .layers = 4, .heads = 4,
         .param_dtype = AMP_F32,
     };
-    if (kind == AMP_MODEL_LSTM) c.hidden = 256; /* context 64: the unroll */
-    if (kind == AMP_MODEL_GPT) c.hidden = 128, c.context = 128;
+    const nn_model *def = model_of(kind);
+    if (def && def->defaults) def->defaults(&c);
     return c;
 }
 
@@ -58,46 +71,28 @@ amp_tensor *nn_fail(amp_ctx *ctx, const char *fmt, ...) {
     return NULL;
 }
 
+/* The checks every model shares (the dtype, hidden, the task's input sizes), then the model's own. */
 static int validate(amp_ctx *ctx, const amp_model_config *c) {
-#define NN_NEED(cond, ...)                                                                           \
-    do {                                                                                             \
-        if (!(cond)) {                                                                               \
-            nn_fail(ctx, __VA_ARGS__);                                                               \
-            return AMP_ERR_INVALID_ARGUMENT;                                                         \
-        }                                                                                            \
-    } while (0)
-    /* A cap on every size keeps products of a few of them far from int64 overflow. */
-    const int64_t cap = (int64_t)1 << 24;
-    NN_NEED((unsigned)c->kind < AMP_MODEL_COUNT, "unknown model kind %d", (int)c->kind);
-    NN_NEED(c->param_dtype == AMP_F32 || c->param_dtype == AMP_F16 || c->param_dtype == AMP_BF16,
+    const int64_t cap = NN_SIZE_CAP;
+    const nn_model *def = model_of(c->kind);
+    NN_NEED(ctx, def != NULL, "unknown model kind %d", (int)c->kind);
+    NN_NEED(ctx, c->param_dtype == AMP_F32 || c->param_dtype == AMP_F16 || c->param_dtype == AMP_BF16,
             "param_dtype must be f32, f16 or bf16");
-    NN_NEED(c->hidden > 0 && c->hidden <= cap, "hidden size %lld out of range", (long long)c->hidden);
-    if (!amp_model_is_text(c->kind)) {
-        NN_NEED(c->in_channels > 0 && c->in_channels <= cap && c->image_rows > 0 && c->image_rows <= 65536 &&
-                    c->image_cols > 0 && c->image_cols <= 65536 && c->classes > 0 && c->classes <= cap,
-                "%s: image %lldx%lldx%lld, %lld classes out of range", kind_names[c->kind], (long long)c->in_channels,
+    NN_NEED(ctx, c->hidden > 0 && c->hidden <= cap, "hidden size %lld out of range", (long long)c->hidden);
+    switch (def->task) {
+    case NN_IMAGE_CLASSIFIER:
+        NN_NEED(ctx, c->in_channels > 0 && c->in_channels <= cap && c->image_rows > 0 && c->image_rows <= 65536 &&
+                         c->image_cols > 0 && c->image_cols <= 65536 && c->classes > 0 && c->classes <= cap,
+                "%s: image %lldx%lldx%lld, %lld classes out of range", def->name, (long long)c->in_channels,
                 (long long)c->image_rows, (long long)c->image_cols, (long long)c->classes);
-        if (c->kind == AMP_MODEL_CNN) {
-            NN_NEED(c->conv1_channels > 0 && c->conv1_channels <= cap && c->conv2_channels > 0 &&
-                        c->conv2_channels <= cap,
-                    "cnn: conv channels out of range");
-            NN_NEED(c->kernel > 0 && c->kernel % 2 == 1 && c->kernel <= 63,
-                    "cnn: kernel %lld must be odd (padding kernel/2 keeps the size)", (long long)c->kernel);
-            NN_NEED(c->image_rows >= 4 && c->image_cols >= 4, "cnn: images must be at least 4x4 (two 2x2 pools)");
-        }
-    } else {
-        NN_NEED(c->vocab > 0 && c->vocab <= INT32_MAX && c->vocab <= cap, "vocab %lld out of range",
+        break;
+    case NN_CHAR_LM:
+        NN_NEED(ctx, c->vocab > 0 && c->vocab <= INT32_MAX && c->vocab <= cap, "vocab %lld out of range",
                 (long long)c->vocab);
-        NN_NEED(c->context > 0 && c->context <= 65536, "context %lld out of range", (long long)c->context);
-        if (c->kind == AMP_MODEL_LSTM)
-            NN_NEED(c->embed > 0 && c->embed <= cap, "lstm: embed %lld out of range", (long long)c->embed);
-        if (c->kind == AMP_MODEL_GPT)
-            NN_NEED(c->layers > 0 && c->layers <= 1000 && c->heads > 0 && c->hidden % c->heads == 0,
-                    "gpt: %lld layers, %lld heads for width %lld (the width must divide by the heads)",
-                    (long long)c->layers, (long long)c->heads, (long long)c->hidden);
+        NN_NEED(ctx, c->context > 0 && c->context <= 65536, "context %lld out of range", (long long)c->context);
+        break;
     }
-    return AMP_OK;
-#undef NN_NEED
+    return def->validate ? def->validate(ctx, c) : AMP_OK;
 }
 
 /* ---- parameters ---- */
@@ -134,13 +129,8 @@ int amp_model_create(amp_ctx *ctx, const amp_model_config *cfg, amp_model **out)
     if (!m) return amp_ctx_fail(ctx, AMP_ERR_OUT_OF_MEMORY, "model: out of memory");
     m->cfg = *cfg;
     m->ctx = ctx;
-    switch (cfg->kind) {
-    case AMP_MODEL_MLP: st = nn_mlp_declare(m); break;
-    case AMP_MODEL_CNN: st = nn_cnn_declare(m); break;
-    case AMP_MODEL_LSTM: st = nn_lstm_declare(m); break;
-    case AMP_MODEL_GPT: st = nn_gpt_declare(m); break;
-    default: st = AMP_ERR_INVALID_ARGUMENT; break;
-    }
+    m->def = model_of(cfg->kind); /* validated */
+    st = m->def->declare(m);
     if (st == AMP_OK && amp_ctx_status(ctx) != AMP_OK) st = amp_ctx_status(ctx);
     if (st != AMP_OK) {
         /* Declared parameters stay in the context (it cannot undeclare), which owns their names. */
@@ -170,19 +160,10 @@ int64_t amp_model_num_params(const amp_model *m) {
     return n;
 }
 
-double amp_model_flops_per_sample(const amp_model *m) {
-    if (!m) return 0.0;
-    switch (m->cfg.kind) {
-    case AMP_MODEL_MLP: return nn_mlp_flops(&m->cfg);
-    case AMP_MODEL_CNN: return nn_cnn_flops(&m->cfg);
-    case AMP_MODEL_LSTM: return nn_lstm_flops(&m->cfg);
-    case AMP_MODEL_GPT: return nn_gpt_flops(&m->cfg);
-    default: return 0.0;
-    }
-}
+double amp_model_flops_per_sample(const amp_model *m) { return m ? m->def->flops(&m->cfg) : 0.0; }
 
 double amp_model_flops_computed_per_sample(const amp_model *m, int64_t batch) {
-    if (m && m->cfg.kind == AMP_MODEL_LSTM) return nn_lstm_flops_computed(&m->cfg, batch);
+    if (m && m->def->flops_computed) return m->def->flops_computed(&m->cfg, batch);
     return amp_model_flops_per_sample(m);
 }
 
@@ -255,37 +236,29 @@ int amp_model_init(amp_model *m, uint64_t seed) {
 
 amp_tensor *amp_model_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, const int32_t *tokens, int64_t batch,
                               bool training) {
-    (void)training; /* none of the four models has dropout or batch-norm */
+    (void)training; /* none of the built-in models has dropout or batch-norm */
     if (!ctx) return NULL;
     if (!m) return nn_fail(ctx, "amp_model_forward: no model");
     if (amp_ctx_status(ctx) != AMP_OK) return NULL;
     if (batch <= 0 || batch > ((int64_t)1 << 30)) return nn_fail(ctx, "batch %lld out of range", (long long)batch);
     const amp_model_config *c = &m->cfg;
-    if (amp_model_is_text(c->kind)) {
-        if (!tokens) return nn_fail(ctx, "%s: needs tokens", kind_names[c->kind]);
+    const char *name = m->def->name;
+    switch (m->def->task) {
+    case NN_CHAR_LM:
+        if (!tokens) return nn_fail(ctx, "%s: needs tokens", name);
         for (int64_t i = 0; i < batch * c->context; i++)
             if (tokens[i] < 0 || tokens[i] >= c->vocab)
-                return nn_fail(ctx, "%s: token %d at %lld outside the vocabulary [0, %lld)", kind_names[c->kind],
-                               (int)tokens[i], (long long)i, (long long)c->vocab);
-        return c->kind == AMP_MODEL_LSTM ? nn_lstm_forward(m, ctx, tokens, batch) : nn_gpt_forward(m, ctx, tokens, batch);
+                return nn_fail(ctx, "%s: token %d at %lld outside the vocabulary [0, %lld)", name, (int)tokens[i],
+                               (long long)i, (long long)c->vocab);
+        break;
+    case NN_IMAGE_CLASSIFIER: {
+        if (!x) return nn_fail(ctx, "%s: needs an input tensor", name);
+        const int64_t per_sample = c->in_channels * c->image_rows * c->image_cols;
+        if (x->ndim < 1 || x->shape[0] != batch || amp_tensor_numel(x) != batch * per_sample)
+            return nn_fail(ctx, "%s: input must be [%lld, %lld, %lld, %lld]", name, (long long)batch,
+                           (long long)c->in_channels, (long long)c->image_rows, (long long)c->image_cols);
+        break;
     }
-    if (!x) return nn_fail(ctx, "%s: needs an input tensor", kind_names[c->kind]);
-    const int64_t per_sample = c->in_channels * c->image_rows * c->image_cols;
-    if (x->ndim < 1 || x->shape[0] != batch || amp_tensor_numel(x) != batch * per_sample)
-        return nn_fail(ctx, "%s: input must be [%lld, %lld, %lld, %lld]", kind_names[c->kind], (long long)batch,
-                       (long long)c->in_channels, (long long)c->image_rows, (long long)c->image_cols);
-    return c->kind == AMP_MODEL_MLP ? nn_mlp_forward(m, ctx, x, batch) : nn_cnn_forward(m, ctx, x, batch);
-}
-
-amp_tensor *nn_concat_many(amp_ctx *ctx, amp_tensor **xs, int n, int dim) {
-    enum { FAN = 8 }; /* amp_concat's limit (AMP_NODE_MAX_INPUTS) */
-    if (n <= FAN) return amp_concat(ctx, xs, n, dim);
-    /* Concatenate groups of FAN in place (xs is the caller's scratch), then the groups. */
-    int groups = 0;
-    for (int i = 0; i < n; i += FAN) {
-        int k = n - i < FAN ? n - i : FAN;
-        xs[groups++] = amp_concat(ctx, xs + i, k, dim);
-        if (!xs[groups - 1]) return NULL;
     }
-    return nn_concat_many(ctx, xs, groups, dim);
+    return m->def->forward(m, ctx, x, tokens, batch);
 }

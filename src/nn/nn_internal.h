@@ -1,4 +1,5 @@
-/* Internal: what the four model files share (src/nn/model.c implements it). */
+/* Internal: what a model file (src/nn/<name>.c) defines, its description nn_model, and what the
+ * model files share (src/nn/model.c implements it). */
 #ifndef AMP_NN_INTERNAL_H
 #define AMP_NN_INTERNAL_H
 
@@ -28,7 +29,8 @@ struct amp_model {
     amp_ctx *ctx;
     nn_param_entry *params; /* declaration (state_dict) order */
     size_t n_params, cap_params;
-    int32_t *positions; /* gpt: 0 .. context-1, the position embedding's ids */
+    const struct nn_model *def; /* the kind's row of the model table */
+    int32_t *positions;         /* gpt: 0 .. context-1, the position embedding's ids */
 };
 
 /* Declares parameter `name` (printf-style) with the model's param dtype; NULL on error (recorded). */
@@ -43,8 +45,6 @@ static inline amp_tensor *nn_p(const amp_model *m, size_t i) { return i < m->n_p
 /* PyTorch's nn.Linear / nn.Conv2d default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
 nn_init nn_fan_in_uniform(int64_t fan_in);
 
-/* amp_concat over any number of tensors (amp_concat takes at most 8): a tree of concats. */
-amp_tensor *nn_concat_many(amp_ctx *ctx, amp_tensor **xs, int n, int dim);
 /* Records an invalid-argument error "model: message" in ctx; returns NULL. */
 amp_tensor *nn_fail(amp_ctx *ctx, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -52,19 +52,50 @@ amp_tensor *nn_fail(amp_ctx *ctx, const char *fmt, ...)
 #endif
     ;
 
-/* Per model: declare the parameters (cfg already validated), run the forward, count FLOPs. */
-int nn_mlp_declare(amp_model *m);
-amp_tensor *nn_mlp_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, int64_t batch);
-double nn_mlp_flops(const amp_model_config *c);
-int nn_cnn_declare(amp_model *m);
-amp_tensor *nn_cnn_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, int64_t batch);
-double nn_cnn_flops(const amp_model_config *c);
-int nn_lstm_declare(amp_model *m);
-amp_tensor *nn_lstm_forward(amp_model *m, amp_ctx *ctx, const int32_t *tokens, int64_t batch);
-double nn_lstm_flops(const amp_model_config *c);
-double nn_lstm_flops_computed(const amp_model_config *c, int64_t batch);
-int nn_gpt_declare(amp_model *m);
-amp_tensor *nn_gpt_forward(amp_model *m, amp_ctx *ctx, const int32_t *tokens, int64_t batch);
-double nn_gpt_flops(const amp_model_config *c);
+/* A cap on every size keeps products of a few of them far from int64 overflow. */
+#define NN_SIZE_CAP ((int64_t)1 << 24)
+
+/* Checks one condition of a model's configuration inside a validate function: when it fails,
+ * records "model: <message>" in ctx and returns AMP_ERR_INVALID_ARGUMENT. */
+#define NN_NEED(ctx, cond, ...)                                                                      \
+    do {                                                                                             \
+        if (!(cond)) {                                                                               \
+            nn_fail((ctx), __VA_ARGS__);                                                             \
+            return AMP_ERR_INVALID_ARGUMENT;                                                         \
+        }                                                                                            \
+    } while (0)
+
+/* What a model does with its input; amp_model_forward checks the input by it. */
+typedef enum nn_task {
+    NN_IMAGE_CLASSIFIER, /* x [batch, C, H, W] -> logits [batch, classes] */
+    NN_CHAR_LM,          /* tokens [batch, context] ids in [0, vocab) -> logits [batch*context, vocab] */
+} nn_task;
+
+/* One built-in model: its row of the model table. src/nn/<name>.c defines it as nn_model_<name>,
+ * next to the functions it points to; model.c finds it by amp_model_kind (AMP_MODEL_LIST). */
+typedef struct nn_model {
+    const char *name; /* amp_model_kind_name, `amp train --model`; the list's name */
+    nn_task task;
+    /* The default sizes where this model's differ from amp_model_default_config's shared ones.
+     * NULL: none differ. */
+    void (*defaults)(amp_model_config *c);
+    /* Checks the sizes only this model reads (model.c has checked the dtype, hidden and the task's
+     * sizes), with NN_NEED. NULL: none. */
+    int (*validate)(amp_ctx *ctx, const amp_model_config *c);
+    /* Declares the parameters in state_dict order with nn_param (cfg validated). AMP_OK or an error. */
+    int (*declare)(amp_model *m);
+    /* The forward pass on checked inputs: x for an image classifier, tokens for a character LM. */
+    amp_tensor *(*forward)(amp_model *m, amp_ctx *ctx, amp_tensor *x, const int32_t *tokens, int64_t batch);
+    /* amp_model_flops_per_sample (amp/nn.h) of this configuration. */
+    double (*flops)(const amp_model_config *c);
+    /* amp_model_flops_computed_per_sample, where amp computes other FLOPs than `flops` counts.
+     * NULL: the same. */
+    double (*flops_computed)(const amp_model_config *c, int64_t batch);
+} nn_model;
+
+/* Every model file's description, by the list's names: nn_model_mlp, nn_model_cnn, ... */
+#define NN_MODEL_EXTERN_(kind, name) extern const nn_model nn_model_##name;
+AMP_MODEL_LIST(NN_MODEL_EXTERN_)
+#undef NN_MODEL_EXTERN_
 
 #endif

@@ -94,9 +94,9 @@ int amp_train_grad_stats_sample(amp_train_run_state *r, int64_t done, float scal
     s->underflow_fp16_unscaled = nonzero > 0 ? (double)c.under_unscaled / denom : 0;
     s->underflow_fp16_scaled = nonzero > 0 ? (double)c.under_scaled / denom : 0;
     s->overflow_fp16_scaled = nonzero > 0 ? (double)c.over_scaled / denom : 0;
-    r->gs_sum[0] += s->underflow_fp16_unscaled;
-    r->gs_sum[1] += s->underflow_fp16_scaled;
-    r->gs_sum[2] += s->overflow_fp16_scaled;
+    r->gs_sum.underflow_fp16_unscaled += s->underflow_fp16_unscaled;
+    r->gs_sum.underflow_fp16_scaled += s->underflow_fp16_scaled;
+    r->gs_sum.overflow_fp16_scaled += s->overflow_fp16_scaled;
     r->gs_samples++;
     /* the activation gradients the hook counted during this step's last backward */
     int64_t act_nonzero = 0, act_under = 0;

@@ -87,7 +87,9 @@ int amp_train_save_checkpoint(amp_train_run_state *r) {
     put_u64(loss, sizeof loss, &len, (uint64_t)r->window_n, true);
     len = 0;
     put_u64(gstats, sizeof gstats, &len, (uint64_t)r->gs_samples, true);
-    for (int k = 0; k < 3; k++) put_u64(gstats, sizeof gstats, &len, dbits(r->gs_sum[k]), true);
+    put_u64(gstats, sizeof gstats, &len, dbits(r->gs_sum.underflow_fp16_unscaled), true);
+    put_u64(gstats, sizeof gstats, &len, dbits(r->gs_sum.underflow_fp16_scaled), true);
+    put_u64(gstats, sizeof gstats, &len, dbits(r->gs_sum.overflow_fp16_scaled), true);
     len = 0;
     put_u64(ustats, sizeof ustats, &len, (uint64_t)r->us_samples, true);
     put_u64(ustats, sizeof ustats, &len, dbits(r->us_sum), true);
@@ -168,7 +170,9 @@ static int read_run_meta(amp_train_run_state *r, amp_st_file *f, const char *pat
     r->window_sum = from_bits(loss[1]);
     r->window_n = (int64_t)loss[2];
     r->gs_samples = (int64_t)gstats[0];
-    for (int k = 0; k < 3; k++) r->gs_sum[k] = from_bits(gstats[k + 1]);
+    r->gs_sum.underflow_fp16_unscaled = from_bits(gstats[1]);
+    r->gs_sum.underflow_fp16_scaled = from_bits(gstats[2]);
+    r->gs_sum.overflow_fp16_scaled = from_bits(gstats[3]);
     uint64_t ustats[3] = {0, 0, 0};
     const char *vu = amp_safetensors_meta_get(f, K_USTATS);
     if (vu && !parse_list(vu, ustats, 3, true))

@@ -244,14 +244,20 @@ static int evaluate(amp_train_run_state *r, double *test_loss, double *accuracy,
     amp_ctx_reset(r->ctx);
     /* Data parallel: each rank evaluated every ranks-th batch; the totals are the sums. (Every rank
      * takes part even after a local failure, so no peer waits forever; the failure still wins.) */
-    double totals[6] = {loss_sum, weight, (double)correct, (double)seen, nats, bytes};
-    const int sum_st = amp_train_dist_sum(r, totals, 6);
+    enum { T_LOSS_SUM, T_WEIGHT, T_CORRECT, T_SEEN, T_NATS, T_BYTES, T_COUNT };
+    double totals[T_COUNT] = {
+        [T_LOSS_SUM] = loss_sum, [T_WEIGHT] = weight, [T_CORRECT] = (double)correct, [T_SEEN] = (double)seen,
+        [T_NATS] = nats, [T_BYTES] = bytes,
+    };
+    const int sum_st = amp_train_dist_sum(r, totals, T_COUNT);
     if (st == AMP_OK) st = sum_st;
-    loss_sum = totals[0], weight = totals[1], correct = (int64_t)totals[2], seen = (int64_t)totals[3];
+    loss_sum = totals[T_LOSS_SUM], weight = totals[T_WEIGHT], nats = totals[T_NATS], bytes = totals[T_BYTES];
+    correct = (int64_t)totals[T_CORRECT], seen = (int64_t)totals[T_SEEN];
     *test_loss = weight > 0 ? loss_sum / weight : NAN;
-    /* Bytes: one character per token, so bits/char is the loss in bits (computed as before). */
+    /* Words: bits/char is the loss over the held-out bytes. Bytes: one character per token, so
+     * bits/char is the loss in bits. */
     if (!r->text) *bits_per_char = NAN;
-    else if (r->cfg.text_words > 0) *bits_per_char = totals[5] > 0 ? totals[4] / totals[5] / log(2.0) : NAN;
+    else if (r->cfg.text_words > 0) *bits_per_char = bytes > 0 ? nats / bytes / log(2.0) : NAN;
     else *bits_per_char = *test_loss / log(2.0);
     *accuracy = r->text ? NAN : (seen > 0 ? (double)correct / (double)seen : NAN);
     return st;
@@ -505,7 +511,7 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
     r.err = err;
     r.err_size = err_size;
     r.prec = amp_precision_get_info(cfg->precision);
-    r.text = cfg->model.kind >= 0 && cfg->model.kind < AMP_MODEL_COUNT && amp_model_is_text(cfg->model.kind);
+    r.text = amp_model_is_text(cfg->model.kind); /* false for an invalid kind, which check_config refuses */
     memset(result, 0, sizeof *result);
     result->test_loss = result->test_accuracy = result->bits_per_char = result->train_loss = NAN;
     result->grad_underflow_fp16_unscaled = result->grad_underflow_fp16_scaled = result->grad_overflow_fp16_scaled = NAN;
@@ -603,9 +609,9 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
     result->grad_stats_samples = r.gs_samples;
     result->grad_stats = r.gs_last;
     const double ns = r.gs_samples > 0 ? (double)r.gs_samples : NAN;
-    result->grad_underflow_fp16_unscaled = r.gs_sum[0] / ns;
-    result->grad_underflow_fp16_scaled = r.gs_sum[1] / ns;
-    result->grad_overflow_fp16_scaled = r.gs_sum[2] / ns;
+    result->grad_underflow_fp16_unscaled = r.gs_sum.underflow_fp16_unscaled / ns;
+    result->grad_underflow_fp16_scaled = r.gs_sum.underflow_fp16_scaled / ns;
+    result->grad_overflow_fp16_scaled = r.gs_sum.overflow_fp16_scaled / ns;
     result->act_underflow_fp16_unscaled = r.act_sum / ns;
     result->stalled_updates = r.us_samples > 0 ? r.us_sum / (double)r.us_samples : NAN;
     teardown(&r);

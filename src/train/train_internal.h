@@ -47,8 +47,11 @@ typedef struct amp_train_run_state {
     double window_sum;  /* this epoch's step losses so far */
     int64_t window_n;
 
-    /* Gradient statistics: sums of the sampled fractions, the number of samples, the latest. */
-    double gs_sum[3];
+    /* Gradient statistics: sums of the sampled fractions (amp_grad_stats' fields of the same names),
+     * the number of samples, the latest. */
+    struct {
+        double underflow_fp16_unscaled, underflow_fp16_scaled, overflow_fp16_scaled;
+    } gs_sum;
     int64_t gs_samples;
     amp_grad_stats gs_last;
     float *gs_buf; /* conversion buffer for F16/BF16 gradients */

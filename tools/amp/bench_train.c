@@ -12,9 +12,8 @@
  * seeded random data (images N(0,1)-like in [-2,2), labels in [0, classes); text: random byte tokens)
  * is reused every step, as the PyTorch side does: the images are a buffer of the context
  * (amp_buffer_new, in the preset's parameter dtype: fp32 for the amp-* presets) filled once, as
- * PyTorch's side passes one tensor to every step. (Until the twelfth session each step copied them
- * into a new arena tensor, a copy PyTorch's side does not make: the mlp's 0.8 MB, 0.5% of its fp32
- * step at one thread and 1.2% at two.)
+ * PyTorch's side passes one tensor to every step (a copy per step would be work PyTorch's side does
+ * not do).
  *
  * Figures. samples/s = batch * steps / time of `steps` consecutive steps, the median of --repeats
  * such runs, after --warmup untimed steps (the first steps allocate the arena, the GEMM packing
@@ -42,9 +41,11 @@
 #include "amp.h"
 #include "bench_util.h"
 #include "commands.h"
+#include "train_flags.h"
 
 static int usage(void) {
-    printf("usage: amp bench train --model mlp|cnn|lstm|gpt [--precision fp32|amp-bf16|amp-fp16|...]\n"
+    char names[128];
+    printf("usage: amp bench train --model %s [--precision fp32|amp-bf16|amp-fp16|...]\n"
            "                       [--scaler dynamic|off] [--batch N] [--steps N] [--warmup N] [--repeats N]\n"
            "                       [--threads N] [--no-peak] [--json]\n"
            "  --precision P   a preset of amp/precision.h (default fp32)\n"
@@ -58,8 +59,21 @@ static int usage(void) {
            "  --json          one JSON object on the last line instead of the table\n"
            "Synthetic data, SGD momentum 0.9. samples/s is the median over repeats; \"of peak\" is\n"
            "samples/s x FLOPs per sample / (threads x one core's measured FMA peak; under bf16, the\n"
-           "larger of the FMA's and VDPBF16PS's).\n");
+           "larger of the FMA's and VDPBF16PS's).\n",
+           amp_cli_model_names(names, sizeof names, "|", NULL));
     return AMP_EXIT_OK;
+}
+
+/* The batch of each model on bench/train_vs_pytorch.py's side (its BATCH), by name; a model that
+ * script does not train gets amp train's default batch. */
+static int64_t default_batch(amp_model_kind kind) {
+    static const struct {
+        const char *model;
+        int64_t batch;
+    } pytorch_side[] = {{"mlp", 256}, {"cnn", 128}, {"lstm", 32}, {"gpt", 32}};
+    for (size_t k = 0; k < sizeof pytorch_side / sizeof pytorch_side[0]; k++)
+        if (strcmp(amp_model_kind_name(kind), pytorch_side[k].model) == 0) return pytorch_side[k].batch;
+    return amp_train_default_config(kind).batch;
 }
 
 typedef struct run {
@@ -132,8 +146,9 @@ int amp_bench_train(int argc, char **argv) {
         } else if (strcmp(a, "--no-peak") == 0) {
             want_peak = 0;
         } else if (strcmp(a, "--model") == 0) {
+            char names[128];
             if (!v || amp_model_kind_from_name(v, &kind) != AMP_OK)
-                return amp_usage_error("bench", "--model needs mlp, cnn, lstm or gpt");
+                return amp_usage_error("bench", "--model needs %s", amp_cli_model_names(names, sizeof names, ", ", " or "));
             i++;
         } else if (strcmp(a, "--precision") == 0) {
             if (!v || amp_precision_from_name(v, &precision) != AMP_OK)
@@ -154,7 +169,10 @@ int amp_bench_train(int argc, char **argv) {
             return amp_usage_error("bench", "unknown option '%s'", a);
         }
     }
-    if (kind == AMP_MODEL_COUNT) return amp_usage_error("bench", "train needs --model mlp|cnn|lstm|gpt");
+    if (kind == AMP_MODEL_COUNT) {
+        char names[128];
+        return amp_usage_error("bench", "train needs --model %s", amp_cli_model_names(names, sizeof names, "|", NULL));
+    }
     if (repeats > 1000) repeats = 1000;
     if (threads > 0) amp_set_num_threads((int)threads);
     threads = amp_get_num_threads();
@@ -163,7 +181,7 @@ int amp_bench_train(int argc, char **argv) {
     memset(&r, 0, sizeof r);
     r.prec = amp_precision_get_info(precision);
     r.text = amp_model_is_text(kind);
-    r.batch = batch > 0 ? batch : kind == AMP_MODEL_MLP ? 256 : kind == AMP_MODEL_CNN ? 128 : 32;
+    r.batch = batch > 0 ? batch : default_batch(kind);
     r.scaling = scaler_mode < 0 ? r.prec->dynamic_scaling : scaler_mode == 1;
 
     amp_model_config mc = amp_model_default_config(kind);

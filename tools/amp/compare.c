@@ -25,7 +25,8 @@ typedef struct compare_run {
 } compare_run;
 
 static void print_help(void) {
-    printf("usage: amp compare [--model mlp|cnn|lstm|gpt] [--data PATH] [--runs LIST] [--json] [--report DIR]\n"
+    char names[128];
+    printf("usage: amp compare [--model %s] [--data PATH] [--runs LIST] [--json] [--report DIR]\n"
            "                   [--epochs N | --steps N] [--batch N] [--accum N] [--lr X] [--lr-schedule S] [--warmup N]\n"
            "                   [--seed N] [--threads N]\n"
            "                   [--hidden N] [--layers N] [--heads N] [--context N] [--embed N] [--eval-batches N] [--words N]\n"
@@ -42,7 +43,7 @@ static void print_help(void) {
            "  --quiet            no progress on stderr\n"
            "The training flags are those of `amp train` (see `amp train --help`). Exit status: 0 success,\n"
            "1 failure while training or writing the report, 2 bad usage or bad data.\n",
-           DEFAULT_RUNS);
+           amp_cli_model_names(names, sizeof names, "|", NULL), DEFAULT_RUNS);
 }
 
 /* "PRECISION[/SCALER]" -> run. 0 or -1. */

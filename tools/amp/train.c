@@ -20,7 +20,8 @@
 #define LIVE_REFRESH_SECONDS 0.1
 
 static void print_help(void) {
-    printf("usage: amp train [--model mlp|cnn|lstm|gpt] [--data PATH] [--precision P] [--scaler MODE]\n"
+    char names[128], models[256];
+    printf("usage: amp train [--model %s] [--data PATH] [--precision P] [--scaler MODE]\n"
            "                 [--optimizer sgd|adam|adamw] [--lr X] [--batch N] [--epochs N | --steps N]\n"
            "                 [--seed N] [--threads N] [--accum N] [--clip X] [--json] [--quiet] [--detect-anomaly]\n"
            "                 [--checkpoint FILE [--checkpoint-every N]] [--resume FILE] [--grad-stats-every N]\n"
@@ -28,7 +29,7 @@ static void print_help(void) {
            "       mpirun -np N amp train ... [--allreduce-dtype fp32|bf16|fp16] [--check-replicas K] [--bucket-kb N]\n"
            "Trains a model on real data in a precision preset and reports loss, accuracy (image models) or\n"
            "bits per character (text models), skipped steps, the final loss scale and samples/s.\n\n"
-           "  --model M          mlp (default), cnn: image classifiers; lstm, gpt: character language models\n"
+           "  --model M          %s\n"
            "  --data PATH        image models: a directory with MNIST's IDX files (train-images-idx3-ubyte[.gz],\n"
            "                     ...; default %s);\n"
            "                     text models: a file or a directory of files (default %s)\n"
@@ -76,6 +77,7 @@ static void print_help(void) {
            "  --bucket-kb N      gradient bucket size for the overlapped sums (default 1024)\n"
            "Same seed and thread count give bit-identical runs. Exit status: 0 success, 1 failure while\n"
            "training, 2 bad usage or bad data.\n",
+           amp_cli_model_names(names, sizeof names, "|", NULL), amp_cli_model_help(models, sizeof models),
            AMP_IMAGE_DATASET_DEFAULT_DIR, AMP_TEXT_CORPUS_DEFAULT_PATH, AMP_TRAIN_EVAL_BATCHES);
 }
 

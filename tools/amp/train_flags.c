@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,15 +78,51 @@ int amp_train_shared_flag(const char *command, const char *a, const char *v, amp
     return AMP_EXIT_OK;
 }
 
+/* Appends s to buf (length *len, capacity size), truncating. */
+static void append(char *buf, size_t size, size_t *len, const char *s) {
+    const int n = snprintf(buf + *len, size - *len, "%s", s);
+    if (n > 0) *len += (size_t)n < size - *len ? (size_t)n : size - *len - 1;
+}
+
+const char *amp_cli_model_names(char *buf, size_t size, const char *sep, const char *last_sep) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < AMP_MODEL_COUNT; k++) {
+        if (k > 0) append(buf, size, &len, k == AMP_MODEL_COUNT - 1 && last_sep ? last_sep : sep);
+        append(buf, size, &len, amp_model_kind_name((amp_model_kind)k));
+    }
+    return buf;
+}
+
+const char *amp_cli_model_help(char *buf, size_t size) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int text = 0; text < 2; text++) {
+        int listed = 0;
+        for (int k = 0; k < AMP_MODEL_COUNT; k++) {
+            if (amp_model_is_text((amp_model_kind)k) != (text == 1)) continue;
+            if (listed++ > 0) append(buf, size, &len, ", ");
+            else if (len > 0) append(buf, size, &len, "; ");
+            append(buf, size, &len, amp_model_kind_name((amp_model_kind)k));
+            if (k == AMP_CLI_DEFAULT_MODEL) append(buf, size, &len, " (default)");
+        }
+        if (listed) append(buf, size, &len, text ? ": character language models" : ": image classifiers");
+    }
+    return buf;
+}
+
 int amp_train_first_pass(const char *command, int argc, char **argv, void (*help)(void), amp_model_kind *kind) {
-    *kind = AMP_MODEL_MLP;
+    *kind = AMP_CLI_DEFAULT_MODEL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             help();
             return AMP_EXIT_OK;
         }
-        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc && amp_model_kind_from_name(argv[i + 1], kind) != AMP_OK)
-            return amp_usage_error(command, "unknown model '%s' (mlp, cnn, lstm, gpt)", argv[i + 1]);
+        if (strcmp(argv[i], "--model") == 0 && i + 1 < argc && amp_model_kind_from_name(argv[i + 1], kind) != AMP_OK) {
+            char names[128];
+            return amp_usage_error(command, "unknown model '%s' (%s)", argv[i + 1],
+                                   amp_cli_model_names(names, sizeof names, ", ", NULL));
+        }
     }
     return -1;
 }

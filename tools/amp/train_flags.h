@@ -4,6 +4,7 @@
 #define AMP_TOOLS_TRAIN_FLAGS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "amp.h"
@@ -11,6 +12,16 @@
 /* A whole-string finite number / non-negative decimal integer: 0 on success, -1 otherwise. */
 int amp_cli_parse_double(const char *s, double *out);
 int amp_cli_parse_u64(const char *s, uint64_t *out);
+
+/* The built-in models' names from amp's model table, joined by `sep` ("mlp|cnn|lstm|gpt" for "|"),
+ * the last by `last_sep` (sep where NULL), into buf (truncated to size). Returns buf. */
+const char *amp_cli_model_names(char *buf, size_t size, const char *sep, const char *last_sep);
+/* `--model`'s help: the names grouped by what the models do ("mlp (default), cnn: image classifiers;
+ * lstm, gpt: character language models"), into buf. Returns buf. */
+const char *amp_cli_model_help(char *buf, size_t size);
+
+/* The model `amp train` and `amp compare` train without --model. */
+#define AMP_CLI_DEFAULT_MODEL AMP_MODEL_MLP
 
 /* The first pass over a training command's arguments: --help/-h prints help() and returns AMP_EXIT_OK;
  * --model M sets *kind (the defaults depend on it; an unknown name is AMP_EXIT_USAGE after a one-line

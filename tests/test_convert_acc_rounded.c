@@ -60,7 +60,7 @@ static float test_value(uint64_t *s, amp_dtype dt) {
 
 static float rounded_ref(amp_dtype dt, float v) { return bits_to_f32(ref_decode(dt, ref_encode(dt, v, false))); }
 
-void test_acc_rounded(void) {
+void test_convert_acc_rounded(void) {
     const uint64_t seed = harness_seed();
     harness_note("seed 0x%llx", (unsigned long long)seed);
     static const size_t extra_n[] = {127, 128, 129, 255, 256, 257, 511, 512, 513, 1000, 4099};

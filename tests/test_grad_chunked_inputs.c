@@ -44,7 +44,7 @@ static bool gc_grad(int kind, bool twice, amp_dtype dt, const float *xv, const f
     return ok;
 }
 
-void test_grad_chunks(void) {
+void test_grad_chunked_inputs(void) {
     const int64_t n = (int64_t)GC_ROWS * GC_COLS;
     float *xv = malloc(sizeof(float) * (size_t)n), *rv = malloc(sizeof(float) * (size_t)n);
     float *whole = malloc(sizeof(float) * (size_t)n), *sliced = malloc(sizeof(float) * (size_t)n);
