@@ -1,8 +1,9 @@
 #!/bin/sh
 # Runs every test amp has and ends with one summary line, "N passed, N failed".
 #   1. build/amp_tests: the C unit tests (every SIMD path against the reference)
-#   2. tests/cli/*.sh: golden tests of the CLI (exit codes, stdout, stderr)
-#   3. every examples/*.c built against amp through pkg-config and run
+#   2. tools/check-layers.sh: the layering rules of src/README.md, and the check's self-test
+#   3. tests/cli/*.sh: golden tests of the CLI (exit codes, stdout, stderr)
+#   4. every examples/*.c built against amp through pkg-config and run
 set -u
 BUILD=${BUILD:-build}
 export AMP="$BUILD/amp"
@@ -54,6 +55,19 @@ if [ -n "$method" ]; then
 else
     echo "== no AVX512-BF16 here: bf16 has one method (fma), tested above"
 fi
+
+# The layering rules of src/README.md: includes, and calls as the built objects' symbols show them;
+# then the check's own test (forbidden includes and a cycle injected into a copy must fail).
+echo "== layers (tools/check-layers.sh against src/README.md's table)"
+rc=0
+sh tools/check-layers.sh --objects "$BUILD/obj" >"$log" 2>&1 || rc=$?
+cat "$log"
+count "$log" check-layers.sh "$rc"
+echo "== tools/check-layers.sh --self-test"
+rc=0
+sh tools/check-layers.sh --self-test >"$log" 2>&1 || rc=$?
+cat "$log"
+count "$log" "check-layers.sh --self-test" "$rc"
 
 for t in tests/cli/*.sh; do
     [ "$(basename "$t")" = lib.sh ] && continue

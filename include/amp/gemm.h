@@ -11,7 +11,7 @@
  * fp32 (an fp16 is never rounded to bf16 on the way), each product is formed and summed in fp32, and
  * alpha and beta are applied in fp32. The error against the exact result is that of an fp32 dot
  * product: |c - c_exact| <= about (k + 2) * 2^-24 * sum_p |alpha a_ip b_pj| + 2^-24 |beta c_ij|.
- One exception, where the AVX-512 path multiplies bf16 with VDPBF16PS (AMP_GEMM_BF16_DOT below),
+ * One exception, where the AVX-512 path multiplies bf16 with VDPBF16PS (AMP_GEMM_BF16_DOT below),
  * which treats subnormal inputs, products and sums as zero: for bf16 inputs, values below 2^-126 in
  * magnitude may be flushed to zero. The fp32 and fp16 products, and bf16 by AMP_GEMM_BF16_FMA, keep
  * subnormals.
@@ -57,8 +57,8 @@ int amp_gemm(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t 
  *   AMP_GEMM_BF16_DOT  VDPBF16PS (AVX512-BF16) on pairs of k: half the packed bytes; flushes
  *                      subnormals (see above).
  * The default is the one whose instruction has more flops per second on this core, measured once
- * (about a millisecond) on first use: the dot method on AMD Zen 4, where VDPBF16PS has twice the
- * FMA's flops, the FMA method on Intel's Sapphire and Emerald Rapids, where it has half. The
+ * (about a millisecond) on first use: cores with AVX512-BF16 differ, VDPBF16PS having twice the
+ * FMA's flops on some and half on others. The
  * environment variable AMP_GEMM_BF16=fma|dot overrides it (an unknown or unsupported value warns and
  * keeps the default). The choice is process-wide, like amp_isa_set, and must not change while a
  * product or a training step is running. */

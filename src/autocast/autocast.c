@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "../tensor/ctx_internal.h"
-#include "amp/ops.h"
+#include "amp/ops.h" /* amp_cast: cast.c */
 #include "autocast_internal.h"
 #include "../core/alloc_internal.h"
 

@@ -27,10 +27,8 @@ static void *libc_realloc(void *ptr, size_t size, void *user) {
  * model, the arena's blocks) start on a 2 MiB boundary and are advised for transparent huge pages,
  * where Linux offers them on request (Debian's default THP mode is madvise: nothing else asks). The
  * optimizer's pass streams three or more parameter-sized buffers, and the GEMM's packs and the
- * forward's weight copies read them: with 4 KiB pages each 2 MiB is 512 TLB entries. Measured on a
- * Zen 4 VM, one thread, paired `amp bench train` runs against AMP_HUGEPAGES=0: mlp amp-bf16 1.041 (10
- * pairs), its optimizer phase 1.07 -> 0.80-0.94 ms; mlp fp32 1.036, cnn amp-bf16 1.021, gpt fp32 1.009,
- * lstm amp-bf16 1.000 (4-8 pairs). Only the whole 2 MiB pages inside a block are advised (a block's
+ * forward's weight copies read them: with 4 KiB pages each 2 MiB is 512 TLB entries, with a huge page
+ * one. Only the whole 2 MiB pages inside a block are advised (a block's
  * tail keeps small pages), so resident memory grows by at most one huge page per partly used block.
  * AMP_HUGEPAGES=0 turns it off (read once); a replaced heap (amp_set_allocator) gets none of this. */
 #if defined(__linux__) && defined(MADV_HUGEPAGE)

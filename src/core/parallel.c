@@ -24,9 +24,9 @@
 
 #include "log_internal.h"
 
-/* How long an idle thread polls before it sleeps: 2^17 atomic loads, about 40 us on Zen 4. That
- * bridges the gap between back-to-back kernel calls (a sleeping worker costs a futex wake-up,
- * tens of microseconds in a VM), and costs an idle process at most that much CPU per call. */
+/* How long an idle thread polls before it sleeps: 2^17 atomic loads, tens of microseconds. That
+ * bridges the gap between back-to-back kernel calls (a sleeping worker costs a futex wake-up, which
+ * takes as long), and costs an idle process at most that much CPU per call. */
 enum { SPIN_ITERATIONS = 1 << 17 };
 enum { TICKET_SLICE_BITS = 10 }; /* holds n_slices <= AMP_MAX_THREADS */
 _Static_assert(AMP_MAX_THREADS < (1 << TICKET_SLICE_BITS), "the ticket's slice field is too narrow");

@@ -14,9 +14,9 @@
  *
  * The ir/jr order is the mirror of BLIS's: the micro-kernels broadcast A and load B as vectors,
  * so the panel that stays put is the small broadcast one (12 x kc: 24 KiB at kc = 512) and the
- * vector side streams, 128 bytes per 24 multiply-adds, far below L2 and L3 bandwidth. Measured on
- * Zen 4 this order beats BLIS's by 1-2%, and it lets kc grow to 512-1024, which halves or quarters
- * the passes over C and the packing of A per k.
+ * vector side streams, 128 bytes per 24 multiply-adds, far below L2 and L3 bandwidth. The order
+ * also lets kc grow to 512-1024, which halves or quarters the passes over C and the packing of A per
+ * k.
  *
  * Threads: P is cut into a grid of rectangles of whole tiles, one per task (choose_grid), each
  * computed by one thread with its own packing buffers; nothing is shared but the inputs.
@@ -150,11 +150,9 @@ static void pack(const gemm_job *j, const operand *op, void *dst, int64_t i0, in
 
 /* The acc step on n values of one row: row (fp32 C) rounded to out_dtype, or `enc`, the same values
  * already rounded (the out row), decoded and accumulated. Rounding here is the convert table's
- * acc_rounded, one pass in registers, where the row went through the stack in bf16 and this file's
- * baseline-ISA loop added it (3.3% of the mlp's amp-bf16 step at one thread under perf, 4.7% plus
- * the encoding at two; the kernel alone is 1.35-1.7x faster on a 1024 x 784 gradient out of cache);
- * a decode of enc goes a chunk at a time through the stack. An fp32 add into acc is the active path's
- * elementwise add, ek (see epilogue). */
+ * acc_rounded, one pass in registers, rather than a trip through the stack in bf16 and an add by this
+ * file's baseline-ISA loop; a decode of enc goes a chunk at a time through the stack. An fp32 add
+ * into acc is the active path's elementwise add, ek (see epilogue). */
 enum { ACC_CHUNK = 512 };
 static void acc_row(const amp_gemm_epilogue *ep, const amp_elem_kernels *ek, float *acc, const float *row,
                     const void *enc, int64_t n) {
@@ -227,10 +225,7 @@ static void residual_row(const amp_elem_kernels *ek, float *row, const float *re
  * to out_dtype, the acc step. The plain adds (bias, residual, acc), the bias with relu and an fp32
  * relu mask are the active path's elementwise kernels (kernels/elem_kernels.h: one fp32 add per
  * element, relu's bit selections; the same bits as this file's loops), because this file is built for
- * the baseline ISA, where gcc vectorizes them 4 wide: switched every other timed step in one process
- * (Emerald Rapids), the adds: gpt fp32 1.011 (one thread) and 1.014 (two), lstm fp32 1.020, mlp
- * amp-bf16 1.002; the bias with relu and the fp32 mask: mlp fp32 1.005-1.008 (one thread) and 1.032
- * (two), mlp amp-bf16 1.005, cnn fp32 1.004. */
+ * the baseline ISA, where gcc vectorizes them only 4 wide. */
 static void epilogue(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t r0, int64_t r1, int64_t c0,
                      int64_t c1) {
     if (!ep->bias && !ep->relu && !ep->gelu && !ep->relu_mask && !ep->grad_mul && !ep->residual && !ep->out &&
@@ -275,9 +270,9 @@ static void epilogue(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t
  * right before the micro-kernels read it, so the panel (24 KiB at the gpt's kc) comes to L1 once for
  * both. Each row's sum is one chain of dependent adds; full panels of 12, 16 or 4 rows keep their
  * sums in vector registers (GCC's and clang's vector extension: SSE on any x86-64, NEON on arm64),
- * every row's chain advancing at once; so do the AVX2 kernel's panels of 6 (one row at a time, 5% of
- * the gpt's fp32 step on Zen 3). (Sums kept in memory ran at about one float per cycle, 3% of
- * the gpt's fp32 step, more than the pass over G they replace.) */
+ * every row's chain advancing at once; so do the AVX2 kernel's panels of 6 (one row at a time, their
+ * chains would run one after another). (Sums kept in memory put a store and a load in every chain
+ * and cost more than the pass over G they replace.) */
 typedef float sum_v4 __attribute__((vector_size(16)));
 
 static inline sum_v4 load_v4(const float *p) {
@@ -368,10 +363,7 @@ static int gemm_block(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int
     /* Where the rectangle is one tile wide, each packed A panel meets one B panel: packing it is a copy
      * of A for one use. Where M_a is stored transposed (op(A) = A^T: a panel's k steps are rows of A),
      * the kernel reads full panels where they are instead (ukernel_ab); a partial panel at M_a's end
-     * is packed as usual (the kernel would read past A's columns). Measured on Zen 4, one thread,
-     * amp bench gemm f32 A^T*B, three interleaved runs: 128 x 32 x 128 66-77% -> 89-90% of peak,
-     * 4096 x 32 x 128 69-79% -> 87-97%; the models' steps unchanged within noise (the gpt's
-     * attention blocks, 48 x 32 x 32..128, are hot in cache either way).
+     * is packed as usual (the kernel would read past A's columns).
      * Where M_a is stored by rows (op(A) = A, fp32), gemm_run may choose ukernel_rb,
      * which broadcasts from the panel's mr rows where they are, at any width; its partial panels are
      * packed as above. */
@@ -453,11 +445,8 @@ static void gemm_task(void *arg, int64_t task, int thread_id) {
  * narrow P (the cnn's conv weight gradient, 800 x 64: 67 against 68 tiles) along n, and each thread
  * then packs all of the tall side (800 x 1176 bf16 decoded, twice per product). At two threads this
  * moves the cnn's bf16 conv products, the gpt's 512 x 128 weight gradient (k = 4096) and the lstm's
- * 2048 x 256 (k = 256) products to m splits, and nothing of the mlp's. Measured on Intel
- * Emerald Rapids, two threads, the rule switched on and off every other timed step in one process
- * (medians of 60 each): cnn amp-bf16 1.031-1.045 (three runs; cnn fp32, whose grids do not change,
- * 1.005 and 1.020), gpt fp32 1.011, gpt amp-bf16 0.999, lstm fp32 1.002, lstm amp-bf16 1.012. Any
- * grid gives the same bits (see the top of this file). */
+ * 2048 x 256 (k = 256) products to m splits, and nothing of the mlp's. Any grid gives the same bits
+ * (see the top of this file). */
 static int64_t grid_load(int64_t tiles_m, int64_t tiles_n, int gm, int gn) {
     return ((tiles_m + gm - 1) / gm) * ((tiles_n + gn - 1) / gn);
 }
@@ -499,14 +488,11 @@ static void choose_grid(int64_t tiles_m, int64_t tiles_n, int mr, int nr, int th
 /* Whether computing C^T fills the kernel's tiles enough better than computing C to pay for its
  * costs: the fraction of each tile that holds real elements, for both orientations (typically a
  * narrow C, n = 10 classes against nr = 32, or C with 64 rows against mr = 12). The transposed store
- * (ukernel_ct) costs a fixed in-register transpose per tile, which a long k amortizes: measured on
- * Zen 4 (AVX-512), it costs about 8 / k_eff of the tile's time (k_eff = k / k_unit, so the bf16
- * pairs count once: 12% for f32 at k = 64, 20-24% for bf16 at k = 64). Flipping also changes
- * which operand is packed in which layout, which cost 3-10% at the mlp's and gpt's 128-256 x 512-
- * 3136 x 1024-4096 shapes (2% fill to gain), so a flip needs a 10% better fill at least; the cap
- * 1.25 is the old rule, for tiny k. The conv2d shapes it now flips (64 x 800 x 196..800, 13-16%
- * better fill) went from 81% to 86% (f32) and 79-81% to 82-88% (bf16) of peak. The choice depends
- * on the shape only. */
+ * (ukernel_ct) costs a fixed in-register transpose per tile, which a long k amortizes: about 8 /
+ * k_eff of the tile's time (k_eff = k / k_unit, so the bf16 pairs count once), hence the threshold
+ * 1 + 8 / k_eff. Flipping also changes which operand is packed in which layout, which costs more than
+ * a small gain in fill on the models' larger products, so a flip needs a 10% better fill at least;
+ * the cap 1.25 serves tiny k. The choice depends on the shape only. */
 static bool compute_transposed(const amp_gemm_kernel *kern, int64_t m, int64_t n, int64_t k) {
     if (!kern->ukernel_ct) return false;
     const double direct = amp_gemm_tile_fill(kern, m, n), flipped = amp_gemm_tile_fill(kern, n, m);
@@ -519,21 +505,11 @@ static bool compute_transposed(const amp_gemm_kernel *kern, int64_t m, int64_t n
 /* Whether an fp32 A stored by rows (op(A) = A, rows lda floats apart) is read by rows in place
  * (ukernel_rb) rather than packed. The kernel then loads each k step's mr values from mr rows: where
  * the rows are a multiple of 4 KiB apart (lda = 1024, 2048, ...), all mr of them sit in one set of a
- * 64-set L1D and fill its ways (12 rows against 12 ways on Intel's P-cores), and the B panels
- * streaming through evict them; there it packs. Measured on Intel Emerald Rapids, one thread, the rule
- * switched on and off every other timed step in one process (medians of 60 each): fp32 gpt 1.029 and
- * 1.033 (its forward linears and dX products, lda 128-512; 2 threads 1.035), cnn 1.009, lstm 1.012,
- * mlp 1.002 and 0.991; with lda = 1024 read in place too the mlp's step was 0.974 (its 1024-wide
- * layers). amp bench gemm, one thread: 4096 x 32 x 128 (one B panel) 51-62% -> 68-78% of peak,
- * 4096 x 128 x 384 77-80% -> 90-94%. (On Zen 4, before the direct products, its twelve row streams
- * had made 4096 x 32 x 128 A*B slower, 83% -> 67%: a rule for other cores may need to differ.)
- * Three other layouts of the mlp's products measured slower (fp32, one thread, switched per timed
- * sample in one process): computing C^T for the first layer's forward so that its weight (3.2 MB,
- * from L3) is the side read by rows in place and the 0.8 MB batch the side packed, 0.993 and 0.993
- * (each weight panel meets 8 batch panels, too few to hide its twelve row streams); C^T for both
- * forward layers with the weights packed as the A side (blocks that fit L2), 0.997 and 0.983; and
- * the backward's dX = G W2 reading W2 (4 KiB rows) in place as B instead of copying it into panels,
- * 0.993 and 0.987. */
+ * 64-set L1D and fill its ways (12 rows against 12 ways), and the B panels streaming through evict
+ * them; there it packs. Elsewhere reading in place saves the copy of A, which a few B panels would not
+ * amortize. (Twelve row streams at once also ask much of a core's prefetchers: a rule for other
+ * cores may need to differ.) Reading a large weight in place instead (computing C^T, or reading it as
+ * B) does not pay: each weight panel meets too few batch panels to hide its twelve row streams. */
 static bool rows_in_place(int64_t lda) { return (lda * (int64_t)sizeof(float)) % 4096 != 0; }
 
 /* ---- the public entry point ---- */

@@ -13,13 +13,7 @@
  *
  * Bits: each element of C gets exactly amp_gemm's on the same arguments (beta 0, any thread count):
  * the same kernel arithmetic, k split into the same blocks of kern->kc with c = alpha sum for the
- * first and c = alpha sum + c after. tests/test_gemm_direct.c compares them.
- *
- * Measured on Intel Emerald Rapids, one thread, each of the gpt's six head products (T = 128, D = 32,
- * 48-row causal blocks) over one layer's 128 heads: amp_gemm 81-97 GFLOP/s, this 93-106 (1.09-1.28x;
- * the operands come from L3 and memory there); on one head's operands in cache 109-156 against
- * 129-193 (1.11-1.49x). The gpt's fp32 training step, switched every other timed step in one process:
- * 1.022 and 1.027 at one thread, 1.010 and 1.021 at two. */
+ * first and c = alpha sum + c after. tests/test_gemm_direct.c compares them. */
 #ifndef AMP_GEMM_DIRECT_H
 #define AMP_GEMM_DIRECT_H
 

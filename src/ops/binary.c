@@ -66,9 +66,8 @@ static int64_t bcast_period(const bcast *bc, const int64_t *sx, int64_t n) {
 /* values per chunk of a full-shape gradient: 64 KiB of fp32, in L2 */
 enum { ADD_GRAD_CHUNK = 16384 };
 /* The row kernels' passes below split between threads from this many elements per thread: each
- * element's result depends on its own values alone (add's forward, 0 + g), so the bits stay. They
- * ran on one thread while the other waited (the gpt's residual adds at two threads on Zen 4: 1.8% of
- * the amp-bf16 step's samples on the first thread alone). */
+ * element's result depends on its own values alone (add's forward, 0 + g), so the bits stay. On one
+ * thread, the other threads would wait through them (the gpt's residual adds are that large). */
 enum { ADD_MIN_PER_THREAD = 32768 };
 
 /* add's forward on the row kernel, y[i] = a[i % pa] + b[i % pb] (pa and pb periods of n, the smaller

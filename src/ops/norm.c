@@ -51,10 +51,8 @@ typedef struct {
 enum { NORM_GRAD_CHUNK = 16384 };
 /* Values per thread from which layer norm's passes split between threads: rows for the forward and
  * dx, columns (each over every row) for dw and db. Each row's and each column's arithmetic is the same
- * on any thread, so the bits do not depend on the split. Single-threaded, the gpt's five norms were
- * 2.4% of its fp32 step at one thread, and at two threads the other thread waited through them;
- * split, the gpt's step at two threads went 1.021 and 1.018x faster (fp32), 1.020x (amp-bf16),
- * switched every other timed step in one process (Emerald Rapids). */
+ * on any thread, so the bits do not depend on the split. Single-threaded, the other threads would
+ * wait through the gpt's norms. */
 enum { NORM_MIN_PER_THREAD = 32768 };
 
 /* rows per thread (at least one) for NORM_MIN_PER_THREAD values in rows of d */

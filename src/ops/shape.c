@@ -1,25 +1,17 @@
-/* Dtype and shape ops: cast, contiguous, reshape/flatten (views), transpose (a strided view), concat. */
+/* Shape ops: contiguous, reshape/flatten (views), transpose (a strided view), concat. The cast op is
+ * src/autocast/cast.c, which autocast inserts below every op. */
 #include <string.h>
 
 #include "amp/formats.h"
 #include "op_util.h"
 
-/* ---- cast ---- */
-
-static void cast_backward(amp_ctx *ctx, amp_node *node) {
+/* The backward of an op whose output's gradient is its input's, unchanged (a contiguous copy, a
+ * reshape view): the gradient's memory is handed over when it can be, else added. */
+static void pass_backward(amp_ctx *ctx, amp_node *node) {
     if (!amp_grad_hand_over(ctx, node)) amp_grad_accumulate_grad(ctx, node->in[0], node->out->grad);
 }
 
-amp_tensor *amp_cast(amp_ctx *ctx, amp_tensor *x, amp_dtype dtype) {
-    if (!amp_op_input_ok(ctx, AMP_OP_CAST, x)) return NULL;
-    if (dtype != AMP_F32 && dtype != AMP_F16 && dtype != AMP_BF16)
-        return amp_op_fail(ctx, AMP_OP_CAST, "target dtype must be f32, f16 or bf16, not %s", amp_dtype_name(dtype));
-    amp_tensor *out = amp_ctx_new_tensor(ctx, dtype, x->ndim, x->shape, true);
-    if (!out) return NULL;
-    if (amp_tensor_read(x, out->data, dtype) != AMP_OK) return amp_op_fail(ctx, AMP_OP_CAST, "cannot convert");
-    amp_autograd_record(ctx, AMP_OP_CAST, dtype, out, &x, 1, cast_backward);
-    return out;
-}
+/* ---- contiguous ---- */
 
 amp_tensor *amp_contiguous(amp_ctx *ctx, amp_tensor *x) {
     if (!amp_op_input_ok(ctx, AMP_OP_CONTIGUOUS, x)) return NULL;
@@ -27,7 +19,7 @@ amp_tensor *amp_contiguous(amp_ctx *ctx, amp_tensor *x) {
     amp_tensor *out = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
     if (!out) return NULL;
     amp_tensor_read(x, out->data, x->dtype);
-    amp_autograd_record(ctx, AMP_OP_CONTIGUOUS, x->dtype, out, &x, 1, cast_backward);
+    amp_autograd_record(ctx, AMP_OP_CONTIGUOUS, x->dtype, out, &x, 1, pass_backward);
     return out;
 }
 
@@ -66,7 +58,7 @@ amp_tensor *amp_reshape(amp_ctx *ctx, amp_tensor *x, int ndim, const int64_t *sh
     amp_tensor *out = amp_ctx_new_tensor(ctx, src->dtype, ndim, resolved, false);
     if (!out) return NULL;
     out->data = src->data; /* a view: same elements, same row-major order */
-    amp_autograd_record(ctx, AMP_OP_RESHAPE, src->dtype, out, &src, 1, cast_backward);
+    amp_autograd_record(ctx, AMP_OP_RESHAPE, src->dtype, out, &src, 1, pass_backward);
     return out;
 }
 

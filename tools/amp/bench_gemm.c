@@ -124,8 +124,8 @@ static double measure_peak(peak_kind kind) {
 }
 
 double amp_bench_peak_gflops(int bf16, const char **kind) {
-    /* the widest FMA the CPU has: zmm, else ymm (an AVX2-only CPU's peak had read 0, so its runs had
-     * no fraction of peak and no cap) */
+    /* the widest FMA the CPU has: zmm, else ymm (so an AVX2-only CPU has a peak too, and its runs a
+     * fraction of peak and a cap) */
     double fma = measure_peak(PEAK_FMA512);
     if (fma <= 0.0) fma = measure_peak(PEAK_FMA256);
     const double dot = bf16 ? measure_peak(PEAK_DPBF16) : 0.0;
