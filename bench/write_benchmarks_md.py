@@ -490,7 +490,7 @@ def record(args):
         pass
     kind = cpu_kind_of(meta)
     bench = result.get("bench") or ("train_vs_pytorch" if "rows" in result else "unknown")
-    short = {"train_vs_pytorch": "train"}.get(bench, bench)
+    short = {"train_vs_pytorch": "train", "convert_vs_numpy": "convert-numpy"}.get(bench, bench.replace("_", "-"))
     name = re.sub(r"[^a-z0-9]+", "-", kind.lower()).strip("-") + "-" + short
     if bench in ("train_vs_pytorch", "gemm"):
         name += f"-{result.get('threads', 1)}t"
