@@ -7,7 +7,9 @@ memcpy as the yardstick for both. numpy is timed two ways: `astype` (what users 
 the result each call) and `np.copyto(out, src, casting="unsafe")` into a preallocated array.
 
     pip install numpy ml_dtypes
-    python3 bench/convert_vs_numpy.py [--amp build/amp] [--mib 64] [--repeats 9]
+    python3 bench/convert_vs_numpy.py [--amp build/amp] [--mib 64] [--repeats 9] [--json]
+
+--json adds one JSON object on the last line (what bench/write_benchmarks_md.py reads).
 """
 import argparse
 import json
@@ -51,6 +53,7 @@ def main():
     ap.add_argument("--amp", default="build/amp")
     ap.add_argument("--mib", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
     out = subprocess.run([args.amp, "bench", "convert", "--json", "--mib", str(args.mib), "--repeats",
@@ -78,6 +81,7 @@ def main():
     hdr = f"{'conversion':<15} {'amp path':<8} {'amp GB/s':>9} {'vs memcpy':>9} {'vs best copy':>12} {'np.astype':>10} {'np.copyto':>10} {'amp/astype':>10} {'amp/copyto':>10}"
     print(hdr)
     print("-" * len(hdr))
+    rows = []
     for (s, d), r in best.items():
         sd, dd = numpy_dtype(s), numpy_dtype(d)
         astype = copyto = None
@@ -91,6 +95,16 @@ def main():
         ratio = lambda v: f"{r['gbps'] / v:9.1f}x" if v else f"{'-':>10}"  # noqa: E731
         print(f"{s + '->' + d:<15} {r['isa']:<8} {r['gbps']:9.2f} {100 * r['vs_memcpy']:8.0f}% {100 * r['gbps'] / best_copy:11.0f}% "
               f"{fmt(astype)} {fmt(copyto)} {ratio(astype)} {ratio(copyto)}")
+        rows.append(dict(src=s, dst=d, isa=r["isa"], gbps=r["gbps"], vs_memcpy=r["vs_memcpy"],
+                         vs_best_copy=r["gbps"] / best_copy, np_astype_gbps=astype, np_copyto_gbps=copyto,
+                         amp_over_astype=r["gbps"] / astype if astype else None,
+                         amp_over_copyto=r["gbps"] / copyto if copyto else None))
+    if args.json:
+        print(json.dumps(dict(bench="convert_vs_numpy", cpu=amp["cpu"], threads=1, mib=args.mib, repeats=args.repeats,
+                              command=" ".join(["python3", "bench/convert_vs_numpy.py"] + sys.argv[1:]),
+                              date=time.strftime("%Y-%m-%d", time.gmtime()), numpy=np.__version__,
+                              ml_dtypes=getattr(ml_dtypes, "__version__", None), memcpy_gbps=amp["memcpy_gbps"],
+                              numpy_memcpy_gbps=np_memcpy, results=rows)))
     return 0
 
 

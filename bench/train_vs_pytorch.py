@@ -267,6 +267,23 @@ def build_shim():
     return so
 
 
+def cpu_id():
+    """/proc/cpuinfo's vendor, family and model numbers: they name the core (Zen 4, Emerald Rapids...)
+    where the model name of a virtual machine often does not."""
+    info = {}
+    for line in open("/proc/cpuinfo"):
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key in ("vendor_id", "cpu family", "model") and key not in info:
+            info[key] = value.strip()
+        if key == "flags":
+            flags = value.split()
+            info["isa"] = [f for f in ("avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16")
+                           if f in flags]
+            break
+    return info
+
+
 def loadavg():
     return "%.2f %.2f %.2f" % os.getloadavg()
 
@@ -308,10 +325,7 @@ def main():
                 opt_ms.append(j["optimizer_ms"])
                 torch_s.append(w.ask(STEPS[model]))
                 if prec == "fp16":  # the same run without the scaler, interleaved; it measures the
-                    # peak first as the scaler's run did, so the two processes differ in the scaler
-                    # only (with the peak loop in one of them, the mlp's share read +5.6% and +8.5% in
-                    # one Emerald Rapids run where ten alternating pairs gave +0.4%; the cause was not
-                    # settled, the host being that noisy)
+                    # peak first as the scaler's run did, so the two processes differ in the scaler only
                     k = amp_run(args, model, preset, "off", STEPS[model])
                     nosc_s.append(k["samples_per_sec"])
                     opt_share_off.append(k["optimizer_share"])
@@ -366,7 +380,7 @@ def main():
 
     print()
     # amp bench train rates bf16 against the larger of the two instructions' peaks, so where the FMA's
-    # is larger (Intel's Sapphire/Emerald Rapids) no run reports a VDPBF16PS peak
+    # is larger (cores whose VDPBF16PS runs at half the FMA's flops) no run reports a VDPBF16PS peak
     dot = f"vdpbf16ps {peak['vdpbf16ps']:.1f} GFLOP/s" if peak["vdpbf16ps"] else "vdpbf16ps below it (bf16 rated against fma)"
     print(f"peak (best of the runs, one core): fma {peak['fma']:.1f} GFLOP/s, {dot}; x {args.threads} threads")
     hdr = (f"{'model':5s} {'prec':5s} {'batch':>5s} {'amp s/s':>9s} {'torch s/s':>9s} {'amp/torch':>9s} {'best/best':>9s} {'target':>7s} "
@@ -386,12 +400,12 @@ def main():
             cap = 0.85 * pk * 1e9 / flops if r["precision"] != "fp16" and pk > 0 else float("inf")
             return min(mult * r["torch"], cap)
         target = target_at(r["computed_flops"])
-        # the issue's wording puts the cap at the model's FLOPs: lower where amp computes fewer (printed below)
+        # the goal's wording puts the cap at the model's FLOPs: lower where amp computes fewer (printed below)
         r.update(fraction_of_peak=frac, target=target, met=r["amp"] >= target, target_model=target_at(r["flops"]))
         print(f"{r['model']:5s} {r['precision']:5s} {r['batch']:5d} {r['amp']:9.1f} {r['torch']:9.1f} "
               f"{r['ratio']:8.2f}x {r['best_ratio']:8.2f}x {('met' if r['met'] else 'MISS'):>7s} {r['flops'] / 1e9:9.4f} {100 * frac:6.1f}% "
               f"{r['amp_rss']:7.0f}M {r['arena']:6.1f}M {r['torch_rss']:8.0f}M {r['allocs']:11.1f}")
-    # Where amp computes fewer FLOPs than the model's count, the issue's wording (85% of the peak at
+    # Where amp computes fewer FLOPs than the model's count, the goal's wording (85% of the peak at
     # the model's FLOPs) gives a lower target than the column's: shown beside it, the column staying strict
     for r in rows:
         if r["target_model"] < r["target"]:
@@ -436,7 +450,11 @@ def main():
               f"{100 * g['of_peak']:.0f}% of peak")
     print(f"load at end {loadavg()}")
     if args.json:
-        print(json.dumps(dict(cpu=cpu, threads=args.threads, peak=peak, rows=rows, unscale=unscale, gemm=gemm)))
+        # the last line: what bench/write_benchmarks_md.py reads (bench/results/*.json, docs/benchmarks.md)
+        print(json.dumps(dict(bench="train_vs_pytorch", cpu=cpu, cpu_id=cpu_id(), threads=args.threads,
+                              rounds=args.rounds, command=" ".join(["python3", "bench/train_vs_pytorch.py"] + sys.argv[1:]),
+                              date=time.strftime("%Y-%m-%d", time.gmtime()), torch_version=torch_version,
+                              peak=peak, rows=rows, unscale=unscale, gemm=gemm)))
 
 
 if __name__ == "__main__":
