@@ -1,6 +1,6 @@
 /* The autocast policy tables: PyTorch's CUDA and CPU lists restricted to amp's ops, and amp's
- * process-wide active table. Sources: aten/src/ATen/autocast_mode.{h,cpp} (see
- * ../shared/reference/pytorch_amp.md, sections 3.3 and 3.4). */
+ * process-wide active table. Source: PyTorch's aten/src/ATen/autocast_mode.{h,cpp} (the lists of
+ * ops per cast policy, CUDA and CPU). */
 #include <stdatomic.h>
 
 #include "amp/autocast.h"
