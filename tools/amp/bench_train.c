@@ -363,6 +363,7 @@ int amp_bench_train(int argc, char **argv) {
     options o;
     const int parsed = parse_options(argc, argv, &o);
     if (parsed >= 0) return parsed;
+    if (amp_cli_parse_only) return AMP_EXIT_OK;
     if (o.threads > 0) amp_set_num_threads((int)o.threads);
     o.threads = amp_get_num_threads();
 
