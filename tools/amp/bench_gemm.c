@@ -248,6 +248,46 @@ static int parse_shape(const char *s, shape *out) {
     return 0;
 }
 
+/* The command line. */
+typedef struct options {
+    long threads, repeats;
+    int json;
+    int n_shapes;
+    shape shapes[MAX_SHAPES];
+} options;
+
+/* Reads argv[1..argc) into *o, with the default shapes when no --shape is given. Returns -1 when
+ * the benchmark should run, otherwise the exit status to return (usage() printed for --help; usage
+ * errors). */
+static int parse_options(int argc, char **argv, options *o) {
+    o->threads = amp_get_num_threads(), o->repeats = 7;
+    o->json = 0, o->n_shapes = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0) return usage();
+        if (strcmp(arg, "--json") == 0) {
+            o->json = 1;
+        } else if (strcmp(arg, "--threads") == 0 || strcmp(arg, "--repeats") == 0) {
+            long *dst = arg[2] == 't' ? &o->threads : &o->repeats;
+            if (i + 1 >= argc || amp_parse_long(argv[i + 1], 1, arg[2] == 't' ? AMP_MAX_THREADS : 1000, dst) != 0)
+                return amp_usage_error("bench gemm", "%s needs a positive integer", arg);
+            i++;
+        } else if (strcmp(arg, "--shape") == 0) {
+            if (i + 1 >= argc || parse_shape(argv[i + 1], &o->shapes[o->n_shapes]) != 0)
+                return amp_usage_error("bench gemm", "--shape needs MxNxK with each size in 1..65536");
+            if (++o->n_shapes == MAX_SHAPES) return amp_usage_error("bench gemm", "at most %d --shape options", MAX_SHAPES);
+            i++;
+        } else {
+            return amp_usage_error("bench gemm", "unknown option '%s'", arg);
+        }
+    }
+    if (o->n_shapes == 0) {
+        o->n_shapes = (int)(sizeof default_shapes / sizeof default_shapes[0]);
+        memcpy(o->shapes, default_shapes, sizeof default_shapes);
+    }
+    return -1;
+}
+
 /* Values uniform in [-1, 1) with 8 significant bits, so that f32, f16 and bf16 hold the same data. */
 static void fill(float *x, size_t n, uint64_t seed) {
     for (size_t i = 0; i < n; i++) {
@@ -303,130 +343,109 @@ static int run_shape(const shape *sh, const openblas *ob, long repeats, result r
     return status;
 }
 
-int amp_bench_gemm(int argc, char **argv) {
-    long threads = amp_get_num_threads(), repeats = 7;
-    int json = 0, n_shapes = 0;
-    shape shapes[MAX_SHAPES];
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0) return usage();
-        if (strcmp(arg, "--json") == 0) {
-            json = 1;
-        } else if (strcmp(arg, "--threads") == 0 || strcmp(arg, "--repeats") == 0) {
-            long *dst = arg[2] == 't' ? &threads : &repeats;
-            if (i + 1 >= argc || amp_parse_long(argv[i + 1], 1, arg[2] == 't' ? AMP_MAX_THREADS : 1000, dst) != 0)
-                return amp_usage_error("bench gemm", "%s needs a positive integer", arg);
-            i++;
-        } else if (strcmp(arg, "--shape") == 0) {
-            if (i + 1 >= argc || parse_shape(argv[i + 1], &shapes[n_shapes]) != 0)
-                return amp_usage_error("bench gemm", "--shape needs MxNxK with each size in 1..65536");
-            if (++n_shapes == MAX_SHAPES) return amp_usage_error("bench gemm", "at most %d --shape options", MAX_SHAPES);
-            i++;
-        } else {
-            return amp_usage_error("bench gemm", "unknown option '%s'", arg);
-        }
-    }
-    if (amp_cli_parse_only) return AMP_EXIT_OK;
-    if (n_shapes == 0) {
-        n_shapes = (int)(sizeof default_shapes / sizeof default_shapes[0]);
-        memcpy(shapes, default_shapes, sizeof default_shapes);
-    }
-    amp_set_num_threads((int)threads);
-    const amp_isa isa = amp_isa_active();
+/* The yardsticks the ratios are taken against. */
+typedef struct peaks {
+    double one[PEAK_KINDS];      /* one core's GFLOP/s, 0 where the CPU lacks the loop */
+    double all[PEAK_KINDS];      /* all threads at once, measured before OpenBLAS's threads exist */
+    peak_kind kind_of[N_DTYPES]; /* the peak each dtype's ratio is taken against, for the path amp runs */
+} peaks;
 
-    /* The peak each dtype's ratio is taken against, for the path amp runs. */
-    double peak[PEAK_KINDS];
-    double peak_all[PEAK_KINDS]; /* all threads at once, before OpenBLAS's threads exist */
+static void measure_peaks(peaks *pk, int threads, amp_isa isa) {
     for (int p = 0; p < PEAK_KINDS; p++) {
-        peak[p] = measure_peak((peak_kind)p);
-        peak_all[p] = measure_peak_threads((peak_kind)p, (int)threads);
+        pk->one[p] = measure_peak((peak_kind)p);
+        pk->all[p] = measure_peak_threads((peak_kind)p, threads);
     }
     const peak_kind fma_kind = isa == AMP_ISA_AVX512 ? PEAK_FMA512 : PEAK_FMA256;
-    const peak_kind kind_of[N_DTYPES] = {fma_kind, fma_kind,
-                                         isa == AMP_ISA_AVX512 && amp_gemm_bf16_method_active() == AMP_GEMM_BF16_DOT
-                                             ? PEAK_DPBF16
-                                             : fma_kind};
+    const bool bf16_dot = isa == AMP_ISA_AVX512 && amp_gemm_bf16_method_active() == AMP_GEMM_BF16_DOT;
+    for (int d = 0; d < N_DTYPES; d++) pk->kind_of[d] = dtypes[d] == AMP_BF16 && bf16_dot ? PEAK_DPBF16 : fma_kind;
+}
 
-    openblas ob = openblas_open((int)threads);
-    result(*res)[N_OPS][N_DTYPES] = calloc((size_t)n_shapes, sizeof *res);
-    if (!res) {
-        fprintf(stderr, "amp: out of memory\n");
-        return AMP_EXIT_FAILURE;
-    }
-    /* every amp figure first, then OpenBLAS's (see run_shape) */
-    for (int s = 0; s < n_shapes * (ob.sgemm ? 2 : 1); s++) {
-        const int status = run_shape(&shapes[s % n_shapes], s < n_shapes ? NULL : &ob, repeats, res[s % n_shapes]);
-        if (status != AMP_OK) {
-            const shape *sh = &shapes[s % n_shapes];
-            fprintf(stderr, "amp: amp_gemm failed on %ldx%ldx%ld: %s\n", sh->m, sh->n, sh->k, amp_status_str(status));
-            free(res);
-            if (ob.handle) dlclose(ob.handle);
-            return AMP_EXIT_FAILURE;
-        }
-    }
-
-    /* The peak is a constant of the core: measured again after the run, the larger figure is the
-     * one less disturbed by whatever else the machine was doing. */
+/* The peak is a constant of the core: measured again after the run, the larger figure is the one
+ * less disturbed by whatever else the machine was doing. */
+static void remeasure_peaks(peaks *pk) {
     for (int p = 0; p < PEAK_KINDS; p++) {
         const double again = measure_peak((peak_kind)p);
-        if (again > peak[p]) peak[p] = again;
+        if (again > pk->one[p]) pk->one[p] = again;
     }
-    char cpu[256];
-    amp_bench_cpu_name(cpu, sizeof cpu);
-    if (json) {
-        printf("{\"bench\":\"gemm\",\"version\":\"%s\",\"cpu\":\"%s\",\"isa\":\"%s\",\"threads\":%ld,\"repeats\":%ld,"
-               "\"peak_gflops_per_core\":{\"fma_zmm\":%.1f,\"fma_ymm\":%.1f,\"vdpbf16ps_zmm\":%.1f},"
-               "\"peak_gflops_all_threads\":{\"fma_zmm\":%.1f,\"fma_ymm\":%.1f,\"vdpbf16ps_zmm\":%.1f},"
-               "\"openblas\":%s,\"results\":[",
-               amp_version(), cpu, amp_isa_name(isa), threads, repeats, peak[PEAK_FMA512], peak[PEAK_FMA256],
-               peak[PEAK_DPBF16], peak_all[PEAK_FMA512], peak_all[PEAK_FMA256], peak_all[PEAK_DPBF16],
-               ob.sgemm ? "true" : "false");
-    } else {
-        printf("amp %s bench gemm: %ld thread%s, path %s, median of %ld\n", amp_version(), threads,
-               threads == 1 ? "" : "s", amp_isa_name(isa), repeats);
-        printf("cpu: %s\n", cpu);
-        printf("one-core peak:");
-        for (int p = 0; p < PEAK_KINDS; p++)
-            if (peak[p] > 0) printf("  %s %.1f GFLOP/s", peak_names[p], peak[p]);
-        printf("\n");
-        if (threads > 1) {
-            printf("%ld threads at once:", threads);
-            for (int p = 0; p < PEAK_KINDS; p++)
-                if (peak_all[p] > 0) printf("  %s %.1f GFLOP/s", peak_names[p], peak_all[p]);
-            printf("  (the ratios below use %ld x the one-core peak)\n", threads);
+}
+
+/* Every shape: every amp figure first, then OpenBLAS's (see run_shape). Returns AMP_OK, or the
+ * status of the first failure, having printed it. */
+static int run_shapes(const options *o, const openblas *ob, result (*res)[N_OPS][N_DTYPES]) {
+    const int n_shapes = o->n_shapes;
+    for (int s = 0; s < n_shapes * (ob->sgemm ? 2 : 1); s++) {
+        const shape *sh = &o->shapes[s % n_shapes];
+        const int status = run_shape(sh, s < n_shapes ? NULL : ob, o->repeats, res[s % n_shapes]);
+        if (status != AMP_OK) {
+            fprintf(stderr, "amp: amp_gemm failed on %ldx%ldx%ld: %s\n", sh->m, sh->n, sh->k, amp_status_str(status));
+            return status;
         }
-        if (ob.sgemm)
-            printf("openblas: cblas_sgemm from libopenblas.so.0, %ld thread%s\n", threads, threads == 1 ? "" : "s");
-        else
-            printf("openblas: not installed (apt-get install libopenblas0)\n");
-        printf("\n%-16s %-6s %-5s %9s %9s %8s %11s %9s\n", "MxNxK", "op", "dtype", "ms", "GFLOP/s", "of peak",
-               "openblas", "vs blas");
     }
+    return AMP_OK;
+}
+
+/* The JSON object's opening, up to the results array's "[". */
+static void report_json_head(const options *o, const peaks *pk, amp_isa isa, const openblas *ob, const char *cpu) {
+    printf("{\"bench\":\"gemm\",\"version\":\"%s\",\"cpu\":\"%s\",\"isa\":\"%s\",\"threads\":%ld,\"repeats\":%ld,"
+           "\"peak_gflops_per_core\":{\"fma_zmm\":%.1f,\"fma_ymm\":%.1f,\"vdpbf16ps_zmm\":%.1f},"
+           "\"peak_gflops_all_threads\":{\"fma_zmm\":%.1f,\"fma_ymm\":%.1f,\"vdpbf16ps_zmm\":%.1f},"
+           "\"openblas\":%s,\"results\":[",
+           amp_version(), cpu, amp_isa_name(isa), o->threads, o->repeats, pk->one[PEAK_FMA512], pk->one[PEAK_FMA256],
+           pk->one[PEAK_DPBF16], pk->all[PEAK_FMA512], pk->all[PEAK_FMA256], pk->all[PEAK_DPBF16],
+           ob->sgemm ? "true" : "false");
+}
+
+/* The text report's lines above the table, and the table's header. */
+static void report_text_head(const options *o, const peaks *pk, amp_isa isa, const openblas *ob, const char *cpu) {
+    const long threads = o->threads;
+    printf("amp %s bench gemm: %ld thread%s, path %s, median of %ld\n", amp_version(), threads,
+           threads == 1 ? "" : "s", amp_isa_name(isa), o->repeats);
+    printf("cpu: %s\n", cpu);
+    printf("one-core peak:");
+    for (int p = 0; p < PEAK_KINDS; p++)
+        if (pk->one[p] > 0) printf("  %s %.1f GFLOP/s", peak_names[p], pk->one[p]);
+    printf("\n");
+    if (threads > 1) {
+        printf("%ld threads at once:", threads);
+        for (int p = 0; p < PEAK_KINDS; p++)
+            if (pk->all[p] > 0) printf("  %s %.1f GFLOP/s", peak_names[p], pk->all[p]);
+        printf("  (the ratios below use %ld x the one-core peak)\n", threads);
+    }
+    if (ob->sgemm)
+        printf("openblas: cblas_sgemm from libopenblas.so.0, %ld thread%s\n", threads, threads == 1 ? "" : "s");
+    else
+        printf("openblas: not installed (apt-get install libopenblas0)\n");
+    printf("\n%-16s %-6s %-5s %9s %9s %8s %11s %9s\n", "MxNxK", "op", "dtype", "ms", "GFLOP/s", "of peak",
+           "openblas", "vs blas");
+}
+
+/* One result per shape, op and dtype: a JSON object of the results array or a row of the table. */
+static void report_results(const options *o, const peaks *pk, result (*res)[N_OPS][N_DTYPES]) {
     int first = 1;
-    for (int s = 0; s < n_shapes; s++) {
-        const shape *sh = &shapes[s];
+    for (int s = 0; s < o->n_shapes; s++) {
+        const shape *sh = &o->shapes[s];
         const double flops = 2.0 * (double)sh->m * (double)sh->n * (double)sh->k;
         char name[48];
         snprintf(name, sizeof name, "%ldx%ldx%ld", sh->m, sh->n, sh->k);
-        for (int o = 0; o < N_OPS; o++) {
-            const double ob_gflops = res[s][o][0].openblas_s > 0 ? flops / res[s][o][0].openblas_s / 1e9 : 0.0;
+        for (int op = 0; op < N_OPS; op++) {
+            const double ob_gflops = res[s][op][0].openblas_s > 0 ? flops / res[s][op][0].openblas_s / 1e9 : 0.0;
             for (int d = 0; d < N_DTYPES; d++) {
-                const double gflops = flops / res[s][o][d].amp_s / 1e9;
-                const double pk = peak[kind_of[d]] * (double)threads;
-                if (json) {
+                const double gflops = flops / res[s][op][d].amp_s / 1e9;
+                const double peak = pk->one[pk->kind_of[d]] * (double)o->threads;
+                if (o->json) {
                     printf("%s{\"m\":%ld,\"n\":%ld,\"k\":%ld,\"op\":\"%s\",\"dtype\":\"%s\",\"ms\":%.4f,"
                            "\"gflops\":%.2f,\"peak\":\"%s\",\"of_peak\":%.4f,\"openblas_gflops\":%.2f,"
                            "\"vs_openblas\":%.4f}",
-                           first ? "" : ",", sh->m, sh->n, sh->k, ops[o].name, amp_dtype_name(dtypes[d]),
-                           res[s][o][d].amp_s * 1e3, gflops, peak_names[kind_of[d]], pk > 0 ? gflops / pk : 0.0,
+                           first ? "" : ",", sh->m, sh->n, sh->k, ops[op].name, amp_dtype_name(dtypes[d]),
+                           res[s][op][d].amp_s * 1e3, gflops, peak_names[pk->kind_of[d]], peak > 0 ? gflops / peak : 0.0,
                            ob_gflops, ob_gflops > 0 ? gflops / ob_gflops : 0.0);
                     first = 0;
                     continue;
                 }
-                printf("%-16s %-6s %-5s %9.3f %9.1f", name, ops[o].name, amp_dtype_name(dtypes[d]),
-                       res[s][o][d].amp_s * 1e3, gflops);
-                if (pk > 0)
-                    printf(" %7.0f%%", 100.0 * gflops / pk);
+                printf("%-16s %-6s %-5s %9.3f %9.1f", name, ops[op].name, amp_dtype_name(dtypes[d]),
+                       res[s][op][d].amp_s * 1e3, gflops);
+                if (peak > 0)
+                    printf(" %7.0f%%", 100.0 * gflops / peak);
                 else
                     printf(" %8s", "-");
                 if (ob_gflops > 0)
@@ -436,23 +455,56 @@ int amp_bench_gemm(int argc, char **argv) {
             }
         }
     }
-    if (json) {
-        printf("]}\n");
-    } else {
-        /* amp's performance goal, where this run measured it: the square product on a single path */
-        for (int s = 0; s < n_shapes; s++) {
-            if (shapes[s].m != 1024 || shapes[s].n != 1024 || shapes[s].k != 1024) continue;
-            const double flops = 2.0 * 1024 * 1024 * 1024;
-            printf("\ngoal at 1024x1024x1024 A*B, >= 70%% of %ld x the one-core peak:", threads);
-            for (int d = 0; d < N_DTYPES; d++) {
-                const double pk = peak[kind_of[d]] * (double)threads;
-                if (pk > 0) printf("  %s %.0f%%", amp_dtype_name(dtypes[d]), 100.0 * flops / res[s][0][d].amp_s / 1e9 / pk);
-            }
-            printf("\n");
-            break;
+}
+
+/* amp's performance goal, where this run measured it: the square product on a single path. */
+static void report_text_goal(const options *o, const peaks *pk, result (*res)[N_OPS][N_DTYPES]) {
+    for (int s = 0; s < o->n_shapes; s++) {
+        const shape *sh = &o->shapes[s];
+        if (sh->m != 1024 || sh->n != 1024 || sh->k != 1024) continue;
+        const double flops = 2.0 * 1024 * 1024 * 1024;
+        printf("\ngoal at 1024x1024x1024 A*B, >= 70%% of %ld x the one-core peak:", o->threads);
+        for (int d = 0; d < N_DTYPES; d++) {
+            const double peak = pk->one[pk->kind_of[d]] * (double)o->threads;
+            if (peak > 0) printf("  %s %.0f%%", amp_dtype_name(dtypes[d]), 100.0 * flops / res[s][0][d].amp_s / 1e9 / peak);
+        }
+        printf("\n");
+        return;
+    }
+}
+
+int amp_bench_gemm(int argc, char **argv) {
+    options o;
+    const int parsed = parse_options(argc, argv, &o);
+    if (parsed >= 0) return parsed;
+    if (amp_cli_parse_only) return AMP_EXIT_OK;
+    amp_set_num_threads((int)o.threads);
+    const amp_isa isa = amp_isa_active();
+
+    peaks pk;
+    measure_peaks(&pk, (int)o.threads, isa);
+    openblas ob = openblas_open((int)o.threads);
+    result(*res)[N_OPS][N_DTYPES] = calloc((size_t)o.n_shapes, sizeof *res);
+    if (!res) {
+        fprintf(stderr, "amp: out of memory\n");
+        return AMP_EXIT_FAILURE;
+    }
+    const int status = run_shapes(&o, &ob, res);
+    if (status == AMP_OK) {
+        remeasure_peaks(&pk);
+        char cpu[256];
+        amp_bench_cpu_name(cpu, sizeof cpu);
+        if (o.json) {
+            report_json_head(&o, &pk, isa, &ob, cpu);
+            report_results(&o, &pk, res);
+            printf("]}\n");
+        } else {
+            report_text_head(&o, &pk, isa, &ob, cpu);
+            report_results(&o, &pk, res);
+            report_text_goal(&o, &pk, res);
         }
     }
     free(res);
     if (ob.handle) dlclose(ob.handle);
-    return AMP_EXIT_OK;
+    return status == AMP_OK ? AMP_EXIT_OK : AMP_EXIT_FAILURE;
 }

@@ -76,14 +76,73 @@ static int64_t default_batch(amp_model_kind kind) {
     return amp_train_default_config(kind).batch;
 }
 
+/* The command line. */
+typedef struct options {
+    amp_model_kind kind; /* AMP_MODEL_COUNT until --model */
+    amp_precision precision;
+    int scaler_mode; /* -1 preset default, 0 off, 1 dynamic */
+    long batch, steps, warmup, repeats, threads; /* batch 0: the model's default; threads 0: amp's */
+    int json, want_peak;
+} options;
+
+/* Reads argv[1..argc) into *o. Returns -1 when the benchmark should run, otherwise the exit status
+ * to return (usage() printed for --help; usage errors). */
+static int parse_options(int argc, char **argv, options *o) {
+    *o = (options){.kind = AMP_MODEL_COUNT, .precision = AMP_PRECISION_FP32, .scaler_mode = -1, .batch = 0,
+                   .steps = 10, .warmup = 3, .repeats = 5, .threads = 0, .json = 0, .want_peak = 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0) return usage();
+        if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+        } else if (strcmp(a, "--no-peak") == 0) {
+            o->want_peak = 0;
+        } else if (strcmp(a, "--model") == 0) {
+            char names[128];
+            if (!v || amp_model_kind_from_name(v, &o->kind) != AMP_OK)
+                return amp_usage_error("bench", "--model needs %s", amp_cli_model_names(names, sizeof names, ", ", " or "));
+            i++;
+        } else if (strcmp(a, "--precision") == 0) {
+            if (!v || amp_precision_from_name(v, &o->precision) != AMP_OK)
+                return amp_usage_error("bench", "--precision needs a preset (fp32, amp-bf16, amp-fp16, ...)");
+            i++;
+        } else if (strcmp(a, "--scaler") == 0) {
+            if (!v || (strcmp(v, "dynamic") != 0 && strcmp(v, "off") != 0))
+                return amp_usage_error("bench", "--scaler needs dynamic or off");
+            o->scaler_mode = strcmp(v, "dynamic") == 0;
+            i++;
+        } else if (strcmp(a, "--batch") == 0 || strcmp(a, "--steps") == 0 || strcmp(a, "--warmup") == 0 ||
+                   strcmp(a, "--repeats") == 0 || strcmp(a, "--threads") == 0) {
+            long *dst = a[2] == 'b'   ? &o->batch
+                        : a[2] == 's' ? &o->steps
+                        : a[2] == 'w' ? &o->warmup
+                        : a[2] == 'r' ? &o->repeats
+                                      : &o->threads;
+            const long lo = a[2] == 'w' ? 0 : 1, hi = a[2] == 'b' ? 65536 : a[2] == 't' ? AMP_MAX_THREADS : 100000;
+            if (!v || amp_parse_long(v, lo, hi, dst) != 0) return amp_usage_error("bench", "%s needs an integer in [%ld, %ld]", a, lo, hi);
+            i++;
+        } else {
+            return amp_usage_error("bench", "unknown option '%s'", a);
+        }
+    }
+    if (o->kind == AMP_MODEL_COUNT) {
+        char names[128];
+        return amp_usage_error("bench", "train needs --model %s", amp_cli_model_names(names, sizeof names, "|", NULL));
+    }
+    if (o->repeats > 1000) o->repeats = 1000;
+    return -1;
+}
+
 typedef struct run {
     amp_ctx *ctx;
     amp_model *model;
     amp_optimizer *opt;
     amp_scaler *scaler;
     const amp_precision_info *prec;
+    amp_model_config mc;
     bool text, scaling;
     int64_t batch;
+    int64_t per_sample; /* inputs per sample: tokens (text) or pixels (images) */
     float *x;
     amp_tensor *xbuf; /* the image batch, a buffer of the context filled once (images only) */
     int32_t *tokens, *y;
@@ -92,6 +151,81 @@ typedef struct run {
                                      in use after the loss, less the batch and the weight copies) and of
                                      those copies */
 } run;
+
+/* The context, model, optimizer and scaler of the options, and the host buffers of the batch.
+ * Returns an amp status; r must be zeroed on entry, and run_free frees whatever was made. */
+static int setup(run *r, const options *o) {
+    r->prec = amp_precision_get_info(o->precision);
+    r->text = amp_model_is_text(o->kind);
+    r->batch = o->batch > 0 ? o->batch : default_batch(o->kind);
+    r->scaling = o->scaler_mode < 0 ? r->prec->dynamic_scaling : o->scaler_mode == 1;
+
+    amp_model_config *mc = &r->mc;
+    *mc = amp_model_default_config(o->kind);
+    mc->param_dtype = r->prec->param_dtype;
+    int st = amp_ctx_create(NULL, &r->ctx);
+    /* with the scaler, the fused step takes its check from backward's notes, as amp train's loop */
+    if (st == AMP_OK) amp_ctx_set_backward_grad_check(r->ctx, r->scaling);
+    if (st == AMP_OK) st = amp_model_create(r->ctx, mc, &r->model);
+    r->per_sample = r->text ? mc->context : mc->in_channels * mc->image_rows * mc->image_cols;
+    if (st == AMP_OK && !r->text &&
+        !(r->xbuf = amp_buffer_new(r->ctx, "bench.batch", r->prec->param_dtype, 4,
+                                   (const int64_t[]){r->batch, mc->in_channels, mc->image_rows, mc->image_cols})))
+        st = amp_ctx_status(r->ctx);
+    if (st == AMP_OK) st = amp_ctx_alloc_params(r->ctx);
+    if (st == AMP_OK) st = amp_model_init(r->model, 0);
+    amp_optim_config oc = amp_optim_default_config(AMP_OPTIM_SGD);
+    oc.lr = 0.01f;
+    oc.momentum = 0.9f;
+    if (st == AMP_OK) st = amp_optimizer_create(r->ctx, &oc, &r->opt);
+    amp_scaler_config sc = amp_scaler_default_config();
+    sc.enabled = r->scaling;
+    if (st == AMP_OK) st = amp_scaler_create(&sc, &r->scaler);
+    const int64_t labels = r->text ? r->batch * mc->context : r->batch;
+    r->y = calloc((size_t)labels, sizeof *r->y);
+    if (r->text) r->tokens = calloc((size_t)(r->batch * r->per_sample), sizeof *r->tokens);
+    else r->x = calloc((size_t)(r->batch * r->per_sample), sizeof *r->x);
+    if (st == AMP_OK && (!r->y || (r->text ? !r->tokens : !r->x))) st = AMP_ERR_OUT_OF_MEMORY;
+    return st;
+}
+
+static void run_free(run *r) {
+    free(r->x);
+    free(r->y);
+    free(r->tokens);
+    amp_scaler_free(r->scaler);
+    amp_optimizer_free(r->opt);
+    amp_ctx_free(r->ctx);
+    amp_model_free(r->model);
+}
+
+static uint64_t xorshift(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+/* The one batch every step reuses, from a fixed seed. Returns an amp status. */
+static int fill_batch(run *r) {
+    const amp_model_config *mc = &r->mc;
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    if (r->text) {
+        /* a sequence of context + 1 random bytes per sample: tokens are the first context, labels the last */
+        for (int64_t b = 0; b < r->batch; b++) {
+            int32_t prev = (int32_t)(xorshift(&s) % (uint64_t)mc->vocab);
+            for (int64_t t = 0; t < mc->context; t++) {
+                const int32_t next = (int32_t)(xorshift(&s) % (uint64_t)mc->vocab);
+                r->tokens[b * mc->context + t] = prev;
+                r->y[b * mc->context + t] = next;
+                prev = next;
+            }
+        }
+        return AMP_OK;
+    }
+    const int64_t n = r->batch * r->per_sample;
+    for (int64_t i = 0; i < n; i++) r->x[i] = (float)(xorshift(&s) >> 40) / (float)(1 << 22) - 2.0f;
+    for (int64_t i = 0; i < r->batch; i++) r->y[i] = (int32_t)(xorshift(&s) % (uint64_t)mc->classes);
+    return amp_convert(r->xbuf->data, r->xbuf->dtype, r->x, AMP_F32, (size_t)n);
+}
 
 static int step(run *r, bool timed) {
     const double t0 = amp_bench_now();
@@ -127,189 +261,135 @@ static int step(run *r, bool timed) {
     return 0;
 }
 
-static uint64_t xorshift(uint64_t *s) {
-    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
-    return *s;
+/* What the report prints, all from one run. */
+typedef struct figures {
+    const char *peak_name;
+    double peak1;               /* one core's peak GFLOP/s; 0 with --no-peak */
+    double median;              /* samples/s */
+    double flops, gflops, frac; /* the model's FLOPs per sample, GFLOP/s and fraction of peak (NAN: no peak) */
+    double cflops, cfrac;       /* the same for the FLOPs amp computes */
+    double tsum, timed_steps;   /* seconds of the three phases, and how many steps they cover */
+    double rss_mib, arena_mib, ctx_allocs, act_mib, copy_mib;
+    char cpu[256];
+} figures;
+
+/* The untimed warm-up, then --repeats runs of --steps timed steps: f->median and f->ctx_allocs.
+ * Returns an amp status (or step's nonzero code). */
+static int time_steps(run *r, const options *o, figures *f) {
+    int st = AMP_OK;
+    for (long i = 0; i < o->warmup && st == AMP_OK; i++) st = step(r, false);
+    double *sps = calloc((size_t)o->repeats, sizeof *sps);
+    if (!sps) st = AMP_ERR_OUT_OF_MEMORY;
+    const uint64_t allocs0 = amp_ctx_heap_allocations(r->ctx);
+    for (long rep = 0; rep < o->repeats && st == AMP_OK; rep++) {
+        const double t0 = amp_bench_now();
+        for (long i = 0; i < o->steps && st == AMP_OK; i++) st = step(r, true);
+        sps[rep] = (double)r->batch * (double)o->steps / (amp_bench_now() - t0);
+    }
+    const uint64_t allocs1 = amp_ctx_heap_allocations(r->ctx);
+    if (st == AMP_OK) {
+        f->median = amp_bench_median(sps, (size_t)o->repeats);
+        f->ctx_allocs = (double)(allocs1 - allocs0) / (double)(o->steps * o->repeats);
+    }
+    free(sps);
+    return st;
+}
+
+/* The rest of the figures, from the timed steps and f->median. */
+static void summarize(const run *r, const options *o, figures *f) {
+    const double threads = (double)o->threads;
+    f->flops = amp_model_flops_per_sample(r->model);
+    f->gflops = f->median * f->flops / 1e9;
+    f->frac = f->peak1 > 0 ? f->gflops / (threads * f->peak1) : NAN;
+    f->cflops = amp_model_flops_computed_per_sample(r->model, r->batch); /* what amp computes */
+    f->cfrac = f->peak1 > 0 ? f->median * f->cflops / 1e9 / (threads * f->peak1) : NAN;
+    f->tsum = r->t_fwd + r->t_bwd + r->t_opt;
+    f->timed_steps = (double)(o->steps * o->repeats);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    f->rss_mib = (double)ru.ru_maxrss / 1024.0;
+    f->arena_mib = (double)amp_ctx_arena_peak(r->ctx) / (1024.0 * 1024.0);
+    f->act_mib = (double)r->act_bytes / (1024.0 * 1024.0);
+    f->copy_mib = (double)r->copy_bytes / (1024.0 * 1024.0);
+    amp_bench_cpu_name(f->cpu, sizeof f->cpu);
+}
+
+/* One JSON object on one line: bench/train_vs_pytorch.py reads these keys. */
+static void report_json(const run *r, const options *o, const figures *f) {
+    printf("{\"model\":\"%s\",\"precision\":\"%s\",\"scaler\":\"%s\",\"batch\":%lld,\"threads\":%ld,\"steps\":%ld,"
+           "\"repeats\":%ld,\"isa\":\"%s\",\"cpu\":\"%s\",\"samples_per_sec\":%.3f,\"flops_per_sample\":%.6g,"
+           "\"gflops\":%.3f,\"peak_kind\":\"%s\",\"peak_gflops_one_core\":%.3f,\"fraction_of_peak\":%.4f,"
+           "\"computed_flops_per_sample\":%.6g,\"computed_fraction_of_peak\":%.4f,"
+           "\"ms_per_step\":%.4f,\"forward_share\":%.4f,\"backward_share\":%.4f,\"optimizer_share\":%.4f,"
+           "\"optimizer_ms\":%.4f,\"arena_peak_mib\":%.3f,\"peak_rss_mib\":%.3f,\"ctx_allocs_per_step\":%.3f,"
+           "\"activation_mib\":%.3f,\"weight_copies_mib\":%.3f,\"params\":%lld}\n",
+           amp_model_kind_name(o->kind), r->prec->name, r->scaling ? "dynamic" : "off", (long long)r->batch, o->threads,
+           o->steps, o->repeats, amp_isa_name(amp_isa_active()), f->cpu, f->median, f->flops, f->gflops, f->peak_name,
+           f->peak1, isnan(f->frac) ? 0.0 : f->frac, f->cflops, isnan(f->cfrac) ? 0.0 : f->cfrac,
+           1e3 * (double)r->batch / f->median, r->t_fwd / f->tsum, r->t_bwd / f->tsum, r->t_opt / f->tsum,
+           1e3 * r->t_opt / f->timed_steps, f->arena_mib, f->rss_mib, f->ctx_allocs, f->act_mib, f->copy_mib,
+           (long long)amp_model_num_params(r->model));
+}
+
+static void report_text(const run *r, const options *o, const figures *f) {
+    const long threads = o->threads;
+    printf("cpu: %s; amp path %s; %ld thread%s\n", f->cpu, amp_isa_name(amp_isa_active()), threads,
+           threads == 1 ? "" : "s");
+    printf("model %s (%lld parameters), %s, scaler %s, batch %lld: %ld warm-up steps, median of %ld x %ld steps\n",
+           amp_model_kind_name(o->kind), (long long)amp_model_num_params(r->model), r->prec->name,
+           r->scaling ? "dynamic" : "off", (long long)r->batch, o->warmup, o->repeats, o->steps);
+    printf("samples/s %.1f  (%.2f ms/step)\n", f->median, 1e3 * (double)r->batch / f->median);
+    printf("FLOPs/sample %.4g (forward + backward)  ->  %.1f GFLOP/s", f->flops, f->gflops);
+    if (f->peak1 > 0)
+        printf(" = %.0f%% of %ld x the one-core %s peak (%.1f GFLOP/s)\n", 100 * f->frac, threads, f->peak_name, f->peak1);
+    else
+        printf("\n");
+    if (f->cflops != f->flops) {
+        printf("computed FLOPs/sample %.4g (amp's products at this batch)  ->  %.1f GFLOP/s", f->cflops,
+               f->median * f->cflops / 1e9);
+        if (f->peak1 > 0) printf(" = %.0f%% of the peak", 100 * f->cfrac);
+        printf("\n");
+    }
+    printf("time: forward+loss %.0f%%  backward %.0f%%  optimizer%s %.0f%% (%.3f ms/step)\n", 100 * r->t_fwd / f->tsum,
+           100 * r->t_bwd / f->tsum, r->scaling ? "+scaler" : "", 100 * r->t_opt / f->tsum,
+           1e3 * r->t_opt / f->timed_steps);
+    printf("memory: arena peak %.1f MiB, process peak RSS %.1f MiB; context heap allocations per step %.2f\n",
+           f->arena_mib, f->rss_mib, f->ctx_allocs);
+    printf("activations kept for backward %.1f MiB (less the batch; plus autocast's weight copies %.1f MiB)\n",
+           f->act_mib, f->copy_mib);
 }
 
 int amp_bench_train(int argc, char **argv) {
-    amp_model_kind kind = AMP_MODEL_COUNT;
-    amp_precision precision = AMP_PRECISION_FP32;
-    int scaler_mode = -1; /* -1 preset default, 0 off, 1 dynamic */
-    long batch = 0, steps = 10, warmup = 3, repeats = 5, threads = 0;
-    int json = 0, want_peak = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--help") == 0) return usage();
-        if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (strcmp(a, "--no-peak") == 0) {
-            want_peak = 0;
-        } else if (strcmp(a, "--model") == 0) {
-            char names[128];
-            if (!v || amp_model_kind_from_name(v, &kind) != AMP_OK)
-                return amp_usage_error("bench", "--model needs %s", amp_cli_model_names(names, sizeof names, ", ", " or "));
-            i++;
-        } else if (strcmp(a, "--precision") == 0) {
-            if (!v || amp_precision_from_name(v, &precision) != AMP_OK)
-                return amp_usage_error("bench", "--precision needs a preset (fp32, amp-bf16, amp-fp16, ...)");
-            i++;
-        } else if (strcmp(a, "--scaler") == 0) {
-            if (!v || (strcmp(v, "dynamic") != 0 && strcmp(v, "off") != 0))
-                return amp_usage_error("bench", "--scaler needs dynamic or off");
-            scaler_mode = strcmp(v, "dynamic") == 0;
-            i++;
-        } else if (strcmp(a, "--batch") == 0 || strcmp(a, "--steps") == 0 || strcmp(a, "--warmup") == 0 ||
-                   strcmp(a, "--repeats") == 0 || strcmp(a, "--threads") == 0) {
-            long *dst = a[2] == 'b' ? &batch : a[2] == 's' ? &steps : a[2] == 'w' ? &warmup : a[2] == 'r' ? &repeats : &threads;
-            const long lo = a[2] == 'w' ? 0 : 1, hi = a[2] == 'b' ? 65536 : a[2] == 't' ? AMP_MAX_THREADS : 100000;
-            if (!v || amp_parse_long(v, lo, hi, dst) != 0) return amp_usage_error("bench", "%s needs an integer in [%ld, %ld]", a, lo, hi);
-            i++;
-        } else {
-            return amp_usage_error("bench", "unknown option '%s'", a);
-        }
-    }
-    if (kind == AMP_MODEL_COUNT) {
-        char names[128];
-        return amp_usage_error("bench", "train needs --model %s", amp_cli_model_names(names, sizeof names, "|", NULL));
-    }
-    if (repeats > 1000) repeats = 1000;
-    if (threads > 0) amp_set_num_threads((int)threads);
-    threads = amp_get_num_threads();
+    options o;
+    const int parsed = parse_options(argc, argv, &o);
+    if (parsed >= 0) return parsed;
+    if (amp_cli_parse_only) return AMP_EXIT_OK;
+    if (o.threads > 0) amp_set_num_threads((int)o.threads);
+    o.threads = amp_get_num_threads();
 
     run r;
     memset(&r, 0, sizeof r);
-    r.prec = amp_precision_get_info(precision);
-    r.text = amp_model_is_text(kind);
-    r.batch = batch > 0 ? batch : default_batch(kind);
-    r.scaling = scaler_mode < 0 ? r.prec->dynamic_scaling : scaler_mode == 1;
-
-    amp_model_config mc = amp_model_default_config(kind);
-    mc.param_dtype = r.prec->param_dtype;
-    int st = amp_ctx_create(NULL, &r.ctx);
-    /* with the scaler, the fused step takes its check from backward's notes, as amp train's loop */
-    if (st == AMP_OK) amp_ctx_set_backward_grad_check(r.ctx, r.scaling);
-    if (st == AMP_OK) st = amp_model_create(r.ctx, &mc, &r.model);
-    const int64_t per_sample = r.text ? mc.context : mc.in_channels * mc.image_rows * mc.image_cols;
-    if (st == AMP_OK && !r.text &&
-        !(r.xbuf = amp_buffer_new(r.ctx, "bench.batch", r.prec->param_dtype, 4,
-                                  (const int64_t[]){r.batch, mc.in_channels, mc.image_rows, mc.image_cols})))
-        st = amp_ctx_status(r.ctx);
-    if (st == AMP_OK) st = amp_ctx_alloc_params(r.ctx);
-    if (st == AMP_OK) st = amp_model_init(r.model, 0);
-    amp_optim_config oc = amp_optim_default_config(AMP_OPTIM_SGD);
-    oc.lr = 0.01f;
-    oc.momentum = 0.9f;
-    if (st == AMP_OK) st = amp_optimizer_create(r.ctx, &oc, &r.opt);
-    amp_scaler_config sc = amp_scaler_default_config();
-    sc.enabled = r.scaling;
-    if (st == AMP_OK) st = amp_scaler_create(&sc, &r.scaler);
-    const int64_t labels = r.text ? r.batch * mc.context : r.batch;
-    r.y = calloc((size_t)labels, sizeof *r.y);
-    if (r.text) r.tokens = calloc((size_t)(r.batch * per_sample), sizeof *r.tokens);
-    else r.x = calloc((size_t)(r.batch * per_sample), sizeof *r.x);
-    if (st == AMP_OK && (!r.y || (r.text ? !r.tokens : !r.x))) st = AMP_ERR_OUT_OF_MEMORY;
+    int st = setup(&r, &o);
     if (st != AMP_OK) {
         fprintf(stderr, "amp: bench train: set-up failed: %s\n", amp_status_str(st));
-        goto done;
+        run_free(&r);
+        return AMP_EXIT_FAILURE;
     }
-    uint64_t s = 0x9E3779B97F4A7C15ull;
-    if (r.text) {
-        /* a sequence of context + 1 random bytes per sample: tokens are the first context, labels the last */
-        for (int64_t b = 0; b < r.batch; b++) {
-            int32_t prev = (int32_t)(xorshift(&s) % (uint64_t)mc.vocab);
-            for (int64_t t = 0; t < mc.context; t++) {
-                const int32_t next = (int32_t)(xorshift(&s) % (uint64_t)mc.vocab);
-                r.tokens[b * mc.context + t] = prev;
-                r.y[b * mc.context + t] = next;
-                prev = next;
-            }
-        }
-    } else {
-        for (int64_t i = 0; i < r.batch * per_sample; i++) r.x[i] = (float)(xorshift(&s) >> 40) / (float)(1 << 22) - 2.0f;
-        for (int64_t i = 0; i < r.batch; i++) r.y[i] = (int32_t)(xorshift(&s) % (uint64_t)mc.classes);
-        st = amp_convert(r.xbuf->data, r.xbuf->dtype, r.x, AMP_F32, (size_t)(r.batch * per_sample));
-    }
-
-    const char *peak_name = "fma";
-    const double peak1 = want_peak ? amp_bench_peak_gflops(r.prec->autocast_dtype == AMP_BF16, &peak_name) : 0.0;
-    for (long i = 0; i < warmup && st == AMP_OK; i++) st = step(&r, false);
-    double *sps = calloc((size_t)repeats, sizeof *sps);
-    if (!sps) st = AMP_ERR_OUT_OF_MEMORY;
-    const uint64_t allocs0 = amp_ctx_heap_allocations(r.ctx);
-    for (long rep = 0; rep < repeats && st == AMP_OK; rep++) {
-        const double t0 = amp_bench_now();
-        for (long i = 0; i < steps && st == AMP_OK; i++) st = step(&r, true);
-        sps[rep] = (double)r.batch * (double)steps / (amp_bench_now() - t0);
-    }
-    const uint64_t allocs1 = amp_ctx_heap_allocations(r.ctx);
+    st = fill_batch(&r);
+    figures f;
+    memset(&f, 0, sizeof f);
+    f.peak_name = "fma";
+    f.peak1 = o.want_peak ? amp_bench_peak_gflops(r.prec->autocast_dtype == AMP_BF16, &f.peak_name) : 0.0;
+    if (st == AMP_OK) st = time_steps(&r, &o, &f);
     if (st != AMP_OK) {
         fprintf(stderr, "amp: bench train: step failed: %s %s\n", amp_ctx_error(r.ctx), amp_scaler_error(r.scaler));
-        free(sps);
-        goto done;
-    }
-    const double median = amp_bench_median(sps, (size_t)repeats);
-    free(sps);
-    const double flops = amp_model_flops_per_sample(r.model);
-    const double gflops = median * flops / 1e9;
-    const double frac = peak1 > 0 ? gflops / ((double)threads * peak1) : NAN;
-    const double cflops = amp_model_flops_computed_per_sample(r.model, r.batch); /* what amp computes */
-    const double cfrac = peak1 > 0 ? median * cflops / 1e9 / ((double)threads * peak1) : NAN;
-    const double tsum = r.t_fwd + r.t_bwd + r.t_opt;
-    const double timed_steps = (double)(steps * repeats);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    const double rss_mib = (double)ru.ru_maxrss / 1024.0;
-    const double arena_mib = (double)amp_ctx_arena_peak(r.ctx) / (1024.0 * 1024.0);
-    const double ctx_allocs = (double)(allocs1 - allocs0) / timed_steps;
-    const double act_mib = (double)r.act_bytes / (1024.0 * 1024.0), copy_mib = (double)r.copy_bytes / (1024.0 * 1024.0);
-    char cpu[256];
-    amp_bench_cpu_name(cpu, sizeof cpu);
-    if (json) {
-        printf("{\"model\":\"%s\",\"precision\":\"%s\",\"scaler\":\"%s\",\"batch\":%lld,\"threads\":%ld,\"steps\":%ld,"
-               "\"repeats\":%ld,\"isa\":\"%s\",\"cpu\":\"%s\",\"samples_per_sec\":%.3f,\"flops_per_sample\":%.6g,"
-               "\"gflops\":%.3f,\"peak_kind\":\"%s\",\"peak_gflops_one_core\":%.3f,\"fraction_of_peak\":%.4f,"
-               "\"computed_flops_per_sample\":%.6g,\"computed_fraction_of_peak\":%.4f,"
-               "\"ms_per_step\":%.4f,\"forward_share\":%.4f,\"backward_share\":%.4f,\"optimizer_share\":%.4f,"
-               "\"optimizer_ms\":%.4f,\"arena_peak_mib\":%.3f,\"peak_rss_mib\":%.3f,\"ctx_allocs_per_step\":%.3f,"
-               "\"activation_mib\":%.3f,\"weight_copies_mib\":%.3f,\"params\":%lld}\n",
-               amp_model_kind_name(kind), r.prec->name, r.scaling ? "dynamic" : "off", (long long)r.batch, threads, steps,
-               repeats, amp_isa_name(amp_isa_active()), cpu, median, flops, gflops, peak_name, peak1,
-               isnan(frac) ? 0.0 : frac, cflops, isnan(cfrac) ? 0.0 : cfrac, 1e3 * (double)r.batch / median,
-               r.t_fwd / tsum, r.t_bwd / tsum, r.t_opt / tsum, 1e3 * r.t_opt / timed_steps, arena_mib, rss_mib, ctx_allocs, act_mib, copy_mib,
-               (long long)amp_model_num_params(r.model));
     } else {
-        printf("cpu: %s; amp path %s; %ld thread%s\n", cpu, amp_isa_name(amp_isa_active()), threads,
-               threads == 1 ? "" : "s");
-        printf("model %s (%lld parameters), %s, scaler %s, batch %lld: %ld warm-up steps, median of %ld x %ld steps\n",
-               amp_model_kind_name(kind), (long long)amp_model_num_params(r.model), r.prec->name,
-               r.scaling ? "dynamic" : "off", (long long)r.batch, warmup, repeats, steps);
-        printf("samples/s %.1f  (%.2f ms/step)\n", median, 1e3 * (double)r.batch / median);
-        printf("FLOPs/sample %.4g (forward + backward)  ->  %.1f GFLOP/s", flops, gflops);
-        if (peak1 > 0)
-            printf(" = %.0f%% of %ld x the one-core %s peak (%.1f GFLOP/s)\n", 100 * frac, threads, peak_name, peak1);
+        summarize(&r, &o, &f);
+        if (o.json)
+            report_json(&r, &o, &f);
         else
-            printf("\n");
-        if (cflops != flops) {
-            printf("computed FLOPs/sample %.4g (amp's products at this batch)  ->  %.1f GFLOP/s", cflops,
-                   median * cflops / 1e9);
-            if (peak1 > 0) printf(" = %.0f%% of the peak", 100 * cfrac);
-            printf("\n");
-        }
-        printf("time: forward+loss %.0f%%  backward %.0f%%  optimizer%s %.0f%% (%.3f ms/step)\n", 100 * r.t_fwd / tsum,
-               100 * r.t_bwd / tsum, r.scaling ? "+scaler" : "", 100 * r.t_opt / tsum, 1e3 * r.t_opt / timed_steps);
-        printf("memory: arena peak %.1f MiB, process peak RSS %.1f MiB; context heap allocations per step %.2f\n",
-               arena_mib, rss_mib, ctx_allocs);
-        printf("activations kept for backward %.1f MiB (less the batch; plus autocast's weight copies %.1f MiB)\n", act_mib,
-               copy_mib);
+            report_text(&r, &o, &f);
     }
-done:
-    free(r.x);
-    free(r.y);
-    free(r.tokens);
-    amp_scaler_free(r.scaler);
-    amp_optimizer_free(r.opt);
-    amp_ctx_free(r.ctx);
-    amp_model_free(r.model);
+    run_free(&r);
     return st == AMP_OK ? AMP_EXIT_OK : AMP_EXIT_FAILURE;
 }

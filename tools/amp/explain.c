@@ -311,13 +311,9 @@ static const char *value_kind(const format_facts *f, float v) {
 
 /* ---- text ----------------------------------------------------------------------------------- */
 
-static void print_text(const struct explain *e) {
-    const format_facts *f32 = &e->fmt[AMP_F32], *f16 = &e->fmt[AMP_F16], *bf16 = &e->fmt[AMP_BF16];
-    const format_facts *e4m3 = &e->fmt[AMP_F8E4M3], *e5m2 = &e->fmt[AMP_F8E5M2];
-
-    printf("amp explain: the numbers behind mixed precision, computed now by amp %s's own conversions\n",
-           amp_version());
-
+/* 1. Each format's limits, decoded from bit patterns. */
+static void text_formats(const struct explain *e) {
+    const format_facts *f16 = &e->fmt[AMP_F16], *bf16 = &e->fmt[AMP_BF16];
     printf("\n1. The formats\n");
     printf("   Decoded from bit patterns built from the traits table: max = max_finite_bits, smallest normal =\n"
            "   exponent field 1, smallest subnormal = fraction 1, epsilon = decode(encode(1) + 1) - 1.\n\n");
@@ -338,7 +334,11 @@ static void print_text(const struct explain *e) {
     }
     printf("   takeaway: fp16 keeps %.1f digits but only spans %s..%s; bf16 spans fp32's range with %.1f digits.\n",
            f16->digits, text_pow2(f16->min_subnormal), text_float(f16->max), bf16->digits);
+}
 
+/* 2. Small updates vanish: why the optimizer keeps fp32 master weights. */
+static void text_updates(const struct explain *e) {
+    const format_facts *f32 = &e->fmt[AMP_F32], *f16 = &e->fmt[AMP_F16];
     printf("\n2. Small updates vanish: why the optimizer keeps fp32 master weights\n");
     printf("   Weight w = %s, update u = %s; each format rounds both operands and the sum.\n\n", text_float(WEIGHT),
            text_float(UPDATE));
@@ -361,7 +361,11 @@ static void print_text(const struct explain *e) {
     printf("   takeaway: an fp16 update of %s of the weight or less is lost; fp32 master weights (lost only\n"
            "   at or below %s) keep it, and the fp16 copy for compute is cast from them each step.\n",
            text_pow2(e->tie), text_pow2(f32->lost_update));
+}
 
+/* 3. Summing in fp16: why reductions accumulate in fp32. */
+static void text_sums(const struct explain *e) {
+    const format_facts *f16 = &e->fmt[AMP_F16];
     printf("\n3. Summing in fp16: why reductions accumulate in fp32\n");
     printf("   Sum %d copies of %s (the true sum is %s; fp16 max is %s).\n\n", SUM_COUNT, text_float(SUM_VALUE),
            text_float(e->sum_fp32), text_float(f16->max));
@@ -386,7 +390,11 @@ static void print_text(const struct explain *e) {
     printf("   takeaway: a sequential fp16 sum stops growing long before it overflows, a tree sum (SIMD, GPU)\n"
            "   overflows, and the right answer (%s) is %s in fp16 anyway: accumulate in fp32.\n",
            text_float(e->sum_fp32), text_float(e->exact_sum_as_fp16));
+}
 
+/* 4. Small gradients underflow in fp16: why the loss is scaled. */
+static void text_gradients(const struct explain *e) {
+    const format_facts *f16 = &e->fmt[AMP_F16];
     printf("\n4. Small gradients underflow in fp16: why the loss is scaled (S = 2^%d)\n", LOSS_SCALE_LOG2);
     printf("   Each gradient g stored in fp16 as is, and as g*S in fp16 then /S in fp32 (what the scaler does).\n\n");
     printf("   %-8s | %-33s | %-33s | %s\n", "", "fp16(g)", "fp16(g*S) / S", "bf16(g)");
@@ -411,7 +419,11 @@ static void print_text(const struct explain *e) {
     printf("   takeaway: loss scaling shifts fp16's %.0f binades down by %d, from [%s, %s] to [%s, %s].\n",
            f16->binades, LOSS_SCALE_LOG2, text_pow2(f16->min_subnormal), text_float(f16->max),
            text_pow2(f16->min_subnormal / LOSS_SCALE), text_float(e->overflow_above));
+}
 
+/* 5. bf16: fp32's range, so no loss scaling, but little precision. */
+static void text_bf16(const struct explain *e) {
+    const format_facts *f32 = &e->fmt[AMP_F32], *bf16 = &e->fmt[AMP_BF16];
     printf("\n5. bf16: fp32's exponent range, so no loss scaling, but little precision\n");
     printf("   min normal %s (fp32 %s), min subnormal %s (fp32 %s), max %s (fp32 %s).\n", text_pow2(bf16->min_normal),
            text_pow2(f32->min_normal), text_pow2(bf16->min_subnormal), text_pow2(f32->min_subnormal),
@@ -422,7 +434,11 @@ static void print_text(const struct explain *e) {
            text_pow2(bf16->epsilon), text_float(WEIGHT), text_float(UPDATE), text_float(bf16->one_plus_update),
            text_pow2(bf16->lost_update));
     printf("   takeaway: bf16 needs no loss scaler, but still needs fp32 master weights and fp32 sums.\n");
+}
 
+/* 6. fp8: two formats, each needing a per-tensor scale. */
+static void text_fp8(const struct explain *e) {
+    const format_facts *f16 = &e->fmt[AMP_F16], *e4m3 = &e->fmt[AMP_F8E4M3], *e5m2 = &e->fmt[AMP_F8E5M2];
     printf("\n6. fp8: two formats, each needing a per-tensor scale\n");
     printf("   %-7s max +-%s, min subnormal %s, epsilon %s, %.1f binades, overflow -> %s: activations, weights\n",
            e4m3->info->name, text_float(e4m3->max), text_pow2(e4m3->min_subnormal), text_pow2(e4m3->epsilon),
@@ -438,6 +454,17 @@ static void print_text(const struct explain *e) {
     printf("   takeaway: %.0f binades (e4m3) cannot hold both large and small tensors; each tensor is scaled by\n"
            "   max / amax into range (fp16 spans %.0f, so one global loss scale is enough there).\n",
            e4m3->binades, f16->binades);
+}
+
+static void print_text(const struct explain *e) {
+    printf("amp explain: the numbers behind mixed precision, computed now by amp %s's own conversions\n",
+           amp_version());
+    text_formats(e);
+    text_updates(e);
+    text_sums(e);
+    text_gradients(e);
+    text_bf16(e);
+    text_fp8(e);
 }
 
 /* ---- JSON ----------------------------------------------------------------------------------- */
@@ -537,144 +564,173 @@ static void json_step(json_writer *w, const char *key, int step) {
     }
 }
 
-static void print_json(const struct explain *e) {
-    const format_facts *f16 = &e->fmt[AMP_F16], *bf16 = &e->fmt[AMP_BF16], *f32 = &e->fmt[AMP_F32];
-    json_writer w = {0, {0}};
-    json_open(&w, NULL, '{');
-    json_string(&w, "amp_version", amp_version());
-    json_string(&w, "nonfinite", "numbers that are not finite are the strings \"inf\", \"-inf\" and \"nan\"");
-
-    json_open(&w, "formats", '{');
+/* "formats": each format's limits, by the traits table's name. */
+static void json_formats(json_writer *w, const struct explain *e) {
+    json_open(w, "formats", '{');
     for (int d = 0; d < AMP_DTYPE_COUNT; d++) {
         const format_facts *f = &e->fmt[d];
         char bits[16];
-        json_open(&w, f->info->name, '{');
-        json_int(&w, "bits", f->info->bits);
-        json_int(&w, "exponent_bits", f->info->exponent_bits);
-        json_int(&w, "mantissa_bits", f->info->mantissa_bits);
-        json_number(&w, "max", f->max);
+        json_open(w, f->info->name, '{');
+        json_int(w, "bits", f->info->bits);
+        json_int(w, "exponent_bits", f->info->exponent_bits);
+        json_int(w, "mantissa_bits", f->info->mantissa_bits);
+        json_number(w, "max", f->max);
         snprintf(bits, sizeof bits, "0x%0*X", f->info->bits / 4, f->info->max_finite_bits);
-        json_string(&w, "max_bits", bits);
-        json_number(&w, "min_normal", f->min_normal);
-        json_log2(&w, "min_normal_log2", f->min_normal);
-        json_number(&w, "min_subnormal", f->min_subnormal);
-        json_log2(&w, "min_subnormal_log2", f->min_subnormal);
-        json_number(&w, "epsilon", f->epsilon);
-        json_log2(&w, "epsilon_log2", f->epsilon);
-        json_number(&w, "decimal_digits", f->digits);
-        json_number(&w, "binades", f->binades);
-        json_bool(&w, "has_inf", f->info->has_inf);
-        json_number(&w, "overflow", f->overflow);
-        json_close(&w, '}');
+        json_string(w, "max_bits", bits);
+        json_number(w, "min_normal", f->min_normal);
+        json_log2(w, "min_normal_log2", f->min_normal);
+        json_number(w, "min_subnormal", f->min_subnormal);
+        json_log2(w, "min_subnormal_log2", f->min_subnormal);
+        json_number(w, "epsilon", f->epsilon);
+        json_log2(w, "epsilon_log2", f->epsilon);
+        json_number(w, "decimal_digits", f->digits);
+        json_number(w, "binades", f->binades);
+        json_bool(w, "has_inf", f->info->has_inf);
+        json_number(w, "overflow", f->overflow);
+        json_close(w, '}');
     }
-    json_close(&w, '}');
+    json_close(w, '}');
+}
 
-    json_open(&w, "vanishing_update", '{');
-    json_number(&w, "weight", WEIGHT);
-    json_number(&w, "update", UPDATE);
+/* "vanishing_update": WEIGHT + UPDATE in every format, and the master-weight demo. */
+static void json_vanishing_update(json_writer *w, const struct explain *e) {
+    json_open(w, "vanishing_update", '{');
+    json_number(w, "weight", WEIGHT);
+    json_number(w, "update", UPDATE);
     for (int d = 0; d < AMP_DTYPE_COUNT; d++) {
-        /* "fp32", "fp16", ... as the issue names them, from the traits name "f32", "f16", ... */
+        /* keys "fp32", "fp16", ... made from the traits names "f32", "f16", ... */
         const char *name = e->fmt[d].info->name;
         char key[32];
         snprintf(key, sizeof key, "%s%s", name[0] == 'f' ? "fp" : "", name[0] == 'f' ? name + 1 : name);
-        json_number(&w, key, e->fmt[d].one_plus_update);
+        json_number(w, key, e->fmt[d].one_plus_update);
     }
-    json_number(&w, "threshold", e->tie);
-    json_log2(&w, "threshold_log2", e->tie);
-    json_number(&w, "next_fp32_sum_above_threshold", e->tie_next_sum);
-    json_number(&w, "next_fp32_sum_in_fp16", e->tie_next_fp16);
-    json_open(&w, "lost_update_log2", '{');
-    for (int d = 0; d < AMP_DTYPE_COUNT; d++) json_log2(&w, e->fmt[d].info->name, e->fmt[d].lost_update);
-    json_close(&w, '}');
-    json_int(&w, "steps", UPDATE_STEPS);
-    json_number(&w, "fp16_weight_after_steps", e->fp16_weight);
-    json_number(&w, "fp32_master_after_steps", e->master_weight);
-    json_number(&w, "fp16_copy_of_master", e->master_as_fp16);
-    json_close(&w, '}');
+    json_number(w, "threshold", e->tie);
+    json_log2(w, "threshold_log2", e->tie);
+    json_number(w, "next_fp32_sum_above_threshold", e->tie_next_sum);
+    json_number(w, "next_fp32_sum_in_fp16", e->tie_next_fp16);
+    json_open(w, "lost_update_log2", '{');
+    for (int d = 0; d < AMP_DTYPE_COUNT; d++) json_log2(w, e->fmt[d].info->name, e->fmt[d].lost_update);
+    json_close(w, '}');
+    json_int(w, "steps", UPDATE_STEPS);
+    json_number(w, "fp16_weight_after_steps", e->fp16_weight);
+    json_number(w, "fp32_master_after_steps", e->master_weight);
+    json_number(w, "fp16_copy_of_master", e->master_as_fp16);
+    json_close(w, '}');
+}
 
-    json_open(&w, "fp16_sum_4096x16", '{');
-    json_int(&w, "count", SUM_COUNT);
-    json_number(&w, "value", SUM_VALUE);
-    json_number(&w, "fp32_accumulator", e->sum_fp32);
-    json_number(&w, "fp16_accumulator", e->sum_fp16);
-    json_step(&w, "fp16_overflow_step", e->overflow_step);
-    json_number(&w, "fp16_pairwise_accumulator", e->sum_fp16_pairwise);
-    json_step(&w, "fp16_pairwise_overflow_level", e->pairwise_overflow_level);
-    json_step(&w, "fp16_stall_step", e->stall_step);
-    json_number(&w, "fp16_stall_value", e->stall_step ? e->stall_value : NAN);
-    json_number(&w, "fp16_spacing_at_stall", e->stall_step ? e->stall_spacing : NAN);
-    json_number(&w, "fp32_sum_as_fp16", e->exact_sum_as_fp16);
-    json_close(&w, '}');
+/* "fp16_sum_4096x16": the sums of SUM_COUNT copies of SUM_VALUE. */
+static void json_sum(json_writer *w, const struct explain *e) {
+    json_open(w, "fp16_sum_4096x16", '{');
+    json_int(w, "count", SUM_COUNT);
+    json_number(w, "value", SUM_VALUE);
+    json_number(w, "fp32_accumulator", e->sum_fp32);
+    json_number(w, "fp16_accumulator", e->sum_fp16);
+    json_step(w, "fp16_overflow_step", e->overflow_step);
+    json_number(w, "fp16_pairwise_accumulator", e->sum_fp16_pairwise);
+    json_step(w, "fp16_pairwise_overflow_level", e->pairwise_overflow_level);
+    json_step(w, "fp16_stall_step", e->stall_step);
+    json_number(w, "fp16_stall_value", e->stall_step ? e->stall_value : NAN);
+    json_number(w, "fp16_spacing_at_stall", e->stall_step ? e->stall_spacing : NAN);
+    json_number(w, "fp32_sum_as_fp16", e->exact_sum_as_fp16);
+    json_close(w, '}');
+}
 
-    json_open(&w, "gradients", '[');
+/* "gradients": one object per gradient sample. */
+static void json_gradients(json_writer *w, const struct explain *e) {
+    const format_facts *f16 = &e->fmt[AMP_F16];
+    json_open(w, "gradients", '[');
     for (int i = 0; i < N_GRADS; i++) {
         const grad_row *r = &e->grads[i];
-        json_open(&w, NULL, '{');
-        json_number(&w, "value", r->value);
-        json_number(&w, "fp16", r->fp16);
-        json_string(&w, "fp16_kind", value_kind(f16, r->fp16));
-        json_number(&w, "fp16_rel_error", rel_error(r->fp16, r->value));
-        json_number(&w, "fp16_scaled", r->fp16_scaled);
-        json_string(&w, "fp16_scaled_kind", value_kind(f16, r->fp16_scaled));
-        json_number(&w, "fp16_scaled_unscaled", r->recovered);
-        json_number(&w, "fp16_scaled_rel_error", rel_error(r->recovered, r->value));
-        json_number(&w, "bf16", r->bf16);
-        json_number(&w, "bf16_rel_error", rel_error(r->bf16, r->value));
-        json_close(&w, '}');
+        json_open(w, NULL, '{');
+        json_number(w, "value", r->value);
+        json_number(w, "fp16", r->fp16);
+        json_string(w, "fp16_kind", value_kind(f16, r->fp16));
+        json_number(w, "fp16_rel_error", rel_error(r->fp16, r->value));
+        json_number(w, "fp16_scaled", r->fp16_scaled);
+        json_string(w, "fp16_scaled_kind", value_kind(f16, r->fp16_scaled));
+        json_number(w, "fp16_scaled_unscaled", r->recovered);
+        json_number(w, "fp16_scaled_rel_error", rel_error(r->recovered, r->value));
+        json_number(w, "bf16", r->bf16);
+        json_number(w, "bf16_rel_error", rel_error(r->bf16, r->value));
+        json_close(w, '}');
     }
-    json_close(&w, ']');
+    json_close(w, ']');
+}
 
-    json_open(&w, "loss_scaling", '{');
-    json_number(&w, "scale", LOSS_SCALE);
-    json_int(&w, "scale_log2", LOSS_SCALE_LOG2);
-    json_log2(&w, "fp16_full_precision_log2", f16->min_normal);
-    json_log2(&w, "fp16_floor_log2", f16->min_subnormal);
-    json_log2(&w, "fp16_zero_at_or_below_log2", e->fp16_zero);
-    json_log2(&w, "scaled_full_precision_log2", f16->min_normal / LOSS_SCALE);
-    json_log2(&w, "scaled_floor_log2", f16->min_subnormal / LOSS_SCALE);
-    json_log2(&w, "scaled_zero_at_or_below_log2", e->fp16_zero / LOSS_SCALE);
-    json_number(&w, "scaled_overflow_above", e->overflow_above);
-    json_close(&w, '}');
+/* "loss_scaling": fp16's range before and after scaling by LOSS_SCALE. */
+static void json_loss_scaling(json_writer *w, const struct explain *e) {
+    const format_facts *f16 = &e->fmt[AMP_F16];
+    json_open(w, "loss_scaling", '{');
+    json_number(w, "scale", LOSS_SCALE);
+    json_int(w, "scale_log2", LOSS_SCALE_LOG2);
+    json_log2(w, "fp16_full_precision_log2", f16->min_normal);
+    json_log2(w, "fp16_floor_log2", f16->min_subnormal);
+    json_log2(w, "fp16_zero_at_or_below_log2", e->fp16_zero);
+    json_log2(w, "scaled_full_precision_log2", f16->min_normal / LOSS_SCALE);
+    json_log2(w, "scaled_floor_log2", f16->min_subnormal / LOSS_SCALE);
+    json_log2(w, "scaled_zero_at_or_below_log2", e->fp16_zero / LOSS_SCALE);
+    json_number(w, "scaled_overflow_above", e->overflow_above);
+    json_close(w, '}');
+}
 
-    json_open(&w, "bf16", '{');
-    json_bool(&w, "same_min_normal_as_fp32", bf16->min_normal == f32->min_normal);
-    json_log2(&w, "min_normal_log2", bf16->min_normal);
-    json_log2(&w, "min_subnormal_log2", bf16->min_subnormal);
-    json_log2(&w, "epsilon_log2", bf16->epsilon);
-    json_int(&w, "gradients_surviving", e->bf16_survivors);
-    json_int(&w, "gradients_total", N_GRADS);
-    json_number(&w, "worst_gradient_rel_error", e->bf16_worst_error);
-    json_number(&w, "one_plus_update", bf16->one_plus_update);
-    json_close(&w, '}');
+/* "bf16": its range and precision next to fp32's. */
+static void json_bf16(json_writer *w, const struct explain *e) {
+    const format_facts *f32 = &e->fmt[AMP_F32], *bf16 = &e->fmt[AMP_BF16];
+    json_open(w, "bf16", '{');
+    json_bool(w, "same_min_normal_as_fp32", bf16->min_normal == f32->min_normal);
+    json_log2(w, "min_normal_log2", bf16->min_normal);
+    json_log2(w, "min_subnormal_log2", bf16->min_subnormal);
+    json_log2(w, "epsilon_log2", bf16->epsilon);
+    json_int(w, "gradients_surviving", e->bf16_survivors);
+    json_int(w, "gradients_total", N_GRADS);
+    json_number(w, "worst_gradient_rel_error", e->bf16_worst_error);
+    json_number(w, "one_plus_update", bf16->one_plus_update);
+    json_close(w, '}');
+}
 
-    json_open(&w, "fp8", '{');
+/* "fp8": the two formats and the per-tensor scaling demo. */
+static void json_fp8(json_writer *w, const struct explain *e) {
+    json_open(w, "fp8", '{');
     static const struct {
         amp_dtype dtype;
         const char *use;
     } fp8_uses[] = {{AMP_F8E4M3, "activations and weights"}, {AMP_F8E5M2, "gradients"}};
     for (size_t i = 0; i < sizeof fp8_uses / sizeof fp8_uses[0]; i++) {
         const format_facts *f = &e->fmt[fp8_uses[i].dtype];
-        json_open(&w, f->info->name, '{');
-        json_number(&w, "max", f->max);
-        json_number(&w, "binades", f->binades);
-        json_string(&w, "use", fp8_uses[i].use);
-        json_close(&w, '}');
+        json_open(w, f->info->name, '{');
+        json_number(w, "max", f->max);
+        json_number(w, "binades", f->binades);
+        json_string(w, "use", fp8_uses[i].use);
+        json_close(w, '}');
     }
-    json_open(&w, "per_tensor_scaling", '{');
-    json_number(&w, "amax", e->fp8_amax);
-    json_number(&w, "scale", e->fp8_scale);
-    json_open(&w, "values", '[');
+    json_open(w, "per_tensor_scaling", '{');
+    json_number(w, "amax", e->fp8_amax);
+    json_number(w, "scale", e->fp8_scale);
+    json_open(w, "values", '[');
     for (int i = 0; i < N_FP8_TENSOR; i++) {
-        json_open(&w, NULL, '{');
-        json_number(&w, "value", fp8_tensor[i]);
-        json_number(&w, "f8e4m3_unscaled", e->fp8_unscaled[i]);
-        json_number(&w, "f8e4m3_scaled", e->fp8_scaled[i]);
-        json_close(&w, '}');
+        json_open(w, NULL, '{');
+        json_number(w, "value", fp8_tensor[i]);
+        json_number(w, "f8e4m3_unscaled", e->fp8_unscaled[i]);
+        json_number(w, "f8e4m3_scaled", e->fp8_scaled[i]);
+        json_close(w, '}');
     }
-    json_close(&w, ']');
-    json_close(&w, '}');
-    json_close(&w, '}');
+    json_close(w, ']');
+    json_close(w, '}');
+    json_close(w, '}');
+}
 
+static void print_json(const struct explain *e) {
+    json_writer w = {0, {0}};
+    json_open(&w, NULL, '{');
+    json_string(&w, "amp_version", amp_version());
+    json_string(&w, "nonfinite", "numbers that are not finite are the strings \"inf\", \"-inf\" and \"nan\"");
+    json_formats(&w, e);
+    json_vanishing_update(&w, e);
+    json_sum(&w, e);
+    json_gradients(&w, e);
+    json_loss_scaling(&w, e);
+    json_bf16(&w, e);
+    json_fp8(&w, e);
     json_close(&w, '}');
     putchar('\n');
 }

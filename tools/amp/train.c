@@ -150,27 +150,122 @@ static void print_summary(const amp_train_result *r) {
 
 /* ---- the command -------------------------------------------------------------------------------- */
 
-static int run_and_print(amp_train_config *cfg, amp_model_kind kind, bool quiet, bool json, const char *report_dir,
-                         amp_train_result *result, char *err, size_t err_size);
+/* The command line: the run's configuration, how to print, and the optimizer settings applied once
+ * every flag is read (--optimizer resets the optimizer's configuration, and an --lr, --momentum or
+ * --weight-decay given before it still counts). */
+typedef struct train_options {
+    amp_train_config cfg;
+    bool json, quiet;
+    const char *report_dir; /* --report DIR, or NULL */
+    bool have_lr, have_wd, have_momentum;
+    double lr, wd, momentum;
+} train_options;
 
-int amp_cmd_train(int argc, char **argv) {
-    amp_model_kind kind; /* the first pass: --help, and --model (the defaults depend on it) */
-    const int first = amp_train_first_pass("train", argc, argv, print_help, &kind);
-    if (first >= 0) return first;
-    amp_train_config cfg = amp_train_default_config(kind);
-    cfg.precision = AMP_PRECISION_AMP_FP16;
-    bool json = false, quiet = false, have_lr = false, have_wd = false, have_momentum = false;
-    double lr = 0, wd = 0, momentum = 0;
-    const char *report_dir = NULL;
+/* Applies the flag `a` (one that takes a value) with its value `v`. Returns AMP_EXIT_OK, or the
+ * usage error's exit status. */
+static int parse_value(const char *a, const char *v, train_options *o) {
+    amp_train_config *cfg = &o->cfg;
+    long n = 0;
+    double d = 0;
+#define NEED_LONG(lo, hi)                                                                                    \
+    if (amp_parse_long(v, (lo), (hi), &n) != 0)                                                              \
+        return amp_usage_error("train", "%s wants an integer in [%ld, %ld], not '%s'", a, (long)(lo), (long)(hi), v)
+#define NEED_DOUBLE()                                                                                        \
+    if (amp_cli_parse_double(v, &d) != 0) return amp_usage_error("train", "%s wants a number, not '%s'", a, v)
+    if (amp_train_is_shared_flag(a)) {
+        const int st = amp_train_shared_flag("train", a, v, cfg);
+        if (st != AMP_EXIT_OK) return st;
+    } else if (strcmp(a, "--model") == 0) {
+        /* handled in the first pass */
+    } else if (strcmp(a, "--precision") == 0) {
+        if (amp_precision_from_name(v, &cfg->precision) != AMP_OK)
+            return amp_usage_error("train",
+                                   "unknown precision '%s' (fp32, amp-fp16, amp-bf16, fp16-master, fp16-pure, bf16-pure)", v);
+    } else if (strcmp(a, "--scaler") == 0) {
+        if (strcmp(v, "dynamic") == 0)
+            cfg->scaler = AMP_SCALER_DYNAMIC;
+        else if (strcmp(v, "off") == 0)
+            cfg->scaler = AMP_SCALER_OFF;
+        else if (strncmp(v, "static:", 7) == 0 && amp_cli_parse_double(v + 7, &d) == 0 && d > 0 && d <= 3.4e38) {
+            cfg->scaler = AMP_SCALER_STATIC;
+            cfg->static_scale = (float)d;
+        } else
+            return amp_usage_error("train", "--scaler wants dynamic, off or static:S with S > 0, not '%s'", v);
+    } else if (strcmp(a, "--optimizer") == 0) {
+        amp_optim_kind k;
+        if (strcmp(v, "sgd") == 0) k = AMP_OPTIM_SGD;
+        else if (strcmp(v, "adam") == 0) k = AMP_OPTIM_ADAM;
+        else if (strcmp(v, "adamw") == 0) k = AMP_OPTIM_ADAMW;
+        else return amp_usage_error("train", "unknown optimizer '%s' (sgd, adam, adamw)", v);
+        const float keep_lr = cfg->optim.lr;
+        cfg->optim = amp_optim_default_config(k);
+        cfg->optim.lr = keep_lr;
+        if (k == AMP_OPTIM_SGD) cfg->optim.momentum = 0.9f;
+    } else if (strcmp(a, "--lr") == 0) {
+        NEED_DOUBLE();
+        if (d < 0) return amp_usage_error("train", "--lr must be >= 0, not '%s'", v);
+        o->lr = d, o->have_lr = true;
+    } else if (strcmp(a, "--momentum") == 0) {
+        NEED_DOUBLE();
+        if (d < 0) return amp_usage_error("train", "--momentum must be >= 0, not '%s'", v);
+        o->momentum = d, o->have_momentum = true;
+    } else if (strcmp(a, "--weight-decay") == 0) {
+        NEED_DOUBLE();
+        if (d < 0) return amp_usage_error("train", "--weight-decay must be >= 0, not '%s'", v);
+        o->wd = d, o->have_wd = true;
+    } else if (strcmp(a, "--clip") == 0) {
+        NEED_DOUBLE();
+        if (d < 0) return amp_usage_error("train", "--clip must be >= 0, not '%s'", v);
+        cfg->clip = (float)d;
+    } else if (strcmp(a, "--checkpoint") == 0) {
+        cfg->checkpoint = v;
+    } else if (strcmp(a, "--checkpoint-every") == 0) {
+        NEED_LONG(1, 1L << 40);
+        cfg->checkpoint_every = n;
+    } else if (strcmp(a, "--resume") == 0) {
+        cfg->resume = v;
+    } else if (strcmp(a, "--grad-stats-every") == 0) {
+        NEED_LONG(0, 1L << 40);
+        cfg->grad_stats_every = n > 0 ? n : -1;
+    } else if (strcmp(a, "--inject-nonfinite") == 0) {
+        NEED_DOUBLE();
+        if (!(d >= 0 && d <= 1)) return amp_usage_error("train", "--inject-nonfinite wants a probability in [0, 1], not '%s'", v);
+        cfg->inject_nonfinite = d;
+    } else if (strcmp(a, "--inject-rank") == 0) {
+        NEED_LONG(0, 1L << 20);
+        cfg->inject_rank = (int)n;
+    } else if (strcmp(a, "--allreduce-dtype") == 0) {
+        if (strcmp(v, "fp32") == 0) cfg->grad_wire = AMP_F32;
+        else if (strcmp(v, "bf16") == 0) cfg->grad_wire = AMP_BF16;
+        else if (strcmp(v, "fp16") == 0) cfg->grad_wire = AMP_F16;
+        else return amp_usage_error("train", "--allreduce-dtype wants fp32, bf16 or fp16, not '%s'", v);
+    } else if (strcmp(a, "--check-replicas") == 0) {
+        NEED_LONG(0, 1L << 40);
+        cfg->check_replicas_every = n;
+    } else if (strcmp(a, "--bucket-kb") == 0) {
+        NEED_LONG(1, 1L << 30);
+        cfg->bucket_bytes = (size_t)n << 10;
+    }
+#undef NEED_LONG
+#undef NEED_DOUBLE
+    return AMP_EXIT_OK;
+}
+
+/* Reads argv[1..argc) into *o, from the defaults of the model `kind` (the first pass's). Returns -1
+ * when the run should go on, otherwise the usage error's exit status. */
+static int parse_options(int argc, char **argv, amp_model_kind kind, train_options *o) {
+    *o = (train_options){.cfg = amp_train_default_config(kind)};
+    o->cfg.precision = AMP_PRECISION_AMP_FP16;
+    amp_train_config *cfg = &o->cfg;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--json") == 0) { json = true; continue; }
-        if (strcmp(a, "--quiet") == 0) { quiet = true; continue; }
-        if (strcmp(a, "--detect-anomaly") == 0) { cfg.detect_anomaly = true; continue; }
-        if (strcmp(a, "--no-eval") == 0) { cfg.eval = false; continue; }
+        if (strcmp(a, "--json") == 0) { o->json = true; continue; }
+        if (strcmp(a, "--quiet") == 0) { o->quiet = true; continue; }
+        if (strcmp(a, "--detect-anomaly") == 0) { cfg->detect_anomaly = true; continue; }
+        if (strcmp(a, "--no-eval") == 0) { cfg->eval = false; continue; }
         if (strcmp(a, "--report") == 0) {
             if (i + 1 >= argc) return amp_usage_error("train", "--report needs a value");
-            report_dir = argv[++i];
+            o->report_dir = argv[++i];
             continue;
         }
         if (strncmp(a, "--", 2) != 0) return amp_usage_error("train", "unexpected argument '%s'", a);
@@ -183,97 +278,28 @@ int amp_cmd_train(int argc, char **argv) {
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
         if (!known) return amp_usage_error("train", "unknown option '%s'", a);
         if (i + 1 >= argc) return amp_usage_error("train", "%s needs a value", a);
-        const char *v = argv[++i];
-        long n = 0;
-        double d = 0;
-#define NEED_LONG(lo, hi)                                                                                    \
-    if (amp_parse_long(v, (lo), (hi), &n) != 0)                                                              \
-        return amp_usage_error("train", "%s wants an integer in [%ld, %ld], not '%s'", a, (long)(lo), (long)(hi), v)
-#define NEED_DOUBLE()                                                                                        \
-    if (amp_cli_parse_double(v, &d) != 0) return amp_usage_error("train", "%s wants a number, not '%s'", a, v)
-        if (amp_train_is_shared_flag(a)) {
-            const int st = amp_train_shared_flag("train", a, v, &cfg);
-            if (st != AMP_EXIT_OK) return st;
-        } else if (strcmp(a, "--model") == 0) {
-            /* handled in the first pass */
-        } else if (strcmp(a, "--precision") == 0) {
-            if (amp_precision_from_name(v, &cfg.precision) != AMP_OK)
-                return amp_usage_error("train",
-                                       "unknown precision '%s' (fp32, amp-fp16, amp-bf16, fp16-master, fp16-pure, bf16-pure)", v);
-        } else if (strcmp(a, "--scaler") == 0) {
-            if (strcmp(v, "dynamic") == 0)
-                cfg.scaler = AMP_SCALER_DYNAMIC;
-            else if (strcmp(v, "off") == 0)
-                cfg.scaler = AMP_SCALER_OFF;
-            else if (strncmp(v, "static:", 7) == 0 && amp_cli_parse_double(v + 7, &d) == 0 && d > 0 && d <= 3.4e38) {
-                cfg.scaler = AMP_SCALER_STATIC;
-                cfg.static_scale = (float)d;
-            } else
-                return amp_usage_error("train", "--scaler wants dynamic, off or static:S with S > 0, not '%s'", v);
-        } else if (strcmp(a, "--optimizer") == 0) {
-            amp_optim_kind k;
-            if (strcmp(v, "sgd") == 0) k = AMP_OPTIM_SGD;
-            else if (strcmp(v, "adam") == 0) k = AMP_OPTIM_ADAM;
-            else if (strcmp(v, "adamw") == 0) k = AMP_OPTIM_ADAMW;
-            else return amp_usage_error("train", "unknown optimizer '%s' (sgd, adam, adamw)", v);
-            const float keep_lr = cfg.optim.lr;
-            cfg.optim = amp_optim_default_config(k);
-            cfg.optim.lr = keep_lr;
-            if (k == AMP_OPTIM_SGD) cfg.optim.momentum = 0.9f;
-        } else if (strcmp(a, "--lr") == 0) {
-            NEED_DOUBLE();
-            if (d < 0) return amp_usage_error("train", "--lr must be >= 0, not '%s'", v);
-            lr = d, have_lr = true;
-        } else if (strcmp(a, "--momentum") == 0) {
-            NEED_DOUBLE();
-            if (d < 0) return amp_usage_error("train", "--momentum must be >= 0, not '%s'", v);
-            momentum = d, have_momentum = true;
-        } else if (strcmp(a, "--weight-decay") == 0) {
-            NEED_DOUBLE();
-            if (d < 0) return amp_usage_error("train", "--weight-decay must be >= 0, not '%s'", v);
-            wd = d, have_wd = true;
-        } else if (strcmp(a, "--clip") == 0) {
-            NEED_DOUBLE();
-            if (d < 0) return amp_usage_error("train", "--clip must be >= 0, not '%s'", v);
-            cfg.clip = (float)d;
-        } else if (strcmp(a, "--checkpoint") == 0) {
-            cfg.checkpoint = v;
-        } else if (strcmp(a, "--checkpoint-every") == 0) {
-            NEED_LONG(1, 1L << 40);
-            cfg.checkpoint_every = n;
-        } else if (strcmp(a, "--resume") == 0) {
-            cfg.resume = v;
-        } else if (strcmp(a, "--grad-stats-every") == 0) {
-            NEED_LONG(0, 1L << 40);
-            cfg.grad_stats_every = n > 0 ? n : -1;
-        } else if (strcmp(a, "--inject-nonfinite") == 0) {
-            NEED_DOUBLE();
-            if (!(d >= 0 && d <= 1)) return amp_usage_error("train", "--inject-nonfinite wants a probability in [0, 1], not '%s'", v);
-            cfg.inject_nonfinite = d;
-        } else if (strcmp(a, "--inject-rank") == 0) {
-            NEED_LONG(0, 1L << 20);
-            cfg.inject_rank = (int)n;
-        } else if (strcmp(a, "--allreduce-dtype") == 0) {
-            if (strcmp(v, "fp32") == 0) cfg.grad_wire = AMP_F32;
-            else if (strcmp(v, "bf16") == 0) cfg.grad_wire = AMP_BF16;
-            else if (strcmp(v, "fp16") == 0) cfg.grad_wire = AMP_F16;
-            else return amp_usage_error("train", "--allreduce-dtype wants fp32, bf16 or fp16, not '%s'", v);
-        } else if (strcmp(a, "--check-replicas") == 0) {
-            NEED_LONG(0, 1L << 40);
-            cfg.check_replicas_every = n;
-        } else if (strcmp(a, "--bucket-kb") == 0) {
-            NEED_LONG(1, 1L << 30);
-            cfg.bucket_bytes = (size_t)n << 10;
-        }
-#undef NEED_LONG
-#undef NEED_DOUBLE
+        const int st = parse_value(a, argv[++i], o);
+        if (st != AMP_EXIT_OK) return st;
     }
-    if (have_lr) cfg.optim.lr = (float)lr;
-    if (have_momentum) cfg.optim.momentum = (float)momentum;
-    if (have_wd) cfg.optim.weight_decay = (float)wd;
-    if (cfg.checkpoint_every > 0 && !cfg.checkpoint) return amp_usage_error("train", "--checkpoint-every needs --checkpoint FILE");
-    if (have_momentum && cfg.optim.kind != AMP_OPTIM_SGD)
+    if (o->have_lr) cfg->optim.lr = (float)o->lr;
+    if (o->have_momentum) cfg->optim.momentum = (float)o->momentum;
+    if (o->have_wd) cfg->optim.weight_decay = (float)o->wd;
+    if (cfg->checkpoint_every > 0 && !cfg->checkpoint) return amp_usage_error("train", "--checkpoint-every needs --checkpoint FILE");
+    if (o->have_momentum && cfg->optim.kind != AMP_OPTIM_SGD)
         return amp_usage_error("train", "--momentum applies to sgd only");
+    return -1;
+}
+
+static int run_and_print(amp_train_config *cfg, amp_model_kind kind, bool quiet, bool json, const char *report_dir,
+                         amp_train_result *result, char *err, size_t err_size);
+
+int amp_cmd_train(int argc, char **argv) {
+    amp_model_kind kind; /* the first pass: --help, and --model (the defaults depend on it) */
+    const int first = amp_train_first_pass("train", argc, argv, print_help, &kind);
+    if (first >= 0) return first;
+    train_options o;
+    const int parsed = parse_options(argc, argv, kind, &o);
+    if (parsed >= 0) return parsed;
     if (amp_cli_parse_only) return AMP_EXIT_OK;
 
     amp_train_result result;
@@ -287,10 +313,10 @@ int amp_cmd_train(int argc, char **argv) {
         amp_cli_comm_finish(comm);
         return cst == AMP_ERR_INVALID_ARGUMENT ? AMP_EXIT_USAGE : AMP_EXIT_FAILURE;
     }
-    cfg.comm = comm;
+    o.cfg.comm = comm;
     const int rank = comm ? comm->rank : 0;
-    if (rank != 0) quiet = true, json = false, report_dir = NULL;
-    const int code = run_and_print(&cfg, kind, quiet, json, report_dir, &result, err, sizeof err);
+    if (rank != 0) o.quiet = true, o.json = false, o.report_dir = NULL;
+    const int code = run_and_print(&o.cfg, kind, o.quiet, o.json, o.report_dir, &result, err, sizeof err);
     if (code != AMP_EXIT_OK) return amp_cli_comm_abort(comm, code);
     amp_cli_comm_finish(comm);
     return code;
