@@ -24,7 +24,7 @@ amp_tensor *amp_op_fail(amp_ctx *ctx, amp_op op, const char *fmt, ...)
 /* x itself when it already has `dtype`, else a differentiable cast (amp_cast). */
 amp_tensor *amp_op_as(amp_ctx *ctx, amp_tensor *x, amp_dtype dtype);
 
-/* The lstm model's fast path (src/ops/lstm.c explains it): T steps of amp_lstm_cell from a zero state
+/* The lstm model's fast path (src/ops/lstm_sequence.c explains it): T steps of amp_lstm_cell from a zero state
  * as one node. x [B, T, I]; w_ih [4H, I], w_hh [4H, H], biases [4H] or NULL. Returns h for every step,
  * [B, T, H] in the compute dtype (recorded as AMP_OP_LSTM_CELL: autocast applies lstm_cell's policy),
  * or NULL with the error in ctx. */
@@ -34,7 +34,7 @@ amp_tensor *amp_lstm_sequence(amp_ctx *ctx, amp_tensor *x, amp_tensor *w_ih, amp
 /* The same sequence with its inputs rows of an embedding: x_t's row b is embedding[tokens[b * steps +
  * t]] ([V, I]; tokens [batch, steps], copied). The values of amp_embedding followed by
  * amp_lstm_sequence: h bit for bit; the gradients of embedding and w_ih from products of V rows instead
- * of batch * steps (src/ops/lstm.c token_grads: sums in another order, and dE without the per-token
+ * of batch * steps (src/ops/lstm_sequence_backward.c token_grads: sums in another order, and dE without the per-token
  * rounding of dx to the compute dtype). */
 amp_tensor *amp_lstm_sequence_tokens(amp_ctx *ctx, amp_tensor *embedding, const int32_t *tokens, int64_t batch,
                                      int64_t steps, amp_tensor *w_ih, amp_tensor *w_hh, amp_tensor *b_ih,
