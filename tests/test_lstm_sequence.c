@@ -1,4 +1,4 @@
-/* amp_lstm_sequence (the lstm model's fused T-step LSTM, src/ops/lstm.c) against its reference twin:
+/* amp_lstm_sequence (the lstm model's fused T-step LSTM, src/ops/lstm_sequence.c) against its reference twin:
  * T amp_lstm_cell calls on the same values, forward outputs and every gradient, in f32, f16 and bf16.
  *
  * The forward pass is the same arithmetic: h must match bit for bit. Gradient tolerances, normwise
@@ -130,7 +130,7 @@ out:
     amp_ctx_free(ctx);
 }
 
-/* The backward's gradient routes (lstm.c: the combined [dW_ih | dW_hh] product sent to two sinks, a
+/* The backward's gradient routes (lstm_sequence_backward.c: the combined [dW_ih | dW_hh] product sent to two sinks, a
  * weight gradient alone, dX inside or outside the recurrence, a gradient that already exists): with
  * a subset of x, w_ih, w_hh requiring grad, each gradient bit for bit that of the run where all do;
  * a second backward into existing gradients gives exactly twice the first. */
@@ -219,7 +219,7 @@ static bool run_at(int threads, int64_t B, int64_t T, int64_t I, int64_t H, amp_
     return ok;
 }
 
-/* The rows of each step's pointwise passes are split between threads (lstm.c fwd_row, bwd_row), or
+/* The rows of each step's pointwise passes are split between threads (lstm_sequence.c fwd_row, lstm_sequence_backward.c bwd_row), or
  * each thread runs its rows through every step (bwd_lane; fwd_lanes with tokens, check_tokens): every
  * value, forward and backward, must be the one-thread value bit for bit. */
 static void check_threads(int64_t B, int64_t T, int64_t I, int64_t H, amp_dtype dt, bool with_grad) {
@@ -405,7 +405,7 @@ void test_lstm_sequence(void) {
         check_threads(32, 3, 6, 64, AMP_BF16, g);
         /* [W_ih | W_hh] 96 wide: the backward's product on the 8-row kernel where the path has one
          * (AVX-512: bf16 pairs, and fp32's fed by f16 decoded), so its rows split into lanes at 3
-         * threads (lstm.c bwd_lane), dx_t rows included */
+         * threads (lstm_sequence_backward.c bwd_lane), dx_t rows included */
         check_threads(32, 3, 32, 64, AMP_BF16, g);
         /* f16 (and bf16 on a path without the fused bf16 cell): the composed cell's rows split between
          * the threads too, each thread with its own row temporaries */

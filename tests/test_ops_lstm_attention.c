@@ -107,7 +107,7 @@ void test_ops_lstm_cell(void) {
          * through a second cell.
          * f16 (32, two steps 48; measured up to 15 over 300 seeds on each path, where 8 failed 4% of
          * the seeds): as bf16, and the saved activations are bf16 whatever the dtype (act16,
-         * src/ops/lstm.c: f16's range would flush small gates under loss scaling), so their 2^-8 =
+         * src/ops/lstm_cell.c: f16's range would flush small gates under loss scaling), so their 2^-8 =
          * 8 u16 relative error enters each gate gradient, and dx, dh sum 4H such terms that can cancel.
          * f32 (32; measured 10.2 forward, 8.6 backward): no rounding to the dtype dominates but the
          * fp32 arithmetic itself: a gate is an fp32 sum of I + H + 2 terms of up to 1 (error ~ that

@@ -64,7 +64,7 @@ typedef void (*amp_gemm_ukernel_strided_fn)(int64_t kc, const float *a, int64_t 
 typedef void (*amp_gemm_pack_fn)(void *dst, const void *src, int64_t ld, bool trans, int64_t rows, int64_t kc, int r);
 
 /* The widest register tile side of any kernel (each kernel file asserts its mr and nr against it), so
- * that code packing a panel through a small buffer (src/ops/lstm.c) can size it at compile time. */
+ * that code packing a panel through a small buffer (src/gemm/lstm_gemm.c) can size it at compile time. */
 #define AMP_GEMM_MAX_TILE 32
 
 typedef struct amp_gemm_kernel {

@@ -21,7 +21,7 @@
 #include "amp/cpu.h"
 #include "../core/float_bits.h"
 
-/* One row of the cell's backward (src/ops/lstm.c), j < H:
+/* One row of the cell's backward (src/ops/lstm_cell.c, lstm_sequence_backward.c), j < H:
  *   act [5H]   the saved fp32 i, f, g, o activations, then tanh(c')
  *   cprev [H]  c (the state the step read), dh [H] the gradient of h', dh2 [H]
  * a second one added to it (NULL: none), dc [H] the gradient of c' out: dgr
@@ -29,7 +29,7 @@
  * alias dc). */
 typedef void (*amp_lstm_cell_backward_fn)(float *dgr, float *dc_prev, const float *act, const float *cprev,
                                           const float *dh, const float *dh2, const float *dc, size_t H);
-/* One row of the cell's forward (src/ops/lstm.c), j < H:
+/* One row of the cell's forward (src/ops/lstm_cell.c, lstm_sequence.c), j < H:
  *   gr [4H] the gate pre-activations without bias, gr2 [4H] a second part of them added first (NULL:
  *     none; the sequence's recurrent product and its looked-up input projection), bi, bh [4H] the
  *     biases (either may be NULL): the pre-activation is ((gr + gr2) + bi) + bh, a missing term skipped

@@ -441,7 +441,7 @@ static void bwd_step(seq_bwd *s, int64_t t) {
     if (!narrow || par) { /* the rows' pointwise passes (split between the threads), then db in row order */
         if (par) amp_parallel_range(B, 1, 1, bwd_rows, &job);
         else bwd_rows(&job, 0, B, 0);
-        for (int64_t b = 0; row_sum(s, b, t) && b < B; b++)
+        for (int64_t b = 0; b < B && row_sum(s, b, t); b++)
             s->lk->acc(row_sum(s, b, t), narrow ? s->dgf + b * G : (const float *)s->dgd + (b * T + t) * G,
                        (size_t)G);
     }
