@@ -12,6 +12,7 @@
 VERSION_MAJOR := 0
 VERSION := 0.1.0
 BUILD ?= build
+CONFIG_STAMP := $(BUILD)/config.stamp
 PREFIX ?= /usr/local
 CC ?= cc
 ARCH := $(shell uname -m)
@@ -49,7 +50,7 @@ all: lib cli $(BUILD)/amp.pc
 lib: $(BUILD)/libamp.a $(BUILD)/libamp.so
 cli: $(BUILD)/amp
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_AMP) $(CFLAGS_ISA) -MMD -MP -c $< -o $@
 
@@ -177,5 +178,15 @@ uninstall:
 
 clean:
 	rm -rf $(BUILD)
+
+# The build's configuration (compiler, flags, whether MPI and PLplot were found), in CONFIG_STAMP: when
+# it changes, as when Open MPI is installed after a first build, every object is rebuilt, without
+# `make clean`.
+CONFIG_NOW := $(CC) | $(CFLAGS_AMP) | $(LDFLAGS_AMP) | mpi=$(AMP_MPI) $(MPI_CFLAGS) $(MPI_LIBS) | plplot $(PLPLOT_CFLAGS) $(PLPLOT_LIBS)
+$(CONFIG_STAMP): FORCE
+	@mkdir -p $(BUILD)
+	@if [ "$$(cat $@ 2>/dev/null)" != '$(CONFIG_NOW)' ]; then echo '$(CONFIG_NOW)' > $@; fi
+FORCE:
+.PHONY: FORCE
 
 -include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_OBJS:.o=.d)
