@@ -95,7 +95,8 @@ typedef struct amp_gemm_kernels {
     amp_gemm_kernel for_dtype8[AMP_DTYPE_COUNT];
 } amp_gemm_kernels;
 
-/* Fill the entries a path provides (everything but the cache blocks, which gemm_dispatch.c sets). */
+/* Fill the entries a path provides (everything but the cache blocks); the kernel table
+ * (kernels/kernels.h) calls them through its init functions. */
 void amp_gemm_kernels_ref(amp_gemm_kernels *k);
 #if defined(__x86_64__)
 void amp_gemm_kernels_avx2(amp_gemm_kernels *k);
@@ -104,6 +105,10 @@ void amp_gemm_kernels_avx512(amp_gemm_kernels *k); /* bf16_dot (VDPBF16PS) when 
  * millisecond); 0 without AVX512-BF16. */
 double amp_gemm_avx512_dot_speed(void);
 #endif
+
+/* Sets the cache blocks (mc, kc, nc) of every kernel in t from path isa's block table
+ * (gemm_dispatch.c), once its kernels are in place. */
+void amp_gemm_kernels_set_blocks(amp_gemm_kernels *t, amp_isa isa);
 
 /* The fraction of the kernel's mr x nr tiles that real elements fill when a product of rows x cols
  * is computed with its rows on the tile's mr side: fill(m, n) for C, fill(n, m) for C^T (the
