@@ -1,15 +1,54 @@
-/* Internal: conv2d's column passes (conv.c describes the layout), exposed so the tests can compare
- * the stride-1 padded-plane versions with the general ones bit for bit. */
+/* Internal: conv2d's kernels (src/ops/conv.c describes the layout): the column passes, the implicit
+ * GEMM's panels and direct tiles, the bias gradient's sums and the forward's row store. The _ref
+ * versions (src/kernels/ref/conv_ref.c) are the oracle; the tests compare the SIMD ones
+ * (src/kernels/x86/conv_*.c) with them bit for bit. */
 #ifndef AMP_CONV_KERNELS_H
 #define AMP_CONV_KERNELS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "amp/dtype.h"
 
 typedef struct amp_conv_geom {
     int64_t n, c, h, w, o, kh, kw, oh, ow, stride, pad;
 } amp_conv_geom;
+
+/* K = C*KH*KW (rows of the column matrix) and P = OH*OW (output pixels per image). */
+static inline int64_t amp_conv_geom_k(const amp_conv_geom *g) { return g->c * g->kh * g->kw; }
+static inline int64_t amp_conv_geom_p(const amp_conv_geom *g) { return g->oh * g->ow; }
+
+/* d[0, n) = s[0, n), n >= 2 bytes. Up to 128 bytes as a few fixed-size pieces that may overlap (no
+ * loop, which gcc would turn back into a memcpy call); longer rows call memcpy, whose cost they
+ * amortize. The padded planes' rows are short: a memcpy call per row costs more than the copy.
+ * Inline: it runs once per row. */
+static inline void amp_conv_copy_bytes(unsigned char *restrict d, const unsigned char *restrict s, size_t n) {
+    if (n > 128) {
+        memcpy(d, s, n);
+    } else if (n > 64) {
+        for (size_t i = 0; i < 64; i += 16) memcpy(d + i, s + i, 16);
+        for (size_t i = 64; i > 0; i -= 16) memcpy(d + n - i, s + n - i, 16);
+    } else if (n > 32) {
+        memcpy(d, s, 16);
+        memcpy(d + 16, s + 16, 16);
+        memcpy(d + n - 32, s + n - 32, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 16) {
+        memcpy(d, s, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 8) {
+        memcpy(d, s, 8);
+        memcpy(d + n - 8, s + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(d, s, 4);
+        memcpy(d + n - 4, s + n - 4, 4);
+    } else {
+        memcpy(d, s, 2);
+        memcpy(d + n - 2, s + n - 2, 2);
+    }
+}
 
 /* im2col of image b0 + b of x ([N, C, H, W] contiguous, element size es: 2 or 4) into its columns
  * [b*P, (b+1)*P) of col [C*KH*KW, nb*P], P = OH*OW. */
@@ -42,17 +81,26 @@ void amp_conv_col2im_padded_avx512(const amp_conv_geom *g, const float *dcol, in
                                    float *dx);
 #endif
 
+/* The fp32 sum of v[0, n) in eight interleaved partial sums (element i into sum i % 8), combined
+ * pairwise, then the tail: a fixed order, so fixed bits. amp_conv_sum_bf16_ref: the same of bf16
+ * values, widened as they are read (exact). */
+float amp_conv_sum_f32_ref(const float *v, int64_t n);
+float amp_conv_sum_bf16_ref(const uint16_t *v, int64_t n);
+
 /* The bias gradient's sums: out[j] = the fp32 sum of the n bf16 values at v + j*stride, j < 4, each
  * element i into partial sum i % 8 for i < n / 8 * 8, the partial sums combined ((0+1)+(2+3)) +
- * ((4+5)+(6+7)), then the rest added in order (conv.c's sum_bf16). The AVX-512 version gives the
+ * ((4+5)+(6+7)), then the rest added in order (amp_conv_sum_bf16_ref). The AVX-512 version gives the
  * same bits. */
 void amp_conv_sum_bf16_x4_ref(const uint16_t *v, int64_t stride, int64_t n, float out[4]);
 #if defined(__x86_64__)
 void amp_conv_sum_bf16_x4_avx512(const uint16_t *v, int64_t stride, int64_t n, float out[4]);
 #endif
 
-/* The forward's output row: out[i] = y[i] + bias in fp32, rounded once to bf16 (amp_convert's
- * rounding); the reference is conv.c's add then amp_convert. */
+/* The forward's output row of n values: out (in out_dt) = y + *bias in fp32 (bias NULL: y), rounded
+ * once by amp_convert; for a 16-bit out_dt the sum is formed in y (y is overwritten). */
+void amp_conv_store_row_ref(void *out, amp_dtype out_dt, float *y, const float *bias, int64_t n);
+/* The same for a bf16 out with a bias, y left as it is: out[i] = y[i] + bias in fp32, rounded once
+ * to bf16 (amp_convert's rounding): the bits of amp_conv_store_row_ref. */
 #if defined(__x86_64__)
 void amp_conv_store_bf16_avx512(uint16_t *out, const float *y, float bias, int64_t n);
 void amp_conv_store_bf16_avx2(uint16_t *out, const float *y, float bias, int64_t n);

@@ -1,5 +1,6 @@
-/* Internal: max pooling's kernels on fp32 rows and planes (pool.c drives them; the tests compare the
- * fast ones against the reference bit for bit).
+/* Internal: max pooling's kernels on fp32 and bf16 rows and planes (src/ops/pool.c drives them): the
+ * references in src/kernels/ref/pool_ref.c, the SIMD versions in src/kernels/x86/pool_avx2.c and
+ * pool_avx512.c (the tests compare them with the references bit for bit).
  *
  * What backward needs per output is where its maximum sits in the window: the window offset
  * ky * kernel + kx, one byte while kernel <= AMP_POOL_BYTE_KERNEL (the 2x2 pools of a cnn: 1 byte per
@@ -25,7 +26,9 @@ void amp_max_pool_backward_plane_ref(const float *g, const void *offsets, int64_
                                      int64_t stride, int64_t oh, int64_t ow, float *dx);
 
 /* kernel 2, stride 2, one output row: r0, r1 are the window's two input rows (2 * ow values each),
- * y and offsets the row's ow outputs. Same picks and bits as the reference. */
+ * y and offsets the row's ow outputs. Same picks and bits as the plane reference. The _ref version
+ * is branch-free scalar code; the plain name (pool.c) takes the active SIMD path's. */
+void amp_max_pool_row_k2_ref(const float *r0, const float *r1, int64_t ow, float *y, uint8_t *offsets);
 void amp_max_pool_row_k2(const float *r0, const float *r1, int64_t ow, float *y, uint8_t *offsets);
 /* The same on bf16 rows (bits) for a bf16 x: the picks of amp_max_pool_row_k2 on the decoded rows,
  * y the picked element encoded as amp_convert would (its own bits; a NaN as sign | 0x7FC0), with no
@@ -37,6 +40,7 @@ void amp_max_pool_row_k2_bf16(const uint16_t *r0, const uint16_t *r1, int64_t ow
 /* Its backward: writes every element of the two input rows d0, d1 (2 * ow values each): g[ox] + 0
  * at the saved offset (the reference's 0 + g, so -0 becomes +0 alike), 0 elsewhere. Windows with
  * kernel = stride do not overlap, so nothing needs zeroing or adding first. */
+void amp_max_pool_backward_row_k2_ref(const float *g, const uint8_t *offsets, int64_t ow, float *d0, float *d1);
 void amp_max_pool_backward_row_k2(const float *g, const uint8_t *offsets, int64_t ow, float *d0, float *d1);
 
 /* Its bf16 twin (bits), for a bf16 dY and a bf16 dx: the rows amp_max_pool_backward_row_k2 writes
@@ -46,5 +50,28 @@ void amp_max_pool_backward_row_k2_bf16_ref(const uint16_t *g, const uint8_t *off
                                            uint16_t *d1);
 void amp_max_pool_backward_row_k2_bf16(const uint16_t *g, const uint8_t *offsets, int64_t ow, uint16_t *d0,
                                        uint16_t *d1);
+
+#if defined(__x86_64__)
+/* src/kernels/x86/pool_avx2.c: the fp32 rows; only when the CPU has AVX2. */
+void amp_max_pool_row_k2_avx2(const float *r0, const float *r1, int64_t ow, float *y, uint8_t *offsets);
+void amp_max_pool_backward_row_k2_avx2(const float *g, const uint8_t *offsets, int64_t ow, float *d0, float *d1);
+
+/* src/kernels/x86/pool_avx512.c: the rows above, and the same over every output row of a contiguous
+ * tensor of planes [h, w] -> [oh, ow] (the loop inside the SIMD code, so the row kernel inlines);
+ * only when the CPU has AVX-512 (F, VL, BW). The backward over rows writes every element of ds, as
+ * pool.c's max_pool_backward_k2_planes does. */
+void amp_max_pool_row_k2_avx512(const float *r0, const float *r1, int64_t ow, float *y, uint8_t *offsets);
+void amp_max_pool_rows_k2_avx512(const float *xs, int64_t planes, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                                 float *ys, uint8_t *offsets);
+void amp_max_pool_backward_row_k2_avx512(const float *g, const uint8_t *offsets, int64_t ow, float *d0, float *d1);
+void amp_max_pool_row_k2_bf16_avx512(const uint16_t *r0, const uint16_t *r1, int64_t ow, uint16_t *y,
+                                     uint8_t *offsets);
+void amp_max_pool_rows_k2_bf16_avx512(const uint16_t *xs, int64_t planes, int64_t h, int64_t w, int64_t oh,
+                                      int64_t ow, uint16_t *ys, uint8_t *offsets);
+void amp_max_pool_backward_row_k2_bf16_avx512(const uint16_t *g, const uint8_t *offsets, int64_t ow, uint16_t *d0,
+                                              uint16_t *d1);
+void amp_max_pool_backward_rows_k2_bf16_avx512(const uint16_t *gs, const uint8_t *offsets, int64_t planes, int64_t h,
+                                               int64_t w, int64_t oh, int64_t ow, uint16_t *ds);
+#endif
 
 #endif /* AMP_POOL_KERNELS_H */
