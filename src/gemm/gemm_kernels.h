@@ -120,6 +120,10 @@ static inline double amp_gemm_tile_fill(const amp_gemm_kernel *kern, int64_t row
 
 /* The kernel for (isa, dtype), or NULL when dtype is not a GEMM input type. isa must be supported. */
 const amp_gemm_kernel *amp_gemm_kernel_for(amp_isa isa, amp_dtype dtype);
+/* The same on the active path (AMP_ISA, amp_isa_set). */
+static inline const amp_gemm_kernel *amp_gemm_kernel_active(amp_dtype dtype) {
+    return amp_gemm_kernel_for(amp_isa_active(), dtype);
+}
 /* amp_gemm_kernel_for's kernel with an 8-row tile and the same packed B and per-element sums (its
  * bits), where the path has one (bf16_dot8 while the bf16 method is dot, else for_dtype8[dtype]); else
  * NULL. For products whose A rows are a multiple of 8 but not of the kernel's mr (gemm.c does not use

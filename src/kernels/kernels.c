@@ -40,3 +40,5 @@ const amp_vmath_kernels *amp_vmath_kernels_for(amp_isa isa) { return &amp_kernel
 const amp_unscale_kernels *amp_unscale_kernels_for(amp_isa isa) { return &amp_kernels_for(isa)->unscale; }
 const amp_lstm_kernels *amp_lstm_kernels_for(amp_isa isa) { return &amp_kernels_for(isa)->lstm; }
 const amp_update_kernels *amp_update_kernels_for(amp_isa isa) { return &amp_kernels_for(isa)->update; }
+const amp_conv_kernels *amp_conv_kernels_for(amp_isa isa) { return &amp_kernels_for(isa)->conv; }
+const amp_pool_kernels *amp_pool_kernels_for(amp_isa isa) { return &amp_kernels_for(isa)->pool; }

@@ -16,9 +16,11 @@
 #define AMP_KERNELS_H
 
 #include "amp/cpu.h"
+#include "conv_kernels.h"
 #include "convert_kernels.h"
 #include "elem_kernels.h"
 #include "lstm_kernels.h"
+#include "pool_kernels.h"
 #include "unscale_kernels.h"
 #include "update_kernels.h"
 #include "vecmath.h"
@@ -31,6 +33,8 @@ typedef struct amp_kernels {
     amp_unscale_kernels unscale; /* the scaler's unscale + non-finite check */
     amp_lstm_kernels lstm;       /* the LSTM cell's pointwise passes */
     amp_gemm_kernels gemm;       /* GEMM micro-kernels and packs (cache blocks: src/gemm/gemm_dispatch.c) */
+    amp_conv_kernels conv;       /* conv2d's column passes, implicit panels, direct tiles, row store */
+    amp_pool_kernels pool;       /* max pooling's rows */
     amp_update_kernels update;   /* the optimizer's element loops */
 } amp_kernels;
 

@@ -11,5 +11,7 @@ void amp_kernels_init_ref(amp_kernels *k) {
     amp_unscale_kernels_ref(&k->unscale);
     amp_lstm_kernels_ref(&k->lstm);
     amp_gemm_kernels_ref(&k->gemm);
+    amp_conv_kernels_ref(&k->conv);
+    amp_pool_kernels_ref(&k->pool);
     amp_update_kernels_ref(&k->update);
 }

@@ -48,3 +48,20 @@ void amp_conv_store_bf16_avx2(uint16_t *out, const float *y, float bias, int64_t
     }
     for (; i < n; i++) out[i] = amp_bf16_encode(amp_f32_bits(y[i] + bias), AMP_OVERFLOW_INF);
 }
+
+/* amp_conv_direct_tile_avx2 in the table's form (conv_kernels.h): fp32 only, es is 4 */
+static void direct_tile(const void *xp, size_t es, const int32_t *steps, const int32_t *rows, int64_t kc,
+                        const void *bpanel, float *c, int64_t ldc, int m, int n, float beta) {
+    (void)es;
+    amp_conv_direct_tile_avx2(xp, steps, rows, kc, bpanel, c, ldc, m, n, beta);
+}
+
+/* The AVX2 path's conv2d entries: the fused store, and the direct tile for every stride-1 fp32
+ * product (no implicit panels here). */
+void amp_conv_kernels_avx2(amp_conv_kernels *k) {
+    k->store_bf16 = amp_conv_store_bf16_avx2;
+    k->direct_tile = direct_tile;
+    k->direct_mr = AMP_TILE_AVX2_MR;
+    k->direct_nr = AMP_TILE_AVX2_NR;
+    k->direct_every = true;
+}

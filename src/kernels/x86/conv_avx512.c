@@ -432,3 +432,17 @@ void amp_conv_direct_tile_avx512(const void *xp, size_t es, const int32_t *steps
     else
         direct_tile_bf16(xp, steps, rows, kc, bpanel, c, ldc, m, n, beta);
 }
+
+/* The AVX-512 path's conv2d entries: every one, the direct tile for the flipped implicit products. */
+void amp_conv_kernels_avx512(amp_conv_kernels *k) {
+    k->im2col_padded = amp_conv_im2col_padded_avx512;
+    k->col2im_padded = amp_conv_col2im_padded_avx512;
+    k->sum_bf16_x4 = amp_conv_sum_bf16_x4_avx512;
+    k->store_bf16 = amp_conv_store_bf16_avx512;
+    k->pack_panel = amp_conv_pack_panel_avx512;
+    k->pack_panel_k = amp_conv_pack_panel_k_avx512;
+    k->direct_tile = amp_conv_direct_tile_avx512;
+    k->direct_mr = DMR;
+    k->direct_nr = DNR;
+    k->direct_every = false;
+}

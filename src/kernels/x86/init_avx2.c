@@ -10,5 +10,7 @@ void amp_kernels_init_avx2(amp_kernels *k) {
     amp_unscale_kernels_avx2(&k->unscale);
     amp_lstm_kernels_avx2(&k->lstm);
     amp_gemm_kernels_avx2(&k->gemm);
+    amp_conv_kernels_avx2(&k->conv);
+    amp_pool_kernels_avx2(&k->pool);
     amp_update_kernels_avx2(&k->update);
 }
