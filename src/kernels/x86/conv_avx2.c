@@ -8,12 +8,13 @@
 #include "bf16_avx2.h"
 #include "tile_avx2.h"
 
-/* The direct tile (conv.c's direct product; measured there): gemm_avx2.c's compute_strided with the
+/* The direct tile (src/gemm/conv_gemm.c's direct product): gemm_avx2.c's compute_strided with the
  * implicit operand's element (i, p) read from xp[rows[i] + steps[p]] instead of a packed panel: the
  * same FMAs in the same order, then the same C^T update (tile_avx2.h), so the bits of
  * amp_conv_pack_panel_ref's 6-row panel through ukernel_f32_ct. The step's pointer at row 0's offset
  * is the base of each broadcast's address and the other 5 rows' offsets from row 0 the indexes, held
- * in general registers (conv_avx512.c's layout, which measured faster there than a pointer per row). */
+ * in general registers (conv_avx512.c's layout, which keeps fewer registers busy than a pointer per
+ * row). */
 void amp_conv_direct_tile_avx2(const float *xp, const int32_t *steps, const int32_t rows[6], int64_t kc,
                                const float *bpanel, float *c, int64_t ldc, int m, int n, float beta) {
     enum { R = AMP_TILE_AVX2_MR, NR = AMP_TILE_AVX2_NR };
