@@ -135,10 +135,11 @@ static const amp_gemm_kernel *panel_kernel(const conv_geom *g, amp_dtype dt) {
 /* The path's fp32 GEMM kernel when its direct tiles run every product (the kernel table's
  * direct_every: AVX2, whose 6 x 16 fp32 tiles decode bf16 and f16 while packing, and which has no
  * implicit panels): stride 1 within the padded plane's bound, fp32 (amp_conv_panel_dtype sends bf16
- * and f16 there, decoded once), in either orientation of the GEMM. Each element of C is one chain of FMAs over the k block's products in order, and the same update,
- * whichever operand the tile broadcasts, so the direct tile computing C^T gives the bits of the
- * GEMM that does not flip too (the cnn's forward and dX products: O = 64 or 32 output channels fill
- * 16-column tiles as well as the pixels fill 6-row ones). */
+ * and f16 there, decoded once), in either orientation of the GEMM. Each element of C is one chain of
+ * FMAs over the k block's products in order, and the same update, whichever operand the tile
+ * broadcasts, so the direct tile computing C^T gives the bits of the GEMM that does not flip too
+ * (the cnn's forward and dX products: O = 64 or 32 output channels fill 16-column tiles as well as
+ * the pixels fill 6-row ones). */
 static const amp_gemm_kernel *every_direct_kernel(const conv_geom *g, amp_dtype dt) {
     const amp_conv_kernels *ck = &amp_kernels_active()->conv;
     if (dt != AMP_F32 || !ck->direct_tile || !ck->direct_every || !amp_conv_padded_ok(g)) return NULL;

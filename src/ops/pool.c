@@ -218,7 +218,8 @@ static void max_pool_k2_planes(const pool_geom *pg, const void *xdata, amp_dtype
             float *y = dt == AMP_F32 ? (float *)ydata + o0 : yb;
             if (dt != AMP_F32) amp_convert(in, AMP_F32, src, dt, (size_t)(2 * nr * pg->w));
             for (int64_t i = 0; i < nr; i++)
-                pk->row_k2(r + 2 * i * pg->w, r + (2 * i + 1) * pg->w, pg->ow, y + i * pg->ow, offsets + o0 + i * pg->ow);
+                pk->row_k2(r + 2 * i * pg->w, r + (2 * i + 1) * pg->w, pg->ow, y + i * pg->ow,
+                           offsets + o0 + i * pg->ow);
             if (dt != AMP_F32)
                 amp_convert((unsigned char *)ydata + (size_t)o0 * es, dt, yb, AMP_F32, (size_t)(nr * pg->ow));
         }

@@ -155,8 +155,8 @@ static void unary_backward(amp_ctx *ctx, amp_node *node) {
         x->grad = grad;
         return;
     }
-    if (node->op == AMP_OP_RELU && !x->grad && x->requires_grad && fast_relu32_ok(ek, x) && gt && gt->dtype == AMP_F32 &&
-        amp_tensor_is_contiguous(gt)) {
+    if (node->op == AMP_OP_RELU && !x->grad && x->requires_grad && fast_relu32_ok(ek, x) && gt &&
+        gt->dtype == AMP_F32 && amp_tensor_is_contiguous(gt)) {
         amp_tensor *grad = amp_ctx_new_tensor(ctx, AMP_F32, x->ndim, x->shape, true);
         if (!grad) return;
         relu_run(ek, grad->data, x->data, gt->data, n, hb, true);

@@ -26,7 +26,8 @@ static void sum_squares(const float *g, int64_t n, float inv_scale, double acc[A
     const __m512 inv = _mm512_set1_ps(inv_scale);
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        const __m512 u = _mm512_mul_ps(_mm512_loadu_ps(g + i), inv), v = _mm512_mul_ps(_mm512_loadu_ps(g + i + 16), inv);
+        const __m512 u = _mm512_mul_ps(_mm512_loadu_ps(g + i), inv);
+        const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(g + i + 16), inv);
         const __m512d u0 = _mm512_cvtps_pd(_mm512_castps512_ps256(u)), u1 = _mm512_cvtps_pd(upper_half(u));
         const __m512d v0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v)), v1 = _mm512_cvtps_pd(upper_half(v));
         a0 = _mm512_fmadd_pd(u0, u0, a0);
