@@ -12,6 +12,7 @@ static atomic_bool tables_built; /* set (release) when build_tables is done: the
 /* A path's init, run on top of the reference's; NULL where this build has none. */
 typedef void (*init_fn)(amp_kernels *k);
 static const init_fn path_init[AMP_ISA_COUNT] = {
+    [AMP_ISA_REF] = NULL, /* the reference table as it is */
 #if defined(__x86_64__)
     [AMP_ISA_AVX2] = amp_kernels_init_avx2,
     [AMP_ISA_AVX512] = amp_kernels_init_avx512,
