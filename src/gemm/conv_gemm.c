@@ -4,8 +4,8 @@
  * operations on each element are amp_gemm's on the stored column matrix, in its order. */
 #include <string.h>
 
-#include "amp/cpu.h"
 #include "../core/parallel.h"
+#include "../kernels/kernels.h"
 #include "conv_gemm.h"
 #include "gemm_implicit.h"
 
@@ -13,7 +13,7 @@ typedef amp_conv_geom conv_geom;
 
 /* ---- implicit GEMM: column panels from the padded chunk (conv_kernels.h) ---- */
 
-typedef bool (*panel_simd_fn)(const amp_conv_implicit *, void *, int64_t, int64_t, int64_t, int64_t, int);
+typedef amp_conv_pack_panel_fn panel_simd_fn;
 typedef void (*panel_ref_fn)(const amp_conv_implicit *, void *, int64_t, int64_t, int64_t, int64_t, int);
 
 /* Slices of a 32-row panel that simd_2x16 packs at a time (even: pairs stay whole) */
@@ -48,13 +48,13 @@ static bool simd_2x16(const amp_conv_implicit *ci, const amp_gemm_kernel *kern, 
 }
 
 /* Packs columns [j0, j0 + cols) of the implicit operand as consecutive panels of r, each by the
- * AVX-512 version when the path is active and it takes the panel (r = 32: simd_2x16), else by the
- * reference. */
+ * path's version (simd_fn, from the kernel table; NULL on a path without) when it takes the panel
+ * (r = 32: simd_2x16), else by the reference. */
 static void pack_panels(const amp_conv_implicit *ci, const amp_gemm_kernel *kern, void *dst, int64_t j0, int64_t cols,
                         int64_t p0, int64_t kc, int r, panel_simd_fn simd_fn, panel_ref_fn ref_fn) {
     const size_t panel_bytes = (size_t)r * (size_t)((kc + kern->k_unit - 1) / kern->k_unit * kern->k_unit) *
                                (size_t)kern->packed_size;
-    const bool simd = simd_fn && amp_isa_active() == AMP_ISA_AVX512;
+    const bool simd = simd_fn != NULL;
     for (int64_t t = 0; t * r < cols; t++) {
         unsigned char *panel = (unsigned char *)dst + (size_t)t * panel_bytes;
         const int64_t i0 = j0 + t * r, rows = cols - t * r < r ? cols - t * r : r;
@@ -64,23 +64,17 @@ static void pack_panels(const amp_conv_implicit *ci, const amp_gemm_kernel *kern
     }
 }
 
-#if defined(__x86_64__)
-#define PANEL_SIMD(f) f
-#else
-#define PANEL_SIMD(f) NULL
-#endif
-
 /* The weight gradient's pack callback: panels of r k indices. */
 void amp_conv_pack_k_cb(const void *arg, const amp_gemm_kernel *kern, void *dst, int64_t j0, int64_t cols,
                         int64_t p0, int64_t kc, int r) {
-    pack_panels(arg, kern, dst, j0, cols, p0, kc, r, PANEL_SIMD(amp_conv_pack_panel_k_avx512),
+    pack_panels(arg, kern, dst, j0, cols, p0, kc, r, amp_kernels_active()->conv.pack_panel_k,
                 amp_conv_pack_panel_k_ref);
 }
 
 /* The GEMM's pack callback: panels of r pixels. */
 void amp_conv_pack_cb(const void *arg, const amp_gemm_kernel *kern, void *dst, int64_t j0, int64_t cols, int64_t p0,
                       int64_t kc, int r) {
-    pack_panels(arg, kern, dst, j0, cols, p0, kc, r, PANEL_SIMD(amp_conv_pack_panel_avx512), amp_conv_pack_panel_ref);
+    pack_panels(arg, kern, dst, j0, cols, p0, kc, r, amp_kernels_active()->conv.pack_panel, amp_conv_pack_panel_ref);
 }
 
 void amp_conv_pack_dy_cb(const void *arg, const amp_gemm_kernel *kern, void *dst, int64_t j0, int64_t cols,
@@ -126,35 +120,33 @@ static bool flips_every_chunk(const conv_geom *g, amp_dtype dt, int64_t nb_max, 
     return true;
 }
 
-/* The AVX-512 GEMM kernel for dt when the implicit panels can feed it: stride 1 within the padded
- * plane's bound, and the kernel's packed format one the panels' SIMD code writes (fp32 -> fp32, bf16
- * -> VDPBF16PS pairs); else NULL. */
+/* The path's GEMM kernel for dt when the implicit panels can feed it: a path with the implicit GEMM
+ * (the kernel table's pack_panel: AVX-512), stride 1 within the padded plane's bound, and the
+ * kernel's packed format one the panels' SIMD code writes (fp32 -> fp32, bf16 -> VDPBF16PS pairs);
+ * else NULL. */
 static const amp_gemm_kernel *panel_kernel(const conv_geom *g, amp_dtype dt) {
-    if (!amp_conv_padded_ok(g) || amp_isa_active() != AMP_ISA_AVX512) return NULL;
-    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
+    if (!amp_conv_padded_ok(g) || !amp_kernels_active()->conv.pack_panel) return NULL;
+    const amp_gemm_kernel *kern = amp_gemm_kernel_active(dt);
     const bool fits = kern && ((dt == AMP_F32 && kern->packed == AMP_GEMM_PACKED_F32) ||
                                (dt == AMP_BF16 && kern->packed == AMP_GEMM_PACKED_BF16_PAIRS));
     return fits ? kern : NULL;
 }
 
-/* The AVX2 GEMM kernel (6 x 16 fp32 tiles; bf16 and f16 are decoded while packing) when the direct
- * tiles (amp_conv_direct_tile_avx2) can run its products: stride 1 within the padded plane's bound,
- * fp32 (amp_conv_panel_dtype sends bf16 and f16 there, decoded once), in either orientation of the
- * GEMM. Each element of C is one chain of FMAs over the k block's products in order, and the same update,
- * whichever operand the tile broadcasts, so the direct tile computing C^T gives the bits of the
- * GEMM that does not flip too (the cnn's forward and dX products: O = 64 or 32 output channels fill
- * 16-column tiles as well as the pixels fill 6-row ones); AVX2 has no implicit panels. */
-static const amp_gemm_kernel *avx2_direct_kernel(const conv_geom *g, amp_dtype dt) {
-#if defined(__x86_64__)
-    if (dt != AMP_F32 || amp_isa_active() != AMP_ISA_AVX2 || !amp_conv_padded_ok(g)) return NULL;
-    const amp_gemm_kernel *kern = amp_gemm_kernel_for(AMP_ISA_AVX2, AMP_F32);
+/* The path's fp32 GEMM kernel when its direct tiles run every product (the kernel table's
+ * direct_every: AVX2, whose 6 x 16 fp32 tiles decode bf16 and f16 while packing, and which has no
+ * implicit panels): stride 1 within the padded plane's bound, fp32 (amp_conv_panel_dtype sends bf16
+ * and f16 there, decoded once), in either orientation of the GEMM. Each element of C is one chain of
+ * FMAs over the k block's products in order, and the same update, whichever operand the tile
+ * broadcasts, so the direct tile computing C^T gives the bits of the GEMM that does not flip too
+ * (the cnn's forward and dX products: O = 64 or 32 output channels fill 16-column tiles as well as
+ * the pixels fill 6-row ones). */
+static const amp_gemm_kernel *every_direct_kernel(const conv_geom *g, amp_dtype dt) {
+    const amp_conv_kernels *ck = &amp_kernels_active()->conv;
+    if (dt != AMP_F32 || !ck->direct_tile || !ck->direct_every || !amp_conv_padded_ok(g)) return NULL;
+    const amp_gemm_kernel *kern = amp_gemm_kernel_active(AMP_F32);
     const bool fits = kern && kern->packed == AMP_GEMM_PACKED_F32 && kern->k_unit == 1 && kern->packed_size == 4 &&
-                      kern->mr == 6 && kern->nr == 16;
+                      kern->mr == ck->direct_mr && kern->nr == ck->direct_nr;
     return fits ? kern : NULL;
-#else
-    (void)g, (void)dt;
-    return NULL;
-#endif
 }
 
 /* The dtype the implicit panels are fed in for a product in dt: dt, or fp32 for fp16, and for bf16
@@ -170,26 +162,26 @@ static const amp_gemm_kernel *avx2_direct_kernel(const conv_geom *g, amp_dtype d
  * Without it the 16-bit convolutions would take im2col and a decoding pack of the columns, the two
  * passes this saves. */
 amp_dtype amp_conv_panel_dtype(const conv_geom *g, amp_dtype dt) {
-    const amp_gemm_kernel *kern = dt == AMP_BF16 || dt == AMP_F16 ? amp_gemm_kernel_for(amp_isa_active(), dt) : NULL;
-    return kern && kern->packed == AMP_GEMM_PACKED_F32 && (panel_kernel(g, AMP_F32) || avx2_direct_kernel(g, AMP_F32))
+    const amp_gemm_kernel *kern = dt == AMP_BF16 || dt == AMP_F16 ? amp_gemm_kernel_active(dt) : NULL;
+    return kern && kern->packed == AMP_GEMM_PACKED_F32 && (panel_kernel(g, AMP_F32) || every_direct_kernel(g, AMP_F32))
                ? AMP_F32
                : dt;
 }
 
-/* Whether the weight gradient takes the implicit GEMM: on AVX2 its direct tiles (avx2_direct_kernel),
+/* Whether the weight gradient takes the implicit GEMM: on AVX2 its direct tiles (every_direct_kernel),
  * else a panel_kernel, and a product computed as C^T (panels of mr k indices) for every chunk size. */
 bool amp_conv_implicit_dw_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
-    if (avx2_direct_kernel(g, dt)) return true;
+    if (every_direct_kernel(g, dt)) return true;
     const amp_gemm_kernel *kern = panel_kernel(g, dt);
     return kern && flips_every_chunk(g, dt, nb_max, true);
 }
 
-/* Whether the forward takes the implicit GEMM: on AVX2 its direct tiles (avx2_direct_kernel), else a
+/* Whether the forward takes the implicit GEMM: on AVX2 its direct tiles (every_direct_kernel), else a
  * panel_kernel, and panels the SIMD code packs: mr = 12 pixels where the GEMM computes C^T, nr = 32
  * (two 16-pixel panels, simd_2x16) where it does not (the cnn's conv1: C = 1, K = 25, not flipped),
  * which replaces im2col and the GEMM's pack of the columns. */
 bool amp_conv_implicit_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
-    if (avx2_direct_kernel(g, dt)) return true;
+    if (every_direct_kernel(g, dt)) return true;
     const amp_gemm_kernel *kern = panel_kernel(g, dt);
     return kern && (kern->nr == 32 || flips_every_chunk(g, dt, nb_max, false));
 }
@@ -197,7 +189,7 @@ bool amp_conv_implicit_ok(const conv_geom *g, amp_dtype dt, int64_t nb_max) {
 /* ---- the direct product: the implicit GEMM's flipped case without its implicit panels ----
  * Where the GEMM would compute C^T with the AVX-512 12 x 32 kernel and the implicit operand on the
  * 12-row side (flips_every_chunk: the forward's and dX's pixels, the weight gradient's k indices),
- * or on AVX2 with its 6 x 16 kernel (avx2_direct_kernel: either orientation's bits), conv2d runs its
+ * or on AVX2 with its 6 x 16 kernel (every_direct_kernel: either orientation's bits), conv2d runs its
  * loops here instead: the stored operand (W, or dY's permuted copy) packed as the GEMM packs it,
  * then each mr-row tile x nr columns by amp_conv_direct_tile_avx512 (or _avx2), which reads the
  * implicit operand straight from the padded chunk instead of a packed panel. The GEMM's k blocks are
@@ -216,9 +208,9 @@ size_t amp_conv_direct_block_bytes(const amp_gemm_kernel *kern, int64_t n, int64
     return (size_t)(n_pad * ((kcb + unit - 1) / unit * unit)) * (size_t)kern->packed_size;
 }
 
-/* One tile's k blocks [pc0, pc1) (multiples of kern->kc), in order. */
-static void direct_tile_blocks(const amp_conv_direct *d, const int32_t ro[DIRECT_MAX_TILE_ROWS], int64_t i0, int rows,
-                               int64_t pc0, int64_t pc1) {
+/* One tile's k blocks [pc0, pc1) (multiples of kern->kc), in order, by the path's direct tile. */
+static void direct_tile_blocks(const amp_conv_direct *d, amp_conv_direct_tile_fn tile,
+                               const int32_t ro[DIRECT_MAX_TILE_ROWS], int64_t i0, int rows, int64_t pc0, int64_t pc1) {
     const amp_gemm_kernel *kern = d->kern;
     for (int64_t pc = pc0; pc < pc1; pc += kern->kc) {
         const int64_t kc = d->k - pc < kern->kc ? d->k - pc : kern->kc;
@@ -229,17 +221,7 @@ static void direct_tile_blocks(const amp_conv_direct *d, const int32_t ro[DIRECT
             const int cols = (int)(d->n - jr < kern->nr ? d->n - jr : kern->nr);
             float *c = d->c + i0 + jr * d->ldc;
             const float beta = pc == 0 ? d->beta : 1.0f;
-#if defined(__x86_64__)
-            if (kern->mr == 6) /* avx2_direct_kernel's */
-                amp_conv_direct_tile_avx2(d->ci->xp, d->steps + pc, ro, kc, (const float *)(const void *)bpanel, c,
-                                          d->ldc, rows, cols, beta);
-            else
-                amp_conv_direct_tile_avx512(d->ci->xp, d->ci->es, d->steps + pc, ro, kc, bpanel, c, d->ldc, rows, cols,
-                                            beta);
-#else
-            (void)c, (void)beta;
-            (void)bpanel, (void)cols, (void)ro, (void)i0, (void)rows;
-#endif
+            tile(d->ci->xp, d->ci->es, d->steps + pc, ro, kc, bpanel, c, d->ldc, rows, cols, beta);
         }
     }
 }
@@ -281,11 +263,12 @@ static void task_direct(void *arg, int64_t t, int thread_id) {
     const int64_t i_end = (t + 1) * DIRECT_TASK_ROWS < d->m ? (t + 1) * DIRECT_TASK_ROWS : d->m;
     const int64_t pc0 = d->pc < 0 ? 0 : d->pc, pc1 = d->pc < 0 ? d->k : d->pc + 1;
     const int mr = d->kern->mr;
+    const amp_conv_direct_tile_fn tile = amp_kernels_active()->conv.direct_tile; /* the tile of d->kern's path */
     for (int64_t i0 = t * DIRECT_TASK_ROWS; i0 < i_end; i0 += mr) {
         const int rows = (int)(i_end - i0 < mr ? i_end - i0 : mr);
         int32_t ro[DIRECT_MAX_TILE_ROWS];
         for (int ii = 0; ii < mr; ii++) ro[ii] = d->rows[i0 + (ii < rows ? ii : 0)];
-        direct_tile_blocks(d, ro, i0, rows, pc0, pc1);
+        direct_tile_blocks(d, tile, ro, i0, rows, pc0, pc1);
     }
 }
 
@@ -314,18 +297,14 @@ void amp_conv_gemm_direct(amp_conv_direct *d, bool k_outer) {
 }
 
 /* The kernel when the forward's product (or the weight gradient's) takes the direct tiles: AVX2's
- * (avx2_direct_kernel), or the AVX-512 implicit GEMM's panel kernel with the 12 x 32 tile the direct
+ * (every_direct_kernel), or the AVX-512 implicit GEMM's panel kernel with the 12 x 32 tile the direct
  * tile copies, flipped for every chunk size. */
 const amp_gemm_kernel *amp_conv_direct_kernel(const conv_geom *g, amp_dtype dt, int64_t nb_max, bool weight_grad) {
-#if defined(__x86_64__)
-    const amp_gemm_kernel *avx2 = avx2_direct_kernel(g, dt);
-    if (avx2) return avx2;
-    const amp_gemm_kernel *kern = panel_kernel(g, dt);
-    const bool ok = kern && kern->mr == 12 && kern->nr == 32 &&
+    const amp_gemm_kernel *every = every_direct_kernel(g, dt);
+    if (every) return every;
+    const amp_conv_kernels *ck = &amp_kernels_active()->conv;
+    const amp_gemm_kernel *kern = ck->direct_tile ? panel_kernel(g, dt) : NULL;
+    const bool ok = kern && kern->mr == ck->direct_mr && kern->nr == ck->direct_nr &&
                     flips_every_chunk(g, dt, nb_max, weight_grad);
     return ok ? kern : NULL;
-#else
-    (void)g, (void)dt, (void)nb_max, (void)weight_grad;
-    return NULL;
-#endif
 }

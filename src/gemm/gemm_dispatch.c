@@ -1,5 +1,6 @@
-/* Builds one GEMM kernel table per SIMD path, once, and sets each kernel's cache blocks from the
- * per-path table below; and chooses how the AVX-512 path multiplies bf16 (amp_gemm_bf16_method). */
+/* The GEMM framework's per-path choices: each kernel's cache blocks, from the per-path table below
+ * (set when the kernel table is built, kernels/kernels.c); how the AVX-512 path multiplies bf16
+ * (amp_gemm_bf16_method); and which of the path's kernels a product takes (amp_gemm_kernel_for). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include "amp/gemm.h"
 #include "amp/status.h"
 #include "gemm_kernels.h"
+#include "../kernels/kernels.h"
 #include "../core/log_internal.h"
 
 _Static_assert(AMP_F32 == 0 && AMP_F16 == 1 && AMP_BF16 == 2, "gemm tables index by dtype");
@@ -23,11 +25,10 @@ typedef struct blocks {
  *   nc:  the B block, kc * nc * packed_size (4 MiB here), lives in L3; a large nc means A is
  *        packed fewer times (once per nc columns);
  *   mc:  only sets how much of A is packed at a time (mc * kc * packed_size, in L2).
- * Tuned on AMD Zen 4 (32 KiB L1D, 1 MiB L2 per core, 32 MiB L3) with `amp bench gemm`: at
- * 1024^3 on one core, kc = 512 (f32) and 1024 (bf16 pairs: 512 pairs) gave 90-94% of peak, kc =
- * 256 about 5% less. Each value is rounded down to a multiple of the tile it blocks. The AVX2
- * kernel's A panel has 6 rows, so kc = 512 keeps it at 12 KiB; the ref path's values only need
- * to be sane. */
+ * Chosen with `amp bench gemm` for a core with a 32 KiB L1D and 1 MiB of L2: kc = 512 (f32) and
+ * 1024 (bf16 pairs: 512 pairs) keep the A panel in L1 while making few passes over C; kc = 256 was
+ * slower. Each value is rounded down to a multiple of the tile it blocks. The AVX2 kernel's A panel
+ * has 6 rows, so kc = 512 keeps it at 12 KiB; the ref path's values only need to be sane. */
 static const blocks block_table[AMP_ISA_COUNT][AMP_GEMM_PACKED_COUNT] = {
     [AMP_ISA_REF] = {[AMP_GEMM_PACKED_F32] = {.mc = 128, .kc = 256, .nc = 2048},
                      [AMP_GEMM_PACKED_BF16_PAIRS] = {.mc = 128, .kc = 256, .nc = 2048}},
@@ -37,30 +38,20 @@ static const blocks block_table[AMP_ISA_COUNT][AMP_GEMM_PACKED_COUNT] = {
                         [AMP_GEMM_PACKED_BF16_PAIRS] = {.mc = 144, .kc = 1024, .nc = 2048}},
 };
 
-static amp_gemm_kernels tables[AMP_ISA_COUNT];
-static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
-
 static int round_down(int x, int unit) { return x < unit ? unit : x - x % unit; }
 
-static void build_tables(void) {
-    for (int isa = 0; isa < AMP_ISA_COUNT; isa++) amp_gemm_kernels_ref(&tables[isa]);
-#if defined(__x86_64__)
-    if (amp_isa_supported(AMP_ISA_AVX2)) amp_gemm_kernels_avx2(&tables[AMP_ISA_AVX2]);
-    if (amp_isa_supported(AMP_ISA_AVX512)) amp_gemm_kernels_avx512(&tables[AMP_ISA_AVX512]);
-#endif
-    for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
-        /* for_dtype, then for_dtype8 (AMP_DTYPE_COUNT + dt), then bf16_dot and bf16_dot8 */
-        for (int e = 0; e < 2 * AMP_DTYPE_COUNT + 2; e++) {
-            amp_gemm_kernel *k = e < AMP_DTYPE_COUNT          ? &tables[isa].for_dtype[e]
-                                 : e < 2 * AMP_DTYPE_COUNT    ? &tables[isa].for_dtype8[e - AMP_DTYPE_COUNT]
-                                 : e == 2 * AMP_DTYPE_COUNT ? &tables[isa].bf16_dot
-                                                              : &tables[isa].bf16_dot8;
-            if (!k->ukernel) continue;
-            const blocks *b = &block_table[isa][k->packed];
-            k->mc = round_down(b->mc, k->mr);
-            k->nc = round_down(b->nc, k->nr);
-            k->kc = round_down(b->kc, k->k_unit);
-        }
+void amp_gemm_kernels_set_blocks(amp_gemm_kernels *t, amp_isa isa) {
+    /* for_dtype, then for_dtype8 (AMP_DTYPE_COUNT + dt), then bf16_dot and bf16_dot8 */
+    for (int e = 0; e < 2 * AMP_DTYPE_COUNT + 2; e++) {
+        amp_gemm_kernel *k = e < AMP_DTYPE_COUNT         ? &t->for_dtype[e]
+                             : e < 2 * AMP_DTYPE_COUNT   ? &t->for_dtype8[e - AMP_DTYPE_COUNT]
+                             : e == 2 * AMP_DTYPE_COUNT ? &t->bf16_dot
+                                                         : &t->bf16_dot8;
+        if (!k->ukernel) continue;
+        const blocks *b = &block_table[isa][k->packed];
+        k->mc = round_down(b->mc, k->mr);
+        k->nc = round_down(b->nc, k->nr);
+        k->kc = round_down(b->kc, k->k_unit);
     }
 }
 
@@ -132,17 +123,16 @@ int amp_gemm_bf16_method_from_name(const char *name, amp_gemm_bf16_method *out) 
 }
 
 const amp_gemm_kernel *amp_gemm_kernel_for(amp_isa isa, amp_dtype dtype) {
-    pthread_once(&tables_once, build_tables);
     if ((unsigned)dtype > AMP_BF16) return NULL;
-    const amp_gemm_kernels *t = &tables[(unsigned)isa < AMP_ISA_COUNT ? isa : AMP_ISA_REF];
+    const amp_gemm_kernels *t = &amp_kernels_for(isa)->gemm;
     if (dtype == AMP_BF16 && t->bf16_dot.ukernel && amp_gemm_bf16_method_active() == AMP_GEMM_BF16_DOT)
         return &t->bf16_dot;
     return &t->for_dtype[dtype];
 }
 
 const amp_gemm_kernel *amp_gemm_kernel_rows8(amp_isa isa, amp_dtype dtype) {
-    const amp_gemm_kernel *k = amp_gemm_kernel_for(isa, dtype); /* builds the tables */
-    const amp_gemm_kernels *t = &tables[(unsigned)isa < AMP_ISA_COUNT ? isa : AMP_ISA_REF];
+    const amp_gemm_kernel *k = amp_gemm_kernel_for(isa, dtype);
+    const amp_gemm_kernels *t = &amp_kernels_for(isa)->gemm;
     if (!k) return NULL;
     if (k == &t->bf16_dot) return t->bf16_dot8.ukernel ? &t->bf16_dot8 : NULL;
     return k == &t->for_dtype[dtype] && t->for_dtype8[dtype].ukernel ? &t->for_dtype8[dtype] : NULL;

@@ -95,7 +95,8 @@ typedef struct amp_gemm_kernels {
     amp_gemm_kernel for_dtype8[AMP_DTYPE_COUNT];
 } amp_gemm_kernels;
 
-/* Fill the entries a path provides (everything but the cache blocks, which gemm_dispatch.c sets). */
+/* Fill the entries a path provides (everything but the cache blocks); the kernel table
+ * (kernels/kernels.h) calls them through its init functions. */
 void amp_gemm_kernels_ref(amp_gemm_kernels *k);
 #if defined(__x86_64__)
 void amp_gemm_kernels_avx2(amp_gemm_kernels *k);
@@ -104,6 +105,10 @@ void amp_gemm_kernels_avx512(amp_gemm_kernels *k); /* bf16_dot (VDPBF16PS) when 
  * millisecond); 0 without AVX512-BF16. */
 double amp_gemm_avx512_dot_speed(void);
 #endif
+
+/* Sets the cache blocks (mc, kc, nc) of every kernel in t from path isa's block table
+ * (gemm_dispatch.c), once its kernels are in place. */
+void amp_gemm_kernels_set_blocks(amp_gemm_kernels *t, amp_isa isa);
 
 /* The fraction of the kernel's mr x nr tiles that real elements fill when a product of rows x cols
  * is computed with its rows on the tile's mr side: fill(m, n) for C, fill(n, m) for C^T (the
@@ -115,6 +120,10 @@ static inline double amp_gemm_tile_fill(const amp_gemm_kernel *kern, int64_t row
 
 /* The kernel for (isa, dtype), or NULL when dtype is not a GEMM input type. isa must be supported. */
 const amp_gemm_kernel *amp_gemm_kernel_for(amp_isa isa, amp_dtype dtype);
+/* The same on the active path (AMP_ISA, amp_isa_set). */
+static inline const amp_gemm_kernel *amp_gemm_kernel_active(amp_dtype dtype) {
+    return amp_gemm_kernel_for(amp_isa_active(), dtype);
+}
 /* amp_gemm_kernel_for's kernel with an 8-row tile and the same packed B and per-element sums (its
  * bits), where the path has one (bf16_dot8 while the bf16 method is dot, else for_dtype8[dtype]); else
  * NULL. For products whose A rows are a multiple of 8 but not of the kernel's mr (gemm.c does not use

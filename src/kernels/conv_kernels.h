@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "amp/cpu.h"
 #include "amp/dtype.h"
 
 typedef struct amp_conv_geom {
@@ -64,7 +65,7 @@ void amp_conv_col2im_ref(const amp_conv_geom *g, const float *dcol, int64_t b0, 
  * buffer). */
 bool amp_conv_padded_ok(const amp_conv_geom *g);
 /* The same columns as amp_conv_im2col_ref; the _ref versions are the C ones, the plain names take
- * the active SIMD path's. */
+ * the active path's (the kernel table's im2col_padded and col2im_padded, below). */
 void amp_conv_im2col_padded_ref(const amp_conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
                                 void *col);
 void amp_conv_im2col_padded(const amp_conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
@@ -161,5 +162,53 @@ void amp_conv_direct_tile_avx512(const void *xp, size_t es, const int32_t *steps
 void amp_conv_direct_tile_avx2(const float *xp, const int32_t *steps, const int32_t rows[6], int64_t kc,
                                const float *bpanel, float *c, int64_t ldc, int m, int n, float beta);
 #endif
+
+/* ---- conv2d's entries of the kernel table (kernels/kernels.h) ---- */
+
+typedef void (*amp_conv_im2col_fn)(const amp_conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b,
+                                   void *col);
+typedef void (*amp_conv_col2im_fn)(const amp_conv_geom *g, const float *dcol, int64_t b0, int64_t nb, int64_t b,
+                                   float *dx);
+typedef void (*amp_conv_sum_bf16_x4_fn)(const uint16_t *v, int64_t stride, int64_t n, float out[4]);
+typedef void (*amp_conv_store_bf16_fn)(uint16_t *out, const float *y, float bias, int64_t n);
+typedef bool (*amp_conv_pack_panel_fn)(const amp_conv_implicit *ci, void *dst, int64_t i0, int64_t rows, int64_t p0,
+                                       int64_t kc, int r);
+/* amp_conv_direct_tile_avx512's contract for the path's tile of direct_mr rows (rows [direct_mr])
+ * and direct_nr columns; es 4 (fp32) on every path with a tile, 2 (bf16 pairs) where its GEMM has a
+ * bf16 pairs kernel of that tile. */
+typedef void (*amp_conv_direct_tile_fn)(const void *xp, size_t es, const int32_t *steps, const int32_t *rows,
+                                        int64_t kc, const void *bpanel, float *c, int64_t ldc, int m, int n,
+                                        float beta);
+
+typedef struct amp_conv_kernels {
+    /* every path: the _ref versions, or the same bits */
+    amp_conv_im2col_fn im2col_padded;
+    amp_conv_col2im_fn col2im_padded;
+    amp_conv_sum_bf16_x4_fn sum_bf16_x4;
+    /* the forward's bf16 row with its bias, fused; NULL: amp_conv_store_row_ref (the add, then
+     * amp_convert) */
+    amp_conv_store_bf16_fn store_bf16;
+    /* the implicit GEMM's column panels (amp_conv_pack_panel_avx512's contract: false where they
+     * decline a panel, which the reference then packs); NULL on a path without the implicit GEMM */
+    amp_conv_pack_panel_fn pack_panel, pack_panel_k;
+    /* the direct tile (src/gemm/conv_gemm.c; direct_mr at most 12 and a divisor of 144 there), for
+     * the path's GEMM kernel whose tile is direct_mr x direct_nr; NULL: no direct product. With
+     * direct_every, it runs every stride-1 fp32 product within the padded plane's bound, in either
+     * orientation (a path without the implicit GEMM: its tile's bits do not depend on the orientation,
+     * conv_gemm.c's every_direct_kernel); else only the products that the GEMM computes as C^T with
+     * the implicit operand on the tile's rows. */
+    amp_conv_direct_tile_fn direct_tile;
+    int direct_mr, direct_nr;
+    bool direct_every;
+} amp_conv_kernels;
+
+void amp_conv_kernels_ref(amp_conv_kernels *k);
+#if defined(__x86_64__)
+void amp_conv_kernels_avx2(amp_conv_kernels *k);
+void amp_conv_kernels_avx512(amp_conv_kernels *k);
+#endif
+
+/* The kernels for `isa` (a path the CPU lacks, or an invalid one, gets the reference's). */
+const amp_conv_kernels *amp_conv_kernels_for(amp_isa isa);
 
 #endif /* AMP_CONV_KERNELS_H */

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "amp/cpu.h"
+#include "../core/relu_bits.h"
 
 enum { AMP_ELEM_LANES = 16 };
 
@@ -67,6 +68,14 @@ typedef struct amp_elem_kernels {
      * * rs when dw (the op's order before these kernels); db[i] += g[i] when db */
     void (*norm_grad_apply)(float *dx, float *dw, float *db, const float *g, const float *x, const float *w,
                             float mu, float rs, float a, float c, size_t n);
+    /* relu and its gradient on the bits of a whole range (core/relu_bits.h's loops: fp16 or bf16 by
+     * hb, or fp32), for amp_relu's passes. y and dx overlap no input, except relu32's y, which may be
+     * x. NULL on the reference path, where the op decodes to fp32, selects and rounds back instead:
+     * the same bits (tests/test_relu_bits.c), the twin AMP_ISA=ref runs. */
+    void (*relu16)(uint16_t *y, const uint16_t *x, int64_t n, amp_half_bits hb);
+    void (*relu_grad16)(uint16_t *dx, const uint16_t *x, const uint16_t *g, int64_t n, amp_half_bits hb);
+    void (*relu32)(uint32_t *y, const uint32_t *x, int64_t n);
+    void (*relu_grad32)(uint32_t *dx, const uint32_t *x, const uint32_t *g, int64_t n);
 } amp_elem_kernels;
 
 void amp_elem_kernels_ref(amp_elem_kernels *k);

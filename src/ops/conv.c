@@ -46,13 +46,11 @@
 #include <string.h>
 
 #include "../core/parallel.h"
-#include "amp/cpu.h"
 #include "amp/formats.h"
 #include "amp/gemm.h"
 #include "../gemm/conv_gemm.h"
 #include "../gemm/gemm_implicit.h"
-#include "../kernels/convert_kernels.h"
-#include "../kernels/conv_kernels.h"
+#include "../kernels/kernels.h"
 #include "grad_sink_gemm.h"
 #include "op_util.h"
 
@@ -78,23 +76,11 @@ static int64_t chunk_images(const conv_geom *g, int64_t per_image_bytes) {
 /* ---- the column passes' active paths (conv_kernels.h) ---- */
 
 void amp_conv_im2col_padded(const conv_geom *g, const void *x, size_t es, int64_t b0, int64_t nb, int64_t b, void *col) {
-#if defined(__x86_64__)
-    if (amp_isa_active() == AMP_ISA_AVX512) {
-        amp_conv_im2col_padded_avx512(g, x, es, b0, nb, b, col);
-        return;
-    }
-#endif
-    amp_conv_im2col_padded_ref(g, x, es, b0, nb, b, col);
+    amp_kernels_active()->conv.im2col_padded(g, x, es, b0, nb, b, col);
 }
 
 void amp_conv_col2im_padded(const conv_geom *g, const float *dcol, int64_t b0, int64_t nb, int64_t b, float *dx) {
-#if defined(__x86_64__)
-    if (amp_isa_active() == AMP_ISA_AVX512) {
-        amp_conv_col2im_padded_avx512(g, dcol, b0, nb, b, dx);
-        return;
-    }
-#endif
-    amp_conv_col2im_padded_ref(g, dcol, b0, nb, b, dx);
+    amp_kernels_active()->conv.col2im_padded(g, dcol, b0, nb, b, dx);
 }
 
 /* ---- the per-chunk passes ---- */
@@ -157,8 +143,7 @@ static void task_pad(void *arg, int64_t b, int thread_id) {
     const unsigned char *src = (const unsigned char *)a->x + (size_t)((a->b0 + b) * g->c * g->h * g->w) * a->es;
     /* The decoder looked up once per image (xp_dt is then fp32), not per row by amp_convert, whose
      * dispatch cost more than decoding a row of 28. */
-    const amp_decode_kernel decode =
-        a->xp_dt == a->dt ? NULL : amp_convert_kernels_for(amp_isa_active())->decode[a->dt];
+    const amp_decode_kernel decode = a->xp_dt == a->dt ? NULL : amp_kernels_active()->convert.decode[a->dt];
     for (int64_t c = 0; c < g->c; c++)
         for (int64_t iy = 0; iy < g->h; iy++) {
             unsigned char *d = dst + (size_t)((c * hp + iy + g->pad) * wp + g->pad) * xes;
@@ -193,17 +178,10 @@ static void task_store(void *arg, int64_t b, int thread_id) {
         amp_gemm_epilogue_apply(&ep, a->y + b * p_img, ld, a->g->o, p_img);
         return;
     }
-    /* The path's fused bias + bf16 store (conv_kernels.h), chosen once per image; else the reference's
-     * add, then convert. */
-    void (*store_bf16)(uint16_t *, const float *, float, int64_t) = NULL;
-#if defined(__x86_64__)
-    if (a->bias && a->out_dt == AMP_BF16) {
-        const amp_isa isa = amp_isa_active();
-        store_bf16 = isa == AMP_ISA_AVX512 ? amp_conv_store_bf16_avx512
-                     : isa == AMP_ISA_AVX2 ? amp_conv_store_bf16_avx2
-                                           : NULL;
-    }
-#endif
+    /* The path's fused bias + bf16 store (conv_kernels.h), looked up once per image; where the path
+     * has none (NULL), the reference's add, then convert. */
+    const amp_conv_store_bf16_fn store_bf16 =
+        a->bias && a->out_dt == AMP_BF16 ? amp_kernels_active()->conv.store_bf16 : NULL;
     for (int64_t o = 0; o < a->g->o; o++) {
         float *yo = a->y + o * ld + b * p_img;
         unsigned char *dst = (unsigned char *)a->out + (size_t)(((a->b0 + b) * a->g->o + o) * p_img) * a->out_es;
@@ -214,18 +192,6 @@ static void task_store(void *arg, int64_t b, int thread_id) {
     }
 }
 
-/* amp_conv_sum_bf16_x4_ref's bits, by the active path's version: gcc keeps the reference's 32
- * partial sums on the stack (a load, an add and a store per 4 lanes, each chain through memory). */
-static void sum_bf16_x4(const uint16_t *v, int64_t stride, int64_t n, float out[4]) {
-#if defined(__x86_64__)
-    if (amp_isa_active() == AMP_ISA_AVX512) {
-        amp_conv_sum_bf16_x4_avx512(v, stride, n, out);
-        return;
-    }
-#endif
-    amp_conv_sum_bf16_x4_ref(v, stride, n, out);
-}
-
 /* dY [b0.., O, P] -> gp [O, nb*P] for output channel o (nb > 1); db[o] += its sum in fp32. */
 static void task_permute_grad(void *arg, int64_t o, int thread_id) {
     const conv_pass *a = arg;
@@ -233,7 +199,11 @@ static void task_permute_grad(void *arg, int64_t o, int thread_id) {
     float chunk[256];
     (void)thread_id;
     int64_t b = 0;
-    if (a->dt == AMP_BF16 && a->db) /* four images at a time: each image's sum as below, then added in order */
+    /* four images at a time: each image's sum as below, then added in order. The path's version of
+     * amp_conv_sum_bf16_x4_ref (the same bits): gcc keeps the reference's 32 partial sums on the
+     * stack, a load, an add and a store per 4 lanes. */
+    const amp_conv_sum_bf16_x4_fn sum_bf16_x4 = amp_kernels_active()->conv.sum_bf16_x4;
+    if (a->dt == AMP_BF16 && a->db)
         for (; b + 4 <= a->nb; b += 4) {
             const int64_t img = a->g->o * p_img;
             const uint16_t *src = (const uint16_t *)a->gy + ((a->b0 + b) * a->g->o + o) * p_img;
@@ -421,7 +391,7 @@ static void conv_backward(amp_ctx *ctx, amp_node *node) {
     /* dX by correlation goes where x's gradient goes (its own scratch or a sink: below) */
     float *dx = dx_cols ? amp_f32_scratch(ctx, g->n * g->c * g->h * g->w) : NULL;
     float *dw = need_dw ? amp_f32_scratch(ctx, g->o * k) : NULL;
-    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), dt);
+    const amp_gemm_kernel *kern = amp_gemm_kernel_active(dt);
     float *db = need_db ? amp_f32_scratch(ctx, g->o) : NULL;
     /* dX as a correlation (conv_dx_correlate) has its own chunks; the loop below makes the rest */
     const int64_t hp = g->h + 2 * g->pad, wp = g->w + 2 * g->pad;

@@ -7,11 +7,10 @@
  * Average pooling sums the window in fp32 and divides once; backward spreads dy / kernel^2 evenly. */
 #include <string.h>
 
-#include "amp/cpu.h"
 #include "amp/formats.h"
 #include "../core/parallel.h"
 #include "op_util.h"
-#include "../kernels/pool_kernels.h"
+#include "../kernels/kernels.h"
 
 typedef struct {
     int64_t planes, h, w, oh, ow, kernel, stride;
@@ -55,56 +54,22 @@ static pool_geom saved_geometry(const amp_node *node) {
 }
 
 
-/* The row kernels by the active path (pool_kernels.h): AVX-512, AVX2, else the reference. */
-void amp_max_pool_row_k2(const float *restrict r0, const float *restrict r1, int64_t ow, float *restrict y,
-                         uint8_t *restrict offsets) {
-#if defined(__x86_64__)
-    if (amp_isa_active() == AMP_ISA_AVX512) {
-        amp_max_pool_row_k2_avx512(r0, r1, ow, y, offsets);
-        return;
-    }
-    if (amp_isa_active() >= AMP_ISA_AVX2) {
-        amp_max_pool_row_k2_avx2(r0, r1, ow, y, offsets);
-        return;
-    }
-#endif
-    amp_max_pool_row_k2_ref(r0, r1, ow, y, offsets);
+/* The row kernels of the active path (pool_kernels.h; the kernel table's pool entries). */
+void amp_max_pool_row_k2(const float *r0, const float *r1, int64_t ow, float *y, uint8_t *offsets) {
+    amp_kernels_active()->pool.row_k2(r0, r1, ow, y, offsets);
 }
 
 void amp_max_pool_row_k2_bf16(const uint16_t *r0, const uint16_t *r1, int64_t ow, uint16_t *y, uint8_t *offsets) {
-#if defined(__x86_64__)
-    if (amp_isa_active() == AMP_ISA_AVX512) {
-        amp_max_pool_row_k2_bf16_avx512(r0, r1, ow, y, offsets);
-        return;
-    }
-#endif
-    amp_max_pool_row_k2_bf16_ref(r0, r1, ow, y, offsets);
+    amp_kernels_active()->pool.row_k2_bf16(r0, r1, ow, y, offsets);
 }
 
-void amp_max_pool_backward_row_k2(const float *restrict g, const uint8_t *restrict offsets, int64_t ow,
-                                  float *restrict d0, float *restrict d1) {
-#if defined(__x86_64__)
-    if (amp_isa_active() == AMP_ISA_AVX512) {
-        amp_max_pool_backward_row_k2_avx512(g, offsets, ow, d0, d1);
-        return;
-    }
-    if (amp_isa_active() >= AMP_ISA_AVX2) {
-        amp_max_pool_backward_row_k2_avx2(g, offsets, ow, d0, d1);
-        return;
-    }
-#endif
-    amp_max_pool_backward_row_k2_ref(g, offsets, ow, d0, d1);
+void amp_max_pool_backward_row_k2(const float *g, const uint8_t *offsets, int64_t ow, float *d0, float *d1) {
+    amp_kernels_active()->pool.backward_row_k2(g, offsets, ow, d0, d1);
 }
 
 void amp_max_pool_backward_row_k2_bf16(const uint16_t *g, const uint8_t *offsets, int64_t ow, uint16_t *d0,
                                        uint16_t *d1) {
-#if defined(__x86_64__)
-    if (amp_isa_active() == AMP_ISA_AVX512) {
-        amp_max_pool_backward_row_k2_bf16_avx512(g, offsets, ow, d0, d1);
-        return;
-    }
-#endif
-    amp_max_pool_backward_row_k2_bf16_ref(g, offsets, ow, d0, d1);
+    amp_kernels_active()->pool.backward_row_k2_bf16(g, offsets, ow, d0, d1);
 }
 
 /* The kernel 2, stride 2 path works on fp32 copies of a few rows at a time (in L1) instead of an fp32
@@ -125,12 +90,11 @@ static void max_pool_backward_k2_planes(const pool_geom *pg, const void *g, amp_
     const size_t ges = amp_dtype_size(gdt), des = amp_dtype_size(ddt);
     const int64_t rows = POOL_K2_BLOCK / (2 * pg->w) < pg->oh ? POOL_K2_BLOCK / (2 * pg->w) : pg->oh;
     float gb[POOL_K2_BLOCK / 4], db[POOL_K2_BLOCK];
-#if defined(__x86_64__)
-    if (gdt == AMP_BF16 && ddt == AMP_BF16 && amp_isa_active() == AMP_ISA_AVX512) { /* no fp32 copies */
-        amp_max_pool_backward_rows_k2_bf16_avx512(g, offsets, pg->planes, pg->h, pg->w, pg->oh, pg->ow, dst);
+    const amp_pool_kernels *pk = &amp_kernels_active()->pool;
+    if (gdt == AMP_BF16 && ddt == AMP_BF16 && pk->backward_rows_k2_bf16) { /* no fp32 copies */
+        pk->backward_rows_k2_bf16(g, offsets, pg->planes, pg->h, pg->w, pg->oh, pg->ow, dst);
         return;
     }
-#endif
     for (int64_t p = 0; p < pg->planes; p++) {
         for (int64_t oy0 = 0; oy0 < pg->oh; oy0 += rows) {
             const int64_t nr = pg->oh - oy0 < rows ? pg->oh - oy0 : rows;
@@ -141,7 +105,7 @@ static void max_pool_backward_k2_planes(const pool_geom *pg, const void *g, amp_
             if (gdt != AMP_F32) amp_convert(gb, AMP_F32, gsrc, gdt, (size_t)(nr * pg->ow));
             for (int64_t i = 0; i < nr; i++) {
                 float *d0 = d + 2 * i * pg->w, *d1 = d0 + pg->w;
-                amp_max_pool_backward_row_k2(gr + i * pg->ow, offsets + o0 + i * pg->ow, pg->ow, d0, d1);
+                pk->backward_row_k2(gr + i * pg->ow, offsets + o0 + i * pg->ow, pg->ow, d0, d1);
                 if (pg->w > 2 * pg->ow) d0[pg->w - 1] = d1[pg->w - 1] = 0.0f;
             }
             if (ddt != AMP_F32)
@@ -236,18 +200,15 @@ static void max_pool_k2_planes(const pool_geom *pg, const void *xdata, amp_dtype
     const size_t es = amp_dtype_size(dt);
     const int64_t rows = POOL_K2_BLOCK / (2 * pg->w) < pg->oh ? POOL_K2_BLOCK / (2 * pg->w) : pg->oh;
     float in[POOL_K2_BLOCK], yb[POOL_K2_BLOCK / 4];
-#if defined(__x86_64__)
-    if (dt == AMP_BF16 && amp_isa_active() == AMP_ISA_AVX512) { /* no decoded copy: the same bits */
-        amp_max_pool_rows_k2_bf16_avx512(xdata, pg->planes, pg->h, pg->w, pg->oh, pg->ow, ydata, offsets);
+    const amp_pool_kernels *pk = &amp_kernels_active()->pool;
+    if (dt == AMP_BF16 && pk->rows_k2_bf16) { /* no decoded copy: the same bits */
+        pk->rows_k2_bf16(xdata, pg->planes, pg->h, pg->w, pg->oh, pg->ow, ydata, offsets);
         return;
     }
-#endif
-#if defined(__x86_64__)
-    if (dt == AMP_F32 && amp_isa_active() == AMP_ISA_AVX512) { /* the rows in place, one path check */
-        amp_max_pool_rows_k2_avx512(xdata, pg->planes, pg->h, pg->w, pg->oh, pg->ow, ydata, offsets);
+    if (dt == AMP_F32 && pk->rows_k2) { /* the rows in place, the loop inside the kernel */
+        pk->rows_k2(xdata, pg->planes, pg->h, pg->w, pg->oh, pg->ow, ydata, offsets);
         return;
     }
-#endif
     for (int64_t p = 0; p < pg->planes; p++)
         for (int64_t oy0 = 0; oy0 < pg->oh; oy0 += rows) {
             const int64_t nr = pg->oh - oy0 < rows ? pg->oh - oy0 : rows;
@@ -257,8 +218,8 @@ static void max_pool_k2_planes(const pool_geom *pg, const void *xdata, amp_dtype
             float *y = dt == AMP_F32 ? (float *)ydata + o0 : yb;
             if (dt != AMP_F32) amp_convert(in, AMP_F32, src, dt, (size_t)(2 * nr * pg->w));
             for (int64_t i = 0; i < nr; i++)
-                amp_max_pool_row_k2(r + 2 * i * pg->w, r + (2 * i + 1) * pg->w, pg->ow, y + i * pg->ow,
-                                    offsets + o0 + i * pg->ow);
+                pk->row_k2(r + 2 * i * pg->w, r + (2 * i + 1) * pg->w, pg->ow, y + i * pg->ow,
+                           offsets + o0 + i * pg->ow);
             if (dt != AMP_F32)
                 amp_convert((unsigned char *)ydata + (size_t)o0 * es, dt, yb, AMP_F32, (size_t)(nr * pg->ow));
         }

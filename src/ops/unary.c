@@ -15,7 +15,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "amp/cpu.h"
+#include "../kernels/elem_kernels.h"
 #include "../kernels/vecmath.h"
 #include "grad_sink_gemm.h"
 #include "../core/parallel.h"
@@ -33,15 +33,16 @@ static float sigmoid_grad_f32(float x) {
 }
 
 /* ---- relu on fp16/bf16/fp32 bits: one pass, no fp32 staging ----
- * The selections are core/relu_bits.h's; the generic path below (the reference twin, which AMP_ISA=ref
- * forces) decodes to fp32, selects and rounds back, the same bits. tests/test_relu_bits.c compares
- * the two on all 2^16 inputs and on fp32 patterns. */
-static bool fast_relu_ok(const amp_tensor *x, amp_half_bits *hb) {
-    return amp_isa_active() != AMP_ISA_REF && amp_half_bits_of(x->dtype, hb) && amp_tensor_is_contiguous(x);
+ * The selections are core/relu_bits.h's, run by the path's elem kernels (relu16 and the others); on a
+ * path without them (the reference, which AMP_ISA=ref forces) the generic route below decodes to fp32,
+ * selects and rounds back, the same bits. tests/test_relu_bits.c compares the two on all 2^16 inputs
+ * and on fp32 patterns. */
+static bool fast_relu_ok(const amp_elem_kernels *ek, const amp_tensor *x, amp_half_bits *hb) {
+    return ek->relu16 && ek->relu_grad16 && amp_half_bits_of(x->dtype, hb) && amp_tensor_is_contiguous(x);
 }
 
-static bool fast_relu32_ok(const amp_tensor *x) {
-    return amp_isa_active() != AMP_ISA_REF && x->dtype == AMP_F32 && amp_tensor_is_contiguous(x);
+static bool fast_relu32_ok(const amp_elem_kernels *ek, const amp_tensor *x) {
+    return ek->relu32 && ek->relu_grad32 && x->dtype == AMP_F32 && amp_tensor_is_contiguous(x);
 }
 
 /* dx = g * f'(v) for elements [0, n) of one chunk (v: y for exp, else x). */
@@ -85,9 +86,9 @@ enum { UNARY_GRAD_CHUNK = 16384 };
 enum { UNARY_MIN_PER_THREAD = 32768 };
 
 /* The four bit-level ReLU loops over [0, n) split between threads the same way: each element's bits
- * depend on its own inputs alone. They ran on one thread while the other waited (the mlp's amp-bf16
- * step at two threads, Zen 4: the ReLU forward and backward 1.2% of the samples, on one thread). */
+ * depend on its own inputs alone, and on one thread the others would wait for them. */
 typedef struct relu_job {
+    const amp_elem_kernels *ek;
     void *y;
     const void *x, *g; /* g NULL: the forward */
     amp_half_bits hb;
@@ -97,26 +98,35 @@ typedef struct relu_job {
 static void relu_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
     (void)thread_id;
     const relu_job *j = arg;
-    if (j->wide && j->g)
-        amp_relu_grad_bits32((uint32_t *)j->y + i0, (const uint32_t *)j->x + i0, (const uint32_t *)j->g + i0, i1 - i0);
-    else if (j->wide)
-        amp_relu_bits32((uint32_t *)j->y + i0, (const uint32_t *)j->x + i0, i1 - i0);
-    else if (j->g)
-        amp_relu_grad_bits16((uint16_t *)j->y + i0, (const uint16_t *)j->x + i0, (const uint16_t *)j->g + i0, i1 - i0,
-                             j->hb);
-    else
-        amp_relu_bits16((uint16_t *)j->y + i0, (const uint16_t *)j->x + i0, i1 - i0, j->hb);
+    const amp_elem_kernels *ek = j->ek;
+    const int64_t n = i1 - i0;
+    /* the forward runs only where the path has the kernels (fast_relu_ok); the gradient also for
+     * amp_relu_grad_run, which takes the inline loops on a path without them */
+    if (j->wide) {
+        uint32_t *y = (uint32_t *)j->y + i0;
+        const uint32_t *x = (const uint32_t *)j->x + i0, *g = j->g ? (const uint32_t *)j->g + i0 : NULL;
+        if (!g) ek->relu32(y, x, n);
+        else if (ek->relu_grad32) ek->relu_grad32(y, x, g, n);
+        else amp_relu_grad_bits32(y, x, g, n);
+    } else {
+        uint16_t *y = (uint16_t *)j->y + i0;
+        const uint16_t *x = (const uint16_t *)j->x + i0, *g = j->g ? (const uint16_t *)j->g + i0 : NULL;
+        if (!g) ek->relu16(y, x, n, j->hb);
+        else if (ek->relu_grad16) ek->relu_grad16(y, x, g, n, j->hb);
+        else amp_relu_grad_bits16(y, x, g, n, j->hb);
+    }
 }
 
-static void relu_run(void *y, const void *x, const void *g, int64_t n, amp_half_bits hb, bool wide) {
-    relu_job job = {y, x, g, hb, wide};
+static void relu_run(const amp_elem_kernels *ek, void *y, const void *x, const void *g, int64_t n, amp_half_bits hb,
+                     bool wide) {
+    relu_job job = {ek, y, x, g, hb, wide};
     amp_parallel_range(n, UNARY_MIN_PER_THREAD, 64, relu_range, &job);
 }
 
 void amp_relu_grad_run(void *dx, const void *x, const void *g, int64_t n, amp_dtype dt) {
     amp_half_bits hb = {0};
     const bool wide = !amp_half_bits_of(dt, &hb);
-    relu_run(dx, x, g, n, hb, wide);
+    relu_run(amp_elem_active(), dx, x, g, n, hb, wide);
 }
 
 typedef struct grad_job {
@@ -135,20 +145,21 @@ static void unary_backward(amp_ctx *ctx, amp_node *node) {
     const int64_t n = amp_tensor_numel(x);
     amp_half_bits hb = {0};
     amp_tensor *gt = node->out->grad;
-    if (node->op == AMP_OP_RELU && !x->grad && x->requires_grad && fast_relu_ok(x, &hb) && gt &&
+    const amp_elem_kernels *ek = amp_elem_active();
+    if (node->op == AMP_OP_RELU && !x->grad && x->requires_grad && fast_relu_ok(ek, x, &hb) && gt &&
         gt->dtype == x->dtype && amp_tensor_is_contiguous(gt)) {
         /* x's first gradient, in x's dtype (what amp_grad_accumulate would create) */
         amp_tensor *grad = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
         if (!grad) return;
-        relu_run(grad->data, x->data, gt->data, n, hb, false);
+        relu_run(ek, grad->data, x->data, gt->data, n, hb, false);
         x->grad = grad;
         return;
     }
-    if (node->op == AMP_OP_RELU && !x->grad && x->requires_grad && fast_relu32_ok(x) && gt && gt->dtype == AMP_F32 &&
-        amp_tensor_is_contiguous(gt)) {
+    if (node->op == AMP_OP_RELU && !x->grad && x->requires_grad && fast_relu32_ok(ek, x) && gt &&
+        gt->dtype == AMP_F32 && amp_tensor_is_contiguous(gt)) {
         amp_tensor *grad = amp_ctx_new_tensor(ctx, AMP_F32, x->ndim, x->shape, true);
         if (!grad) return;
-        relu_run(grad->data, x->data, gt->data, n, hb, true);
+        relu_run(ek, grad->data, x->data, gt->data, n, hb, true);
         x->grad = grad;
         return;
     }
@@ -204,13 +215,14 @@ static amp_tensor *unary(amp_ctx *ctx, amp_op op, amp_tensor *x, float exponent)
     if (!out) return NULL;
     const int64_t n = amp_tensor_numel(x);
     amp_half_bits hb = {0};
-    if (op == AMP_OP_RELU && fast_relu_ok(x, &hb)) {
-        relu_run(out->data, x->data, NULL, n, hb, false);
+    const amp_elem_kernels *ek = amp_elem_active();
+    if (op == AMP_OP_RELU && fast_relu_ok(ek, x, &hb)) {
+        relu_run(ek, out->data, x->data, NULL, n, hb, false);
         amp_autograd_record(ctx, op, x->dtype, out, &x, 1, unary_backward);
         return out;
     }
-    if (op == AMP_OP_RELU && fast_relu32_ok(x)) {
-        relu_run(out->data, x->data, NULL, n, hb, true);
+    if (op == AMP_OP_RELU && fast_relu32_ok(ek, x)) {
+        relu_run(ek, out->data, x->data, NULL, n, hb, true);
         amp_autograd_record(ctx, op, x->dtype, out, &x, 1, unary_backward);
         return out;
     }

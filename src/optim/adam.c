@@ -18,16 +18,17 @@
  * as Python computes them (same libm), from the fp32 configuration values widened to double.
  * The one operation that can differ is the square root: amp's sqrtf is correctly rounded, while
  * PyTorch builds that use MKL's vsSqrt (VML_HA) are faithful but sometimes one ulp off; see
- * tests/test_optim.c for what that does to the parameters. */
+ * tests/test_optim.c for what that does to the parameters. This file computes the scalars; the element
+ * loop is kernels/ref/update_ref.c's amp_adam_update_ref and its SIMD twins. */
 #include <math.h>
 
 #include "optim_internal.h"
 
 #if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF /* the fused multiply-adds are explicit (fmaf); nothing else may fuse */
+#pragma STDC FP_CONTRACT OFF /* 1 - lr * weight_decay: a multiply, then a subtract, as Python does */
 #endif
 
-void optim_adam_scalars_init(const amp_optimizer *opt, optim_adam_scalars *s) {
+void optim_adam_scalars_init(const amp_optimizer *opt, amp_adam_scalars *s) {
     const amp_optim_config *c = &opt->config;
     const double t = (double)(opt->step_count + 1);
     const double lr = c->lr, beta1 = c->beta1, beta2 = c->beta2, wd = c->weight_decay;
@@ -35,7 +36,7 @@ void optim_adam_scalars_init(const amp_optimizer *opt, optim_adam_scalars *s) {
     const double bias_correction2 = 1.0 - pow(beta2, t);
     const double step_size = lr / bias_correction1;
     const bool decoupled = c->kind == AMP_OPTIM_ADAMW;
-    *s = (optim_adam_scalars){
+    *s = (amp_adam_scalars){
         .weight_decay = decoupled ? 0.0f : c->weight_decay,
         .decay_factor = decoupled ? (float)(1.0 - lr * wd) : 1.0f,
         .decoupled = decoupled && wd != 0.0,
@@ -46,24 +47,4 @@ void optim_adam_scalars_init(const amp_optimizer *opt, optim_adam_scalars *s) {
         .eps = c->eps,
         .neg_step_size = (float)(-step_size),
     };
-}
-
-void optim_adam_update(const optim_adam_scalars *s, float *p, const float *g, float *m, float *v, int64_t n) {
-    const float wd = s->weight_decay, decay = s->decay_factor, w = s->lerp_weight, b2 = s->beta2;
-    const float value2 = s->one_minus_beta2, bc2 = s->bc2_sqrt, eps = s->eps, neg_step = s->neg_step_size;
-    /* ATen's lerp: the small-weight form when |w| < 0.5 (at::native::is_lerp_weight_small). */
-    const bool small = fabsf(w) < 0.5f;
-    const float w_minus_1 = w - 1.0f;
-    for (int64_t i = 0; i < n; i++) {
-        float param = p[i];
-        if (s->decoupled) param = param * decay;
-        const float grad = wd != 0.0f ? fmaf(param, wd, g[i]) : g[i];
-        const float diff = grad - m[i];
-        const float mi = small ? fmaf(w, diff, m[i]) : fmaf(w_minus_1, diff, grad);
-        const float vi = fmaf(value2 * grad, grad, v[i] * b2);
-        m[i] = mi;
-        v[i] = vi;
-        const float denom = sqrtf(vi) / bc2 + eps;
-        p[i] = param + (neg_step * mi) / denom;
-    }
 }

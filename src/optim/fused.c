@@ -19,16 +19,13 @@
  * clipping nothing but the inf/NaN check needs pass 1, so the noted gradients skip it (the check is
  * the note's: largest |g| times inv_scale finite, fp32 rounding being monotonic) and the update's
  * pass computes their segments' sums before it changes each block (pass 1's kernel on pass 1's
- * blocks: the same bits). On the mlp's amp-fp16 step (7.5 MB of weight gradients), switched every
- * other timed step in one process (Emerald Rapids): the optimizer phase 1.275 -> 1.023 ms at one
- * thread, 0.683 -> 0.481 ms at two; the step 1.008x and 1.029x, the epilogues' maxima included.
+ * blocks: the same bits). That saves a read of every noted gradient from memory per step.
  *
  * Both passes run over fixed segments (optim_internal.h), on the thread pool from OPTIM_PARALLEL_MIN
  * elements on; the norm's per-segment sums are added in segment order, so no result depends on the
- * thread count. The element loops come from the active SIMD path (update_avx2.c), each the scalar
- * loop's twin bit for bit. Measured on a 2-vCPU VM (AVX2 loops): AdamW over 20M fp32 parameters
- * 1.1-1.3 ns per element and step, about 5x faster than the scalar loops (which call libm's fmaf);
- * two threads gave up to 2x while the data fit in cache, little beyond (memory-bound there). */
+ * thread count. The element loops come from the active path's kernel table (kernels/update_kernels.h),
+ * each the scalar loop's twin bit for bit; the scalar loops call libm's fmaf, the SIMD ones an FMA
+ * instruction. Beyond the caches the loops are bound by memory, so a second thread gains little. */
 #include <math.h>
 #include <string.h>
 
@@ -67,30 +64,17 @@ static void for_each_segment(const amp_optimizer *opt, amp_task_fn fn, void *arg
 
 typedef struct norm_job {
     amp_optimizer *opt;
-    const optim_kernels *kernels;
+    const amp_update_kernels *kernels;
     float inv_scale;
     bool skip_noted; /* leave the segments of noted gradients to the update (see the fused step) */
 } norm_job;
-
-void optim_sum_squares(const float *g, int64_t n, float inv_scale, double acc[OPTIM_LANES]) {
-    for (int64_t i = 0; i < n; i++) {
-        const double u = (double)(g[i] * inv_scale);
-        acc[i % OPTIM_LANES] += u * u;
-    }
-}
-
-void optim_scale(float *dst, const float *src, int64_t n, float a, float b) {
-    for (int64_t i = 0; i < n; i++) dst[i] = (src[i] * a) * b;
-}
 
 /* Pass 1 reads every gradient once, most of them from memory (the backward wrote them out of cache)
  * and does little with each, so it runs at the speed one core brings lines in; the hardware
  * prefetcher alone kept too few in flight. Each block therefore asks for the gradient bytes
  * OPTIM_PREFETCH_AHEAD elements further on, into L2, within the parameter (no address past its end is
- * formed). A hint: no value changes. Measured on the mlp's amp-fp16 step (1.9M fp32 gradients, an
- * Emerald Rapids core, one thread, 8 alternating runs): the optimizer phase with the scaler minus
- * without it, 0.70 -> 0.44 ms (medians); 2048 to 8192 elements ahead did alike. The same prefetches
- * in the update pass, for the gradients, masters and momenta, gained nothing there. */
+ * formed). A hint: no value changes; any distance from 2048 to 8192 elements does alike. The update
+ * pass reads more streams per element, and the same prefetches gained nothing there. */
 enum { OPTIM_PREFETCH_AHEAD = 4096 };
 
 static void prefetch_grad_block(const optim_param *q, int64_t off, int64_t n) {
@@ -103,8 +87,8 @@ static void prefetch_grad_block(const optim_param *q, int64_t off, int64_t n) {
 }
 
 /* A segment's lanes added pairwise, in a fixed tree: (0+1), (2+3), ... then pairs of those, and so on. */
-static double fold_lanes(double acc[OPTIM_LANES]) {
-    for (int width = OPTIM_LANES / 2; width >= 1; width /= 2)
+static double fold_lanes(double acc[AMP_UPDATE_LANES]) {
+    for (int width = AMP_UPDATE_LANES / 2; width >= 1; width /= 2)
         for (int l = 0; l < width; l++) acc[l] = acc[2 * l] + acc[2 * l + 1];
     return acc[0];
 }
@@ -116,9 +100,9 @@ static void norm_segment(void *arg, int64_t task, int thread_id) {
     const optim_param *q = &job->opt->params[seg->param];
     if (job->skip_noted && q->grad_noted) return;
     float buf[OPTIM_BLOCK];
-    /* Fixed lanes (element i of the segment goes to lane i % OPTIM_LANES; blocks are multiples of it)
+    /* Fixed lanes (element i of the segment goes to lane i % AMP_UPDATE_LANES; blocks are multiples of it)
      * for instruction-level parallelism and SIMD; the order is fixed, so the bits are too. */
-    double acc[OPTIM_LANES] = {0};
+    double acc[AMP_UPDATE_LANES] = {0};
     for (int64_t off = seg->start; off < seg->start + seg->len; off += OPTIM_BLOCK) {
         const int64_t n = seg->start + seg->len - off < OPTIM_BLOCK ? seg->start + seg->len - off : OPTIM_BLOCK;
         prefetch_grad_block(q, off, n);
@@ -136,7 +120,7 @@ static double partials_sum(const amp_optimizer *opt) {
 
 /* The fp64 sum of (g * inv_scale)^2 over every gradient: finite iff every g * inv_scale is. */
 static double sum_of_squares(amp_optimizer *opt, float inv_scale) {
-    norm_job job = {.opt = opt, .kernels = optim_kernels_active(), .inv_scale = inv_scale, .skip_noted = false};
+    norm_job job = {.opt = opt, .kernels = amp_update_active(), .inv_scale = inv_scale, .skip_noted = false};
     for_each_segment(opt, norm_segment, &job);
     return partials_sum(opt);
 }
@@ -155,13 +139,13 @@ static float clip_coef(double norm, float max_norm) {
 
 typedef struct apply_job {
     amp_optimizer *opt;
-    const optim_kernels *kernels;
+    const amp_update_kernels *kernels;
     bool scale;       /* g' = (g * inv_scale) * coef, stored back as the gradient */
     bool after_pass1; /* the fused step: pass 1 has just read every gradient */
     bool norm_noted;  /* the fused step: the noted gradients' segments' partial sums are computed here */
     float inv_scale, coef;
-    optim_sgd_scalars sgd;
-    optim_adam_scalars adam;
+    amp_sgd_scalars sgd;
+    amp_adam_scalars adam;
     uint64_t sr_key;
 } apply_job;
 
@@ -189,7 +173,7 @@ static void apply_segment(void *arg, int64_t task, int thread_id) {
     float buf[OPTIM_BLOCK];
     /* pass 1's sum for this segment, the same kernel on the same blocks before each is updated: its bits */
     const bool norm_here = job->norm_noted && q->grad_noted;
-    double acc[OPTIM_LANES] = {0};
+    double acc[AMP_UPDATE_LANES] = {0};
     for (int64_t off = seg->start; off < seg->start + seg->len; off += OPTIM_BLOCK) {
         const int64_t n = seg->start + seg->len - off < OPTIM_BLOCK ? seg->start + seg->len - off : OPTIM_BLOCK;
         float *p = q->master + off;
@@ -222,7 +206,7 @@ static void apply_segment(void *arg, int64_t task, int thread_id) {
 
 static void apply(amp_optimizer *opt, bool after_pass1, bool norm_noted, bool scale, float inv_scale, float coef) {
     apply_job job = {.opt = opt,
-                     .kernels = optim_kernels_active(),
+                     .kernels = amp_update_active(),
                      .scale = scale,
                      .after_pass1 = after_pass1,
                      .norm_noted = norm_noted,
@@ -247,7 +231,7 @@ int amp_optimizer_step(amp_optimizer *opt) {
 
 typedef struct clip_job {
     amp_optimizer *opt;
-    const optim_kernels *kernels;
+    const amp_update_kernels *kernels;
     float coef;
 } clip_job;
 
@@ -274,7 +258,7 @@ double amp_optimizer_clip_grad_norm(amp_optimizer *opt, float max_norm) {
     if (!isfinite(norm)) return norm;
     const float coef = clip_coef(norm, max_norm);
     if (coef < 1.0f) {
-        clip_job job = {.opt = opt, .kernels = optim_kernels_active(), .coef = coef};
+        clip_job job = {.opt = opt, .kernels = amp_update_active(), .coef = coef};
         for_each_segment(opt, clip_segment, &job);
         amp_ctx_grads_changed(opt->ctx);
     }
@@ -324,7 +308,7 @@ int amp_optimizer_fused_step(amp_optimizer *opt, float inv_scale, float max_norm
     const bool noted = opt->ctx->backward_grad_check && !(max_norm > 0.0f) && isfinite(inv_scale) && take_notes(opt) > 0;
     double sum;
     if (noted) {
-        norm_job job = {.opt = opt, .kernels = optim_kernels_active(), .inv_scale = inv_scale, .skip_noted = true};
+        norm_job job = {.opt = opt, .kernels = amp_update_active(), .inv_scale = inv_scale, .skip_noted = true};
         for_each_segment(opt, norm_segment, &job);
         bool nan = false, finite = notes_finite(opt, inv_scale, &nan);
         for (size_t s = 0; s < opt->n_segments; s++) {

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "amp/optim.h"
+#include "../kernels/update_kernels.h"
 
 enum {
     OPTIM_SEGMENT = 1 << 15, /* elements per work unit (128 KiB of fp32): the thread pool's grain */
@@ -69,78 +70,11 @@ struct amp_optimizer {
  * reads them: every sweep of the optimizer, and the scaler's unscale. */
 void optim_settle_grads(const amp_optimizer *opt);
 
-/* ---- per-step scalars, fixed for one update (computed once, as torch computes them) ---- */
+/* ---- per-step scalars, fixed for one update (kernels/update_kernels.h; computed once, as torch
+ * computes them) ---- */
 
-typedef struct optim_sgd_scalars {
-    float neg_lr;         /* param.add_(grad, alpha=-lr): (float)(-lr) */
-    float weight_decay;   /* grad.add(param, alpha=weight_decay) */
-    float momentum;       /* buf.mul_(momentum) */
-    float one_minus_damp; /* buf.add_(grad, alpha=1 - dampening): (float)(1.0 - (double)dampening) */
-    bool use_momentum, nesterov, first; /* first: the buffers start as the gradient (torch's None) */
-} optim_sgd_scalars;
-
-typedef struct optim_adam_scalars {
-    float weight_decay;   /* Adam: L2 added to the gradient; 0 for AdamW (decoupled below) */
-    float decay_factor;   /* AdamW: param.mul_(1 - lr * weight_decay); 1 when unused */
-    bool decoupled;
-    float lerp_weight;    /* exp_avg.lerp_(grad, 1 - beta1) */
-    float beta2;          /* exp_avg_sq.mul_(beta2) */
-    float one_minus_beta2; /* .addcmul_(grad, grad, value=1 - beta2) */
-    float bc2_sqrt;       /* (1 - beta2^t) ** 0.5, as the fp32 divisor */
-    float eps;
-    float neg_step_size;  /* addcdiv_ value: -(lr / (1 - beta1^t)) */
-} optim_adam_scalars;
-
-void optim_sgd_scalars_init(const amp_optimizer *opt, optim_sgd_scalars *s);
-void optim_adam_scalars_init(const amp_optimizer *opt, optim_adam_scalars *s);
-
-/* ---- the element loops, once per SIMD path (every path gives the same bits) ---- */
-
-/* The norm's fp64 accumulators: element i of a block goes to lane i % 32. 32 independent sums, not 8,
- * so the SIMD loop is not bound by the add's latency: 8 lanes (two AVX2 chains) ran at 21 GB/s from
- * cache on an Emerald Rapids core, where a plain read runs at 30. */
-enum { OPTIM_LANES = 32 };
-
-typedef struct optim_kernels {
-    /* Updates n elements in place: p (fp32 master), g (the gradient the update uses, fp32, read
-     * only; it may be the same memory as nothing else), and the state slices. */
-    void (*sgd)(const optim_sgd_scalars *s, float *p, const float *g, float *momentum_buf, int64_t n);
-    void (*adam)(const optim_adam_scalars *s, float *p, const float *g, float *exp_avg, float *exp_avg_sq, int64_t n);
-    /* scale then sgd in one sweep: g[i] = (g[i] * a) * b stored back, and the update with it. One pass
-     * over an fp32 gradient instead of two (the fused step's unscale of fp32 gradients). */
-    void (*sgd_scaled)(const optim_sgd_scalars *s, float *p, float *g, float a, float b, float *momentum_buf,
-                       int64_t n);
-    /* acc[i % OPTIM_LANES] += (double)(g[i] * inv_scale)^2, as a multiply then an add, for i in [0, n) */
-    void (*sum_squares)(const float *g, int64_t n, float inv_scale, double acc[OPTIM_LANES]);
-    /* dst[i] = (src[i] * a) * b (dst may be src) */
-    void (*scale)(float *dst, const float *src, int64_t n, float a, float b);
-} optim_kernels;
-
-/* The scalar loops: the reference every other path must match bit for bit. */
-void optim_sgd_update(const optim_sgd_scalars *s, float *p, const float *g, float *momentum_buf, int64_t n);
-void optim_adam_update(const optim_adam_scalars *s, float *p, const float *g, float *exp_avg, float *exp_avg_sq,
-                       int64_t n);
-void optim_sum_squares(const float *g, int64_t n, float inv_scale, double acc[OPTIM_LANES]);
-void optim_scale(float *dst, const float *src, int64_t n, float a, float b);
-void optim_sgd_scaled_update(const optim_sgd_scalars *s, float *p, float *g, float a, float b, float *momentum_buf,
-                             int64_t n);
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define OPTIM_HAVE_AVX2 1
-/* AVX2 + FMA versions (update_avx2.c); call only when amp_isa_supported(AMP_ISA_AVX2). */
-void optim_sgd_update_avx2(const optim_sgd_scalars *s, float *p, const float *g, float *momentum_buf, int64_t n);
-void optim_adam_update_avx2(const optim_adam_scalars *s, float *p, const float *g, float *exp_avg,
-                            float *exp_avg_sq, int64_t n);
-void optim_sum_squares_avx2(const float *g, int64_t n, float inv_scale, double acc[OPTIM_LANES]);
-void optim_scale_avx2(float *dst, const float *src, int64_t n, float a, float b);
-void optim_sgd_scaled_update_avx2(const optim_sgd_scalars *s, float *p, float *g, float a, float b,
-                                  float *momentum_buf, int64_t n);
-/* AVX-512F (update_avx512.c); call only when amp_isa_supported(AMP_ISA_AVX512). */
-void optim_sum_squares_avx512(const float *g, int64_t n, float inv_scale, double acc[OPTIM_LANES]);
-#endif
-
-/* The loops of the active path (amp_isa_active()). */
-const optim_kernels *optim_kernels_active(void);
+void optim_sgd_scalars_init(const amp_optimizer *opt, amp_sgd_scalars *s);
+void optim_adam_scalars_init(const amp_optimizer *opt, amp_adam_scalars *s);
 
 /* ---- stochastic rounding (stochastic_round.c) ---- */
 

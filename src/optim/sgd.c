@@ -8,18 +8,13 @@
  *     param.add_(grad, alpha=-lr)
  * On the CPU, `a.add(b, alpha=s)` is one fused multiply-add, fma(b, s, a) (ATen's ufunc add, vector
  * and scalar paths alike); `mul_` is an fp32 multiply; the Python scalars reach the kernel rounded to
- * fp32. Each line below is that operation, so an fp32 parameter follows torch bit for bit. */
-#include <math.h>
-
+ * fp32. Each line of the element loop (kernels/ref/update_ref.c, amp_sgd_update_ref, and its SIMD twins)
+ * is that operation, so an fp32 parameter follows torch bit for bit; this file computes the scalars. */
 #include "optim_internal.h"
 
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF /* the fused multiply-adds are explicit (fmaf); nothing else may fuse */
-#endif
-
-void optim_sgd_scalars_init(const amp_optimizer *opt, optim_sgd_scalars *s) {
+void optim_sgd_scalars_init(const amp_optimizer *opt, amp_sgd_scalars *s) {
     const amp_optim_config *c = &opt->config;
-    *s = (optim_sgd_scalars){
+    *s = (amp_sgd_scalars){
         .neg_lr = -c->lr,
         .weight_decay = c->weight_decay,
         .momentum = c->momentum,
@@ -28,27 +23,4 @@ void optim_sgd_scalars_init(const amp_optimizer *opt, optim_sgd_scalars *s) {
         .nesterov = c->nesterov,
         .first = opt->step_count == 0,
     };
-}
-
-void optim_sgd_update(const optim_sgd_scalars *s, float *p, const float *g, float *buf, int64_t n) {
-    const float wd = s->weight_decay, mom = s->momentum, damp1 = s->one_minus_damp, neg_lr = s->neg_lr;
-    if (!s->use_momentum) {
-        for (int64_t i = 0; i < n; i++) {
-            const float d = wd != 0.0f ? fmaf(p[i], wd, g[i]) : g[i];
-            p[i] = fmaf(d, neg_lr, p[i]);
-        }
-        return;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        const float d = wd != 0.0f ? fmaf(p[i], wd, g[i]) : g[i];
-        const float b = s->first ? d : fmaf(d, damp1, buf[i] * mom);
-        buf[i] = b;
-        const float step = s->nesterov ? fmaf(b, mom, d) : b;
-        p[i] = fmaf(step, neg_lr, p[i]);
-    }
-}
-
-void optim_sgd_scaled_update(const optim_sgd_scalars *s, float *p, float *g, float a, float b, float *buf, int64_t n) {
-    optim_scale(g, g, n, a, b);
-    optim_sgd_update(s, p, g, buf, n);
 }

@@ -272,3 +272,11 @@ void amp_conv_sum_bf16_x4_ref(const uint16_t *v, int64_t stride, int64_t n, floa
         out[j] = s;
     }
 }
+
+/* The reference path's conv2d entries (kernels/kernels.h): no fused store, implicit panels or direct
+ * tiles, which the ops then do without. */
+void amp_conv_kernels_ref(amp_conv_kernels *k) {
+    k->im2col_padded = amp_conv_im2col_padded_ref;
+    k->col2im_padded = amp_conv_col2im_padded_ref;
+    k->sum_bf16_x4 = amp_conv_sum_bf16_x4_ref;
+}

@@ -131,3 +131,11 @@ void amp_max_pool_backward_row_k2_bf16_ref(const uint16_t *g, const uint8_t *off
         d1[2 * ox] = k == 2 ? v : 0, d1[2 * ox + 1] = k == 3 ? v : 0;
     }
 }
+
+/* The reference path's max pooling entries (kernels/kernels.h): the rows, no whole-tensor loops. */
+void amp_pool_kernels_ref(amp_pool_kernels *k) {
+    k->row_k2 = amp_max_pool_row_k2_ref;
+    k->backward_row_k2 = amp_max_pool_backward_row_k2_ref;
+    k->row_k2_bf16 = amp_max_pool_row_k2_bf16_ref;
+    k->backward_row_k2_bf16 = amp_max_pool_backward_row_k2_bf16_ref;
+}

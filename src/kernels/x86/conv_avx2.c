@@ -8,12 +8,13 @@
 #include "bf16_avx2.h"
 #include "tile_avx2.h"
 
-/* The direct tile (conv.c's direct product; measured there): gemm_avx2.c's compute_strided with the
+/* The direct tile (src/gemm/conv_gemm.c's direct product): gemm_avx2.c's compute_strided with the
  * implicit operand's element (i, p) read from xp[rows[i] + steps[p]] instead of a packed panel: the
  * same FMAs in the same order, then the same C^T update (tile_avx2.h), so the bits of
  * amp_conv_pack_panel_ref's 6-row panel through ukernel_f32_ct. The step's pointer at row 0's offset
  * is the base of each broadcast's address and the other 5 rows' offsets from row 0 the indexes, held
- * in general registers (conv_avx512.c's layout, which measured faster there than a pointer per row). */
+ * in general registers (conv_avx512.c's layout, which keeps fewer registers busy than a pointer per
+ * row). */
 void amp_conv_direct_tile_avx2(const float *xp, const int32_t *steps, const int32_t rows[6], int64_t kc,
                                const float *bpanel, float *c, int64_t ldc, int m, int n, float beta) {
     enum { R = AMP_TILE_AVX2_MR, NR = AMP_TILE_AVX2_NR };
@@ -47,4 +48,21 @@ void amp_conv_store_bf16_avx2(uint16_t *out, const float *y, float bias, int64_t
         _mm_storeu_si128((void *)(out + i), pack_u32_to_u16(r));
     }
     for (; i < n; i++) out[i] = amp_bf16_encode(amp_f32_bits(y[i] + bias), AMP_OVERFLOW_INF);
+}
+
+/* amp_conv_direct_tile_avx2 in the table's form (conv_kernels.h): fp32 only, es is 4 */
+static void direct_tile(const void *xp, size_t es, const int32_t *steps, const int32_t *rows, int64_t kc,
+                        const void *bpanel, float *c, int64_t ldc, int m, int n, float beta) {
+    (void)es;
+    amp_conv_direct_tile_avx2(xp, steps, rows, kc, bpanel, c, ldc, m, n, beta);
+}
+
+/* The AVX2 path's conv2d entries: the fused store, and the direct tile for every stride-1 fp32
+ * product (no implicit panels here). */
+void amp_conv_kernels_avx2(amp_conv_kernels *k) {
+    k->store_bf16 = amp_conv_store_bf16_avx2;
+    k->direct_tile = direct_tile;
+    k->direct_mr = AMP_TILE_AVX2_MR;
+    k->direct_nr = AMP_TILE_AVX2_NR;
+    k->direct_every = true;
 }

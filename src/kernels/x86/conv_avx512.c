@@ -338,9 +338,10 @@ void amp_conv_store_bf16_avx512(uint16_t *out, const float *y, float bias, int64
  * word where steps[p + 1] = steps[p] + 1 (within a kernel row: 80% of the forward's pairs; within
  * an output row: all of the cnn's weight gradient's), else its two halves joined; an odd kc's last
  * pair has a zero second half, as the packed panel's pad. Same values in the same order as packing
- * the panel (amp_conv_pack_panel_ref) and running ukernel_ct: the same bits. The packed panels cost about 10% of the cnn's step (two loads, a permute and a
- * store per 12-pixel row, bound by the loads); the broadcasts here come from the same few L1
- * lines the panel's permutes read. The transpose and store are gemm_avx512.c's (tile_avx512.h). */
+ * the panel (amp_conv_pack_panel_ref) and running ukernel_ct: the same bits. The packed panels
+ * cost a noticeable share of a convolution's step (two loads, a permute and a store per 12-pixel
+ * row, bound by the loads); the broadcasts here come from the same few L1 lines the panel's
+ * permutes read. The transpose and store are gemm_avx512.c's (tile_avx512.h). */
 enum { DMR = AMP_TILE_MR, DNR = 32 };
 
 /* acc[i][h] += pair word a[i] x b_h (VDPBF16PS), for the 12 rows */
@@ -369,7 +370,7 @@ static inline __attribute__((always_inline)) void direct_start(const int32_t po[
 
 /* fp32: the step's window pointer at row 0's offset as the base of every broadcast's address, the
  * other 11 rows' offsets from row 0 as indexes in registers (one general register fewer than a
- * pointer per row, which measured 11% slower, a pointer spilled to a vector register). */
+ * pointer per row, which was slower: a pointer spilled to a vector register). */
 static __attribute__((noinline)) void direct_tile_f32(const float *xp, const int32_t *ko, const int32_t po[12],
                                                       int64_t kc, const float *b, float *c, int64_t ldc, int m, int n,
                                                       float beta) {
@@ -431,4 +432,18 @@ void amp_conv_direct_tile_avx512(const void *xp, size_t es, const int32_t *steps
         direct_tile_f32(xp, steps, rows, kc, bpanel, c, ldc, m, n, beta);
     else
         direct_tile_bf16(xp, steps, rows, kc, bpanel, c, ldc, m, n, beta);
+}
+
+/* The AVX-512 path's conv2d entries: every one, the direct tile for the flipped implicit products. */
+void amp_conv_kernels_avx512(amp_conv_kernels *k) {
+    k->im2col_padded = amp_conv_im2col_padded_avx512;
+    k->col2im_padded = amp_conv_col2im_padded_avx512;
+    k->sum_bf16_x4 = amp_conv_sum_bf16_x4_avx512;
+    k->store_bf16 = amp_conv_store_bf16_avx512;
+    k->pack_panel = amp_conv_pack_panel_avx512;
+    k->pack_panel_k = amp_conv_pack_panel_k_avx512;
+    k->direct_tile = amp_conv_direct_tile_avx512;
+    k->direct_mr = DMR;
+    k->direct_nr = DNR;
+    k->direct_every = false;
 }

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include "../elem_kernels.h"
+#include "../../core/relu_bits.h"
 
 static inline __mmask16 tail_mask(size_t r) { return (__mmask16)((1u << r) - 1u); } /* r < 16 */
 
@@ -207,6 +208,16 @@ static void norm_grad_apply_avx512(float *dx, float *dw, float *db, const float 
     }
 }
 
+/* core/relu_bits.h's loops, built with this path's flags (the compiler vectorizes them) */
+static void relu16_avx512(uint16_t *y, const uint16_t *x, int64_t n, amp_half_bits hb) { amp_relu_bits16(y, x, n, hb); }
+static void relu_grad16_avx512(uint16_t *dx, const uint16_t *x, const uint16_t *g, int64_t n, amp_half_bits hb) {
+    amp_relu_grad_bits16(dx, x, g, n, hb);
+}
+static void relu32_avx512(uint32_t *y, const uint32_t *x, int64_t n) { amp_relu_bits32(y, x, n); }
+static void relu_grad32_avx512(uint32_t *dx, const uint32_t *x, const uint32_t *g, int64_t n) {
+    amp_relu_grad_bits32(dx, x, g, n);
+}
+
 void amp_elem_kernels_avx512(amp_elem_kernels *k) {
     k->add = add_avx512;
     k->add_scalar = add_scalar_avx512;
@@ -224,4 +235,8 @@ void amp_elem_kernels_avx512(amp_elem_kernels *k) {
     k->norm_apply = norm_apply_avx512;
     k->norm_grad_sums = norm_grad_sums_avx512;
     k->norm_grad_apply = norm_grad_apply_avx512;
+    k->relu16 = relu16_avx512;
+    k->relu_grad16 = relu_grad16_avx512;
+    k->relu32 = relu32_avx512;
+    k->relu_grad32 = relu_grad32_avx512;
 }

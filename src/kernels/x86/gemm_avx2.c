@@ -51,9 +51,8 @@ static inline __attribute__((always_inline)) void compute_f32(int64_t kc, const 
 }
 
 /* C = alpha * acc + beta * C on the tile's m x n part (beta == 0: C unread). Full rows with plain
- * loads and stores, edge tiles masked: AMD's cores microcode the masked moves (Zen 3, one thread, amp
- * bench gemm f32 4096 x 384 x 128, K short enough that C's stores count: 68-73% -> 85-89% of peak
- * once full tiles went unmasked). */
+ * loads and stores, edge tiles masked: some cores microcode the masked moves, which costs where k is
+ * short enough that C's stores count. */
 static inline __attribute__((always_inline)) void store_tile(__m256 acc[MR][2], float *c, int64_t ldc, int m, int n,
                                                               float alpha, float beta) {
     /* maskload/maskstore never touch masked-off lanes, so edge tiles stay inside C */
@@ -105,9 +104,9 @@ static void ukernel_rb(int64_t kc, const float *a, int64_t lda, const float *b, 
 }
 
 /* Tile element (i, j) to c[j * ldc + i] (tile_avx2.h's store_tile_transposed: ukernel_f32's
- * arithmetic per element, the same bits). The accumulators stay in registers through the k loop (an
- * earlier version stored them to a buffer for a scalar loop; gcc then kept them on the stack inside
- * the k loop: the cnn's dX products ran 2.5x slower per FLOP than its forward's). */
+ * arithmetic per element, the same bits). The accumulators stay in registers through the k loop (a
+ * scalar store loop over a buffer made gcc keep them on the stack inside the k loop, several times
+ * slower). */
 static void ukernel_f32_ct(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
                            float beta) {
     __m256 acc[MR][2];
@@ -117,8 +116,8 @@ static void ukernel_f32_ct(int64_t kc, const void *a, const void *b, float *c, i
 
 /* ---- packing (gemm_kernels.h's AMP_GEMM_PACKED_F32 panels), full panels of the kernel's two panel
  * heights (MR, NR) vectorized, the rest by gemm_pack.h's loops. Each element is decoded exactly, as
- * there, so the panels hold the same values. Measured on AMD Zen 3, one thread: the portable loops
- * (one scalar store per element, stride MR or NR) took 28% of the cnn's fp32 step. */
+ * there, so the panels hold the same values. The portable loops store one scalar per element
+ * (stride MR or NR), a large share of a convolution's step. */
 
 /* Eight f16 or bf16 values in h decoded exactly to fp32 (bf16 is the top half of an fp32). */
 static inline __attribute__((always_inline)) __m256 decode16x8(amp_dtype dt, __m128i h) {
@@ -182,9 +181,7 @@ static inline void prefetch_row_l2(const char *row, size_t bytes) {
 /* M[i, p] = src[p * ld + i] (M stored transposed): a k step of a full panel is R consecutive source
  * elements. The portable loop's order: 4 source rows at a time across the panels, with the row
  * PACK_PREFETCH_ROWS ahead prefetched into L1 and the one 4x further into L2 (gemm_avx512.c's
- * scheme: the sources, a weight gradient's G^T and X^T, come from L3 or DRAM). Zen 3, one thread,
- * three alternating pairs under perf: the gpt's amp-bf16 pack 11.2-12.0% -> 10.0-10.4% of the
- * samples; its fp32 pack 7.0-7.7% -> 6.3-7.6%, the mlp's and lstm's fp32 within their noise. */
+ * scheme: the sources, a weight gradient's G^T and X^T, come from L3 or DRAM). */
 static inline __attribute__((always_inline)) void pack_cols(float *dst, const void *src, amp_dtype dt, int64_t ld,
                                                              int64_t full, int64_t kc, int R) {
     const size_t es = dt == AMP_F32 ? 4 : 2, row_bytes = (size_t)full * es;
@@ -204,7 +201,7 @@ static inline __attribute__((always_inline)) void pack_cols(float *dst, const vo
                     _mm256_storeu_ps(d + 8, load8(dt, src, p * ld + i0 + 8));
                 } else if (dt == AMP_F32) {
                     memcpy(d, (const float *)src + p * ld + i0, sizeof(float) * (size_t)R);
-                } else { /* R = MR (6); the scalar loop here was 6% of the gpt's amp-bf16 step on Zen 3 */
+                } else { /* R = MR (6): vectorized too, a scalar loop here is slow */
                     store6(d, load6_16(dt, src, p * ld + i0));
                 }
             }

@@ -3,15 +3,14 @@
  * Both micro-kernels hold a 12 x 32 tile of C in 24 zmm accumulators (12 rows x 2 vectors of 16
  * columns), which leaves 8 of the 32 zmm registers for the two B vectors and the broadcasts of A.
  * Per step over k they issue 24 independent multiply-adds against 2 B loads and 12 broadcast loads:
- * many more independent chains than the FMA latency (4 cycles on Zen 4, whose zmm FMA issues once
- * per cycle on two 256-bit pipes) needs, and few loads per flop.
+ * many more independent chains than the FMA latency (a few cycles) needs, and few loads per flop.
  *   f32 (also f16 and bf16 inputs, decoded exactly while packing): VFMADD231PS, one k per step.
  *   bf16 with AVX512-BF16 (the "dot" kernel, used where amp_gemm_bf16_method picks it):
  *       VDPBF16PS, two k per step; each fp32 lane adds the two exact products a[2q]*b[2q] and
  *       a[2q+1]*b[2q+1] to its accumulator. The instruction flushes subnormal inputs and outputs to
  *       zero (Intel SDM: "DAZ and FTZ"), which amp/gemm.h documents.
- * Which bf16 kernel is faster depends on the core: Zen 4 issues VDPBF16PS at twice the FMA's flops,
- * Intel's Sapphire and Emerald Rapids at half (amp_gemm_avx512_dot_speed measures it).
+ * Which bf16 kernel is faster depends on the core: some issue VDPBF16PS at twice the FMA's flops,
+ * others at half, so amp_gemm_avx512_dot_speed measures it on the running core.
  * The C update is the same masked code for full and edge tiles, so an element's bits do not depend
  * on its position in the tile. */
 #include <immintrin.h>
@@ -30,9 +29,8 @@ enum { MR = AMP_TILE_MR, NR = 32 };
 _Static_assert(MR <= AMP_GEMM_MAX_TILE && NR <= AMP_GEMM_MAX_TILE, "tile wider than AMP_GEMM_MAX_TILE");
 /* Panel prefetch distance in k steps: the f32 micro-kernel prefetches A and B this far ahead (2 KiB
  * of B), which keeps panels streamed from L2 and L3 (the lstm's recurrent products read their packed
- * weight, 1 MB for fp32, from L3 every step) ahead of the FMAs. Measured on the lstm model, one
- * thread: fp32 step 0.5-1% faster at 16 than without; 4 was slower, 8-32 alike; amp bench gemm's
- * 1024^3 and the lstm's GEMM shapes unchanged. The same for the bf16 kernel measured no change. */
+ * weight, 1 MB for fp32, from L3 every step) ahead of the FMAs; a shorter distance comes too late,
+ * and 8 to 32 do alike. The bf16 kernel gains nothing from it. */
 #define PF_DIST 16
 
 #define GEMM_UNROLL _Pragma("GCC unroll 12")
@@ -183,10 +181,7 @@ static void ukernel_f32_rb(int64_t kc, const float *a, int64_t lda, const float 
  * tile would spend 12 rows' multiply-adds on it: each element's sum is the same (its own accumulator,
  * the same products in the same order), so the same bits. The panel stays packed MR rows wide. Its
  * own function, not inlined: as a branch inside ukernel_f32, GCC 12 kept one B vector of the full
- * tile's loop on the stack (a load per multiply-add; packed-A products 25% slower).
- * Measured in one process against the old kernel swapped in on every other timed sample (Emerald
- * Rapids): the mlp's fp32 step 1.002-1.023 at one thread (median of five runs 1.007), 1.029 at two;
- * the gpt's fp32 1.016. */
+ * tile's loop on the stack (a load per multiply-add, which slowed every packed-A product). */
 static __attribute__((noinline)) void ukernel_f32_part(int64_t kc, const void *a, const void *b, float *c, int64_t ldc,
                                                        int m, int n, float alpha, float beta) {
     __m512 acc[MR][2];
@@ -257,7 +252,7 @@ static void ukernel_bf16_ct(int64_t kc, const void *a, const void *b, float *c, 
 /* ukernel_bf16 on a tile of 8 rows (bf16_dot8): for products whose A has a multiple of 8 rows but not
  * of 12 (the lstm's 32 rows of h or dG_t against a packed weight), every tile full and C stored as it
  * is, where the 12-row tile either leaves a third of a tile empty or stores C^T through two register
- * transposes per tile (9% of the lstm forward's k = 256 product). Per k pair 16 VDPBF16PS against 2
+ * transposes per tile. Per k pair 16 VDPBF16PS against 2
  * B loads and 8 broadcasts; each element's sum is ukernel_bf16's (the same pairs in the same order). */
 static void ukernel_bf16_m8(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
                             float beta) {
@@ -288,14 +283,12 @@ static void ukernel_f32_m8(int64_t kc, const void *a, const void *b, float *c, i
 /* Contiguous sources are packed PACK_ROW_BLOCK source rows at a time across all panels (see
  * pack_f32_impl), with the row PACK_PREFETCH_ROWS ahead prefetched into L1 and the one 4x further
  * into L2: in a training step the sources (a weight gradient's G^T and X^T, k = batch rows) come
- * from L3 or DRAM, and perf showed the packs stalled on those loads (gpt fp32: pack share 16% ->
- * 14% with the L1 prefetch, where 4 and 16 rows ahead were worse; about 1 point less again with
- * the L2 one, and amp-bf16's pairs pack likewise). Strided sources prefetch the next panel's rows into L2 (PACK_STRIDED_HINT) while the
- * current one is transposed: its r short rows are too many streams for the hardware prefetcher
- * (gpt fp32: pack share 14% -> 13%). Not into L1: with a power-of-two ld, the 16 rows of a
- * transpose share one L1 set, and prefetched lines only evict each other (measured on Zen 4: a
- * 1024-float ld packs at 0.22 ns per element against 0.12 for ld = 1000). The bf16 pairs' strided
- * pack measured the same with and without it, so it has none. */
+ * from L3 or DRAM, and the packs stall on those loads without the prefetches (8 rows ahead: 4 and
+ * 16 came out worse). Strided sources prefetch the next panel's rows into L2 (PACK_STRIDED_HINT)
+ * while the current one is transposed: its r short rows are too many streams for the hardware
+ * prefetcher. Not into L1: with a power-of-two ld, the 16 rows of a transpose share one L1 set, and
+ * prefetched lines only evict each other. The bf16 pairs' strided pack gains nothing from the
+ * prefetch, so it has none. */
 enum { PACK_ROW_BLOCK = 4, PACK_PREFETCH_ROWS = 8 };
 #define PACK_STRIDED_HINT _MM_HINT_T1
 
@@ -316,7 +309,7 @@ static inline __attribute__((always_inline)) void pack_f32_impl(float *dst, cons
     const char *s = src;
     if (trans) {
         /* A few source rows at a time across every panel: the reads stream along whole rows (what
-         * hardware prefetchers follow) instead of jumping a row, often a page, per vector; 3x
+         * hardware prefetchers follow) instead of jumping a row, often a page, per vector: much
          * faster than panel by panel when the source is in L3. */
         for (int64_t p0 = 0; p0 < kc; p0 += PACK_ROW_BLOCK) {
             const int64_t p1 = kc - p0 < PACK_ROW_BLOCK ? kc : p0 + PACK_ROW_BLOCK;
@@ -339,17 +332,11 @@ static inline __attribute__((always_inline)) void pack_f32_impl(float *dst, cons
         return;
     }
     /* Strided: one k step of 16 at a time across all the panel's rows (up to 32, two 16 x 16
-     * transposes), so each of the r source rows advances by one line per step together. Doing the
-     * panel a 16-row half at a time over all of kc, as before, read a 1024 x 1024 fp32 weight from L3
-     * at 11.4 GB/s, this way at 12.5-13.2 (memcpy from L3: 15.8; Emerald Rapids, one core); the mlp's
-     * fp32 step 0.7% faster, the gpt's 1.9%, the mlp's amp-fp16 1.7%, cnn and lstm unchanged. (Without
-     * the next panel's prefetch the pack alone read 13.4-14.0 GB/s, the steps the same within 0.6%;
-     * kept for the cores where it was measured to help.) Its cost is the transposes and the stores
-     * more than the reads: moving the forward's weight pack into the optimizer, each 32 rows packed
-     * right after their update (in L2), took as long there as it saved here (mlp fp32, one thread,
-     * switched per timed sample in one process: the step 1.000 and 1.001, the optimizer's phase
-     * 0.85 -> 1.57 ms, against 1.043 with the forward's pack merely skipped); from L2 to L2 this
-     * pack runs at 32 GB/s, to an 8 MB destination at 19. */
+     * transposes), so each of the r source rows advances by one line per step together, which reads
+     * a weight from L3 faster than a 16-row half of the panel at a time over all of kc. Its cost is
+     * the transposes and the stores more than the reads: packing the forward's weight in the
+     * optimizer instead, right after each row block's update (in L2), took as long there as it saved
+     * here. */
     for (int64_t i0 = 0; i0 < rows; i0 += r, dst += (int64_t)r * kc) {
         const int ri = rows - i0 < r ? (int)(rows - i0) : r;
         const int64_t next = rows - i0 - r; /* rows of the next panel, prefetched meanwhile */

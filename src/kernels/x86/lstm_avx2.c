@@ -6,8 +6,7 @@
 #include "../lstm_kernels.h"
 #include "../vecmath.h"
 
-/* the composition of this path's vecmath and add3 (no fused AVX2 kernel: the lstm model runs the
- * AVX-512 path on the machines measured) */
+/* the composition of this path's vecmath and add3 (no fused AVX2 kernel yet: lstm_avx512.c has one) */
 static void cell_forward_avx2(float *act, float *c_save, float *c, float *h, const float *gr, const float *gr2,
                               const float *bi, const float *bh, size_t H, bool stream) {
     (void)stream;

@@ -146,9 +146,8 @@ static inline __attribute__((always_inline)) void gates_cols(__mmask16 m, size_t
  * (four independent functions per column), then tanh(c') and h' from c' and o kept in a stack
  * buffer. In one pass each column's tanh(c') waits on its gates, a chain of dependent instructions
  * longer than the out-of-order window covers, so the core idled between columns; split, each pass's
- * columns are independent. Measured on Zen 4, the bf16 kernel over a training step's 64 x 32 rows
- * of 256: 1.83 -> 1.63 ms (chunks of 256) or 1.66 (64); the lstm's amp-bf16 step 1.024 (12 pairs).
- * 64 keeps the buffers small and lets tests/test_lstm_kernels.c's rows (H up to 70) cross a chunk. */
+ * columns are independent. Chunks of 64 run about as fast as longer ones, keep the buffers small and
+ * let tests/test_lstm_kernels.c's rows (H up to 70) cross a chunk. */
 enum { FWD_CHUNK = 64 };
 
 /* One fused row instead of the composition's seven passes (add3, three activation maps, the cell

@@ -40,3 +40,9 @@ void amp_max_pool_backward_row_k2_avx2(const float *g, const uint8_t *offsets, i
     /* a row of under 8 windows in scalar code: four masked stores (slow on AMD: microcoded) cost more */
     amp_max_pool_backward_row_k2_ref(g + ox, offsets + ox, ow - ox, d0 + 2 * ox, d1 + 2 * ox);
 }
+
+/* The AVX2 path's max pooling entries: the fp32 rows. */
+void amp_pool_kernels_avx2(amp_pool_kernels *k) {
+    k->row_k2 = amp_max_pool_row_k2_avx2;
+    k->backward_row_k2 = amp_max_pool_backward_row_k2_avx2;
+}

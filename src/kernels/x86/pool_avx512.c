@@ -233,3 +233,14 @@ void amp_max_pool_backward_row_k2_bf16_avx512(const uint16_t *g, const uint8_t *
                                               uint16_t *d1) {
     max_pool_backward_row_k2_bf16_avx512(g, offsets, ow, d0, d1);
 }
+
+/* The AVX-512 path's max pooling entries: every one. */
+void amp_pool_kernels_avx512(amp_pool_kernels *k) {
+    k->row_k2 = amp_max_pool_row_k2_avx512;
+    k->backward_row_k2 = amp_max_pool_backward_row_k2_avx512;
+    k->row_k2_bf16 = amp_max_pool_row_k2_bf16_avx512;
+    k->backward_row_k2_bf16 = amp_max_pool_backward_row_k2_bf16_avx512;
+    k->rows_k2 = amp_max_pool_rows_k2_avx512;
+    k->rows_k2_bf16 = amp_max_pool_rows_k2_bf16_avx512;
+    k->backward_rows_k2_bf16 = amp_max_pool_backward_rows_k2_bf16_avx512;
+}

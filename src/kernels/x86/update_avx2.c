@@ -1,15 +1,13 @@
-/* The optimizer's element loops with AVX2 + FMA, eight floats at a time, and the choice of path.
+/* The optimizer's element loops with AVX2 + FMA, eight floats at a time (kernels/update_kernels.h).
  *
- * Each loop is its scalar twin (sgd.c, adam.c, fused.c) operation for operation: the same IEEE
+ * Each loop is its scalar twin (kernels/ref/update_ref.c) operation for operation: the same IEEE
  * operations on each element, in the same order, with the same fused multiply-adds (fmaf there,
  * _mm256_fmadd_ps here) and nothing else fused, so every path gives the same bits; the tests run
- * both. The remainder of a loop (n % 8 elements) goes to the scalar twin.
- * Only functions marked with the target attribute use AVX2; optim_kernels_active() calls them only
- * when the CPU (and the AMP_ISA choice) allows. */
+ * both. The remainder of a loop (n % 8 elements) goes to the scalar twin. */
+#include <immintrin.h>
 #include <math.h>
 
-#include "amp/cpu.h"
-#include "optim_internal.h"
+#include "../update_kernels.h"
 
 /* Nothing may fuse but the explicit _mm256_fmadd_ps: clang by its pragma; GCC by the build's ISO mode
  * (-std=c11 means -ffp-contract=off). The tests compare this path with the scalar one bit for bit. */
@@ -17,14 +15,9 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-#if defined(OPTIM_HAVE_AVX2)
-#include <immintrin.h>
-
-#define OPTIM_AVX2 __attribute__((target("avx2,fma")))
-
 /* The SGD loop, and with `scaled` the fused step's unscale first: g = (g * a) * b stored back, then
  * the update with it, all in one sweep (the element's operations are the same either way). */
-OPTIM_AVX2 static inline __attribute__((always_inline)) void sgd_loop(const optim_sgd_scalars *s, float *p, const float *g_in,
+static inline __attribute__((always_inline)) void sgd_loop(const amp_sgd_scalars *s, float *p, const float *g_in,
                                                            float *g_out, float a, float b, float *buf, int64_t n,
                                                            bool scaled) {
     const __m256 wd = _mm256_set1_ps(s->weight_decay), mom = _mm256_set1_ps(s->momentum);
@@ -50,23 +43,21 @@ OPTIM_AVX2 static inline __attribute__((always_inline)) void sgd_loop(const opti
     }
     if (i < n) {
         if (scaled)
-            optim_sgd_scaled_update(s, p + i, g_out + i, a, b, buf ? buf + i : NULL, n - i);
+            amp_sgd_scaled_update_ref(s, p + i, g_out + i, a, b, buf ? buf + i : NULL, n - i);
         else
-            optim_sgd_update(s, p + i, g_in + i, buf ? buf + i : NULL, n - i);
+            amp_sgd_update_ref(s, p + i, g_in + i, buf ? buf + i : NULL, n - i);
     }
 }
 
-OPTIM_AVX2 void optim_sgd_update_avx2(const optim_sgd_scalars *s, float *p, const float *g, float *buf, int64_t n) {
+static void sgd_update(const amp_sgd_scalars *s, float *p, const float *g, float *buf, int64_t n) {
     sgd_loop(s, p, g, NULL, 1.0f, 1.0f, buf, n, false);
 }
 
-OPTIM_AVX2 void optim_sgd_scaled_update_avx2(const optim_sgd_scalars *s, float *p, float *g, float a, float b,
-                                             float *buf, int64_t n) {
+static void sgd_scaled_update(const amp_sgd_scalars *s, float *p, float *g, float a, float b, float *buf, int64_t n) {
     sgd_loop(s, p, g, g, a, b, buf, n, true);
 }
 
-OPTIM_AVX2 void optim_adam_update_avx2(const optim_adam_scalars *s, float *p, const float *g, float *m, float *v,
-                                       int64_t n) {
+static void adam_update(const amp_adam_scalars *s, float *p, const float *g, float *m, float *v, int64_t n) {
     const __m256 wd = _mm256_set1_ps(s->weight_decay), decay = _mm256_set1_ps(s->decay_factor);
     const __m256 w = _mm256_set1_ps(s->lerp_weight), w_minus_1 = _mm256_set1_ps(s->lerp_weight - 1.0f);
     const __m256 b2 = _mm256_set1_ps(s->beta2), value2 = _mm256_set1_ps(s->one_minus_beta2);
@@ -88,14 +79,14 @@ OPTIM_AVX2 void optim_adam_update_avx2(const optim_adam_scalars *s, float *p, co
         const __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc2), eps);
         _mm256_storeu_ps(p + i, _mm256_add_ps(param, _mm256_div_ps(_mm256_mul_ps(neg_step, mi), denom)));
     }
-    if (i < n) optim_adam_update(s, p + i, g + i, m + i, v + i, n - i);
+    if (i < n) amp_adam_update_ref(s, p + i, g + i, m + i, v + i, n - i);
 }
 
 /* Adds the squares of the 8 floats at g (times inv) into chains lo (their first 4 lanes) and hi. The
  * square of an fp32 value is exact in fp64 (24 significant bits squared fit in 53), so the fused
  * multiply-add rounds exactly where the scalar twin's multiply-then-add does: the same bits, one
  * instruction less per four lanes. */
-#define OPTIM_SQUARES_8(g, inv, lo, hi)                                                         \
+#define SQUARES_8(g, inv, lo, hi)                                                         \
     do {                                                                                        \
         const __m256 u_ = _mm256_mul_ps(_mm256_loadu_ps(g), inv);                               \
         const __m256d l_ = _mm256_cvtps_pd(_mm256_castps256_ps128(u_)),                         \
@@ -107,69 +98,38 @@ OPTIM_AVX2 void optim_adam_update_avx2(const optim_adam_scalars *s, float *p, co
 /* Eight chains of four fp64 lanes each (lanes 4c..4c+3 in chain c), 32 elements per iteration, so
  * eight adds are in flight and the loop runs at the speed of the loads. Written out by hand: an array
  * of accumulators was kept in memory by GCC -O2, and ran slower than two chains. */
-OPTIM_AVX2 void optim_sum_squares_avx2(const float *g, int64_t n, float inv_scale, double acc[OPTIM_LANES]) {
-    _Static_assert(OPTIM_LANES == 32, "the loop below holds 32 lanes in 8 registers");
+static void sum_squares(const float *g, int64_t n, float inv_scale, double acc[AMP_UPDATE_LANES]) {
+    _Static_assert(AMP_UPDATE_LANES == 32, "the loop below holds 32 lanes in 8 registers");
     __m256d a0 = _mm256_loadu_pd(acc), a1 = _mm256_loadu_pd(acc + 4), a2 = _mm256_loadu_pd(acc + 8),
             a3 = _mm256_loadu_pd(acc + 12), a4 = _mm256_loadu_pd(acc + 16), a5 = _mm256_loadu_pd(acc + 20),
             a6 = _mm256_loadu_pd(acc + 24), a7 = _mm256_loadu_pd(acc + 28);
     const __m256 inv = _mm256_set1_ps(inv_scale);
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        OPTIM_SQUARES_8(g + i, inv, a0, a1);
-        OPTIM_SQUARES_8(g + i + 8, inv, a2, a3);
-        OPTIM_SQUARES_8(g + i + 16, inv, a4, a5);
-        OPTIM_SQUARES_8(g + i + 24, inv, a6, a7);
+        SQUARES_8(g + i, inv, a0, a1);
+        SQUARES_8(g + i + 8, inv, a2, a3);
+        SQUARES_8(g + i + 16, inv, a4, a5);
+        SQUARES_8(g + i + 24, inv, a6, a7);
     }
     _mm256_storeu_pd(acc, a0), _mm256_storeu_pd(acc + 4, a1), _mm256_storeu_pd(acc + 8, a2);
     _mm256_storeu_pd(acc + 12, a3), _mm256_storeu_pd(acc + 16, a4), _mm256_storeu_pd(acc + 20, a5);
     _mm256_storeu_pd(acc + 24, a6), _mm256_storeu_pd(acc + 28, a7);
-    if (i < n) optim_sum_squares(g + i, n - i, inv_scale, acc); /* i is a multiple of 32: lanes line up */
+    if (i < n) amp_sum_squares_ref(g + i, n - i, inv_scale, acc); /* i is a multiple of 32: lanes line up */
 }
-#undef OPTIM_SQUARES_8
+#undef SQUARES_8
 
-OPTIM_AVX2 void optim_scale_avx2(float *dst, const float *src, int64_t n, float a, float b) {
+static void scale(float *dst, const float *src, int64_t n, float a, float b) {
     const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(src + i), va), vb));
-    if (i < n) optim_scale(dst + i, src + i, n - i, a, b);
+    if (i < n) amp_scale_ref(dst + i, src + i, n - i, a, b);
 }
-#endif /* OPTIM_HAVE_AVX2 */
 
-static const optim_kernels kernels_ref = {
-    .sgd = optim_sgd_update,
-    .adam = optim_adam_update,
-    .sgd_scaled = optim_sgd_scaled_update,
-    .sum_squares = optim_sum_squares,
-    .scale = optim_scale,
-};
-
-#if defined(OPTIM_HAVE_AVX2)
-static const optim_kernels kernels_avx2 = {
-    .sgd = optim_sgd_update_avx2,
-    .adam = optim_adam_update_avx2,
-    .sgd_scaled = optim_sgd_scaled_update_avx2,
-    .sum_squares = optim_sum_squares_avx2,
-    .scale = optim_scale_avx2,
-};
-
-/* AVX-512 machines take the AVX2 loops, except the norm's: its fp32 -> fp64 conversions ran 17% faster
- * 16 at a time (measured from cache on an Emerald Rapids core); the memory-bound updates gain nothing. */
-static const optim_kernels kernels_avx512 = {
-    .sgd = optim_sgd_update_avx2,
-    .adam = optim_adam_update_avx2,
-    .sgd_scaled = optim_sgd_scaled_update_avx2,
-    .sum_squares = optim_sum_squares_avx512,
-    .scale = optim_scale_avx2,
-};
-#endif
-
-const optim_kernels *optim_kernels_active(void) {
-#if defined(OPTIM_HAVE_AVX2)
-    /* AMP_ISA_AVX2 means AVX2 + FMA + F16C (amp/cpu.h); AMP_ISA_AVX512 adds AVX-512 F/BW/VL. */
-    const amp_isa isa = amp_isa_active();
-    if (isa >= AMP_ISA_AVX512) return &kernels_avx512;
-    if (isa >= AMP_ISA_AVX2) return &kernels_avx2;
-#endif
-    return &kernels_ref;
+void amp_update_kernels_avx2(amp_update_kernels *k) {
+    k->sgd = sgd_update;
+    k->adam = adam_update;
+    k->sgd_scaled = sgd_scaled_update;
+    k->sum_squares = sum_squares;
+    k->scale = scale;
 }
