@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs every test amp has and ends with one summary line, "N passed, N failed".
 #   1. build/amp_tests: the C unit tests (every SIMD path against the reference)
-#   2. tools/check-layers.sh: the layering rules of src/README.md, and the check's self-test
+#   2. tools/check-layers.sh: the layering rules of src/README.md, and the check's self-test; and
+#      tools/longest-functions.sh --max 150: no function over 150 lines
 #   3. tests/cli/*.sh: golden tests of the CLI (exit codes, stdout, stderr)
 #   4. every examples/*.c built against amp through pkg-config and run
 set -u
@@ -68,6 +69,15 @@ rc=0
 sh tools/check-layers.sh --self-test >"$log" 2>&1 || rc=$?
 cat "$log"
 count "$log" "check-layers.sh --self-test" "$rc"
+
+# No function in src/ or tools/amp/ over 150 lines (tools/longest-functions.sh lists the longest).
+echo "== function lengths (tools/longest-functions.sh --max 150)"
+rc=0
+if sh tools/longest-functions.sh --max 150 5 >"$log" 2>&1; then
+    cat "$log"; total_pass=$((total_pass + 1))
+else
+    cat "$log"; echo "FAIL: a function is over 150 lines" >&2; total_fail=$((total_fail + 1))
+fi
 
 for t in tests/cli/*.sh; do
     [ "$(basename "$t")" = lib.sh ] && continue

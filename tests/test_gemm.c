@@ -37,7 +37,7 @@
 #include "test_util.h"
 #include "tests.h"
 #include "../src/core/parallel.h"
-#include "../src/gemm/gemm_kernels.h"
+#include "../src/kernels/gemm_kernels.h"
 
 static const amp_dtype gemm_dtypes[] = {AMP_F32, AMP_F16, AMP_BF16};
 enum { N_GEMM_DTYPES = 3 };

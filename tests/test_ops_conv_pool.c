@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "../src/core/float_bits.h"
-#include "../src/gemm/gemm_kernels.h"
+#include "../src/kernels/gemm_kernels.h"
 #include "../src/kernels/conv_kernels.h"
 #include "../src/kernels/pool_kernels.h"
 #include "gradcheck.h"

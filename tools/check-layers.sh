@@ -5,7 +5,7 @@
 #   - with --objects, the same for calls: every undefined symbol of src/X/f.o that another object
 #     under src/ defines (nm) must be defined in X or in a folder X's row names, so a call through a
 #     public header counts too;
-#   - intrinsics headers (<immintrin.h> and its kin) only in kernels' ISA folders (src/kernels/x86/);
+#   - x86 intrinsics headers (<*intrin.h>) only in kernels' ISA folders (src/kernels/x86/);
 #   - the CLI (tools/amp/) and the examples include public headers or files beside them, nothing else;
 #   - the table names every folder of src/, each once, and is a DAG.
 # Prints each violation, then "N passed, N failed" (N: files checked, plus the table's own errors),

@@ -21,7 +21,7 @@
 
 #include "amp/dtype.h"
 #include "../kernels/conv_kernels.h"
-#include "gemm_kernels.h"
+#include "../kernels/gemm_kernels.h"
 
 /* ---- which driver a product takes ---- */
 

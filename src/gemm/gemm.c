@@ -39,7 +39,7 @@
 #include "amp/status.h"
 #include "gemm_fused.h"
 #include "gemm_implicit.h"
-#include "gemm_kernels.h"
+#include "../kernels/gemm_kernels.h"
 #include "../core/accumulate.h"
 #include "../core/relu_bits.h"
 #include "../kernels/convert_kernels.h"

@@ -3,7 +3,7 @@
 #include "gemm_direct.h"
 
 #include "amp/cpu.h"
-#include "gemm_kernels.h"
+#include "../kernels/gemm_kernels.h"
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }

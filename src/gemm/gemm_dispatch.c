@@ -1,6 +1,6 @@
-/* The GEMM framework's per-path choices: each kernel's cache blocks, from the per-path table below
- * (set when the kernel table is built, kernels/kernels.c); how the AVX-512 path multiplies bf16
- * (amp_gemm_bf16_method); and which of the path's kernels a product takes (amp_gemm_kernel_for). */
+/* The GEMM framework's per-path choices: how the AVX-512 path multiplies bf16 (amp_gemm_bf16_method),
+ * and which of the path's kernels a product takes (amp_gemm_kernel_for). Each kernel's cache blocks
+ * come with it in the kernel table (kernels/gemm_blocks.c). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -8,52 +8,11 @@
 
 #include "amp/gemm.h"
 #include "amp/status.h"
-#include "gemm_kernels.h"
+#include "../kernels/gemm_kernels.h"
 #include "../kernels/kernels.h"
 #include "../core/log_internal.h"
 
 _Static_assert(AMP_F32 == 0 && AMP_F16 == 1 && AMP_BF16 == 2, "gemm tables index by dtype");
-
-typedef struct blocks {
-    int mc, kc, nc;
-} blocks;
-
-/* Cache blocks per path and packed format (BLIS's per-configuration blksz table). The loops in
- * gemm.c keep one mr x kc A panel in L1 and stream kc x nr B panels from the kc x nc B block:
- *   kc:  the A panel, mr * kc * packed_size, stays within about 2/3 of a 32-48 KiB L1D; a large
- *        kc also means fewer passes over C (one read-modify-write of C per k block);
- *   nc:  the B block, kc * nc * packed_size (4 MiB here), lives in L3; a large nc means A is
- *        packed fewer times (once per nc columns);
- *   mc:  only sets how much of A is packed at a time (mc * kc * packed_size, in L2).
- * Chosen with `amp bench gemm` for a core with a 32 KiB L1D and 1 MiB of L2: kc = 512 (f32) and
- * 1024 (bf16 pairs: 512 pairs) keep the A panel in L1 while making few passes over C; kc = 256 was
- * slower. Each value is rounded down to a multiple of the tile it blocks. The AVX2 kernel's A panel
- * has 6 rows, so kc = 512 keeps it at 12 KiB; the ref path's values only need to be sane. */
-static const blocks block_table[AMP_ISA_COUNT][AMP_GEMM_PACKED_COUNT] = {
-    [AMP_ISA_REF] = {[AMP_GEMM_PACKED_F32] = {.mc = 128, .kc = 256, .nc = 2048},
-                     [AMP_GEMM_PACKED_BF16_PAIRS] = {.mc = 128, .kc = 256, .nc = 2048}},
-    [AMP_ISA_AVX2] = {[AMP_GEMM_PACKED_F32] = {.mc = 144, .kc = 512, .nc = 2048},
-                      [AMP_GEMM_PACKED_BF16_PAIRS] = {.mc = 144, .kc = 512, .nc = 2048}},
-    [AMP_ISA_AVX512] = {[AMP_GEMM_PACKED_F32] = {.mc = 144, .kc = 512, .nc = 2048},
-                        [AMP_GEMM_PACKED_BF16_PAIRS] = {.mc = 144, .kc = 1024, .nc = 2048}},
-};
-
-static int round_down(int x, int unit) { return x < unit ? unit : x - x % unit; }
-
-void amp_gemm_kernels_set_blocks(amp_gemm_kernels *t, amp_isa isa) {
-    /* for_dtype, then for_dtype8 (AMP_DTYPE_COUNT + dt), then bf16_dot and bf16_dot8 */
-    for (int e = 0; e < 2 * AMP_DTYPE_COUNT + 2; e++) {
-        amp_gemm_kernel *k = e < AMP_DTYPE_COUNT         ? &t->for_dtype[e]
-                             : e < 2 * AMP_DTYPE_COUNT   ? &t->for_dtype8[e - AMP_DTYPE_COUNT]
-                             : e == 2 * AMP_DTYPE_COUNT ? &t->bf16_dot
-                                                         : &t->bf16_dot8;
-        if (!k->ukernel) continue;
-        const blocks *b = &block_table[isa][k->packed];
-        k->mc = round_down(b->mc, k->mr);
-        k->nc = round_down(b->nc, k->nr);
-        k->kc = round_down(b->kc, k->k_unit);
-    }
-}
 
 /* ---- the bf16 method: measured once, AMP_GEMM_BF16 honoured, amp_gemm_bf16_method_set after ---- */
 

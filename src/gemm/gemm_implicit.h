@@ -18,7 +18,7 @@
 
 #include "amp/dtype.h"
 #include "gemm_fused.h"
-#include "gemm_kernels.h"
+#include "../kernels/gemm_kernels.h"
 
 typedef void (*amp_gemm_pack_cb)(const void *arg, const amp_gemm_kernel *kern, void *dst, int64_t j0, int64_t cols,
                                  int64_t p0, int64_t kc, int r);

@@ -5,7 +5,7 @@
 #include "amp/cpu.h"
 #include "lstm_gemm.h"
 #include "gemm_implicit.h"
-#include "gemm_kernels.h"
+#include "../kernels/gemm_kernels.h"
 #include "../core/parallel.h"
 
 /* The weight side is packed as the A operand (C^T computed) only for k >= LSTM_FLIP_MIN_K: ukernel_ct

@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "amp/dtype.h"
-#include "gemm_kernels.h"
+#include "../kernels/gemm_kernels.h"
 
 /* W [n, k] packed for products with m-row operands X: C [m, n] = X W^T */
 typedef struct amp_lstm_packed_w {

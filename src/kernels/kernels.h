@@ -24,7 +24,7 @@
 #include "unscale_kernels.h"
 #include "update_kernels.h"
 #include "vecmath.h"
-#include "../gemm/gemm_kernels.h"
+#include "gemm_kernels.h"
 
 typedef struct amp_kernels {
     amp_convert_kernels convert; /* dtype conversions (amp_convert, the GEMM epilogue's acc_rounded) */

@@ -106,7 +106,7 @@ int amp_bench_convert(int argc, char **argv) {
                "\"memcpy_gbps\":%.3f,\"results\":[",
                cpu, mib, repeats, memcpy_gbps);
     } else {
-        printf("amp %s bench convert: %ld MiB of fp32 per conversion, 1 thread, median of %ld\n", amp_version(), mib,
+        printf("amp %s bench convert: %ld MiB of fp32 per conversion, 1 thread, median over %ld\n", amp_version(), mib,
                repeats);
         printf("cpu: %s\n", cpu);
         printf("memcpy: %.2f GB/s (read + write)\n\n", memcpy_gbps);

@@ -12,7 +12,7 @@
  * OpenBLAS. libopenblas.so.0 is opened at run time (dlopen), so amp never links against it; when it
  * is absent the table says so. It runs cblas_sgemm on the same fp32 data with the same thread count.
  *
- * GFLOP/s = 2mnk / time, the median of --repeats timed calls after one untimed warm-up. All of
+ * GFLOP/s = 2mnk / time, the median over --repeats timed calls after one untimed warm-up. All of
  * amp's figures are taken before OpenBLAS's (see run_shape). */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -109,7 +109,7 @@ static long calibrate(peak_loop_fn loop) {
     return iters;
 }
 
-/* One-core GFLOP/s of a peak loop (median of 5 runs of ~20 ms), or 0 when this CPU lacks it. */
+/* One-core GFLOP/s of a peak loop (the median over 5 runs of ~20 ms), or 0 when this CPU lacks it. */
 static double measure_peak(peak_kind kind) {
     const peak_loop_fn loop = peak_loop(kind);
     if (!loop) return 0.0;
@@ -398,7 +398,7 @@ static void report_json_head(const options *o, const peaks *pk, amp_isa isa, con
 /* The text report's lines above the table, and the table's header. */
 static void report_text_head(const options *o, const peaks *pk, amp_isa isa, const openblas *ob, const char *cpu) {
     const long threads = o->threads;
-    printf("amp %s bench gemm: %ld thread%s, path %s, median of %ld\n", amp_version(), threads,
+    printf("amp %s bench gemm: %ld thread%s, path %s, median over %ld\n", amp_version(), threads,
            threads == 1 ? "" : "s", amp_isa_name(isa), o->repeats);
     printf("cpu: %s\n", cpu);
     printf("one-core peak:");

@@ -15,7 +15,7 @@
  * PyTorch's side passes one tensor to every step (a copy per step would be work PyTorch's side does
  * not do).
  *
- * Figures. samples/s = batch * steps / time of `steps` consecutive steps, the median of --repeats
+ * Figures. samples/s = batch * steps / time of `steps` consecutive steps, the median over --repeats
  * such runs, after --warmup untimed steps (the first steps allocate the arena, the GEMM packing
  * buffers and the thread pool). FLOPs per sample is amp_model_flops_per_sample (amp/nn.h: 2 x the
  * multiply-adds of matrix products, convolutions and attention, x3 for forward + backward;
@@ -335,7 +335,7 @@ static void report_text(const run *r, const options *o, const figures *f) {
     const long threads = o->threads;
     printf("cpu: %s; amp path %s; %ld thread%s\n", f->cpu, amp_isa_name(amp_isa_active()), threads,
            threads == 1 ? "" : "s");
-    printf("model %s (%lld parameters), %s, scaler %s, batch %lld: %ld warm-up steps, median of %ld x %ld steps\n",
+    printf("model %s (%lld parameters), %s, scaler %s, batch %lld: %ld warm-up steps, median over %ld x %ld steps\n",
            amp_model_kind_name(o->kind), (long long)amp_model_num_params(r->model), r->prec->name,
            r->scaling ? "dynamic" : "off", (long long)r->batch, o->warmup, o->repeats, o->steps);
     printf("samples/s %.1f  (%.2f ms/step)\n", f->median, 1e3 * (double)r->batch / f->median);

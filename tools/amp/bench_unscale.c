@@ -129,7 +129,7 @@ int amp_bench_unscale(int argc, char **argv) {
                "\"memcpy_gbps\":%.3f,\"results\":[",
                cpu, mib, repeats, memcpy_gbps);
     } else {
-        printf("amp %s bench unscale: %ld MiB of gradients per pass, in place, 1 thread, median of %ld\n",
+        printf("amp %s bench unscale: %ld MiB of gradients per pass, in place, 1 thread, median over %ld\n",
                amp_version(), mib, repeats);
         printf("cpu: %s\n", cpu);
         printf("memcpy: %.2f GB/s (read + write)\n\n", memcpy_gbps);

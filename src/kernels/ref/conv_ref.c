@@ -4,7 +4,7 @@
  * src/kernels/x86/conv_*.c are tested against bit for bit, and the path every CPU can run. */
 #include <string.h>
 
-#include "amp/formats.h"
+#include "../convert_kernels.h"
 #include "../../core/float_bits.h"
 #include "../conv_kernels.h"
 
@@ -226,7 +226,7 @@ void amp_conv_store_row_ref(void *out, amp_dtype out_dt, float *y, const float *
         return;
     }
     if (bias) add_scalar(y, *bias, n);
-    amp_convert(out, out_dt, y, AMP_F32, (size_t)n);
+    amp_convert_kernels_for(amp_isa_active())->encode[out_dt][0](out, y, (size_t)n); /* amp_convert's rounding */
 }
 
 /* ---- the bias gradient's sums ---- */

@@ -4,11 +4,11 @@
 #include <stdint.h>
 
 #include "../../core/float_bits.h"
-#include "../../gemm/gemm_kernels.h"
+#include "../gemm_kernels.h"
 
 static inline float gemm_f16_to_f32(uint16_t h) { return amp_f32_from_bits(amp_f16_decode(h)); }
 
-#include "../../gemm/gemm_pack.h"
+#include "../gemm_pack.h"
 
 void amp_gemm_ref(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                   const void *a /* [m][lda] or [k][lda] */, int64_t lda, const void *b /* [k][ldb] or [n][ldb] */,

@@ -13,12 +13,12 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../../gemm/gemm_kernels.h"
+#include "../gemm_kernels.h"
 #include "tile_avx2.h"
 
 static inline float gemm_f16_to_f32(uint16_t h) { return _cvtsh_ss(h); } /* F16C: exact, keeps subnormals */
 
-#include "../../gemm/gemm_pack.h"
+#include "../gemm_pack.h"
 
 enum { MR = AMP_TILE_AVX2_MR, NR = AMP_TILE_AVX2_NR };
 _Static_assert(MR <= AMP_GEMM_MAX_TILE && NR <= AMP_GEMM_MAX_TILE, "tile wider than AMP_GEMM_MAX_TILE");

@@ -18,11 +18,11 @@
 #include <time.h>
 
 #include "amp/cpu.h"
-#include "../../gemm/gemm_kernels.h"
+#include "../gemm_kernels.h"
 
 static inline float gemm_f16_to_f32(uint16_t h) { return _cvtsh_ss(h); } /* F16C: exact, keeps subnormals */
 
-#include "../../gemm/gemm_pack.h"
+#include "../gemm_pack.h"
 #include "tile_avx512.h"
 
 enum { MR = AMP_TILE_MR, NR = 32 };

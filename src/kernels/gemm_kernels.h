@@ -107,7 +107,7 @@ double amp_gemm_avx512_dot_speed(void);
 #endif
 
 /* Sets the cache blocks (mc, kc, nc) of every kernel in t from path isa's block table
- * (gemm_dispatch.c), once its kernels are in place. */
+ * (gemm_blocks.c), once its kernels are in place. */
 void amp_gemm_kernels_set_blocks(amp_gemm_kernels *t, amp_isa isa);
 
 /* The fraction of the kernel's mr x nr tiles that real elements fill when a product of rows x cols
