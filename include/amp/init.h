@@ -12,8 +12,9 @@
  * machine, whatever the thread count or SIMD path. Each uniform draw takes one 64-bit output and
  * keeps its top 53 bits, u = (out >> 11) * 2^-53 in [0, 1). A fill draws from the generator it is
  * given and leaves it after its last draw, so successive fills continue one stream: amp_model_init
- * seeds one generator and fills the parameters in declaration order. PyTorch's generator is another
- * one: the distributions are PyTorch's, the values are not.
+ * seeds one generator and fills the parameters in declaration order. The generator is the caller's,
+ * none of the context's streams (amp_ctx_random), so initializing never shifts dropout's draws.
+ * PyTorch's generator is another one: the distributions are PyTorch's, the values are not.
  *
  * Each fill writes the tensor's elements in row-major order, one value each (uniform: one draw; normal:
  * two), computed in double, rounded to fp32, and that fp32 value rounded once (to nearest even) to the

@@ -1,5 +1,5 @@
 /* Internal: what a model file (src/nn/<name>.c) defines, its description nn_model, and what the
- * model files share (src/nn/model.c implements it). */
+ * model files and the layers share (src/nn/model.c and src/nn/layers.c implement it). */
 #ifndef AMP_NN_INTERNAL_H
 #define AMP_NN_INTERNAL_H
 
