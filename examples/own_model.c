@@ -1,11 +1,12 @@
 /* A model of your own: amp's ops are the layers, the model is a C function.
  *
  * A 2-layer MLP with a layer norm and GELU that is not one of amp's built-in models, its parameters
- * initialized here from a seeded generator, trained on synthetic data generated here: fp16 autocast,
- * the dynamic GradScaler and AdamW. The parameters are fp32 (they are the master weights); autocast
- * runs the linears in fp16, the layer norm and the loss in fp32 (`amp policy` lists every op), and
- * GELU in its input's dtype. Built through pkg-config and run by `make test`: it exits non-zero unless
- * the loss falls. */
+ * declared one by one and initialized with amp/init.h's PyTorch defaults, trained on synthetic data
+ * generated here: fp16 autocast, the dynamic GradScaler and AdamW. The parameters are fp32 (they are
+ * the master weights); autocast runs the linears in fp16, the layer norm and the loss in fp32 (`amp
+ * policy` lists every op), and GELU in its input's dtype. (custom_model.c writes a model with the
+ * layer structs of amp/layers.h instead.) Built through pkg-config and run by `make test`: it exits
+ * non-zero unless the loss falls. */
 #include <stdio.h>
 
 #include <amp.h>
@@ -25,16 +26,6 @@ static amp_tensor *forward(amp_ctx *ctx, const model *m, amp_tensor *x) {
 static float uniform(uint64_t *s) { /* xorshift64: [-1, 1) */
     *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
     return (float)(*s >> 40) / (float)(1u << 24) * 2.0f - 1.0f;
-}
-
-/* Fills a parameter with `value`, or (bound > 0) uniformly in [-bound, bound), as torch.nn.Linear
- * does with bound = 1/sqrt(fan_in). amp_tensor_write converts to the parameter's dtype. */
-static int init_param(amp_tensor *p, float bound, float value, uint64_t *seed) {
-    static float buf[HIDDEN * HIDDEN];
-    const int64_t n = amp_tensor_numel(p);
-    if (n > HIDDEN * HIDDEN) return AMP_ERR_INVALID_ARGUMENT;
-    for (int64_t i = 0; i < n; i++) buf[i] = bound > 0 ? bound * uniform(seed) : value;
-    return amp_tensor_write(p, buf, AMP_F32);
 }
 
 /* The task: four classes from the signs of x0*x1 and of x2 + x3^2 - 0.3 (not linearly separable). */
@@ -58,11 +49,14 @@ int main(void) {
         .fc2_b = amp_param_new(ctx, "fc2.bias", AMP_F32, 1, (const int64_t[]){CLASSES}),
     };
     if (amp_ctx_alloc_params(ctx) != AMP_OK) return 1; /* one buffer for all of them, zeroed */
-    uint64_t seed = 42;
-    const float b1 = 0.35355339f, b2 = 0.125f; /* 1/sqrt(IN), 1/sqrt(HIDDEN) */
-    if (init_param(m.fc1_w, b1, 0, &seed) || init_param(m.fc1_b, b1, 0, &seed) || init_param(m.ln_w, 0, 1, &seed) ||
-        init_param(m.ln_b, 0, 0, &seed) || init_param(m.fc2_w, b2, 0, &seed) || init_param(m.fc2_b, b2, 0, &seed))
+    amp_rng rng; /* nn.Linear's U(-1/sqrt(in), 1/sqrt(in)), nn.LayerNorm's ones and zeros */
+    amp_rng_seed(&rng, 42);
+    if (amp_init_linear(ctx, m.fc1_w, m.fc1_b, &rng) != AMP_OK || amp_init_layer_norm(ctx, m.ln_w, m.ln_b) != AMP_OK ||
+        amp_init_linear(ctx, m.fc2_w, m.fc2_b, &rng) != AMP_OK) {
+        fprintf(stderr, "%s\n", amp_ctx_error(ctx));
         return 1;
+    }
+    uint64_t seed = 42;
 
     amp_optim_config cfg = amp_optim_default_config(AMP_OPTIM_ADAMW); /* weight decay 0.01 */
     cfg.lr = 3e-3f;

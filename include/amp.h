@@ -17,6 +17,8 @@
 #include "amp/optim.h"
 #include "amp/scaler.h"
 #include "amp/precision.h"
+#include "amp/init.h"
+#include "amp/layers.h"
 #include "amp/nn.h"
 #include "amp/data.h"
 #include "amp/checkpoint.h"

@@ -218,3 +218,24 @@ TEST(linear_residual, linear_residual)
 TEST(backward_grad_check, backward_grad_check)
 /* amp_zero_grad's lazy zeros: every reader sees zeros where no gradient was written */
 TEST(grad_direct, grad_lazy_zero)
+/* the initializers (amp/init.h): the generator's test vectors, the fills' bounds and moments, exact
+ * constants, f16/bf16 as the f32 fill rounded once, PyTorch's default bounds, errors, amp_model_init */
+TEST(init, init_generator)
+TEST(init, init_fills)
+TEST(init, init_dtypes_and_stream)
+TEST(init, init_pytorch_defaults)
+TEST(init, init_errors)
+TEST(init, init_model_is_public_fills)
+/* the layers (amp/layers.h): PyTorch's names and order, declaration errors, default initialization,
+ * each forward against a double reference of its PyTorch module */
+TEST(layers, layers_names_and_order)
+TEST(layers, layers_declare_errors)
+TEST(layers, layers_init)
+TEST(layers, layers_forward_linear_norm_embedding_conv)
+TEST(layers, layers_forward_lstm)
+TEST(layers, layers_forward_attention_block)
+/* argmax and the count of correct rows, one batch evaluated under no-grad, the mean/std of a float
+ * array and of an image set's pixels */
+TEST(eval, eval_argmax_accuracy)
+TEST(eval, eval_batch_no_grad)
+TEST(eval, eval_mean_std)

@@ -74,6 +74,14 @@ void amp_image_dataset_free(amp_image_dataset *d);
 int amp_image_dataset_batch(const amp_image_dataset *d, const int64_t *indices, int64_t n, float mean, float std,
                             float *x, int32_t *y);
 
+/* The mean and standard deviation of every pixel of the dataset as amp_image_dataset_batch reads it
+ * before normalizing (pixel / 255, or the float value): pass them (as float) to
+ * amp_image_dataset_batch to normalize as torchvision's Normalize with the training set's statistics.
+ * The statistics of amp_mean_std over those values, computed exactly for ubyte pixels (from their
+ * counts). Returns AMP_OK, AMP_ERR_NULL_POINTER or AMP_ERR_INVALID_ARGUMENT (fewer than 2 values);
+ * nothing is written on error. */
+int amp_image_dataset_mean_std(const amp_image_dataset *d, double *mean, double *std);
+
 /* ---- Text (characters, or words with a byte fallback) ------------------------------------------- */
 
 /* Token ids: ids [0, byte_count) are the byte values present in the corpus, ascending; with a word
@@ -134,6 +142,15 @@ int amp_text_corpus_batch(const amp_text_corpus *c, bool heldout, const int64_t 
 /* The bytes the n tokens ids[] spell (ids outside the vocabulary count 0): the denominator of bits
  * per character. */
 int64_t amp_text_corpus_bytes(const amp_text_corpus *c, const int32_t *ids, int64_t n);
+
+/* ---- Statistics -------------------------------------------------------------------------------- */
+
+/* The mean and standard deviation of x[0..n) as torch's x.mean() and x.std(): the std with Bessel's
+ * correction (the squared deviations summed, divided by n - 1). Computed in double in two passes (the
+ * mean, then the squared deviations from it). Returns AMP_OK, AMP_ERR_NULL_POINTER or
+ * AMP_ERR_INVALID_ARGUMENT (n < 2); a non-finite value gives a NaN or infinite result. Nothing is
+ * written on error. */
+int amp_mean_std(const float *x, int64_t n, double *mean, double *std);
 
 /* ---- Order ------------------------------------------------------------------------------------- */
 

@@ -20,7 +20,7 @@
  *   gpt   nanoGPT's names without the "transformer." prefix: wte.weight, wpe.weight,
  *         h.<i>.ln_1.{weight,bias}, h.<i>.attn.c_attn.{weight [3C, C],bias}, h.<i>.attn.c_proj.*,
  *         h.<i>.ln_2.*, h.<i>.mlp.c_fc.*, h.<i>.mlp.c_proj.*, ln_f.{weight,bias}, lm_head.weight
- * Parameters are declared in that (state_dict) order.
+ * Parameters are declared in that (state_dict) order, by the layers of amp/layers.h.
  *
  * Use:
  *     amp_model_config cfg = amp_model_default_config(AMP_MODEL_CNN);
@@ -29,8 +29,7 @@
  *     amp_ctx_alloc_params(ctx);  amp_model_init(m, seed);
  *     logits = amp_model_forward(m, ctx, x, NULL, batch, true);   // then amp_cross_entropy, backward
  *     ...  amp_ctx_free(ctx);  amp_model_free(m);
- * The context's parameter names point into the model: free the model after the context (or at least
- * after the last use of the parameters' names). */
+ * The context keeps its own copies of the parameters' names: the two may be freed in either order. */
 #ifndef AMP_NN_H
 #define AMP_NN_H
 
@@ -92,7 +91,8 @@ amp_model_config amp_model_default_config(amp_model_kind kind);
  * Returns AMP_OK, AMP_ERR_INVALID_ARGUMENT (a bad size, recorded in the context when ctx is given),
  * AMP_ERR_NULL_POINTER or AMP_ERR_OUT_OF_MEMORY. */
 int amp_model_create(amp_ctx *ctx, const amp_model_config *cfg, amp_model **out);
-/* PyTorch's default initialization, deterministic from `seed` (same seed, same bits on every machine):
+/* PyTorch's default initialization, deterministic from `seed` (same seed, same bits on every machine),
+ * made with amp/init.h: one generator seeded with `seed` fills the parameters in declaration order:
  *   Linear and Conv2d: weight and bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (kaiming_uniform_ with
  *   a=sqrt(5), and the bias rule of nn.Linear.reset_parameters);
  *   Embedding: N(0, 1); LSTM: every tensor U(-1/sqrt(H), 1/sqrt(H));

@@ -3,8 +3,11 @@
  * c1 = 32, c2 = 64, k = 5, h = 1024. Parameters at Sequential indices 0, 3, 7, 9. */
 #include "nn_internal.h"
 
-/* The parameters in declaration order: Sequential 0 (conv1), 3 (conv2), 7 (hidden), 9 (output). */
-enum { CNN_CONV1_W, CNN_CONV1_B, CNN_CONV2_W, CNN_CONV2_B, CNN_HIDDEN_W, CNN_HIDDEN_B, CNN_OUT_W, CNN_OUT_B };
+/* The layers in declaration order: Sequential 0 (conv1), 3 (conv2), 7 (hidden), 9 (output). */
+typedef struct cnn_layers {
+    amp_conv2d_layer conv1, conv2;
+    amp_linear_layer hidden, out;
+} cnn_layers;
 
 static int cnn_validate(amp_ctx *ctx, const amp_model_config *c) {
     const int64_t cap = NN_SIZE_CAP;
@@ -19,37 +22,43 @@ static int cnn_validate(amp_ctx *ctx, const amp_model_config *c) {
 static int cnn_declare(amp_model *m) {
     const amp_model_config *c = &m->cfg;
     const int64_t k = c->kernel, flat = c->conv2_channels * (c->image_rows / 4) * (c->image_cols / 4);
-    const nn_init i0 = nn_fan_in_uniform(c->in_channels * k * k), i3 = nn_fan_in_uniform(c->conv1_channels * k * k);
-    const nn_init i7 = nn_fan_in_uniform(flat), i9 = nn_fan_in_uniform(c->hidden);
-    amp_model *p = m;
-    if (!nn_param(p, i0, 4, (const int64_t[]){c->conv1_channels, c->in_channels, k, k}, "0.weight") ||
-        !nn_param(p, i0, 1, (const int64_t[]){c->conv1_channels}, "0.bias") ||
-        !nn_param(p, i3, 4, (const int64_t[]){c->conv2_channels, c->conv1_channels, k, k}, "3.weight") ||
-        !nn_param(p, i3, 1, (const int64_t[]){c->conv2_channels}, "3.bias") ||
-        !nn_param(p, i7, 2, (const int64_t[]){c->hidden, flat}, "7.weight") ||
-        !nn_param(p, i7, 1, (const int64_t[]){c->hidden}, "7.bias") ||
-        !nn_param(p, i9, 2, (const int64_t[]){c->classes, c->hidden}, "9.weight") ||
-        !nn_param(p, i9, 1, (const int64_t[]){c->classes}, "9.bias"))
-        return amp_ctx_status(m->ctx);
-    return AMP_OK;
+    const int pad = (int)(k / 2);
+    const amp_dtype dt = c->param_dtype;
+    cnn_layers *L = m->layers = nn_layers_alloc(m, sizeof *L);
+    if (!L) return AMP_ERR_OUT_OF_MEMORY;
+    int st = amp_conv2d_layer_declare(m->ctx, &L->conv1, "0", c->in_channels, c->conv1_channels, k, 1, pad, true, dt);
+    if (st == AMP_OK)
+        st = amp_conv2d_layer_declare(m->ctx, &L->conv2, "3", c->conv1_channels, c->conv2_channels, k, 1, pad, true, dt);
+    if (st == AMP_OK) st = amp_linear_layer_declare(m->ctx, &L->hidden, "7", flat, c->hidden, true, dt);
+    if (st == AMP_OK) st = amp_linear_layer_declare(m->ctx, &L->out, "9", c->hidden, c->classes, true, dt);
+    return st;
+}
+
+static int cnn_init(amp_model *m, amp_rng *rng) {
+    cnn_layers *L = m->layers;
+    int st = amp_conv2d_layer_init(m->ctx, &L->conv1, rng);
+    if (st == AMP_OK) st = amp_conv2d_layer_init(m->ctx, &L->conv2, rng);
+    if (st == AMP_OK) st = amp_linear_layer_init(m->ctx, &L->hidden, rng);
+    if (st == AMP_OK) st = amp_linear_layer_init(m->ctx, &L->out, rng);
+    return st;
 }
 
 /* x [B, C, H, W] (or any shape with those elements) -> logits [B, classes] */
 static amp_tensor *cnn_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, const int32_t *tokens, int64_t batch) {
     (void)tokens;
     const amp_model_config *c = &m->cfg;
-    const int pad = (int)(c->kernel / 2);
+    const cnn_layers *L = m->layers;
     if (x->ndim != 4)
         x = amp_reshape(ctx, x, 4, (const int64_t[]){batch, c->in_channels, c->image_rows, c->image_cols});
     /* relu(max_pool(h)) is max_pool(relu(h)) exactly (relu is monotone: the window's max stays the
      * max, values and gradients alike; where the max is <= 0 both give 0 and a zero gradient), and
      * on a quarter of the elements: relu's activation and gradient tensors shrink 4x. */
-    amp_tensor *h = amp_conv2d(ctx, x, nn_p(m, CNN_CONV1_W), nn_p(m, CNN_CONV1_B), 1, pad); /* [B, c1, H, W] */
-    h = amp_relu(ctx, amp_max_pool2d(ctx, h, 2, 2));                                        /* [B, c1, H/2, W/2] */
-    h = amp_conv2d(ctx, h, nn_p(m, CNN_CONV2_W), nn_p(m, CNN_CONV2_B), 1, pad);             /* [B, c2, H/2, W/2] */
-    h = amp_relu(ctx, amp_max_pool2d(ctx, h, 2, 2));                                        /* [B, c2, H/4, W/4] */
-    h = amp_linear_relu(ctx, amp_flatten(ctx, h, 1), nn_p(m, CNN_HIDDEN_W), nn_p(m, CNN_HIDDEN_B)); /* [B, h] */
-    return amp_linear(ctx, h, nn_p(m, CNN_OUT_W), nn_p(m, CNN_OUT_B));                      /* [B, classes] */
+    amp_tensor *h = amp_conv2d_layer_forward(ctx, &L->conv1, x);                  /* [B, c1, H, W] */
+    h = amp_relu(ctx, amp_max_pool2d(ctx, h, 2, 2));                              /* [B, c1, H/2, W/2] */
+    h = amp_conv2d_layer_forward(ctx, &L->conv2, h);                              /* [B, c2, H/2, W/2] */
+    h = amp_relu(ctx, amp_max_pool2d(ctx, h, 2, 2));                              /* [B, c2, H/4, W/4] */
+    h = amp_linear_layer_forward_act(ctx, &L->hidden, amp_flatten(ctx, h, 1), AMP_ACT_RELU); /* [B, h] */
+    return amp_linear_layer_forward(ctx, &L->out, h);                             /* [B, classes] */
 }
 
 static double cnn_flops(const amp_model_config *c) {
@@ -67,6 +76,7 @@ const nn_model nn_model_cnn = {
     .task = NN_IMAGE_CLASSIFIER,
     .validate = cnn_validate,
     .declare = cnn_declare,
+    .init = cnn_init,
     .forward = cnn_forward,
     .flops = cnn_flops,
 };

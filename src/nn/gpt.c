@@ -7,27 +7,24 @@
  *     logits = lm_head(ln_f(x))
  * LayerNorm eps 1e-5 (nn.LayerNorm's default).
  *
- * The fused qkv projection: c_attn is one [3C, C] parameter (nanoGPT's layout, so checkpoints load)
- * and one amp_linear; amp_causal_self_attention (src/ops/attention.c) reads q, k, v and each head in
- * place from its output and writes the heads' outputs merged, so no split, transpose or merge copies
- * (nor their gradients' scatters) are made. */
+ * Written with the layers of amp/layers.h: two embeddings, `layers` transformer blocks
+ * (amp_transformer_block: the fused qkv projection and attention, src/nn/layers_seq.c), the final
+ * norm and the head. */
 #include <math.h>
-#include <stdlib.h>
+#include <stdio.h>
 
 #include "nn_internal.h"
-#include "../ops/op_util.h"
 #include "../core/alloc_internal.h"
 
-/* The parameters in declaration order: the embeddings, layers blocks of BLK_COUNT, the tail. */
-enum { GPT_WTE, GPT_WPE, GPT_BLOCK0 };
-enum {
-    BLK_LN1_W, BLK_LN1_B, BLK_ATTN_W, BLK_ATTN_B, BLK_PROJ_W, BLK_PROJ_B,
-    BLK_LN2_W, BLK_LN2_B, BLK_FC_W, BLK_FC_B, BLK_MLP_PROJ_W, BLK_MLP_PROJ_B, BLK_COUNT
-};
-enum { TAIL_LNF_W, TAIL_LNF_B, TAIL_HEAD_W }; /* after the last block */
+/* The layers in declaration order: the embeddings, the blocks (blocks[layers]), the tail. */
+typedef struct gpt_layers {
+    amp_embedding_layer wte, wpe;
+    amp_layer_norm_layer ln_f;
+    amp_linear_layer lm_head;
+    amp_transformer_block blocks[]; /* cfg.layers of them */
+} gpt_layers;
 
 static const float GPT_INIT_STD = 0.02f; /* nanoGPT's _init_weights */
-static const float GPT_LN_EPS = 1e-5f;   /* nn.LayerNorm's default eps */
 
 /* nanoGPT's small character model: width 128 over a context of 128. */
 static void gpt_defaults(amp_model_config *c) { c->hidden = 128, c->context = 128; }
@@ -42,75 +39,65 @@ static int gpt_validate(amp_ctx *ctx, const amp_model_config *c) {
 static int gpt_declare(amp_model *m) {
     const amp_model_config *cfg = &m->cfg;
     const int64_t V = cfg->vocab, T = cfg->context, C = cfg->hidden;
-    const nn_init normal = {NN_INIT_NORMAL, GPT_INIT_STD}, zero = {NN_INIT_CONST, 0.0f}, one = {NN_INIT_CONST, 1.0f};
-    /* nanoGPT scales the residual projections' std by 1/sqrt(2 * n_layer) (GPT-2's init). */
-    const nn_init resid = {NN_INIT_NORMAL, (float)(GPT_INIT_STD / sqrt(2.0 * (double)cfg->layers))};
+    const amp_dtype dt = cfg->param_dtype;
     m->positions = amp_malloc((size_t)T * sizeof *m->positions);
     if (!m->positions) return AMP_ERR_OUT_OF_MEMORY;
     for (int64_t t = 0; t < T; t++) m->positions[t] = (int32_t)t;
-    const int64_t vc[2] = {V, C}, tc[2] = {T, C}, c1[1] = {C}, c3[1] = {3 * C}, c4[1] = {4 * C};
-    if (!nn_param(m, normal, 2, vc, "wte.weight") || !nn_param(m, normal, 2, tc, "wpe.weight"))
-        return amp_ctx_status(m->ctx);
-    for (int64_t l = 0; l < cfg->layers; l++) {
-        const long long i = (long long)l;
-        if (!nn_param(m, one, 1, c1, "h.%lld.ln_1.weight", i) || !nn_param(m, zero, 1, c1, "h.%lld.ln_1.bias", i) ||
-            !nn_param(m, normal, 2, (const int64_t[]){3 * C, C}, "h.%lld.attn.c_attn.weight", i) ||
-            !nn_param(m, zero, 1, c3, "h.%lld.attn.c_attn.bias", i) ||
-            !nn_param(m, resid, 2, (const int64_t[]){C, C}, "h.%lld.attn.c_proj.weight", i) ||
-            !nn_param(m, zero, 1, c1, "h.%lld.attn.c_proj.bias", i) ||
-            !nn_param(m, one, 1, c1, "h.%lld.ln_2.weight", i) || !nn_param(m, zero, 1, c1, "h.%lld.ln_2.bias", i) ||
-            !nn_param(m, normal, 2, (const int64_t[]){4 * C, C}, "h.%lld.mlp.c_fc.weight", i) ||
-            !nn_param(m, zero, 1, c4, "h.%lld.mlp.c_fc.bias", i) ||
-            !nn_param(m, resid, 2, (const int64_t[]){C, 4 * C}, "h.%lld.mlp.c_proj.weight", i) ||
-            !nn_param(m, zero, 1, c1, "h.%lld.mlp.c_proj.bias", i))
-            return amp_ctx_status(m->ctx);
+    gpt_layers *L = m->layers = nn_layers_alloc(m, sizeof *L + (size_t)cfg->layers * sizeof L->blocks[0]);
+    if (!L) return AMP_ERR_OUT_OF_MEMORY;
+    int st = amp_embedding_layer_declare(m->ctx, &L->wte, "wte", V, C, dt);
+    if (st == AMP_OK) st = amp_embedding_layer_declare(m->ctx, &L->wpe, "wpe", T, C, dt);
+    for (int64_t l = 0; l < cfg->layers && st == AMP_OK; l++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "h.%lld", (long long)l);
+        st = amp_transformer_block_declare(m->ctx, &L->blocks[l], prefix, C, cfg->heads, dt);
     }
-    if (!nn_param(m, one, 1, c1, "ln_f.weight") || !nn_param(m, zero, 1, c1, "ln_f.bias") ||
-        !nn_param(m, normal, 2, vc, "lm_head.weight"))
-        return amp_ctx_status(m->ctx);
-    return AMP_OK;
+    if (st == AMP_OK) st = amp_layer_norm_layer_declare(m->ctx, &L->ln_f, "ln_f", C, dt);
+    if (st == AMP_OK) st = amp_linear_layer_declare(m->ctx, &L->lm_head, "lm_head", C, V, false, dt);
+    return st;
 }
 
-/* A LayerNorm whose only reader is a linear: under autocast, with the linear in the low dtype (the
- * default policy), the norm's fp32 result would only be cast to that dtype: amp_layer_norm_to rounds
- * it there directly (the same values and gradients; the fp32 tensor, 2 MiB per norm at the default
- * shapes, is not kept until backward). Elsewhere the plain norm. */
-static amp_tensor *norm_for_linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *w, amp_tensor *b) {
-    if (x && amp_autocast_enabled() && amp_autocast_get_policy(AMP_OP_LINEAR) == AMP_POLICY_LOWER &&
-        amp_autocast_get_policy(AMP_OP_LAYER_NORM) == AMP_POLICY_FP32)
-        return amp_layer_norm_to(ctx, x, w, b, GPT_LN_EPS, amp_autocast_dtype());
-    return amp_layer_norm(ctx, x, w, b, GPT_LN_EPS);
+/* A linear's weight N(0, std), its bias zeros. */
+static int init_linear_normal(amp_ctx *ctx, const amp_linear_layer *l, float std, amp_rng *rng) {
+    const int st = amp_init_normal(ctx, l->weight, 0.0f, std, rng);
+    return st == AMP_OK ? amp_init_zeros(ctx, l->bias) : st;
 }
 
-/* x [B, T, C] -> x + attn(ln_1(x)) -> + mlp(ln_2(.)) */
-static amp_tensor *block(amp_model *m, amp_ctx *ctx, amp_tensor *x, size_t base) {
-    const int64_t NH = m->cfg.heads;
-#define P(i) nn_p(m, base + (i))
-    amp_tensor *h = norm_for_linear(ctx, x, P(BLK_LN1_W), P(BLK_LN1_B));
-    amp_tensor *qkv = amp_linear(ctx, h, P(BLK_ATTN_W), P(BLK_ATTN_B)); /* [B, T, 3C] */
-    if (!qkv) return NULL;
-    /* q, k, v split into nh heads of D, attention per head, heads merged: [B, T, C] */
-    amp_tensor *att = amp_causal_self_attention(ctx, qkv, NH);
-    x = amp_linear_residual(ctx, att, P(BLK_PROJ_W), P(BLK_PROJ_B), x);
-    h = norm_for_linear(ctx, x, P(BLK_LN2_W), P(BLK_LN2_B));
-    h = amp_linear_gelu(ctx, h, P(BLK_FC_W), P(BLK_FC_B)); /* [B, T, 4C] */
-    return amp_linear_residual(ctx, h, P(BLK_MLP_PROJ_W), P(BLK_MLP_PROJ_B), x);
-#undef P
+/* nanoGPT's _init_weights: Linear and Embedding weights N(0, 0.02), biases 0, LayerNorm 1 and 0, and
+ * the residual projections (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 * n_layer)) (GPT-2's init). */
+static int gpt_init(amp_model *m, amp_rng *rng) {
+    gpt_layers *L = m->layers;
+    amp_ctx *ctx = m->ctx;
+    const float std = GPT_INIT_STD, resid = (float)(GPT_INIT_STD / sqrt(2.0 * (double)m->cfg.layers));
+    int st = amp_init_normal(ctx, L->wte.weight, 0.0f, std, rng);
+    if (st == AMP_OK) st = amp_init_normal(ctx, L->wpe.weight, 0.0f, std, rng);
+    for (int64_t l = 0; l < m->cfg.layers && st == AMP_OK; l++) {
+        amp_transformer_block *b = &L->blocks[l];
+        st = amp_layer_norm_layer_init(ctx, &b->ln_1);
+        if (st == AMP_OK) st = init_linear_normal(ctx, &b->attn.c_attn, std, rng);
+        if (st == AMP_OK) st = init_linear_normal(ctx, &b->attn.c_proj, resid, rng);
+        if (st == AMP_OK) st = amp_layer_norm_layer_init(ctx, &b->ln_2);
+        if (st == AMP_OK) st = init_linear_normal(ctx, &b->mlp_fc, std, rng);
+        if (st == AMP_OK) st = init_linear_normal(ctx, &b->mlp_proj, resid, rng);
+    }
+    if (st == AMP_OK) st = amp_layer_norm_layer_init(ctx, &L->ln_f);
+    if (st == AMP_OK) st = amp_init_normal(ctx, L->lm_head.weight, 0.0f, std, rng);
+    return st;
 }
 
 /* tokens [B, T] -> logits [B*T, V] */
 static amp_tensor *gpt_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x_in, const int32_t *tokens, int64_t batch) {
     (void)x_in;
     const amp_model_config *cfg = &m->cfg;
+    const gpt_layers *L = m->layers;
     const int64_t B = batch, T = cfg->context, C = cfg->hidden;
-    amp_tensor *tok = amp_embedding(ctx, nn_p(m, GPT_WTE), tokens, 2, (const int64_t[]){B, T}); /* [B, T, C] */
-    amp_tensor *pos = amp_embedding(ctx, nn_p(m, GPT_WPE), m->positions, 1, (const int64_t[]){T}); /* [T, C] */
+    amp_tensor *tok = amp_embedding_layer_forward(ctx, &L->wte, tokens, 2, (const int64_t[]){B, T});     /* [B, T, C] */
+    amp_tensor *pos = amp_embedding_layer_forward(ctx, &L->wpe, m->positions, 1, (const int64_t[]){T}); /* [T, C] */
     amp_tensor *x = amp_add(ctx, tok, pos);
-    for (int64_t l = 0; l < cfg->layers && x; l++) x = block(m, ctx, x, GPT_BLOCK0 + (size_t)l * BLK_COUNT);
-    const size_t tail = GPT_BLOCK0 + (size_t)cfg->layers * BLK_COUNT;
-    x = norm_for_linear(ctx, x, nn_p(m, tail + TAIL_LNF_W), nn_p(m, tail + TAIL_LNF_B));
+    for (int64_t l = 0; l < cfg->layers && x; l++) x = amp_transformer_block_forward(ctx, &L->blocks[l], x);
+    x = nn_norm_for_linear(ctx, &L->ln_f, x);
     x = amp_reshape(ctx, x, 2, (const int64_t[]){B * T, C});
-    return amp_linear(ctx, x, nn_p(m, tail + TAIL_HEAD_W), NULL); /* [B*T, V] */
+    return amp_linear_layer_forward(ctx, &L->lm_head, x); /* [B*T, V] */
 }
 
 static double gpt_flops(const amp_model_config *c) {
@@ -126,6 +113,7 @@ const nn_model nn_model_gpt = {
     .defaults = gpt_defaults,
     .validate = gpt_validate,
     .declare = gpt_declare,
+    .init = gpt_init,
     .forward = gpt_forward,
     .flops = gpt_flops,
 };

@@ -3,11 +3,14 @@
  * with E = 64, H = 256, unrolled over T = 64 steps from zero state: amp_lstm_cell per step (PyTorch's
  * gate order i, f, g, o, which nn.LSTM shares), so the parameters are nn.LSTM's
  * lstm.weight_ih_l0 [4H, E], lstm.weight_hh_l0 [4H, H], lstm.bias_ih_l0 [4H], lstm.bias_hh_l0 [4H]. */
-#include "../ops/op_util.h"
-#include "../tensor/ctx_internal.h"
 #include "nn_internal.h"
 
-enum { LSTM_EMB, LSTM_W_IH, LSTM_W_HH, LSTM_B_IH, LSTM_B_HH, LSTM_HEAD_W, LSTM_HEAD_B };
+/* The layers in declaration order. */
+typedef struct lstm_layers {
+    amp_embedding_layer embedding;
+    amp_lstm_layer lstm;
+    amp_linear_layer head;
+} lstm_layers;
 
 /* The shared default width is the image models' hidden layer; an LSTM of 256 over the shared
  * context of 64 (the unroll) is the contract's model. */
@@ -21,16 +24,21 @@ static int lstm_validate(amp_ctx *ctx, const amp_model_config *c) {
 static int lstm_declare(amp_model *m) {
     const amp_model_config *c = &m->cfg;
     const int64_t V = c->vocab, E = c->embed, H = c->hidden;
-    const nn_init cell = nn_fan_in_uniform(H), head = nn_fan_in_uniform(H); /* nn.LSTM: U(-1/sqrt(H), 1/sqrt(H)) */
-    if (!nn_param(m, (nn_init){NN_INIT_NORMAL, 1.0f}, 2, (const int64_t[]){V, E}, "embedding.weight") ||
-        !nn_param(m, cell, 2, (const int64_t[]){4 * H, E}, "lstm.weight_ih_l0") ||
-        !nn_param(m, cell, 2, (const int64_t[]){4 * H, H}, "lstm.weight_hh_l0") ||
-        !nn_param(m, cell, 1, (const int64_t[]){4 * H}, "lstm.bias_ih_l0") ||
-        !nn_param(m, cell, 1, (const int64_t[]){4 * H}, "lstm.bias_hh_l0") ||
-        !nn_param(m, head, 2, (const int64_t[]){V, H}, "head.weight") ||
-        !nn_param(m, head, 1, (const int64_t[]){V}, "head.bias"))
-        return amp_ctx_status(m->ctx);
-    return AMP_OK;
+    lstm_layers *L = m->layers = nn_layers_alloc(m, sizeof *L);
+    if (!L) return AMP_ERR_OUT_OF_MEMORY;
+    int st = amp_embedding_layer_declare(m->ctx, &L->embedding, "embedding", V, E, c->param_dtype);
+    if (st == AMP_OK) st = amp_lstm_layer_declare(m->ctx, &L->lstm, "lstm", E, H, true, c->param_dtype);
+    if (st == AMP_OK) st = amp_linear_layer_declare(m->ctx, &L->head, "head", H, V, true, c->param_dtype);
+    return st;
+}
+
+/* nn.Embedding's N(0, 1), nn.LSTM's U(-1/sqrt(H), 1/sqrt(H)), nn.Linear's default. */
+static int lstm_init(amp_model *m, amp_rng *rng) {
+    lstm_layers *L = m->layers;
+    int st = amp_embedding_layer_init(m->ctx, &L->embedding, rng);
+    if (st == AMP_OK) st = amp_lstm_layer_init(m->ctx, &L->lstm, rng);
+    if (st == AMP_OK) st = amp_linear_layer_init(m->ctx, &L->head, rng);
+    return st;
 }
 
 /* tokens [B, T] -> logits [B*T, V]. The embedding and the T cell steps run as one node
@@ -43,11 +51,10 @@ static amp_tensor *lstm_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x, const
     (void)x;
     const amp_model_config *c = &m->cfg;
     const int64_t B = batch, T = c->context, H = c->hidden;
-    amp_tensor *all = amp_lstm_sequence_tokens(ctx, nn_p(m, LSTM_EMB), tokens, B, T, nn_p(m, LSTM_W_IH),
-                                               nn_p(m, LSTM_W_HH), nn_p(m, LSTM_B_IH),
-                                               nn_p(m, LSTM_B_HH)); /* [B, T, H] */
+    const lstm_layers *L = m->layers;
+    amp_tensor *all = amp_lstm_layer_forward_tokens(ctx, &L->lstm, &L->embedding, tokens, B, T); /* [B, T, H] */
     all = all ? amp_reshape(ctx, all, 2, (const int64_t[]){B * T, H}) : NULL;
-    return all ? amp_linear(ctx, all, nn_p(m, LSTM_HEAD_W), nn_p(m, LSTM_HEAD_B)) : NULL; /* [B*T, V] */
+    return all ? amp_linear_layer_forward(ctx, &L->head, all) : NULL; /* [B*T, V] */
 }
 
 static double lstm_flops(const amp_model_config *c) {
@@ -70,6 +77,7 @@ const nn_model nn_model_lstm = {
     .defaults = lstm_defaults,
     .validate = lstm_validate,
     .declare = lstm_declare,
+    .init = lstm_init,
     .forward = lstm_forward,
     .flops = lstm_flops,
     .flops_computed = lstm_flops_computed,

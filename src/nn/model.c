@@ -1,9 +1,8 @@
-/* The model object: the model table, configuration and its checks, parameter declaration and naming,
- * PyTorch-style initialization, and the forward's input checks before the model's own forward. */
-#include <math.h>
+/* The model object: the model table, configuration and its checks, the parameters a model declared
+ * (with the layers of amp/layers.h), initialization (one generator of amp/init.h, the model's init
+ * rules), and the forward's input checks before the model's own forward. */
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "../tensor/autograd.h"
@@ -97,27 +96,27 @@ static int validate(amp_ctx *ctx, const amp_model_config *c) {
 
 /* ---- parameters ---- */
 
-nn_init nn_fan_in_uniform(int64_t fan_in) { return (nn_init){NN_INIT_UNIFORM, (float)(1.0 / sqrt((double)fan_in))}; }
+/* After the model's declare: the parameters it declared, ctx's from index `first` on, in order. */
+static int collect_params(amp_model *m, size_t first) {
+    const size_t n = amp_ctx_num_params(m->ctx) - first;
+    m->params = amp_malloc((n ? n : 1) * sizeof *m->params);
+    if (!m->params) return amp_ctx_fail(m->ctx, AMP_ERR_OUT_OF_MEMORY, "model: out of memory");
+    for (size_t i = 0; i < n; i++) m->params[i] = amp_ctx_param(m->ctx, first + i);
+    m->n_params = n;
+    return AMP_OK;
+}
 
-amp_tensor *nn_param(amp_model *m, nn_init init, int ndim, const int64_t *shape, const char *fmt, ...) {
-    char buf[128];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (m->n_params == m->cap_params) {
-        size_t cap = m->cap_params ? 2 * m->cap_params : 16;
-        nn_param_entry *grown = amp_realloc(m->params, cap * sizeof *grown);
-        if (!grown) {
-            amp_ctx_fail(m->ctx, AMP_ERR_OUT_OF_MEMORY, "model: out of memory");
-            return NULL;
-        }
-        m->params = grown, m->cap_params = cap;
-    }
-    amp_tensor *t = amp_param_new(m->ctx, buf, m->cfg.param_dtype, ndim, shape); /* copies the name */
-    if (!t) return NULL;
-    m->params[m->n_params++] = (nn_param_entry){.tensor = t, .name = t->name, .init = init};
-    return t;
+void *nn_layers_alloc(amp_model *m, size_t bytes) {
+    void *p = amp_calloc(1, bytes);
+    if (!p) amp_ctx_fail(m->ctx, AMP_ERR_OUT_OF_MEMORY, "model: out of memory");
+    return p;
+}
+
+static void model_free(amp_model *m) {
+    amp_free(m->params);
+    amp_free(m->layers);
+    amp_free(m->positions);
+    amp_free(m);
 }
 
 int amp_model_create(amp_ctx *ctx, const amp_model_config *cfg, amp_model **out) {
@@ -130,13 +129,13 @@ int amp_model_create(amp_ctx *ctx, const amp_model_config *cfg, amp_model **out)
     m->cfg = *cfg;
     m->ctx = ctx;
     m->def = model_of(cfg->kind); /* validated */
+    const size_t first = amp_ctx_num_params(ctx);
     st = m->def->declare(m);
     if (st == AMP_OK && amp_ctx_status(ctx) != AMP_OK) st = amp_ctx_status(ctx);
+    if (st == AMP_OK) st = collect_params(m, first);
     if (st != AMP_OK) {
         /* Declared parameters stay in the context (it cannot undeclare), which owns their names. */
-        amp_free(m->params);
-        amp_free(m->positions);
-        amp_free(m);
+        model_free(m);
         return st;
     }
     *out = m;
@@ -144,10 +143,7 @@ int amp_model_create(amp_ctx *ctx, const amp_model_config *cfg, amp_model **out)
 }
 
 void amp_model_free(amp_model *m) {
-    if (!m) return;
-    amp_free(m->params);
-    amp_free(m->positions);
-    amp_free(m);
+    if (m) model_free(m);
 }
 
 const amp_model_config *amp_model_get_config(const amp_model *m) { return m ? &m->cfg : NULL; }
@@ -156,7 +152,7 @@ amp_tensor *amp_model_tensor(const amp_model *m, size_t index) { return m ? nn_p
 
 int64_t amp_model_num_params(const amp_model *m) {
     int64_t n = 0;
-    for (size_t i = 0; m && i < m->n_params; i++) n += amp_tensor_numel(m->params[i].tensor);
+    for (size_t i = 0; m && i < m->n_params; i++) n += amp_tensor_numel(m->params[i]);
     return n;
 }
 
@@ -167,69 +163,17 @@ double amp_model_flops_computed_per_sample(const amp_model *m, int64_t batch) {
     return amp_model_flops_per_sample(m);
 }
 
-/* ---- initialization: one xoshiro256** stream seeded by splitmix64, drawn in declaration order ---- */
-
-typedef struct nn_rng {
-    uint64_t s[4];
-} nn_rng;
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t rng_next(nn_rng *r) {
-    uint64_t *s = r->s;
-    const uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0], s[3] ^= s[1], s[1] ^= s[2], s[0] ^= s[3], s[2] ^= t, s[3] = rotl(s[3], 45);
-    return out;
-}
-
-/* Uniform in [0, 1) with 53 bits. */
-static double rng_unit(nn_rng *r) { return (double)(rng_next(r) >> 11) * 0x1p-53; }
+/* ---- initialization: one generator (amp/init.h), the parameters filled in declaration order ---- */
 
 int amp_model_init(amp_model *m, uint64_t seed) {
     if (!m) return AMP_ERR_NULL_POINTER;
-    nn_rng rng;
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++) rng.s[i] = splitmix64(&x);
-    int64_t most = 0;
-    for (size_t i = 0; i < m->n_params; i++) {
-        if (!m->params[i].tensor->data)
-            return amp_ctx_fail(m->ctx, AMP_ERR_STATE, "amp_model_init: parameters not allocated yet");
-        int64_t n = amp_tensor_numel(m->params[i].tensor);
-        if (n > most) most = n;
-    }
-    float *buf = amp_malloc((size_t)(most ? most : 1) * sizeof *buf);
-    if (!buf) return amp_ctx_fail(m->ctx, AMP_ERR_OUT_OF_MEMORY, "amp_model_init: out of memory");
-    for (size_t i = 0; i < m->n_params; i++) {
-        const nn_init in = m->params[i].init;
-        const int64_t n = amp_tensor_numel(m->params[i].tensor);
-        for (int64_t j = 0; j < n; j++) {
-            double v;
-            if (in.kind == NN_INIT_UNIFORM) {
-                v = (2.0 * rng_unit(&rng) - 1.0) * in.a;
-            } else if (in.kind == NN_INIT_NORMAL) {
-                /* Box-Muller, one value per pair of draws (simple; init speed does not matter). */
-                const double u1 = 1.0 - rng_unit(&rng), u2 = rng_unit(&rng);
-                v = sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2) * in.a;
-            } else {
-                v = in.a;
-            }
-            buf[j] = (float)v;
-        }
-        int st = amp_tensor_write(m->params[i].tensor, buf, AMP_F32);
-        if (st != AMP_OK) {
-            amp_free(buf);
-            return st;
-        }
-    }
-    amp_free(buf);
-    return AMP_OK;
+    for (size_t i = 0; i < m->n_params; i++) /* all checked before the first is written */
+        if (!m->params[i]->data)
+            return amp_ctx_fail(m->ctx, AMP_ERR_STATE, "amp_model_init: parameters not allocated yet: call "
+                                "amp_ctx_alloc_params(ctx) after amp_model_create");
+    amp_rng rng;
+    amp_rng_seed(&rng, seed);
+    return m->def->init(m, &rng);
 }
 
 /* ---- forward ---- */

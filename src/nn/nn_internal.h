@@ -1,49 +1,56 @@
 /* Internal: what a model file (src/nn/<name>.c) defines, its description nn_model, and what the
- * model files share (src/nn/model.c implements it). */
+ * model files and the layers share (src/nn/model.c and src/nn/layers.c implement it). */
 #ifndef AMP_NN_INTERNAL_H
 #define AMP_NN_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "amp/init.h"
+#include "amp/layers.h"
 #include "amp/nn.h"
 #include "amp/ops.h"
 #include "amp/status.h"
 
-/* How amp_model_init fills a parameter. */
-typedef enum nn_init_kind { NN_INIT_UNIFORM, NN_INIT_NORMAL, NN_INIT_CONST } nn_init_kind;
-
-typedef struct nn_init {
-    nn_init_kind kind;
-    float a; /* uniform: bound (U(-a, a)); normal: standard deviation; const: the value */
-} nn_init;
-
-typedef struct nn_param_entry {
-    amp_tensor *tensor;
-    const char *name; /* the context's copy (the tensor's name) */
-    nn_init init;
-} nn_param_entry;
-
 struct amp_model {
     amp_model_config cfg;
     amp_ctx *ctx;
-    nn_param_entry *params; /* declaration (state_dict) order */
-    size_t n_params, cap_params;
+    amp_tensor **params; /* the parameters the model declared, in declaration (state_dict) order */
+    size_t n_params;
     const struct nn_model *def; /* the kind's row of the model table */
+    void *layers;               /* the model's layer structs (its declare allocates them, amp_free) */
     int32_t *positions;         /* gpt: 0 .. context-1, the position embedding's ids */
 };
 
-/* Declares parameter `name` (printf-style) with the model's param dtype; NULL on error (recorded). */
-amp_tensor *nn_param(amp_model *m, nn_init init, int ndim, const int64_t *shape, const char *fmt, ...)
+/* A model's layer structs: zeroed memory for m->layers (amp_model_free frees it); NULL with
+ * AMP_ERR_OUT_OF_MEMORY recorded in m->ctx. */
+void *nn_layers_alloc(amp_model *m, size_t bytes);
+/* The i-th declared parameter. */
+static inline amp_tensor *nn_p(const amp_model *m, size_t i) { return i < m->n_params ? m->params[i] : NULL; }
+
+/* "<prefix>.<leaf>" (leaf alone for a NULL or empty prefix) into buf[AMP_LAYER_MAX_NAME]: AMP_OK, or
+ * AMP_ERR_INVALID_ARGUMENT (recorded for fn) when it does not fit. */
+int nn_layer_name(amp_ctx *ctx, const char *fn, char *buf, const char *prefix, const char *leaf);
+/* The layers' shared declaration step: declares parameter "<prefix>.<leaf>" (just leaf when prefix is
+ * NULL or ""), f32/f16/bf16, for the layer function fn. NULL on error, recorded in ctx. */
+amp_tensor *nn_layer_param(amp_ctx *ctx, const char *fn, const char *prefix, const char *leaf, amp_dtype dtype,
+                           int ndim, const int64_t *shape);
+/* Records "fn: message" as an invalid-argument error in ctx; returns AMP_ERR_INVALID_ARGUMENT. */
+int nn_layer_fail(amp_ctx *ctx, const char *fn, const char *fmt, ...)
 #if defined(__GNUC__)
-    __attribute__((format(printf, 5, 6)))
+    __attribute__((format(printf, 3, 4)))
 #endif
     ;
-/* The i-th declared parameter (models read theirs by the fixed order they declared them in). */
-static inline amp_tensor *nn_p(const amp_model *m, size_t i) { return i < m->n_params ? m->params[i].tensor : NULL; }
+/* AMP_ERR_NULL_POINTER, recorded as "fn: no layer (NULL)", when layer is NULL; else AMP_OK. */
+int nn_need_layer(amp_ctx *ctx, const void *layer, const char *fn);
+/* The status a declare function returns after nn_layer_param gave NULL. */
+int nn_declare_status(amp_ctx *ctx);
 
-/* PyTorch's nn.Linear / nn.Conv2d default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
-nn_init nn_fan_in_uniform(int64_t fan_in);
+/* A layer norm whose only reader is a linear: under autocast with the linear lowered and the norm in
+ * fp32 (the default policy) its fp32 result would only be cast to the autocast dtype, so
+ * amp_layer_norm_to rounds it there directly (the same values and gradients, and the fp32 tensor is
+ * never kept until backward); elsewhere amp_layer_norm. */
+amp_tensor *nn_norm_for_linear(amp_ctx *ctx, const amp_layer_norm_layer *ln, amp_tensor *x);
 
 /* Records an invalid-argument error "model: message" in ctx; returns NULL. */
 amp_tensor *nn_fail(amp_ctx *ctx, const char *fmt, ...)
@@ -82,8 +89,12 @@ typedef struct nn_model {
     /* Checks the sizes only this model reads (model.c has checked the dtype, hidden and the task's
      * sizes), with NN_NEED. NULL: none. */
     int (*validate)(amp_ctx *ctx, const amp_model_config *c);
-    /* Declares the parameters in state_dict order with nn_param (cfg validated). AMP_OK or an error. */
+    /* Declares the parameters in state_dict order (cfg validated), with the layers of amp/layers.h,
+     * keeping the layer structs in m->layers. AMP_OK or an error. */
     int (*declare)(amp_model *m);
+    /* amp_model_init's rules: fills every parameter in declaration order from rng (amp/init.h), the
+     * parameters allocated. AMP_OK or an error. */
+    int (*init)(amp_model *m, amp_rng *rng);
     /* The forward pass on checked inputs: x for an image classifier, tokens for a character LM. */
     amp_tensor *(*forward)(amp_model *m, amp_ctx *ctx, amp_tensor *x, const int32_t *tokens, int64_t batch);
     /* amp_model_flops_per_sample (amp/nn.h) of this configuration. */
