@@ -3,9 +3,10 @@
  * (kernels/unscale_kernels.h), so every element gets the same bits. The bit-exactness arguments are
  * those of unscale_avx512.c: exponent-field compares on the stored bits, VMULPS in the default MXCSR
  * (one NaN operand at most, so the operands' order does not matter), VCVTPS2PH for f16, integer
- * rounding for bf16 with the NaN of PyTorch's vector loop before AMP_UNSCALE_TORCH_STEP_16 * k and
- * that of its scalar tail after. When inv_scale == 1 the kernels only read, unless an f16/bf16 input
- * is non-finite (then the array is rewritten with inv_scale 1). */
+ * rounding for bf16 with NaNs as PyTorch's vector loop writes them in the first
+ * n - n % AMP_UNSCALE_TORCH_STEP_16 elements and as its scalar tail writes them after. When
+ * inv_scale == 1 the kernels only read, unless an f16/bf16 input is non-finite (then the array is
+ * rewritten with inv_scale 1). */
 #include <immintrin.h>
 #include <stdint.h>
 

@@ -10,7 +10,8 @@
  *   - f16 results go through VCVTPS2PH (round to nearest even, subnormals kept, a NaN's sign and
  *     top payload bits kept, as PyTorch's); bf16 results use the integer rounding of the fp32 bit
  *     pattern (VCVTNEPS2BF16 would flush subnormal inputs to zero), NaNs as PyTorch's vector loop
- *     writes them before AMP_UNSCALE_TORCH_STEP_16 * k and as its scalar tail after.
+ *     writes them in the first n - n % AMP_UNSCALE_TORCH_STEP_16 elements and as its scalar tail
+ *     writes them after.
  * When inv_scale == 1 the kernels only read, unless an f16/bf16 input is non-finite (then the array
  * is rewritten with inv_scale 1). */
 #include <immintrin.h>
