@@ -150,13 +150,55 @@ static uint32_t random_elem(test_rng *rng, amp_dtype dtype) {
     return sign << 15 | mag;
 }
 
+/* The bits PyTorch stores for element i of n (input bits `in`), written out from the rule in
+ * src/kernels/unscale_kernels.h independently of its code: PyTorch's vector loop takes two vectors
+ * per step (16 floats, 32 halves) over [0, nv), its scalar code the rest; an x86 multiply returns its
+ * NaN operand quieted (the first one when both are NaN: the scale in the second vector of a step) or,
+ * for 0 * inf, the default NaN 0xFFC00000; f16 NaNs keep their sign and top payload bits, quieted;
+ * bf16 NaNs are 0xFFFF in the vector loop and 0x7FC0 in the tail; at inv_scale 1 nothing is
+ * multiplied and f32 elements are left as they are. */
+static uint32_t torch_unscale_bits(amp_dtype dt, uint32_t in, float inv, size_t i, size_t n) {
+    const size_t step = dt == AMP_F32 ? 16 : 32, nv = n - n % step;
+    if (dt == AMP_F32 && inv == 1.0f) return in;
+    uint32_t v = dt == AMP_F32 ? in : test_scalar_decode(dt, in);
+    const bool v_nan = (v & 0x7FFFFFFFu) > 0x7F800000u, s_nan = isnan(inv);
+    if (v_nan && dt != AMP_F32) v |= 0x00400000u; /* widening quiets an f16 signalling NaN */
+    uint32_t p;
+    if (inv == 1.0f) p = v;
+    else if (v_nan && s_nan) p = (i < nv && i % step >= step / 2 ? f32_bits(inv) : v) | 0x00400000u;
+    else if (v_nan) p = v | 0x00400000u;
+    else if (s_nan) p = f32_bits(inv) | 0x00400000u;
+    else {
+        const float prod = f32_from_bits(v) * inv;
+        p = isnan(prod) ? 0xFFC00000u : f32_bits(prod);
+    }
+    if (dt == AMP_F32) return p;
+    if ((p & 0x7FFFFFFFu) > 0x7F800000u) {
+        if (dt == AMP_BF16) return i < nv ? 0xFFFFu : 0x7FC0u;
+        return ((p >> 16) & 0x8000u) | 0x7E00u | ((p >> 13) & 0x03FFu);
+    }
+    return test_scalar_encode(dt, f32_from_bits(p), false);
+}
+
 void test_scaler_kernels_vs_reference(void) {
     const uint64_t seed = harness_seed();
     harness_note("seed %llu", (unsigned long long)seed);
     test_rng rng = {seed ^ 0x5CA1E5u};
     const amp_dtype dtypes[3] = {AMP_F32, AMP_F16, AMP_BF16};
-    const float invs[] = {1.0f, 0.5f, 0x1p-16f, amp_inv_scale(3.0f), amp_inv_scale(1.7f * 65536.0f), 8.0f,
-                          0x1p-140f, INFINITY, 0.0f, amp_inv_scale(0x1p-10f)};
+    const float invs[] = {1.0f,
+                          0.5f,
+                          0x1p-16f,
+                          amp_inv_scale(3.0f),
+                          amp_inv_scale(1.7f * 65536.0f),
+                          8.0f,
+                          0x1p-140f,
+                          INFINITY,
+                          -INFINITY,
+                          0.0f,
+                          -0.0f,
+                          amp_inv_scale(0x1p-10f),
+                          f32_from_bits(0x7FC00000u),
+                          f32_from_bits(0xFFA00001u)}; /* NaN inv_scales: which NaN wins depends on i */
     enum { MAX_N = 130, MAX_OFF = 5 };
     unsigned char *src = malloc((MAX_N + MAX_OFF) * 4);
     unsigned char *ref = guarded_alloc(AMP_F32, MAX_N + MAX_OFF);
@@ -201,25 +243,26 @@ void test_scaler_kernels_vs_reference(void) {
                                           guards_intact(dt, got, off, n) ? "intact" : "overwritten");
                                 goto done;
                             }
-                            /* the reference against the definition, element by element */
+                            /* the reference against the definition, every bit of every element */
                             bool any_in = false, any_after = false;
+                            size_t first_bad = n;
                             for (size_t i = 0; i < n; i++) {
                                 const uint32_t in = test_elem_get(dt, src, i), out = test_elem_get(dt, r, i);
                                 any_in |= is_nonfinite_bits(dt, in);
                                 any_after |= !is_nonfinite_bits(dt, in) && is_nonfinite_bits(dt, out);
-                                if (invs[k] == 1.0f) {
-                                    ok &= out == in; /* bit-identical, NaN payloads included */
-                                } else if (is_nan_bits(dt, out) && dt != AMP_F32) {
-                                    ok &= (out & 0x7FFFu) == (dt == AMP_F16 ? 0x7E00u : 0x7FC0u); /* canonical */
-                                } else if (!is_nan_bits(dt, out)) {
-                                    const float p = elem_as_f32(dt, src, i) * invs[k];
-                                    const uint32_t want = dt == AMP_F32 ? f32_bits(p) : test_scalar_encode(dt, p, false);
-                                    ok &= out == want;
-                                }
+                                if (out != torch_unscale_bits(dt, in, invs[k], i, n) && first_bad == n) first_bad = i;
                             }
+                            ok &= first_bad == n;
                             ok &= fr == (any_in ? 1.0f : 0.0f) && ar == (safe && any_after ? 1.0f : 0.0f);
-                            if (!CHECK_MSG(ok, "ref %s n=%zu inv=%a safe=%d: result or flags differ from the definition",
-                                           amp_dtype_name(dt), n, (double)invs[k], safe))
+                            if (!CHECK_MSG(ok,
+                                           "ref %s n=%zu inv=%a safe=%d: flags %g/%g or element %zu (in 0x%x: 0x%x, "
+                                           "want 0x%x) differ from the definition",
+                                           amp_dtype_name(dt), n, (double)invs[k], safe, (double)fr, (double)ar,
+                                           first_bad, first_bad < n ? test_elem_get(dt, src, first_bad) : 0,
+                                           first_bad < n ? test_elem_get(dt, r, first_bad) : 0,
+                                           first_bad < n ? torch_unscale_bits(dt, test_elem_get(dt, src, first_bad),
+                                                                              invs[k], first_bad, n)
+                                                         : 0))
                                 goto done;
                             passed++;
                         }
@@ -270,16 +313,50 @@ static bool parse_bits_line(char *line, const char *tag, amp_dtype dtype, uint32
     return strtok_r(NULL, " ", &save) == NULL;
 }
 
+/* One unscale case of the fixture (header tokens parsed, the in/out lines next at *cursor) on every
+ * path at two buffer offsets: every bit of every element, NaNs included, and found_inf. */
+static bool replay_unscale_case(amp_dtype dt, const char *what, float inv, int n, float found_want, char **cursor,
+                                int *lineno, unsigned char *buf) {
+    enum { MAX_N = 256 };
+    uint32_t in[MAX_N], out[MAX_N];
+    char *l_in = next_line(cursor), *l_out = next_line(cursor);
+    *lineno += 2;
+    if (!CHECK_MSG(n > 0 && n <= MAX_N && l_in && l_out && parse_bits_line(l_in, "in", dt, in, n) &&
+                       parse_bits_line(l_out, "out", dt, out, n),
+                   "line %d: bad unscale case", *lineno))
+        return false;
+    for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
+        if (!test_isa_begin(isa)) continue;
+        for (size_t off = 0; off < 4; off += 3) {
+            unsigned char *x = buf + (GUARD + off) * amp_dtype_size(dt);
+            for (int i = 0; i < n; i++) test_elem_set(dt, x, (size_t)i, in[i]);
+            float found = 0.0f;
+            amp_non_finite_check_and_unscale(x, dt, (size_t)n, &found, inv);
+            int bad = 0;
+            for (int i = 0; i < n; i++) {
+                const uint32_t g = test_elem_get(dt, x, (size_t)i);
+                if (g != out[i] && bad++ < 3)
+                    CHECK_MSG(false, "line %d %s %s %s off %zu: element %d of %d in 0x%x: amp 0x%x, PyTorch 0x%x",
+                              *lineno, amp_isa_name((amp_isa)isa), amp_dtype_name(dt), what, off, i, n, in[i], g,
+                              out[i]);
+            }
+            CHECK_MSG(found == found_want, "line %d %s: found_inf %g, PyTorch %g", *lineno,
+                      amp_isa_name((amp_isa)isa), (double)found, (double)found_want);
+            if (!bad) harness_pass((uint64_t)n);
+        }
+    }
+    test_isa_end();
+    return true;
+}
+
 void test_scaler_kernels_pytorch(void) {
     char path[512];
     char *text = read_text(fixture_path(path, sizeof path, "scaler_kernels.txt"));
     if (!CHECK_MSG(text != NULL, "cannot read %s (run from the repository root or set AMP_FIXTURE_DIR)", path)) return;
     char *cursor = text, *line = next_line(&cursor);
-    CHECK(line && strcmp(line, "amp-scaler-kernels 1") == 0);
-    enum { MAX_N = 256 };
-    uint32_t in[MAX_N], out[MAX_N];
-    unsigned char *buf = guarded_alloc(AMP_F32, MAX_N + 8);
-    int n_unscale = 0, n_update = 0, lineno = 1;
+    CHECK(line && strcmp(line, "amp-scaler-kernels 2") == 0);
+    unsigned char *buf = guarded_alloc(AMP_F32, 256 + 8);
+    int n_unscale = 0, n_nan_inv = 0, n_update = 0, lineno = 1;
     while (buf && (line = next_line(&cursor)) != NULL) {
         lineno++;
         if (line[0] == '#' || line[0] == '\0') continue;
@@ -289,40 +366,26 @@ void test_scaler_kernels_pytorch(void) {
             amp_dtype dt;
             if (!CHECK_MSG(nt == 6 && dtype_from_token(tok[1], &dt), "line %d: bad unscale header", lineno)) break;
             const float scale = strtof(tok[2], NULL), inv = strtof(tok[3], NULL);
-            const int n = atoi(tok[4]);
-            const float found_want = strtof(tok[5], NULL);
-            char *l_in = next_line(&cursor), *l_out = next_line(&cursor);
-            lineno += 2;
-            if (!CHECK_MSG(n > 0 && n <= MAX_N && l_in && l_out && parse_bits_line(l_in, "in", dt, in, n) &&
-                               parse_bits_line(l_out, "out", dt, out, n),
-                           "line %d: bad unscale case", lineno))
-                break;
             /* PyTorch's inv_scale = scale.double().reciprocal().float() */
             CHECK_EQ_BITS(f32_bits(amp_inv_scale(scale)), f32_bits(inv), "amp_inv_scale(%a)", (double)scale);
-            for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
-                if (!test_isa_begin(isa)) continue;
-                for (size_t off = 0; off < 4; off += 3) {
-                    unsigned char *x = buf + (GUARD + off) * amp_dtype_size(dt);
-                    for (int i = 0; i < n; i++) test_elem_set(dt, x, (size_t)i, in[i]);
-                    float found = 0.0f;
-                    amp_non_finite_check_and_unscale(x, dt, (size_t)n, &found, inv);
-                    int bad = 0;
-                    for (int i = 0; i < n; i++) {
-                        const uint32_t g = test_elem_get(dt, x, (size_t)i);
-                        /* f16/bf16 NaNs: PyTorch's bits depend on its vector or scalar path (and keep f16
-                         * payloads); amp writes its canonical NaN. Everything else is bit for bit. */
-                        const bool same = (dt != AMP_F32 && is_nan_bits(dt, out[i])) ? is_nan_bits(dt, g) : g == out[i];
-                        if (!same && bad++ < 3)
-                            CHECK_MSG(false, "line %d %s %s scale %a: element %d in 0x%x: amp 0x%x, PyTorch 0x%x", lineno,
-                                      amp_isa_name((amp_isa)isa), amp_dtype_name(dt), (double)scale, i, in[i], g, out[i]);
-                    }
-                    CHECK_MSG(found == found_want, "line %d %s: found_inf %g, PyTorch %g", lineno,
-                              amp_isa_name((amp_isa)isa), (double)found, (double)found_want);
-                    if (!bad) harness_pass((uint64_t)n);
-                }
-            }
-            test_isa_end();
+            char what[64];
+            snprintf(what, sizeof what, "scale %a", (double)scale);
+            if (!replay_unscale_case(dt, what, inv, atoi(tok[4]), strtof(tok[5], NULL), &cursor, &lineno, buf)) break;
             n_unscale++;
+        } else if (strcmp(tok[0], "unscale-inv") == 0) {
+            amp_dtype dt;
+            char *end = NULL;
+            const unsigned long bits = nt == 5 ? strtoul(tok[2], &end, 16) : 0;
+            if (!CHECK_MSG(nt == 5 && dtype_from_token(tok[1], &dt) && end && *end == '\0' && bits <= 0xFFFFFFFFul,
+                           "line %d: bad unscale-inv header", lineno))
+                break;
+            char what[64];
+            snprintf(what, sizeof what, "inv_scale bits 0x%08lx", bits);
+            if (!replay_unscale_case(dt, what, f32_from_bits((uint32_t)bits), atoi(tok[3]), strtof(tok[4], NULL),
+                                     &cursor, &lineno, buf))
+                break;
+            n_unscale++;
+            n_nan_inv++;
         } else if (strcmp(tok[0], "update") == 0) {
             if (!CHECK_MSG(nt == 9, "line %d: bad update line", lineno)) break;
             float scale = strtof(tok[1], NULL);
@@ -345,8 +408,10 @@ void test_scaler_kernels_pytorch(void) {
             break;
         }
     }
-    CHECK_MSG(n_unscale >= 48 && n_update >= 40, "%d unscale and %d update cases read", n_unscale, n_update);
-    harness_note("%d unscale cases x every path, %d update cases", n_unscale, n_update);
+    CHECK_MSG(n_unscale >= 180 && n_nan_inv >= 48 && n_update >= 40,
+              "%d unscale (%d NaN inv_scale) and %d update cases read", n_unscale, n_nan_inv, n_update);
+    harness_note("%d unscale cases (%d with a NaN inv_scale) x every path, every bit; %d update cases", n_unscale,
+                 n_nan_inv, n_update);
     free(buf);
     free(text);
 }

@@ -41,8 +41,10 @@
  *     is safe only when the unscaled gradients are well inside fp16's range, e.g. when an optimizer
  *     with fp32 master weights consumes them at once; prefer fp32 gradients (fp32 parameters with
  *     autocast) or the fused step, which unscales in fp32 without writing fp16 back first.
- *   - f16/bf16 NaNs are written back as amp's canonical NaN (PyTorch keeps f16 payloads and writes
- *     bf16 NaNs as 0xFFFF or 0x7FC0); with inv_scale == 1 nothing is written at all.
+ *   - the unscale kernel writes NaNs as PyTorch's does when it runs as one piece (one thread, or at
+ *     most 32768 elements): f16 payloads kept, bf16 NaNs 0xFFFF or 0x7FC0 by the element's index
+ *     (src/kernels/unscale_kernels.h has the rule). PyTorch with several threads splits a longer
+ *     tensor into pieces whose own tails take 0x7FC0. Finite values never depend on this.
  *   - the fused step (amp_scaler_step_fused) lets the optimizer skip when a gradient is non-finite
  *     before or after unscaling, and such a skip counts as an overflow for the update.
  *
@@ -78,14 +80,17 @@
 extern "C" {
 #endif
 
-/* ---- the kernels (PyTorch's, bit for bit on finite data) ---- */
+/* ---- the kernels (PyTorch's, bit for bit) ---- */
 
 /* Like torch._amp_foreach_non_finite_check_and_unscale_ on one buffer: for each element (read as
  * fp32), a non-finite value sets *found_inf = 1.0f (never cleared here); then the element is
- * multiplied by inv_scale in place (skipped when inv_scale == 1). dtype: AMP_F32, AMP_F16, AMP_BF16
+ * multiplied by inv_scale in place (not when inv_scale == 1). dtype: AMP_F32, AMP_F16, AMP_BF16
  * (any other dtype, n == 0 or grads == NULL: nothing happens). f16/bf16 elements are multiplied in
- * fp32 and written back rounded to nearest even, NaNs as the canonical NaN with their sign. grads
- * needs only its element alignment (4 or 2 bytes), no vector alignment. Single-threaded. */
+ * fp32 and written back rounded to nearest even; every bit is PyTorch's single-threaded result,
+ * NaNs included: f16 NaNs keep their sign and payload (quieted), bf16 NaNs are 0xFFFF in the first
+ * n - n % 32 elements and 0x7FC0 in the rest (PyTorch's vector loop and scalar tail), also at
+ * inv_scale == 1. grads needs only its element alignment (4 or 2 bytes), no vector alignment.
+ * Single-threaded. */
 void amp_non_finite_check_and_unscale(void *grads, amp_dtype dtype, size_t n, float *found_inf, float inv_scale);
 /* The same, and additionally *found_after = 1.0f when a finite element became inf/NaN through the
  * multiply (safe mode). Either flag pointer may be NULL. */

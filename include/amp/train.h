@@ -120,10 +120,11 @@ typedef struct amp_train_config {
     amp_scaler_mode scaler;      /* AMP_SCALER_DEFAULT */
     float static_scale;          /* AMP_SCALER_STATIC's scale (> 0, finite) */
     amp_optim_config optim;      /* kind, lr, momentum, weight decay, ... (see the defaults above) */
-    amp_lr_kind lr_schedule;     /* AMP_LR_CONSTANT (default), or AMP_LR_COSINE: optim.lr decays to 0
-                                    over the run's steps (after the warmup) by amp_lr_at, evaluated at
-                                    the step index (skipped steps advance it, as a torch scheduler
-                                    stepped every iteration); AMP_LR_STEP is not offered here */
+    amp_lr_kind lr_schedule;     /* AMP_LR_CONSTANT (text models' default), or AMP_LR_COSINE (image
+                                    models' default): optim.lr decays to 0 over the run's steps (after
+                                    the warmup) by amp_lr_at, evaluated at the step index (skipped steps
+                                    advance it, as a torch scheduler stepped every iteration);
+                                    AMP_LR_STEP is not offered here */
     int64_t warmup_steps;        /* linear warmup over this many steps (0) */
     int64_t batch;               /* samples (images or sequences) per micro-batch */
     int64_t epochs;              /* used when steps == 0 */

@@ -50,7 +50,7 @@ amp_train_config amp_train_default_config(amp_model_kind kind) {
         .checkpoint_every = 0,
         .resume = NULL,
         .grad_stats_every = 0,
-        .lr_schedule = AMP_LR_CONSTANT,
+        .lr_schedule = text ? AMP_LR_CONSTANT : AMP_LR_COSINE,
         .warmup_steps = 0,
         .comm = NULL,
         .grad_wire = AMP_F32,

@@ -16,7 +16,9 @@ MPIRUN="mpirun --allow-run-as-root --oversubscribe --mca btl self,vader"
 mkdir -p "$TMP/idx"
 idx_pair train 256 0
 idx_pair t10k 64 1
-COMMON="--data $TMP/idx --batch 32 --threads 1 --quiet"
+# A constant learning rate: section 4 resumes 6-step checkpoints into 12-step runs, which the image
+# models' default cosine decay (spanning each run's total) would make different runs.
+COMMON="--data $TMP/idx --batch 32 --threads 1 --quiet --lr-schedule constant"
 
 # step_losses DIR: the per-step losses of a report, one per line.
 step_losses() { jq -r 'select(.type == "step") | .loss' "$1/metrics.jsonl"; }

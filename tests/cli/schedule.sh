@@ -21,7 +21,9 @@ close "$(last_lr --lr-schedule cosine)" "$(awk 'BEGIN { printf "%.9g", 0.05 * (1
 close "$(last_lr --lr-schedule cosine --warmup 4)" "$(awk 'BEGIN { printf "%.9g", 0.05 * (1 + cos(5 / 6 * 3.14159265358979)) / 2 }')" "warmup + cosine"
 # warmup longer than the run: step 9 of a 20-step warmup is 0.05 * 10 / 20
 close "$(last_lr --warmup 20)" 0.025 "warmup only"
-close "$(last_lr)" 0.05 "constant"
+close "$(last_lr --lr-schedule constant)" 0.05 "constant"
+# the image models' default is the cosine decay
+close "$(last_lr)" "$(awk 'BEGIN { printf "%.9g", 0.05 * (1 + cos(0.9 * 3.14159265358979)) / 2 }')" "default (cosine)"
 
 run "$AMP" train --lr-schedule linear
 expect_rc 2 "an unknown schedule"
