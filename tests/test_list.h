@@ -239,3 +239,17 @@ TEST(layers, layers_forward_attention_block)
 TEST(eval, eval_argmax_accuracy)
 TEST(eval, eval_batch_no_grad)
 TEST(eval, eval_mean_std)
+/* fp8 recipes (amp/fp8.h): the delayed and current scale rules against TE's formulas in double, the
+ * tensor-wise casts, delayed scaling's history against a hand-simulated TE sequence, MXFP8 against
+ * torchao's to_mx, block scaling against a double reference */
+TEST(fp8_scale, fp8_scale_from_amax)
+TEST(fp8_scale, fp8_current_scale)
+TEST(fp8_scale, fp8_format_dtype)
+TEST(fp8_cast, fp8_amax)
+TEST(fp8_cast, fp8_quantize_dequantize)
+TEST(fp8_cast, fp8_delayed_history)
+TEST(fp8_cast, fp8_delayed_variants)
+TEST(fp8_mx, mx_torchao)
+TEST(fp8_mx, mx_dequantize)
+TEST(fp8_mx, mx_arguments)
+TEST(fp8_block, fp8_block_scaling)
