@@ -5,6 +5,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "amp.h"
 #include "harness.h"
@@ -214,4 +215,48 @@ void test_fp8_delayed_variants(void) {
         CHECK_EQ_INT(amp_fp8_delayed_history(s, NULL, &n), AMP_ERR_NULL_POINTER);
         amp_fp8_delayed_free(s);
     }
+}
+
+/* A state loaded from another's history and scale continues bit-identically (resume). */
+void test_fp8_delayed_load(void) {
+    amp_fp8_delayed_config cfg = {5, AMP_FP8_AMAX_MAX, 0, AMP_FP8_HYBRID};
+    amp_fp8_delayed *a = NULL, *b = NULL;
+    if (!CHECK(amp_fp8_delayed_create(&a, &cfg, AMP_FP8_GRADIENT) == AMP_OK) ||
+        !CHECK(amp_fp8_delayed_create(&b, &cfg, AMP_FP8_GRADIENT) == AMP_OK))
+        goto done;
+    static const float amax[] = {3, 0.1f, 7, 1e-3f, 0, 2, 5e4f, 1, 1, 1, 0.5f, 9};
+    const float *ha, *hb;
+    size_t na, nb;
+    for (int t = 0; t < 12; t++) {
+        amp_fp8_delayed_record(a, amax[t]);
+        amp_fp8_delayed_update(a);
+        if (t == 4) {
+            amp_fp8_delayed_history(a, &ha, &na);
+            CHECK(amp_fp8_delayed_load(b, ha, na, amp_fp8_delayed_scale(a)) == AMP_OK);
+        }
+        if (t > 4) {
+            amp_fp8_delayed_record(b, amax[t]);
+            amp_fp8_delayed_update(b);
+            amp_fp8_delayed_history(a, &ha, &na);
+            amp_fp8_delayed_history(b, &hb, &nb);
+            CHECK(na == nb && memcmp(ha, hb, na * sizeof *ha) == 0);
+            CHECK(f32_bits(amp_fp8_delayed_scale(a)) == f32_bits(amp_fp8_delayed_scale(b)));
+            CHECK(f32_bits(amp_fp8_delayed_scale_inv(a)) == f32_bits(amp_fp8_delayed_scale_inv(b)));
+        }
+    }
+    const float bad_nan[5] = {0, 0, NAN, 0, 0}, bad_neg[5] = {0, -1, 0, 0, 0}, ok[5] = {0, INFINITY, 0, 0, 0};
+    const float before = amp_fp8_delayed_scale(b);
+    CHECK(amp_fp8_delayed_load(b, bad_nan, 5, 1.0f) == AMP_ERR_INVALID_ARGUMENT);
+    CHECK(amp_fp8_delayed_load(b, bad_neg, 5, 1.0f) == AMP_ERR_INVALID_ARGUMENT);
+    CHECK(amp_fp8_delayed_load(b, ok, 4, 1.0f) == AMP_ERR_INVALID_ARGUMENT);
+    CHECK(amp_fp8_delayed_load(b, ok, 5, NAN) == AMP_ERR_INVALID_ARGUMENT);
+    CHECK(amp_fp8_delayed_load(b, ok, 5, -2.0f) == AMP_ERR_INVALID_ARGUMENT);
+    CHECK(amp_fp8_delayed_scale(b) == before);
+    CHECK(amp_fp8_delayed_load(b, ok, 5, 2.0f) == AMP_OK);
+    CHECK(amp_fp8_delayed_scale(b) == 2.0f && amp_fp8_delayed_scale_inv(b) == 0.5f);
+    CHECK(amp_fp8_delayed_load(NULL, ok, 5, 2.0f) == AMP_ERR_NULL_POINTER);
+    CHECK(amp_fp8_delayed_load(b, NULL, 5, 2.0f) == AMP_ERR_NULL_POINTER);
+done:
+    amp_fp8_delayed_free(a);
+    amp_fp8_delayed_free(b);
 }

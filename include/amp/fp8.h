@@ -34,7 +34,8 @@ extern "C" {
 
 /* Delayed scaling's rule (TE delayed_scaling.cu): scale = (fp8_max * 2^-margin) / amax, the numerator
  * computed in fp32 and the quotient one correctly rounded fp32 division; an amax that is not finite
- * or is <= 0 keeps prev_scale; a quotient that overflows to inf becomes FLT_MAX.
+ * or is <= 0 keeps prev_scale; a quotient that overflows to inf becomes FLT_MAX (and one that
+ * underflows, only possible with a margin near 127, becomes 0, as in TE).
  * fp8: AMP_F8E4M3 (max 448) or AMP_F8E5M2 (max 57344); margin in [-127, 127]; otherwise NaN. */
 float amp_fp8_scale_from_amax(float amax, float prev_scale, amp_dtype fp8, int margin);
 
@@ -113,6 +114,11 @@ amp_dtype amp_fp8_delayed_dtype(const amp_fp8_delayed *state); /* AMP_DTYPE_COUN
 /* A read-only view of the history (history_len floats, slot 0 first), valid until the state is
  * freed. */
 int amp_fp8_delayed_history(const amp_fp8_delayed *state, const float **history, size_t *len);
+/* Replaces the history and the scale with saved ones (a checkpoint's), so that the steps that follow
+ * are bit-identical to the run that saved them; scale_inv becomes 1 / scale. len must equal the
+ * state's history_len, every slot be >= 0 (inf allowed, NaN not), scale finite and >= 0
+ * (AMP_ERR_INVALID_ARGUMENT otherwise, and the state is unchanged). */
+int amp_fp8_delayed_load(amp_fp8_delayed *state, const float *history, size_t len, float scale);
 
 /* ---- MXFP8 ------------------------------------------------------------------------------------ */
 

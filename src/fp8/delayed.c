@@ -80,3 +80,15 @@ int amp_fp8_delayed_history(const amp_fp8_delayed *state, const float **history,
     *len = (size_t)state->config.history_len;
     return AMP_OK;
 }
+
+int amp_fp8_delayed_load(amp_fp8_delayed *state, const float *history, size_t len, float scale) {
+    if (!state || !history) return AMP_ERR_NULL_POINTER;
+    if (len != (size_t)state->config.history_len || !(isfinite(scale) && scale >= 0.0f))
+        return AMP_ERR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < len; i++)
+        if (!(history[i] >= 0.0f)) return AMP_ERR_INVALID_ARGUMENT;
+    memcpy(state->history, history, len * sizeof *history);
+    state->scale = scale;
+    state->scale_inv = 1.0f / scale;
+    return AMP_OK;
+}
