@@ -1,5 +1,5 @@
-/* Block scaling (amp_fp8_block_quantize / _dequantize, 1x128 tiles and 128x128 blocks) against a
- * double-precision reference written here: per tile the amax (NaNs skipped), the scale 2^floor(log2(
+/* Block scaling (amp_fp8_block_quantize / _dequantize: 1x128 and 128x1 tiles, 128x128 blocks) against a
+ * double-precision reference written here, for 1x128, 128x128 and 128x1 tiles: per tile the amax (NaNs skipped), the scale 2^floor(log2(
  * fp8_max / amax)) (1 for an all-zero or infinite tile, 2^127 past FLT_MAX), the payload encoded by
  * reference_formats.c from x * scale, and the scale_inv 1 / scale; partial tiles at the edges. */
 #include <float.h>
@@ -44,7 +44,9 @@ static void fill(float *x, size_t rows, size_t cols, test_rng *rng) {
 
 static void check_shape(const float *x, size_t rows, size_t cols, amp_dtype d, amp_fp8_block_shape shape,
                         uint8_t *q, float *sinv, float *back) {
-    const size_t th = shape == AMP_FP8_BLOCK_1X128 ? 1 : 128, ct = (cols + 127) / 128;
+    /* tile height and width, and tiles per row of tiles */
+    const size_t th = shape == AMP_FP8_BLOCK_1X128 ? 1 : 128, tw = shape == AMP_FP8_BLOCK_128X1 ? 1 : 128;
+    const size_t ct = (cols + tw - 1) / tw;
     CHECK_EQ_INT(amp_fp8_block_scale_count(rows, cols, shape), ((rows + th - 1) / th) * ct);
     if (!CHECK(amp_fp8_block_quantize(q, sinv, x, rows, cols, d, shape) == AMP_OK)) return;
     CHECK_EQ_INT(amp_fp8_block_dequantize(back, q, sinv, rows, cols, d, shape), AMP_OK);
@@ -54,13 +56,13 @@ static void check_shape(const float *x, size_t rows, size_t cols, amp_dtype d, a
     for (size_t r = 0; r < rows; r++)
         for (size_t c = 0; c < cols; c++) {
             const double a = fabs((double)x[r * cols + c]);
-            double *m = &amax[(r / th) * ct + c / 128];
+            double *m = &amax[(r / th) * ct + c / tw];
             if (a > *m) *m = a;
         }
     int bad = 0;
     for (size_t r = 0; r < rows; r++)
         for (size_t c = 0; c < cols; c++) {
-            const size_t tile = (r / th) * ct + c / 128;
+            const size_t tile = (r / th) * ct + c / tw;
             const double scale = ref_scale(amax[tile], d);
             const unsigned want_q = ref_encode(d, (float)((double)x[r * cols + c] * scale), true);
             const float want_inv = (float)(1.0 / scale);
@@ -70,7 +72,7 @@ static void check_shape(const float *x, size_t rows, size_t cols, amp_dtype d, a
                             (isnan(v) ? isnan(back[r * cols + c]) : f32_bits(back[r * cols + c]) == f32_bits(want_back));
             if (!ok && bad++ < 4)
                 CHECK_MSG(0, "%s %zux%zu tile %zu (%zu,%zu): x=%g q 0x%02X want 0x%02X, scale_inv %g want %g, back %g want %g",
-                          shape == AMP_FP8_BLOCK_1X128 ? "1x128" : "128x128", rows, cols, tile, r, c,
+                          shape == AMP_FP8_BLOCK_1X128 ? "1x128" : shape == AMP_FP8_BLOCK_128X128 ? "128x128" : "128x1", rows, cols, tile, r, c,
                           x[r * cols + c], q[r * cols + c], want_q, sinv[tile], want_inv, back[r * cols + c], want_back);
         }
     free(amax);
@@ -91,12 +93,35 @@ void test_fp8_block_scaling(void) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             fill(x, shapes[s].rows, shapes[s].cols, &rng);
             for (int di = 0; di < 2; di++)
-                for (int sh = 0; sh < 2; sh++)
+                for (int sh = 0; sh < 3; sh++)
                     check_shape(x, shapes[s].rows, shapes[s].cols, di ? AMP_F8E5M2 : AMP_F8E4M3,
                                 (amp_fp8_block_shape)sh, q, sinv, back);
         }
     }
     test_isa_end();
+    /* 128x1 tiles of x are the 1x128 tiles of x's transpose: the same bytes and scales, transposed */
+    {
+        enum { R = 300, C = 70 };
+        test_rng rng = {seed ^ 0x5EEDu};
+        fill(x, R, C, &rng);
+        float *xt = malloc(R * C * sizeof *xt), *st = malloc(R * C * sizeof *st);
+        uint8_t *qt = malloc(R * C);
+        if (CHECK(xt && st && qt)) {
+            for (size_t r = 0; r < R; r++)
+                for (size_t c = 0; c < C; c++) xt[c * R + r] = x[r * C + c];
+            CHECK(amp_fp8_block_quantize(q, sinv, x, R, C, AMP_F8E4M3, AMP_FP8_BLOCK_128X1) == AMP_OK);
+            CHECK(amp_fp8_block_quantize(qt, st, xt, C, R, AMP_F8E4M3, AMP_FP8_BLOCK_1X128) == AMP_OK);
+            size_t bad = 0;
+            for (size_t r = 0; r < R; r++)
+                for (size_t c = 0; c < C; c++) bad += q[r * C + c] != qt[c * R + r];
+            for (size_t t = 0; t < (R + 127) / 128; t++)
+                for (size_t c = 0; c < C; c++) bad += f32_bits(sinv[t * C + c]) != f32_bits(st[c * ((R + 127) / 128) + t]);
+            CHECK_MSG(bad == 0, "128x1 vs transposed 1x128: %zu differences", bad);
+        }
+        free(xt);
+        free(st);
+        free(qt);
+    }
     /* a tile of tiny values: the scale 2^127 (fp8_max / amax overflows fp32) */
     x[0] = f32_from_bits(1);
     x[1] = -f32_from_bits(3);
@@ -104,7 +129,7 @@ void test_fp8_block_scaling(void) {
     CHECK(sinv[0] == ldexpf(1.0f, -127));
     /* arguments */
     CHECK_EQ_INT(amp_fp8_block_quantize(q, sinv, x, 2, 2, AMP_F32, AMP_FP8_BLOCK_1X128), AMP_ERR_UNSUPPORTED_DTYPE);
-    CHECK_EQ_INT(amp_fp8_block_quantize(q, sinv, x, 2, 2, AMP_F8E4M3, (amp_fp8_block_shape)2), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(amp_fp8_block_quantize(q, sinv, x, 2, 2, AMP_F8E4M3, (amp_fp8_block_shape)3), AMP_ERR_INVALID_ARGUMENT);
     CHECK_EQ_INT(amp_fp8_block_quantize(q, NULL, x, 2, 2, AMP_F8E4M3, AMP_FP8_BLOCK_1X128), AMP_ERR_NULL_POINTER);
     CHECK_EQ_INT(amp_fp8_block_quantize(q, sinv, x, SIZE_MAX, 2, AMP_F8E4M3, AMP_FP8_BLOCK_1X128), AMP_ERR_INVALID_ARGUMENT);
     CHECK_EQ_INT(amp_fp8_block_quantize(NULL, NULL, NULL, 0, 5, AMP_F8E4M3, AMP_FP8_BLOCK_128X128), AMP_OK);

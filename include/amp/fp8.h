@@ -159,14 +159,21 @@ int amp_mx_dequantize(float *dst, const void *src, const uint8_t *scales_e8m0, s
 /* ---- block scaling (DeepSeek-V3, TE Float8BlockScaling) --------------------------------------- */
 
 /* The tiles of a row-major [rows, cols] matrix that share one scale: 1x128 (a row's 128 consecutive
- * values: activations and gradients) or 128x128 (weights). Tiles at the right and bottom edges are
- * partial: their amax is over the values present. */
-typedef enum amp_fp8_block_shape { AMP_FP8_BLOCK_1X128 = 0, AMP_FP8_BLOCK_128X128 = 1 } amp_fp8_block_shape;
+ * values: activations and gradients), 128x128 (weights), or 128x1 (a column's 128 consecutive values:
+ * the column-wise copy a GEMM's other operand order needs, quantized from the high-precision source,
+ * never from the row-wise copy). Tiles at the right and bottom edges are partial: their amax is over
+ * the values present. */
+typedef enum amp_fp8_block_shape {
+    AMP_FP8_BLOCK_1X128 = 0,
+    AMP_FP8_BLOCK_128X128 = 1,
+    AMP_FP8_BLOCK_128X1 = 2
+} amp_fp8_block_shape;
 
 enum { AMP_FP8_BLOCK_TILE = 128 };
 
-/* The number of scales: rows * ceil(cols/128) for 1x128, ceil(rows/128) * ceil(cols/128) for
- * 128x128, row-major over the tiles; 0 for an invalid shape. */
+/* The number of scales, row-major over the tiles (TE's compact layout, without its padding):
+ * rows x ceil(cols/128) for 1x128, ceil(rows/128) x ceil(cols/128) for 128x128, ceil(rows/128) x cols
+ * for 128x1; 0 for an invalid shape. */
 size_t amp_fp8_block_scale_count(size_t rows, size_t cols, amp_fp8_block_shape shape);
 
 /* Per tile: scale = amp_fp8_current_scale(amax, fp8, 0, true) (TE Float8BlockScaling's defaults:
