@@ -137,6 +137,86 @@ done:
     free(q);
 }
 
+/* The E8M0 byte of each mode from its definition (fp8.h), in double: frexp gives amax = m * 2^e with
+ * m in [0.5, 1), so floor(log2 amax) = e - 1. */
+static int ref_mx_byte(float amax, amp_dtype elem, amp_mx_scale_mode mode) {
+    const int emax = elem == AMP_F8E4M3 ? 8 : 15, mbits = elem == AMP_F8E4M3 ? 3 : 2;
+    const double fmax = elem == AMP_F8E4M3 ? 448.0 : 57344.0;
+    if (isnan(amax)) return 255;
+    int e, u;
+    if (mode == AMP_MX_RCEIL) {
+        const double d = (double)(float)((double)amax / fmax); /* the fp32 quotient */
+        if (isinf(d)) return 254;
+        if (d == 0.0) return 0;
+        const double m = frexp(d, &e);
+        u = m == 0.5 ? e - 1 : e; /* ceil(log2 d) */
+        return u + 127 < 0 ? 0 : u + 127 > 254 ? 254 : u + 127;
+    }
+    if (isinf(amax)) u = 128;                                  /* the exponent field 255 */
+    else if (amax < ldexpf(1.0f, -126)) u = -127;              /* zero, subnormal: field 0 */
+    else {
+        const double m = frexp((double)amax, &e);
+        u = e - 1;
+        if (mode == AMP_MX_CEIL && m != 0.5) u = e;
+        if (mode == AMP_MX_EVEN && floor(ldexp(m, mbits + 1) + 0.5) == ldexp(1.0, mbits + 1)) u = e;
+    }
+    u -= emax;
+    return u < -127 ? 0 : u + 127;
+}
+
+/* Random blocks over every binade, with zeros, subnormals, infinities and NaNs, against the closed
+ * forms: the byte above and the payload fp8(x * 2^(127 - byte)) of reference_formats.c. */
+void test_mx_closed_form(void) {
+    const uint64_t seed = harness_seed();
+    harness_note("seed %llu", (unsigned long long)seed);
+    enum { BLOCKS = 600 };
+    float *x = malloc(BLOCKS * AMP_MX_BLOCK * sizeof *x);
+    uint8_t *q = malloc(BLOCKS * AMP_MX_BLOCK), *sc = malloc(BLOCKS);
+    if (!CHECK(x && q && sc)) goto done;
+    test_rng rng = {seed};
+    for (int b = 0; b < BLOCKS; b++) {
+        const uint32_t top = test_rng_below(&rng, 256); /* the block's largest exponent field */
+        for (int i = 0; i < AMP_MX_BLOCK; i++) {
+            const uint32_t ex = top > 16 ? top - test_rng_below(&rng, 16) : test_rng_below(&rng, top + 1);
+            uint32_t bits = (uint32_t)test_rng_below(&rng, 2) << 31 | (ex == 255 ? 254 : ex) << 23 |
+                            test_rng_below(&rng, 1u << 23);
+            if (test_rng_below(&rng, 300) == 0) bits = 0x7F800000u | (bits & 0x80000000u); /* inf */
+            if (test_rng_below(&rng, 400) == 0) bits = 0x7FC00000u | (bits & 0x80000000u); /* NaN */
+            x[b * AMP_MX_BLOCK + i] = f32_from_bits(bits);
+        }
+    }
+    for (int di = 0; di < 2; di++)
+        for (int mode = 0; mode < 4; mode++) {
+            const amp_dtype d = di ? AMP_F8E5M2 : AMP_F8E4M3;
+            if (!CHECK(amp_mx_quantize(q, sc, x, BLOCKS * AMP_MX_BLOCK, d, (amp_mx_scale_mode)mode) == AMP_OK)) continue;
+            int bad = 0;
+            for (int b = 0; b < BLOCKS; b++) {
+                float amax = 0.0f;
+                for (int i = 0; i < AMP_MX_BLOCK; i++) {
+                    const float a = fabsf(x[b * AMP_MX_BLOCK + i]);
+                    amax = isnan(a) || isnan(amax) ? NAN : a > amax ? a : amax;
+                }
+                const int byte = ref_mx_byte(amax, d, (amp_mx_scale_mode)mode);
+                if (sc[b] != byte && bad++ < 4)
+                    CHECK_MSG(0, "%s mode %d block %d amax 0x%08X: byte 0x%02X want 0x%02X", amp_dtype_name(d), mode,
+                              b, (unsigned)f32_bits(amax), sc[b], byte);
+                if (byte == 255) continue; /* NaN blocks: the fixture test checks torchao's bits */
+                for (int i = 0; i < AMP_MX_BLOCK; i++) {
+                    const float v = (float)ldexp((double)x[b * AMP_MX_BLOCK + i], 127 - byte);
+                    const unsigned want = ref_encode(d, v, true);
+                    if (q[b * AMP_MX_BLOCK + i] != want && bad++ < 4)
+                        CHECK_MSG(0, "%s mode %d block %d x=0x%08X byte 0x%02X: q 0x%02X want 0x%02X", amp_dtype_name(d),
+                                  mode, b, (unsigned)f32_bits(x[b * AMP_MX_BLOCK + i]), byte, q[b * AMP_MX_BLOCK + i], want);
+                }
+            }
+            if (bad == 0) harness_pass(BLOCKS);
+        }
+done:
+    free(x);
+    free(q);
+    free(sc);
+}
+
 /* Every payload byte under every scale byte, decoded, against decode * 2^(byte - 127) in double. */
 void test_mx_dequantize(void) {
     uint8_t q[256], scales[8];
