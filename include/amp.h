@@ -8,6 +8,7 @@
 #include "amp/alloc.h"
 #include "amp/dtype.h"
 #include "amp/formats.h"
+#include "amp/fp8.h"
 #include "amp/cpu.h"
 #include "amp/threads.h"
 #include "amp/gemm.h"
