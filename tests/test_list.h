@@ -218,3 +218,10 @@ TEST(linear_residual, linear_residual)
 TEST(backward_grad_check, backward_grad_check)
 /* amp_zero_grad's lazy zeros: every reader sees zeros where no gradient was written */
 TEST(grad_direct, grad_lazy_zero)
+/* misuse of the library (stale tensors, a second backward, the scaler's and autocast's state,
+ * element access, unallocated parameters, NULLs), each in a child process: a clear error, no
+ * signal, nothing changed */
+TEST(misuse, misuse_lifetime)
+TEST(misuse, misuse_backward)
+TEST(misuse, misuse_scaler)
+TEST(misuse, misuse_state)
