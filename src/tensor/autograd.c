@@ -405,7 +405,8 @@ static int run_backward(amp_ctx *ctx, const char *what, amp_tensor *loss, const 
 /* The checks every backward makes of its loss (and seed) before reading them. */
 static int loss_ok(amp_ctx *ctx, const char *what, const amp_tensor *loss, const amp_tensor *seed) {
     /* a NULL loss is usually a failed forward's: its error is the one to return */
-    if (!loss) return ctx->status != AMP_OK ? ctx->status : amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "%s: loss is NULL", what);
+    if (!loss)
+        return ctx->status != AMP_OK ? ctx->status : amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "%s: loss is NULL", what);
     if (amp_tensor_stale(ctx, loss)) return amp_ctx_fail_stale(ctx, what, "the loss", loss);
     if (seed && amp_tensor_stale(ctx, seed)) return amp_ctx_fail_stale(ctx, what, "the seed", seed);
     return AMP_OK;

@@ -115,12 +115,14 @@ void amp_ctx_clear_error(amp_ctx *ctx) {
     ctx->error[0] = '\0';
 }
 
-const char *amp_tensor_describe(const amp_tensor *t, char *buf, size_t size) {
+const char *amp_tensor_describe(const amp_ctx *ctx, const amp_tensor *t, char *buf, size_t size) {
     char shape[96];
     amp_shape_str(t, shape, sizeof shape);
     const char *dt = amp_dtype_name(t->dtype);
+    bool param = false; /* a declared one, whether allocated or not (an error path: a plain search) */
+    for (size_t k = 0; ctx && k < ctx->n_params && !param; k++) param = ctx->params[k].tensor == t;
     if (t->name)
-        snprintf(buf, size, "%s '%s' (%s %s)", t->requires_grad ? "parameter" : "buffer", t->name, shape, dt);
+        snprintf(buf, size, "%s '%s' (%s %s)", param ? "parameter" : "buffer", t->name, shape, dt);
     else if (t->op != AMP_OP_NONE)
         snprintf(buf, size, "the %s %s result of %s", shape, dt, amp_op_name(t->op));
     else
@@ -130,7 +132,7 @@ const char *amp_tensor_describe(const amp_tensor *t, char *buf, size_t size) {
 
 int amp_ctx_fail_stale(amp_ctx *ctx, const char *what, const char *role, const amp_tensor *t) {
     char d[160];
-    amp_tensor_describe(t, d, sizeof d);
+    amp_tensor_describe(ctx, t, d, sizeof d);
     return amp_ctx_fail(ctx, AMP_ERR_STATE,
                         "%s: %s (%s) was made before the last amp_ctx_reset and is no longer valid: a step's "
                         "tensors live until the next reset (parameters and buffers stay)",
@@ -139,7 +141,7 @@ int amp_ctx_fail_stale(amp_ctx *ctx, const char *what, const char *role, const a
 
 int amp_ctx_fail_unallocated(amp_ctx *ctx, const char *what, const amp_tensor *t) {
     char d[160];
-    amp_tensor_describe(t, d, sizeof d);
+    amp_tensor_describe(ctx, t, d, sizeof d);
     return amp_ctx_fail(ctx, AMP_ERR_STATE,
                         "%s: %s has no storage: call amp_ctx_alloc_params after declaring the parameters and "
                         "buffers, before using them",
@@ -160,7 +162,7 @@ void *amp_scratch_alloc(amp_ctx *ctx, size_t bytes) {
 
 int amp_ctx_reset(amp_ctx *ctx) {
     if (!ctx) return AMP_ERR_NULL_POINTER;
-    amp_ctx_clear_error(ctx); /* a new step starts clean; so does the refusal's message */
+    amp_ctx_clear_error(ctx); /* a new step starts clean (a refusal records only its own error) */
     if (amp_ctx_autocast_depth > 0)
         return amp_ctx_fail(ctx, AMP_ERR_STATE,
                             "amp_ctx_reset: %d autocast region%s still open in this thread: call amp_autocast_exit "
@@ -212,20 +214,6 @@ bool amp_set_retain_graph(amp_ctx *ctx, bool retain) {
 /* ---- parameters and buffers ---- */
 
 static amp_tensor *declare_slot(amp_ctx *ctx, bool trainable, const char *name, amp_dtype dtype, int ndim,
-                                const int64_t *shape);
-
-/* Declares a parameter or buffer; the first failure is kept for amp_ctx_alloc_params, which then
- * refuses to allocate an incomplete model. */
-static amp_tensor *declare(amp_ctx *ctx, bool trainable, const char *name, amp_dtype dtype, int ndim,
-                           const int64_t *shape) {
-    if (!ctx) return NULL;
-    amp_tensor *t = declare_slot(ctx, trainable, name, dtype, ndim, shape);
-    if (!t && ctx->declare_status == AMP_OK)
-        ctx->declare_status = ctx->status != AMP_OK ? ctx->status : AMP_ERR_INVALID_ARGUMENT;
-    return t;
-}
-
-static amp_tensor *declare_slot(amp_ctx *ctx, bool trainable, const char *name, amp_dtype dtype, int ndim,
                                 const int64_t *shape) {
     const char *what = trainable ? "amp_param_new" : "amp_buffer_new";
     if (ctx->params_allocated) {
@@ -272,6 +260,17 @@ static amp_tensor *declare_slot(amp_ctx *ctx, bool trainable, const char *name, 
         t->grad = g;
     }
     (*slots)[(*n)++] = (amp_param_slot){.tensor = t, .grad = g};
+    return t;
+}
+
+/* Declares a parameter or buffer; the first failure is kept for amp_ctx_alloc_params, which then
+ * refuses to allocate an incomplete model. */
+static amp_tensor *declare(amp_ctx *ctx, bool trainable, const char *name, amp_dtype dtype, int ndim,
+                           const int64_t *shape) {
+    if (!ctx) return NULL;
+    amp_tensor *t = declare_slot(ctx, trainable, name, dtype, ndim, shape);
+    if (!t && ctx->declare_status == AMP_OK)
+        ctx->declare_status = ctx->status != AMP_OK ? ctx->status : AMP_ERR_INVALID_ARGUMENT;
     return t;
 }
 

@@ -123,7 +123,7 @@ int amp_ctx_fail_unallocated(amp_ctx *ctx, const char *what, const amp_tensor *t
  * without storage, or not f32, f16 or bf16; false too when the context holds an error. */
 bool amp_ctx_input_ok(amp_ctx *ctx, const char *what, const amp_tensor *x);
 /* "a [2, 3] f32 tensor", "the [2, 3] f16 result of gelu", "parameter 'fc1.weight' ([4, 8] f32)". */
-const char *amp_tensor_describe(const amp_tensor *t, char *buf, size_t size);
+const char *amp_tensor_describe(const amp_ctx *ctx, const amp_tensor *t, char *buf, size_t size);
 
 /* Records the first error (later ones are dropped) and returns `status`. */
 int amp_ctx_fail(amp_ctx *ctx, int status, const char *fmt, ...)
