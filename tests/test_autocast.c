@@ -34,8 +34,12 @@ static amp_tensor *input(amp_ctx *ctx) {
 void test_autocast_regions(void) {
     CHECK(!amp_autocast_enabled() && amp_autocast_dtype() == AMP_F32 && amp_autocast_depth() == 0);
     CHECK_EQ_INT(amp_autocast_exit(), AMP_ERR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(amp_autocast_enter(AMP_F32), AMP_ERR_UNSUPPORTED_DTYPE);
     CHECK_EQ_INT(amp_autocast_enter(AMP_F8E4M3), AMP_ERR_UNSUPPORTED_DTYPE);
+    CHECK(amp_autocast_depth() == 0);
+    /* AMP_F32: a disabled region (one code path for every precision), left like any other */
+    CHECK_EQ_INT(amp_autocast_enter(AMP_F32), AMP_OK);
+    CHECK(!amp_autocast_enabled() && amp_autocast_dtype() == AMP_F32 && amp_autocast_depth() == 1);
+    CHECK_EQ_INT(amp_autocast_exit(), AMP_OK);
     CHECK(amp_autocast_depth() == 0);
     CHECK_EQ_INT(amp_autocast_enter(AMP_BF16), AMP_OK);
     CHECK(amp_autocast_enabled() && amp_autocast_dtype() == AMP_BF16);

@@ -255,3 +255,10 @@ TEST(fp8_mx, mx_closed_form)
 TEST(fp8_mx, mx_dequantize)
 TEST(fp8_mx, mx_arguments)
 TEST(fp8_block, fp8_block_scaling)
+/* misuse of the library (stale tensors, a second backward, the scaler's and autocast's state,
+ * element access, unallocated parameters, NULLs), each in a child process: a clear error, no
+ * signal, nothing changed */
+TEST(misuse, misuse_lifetime)
+TEST(misuse, misuse_backward)
+TEST(misuse, misuse_scaler)
+TEST(misuse, misuse_state)

@@ -727,9 +727,9 @@ static amp_scaler *new_scaler(const amp_scaler_config *c) {
 
 /* ---- the state machine ---- */
 
-#define NO_SCALE_MSG(fn)                                                                                    \
-    "Attempted " fn " but _scale is None.  This may indicate your script did not use scaler.scale(loss or " \
-    "outputs) earlier in the iteration."
+#define NO_SCALE_MSG(cfn, fn)                                                                            \
+    cfn ": Attempted " fn " but _scale is None.  This may indicate your script did not use amp_scaler_backward " \
+    "(or amp_scaler_scale) earlier in the iteration."
 
 void test_scaler_state_machine(void) {
     rig r;
@@ -750,12 +750,12 @@ void test_scaler_state_machine(void) {
 
     /* before scale(): _check_scale_growth_tracker's assertion, for each entry point */
     CHECK_EQ_INT(amp_scaler_unscale(s, r.a), AMP_ERR_STATE);
-    CHECK_STR_EQ(amp_scaler_error(s), NO_SCALE_MSG("unscale_"));
+    CHECK_STR_EQ(amp_scaler_error(s), NO_SCALE_MSG("amp_scaler_unscale", "unscale_"));
     CHECK_EQ_INT(amp_scaler_step(s, r.a, NULL), AMP_ERR_STATE);
-    CHECK_STR_EQ(amp_scaler_error(s), NO_SCALE_MSG("step"));
+    CHECK_STR_EQ(amp_scaler_error(s), NO_SCALE_MSG("amp_scaler_step", "step"));
     CHECK_EQ_INT(amp_scaler_step_fused(s, r.a, 0.0f, NULL), AMP_ERR_STATE);
     CHECK_EQ_INT(amp_scaler_update(s), AMP_ERR_STATE);
-    CHECK_STR_EQ(amp_scaler_error(s), NO_SCALE_MSG("update"));
+    CHECK_STR_EQ(amp_scaler_error(s), NO_SCALE_MSG("amp_scaler_update", "update"));
     CHECK_EQ_INT(amp_scaler_update_to(s, 8.0f), AMP_ERR_STATE);
     CHECK_EQ_INT(amp_scaler_status(s), AMP_ERR_STATE);
     CHECK_EQ_INT(amp_optimizer_step_count(r.a), 0);
@@ -765,7 +765,7 @@ void test_scaler_state_machine(void) {
     CHECK(amp_scaler_scale(s) == 65536.0f);
     /* update with nothing checked */
     CHECK_EQ_INT(amp_scaler_update(s), AMP_ERR_STATE);
-    CHECK_STR_EQ(amp_scaler_error(s), "No inf checks were recorded prior to update.");
+    CHECK_STR_EQ(amp_scaler_error(s), "amp_scaler_update: No inf checks were recorded prior to update.");
 
     /* unscale, unscale again, step (no second unscale), step again, unscale after step */
     set_grad(&r, 0, 65536.0f * 3.0f);
@@ -773,7 +773,8 @@ void test_scaler_state_machine(void) {
     CHECK(amp_scaler_get_stage(s, r.a) == AMP_STAGE_UNSCALED && amp_scaler_get_stage(s, r.b) == AMP_STAGE_READY);
     CHECK(grad_at(&r, 0, 0) == 3.0f);
     CHECK_EQ_INT(amp_scaler_unscale(s, r.a), AMP_ERR_STATE);
-    CHECK_STR_EQ(amp_scaler_error(s), "unscale_() has already been called on this optimizer since the last update().");
+    CHECK_STR_EQ(amp_scaler_error(s),
+                 "amp_scaler_unscale: unscale_() has already been called on this optimizer since the last update().");
     CHECK(grad_at(&r, 0, 0) == 3.0f);
     amp_step_report rep;
     CHECK_EQ_INT(amp_scaler_step(s, r.a, &rep), AMP_OK);
@@ -782,10 +783,10 @@ void test_scaler_state_machine(void) {
     CHECK_EQ_INT(amp_optimizer_step_count(r.a), 1);
     CHECK(amp_scaler_get_stage(s, r.a) == AMP_STAGE_STEPPED);
     CHECK_EQ_INT(amp_scaler_step(s, r.a, &rep), AMP_ERR_STATE);
-    CHECK_STR_EQ(amp_scaler_error(s), "step() has already been called since the last update().");
+    CHECK_STR_EQ(amp_scaler_error(s), "amp_scaler_step: step() has already been called since the last update().");
     CHECK_EQ_INT(amp_scaler_step_fused(s, r.a, 1.0f, &rep), AMP_ERR_STATE);
     CHECK_EQ_INT(amp_scaler_unscale(s, r.a), AMP_ERR_STATE);
-    CHECK_STR_EQ(amp_scaler_error(s), "unscale_() is being called after step().");
+    CHECK_STR_EQ(amp_scaler_error(s), "amp_scaler_unscale: unscale_() is being called after step().");
     CHECK_EQ_INT(amp_optimizer_step_count(r.a), 1);
     /* b is independent: its own unscale and step in the same iteration */
     set_grad(&r, 1, 65536.0f);
@@ -809,10 +810,11 @@ void test_scaler_state_machine(void) {
     amp_tensor *saved = r.p[0]->grad;
     r.p[0]->grad = NULL;
     CHECK_EQ_INT(amp_scaler_step(s, r.a, &rep), AMP_ERR_STATE);
-    CHECK_STR_EQ(amp_scaler_error(s), "No inf checks were recorded for this optimizer.");
+    CHECK(strstr(amp_scaler_error(s), "amp_scaler_step: No inf checks were recorded for this optimizer.") ==
+          amp_scaler_error(s));
     CHECK(amp_scaler_get_stage(s, r.a) == AMP_STAGE_UNSCALED);
     CHECK_EQ_INT(amp_scaler_update(s), AMP_ERR_STATE);
-    CHECK_STR_EQ(amp_scaler_error(s), "No inf checks were recorded prior to update.");
+    CHECK_STR_EQ(amp_scaler_error(s), "amp_scaler_update: No inf checks were recorded prior to update.");
     r.p[0]->grad = saved;
     CHECK_EQ_INT(amp_scaler_update_to(s, 1024.0f), AMP_OK); /* resets the stages, keeps the tracker */
     CHECK(amp_scaler_get_scale(s) == 1024.0f && amp_scaler_get_growth_tracker(s) == 2);
@@ -935,7 +937,7 @@ void test_scaler_config_and_disabled(void) {
     CHECK(stats.steps_taken == 0 && stats.iterations == 0);
     /* enabling checks the factors, between iterations only */
     CHECK_EQ_INT(amp_scaler_set_enabled(s, true), AMP_ERR_INVALID_ARGUMENT);
-    CHECK_STR_EQ(amp_scaler_error(s), "The growth factor must be > 1.0.");
+    CHECK_STR_EQ(amp_scaler_error(s), "amp_scaler_set_enabled: The growth factor must be > 1.0.");
     amp_scaler_set_growth_factor(s, 2.0);
     CHECK_EQ_INT(amp_scaler_set_enabled(s, true), AMP_OK);
     CHECK(amp_scaler_is_enabled(s) && amp_scaler_get_scale(s) == 65536.0f);
@@ -1055,8 +1057,8 @@ void test_scaler_state_io(void) {
         CHECK_EQ_INT(parse_str(" { } ", &back, err), AMP_OK);
         CHECK(back.empty);
         CHECK_EQ_INT(amp_scaler_load_state_dict(t, &back), AMP_ERR_INVALID_ARGUMENT);
-        CHECK_STR_EQ(amp_scaler_error(t), "The source state dict is empty, possibly because it was saved from a "
-                                          "disabled instance of GradScaler.");
+        CHECK_STR_EQ(amp_scaler_error(t), "amp_scaler_load_state_dict: The source state dict is empty, possibly "
+                                          "because it was saved from a disabled instance of GradScaler.");
         amp_scaler_free(t);
     }
     /* non-finite and rounding values: Python's spellings, the scale rounded to fp32 when loaded */

@@ -72,12 +72,31 @@ void test_tensor_params_and_steady_state(void) {
     }
     CHECK(first_grad != 0.0f);
     CHECK(amp_ctx_arena_peak(ctx) > 4096);
-    /* Accumulation without zero_grad: a second backward of the same loss doubles the gradient. */
+    /* Accumulation without zero_grad: a second backward of the same loss is refused (the graph went
+     * once already) and leaves the gradient as it was; with the graph retained it doubles it, and a
+     * second forward in the same step accumulates the same way. */
     amp_ctx_reset(ctx);
     amp_zero_grad(ctx);
     amp_tensor *loss = mlp_loss(ctx, w1, b1, w2, x);
-    amp_backward(ctx, loss, NULL);
-    amp_backward(ctx, loss, NULL);
+    CHECK_EQ_INT(amp_backward(ctx, loss, NULL), AMP_OK);
+    CHECK_EQ_INT(amp_backward(ctx, loss, NULL), AMP_ERR_STATE);
+    CHECK_MSG(strstr(amp_ctx_error(ctx), "amp_backward: Trying to backward through the graph a second time"),
+              "message: %s", amp_ctx_error(ctx));
+    CHECK(((float *)w1->grad->data)[0] == first_grad);
+    amp_ctx_reset(ctx);
+    amp_zero_grad(ctx);
+    CHECK(!amp_set_retain_graph(ctx, true));
+    loss = mlp_loss(ctx, w1, b1, w2, x);
+    CHECK_EQ_INT(amp_backward(ctx, loss, NULL), AMP_OK);
+    CHECK(amp_set_retain_graph(ctx, false));
+    CHECK_EQ_INT(amp_backward(ctx, loss, NULL), AMP_OK);
+    CHECK(((float *)w1->grad->data)[0] == 2.0f * first_grad);
+    CHECK_EQ_INT(amp_backward(ctx, loss, NULL), AMP_ERR_STATE); /* the last one did not retain it */
+    CHECK(((float *)w1->grad->data)[0] == 2.0f * first_grad);
+    amp_ctx_reset(ctx);
+    amp_zero_grad(ctx);
+    CHECK_EQ_INT(amp_backward(ctx, mlp_loss(ctx, w1, b1, w2, x), NULL), AMP_OK);
+    CHECK_EQ_INT(amp_backward(ctx, mlp_loss(ctx, w1, b1, w2, x), NULL), AMP_OK);
     CHECK(((float *)w1->grad->data)[0] == 2.0f * first_grad);
     amp_ctx_free(ctx);
 }
@@ -128,13 +147,20 @@ void test_tensor_errors_are_sticky(void) {
     CHECK_EQ_INT(amp_ctx_status(ctx), AMP_ERR_INVALID_ARGUMENT);
     CHECK_MSG(strstr(amp_ctx_error(ctx), "matmul") && strstr(amp_ctx_error(ctx), "[2, 3]"), "message: %s",
               amp_ctx_error(ctx));
-    /* later ops fail fast and keep the first message */
+    /* later ops of the step fail fast and keep the first message */
     char first[256];
     snprintf(first, sizeof first, "%s", amp_ctx_error(ctx));
     CHECK(amp_add(ctx, a, NULL) == NULL);
     CHECK(amp_add(ctx, a, a) == NULL);
     CHECK_STR_EQ(amp_ctx_error(ctx), first);
     amp_ctx_clear_error(ctx);
+    CHECK(amp_add(ctx, a, a) != NULL);
+    /* the error ends with its step: amp_ctx_reset clears it */
+    CHECK(amp_matmul(ctx, a, b) == NULL && amp_ctx_status(ctx) == AMP_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(amp_ctx_reset(ctx), AMP_OK);
+    CHECK(amp_ctx_status(ctx) == AMP_OK && amp_ctx_error(ctx)[0] == '\0');
+    a = amp_tensor_zeros(ctx, AMP_F32, 2, (const int64_t[]){2, 3});
+    b = amp_tensor_zeros(ctx, AMP_F32, 2, (const int64_t[]){4, 5});
     CHECK(amp_add(ctx, a, a) != NULL);
     /* broadcast mismatch, bad dims, bad reshape, fp8 inputs */
     CHECK(amp_add(ctx, a, b) == NULL && strstr(amp_ctx_error(ctx), "broadcast"));

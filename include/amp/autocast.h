@@ -8,7 +8,9 @@
  *     amp_backward(...)                       // backward outside the region, as PyTorch advises
  *
  * State is thread-local, like PyTorch's: each thread enters its own regions. Regions nest; an inner
- * region may change the dtype or disable autocast, and exiting restores the outer state.
+ * region may change the dtype or disable autocast, and exiting restores the outer state. Backward
+ * inside a region is allowed (as in PyTorch); ending the step is not: amp_ctx_reset refuses while a
+ * region is open, so an enter without its exit shows up at the next step.
  *
  * Policies (amp_cast_policy), one per op in a process-wide table that `amp policy` prints and
  * amp_autocast_set_policy changes at run time:
@@ -29,9 +31,9 @@
  *
  * The cast cache. Within the outermost region, an fp32 leaf tensor that requires grad (a parameter)
  * is cast to the region's low dtype once, and the cast is reused by every later op in the region; the
- * cache is emptied when the outermost region exits and whenever the context is reset. Unlike
- * PyTorch (#65766, #112583), a cast made while grad mode was off is never reused while it is on: the
- * weight would silently get no gradient. */
+ * cache is emptied when the outermost region exits (and a cast of an earlier step of its context is
+ * never reused). Unlike PyTorch (#65766, #112583), a cast made while grad mode was off is never
+ * reused while it is on: the weight would silently get no gradient. */
 #ifndef AMP_AUTOCAST_H
 #define AMP_AUTOCAST_H
 
@@ -55,8 +57,10 @@ typedef enum amp_cast_policy {
 
 typedef enum amp_policy_table { AMP_POLICY_TABLE_CUDA = 0, AMP_POLICY_TABLE_CPU = 1 } amp_policy_table;
 
-/* Enters a region casting to `dtype` (AMP_F16 or AMP_BF16; anything else is AMP_ERR_UNSUPPORTED_DTYPE
- * and enters nothing). */
+/* Enters a region casting to `dtype`: AMP_F16 or AMP_BF16, or AMP_F32 for a region with autocast off
+ * (amp_autocast_enter_disabled: ops run in their inputs' dtypes), so that one code path serves every
+ * precision; amp_autocast_exit leaves it like any other. Any other dtype is AMP_ERR_UNSUPPORTED_DTYPE
+ * and enters nothing; AMP_ERR_INVALID_ARGUMENT past 64 nested regions. */
 int amp_autocast_enter(amp_dtype dtype);
 /* Enters a nested region with autocast off (torch.autocast(enabled=False)). */
 int amp_autocast_enter_disabled(void);
@@ -65,7 +69,9 @@ int amp_autocast_exit(void);
 /* Whether casting is on now in this thread, and to which dtype (AMP_F32 when off). */
 bool amp_autocast_enabled(void);
 amp_dtype amp_autocast_dtype(void);
-/* Region nesting depth in this thread (enabled and disabled regions both count). */
+/* Region nesting depth in this thread (enabled and disabled regions both count): 0 between steps.
+ * A step ends outside its regions: amp_ctx_reset refuses to run while one is open (amp/tensor.h), so
+ * a region never exited is reported at the next step; a program may also assert this is 0. */
 int amp_autocast_depth(void);
 /* Turns the cast cache on or off for this thread (on by default). */
 void amp_autocast_set_cache_enabled(bool enabled);

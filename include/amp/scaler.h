@@ -17,14 +17,23 @@
  *   - the scale is an fp32 value; inv_scale = (float)(1.0 / (double)scale), the reciprocal in fp64;
  *   - each optimizer has a stage for the current iteration: ready -> unscaled -> stepped, reset to
  *     ready for every optimizer by amp_scaler_update / amp_scaler_update_to. Misuse returns
- *     AMP_ERR_STATE and amp_scaler_error() gives PyTorch's message, verbatim:
- *         unscale twice     "unscale_() has already been called on this optimizer since the last update()."
- *         unscale after step "unscale_() is being called after step()."
- *         step twice        "step() has already been called since the last update()."
- *         before any scale  "Attempted step but _scale is None.  This may indicate your script did not
- *                           use scaler.scale(loss or outputs) earlier in the iteration." (unscale_, update)
- *         no gradients      "No inf checks were recorded for this optimizer." (step)
- *                           "No inf checks were recorded prior to update." (update)
+ *     AMP_ERR_STATE and amp_scaler_error() gives the amp function that refused, then PyTorch's
+ *     message (where it names scaler.scale(loss), the C functions that do it):
+ *         unscale twice     "amp_scaler_unscale: unscale_() has already been called on this optimizer
+ *                           since the last update()."
+ *         unscale after step "amp_scaler_unscale: unscale_() is being called after step()."
+ *         step twice        "amp_scaler_step: step() has already been called since the last update()."
+ *         before any scale  "amp_scaler_step: Attempted step but _scale is None.  This may indicate your
+ *                           script did not use amp_scaler_backward (or amp_scaler_scale) earlier in the
+ *                           iteration." (and amp_scaler_unscale / amp_scaler_update, naming unscale_ /
+ *                           update)
+ *         no gradients      "amp_scaler_step: No inf checks were recorded for this optimizer. (...)"
+ *                           "amp_scaler_update: No inf checks were recorded prior to update."
+ *     Every other error of the scaler starts with its function's name too. "No gradients" means
+ *     none of the optimizer's parameters has a gradient written since amp_zero_grad (PyTorch's
+ *     p.grad is None after zero_grad()): a step after amp_zero_grad without a backward is refused
+ *     and changes nothing, the fused step's too (amp_scaler_step_fused: its flat pass would decay
+ *     the weights as if the gradients were zeros; PyTorch's fused optimizers skip such parameters).
  *     A step after an explicit unscale is allowed (it does not unscale again); an update without any
  *     step is an error only when no optimizer was unscaled or stepped.
  *   - amp_scaler_update backs off when any optimizer of the iteration saw inf/NaN (found_inf is
@@ -209,7 +218,9 @@ typedef struct amp_step_report {
  * advance). report may be NULL. Disabled: amp_optimizer_step. */
 int amp_scaler_step(amp_scaler *s, amp_optimizer *opt, amp_step_report *report);
 /* step through amp_optimizer_fused_step (unscale, check, clip to max_norm (<= 0: no clipping) and
- * update in one pass) when opt has not been unscaled in this iteration; after an explicit unscale,
+ * update in one pass) when opt has not been unscaled in this iteration (AMP_ERR_STATE, "No inf
+ * checks were recorded for this optimizer.", when none of its gradients was written since
+ * amp_zero_grad); after an explicit unscale,
  * the same pass with inv_scale 1 (or no call when inf/NaN was found). Disabled: the fused pass with
  * inv_scale 1. With amp_ctx_set_backward_grad_check on (amp/tensor.h) and no clipping, the check of
  * the weight gradients backward noted comes from the notes, and those gradients are read once, by the
@@ -273,8 +284,9 @@ typedef struct amp_scaler_state {
  * not saved, as in PyTorch). */
 void amp_scaler_state_dict(const amp_scaler *s, amp_scaler_state *out);
 /* load_state_dict(): disabled: nothing. An empty state gives AMP_ERR_INVALID_ARGUMENT with
- * PyTorch's message "The source state dict is empty, possibly because it was saved from a disabled
- * instance of GradScaler.". No other check, as in PyTorch; the scale is rounded to fp32. Without
+ * PyTorch's message after the function's name: "amp_scaler_load_state_dict: The source state dict is
+ * empty, possibly because it was saved from a disabled instance of GradScaler.". No other check, as
+ * in PyTorch; the scale is rounded to fp32. Without
  * amp keys the counters restart at 0 and the hysteresis tracker at its configured value. */
 int amp_scaler_load_state_dict(amp_scaler *s, const amp_scaler_state *state);
 

@@ -13,9 +13,21 @@
  * Ownership: the context owns every tensor; users never free one. A tensor pointer stays valid until
  * the next amp_ctx_reset (arena tensors) or amp_ctx_free (parameters and buffers).
  *
- * Errors are sticky (ggml's way): an op that fails records a status and a message in the context and
- * returns NULL; an op given a NULL input returns NULL without overwriting the first error. Check
- * amp_ctx_status once after building a graph. */
+ * Lifetime and state checks (always on; each costs a comparison or a walk of the tape per backward):
+ *   - every arena tensor carries the step it was made in (`generation`); an op or a backward given a
+ *     tensor from before the last amp_ctx_reset refuses it with an error that names the op and
+ *     describes the tensor. The tensors of the step just ended keep their headers until the step
+ *     after next, so using one of them is always caught; an older pointer may already name a tensor
+ *     of this step (its header's memory reused), and is then that tensor;
+ *   - an op given a declared parameter or buffer before amp_ctx_alloc_params names it and says so;
+ *   - a graph is backpropagated once (amp_backward, amp_set_retain_graph);
+ *   - amp_ctx_reset inside an open autocast region is refused (amp/autocast.h).
+ *
+ * Errors are sticky within a step (ggml's way): an op that fails records a status and a message in
+ * the context and returns NULL, and every later op returns NULL without overwriting that first
+ * error, so one check of amp_ctx_status after building a graph suffices. The error is reported where
+ * it happened and ends with its step: amp_ctx_reset clears it (a new step starts clean, as PyTorch
+ * reports an error once, where it is raised); amp_ctx_clear_error clears it within a step. */
 #ifndef AMP_TENSOR_H
 #define AMP_TENSOR_H
 
@@ -54,6 +66,9 @@ struct amp_tensor {
     amp_op op;               /* the op that produced it (AMP_OP_NONE for leaves) */
     amp_dtype compute_dtype; /* the dtype that op computed in: its inputs' dtype after any cast
                                 (accumulation is always fp32); autocast tests read this */
+    uint64_t generation;     /* the context's step that made it (amp_ctx_reset starts the next one):
+                                ops refuse a tensor of an earlier step. 0 for parameters, buffers and
+                                tensors not made by a context, which never go stale */
 };
 
 /* A caller-replaceable allocator (libuv's idea). alloc returns memory aligned to `align` (a power of
@@ -76,13 +91,18 @@ int amp_ctx_create(const amp_ctx_config *config, amp_ctx **out);
 /* Frees the context and everything it owns. NULL is fine. */
 void amp_ctx_free(amp_ctx *ctx);
 
-/* The first error since the last clear (AMP_OK if none), and its message ("" if none). */
+/* The first error since the last clear or reset (AMP_OK if none), and its message ("" if none). A
+ * NULL ctx gives AMP_ERR_NULL_POINTER and "null context". */
 int amp_ctx_status(const amp_ctx *ctx);
 const char *amp_ctx_error(const amp_ctx *ctx);
 void amp_ctx_clear_error(amp_ctx *ctx);
 
-/* Starts a new step: rewinds the arena (every non-parameter tensor dies) and clears the tape. */
-void amp_ctx_reset(amp_ctx *ctx);
+/* Starts a new step: rewinds the arena (every non-parameter tensor dies), clears the tape and the
+ * sticky error. Refused (AMP_ERR_STATE, recorded, nothing reset) while this thread is inside an
+ * autocast region: a step ends outside the regions it entered (amp_autocast_depth() == 0), so a
+ * region left open by mistake is reported at the next step instead of making later fp32 code
+ * compute in fp16. Returns AMP_OK, AMP_ERR_STATE or AMP_ERR_NULL_POINTER. */
+int amp_ctx_reset(amp_ctx *ctx);
 /* Heap allocations the context has made since creation (arena growth, parameter buffers). */
 uint64_t amp_ctx_heap_allocations(const amp_ctx *ctx);
 /* Bytes of arena in use now, and the high-water mark since creation. */
@@ -94,13 +114,15 @@ uint64_t amp_ctx_random(amp_ctx *ctx, unsigned purpose);
 
 /* ---- parameters and buffers ---- */
 
-/* Declares a trainable parameter (a leaf with requires_grad). data is NULL until amp_ctx_alloc_params.
- * The context keeps its own copy of name (NULL: unnamed).
- * After allocation no more parameters can be declared (AMP_ERR_INVALID_ARGUMENT). */
+/* Declares a trainable parameter (a leaf with requires_grad). data is NULL until amp_ctx_alloc_params
+ * (an op given it before then refuses it, naming it). The context keeps its own copy of name (NULL:
+ * unnamed). After allocation no more parameters can be declared (AMP_ERR_INVALID_ARGUMENT). */
 amp_tensor *amp_param_new(amp_ctx *ctx, const char *name, amp_dtype dtype, int ndim, const int64_t *shape);
 /* Declares persistent state without a gradient (e.g. running statistics), allocated with the params. */
 amp_tensor *amp_buffer_new(amp_ctx *ctx, const char *name, amp_dtype dtype, int ndim, const int64_t *shape);
-/* Allocates one zeroed buffer for all parameters, one for their gradients and one for buffers. */
+/* Allocates one zeroed buffer for all parameters, one for their gradients and one for buffers.
+ * Refused (with that declaration's status) after a failed amp_param_new or amp_buffer_new, since the
+ * model would be incomplete; AMP_ERR_INVALID_ARGUMENT the second time. */
 int amp_ctx_alloc_params(amp_ctx *ctx);
 size_t amp_ctx_num_params(const amp_ctx *ctx);
 amp_tensor *amp_ctx_param(const amp_ctx *ctx, size_t index);
@@ -160,10 +182,15 @@ void amp_tensor_set_requires_grad(amp_tensor *t, bool requires_grad);
 /* Keeps a non-leaf's gradient after backward (PyTorch's retain_grad). */
 void amp_tensor_retain_grad(amp_tensor *t);
 
-int64_t amp_tensor_numel(const amp_tensor *t);
+int64_t amp_tensor_numel(const amp_tensor *t); /* 0 for NULL */
 bool amp_tensor_is_contiguous(const amp_tensor *t);
-/* Element i (row-major logical index) read as fp32; works for views. */
+/* Element i (row-major logical index, 0 <= i < numel) read as fp32; works for views. NaN when i is
+ * out of range, t is NULL or has no storage (a parameter before amp_ctx_alloc_params); these
+ * functions take no context, so they record no error: amp_tensor_get_checked says which. */
 float amp_tensor_get(const amp_tensor *t, int64_t i);
+/* amp_tensor_get with a status: AMP_OK and the value in *out, or AMP_ERR_INVALID_ARGUMENT (i out of
+ * range), AMP_ERR_NULL_POINTER (t or out NULL, or no storage), with *out NaN. */
+int amp_tensor_get_checked(const amp_tensor *t, int64_t i, float *out);
 /* Copies the tensor's elements, in row-major logical order, into dst as dst_dtype. */
 int amp_tensor_read(const amp_tensor *t, void *dst, amp_dtype dst_dtype);
 /* Overwrites the tensor's elements from src (numel elements of src_dtype, row-major). */
@@ -176,10 +203,19 @@ bool amp_set_grad_enabled(amp_ctx *ctx, bool enabled);
 bool amp_grad_enabled(const amp_ctx *ctx);
 /* Back-propagates from `loss`: with seed == NULL the loss must have one element and its gradient is
  * 1; otherwise seed has the loss's shape and is its gradient. Gradients accumulate (+=) into leaves'
- * grad. Returns AMP_OK or an error (also recorded in the context). */
+ * grad. Returns AMP_OK or an error (also recorded in the context).
+ * A graph is backpropagated once, as in PyTorch: a backward that would go again through a node an
+ * earlier backward of this step ran is refused before it changes anything (AMP_ERR_STATE, "amp_backward:
+ * Trying to backward through the graph a second time ..."), since it would add that node's gradients
+ * a second time. Nodes for which PyTorch keeps no tensors (cast, contiguous, reshape, transpose,
+ * concat, add, sub, scale, sum, mean) may be passed again, as there: two losses that share only a
+ * cast weight or a sum may each be backpropagated. Backward inside an autocast region is allowed. */
 int amp_backward(amp_ctx *ctx, amp_tensor *loss, const amp_tensor *seed);
 /* amp_backward with a scalar seed: d(loss)/d(loss) = seed. Loss scaling passes the scale here. */
 int amp_backward_scaled(amp_ctx *ctx, amp_tensor *loss, float seed);
+/* PyTorch's retain_graph: while on, backward leaves the nodes it runs usable by a later backward
+ * (whose gradients then add to these). Off by default; returns the previous setting. */
+bool amp_set_retain_graph(amp_ctx *ctx, bool retain);
 
 #ifdef __cplusplus
 }

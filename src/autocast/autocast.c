@@ -31,26 +31,28 @@ typedef struct {
 
 static _Thread_local autocast_state state;
 
-int amp_autocast_enter(amp_dtype dtype) {
-    if (dtype != AMP_F16 && dtype != AMP_BF16) return AMP_ERR_UNSUPPORTED_DTYPE;
+/* Opens a region; the tensor layer's copy of the depth lets amp_ctx_reset see it (ctx_internal.h). */
+static int enter(bool enabled, amp_dtype dtype) {
     if (state.depth == MAX_DEPTH) return AMP_ERR_INVALID_ARGUMENT;
     state.depth++;
-    state.enabled[state.depth] = true;
+    state.enabled[state.depth] = enabled;
     state.dtype[state.depth] = dtype;
+    amp_ctx_autocast_depth = state.depth;
     return AMP_OK;
 }
 
-int amp_autocast_enter_disabled(void) {
-    if (state.depth == MAX_DEPTH) return AMP_ERR_INVALID_ARGUMENT;
-    state.depth++;
-    state.enabled[state.depth] = false;
-    state.dtype[state.depth] = AMP_F32;
-    return AMP_OK;
+int amp_autocast_enter(amp_dtype dtype) {
+    if (dtype == AMP_F32) return enter(false, AMP_F32); /* one code path for every precision */
+    if (dtype != AMP_F16 && dtype != AMP_BF16) return AMP_ERR_UNSUPPORTED_DTYPE;
+    return enter(true, dtype);
 }
+
+int amp_autocast_enter_disabled(void) { return enter(false, AMP_F32); }
 
 int amp_autocast_exit(void) {
     if (state.depth == 0) return AMP_ERR_INVALID_ARGUMENT;
     state.depth--;
+    amp_ctx_autocast_depth = state.depth;
     if (state.depth == 0) amp_autocast_clear_cache(); /* PyTorch: cleared when the outermost exits */
     return AMP_OK;
 }

@@ -3,8 +3,7 @@
  *
  * It lives in autocast/, not ops/, because autocast inserts it: every op consults autocast on entry
  * (src/ops/op_util.h), so autocast calls no op, and the cast needs nothing above the tensor layer
- * (a conversion and a tape node). Its input checks are those of ops' amp_op_input_ok, with the same
- * messages. */
+ * (a conversion and a tape node). Its input checks are ops' (amp_ctx_input_ok). */
 #include "amp/dtype.h"
 #include "amp/ops.h"
 #include "../tensor/autograd.h"
@@ -16,18 +15,7 @@ static void cast_backward(amp_ctx *ctx, amp_node *node) {
 }
 
 amp_tensor *amp_cast(amp_ctx *ctx, amp_tensor *x, amp_dtype dtype) {
-    if (!ctx) return NULL;
-    if (!x) {
-        if (ctx->status == AMP_OK)
-            amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "%s: an input is NULL", amp_op_name(AMP_OP_CAST));
-        return NULL;
-    }
-    if (!is_float(x->dtype)) {
-        amp_ctx_fail(ctx, AMP_ERR_UNSUPPORTED_DTYPE, "%s: inputs must be f32, f16 or bf16, not %s",
-                     amp_op_name(AMP_OP_CAST), amp_dtype_name(x->dtype));
-        return NULL;
-    }
-    if (ctx->status != AMP_OK) return NULL;
+    if (!ctx || !amp_ctx_input_ok(ctx, amp_op_name(AMP_OP_CAST), x)) return NULL;
     if (!is_float(dtype)) {
         amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "%s: target dtype must be f32, f16 or bf16, not %s",
                      amp_op_name(AMP_OP_CAST), amp_dtype_name(dtype));

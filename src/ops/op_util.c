@@ -7,17 +7,7 @@
 #include "grad_sink_gemm.h"
 
 bool amp_op_input_ok(amp_ctx *ctx, amp_op op, const amp_tensor *x) {
-    if (!ctx) return false;
-    if (!x) {
-        if (ctx->status == AMP_OK) amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "%s: an input is NULL", amp_op_name(op));
-        return false;
-    }
-    if (x->dtype != AMP_F32 && x->dtype != AMP_F16 && x->dtype != AMP_BF16) {
-        amp_ctx_fail(ctx, AMP_ERR_UNSUPPORTED_DTYPE, "%s: inputs must be f32, f16 or bf16, not %s", amp_op_name(op),
-                     amp_dtype_name(x->dtype));
-        return false;
-    }
-    return ctx->status == AMP_OK;
+    return ctx && amp_ctx_input_ok(ctx, amp_op_name(op), x);
 }
 
 amp_dtype amp_promote(amp_dtype a, amp_dtype b) { return a == b ? a : AMP_F32; }

@@ -7,8 +7,9 @@
 #include "../autocast/autocast_internal.h"
 #include "../tensor/autograd.h"
 
-/* False (and an error recorded unless one is already there) when x is NULL or not a float dtype
- * ops can compute in (F32, F16, BF16). */
+/* False (and an error recorded unless one is already there) when x is NULL, a tensor of an earlier
+ * step (made before the last amp_ctx_reset), a parameter or buffer with no storage yet (before
+ * amp_ctx_alloc_params), or not of a float dtype ops can compute in (F32, F16, BF16). */
 bool amp_op_input_ok(amp_ctx *ctx, amp_op op, const amp_tensor *x);
 /* The dtype two inputs compute in: equal dtypes stay, anything with F32 is F32, F16 with BF16 is F32
  * (neither holds the other). */

@@ -91,6 +91,10 @@ static int create(amp_ctx *ctx, const amp_optim_config *config, amp_tensor *cons
     if (!out) return AMP_ERR_NULL_POINTER;
     *out = NULL;
     if (!ctx || !config) return AMP_ERR_NULL_POINTER;
+    if (!ctx->params_allocated && n > 0)
+        return amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT,
+                            "amp_optimizer_create: the parameters have no storage yet: call amp_ctx_alloc_params "
+                            "before creating the optimizer");
     if (!config_valid(config) || !ctx->params_allocated || n == 0) return AMP_ERR_INVALID_ARGUMENT;
     int status = check_params(ctx, given, n);
     if (status != AMP_OK) return status;

@@ -9,17 +9,21 @@
 
 #include "scaler_internal.h"
 #include "../optim/optim_internal.h"
+#include "../tensor/ctx_internal.h"
 #include "../core/alloc_internal.h"
 
-/* PyTorch's messages, verbatim (GradScaler.unscale_, step, update, _check_scale_growth_tracker,
- * __init__). */
+/* PyTorch's messages (GradScaler.unscale_, step, update, _check_scale_growth_tracker, __init__),
+ * each after the name of the amp function that failed ("amp_scaler_step: ..."); where PyTorch's
+ * text names scaler.scale(loss), amp's names the C functions that do it. */
 #define MSG_UNSCALE_TWICE "unscale_() has already been called on this optimizer since the last update()."
 #define MSG_UNSCALE_AFTER_STEP "unscale_() is being called after step()."
 #define MSG_STEP_TWICE "step() has already been called since the last update()."
-#define MSG_NO_SCALE                                                                                       \
-    "Attempted %s but _scale is None.  This may indicate your script did not use scaler.scale(loss or " \
-    "outputs) earlier in the iteration."
-#define MSG_NO_CHECKS_OPT "No inf checks were recorded for this optimizer."
+#define MSG_NO_SCALE                                                                                  \
+    "Attempted %s but _scale is None.  This may indicate your script did not use amp_scaler_backward " \
+    "(or amp_scaler_scale) earlier in the iteration."
+#define MSG_NO_CHECKS_OPT                                                                               \
+    "No inf checks were recorded for this optimizer. (None of its parameters has a gradient: no backward " \
+    "since amp_zero_grad?)"
 #define MSG_NO_CHECKS_UPDATE "No inf checks were recorded prior to update."
 #define MSG_GROWTH "The growth factor must be > 1.0."
 #define MSG_BACKOFF "The backoff factor must be < 1.0."
@@ -78,17 +82,20 @@ void amp_scaler_free(amp_scaler *s) { amp_free(s); }
 
 /* ---- errors ---- */
 
-static int fail(amp_scaler *s, int status, const char *fmt, ...)
+/* Records "fn: message" as the scaler's error; returns status. */
+static int fail(amp_scaler *s, const char *fn, int status, const char *fmt, ...)
 #if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
+    __attribute__((format(printf, 4, 5)))
 #endif
     ;
 
-static int fail(amp_scaler *s, int status, const char *fmt, ...) {
+static int fail(amp_scaler *s, const char *fn, int status, const char *fmt, ...) {
     s->status = status;
+    int n = snprintf(s->error, sizeof s->error, "%s: ", fn);
+    if (n < 0 || (size_t)n >= sizeof s->error) n = 0;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(s->error, sizeof s->error, fmt, ap);
+    vsnprintf(s->error + n, sizeof s->error - (size_t)n, fmt, ap);
     va_end(ap);
     return status;
 }
@@ -109,10 +116,11 @@ int amp_scaler_set_enabled(amp_scaler *s, bool enabled) {
     if (!s) return AMP_ERR_NULL_POINTER;
     if (s->enabled == enabled) return AMP_OK;
     if (s->n_states > 0)
-        return fail(s, AMP_ERR_STATE, "the scaler can be enabled or disabled only between iterations (after update()).");
+        return fail(s, "amp_scaler_set_enabled", AMP_ERR_STATE,
+                    "the scaler can be enabled or disabled only between iterations (after amp_scaler_update).");
     if (enabled) {
         const char *why = config_error(&s->config, true);
-        if (why) return fail(s, AMP_ERR_INVALID_ARGUMENT, "%s", why);
+        if (why) return fail(s, "amp_scaler_set_enabled", AMP_ERR_INVALID_ARGUMENT, "%s", why);
     }
     s->enabled = enabled;
     return AMP_OK;
@@ -127,11 +135,12 @@ static scaler_opt_state *find_state(const amp_scaler *s, const amp_optimizer *op
 }
 
 /* PyTorch's defaultdict access: the optimizer's state, made READY on first use in an iteration. */
-static scaler_opt_state *get_state(amp_scaler *s, const amp_optimizer *opt) {
+static scaler_opt_state *get_state(amp_scaler *s, const char *fn, const amp_optimizer *opt) {
     scaler_opt_state *st = find_state(s, opt);
     if (st) return st;
     if (s->n_states == SCALER_MAX_OPTIMIZERS) {
-        fail(s, AMP_ERR_STATE, "more than %d optimizers used with one scaler in one iteration.", SCALER_MAX_OPTIMIZERS);
+        fail(s, fn, AMP_ERR_STATE, "more than %d optimizers used with one scaler in one iteration.",
+             SCALER_MAX_OPTIMIZERS);
         return NULL;
     }
     st = &s->states[s->n_states++];
@@ -157,9 +166,9 @@ static float state_found(const scaler_opt_state *st) {
     return st->found_inf;
 }
 
-/* _check_scale_growth_tracker */
-static int check_initialized(amp_scaler *s, const char *funcname) {
-    if (!s->initialized) return fail(s, AMP_ERR_STATE, MSG_NO_SCALE, funcname);
+/* _check_scale_growth_tracker: fn is amp's function, funcname PyTorch's. */
+static int check_initialized(amp_scaler *s, const char *fn, const char *funcname) {
+    if (!s->initialized) return fail(s, fn, AMP_ERR_STATE, MSG_NO_SCALE, funcname);
     return AMP_OK;
 }
 
@@ -179,9 +188,18 @@ int amp_scaler_backward(amp_scaler *s, amp_ctx *ctx, amp_tensor *loss) {
 
 /* ---- unscale ---- */
 
+/* True when p's gradient is amp_zero_grad's pending zeros (src/tensor/ctx_internal.h): no backward
+ * has written it since, which is PyTorch's p.grad is None after zero_grad(). */
+static bool grad_unset(const amp_optimizer *opt, const amp_tensor *p) {
+    const amp_ctx *ctx = opt->ctx;
+    if (!ctx || !ctx->n_grads_empty) return false;
+    const int64_t k = amp_ctx_param_index(ctx, p);
+    return k >= 0 && ctx->params[k].grad_empty;
+}
+
 /* Checks every gradient before touching any (PyTorch raises before its first kernel call). Returns
- * the number of gradients, or a negative status. */
-static int validate_grads(amp_scaler *s, const amp_optimizer *opt) {
+ * the number of gradients checked (those written since amp_zero_grad), or a negative status. */
+static int validate_grads(amp_scaler *s, const char *fn, const amp_optimizer *opt) {
     const size_t n = amp_optimizer_num_params(opt);
     int count = 0;
     for (size_t i = 0; i < n; i++) {
@@ -189,11 +207,11 @@ static int validate_grads(amp_scaler *s, const amp_optimizer *opt) {
         const amp_tensor *g = p ? p->grad : NULL;
         if (!g) continue;
         if (g->dtype != AMP_F32 && g->dtype != AMP_F16 && g->dtype != AMP_BF16)
-            return fail(s, AMP_ERR_UNSUPPORTED_DTYPE, "cannot unscale %s gradients (parameter %zu%s%s).",
+            return fail(s, fn, AMP_ERR_UNSUPPORTED_DTYPE, "cannot unscale %s gradients (parameter %zu%s%s).",
                         amp_dtype_name(g->dtype), i, p->name ? " " : "", p->name ? p->name : "");
         if (!amp_tensor_is_contiguous(g) || (!g->data && amp_tensor_numel(g) > 0))
-            return fail(s, AMP_ERR_INVALID_ARGUMENT, "gradient of parameter %zu is not a contiguous buffer.", i);
-        count++;
+            return fail(s, fn, AMP_ERR_INVALID_ARGUMENT, "gradient of parameter %zu is not a contiguous buffer.", i);
+        count += !grad_unset(opt, p);
     }
     return count;
 }
@@ -213,8 +231,8 @@ static void unscale_grads(const amp_optimizer *opt, float inv_scale, float *foun
 }
 
 /* GradScaler.unscale_ after the enabled and stage checks. */
-static int do_unscale(amp_scaler *s, const amp_optimizer *opt, scaler_opt_state *st) {
-    const int count = validate_grads(s, opt);
+static int do_unscale(amp_scaler *s, const char *fn, const amp_optimizer *opt, scaler_opt_state *st) {
+    const int count = validate_grads(s, fn, opt);
     if (count < 0) return count;
     float found_inf = 0.0f, found_after = 0.0f;
     unscale_grads(opt, amp_inv_scale(s->scale), &found_inf, s->config.safe ? &found_after : NULL);
@@ -227,15 +245,16 @@ static int do_unscale(amp_scaler *s, const amp_optimizer *opt, scaler_opt_state 
 }
 
 int amp_scaler_unscale(amp_scaler *s, amp_optimizer *opt) {
+    static const char fn[] = "amp_scaler_unscale";
     if (!s || !opt) return AMP_ERR_NULL_POINTER;
     if (!s->enabled) return AMP_OK;
-    int st_code = check_initialized(s, "unscale_");
+    int st_code = check_initialized(s, fn, "unscale_");
     if (st_code != AMP_OK) return st_code;
-    scaler_opt_state *st = get_state(s, opt);
+    scaler_opt_state *st = get_state(s, fn, opt);
     if (!st) return s->status;
-    if (st->stage == AMP_STAGE_UNSCALED) return fail(s, AMP_ERR_STATE, MSG_UNSCALE_TWICE);
-    if (st->stage == AMP_STAGE_STEPPED) return fail(s, AMP_ERR_STATE, MSG_UNSCALE_AFTER_STEP);
-    return do_unscale(s, opt, st);
+    if (st->stage == AMP_STAGE_UNSCALED) return fail(s, fn, AMP_ERR_STATE, MSG_UNSCALE_TWICE);
+    if (st->stage == AMP_STAGE_STEPPED) return fail(s, fn, AMP_ERR_STATE, MSG_UNSCALE_AFTER_STEP);
+    return do_unscale(s, fn, opt, st);
 }
 
 int amp_scaler_record_found_inf(amp_scaler *s, const amp_optimizer *opt) {
@@ -243,7 +262,8 @@ int amp_scaler_record_found_inf(amp_scaler *s, const amp_optimizer *opt) {
     if (!s->enabled) return AMP_OK;
     scaler_opt_state *st = find_state(s, opt);
     if (!st || st->stage != AMP_STAGE_UNSCALED)
-        return fail(s, AMP_ERR_STATE, "record_found_inf() needs unscale_() first in this iteration.");
+        return fail(s, "amp_scaler_record_found_inf", AMP_ERR_STATE,
+                    "needs amp_scaler_unscale (unscale_()) first in this iteration.");
     st->found_inf = 1.0f;
     st->has_checks = true;
     return AMP_OK;
@@ -279,21 +299,22 @@ static void count_step(amp_scaler *s, bool skipped) {
 }
 
 int amp_scaler_step(amp_scaler *s, amp_optimizer *opt, amp_step_report *report) {
+    static const char fn[] = "amp_scaler_step";
     amp_step_report r = base_report(1.0f);
     if (report) *report = r;
     if (!s || !opt) return AMP_ERR_NULL_POINTER;
     if (!s->enabled) return amp_optimizer_step(opt);
-    int code = check_initialized(s, "step");
+    int code = check_initialized(s, fn, "step");
     if (code != AMP_OK) return code;
-    scaler_opt_state *st = get_state(s, opt);
+    scaler_opt_state *st = get_state(s, fn, opt);
     if (!st) return s->status;
-    if (st->stage == AMP_STAGE_STEPPED) return fail(s, AMP_ERR_STATE, MSG_STEP_TWICE);
+    if (st->stage == AMP_STAGE_STEPPED) return fail(s, fn, AMP_ERR_STATE, MSG_STEP_TWICE);
     r = base_report(s->scale);
     if (st->stage == AMP_STAGE_READY) {
-        code = do_unscale(s, opt, st);
+        code = do_unscale(s, fn, opt, st);
         if (code != AMP_OK) return code;
     }
-    if (!st->has_checks) return fail(s, AMP_ERR_STATE, MSG_NO_CHECKS_OPT);
+    if (!st->has_checks) return fail(s, fn, AMP_ERR_STATE, MSG_NO_CHECKS_OPT);
     /* _maybe_opt_step: the optimizer runs only when nothing was found. */
     if (st->found_inf != 0.0f) {
         r.skipped = true;
@@ -305,7 +326,7 @@ int amp_scaler_step(amp_scaler *s, amp_optimizer *opt, amp_step_report *report) 
     r.found_inf = state_found(st);
     if (!r.skipped) {
         code = amp_optimizer_step(opt);
-        if (code != AMP_OK) return fail(s, code, "the optimizer's step failed: %s", amp_status_str(code));
+        if (code != AMP_OK) return fail(s, fn, code, "the optimizer's step failed: %s", amp_status_str(code));
     }
     st->stage = AMP_STAGE_STEPPED;
     count_step(s, r.skipped);
@@ -322,6 +343,7 @@ static amp_skip_reason classify_fused_skip(const amp_optimizer *opt) {
 }
 
 int amp_scaler_step_fused(amp_scaler *s, amp_optimizer *opt, float max_norm, amp_step_report *report) {
+    static const char fn[] = "amp_scaler_step_fused";
     amp_step_report r = base_report(1.0f);
     if (report) *report = r;
     if (!s || !opt) return AMP_ERR_NULL_POINTER;
@@ -340,18 +362,22 @@ int amp_scaler_step_fused(amp_scaler *s, amp_optimizer *opt, float max_norm, amp
         if (report) *report = r;
         return AMP_OK;
     }
-    int code = check_initialized(s, "step");
+    int code = check_initialized(s, fn, "step");
     if (code != AMP_OK) return code;
-    scaler_opt_state *st = get_state(s, opt);
+    scaler_opt_state *st = get_state(s, fn, opt);
     if (!st) return s->status;
-    if (st->stage == AMP_STAGE_STEPPED) return fail(s, AMP_ERR_STATE, MSG_STEP_TWICE);
+    if (st->stage == AMP_STAGE_STEPPED) return fail(s, fn, AMP_ERR_STATE, MSG_STEP_TWICE);
     r = base_report(s->scale);
     if (st->stage == AMP_STAGE_READY) {
-        /* PyTorch's fused-optimizer branch: no "No inf checks" assertion here. */
-        const int count = validate_grads(s, opt);
+        /* PyTorch's fused-optimizer branch asserts nothing here, and its optimizer then skips the
+         * parameters whose grad is None. amp's flat pass cannot skip them (it would decay and move
+         * them as if their gradients were zeros), so a step with no gradient at all is refused with
+         * the unfused step's error; the stage stays READY. */
+        const int count = validate_grads(s, fn, opt);
         if (count < 0) return count;
+        if (count == 0 && amp_optimizer_num_params(opt) > 0) return fail(s, fn, AMP_ERR_STATE, MSG_NO_CHECKS_OPT);
         code = amp_optimizer_fused_step(opt, r.inv_scale, max_norm, &res);
-        if (code != AMP_OK) return fail(s, code, "the optimizer's fused step failed: %s", amp_status_str(code));
+        if (code != AMP_OK) return fail(s, fn, code, "the optimizer's fused step failed: %s", amp_status_str(code));
         r.fused = true;
         st->has_checks = count > 0;
         st->after_counts = true; /* the optimizer refused the step either way */
@@ -372,7 +398,7 @@ int amp_scaler_step_fused(amp_scaler *s, amp_optimizer *opt, float max_norm, amp
             r.reason = AMP_SKIP_NONFINITE_AFTER_UNSCALE;
         } else {
             code = amp_optimizer_fused_step(opt, 1.0f, max_norm, &res);
-            if (code != AMP_OK) return fail(s, code, "the optimizer's fused step failed: %s", amp_status_str(code));
+            if (code != AMP_OK) return fail(s, fn, code, "the optimizer's fused step failed: %s", amp_status_str(code));
             r.fused = true;
             if (res.found_inf) { /* non-finite after the unscale: a post-unscale overflow or user edits */
                 r.skipped = true;
@@ -434,9 +460,10 @@ static bool update_with_hysteresis(amp_scaler *s, float found_inf) {
 }
 
 int amp_scaler_update(amp_scaler *s) {
+    static const char fn[] = "amp_scaler_update";
     if (!s) return AMP_ERR_NULL_POINTER;
     if (!s->enabled) return AMP_OK;
-    int code = check_initialized(s, "update");
+    int code = check_initialized(s, fn, "update");
     if (code != AMP_OK) return code;
     /* found_inf_combined: the sum over every optimizer that recorded a check */
     float found_inf = 0.0f;
@@ -446,7 +473,7 @@ int amp_scaler_update(amp_scaler *s) {
         found_inf = checks == 0 ? state_found(&s->states[i]) : found_inf + state_found(&s->states[i]);
         checks++;
     }
-    if (checks == 0) return fail(s, AMP_ERR_STATE, MSG_NO_CHECKS_UPDATE);
+    if (checks == 0) return fail(s, fn, AMP_ERR_STATE, MSG_NO_CHECKS_UPDATE);
 
     const amp_scaler_config *c = &s->config;
     const float old_scale = s->scale;
@@ -474,7 +501,7 @@ int amp_scaler_update(amp_scaler *s) {
     }
     s->n_states = 0;
     if (c->floor_patience > 0 && st->floor_streak >= c->floor_patience)
-        return fail(s, AMP_ERR_SCALE_FLOOR,
+        return fail(s, fn, AMP_ERR_SCALE_FLOOR,
                     "Current loss scale already at minimum (%g) for %lld consecutive skipped steps - cannot decrease "
                     "scale anymore.",
                     (double)old_scale, (long long)st->floor_streak);
@@ -484,7 +511,7 @@ int amp_scaler_update(amp_scaler *s) {
 int amp_scaler_update_to(amp_scaler *s, float new_scale) {
     if (!s) return AMP_ERR_NULL_POINTER;
     if (!s->enabled) return AMP_OK;
-    const int code = check_initialized(s, "update");
+    const int code = check_initialized(s, "amp_scaler_update_to", "update");
     if (code != AMP_OK) return code;
     s->scale = new_scale;
     s->n_states = 0;

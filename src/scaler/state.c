@@ -8,8 +8,9 @@
 
 #include "scaler_internal.h"
 
-#define MSG_EMPTY_STATE                                                                                      \
-    "The source state dict is empty, possibly because it was saved from a disabled instance of GradScaler."
+#define MSG_EMPTY_STATE                                                                                    \
+    "amp_scaler_load_state_dict: The source state dict is empty, possibly because it was saved from a " \
+    "disabled instance of GradScaler."
 
 void amp_scaler_state_dict(const amp_scaler *s, amp_scaler_state *out) {
     if (!out) return;

@@ -78,6 +78,10 @@ void amp_arena_reset(amp_arena *a) {
             a->n_chunks = n_old;
         }
     }
+    amp_arena_rewind(a);
+}
+
+void amp_arena_rewind(amp_arena *a) {
     for (int i = 0; i < a->n_chunks; i++) a->chunks[i].used = 0;
     a->current = 0;
 }

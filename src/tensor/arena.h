@@ -34,6 +34,9 @@ void amp_arena_destroy(amp_arena *a);
 /* 64-byte aligned memory, or NULL when the allocator fails. */
 void *amp_arena_alloc(amp_arena *a, size_t bytes);
 void amp_arena_reset(amp_arena *a);
+/* Rewinds every chunk without coalescing: the memory stays where it was until amp_arena_destroy
+ * (the tensor headers' arenas, whose old pointers must stay readable). */
+void amp_arena_rewind(amp_arena *a);
 size_t amp_arena_used(const amp_arena *a);
 amp_arena_mark amp_arena_get_mark(const amp_arena *a);
 /* Frees everything allocated after the mark (their memory is reused by later allocations). */

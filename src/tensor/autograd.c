@@ -318,12 +318,55 @@ static void release_param_uses(amp_ctx *ctx, const amp_node *node, int32_t *pend
     }
 }
 
-static int backward_tape(amp_ctx *ctx, amp_tensor *loss, const float *seed) {
+/* Ops for which PyTorch keeps no tensors for backward (their backward needs only the output's
+ * gradient and shapes), so that a second backward may pass through their nodes there. */
+static bool keeps_no_tensors(amp_op op) {
+    switch (op) {
+    case AMP_OP_CAST:
+    case AMP_OP_CONTIGUOUS:
+    case AMP_OP_RESHAPE:
+    case AMP_OP_TRANSPOSE:
+    case AMP_OP_CONCAT:
+    case AMP_OP_ADD:
+    case AMP_OP_SUB:
+    case AMP_OP_SCALE:
+    case AMP_OP_SUM:
+    case AMP_OP_MEAN: return true;
+    default: return false;
+    }
+}
+
+/* The newest node reachable from loss that an earlier backward of this step ran without retaining
+ * the graph (and that PyTorch would have freed), or NULL. One walk of the tape: newest first, a node
+ * reached marks the nodes that made its inputs (recording order is a topological order). */
+static const amp_node *spent_reachable(amp_ctx *ctx, const amp_tensor *loss) {
+    if (!loss->grad_fn) return NULL;
+    const uint64_t mark = ++ctx->backward_serial;
+    loss->grad_fn->reach = mark;
+    for (amp_node *node = ctx->tape; node; node = node->prev) {
+        if (node->reach != mark) continue;
+        if (node->spent && !keeps_no_tensors(node->op)) return node;
+        for (int i = 0; i < node->n_in; i++)
+            if (node->in[i] && node->in[i]->grad_fn) node->in[i]->grad_fn->reach = mark;
+    }
+    return NULL;
+}
+
+static int backward_tape(amp_ctx *ctx, const char *what, amp_tensor *loss, const float *seed) {
     if (ctx->status != AMP_OK) return ctx->status;
     if (!loss->requires_grad)
         return amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT,
-                            "backward: the loss does not require grad (no parameter or input with requires_grad "
-                            "reached it, or grad mode was off)");
+                            "%s: the loss does not require grad (no parameter or input with requires_grad "
+                            "reached it, or grad mode was off)",
+                            what);
+    const amp_node *spent = spent_reachable(ctx, loss);
+    if (spent)
+        return amp_ctx_fail(ctx, AMP_ERR_STATE,
+                            "%s: Trying to backward through the graph a second time: its %s node already ran in "
+                            "an earlier backward, whose gradients this one would add again. Call "
+                            "amp_set_retain_graph(ctx, true) before the first backward if you need to backward "
+                            "through the graph a second time",
+                            what, amp_op_name(spent->op));
     const amp_arena_mark outer = amp_scratch_mark(ctx);
     /* (every backward: amp_grad_sink_open reads it too) */
     int32_t *pending = count_param_uses(ctx);
@@ -341,6 +384,7 @@ static int backward_tape(amp_ctx *ctx, amp_tensor *loss, const float *seed) {
             m = amp_scratch_mark(ctx);
             node->backward(ctx, node);
             amp_scratch_release(ctx, m);
+            node->spent = !ctx->retain_graph;
             if ((st = ctx->status) != AMP_OK) break;
             if (!out->retains_grad) grad_drop(ctx, out); /* PyTorch frees non-leaf gradients after use */
         }
@@ -351,41 +395,55 @@ static int backward_tape(amp_ctx *ctx, amp_tensor *loss, const float *seed) {
     return st != AMP_OK ? st : ctx->status;
 }
 
-static int run_backward(amp_ctx *ctx, amp_tensor *loss, const float *seed) {
-    if (!ctx || !loss) return ctx ? amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "backward: loss is NULL") : AMP_ERR_NULL_POINTER;
-    const int st = backward_tape(ctx, loss, seed);
+static int run_backward(amp_ctx *ctx, const char *what, amp_tensor *loss, const float *seed) {
+    const int st = backward_tape(ctx, what, loss, seed);
     /* Whatever this backward did not write is complete as zeros, whichever way it returned. */
     amp_ctx_settle_grads(ctx);
     return st;
 }
 
+/* The checks every backward makes of its loss (and seed) before reading them. */
+static int loss_ok(amp_ctx *ctx, const char *what, const amp_tensor *loss, const amp_tensor *seed) {
+    /* a NULL loss is usually a failed forward's: its error is the one to return */
+    if (!loss)
+        return ctx->status != AMP_OK ? ctx->status : amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "%s: loss is NULL", what);
+    if (amp_tensor_stale(ctx, loss)) return amp_ctx_fail_stale(ctx, what, "the loss", loss);
+    if (seed && amp_tensor_stale(ctx, seed)) return amp_ctx_fail_stale(ctx, what, "the seed", seed);
+    return AMP_OK;
+}
+
 int amp_backward(amp_ctx *ctx, amp_tensor *loss, const amp_tensor *seed) {
+    static const char what[] = "amp_backward";
     if (!ctx) return AMP_ERR_NULL_POINTER;
-    if (!loss) return amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "backward: loss is NULL");
+    const int ok = loss_ok(ctx, what, loss, seed);
+    if (ok != AMP_OK) return ok;
     if (!seed) {
         if (amp_tensor_numel(loss) != 1)
             return amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT,
-                                "backward: the loss has %lld elements; pass a seed gradient of its shape",
+                                "%s: the loss has %lld elements; pass a seed gradient of its shape", what,
                                 (long long)amp_tensor_numel(loss));
-        return amp_backward_scaled(ctx, loss, 1.0f);
+        const float one = 1.0f;
+        return run_backward(ctx, what, loss, &one);
     }
     if (!amp_same_shape(loss, seed)) {
         char a[64], b[64];
-        return amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "backward: seed shape %s differs from the loss's %s",
+        return amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "%s: seed shape %s differs from the loss's %s", what,
                             amp_shape_str(seed, b, sizeof b), amp_shape_str(loss, a, sizeof a));
     }
     amp_arena_mark m = amp_scratch_mark(ctx);
     const float *s = amp_f32_view(ctx, seed);
-    int st = s ? run_backward(ctx, loss, s) : ctx->status;
+    int st = s ? run_backward(ctx, what, loss, s) : ctx->status;
     amp_scratch_release(ctx, m);
     return st;
 }
 
 int amp_backward_scaled(amp_ctx *ctx, amp_tensor *loss, float seed) {
+    static const char what[] = "amp_backward_scaled";
     if (!ctx) return AMP_ERR_NULL_POINTER;
-    if (!loss) return amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "backward: loss is NULL");
+    const int ok = loss_ok(ctx, what, loss, NULL);
+    if (ok != AMP_OK) return ok;
     if (amp_tensor_numel(loss) != 1)
-        return amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "backward: a scalar seed needs a one-element loss, not %lld",
-                            (long long)amp_tensor_numel(loss));
-    return run_backward(ctx, loss, &seed);
+        return amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "%s: a scalar seed needs a one-element loss, not %lld",
+                            what, (long long)amp_tensor_numel(loss));
+    return run_backward(ctx, what, loss, &seed);
 }

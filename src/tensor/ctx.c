@@ -34,6 +34,18 @@ static uint64_t splitmix64(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
+_Thread_local int amp_ctx_autocast_depth;
+
+/* Frees what amp_ctx_create made so far (the arenas of a zeroed context are empty) and ctx itself. */
+static void destroy(amp_ctx *ctx) {
+    const amp_allocator a = ctx->allocator;
+    amp_arena_destroy(&ctx->arena);
+    amp_arena_destroy(&ctx->scratch);
+    amp_arena_destroy(&ctx->headers[0]);
+    amp_arena_destroy(&ctx->headers[1]);
+    a.free(ctx, a.user);
+}
+
 int amp_ctx_create(const amp_ctx_config *config, amp_ctx **out) {
     if (!out) return AMP_ERR_NULL_POINTER;
     *out = NULL;
@@ -49,13 +61,13 @@ int amp_ctx_create(const amp_ctx_config *config, amp_ctx **out) {
     ctx->allocator = cfg.allocator;
     ctx->grad_enabled = true;
     ctx->grad_epoch = 1;
-    if (amp_arena_init(&ctx->arena, &ctx->allocator, cfg.arena_bytes) != 0) {
-        cfg.allocator.free(ctx, cfg.allocator.user);
-        return AMP_ERR_OUT_OF_MEMORY;
-    }
-    if (amp_arena_init(&ctx->scratch, &ctx->allocator, cfg.arena_bytes / 4) != 0) {
-        amp_arena_destroy(&ctx->arena);
-        cfg.allocator.free(ctx, cfg.allocator.user);
+    ctx->generation = 1;
+    /* A header is under 256 bytes; a step makes a few thousand at most (each arena grows if not). */
+    if (amp_arena_init(&ctx->arena, &ctx->allocator, cfg.arena_bytes) != 0 ||
+        amp_arena_init(&ctx->scratch, &ctx->allocator, cfg.arena_bytes / 4) != 0 ||
+        amp_arena_init(&ctx->headers[0], &ctx->allocator, cfg.arena_bytes / 64) != 0 ||
+        amp_arena_init(&ctx->headers[1], &ctx->allocator, cfg.arena_bytes / 64) != 0) {
+        destroy(ctx);
         return AMP_ERR_OUT_OF_MEMORY;
     }
     for (int i = 0; i < AMP_RNG_STREAMS; i++) {
@@ -81,9 +93,7 @@ void amp_ctx_free(amp_ctx *ctx) {
     ctx->allocator.free(ctx->param_memory, ctx->allocator.user);
     ctx->allocator.free(ctx->grad_memory, ctx->allocator.user);
     ctx->allocator.free(ctx->buffer_memory, ctx->allocator.user);
-    amp_arena_destroy(&ctx->arena);
-    amp_arena_destroy(&ctx->scratch);
-    ctx->allocator.free(ctx, ctx->allocator.user);
+    destroy(ctx);
 }
 
 int amp_ctx_fail(amp_ctx *ctx, int status, const char *fmt, ...) {
@@ -100,8 +110,42 @@ int amp_ctx_fail(amp_ctx *ctx, int status, const char *fmt, ...) {
 int amp_ctx_status(const amp_ctx *ctx) { return ctx ? ctx->status : AMP_ERR_NULL_POINTER; }
 const char *amp_ctx_error(const amp_ctx *ctx) { return ctx ? ctx->error : "null context"; }
 void amp_ctx_clear_error(amp_ctx *ctx) {
+    if (!ctx) return;
     ctx->status = AMP_OK;
     ctx->error[0] = '\0';
+}
+
+const char *amp_tensor_describe(const amp_ctx *ctx, const amp_tensor *t, char *buf, size_t size) {
+    char shape[96];
+    amp_shape_str(t, shape, sizeof shape);
+    const char *dt = amp_dtype_name(t->dtype);
+    bool param = false; /* a declared one, whether allocated or not (an error path: a plain search) */
+    for (size_t k = 0; ctx && k < ctx->n_params && !param; k++) param = ctx->params[k].tensor == t;
+    if (t->name)
+        snprintf(buf, size, "%s '%s' (%s %s)", param ? "parameter" : "buffer", t->name, shape, dt);
+    else if (t->op != AMP_OP_NONE)
+        snprintf(buf, size, "the %s %s result of %s", shape, dt, amp_op_name(t->op));
+    else
+        snprintf(buf, size, "a %s %s tensor", shape, dt);
+    return buf;
+}
+
+int amp_ctx_fail_stale(amp_ctx *ctx, const char *what, const char *role, const amp_tensor *t) {
+    char d[160];
+    amp_tensor_describe(ctx, t, d, sizeof d);
+    return amp_ctx_fail(ctx, AMP_ERR_STATE,
+                        "%s: %s (%s) was made before the last amp_ctx_reset and is no longer valid: a step's "
+                        "tensors live until the next reset (parameters and buffers stay)",
+                        what, role ? role : "an input", d);
+}
+
+int amp_ctx_fail_unallocated(amp_ctx *ctx, const char *what, const amp_tensor *t) {
+    char d[160];
+    amp_tensor_describe(ctx, t, d, sizeof d);
+    return amp_ctx_fail(ctx, AMP_ERR_STATE,
+                        "%s: %s has no storage: call amp_ctx_alloc_params after declaring the parameters and "
+                        "buffers, before using them",
+                        what, d);
 }
 
 void *amp_ctx_alloc(amp_ctx *ctx, size_t bytes) {
@@ -116,39 +160,66 @@ void *amp_scratch_alloc(amp_ctx *ctx, size_t bytes) {
     return p;
 }
 
-void amp_ctx_reset(amp_ctx *ctx) {
+int amp_ctx_reset(amp_ctx *ctx) {
+    if (!ctx) return AMP_ERR_NULL_POINTER;
+    amp_ctx_clear_error(ctx); /* a new step starts clean (a refusal records only its own error) */
+    if (amp_ctx_autocast_depth > 0)
+        return amp_ctx_fail(ctx, AMP_ERR_STATE,
+                            "amp_ctx_reset: %d autocast region%s still open in this thread: call amp_autocast_exit "
+                            "for each amp_autocast_enter before the step ends (nothing was reset)",
+                            amp_ctx_autocast_depth, amp_ctx_autocast_depth == 1 ? " is" : "s are");
     amp_arena_reset(&ctx->arena);
     amp_arena_reset(&ctx->scratch);
     ctx->tape = NULL;
     ctx->n_grad_free = 0;
     ctx->generation++;
+    amp_arena_rewind(&ctx->headers[ctx->generation & 1]); /* the other one keeps the last step's */
+    return AMP_OK;
 }
 
 uint64_t amp_ctx_heap_allocations(const amp_ctx *ctx) {
-    return ctx->arena.heap_allocations + ctx->scratch.heap_allocations + ctx->persistent_allocations;
+    if (!ctx) return 0;
+    return ctx->arena.heap_allocations + ctx->scratch.heap_allocations + ctx->headers[0].heap_allocations +
+           ctx->headers[1].heap_allocations + ctx->persistent_allocations;
 }
-size_t amp_ctx_arena_used(const amp_ctx *ctx) { return amp_arena_used(&ctx->arena); }
-size_t amp_ctx_arena_peak(const amp_ctx *ctx) { return ctx->arena.peak; }
+/* The arena's bytes and those of the step's tensor headers. */
+size_t amp_ctx_arena_used(const amp_ctx *ctx) {
+    return ctx ? amp_arena_used(&ctx->arena) + amp_arena_used(&ctx->headers[ctx->generation & 1]) : 0;
+}
+size_t amp_ctx_arena_peak(const amp_ctx *ctx) {
+    if (!ctx) return 0;
+    const size_t h0 = ctx->headers[0].peak, h1 = ctx->headers[1].peak;
+    return ctx->arena.peak + (h0 > h1 ? h0 : h1);
+}
 
 uint64_t amp_ctx_random(amp_ctx *ctx, unsigned purpose) {
-    return splitmix64(&ctx->rng[purpose % AMP_RNG_STREAMS]);
+    return ctx ? splitmix64(&ctx->rng[purpose % AMP_RNG_STREAMS]) : 0;
 }
 
 bool amp_set_grad_enabled(amp_ctx *ctx, bool enabled) {
+    if (!ctx) return false;
     bool prev = ctx->grad_enabled;
     ctx->grad_enabled = enabled;
     return prev;
 }
-bool amp_grad_enabled(const amp_ctx *ctx) { return ctx->grad_enabled; }
+bool amp_grad_enabled(const amp_ctx *ctx) { return ctx && ctx->grad_enabled; }
+
+bool amp_set_retain_graph(amp_ctx *ctx, bool retain) {
+    if (!ctx) return false;
+    const bool prev = ctx->retain_graph;
+    ctx->retain_graph = retain;
+    return prev;
+}
 
 /* ---- parameters and buffers ---- */
 
-static amp_tensor *declare(amp_ctx *ctx, bool trainable, const char *name, amp_dtype dtype, int ndim,
-                           const int64_t *shape) {
+static amp_tensor *declare_slot(amp_ctx *ctx, bool trainable, const char *name, amp_dtype dtype, int ndim,
+                                const int64_t *shape) {
     const char *what = trainable ? "amp_param_new" : "amp_buffer_new";
-    if (!ctx) return NULL;
     if (ctx->params_allocated) {
-        amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "%s: parameters are already allocated", what);
+        amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT,
+                     "%s: '%s' is declared after amp_ctx_alloc_params: declare every parameter and buffer first",
+                     what, name ? name : "(unnamed)");
         return NULL;
     }
     if (!amp_shape_valid(ctx, what, dtype, ndim, shape)) return NULL;
@@ -192,6 +263,17 @@ static amp_tensor *declare(amp_ctx *ctx, bool trainable, const char *name, amp_d
     return t;
 }
 
+/* Declares a parameter or buffer; the first failure is kept for amp_ctx_alloc_params, which then
+ * refuses to allocate an incomplete model. */
+static amp_tensor *declare(amp_ctx *ctx, bool trainable, const char *name, amp_dtype dtype, int ndim,
+                           const int64_t *shape) {
+    if (!ctx) return NULL;
+    amp_tensor *t = declare_slot(ctx, trainable, name, dtype, ndim, shape);
+    if (!t && ctx->declare_status == AMP_OK)
+        ctx->declare_status = ctx->status != AMP_OK ? ctx->status : AMP_ERR_INVALID_ARGUMENT;
+    return t;
+}
+
 amp_tensor *amp_param_new(amp_ctx *ctx, const char *name, amp_dtype dtype, int ndim, const int64_t *shape) {
     return declare(ctx, true, name, dtype, ndim, shape);
 }
@@ -213,8 +295,9 @@ static size_t layout(amp_param_slot *slots, size_t n) {
 
 int amp_ctx_alloc_params(amp_ctx *ctx) {
     if (!ctx) return AMP_ERR_NULL_POINTER;
-    if (ctx->status != AMP_OK) return ctx->status;
-    if (ctx->params_allocated) return amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "parameters already allocated");
+    if (ctx->declare_status != AMP_OK && !ctx->params_allocated) return ctx->declare_status;
+    if (ctx->params_allocated)
+        return amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT, "amp_ctx_alloc_params: the parameters are already allocated");
     ctx->param_bytes = layout(ctx->params, ctx->n_params);
     ctx->buffer_bytes = layout(ctx->buffers, ctx->n_buffers);
     const size_t pb = ctx->param_bytes ? ctx->param_bytes : 64, bb = ctx->buffer_bytes ? ctx->buffer_bytes : 64;
@@ -247,11 +330,12 @@ amp_tensor *amp_ctx_param(const amp_ctx *ctx, size_t index) {
     return (ctx && index < ctx->n_params) ? ctx->params[index].tensor : NULL;
 }
 void *amp_ctx_param_memory(const amp_ctx *ctx, size_t *bytes) {
-    if (bytes) *bytes = ctx->param_bytes;
-    return ctx->param_memory;
+    if (bytes) *bytes = ctx ? ctx->param_bytes : 0;
+    return ctx ? ctx->param_memory : NULL;
 }
 void *amp_ctx_grad_memory(const amp_ctx *ctx, size_t *bytes) {
-    if (bytes) *bytes = ctx->param_bytes;
+    if (bytes) *bytes = ctx ? ctx->param_bytes : 0;
+    if (!ctx) return NULL;
     /* The pending zeros are part of the gradients' value: written before anyone reads the buffer.
      * (The context is never a const object: the caller's pointer is const, not the memory.) */
     amp_ctx_settle_grads((amp_ctx *)ctx);

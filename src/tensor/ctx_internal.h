@@ -3,6 +3,7 @@
 #define AMP_CTX_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "amp/ops.h"
@@ -25,6 +26,8 @@ struct amp_node {
     float f[4];       /* op scalars (scale, exponent, eps, ...) */
     int64_t i[8];     /* op integers (dims, stride, padding, ...) */
     int32_t out_uses; /* tape nodes recorded with out as an input (each input slot counts) */
+    bool spent;       /* its backward ran in a backward that did not retain the graph */
+    uint64_t reach;   /* the backward that last found it reachable from its loss (ctx->backward_serial) */
     amp_node *prev;   /* the tape, newest first */
 };
 
@@ -50,8 +53,15 @@ typedef struct amp_grad_block {
 
 struct amp_ctx {
     amp_allocator allocator;
-    amp_arena arena;   /* the step's tensors, tape and gradients; rewound by amp_ctx_reset */
+    amp_arena arena;   /* the step's tensor data, tape and gradients; rewound by amp_ctx_reset */
     amp_arena scratch; /* op-local temporaries, stack discipline (amp_scratch_mark/release) */
+    /* The step's tensor headers (the amp_tensor structs), in headers[generation & 1]: a reset rewinds
+     * the other one, so the headers of the step just ended stay as they were (with their generation)
+     * for one more step, and a tensor of that step used after the reset is caught even when new
+     * tensors were made since. Only headers live there, so a pointer into either holds a whole
+     * header. Rewound, never coalesced: no chunk an old pointer may point into is freed before
+     * amp_ctx_free. */
+    amp_arena headers[2];
     int status;
     char error[256];
     bool grad_enabled;
@@ -60,11 +70,16 @@ struct amp_ctx {
      * reused for later first gradients of the same step; emptied by amp_ctx_reset. */
     amp_grad_block grad_free[AMP_GRAD_FREE_MAX];
     int n_grad_free;
-    uint64_t generation; /* steps since creation: amp_ctx_reset increments it (autocast's cache keys on it) */
+    /* the current step, from 1 (0 marks tensors outside the arena): amp_ctx_reset increments it; each
+     * arena tensor keeps the value it was made under (amp_tensor_stale), and autocast's cache keys on it */
+    uint64_t generation;
+    bool retain_graph;       /* amp_set_retain_graph */
+    uint64_t backward_serial; /* backward calls since creation (amp_node.reach) */
 
     amp_param_slot *params, *buffers;
     size_t n_params, cap_params, n_buffers, cap_buffers;
     bool params_allocated;
+    int declare_status; /* the first failed amp_param_new / amp_buffer_new (AMP_OK: none) */
     void *param_memory, *grad_memory, *buffer_memory;
     size_t param_bytes, buffer_bytes;
     uint64_t persistent_allocations;
@@ -86,6 +101,29 @@ struct amp_ctx {
     bool backward_grad_check;
     uint64_t grad_epoch;
 };
+
+/* The calling thread's open autocast regions. src/autocast keeps it (it sits above this layer, which
+ * cannot ask it), so that amp_ctx_reset can refuse to end a step inside a region. */
+extern _Thread_local int amp_ctx_autocast_depth;
+
+/* True when t is an arena tensor of an earlier step of ctx: made before the last amp_ctx_reset, its
+ * memory is being reused. Parameters, buffers and tensors not made by a context (generation 0) never
+ * are. */
+static inline bool amp_tensor_stale(const amp_ctx *ctx, const amp_tensor *t) {
+    return t->generation != 0 && t->generation != ctx->generation;
+}
+/* Records "<what>: an input (...) was made before the last amp_ctx_reset ..." (`role` names the
+ * tensor instead of "an input" when not NULL: "the loss"); returns AMP_ERR_STATE. */
+int amp_ctx_fail_stale(amp_ctx *ctx, const char *what, const char *role, const amp_tensor *t);
+/* Records "<what>: parameter 'name' has no storage: call amp_ctx_alloc_params ..." for a declared
+ * tensor whose data is NULL; returns AMP_ERR_STATE. */
+int amp_ctx_fail_unallocated(amp_ctx *ctx, const char *what, const amp_tensor *t);
+/* The checks of an op's input (ops' amp_op_input_ok, the cast): false, with "<what>: ..." recorded
+ * unless an error is there already, when x is NULL, stale (amp_tensor_stale), a parameter or buffer
+ * without storage, or not f32, f16 or bf16; false too when the context holds an error. */
+bool amp_ctx_input_ok(amp_ctx *ctx, const char *what, const amp_tensor *x);
+/* "a [2, 3] f32 tensor", "the [2, 3] f16 result of gelu", "parameter 'fc1.weight' ([4, 8] f32)". */
+const char *amp_tensor_describe(const amp_ctx *ctx, const amp_tensor *t, char *buf, size_t size);
 
 /* Records the first error (later ones are dropped) and returns `status`. */
 int amp_ctx_fail(amp_ctx *ctx, int status, const char *fmt, ...)

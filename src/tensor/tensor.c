@@ -1,4 +1,5 @@
 /* Arena tensors: creation, shape helpers, element access (views included). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,6 +47,7 @@ const char *amp_shape_str(const amp_tensor *t, char *buf, size_t size) {
 int64_t amp_tensor_numel(const amp_tensor *t) { return t ? amp_shape_numel(t->ndim, t->shape) : 0; }
 
 bool amp_tensor_is_contiguous(const amp_tensor *t) {
+    if (!t) return false;
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
         if (t->shape[i] != 1 && t->stride[i] != s) return false;
@@ -75,6 +77,28 @@ bool amp_shape_valid(amp_ctx *ctx, const char *what, amp_dtype dtype, int ndim, 
     return true;
 }
 
+bool amp_ctx_input_ok(amp_ctx *ctx, const char *what, const amp_tensor *x) {
+    if (!x) {
+        if (ctx->status == AMP_OK) amp_ctx_fail(ctx, AMP_ERR_NULL_POINTER, "%s: an input is NULL", what);
+        return false;
+    }
+    /* the lifetime checks (amp/tensor.h): a tensor of an earlier step, a parameter not allocated */
+    if (amp_tensor_stale(ctx, x)) {
+        amp_ctx_fail_stale(ctx, what, NULL, x);
+        return false;
+    }
+    if (!x->data) {
+        amp_ctx_fail_unallocated(ctx, what, x);
+        return false;
+    }
+    if (x->dtype != AMP_F32 && x->dtype != AMP_F16 && x->dtype != AMP_BF16) {
+        amp_ctx_fail(ctx, AMP_ERR_UNSUPPORTED_DTYPE, "%s: inputs must be f32, f16 or bf16, not %s", what,
+                     amp_dtype_name(x->dtype));
+        return false;
+    }
+    return ctx->status == AMP_OK;
+}
+
 void amp_tensor_init_leaf(amp_tensor *t, amp_dtype dtype, int ndim, const int64_t *shape) {
     memset(t, 0, sizeof *t);
     t->dtype = dtype;
@@ -87,9 +111,14 @@ void amp_tensor_init_leaf(amp_tensor *t, amp_dtype dtype, int ndim, const int64_
 
 amp_tensor *amp_ctx_new_tensor(amp_ctx *ctx, amp_dtype dtype, int ndim, const int64_t *shape, bool with_data) {
     if (!amp_shape_valid(ctx, "tensor", dtype, ndim, shape)) return NULL;
-    amp_tensor *t = amp_ctx_alloc(ctx, sizeof *t);
-    if (!t) return NULL;
+    /* the header in this step's header arena (ctx_internal.h), the data in the arena */
+    amp_tensor *t = amp_arena_alloc(&ctx->headers[ctx->generation & 1], sizeof *t);
+    if (!t) {
+        amp_ctx_fail(ctx, AMP_ERR_OUT_OF_MEMORY, "out of memory: the tensor headers could not grow");
+        return NULL;
+    }
     amp_tensor_init_leaf(t, dtype, ndim, shape);
+    t->generation = ctx->generation;
     if (with_data) {
         t->data = amp_ctx_alloc(ctx, (size_t)amp_shape_numel(ndim, shape) * amp_dtype_size(dtype));
         if (!t->data) return NULL;
@@ -142,11 +171,17 @@ static int64_t element_offset(const amp_tensor *t, int64_t i) {
     return off;
 }
 
-float amp_tensor_get(const amp_tensor *t, int64_t i) {
-    float v = 0.0f;
+int amp_tensor_get_checked(const amp_tensor *t, int64_t i, float *out) {
+    if (out) *out = NAN;
+    if (!t || !out || !t->data) return AMP_ERR_NULL_POINTER;
+    if (i < 0 || i >= amp_tensor_numel(t)) return AMP_ERR_INVALID_ARGUMENT;
     const size_t es = amp_dtype_size(t->dtype);
-    amp_convert(&v, AMP_F32, (const unsigned char *)t->data + element_offset(t, i) * (int64_t)es, t->dtype, 1);
-    return v;
+    return amp_convert(out, AMP_F32, (const unsigned char *)t->data + element_offset(t, i) * (int64_t)es, t->dtype, 1);
+}
+
+float amp_tensor_get(const amp_tensor *t, int64_t i) {
+    float v;
+    return amp_tensor_get_checked(t, i, &v) == AMP_OK ? v : NAN;
 }
 
 int amp_tensor_read(const amp_tensor *t, void *dst, amp_dtype dst_dtype) {
