@@ -151,7 +151,7 @@ void test_autocast_cast_cache(void) {
     float g0 = ((float *)m.w->grad->data)[0];
     CHECK_MSG(g0 == 2.0f * (1.0f + 0.25f), "dL/dw[0][0] = %g, want 2.5", (double)g0);
 
-    /* PyTorch's pitfall (#65766): a cast first made under no-grad must not be reused under grad. */
+    /* PyTorch's pitfall (pytorch#65766): a cast first made under no-grad must not be reused under grad. */
     amp_ctx_reset(m.ctx);
     amp_zero_grad(m.ctx);
     amp_autocast_enter(AMP_BF16);

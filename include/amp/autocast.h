@@ -32,7 +32,7 @@
  * The cast cache. Within the outermost region, an fp32 leaf tensor that requires grad (a parameter)
  * is cast to the region's low dtype once, and the cast is reused by every later op in the region; the
  * cache is emptied when the outermost region exits (and a cast of an earlier step of its context is
- * never reused). Unlike PyTorch (#65766, #112583), a cast made while grad mode was off is never
+ * never reused). Unlike PyTorch (pytorch#65766, pytorch#112583), a cast made while grad mode was off is never
  * reused while it is on: the weight would silently get no gradient. */
 #ifndef AMP_AUTOCAST_H
 #define AMP_AUTOCAST_H
