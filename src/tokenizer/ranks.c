@@ -1,0 +1,324 @@
+/* The rank table: building it, tiktoken's rank files (base64 of the token's bytes, a space, the rank),
+ * the hash lookup from bytes to rank. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/alloc_internal.h"
+#include "../core/status_internal.h"
+#include "tokenizer_internal.h"
+
+const char amp_tokenizer_pattern_gpt2[] =
+    "'(?:[sdmt]|ll|ve|re)| ?\\p{L}++| ?\\p{N}++| ?[^\\s\\p{L}\\p{N}]++|\\s++$|\\s+(?!\\S)|\\s";
+const char amp_tokenizer_pattern_cl100k[] =
+    "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|"
+    "\\s*[\\r\\n]|\\s+(?!\\S)|\\s";
+
+const char *amp_tokenizer_pattern_named(const char *name) {
+    if (!name) return NULL;
+    if (strcmp(name, "gpt2") == 0) return amp_tokenizer_pattern_gpt2;
+    if (strcmp(name, "cl100k") == 0) return amp_tokenizer_pattern_cl100k;
+    return NULL;
+}
+
+int32_t amp_tok_lookup(const amp_tokenizer *t, const uint8_t *s, size_t n) {
+    for (uint64_t h = amp_tok_hash(s, n) & t->mask;; h = (h + 1) & t->mask) {
+        const int32_t r = t->slots[h];
+        if (r == AMP_TOK_NONE) return AMP_TOK_NONE;
+        const size_t len = t->off[r + 1] - t->off[r];
+        if (len == n && memcmp(t->blob + t->off[r], s, n) == 0) return r;
+    }
+}
+
+void amp_tokenizer_free(amp_tokenizer *t) {
+    if (!t) return;
+    pcre2_code_free(t->re);
+    amp_free(t->blob), amp_free(t->off), amp_free(t->slots), amp_free(t->present), amp_free(t->pattern);
+    amp_free(t);
+}
+
+uint32_t amp_tokenizer_vocab_size(const amp_tokenizer *t) { return t ? t->vocab : 0; }
+uint32_t amp_tokenizer_n_tokens(const amp_tokenizer *t) { return t ? t->n_tokens : 0; }
+const char *amp_tokenizer_pattern(const amp_tokenizer *t) { return t ? t->pattern : NULL; }
+
+const uint8_t *amp_tokenizer_token(const amp_tokenizer *t, uint32_t rank, size_t *len) {
+    if (!t || rank >= t->vocab || !t->present[rank]) {
+        if (len) *len = 0;
+        return NULL;
+    }
+    if (len) *len = t->off[rank + 1] - t->off[rank];
+    return t->blob + t->off[rank];
+}
+
+/* Builds the table from tokens with ranks (ranks[i] < vocab, distinct). *what names a failure as
+ * "token i ..." for the caller's message; returns the token index at fault or -1. */
+static int64_t build(amp_tokenizer *t, const uint8_t *const *tok, const size_t *lens, const uint32_t *ranks,
+                     uint32_t n, uint32_t vocab, const char **what) {
+    size_t total = 0;
+    for (uint32_t i = 0; i < n; i++) total += lens[i];
+    t->vocab = vocab, t->n_tokens = n;
+    t->blob = amp_malloc(total ? total : 1);
+    t->off = amp_calloc((size_t)vocab + 1, sizeof *t->off);
+    t->present = amp_calloc(vocab ? vocab : 1, sizeof *t->present);
+    uint64_t cap = 1024;
+    while (cap < 2 * (uint64_t)n) cap *= 2;
+    t->mask = cap - 1;
+    t->slots = amp_malloc(cap * sizeof *t->slots);
+    size_t *len_of = amp_calloc(vocab ? vocab : 1, sizeof *len_of);
+    const uint8_t **src = amp_calloc(vocab ? vocab : 1, sizeof *src);
+    if (!t->blob || !t->off || !t->present || !t->slots || !len_of || !src) {
+        amp_free(len_of), amp_free(src);
+        *what = "out of memory";
+        return -2;
+    }
+    int64_t bad = -1;
+    for (uint32_t i = 0; i < n && bad < 0; i++) {
+        if (lens[i] == 0) *what = "is empty", bad = i;
+        else if (t->present[ranks[i]]) *what = "repeats a rank", bad = i;
+        else t->present[ranks[i]] = true, len_of[ranks[i]] = lens[i], src[ranks[i]] = tok[i];
+    }
+    size_t at = 0;
+    for (uint32_t r = 0; r < vocab && bad < 0; r++) {
+        t->off[r] = at;
+        if (len_of[r]) memcpy(t->blob + at, src[r], len_of[r]);
+        at += len_of[r];
+    }
+    t->off[vocab] = at;
+    amp_free(len_of), amp_free(src);
+    memset(t->slots, 0xff, cap * sizeof *t->slots);
+    for (uint32_t i = 0; i < n && bad < 0; i++) {
+        const uint32_t r = ranks[i];
+        const uint8_t *s = t->blob + t->off[r];
+        const size_t len = lens[i];
+        uint64_t h = amp_tok_hash(s, len) & t->mask;
+        for (; t->slots[h] != AMP_TOK_NONE; h = (h + 1) & t->mask) {
+            const int32_t o = t->slots[h];
+            if (t->off[o + 1] - t->off[o] == len && memcmp(t->blob + t->off[o], s, len) == 0) {
+                *what = "repeats a token's bytes", bad = i;
+                break;
+            }
+        }
+        if (bad < 0) t->slots[h] = (int32_t)r;
+    }
+    for (int b = 0; b < 256 && bad < 0; b++) {
+        const uint8_t byte = (uint8_t)b;
+        if (amp_tok_lookup(t, &byte, 1) == AMP_TOK_NONE) *what = "lacks a single byte", bad = n + (int64_t)b;
+    }
+    return bad;
+}
+
+static int finish(amp_tokenizer *t, const char *pattern, amp_tokenizer **out, char *err, size_t err_size) {
+    t->pattern = amp_strdup(pattern ? pattern : amp_tokenizer_pattern_cl100k);
+    if (!t->pattern) {
+        amp_tokenizer_free(t);
+        return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+    }
+    const int rc = amp_tok_compile(t->pattern, &t->re, err, err_size);
+    if (rc != AMP_OK) {
+        amp_tokenizer_free(t);
+        return rc;
+    }
+    *out = t;
+    return AMP_OK;
+}
+
+int amp_tokenizer_create(const uint8_t *const *tokens, const size_t *lens, uint32_t n, const char *pattern,
+                         amp_tokenizer **out, char *err, size_t err_size) {
+    if (err && err_size) err[0] = '\0';
+    if (!out || (n && (!tokens || !lens)))
+        return amp_err_fmt(err, err_size, AMP_ERR_NULL_POINTER, "amp_tokenizer_create: NULL argument");
+    *out = NULL;
+    if (n > (uint32_t)INT32_MAX) return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "tokenizer: too many tokens");
+    amp_tokenizer *t = amp_calloc(1, sizeof *t);
+    uint32_t *ranks = amp_malloc((n ? n : 1) * sizeof *ranks);
+    if (!t || !ranks) {
+        amp_free(t), amp_free(ranks);
+        return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+    }
+    for (uint32_t i = 0; i < n; i++) ranks[i] = i;
+    const char *what = "";
+    const int64_t bad = build(t, tokens, lens, ranks, n, n, &what);
+    amp_free(ranks);
+    if (bad != -1) {
+        amp_tokenizer_free(t);
+        if (bad == -2) return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
+        if (bad >= n) return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "tokenizer: no token is the byte 0x%02x", (unsigned)(bad - n));
+        return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "tokenizer: token %" PRId64 " %s", bad, what);
+    }
+    return finish(t, pattern, out, err, err_size);
+}
+
+/* ---- rank files ---- */
+
+static int b64_value(int c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+/* Decodes standard base64 (padded) s[0, n) into out (at least n / 4 * 3 bytes); -1 when malformed. */
+static int64_t b64_decode(const char *s, size_t n, uint8_t *out) {
+    if (n == 0 || n % 4 != 0) return -1;
+    size_t pad = s[n - 1] == '=' ? (s[n - 2] == '=' ? 2 : 1) : 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        int v[4];
+        for (int j = 0; j < 4; j++) {
+            const bool padded = i + 4 == n && j >= 4 - (int)pad;
+            v[j] = padded ? (s[i + j] == '=' ? 0 : -1) : b64_value((unsigned char)s[i + j]);
+            if (v[j] < 0) return -1;
+        }
+        const uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        out[k++] = (uint8_t)(w >> 16);
+        if (!(i + 4 == n && pad == 2)) out[k++] = (uint8_t)(w >> 8);
+        if (!(i + 4 == n && pad >= 1)) out[k++] = (uint8_t)w;
+        /* the bits the padding drops must be zero (one spelling per byte string) */
+        if (i + 4 == n && ((pad == 2 && (w & 0xffff)) || (pad == 1 && (w & 0xff)))) return -1;
+    }
+    return (int64_t)k;
+}
+
+static size_t b64_encode(const uint8_t *s, size_t n, char *out) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t w = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0) | (i + 2 < n ? s[i + 2] : 0);
+        out[k++] = A[w >> 18 & 63], out[k++] = A[w >> 12 & 63];
+        out[k++] = i + 1 < n ? A[w >> 6 & 63] : '=';
+        out[k++] = i + 2 < n ? A[w & 63] : '=';
+    }
+    return k;
+}
+
+static int read_file(const char *path, char **buf, size_t *len, char *err, size_t err_size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *b = amp_malloc(cap + 1);
+    for (size_t got; b && (got = fread(b + n, 1, cap - n, f)) > 0;) {
+        n += got;
+        if (n == cap) {
+            char *nb = amp_realloc(b, 2 * cap + 1);
+            if (!nb) amp_free(b);
+            b = nb, cap *= 2;
+        }
+    }
+    const int bad = ferror(f);
+    fclose(f);
+    if (!b) return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    if (bad) {
+        amp_free(b);
+        return amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: read error", path);
+    }
+    b[n] = '\0';
+    *buf = b, *len = n;
+    return AMP_OK;
+}
+
+/* Parses one line "BASE64 RANK" (no newline) into bytes (appended at blob + *at) and *rank. */
+static const char *parse_line(const char *s, size_t n, uint8_t *blob, size_t *at, uint32_t *rank) {
+    const char *sp = memchr(s, ' ', n);
+    if (!sp) return "expected base64, a space and a rank";
+    const int64_t k = b64_decode(s, (size_t)(sp - s), blob + *at);
+    if (k <= 0) return "the token is not base64 of a non-empty byte string";
+    const char *r = sp + 1, *end = s + n;
+    if (r == end) return "no rank after the space";
+    uint64_t v = 0;
+    for (const char *p = r; p < end; p++) {
+        if (*p < '0' || *p > '9') return "the rank is not a decimal number";
+        v = v * 10 + (uint64_t)(*p - '0');
+        if (v > (uint64_t)INT32_MAX - 1) return "the rank is too large";
+    }
+    *at += (size_t)k;
+    *rank = (uint32_t)v;
+    return NULL;
+}
+
+int amp_tokenizer_load(const char *path, const char *pattern, amp_tokenizer **out, char *err, size_t err_size) {
+    if (err && err_size) err[0] = '\0';
+    if (!path || !out) return amp_err_fmt(err, err_size, AMP_ERR_NULL_POINTER, "amp_tokenizer_load: NULL argument");
+    *out = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    int rc = read_file(path, &text, &len, err, err_size);
+    if (rc != AMP_OK) return rc;
+    size_t lines = 0;
+    for (size_t i = 0; i < len; i++) lines += text[i] == '\n';
+    lines += 1;
+    uint8_t *blob = amp_malloc(len / 4 * 3 + 1);
+    size_t *starts = amp_malloc(lines * sizeof *starts), *lens = amp_malloc(lines * sizeof *lens);
+    uint32_t *ranks = amp_malloc(lines * sizeof *ranks);
+    size_t *line_of = amp_malloc(lines * sizeof *line_of);
+    const uint8_t **toks = amp_malloc(lines * sizeof *toks);
+    amp_tokenizer *t = amp_calloc(1, sizeof *t);
+    uint32_t n = 0, vocab = 0;
+    size_t at = 0, line = 0, line_of_bad = 0;
+    const char *what = NULL;
+    if (!blob || !starts || !lens || !ranks || !line_of || !toks || !t) what = "out of memory";
+    for (size_t i = 0; i < len && !what;) {
+        const char *nl = memchr(text + i, '\n', len - i);
+        const size_t e = nl ? (size_t)(nl - text) : len;
+        line++;
+        if (e > i) { /* an empty line (the last one) is allowed, as tiktoken's loader skips it */
+            starts[n] = at;
+            what = parse_line(text + i, e - i, blob, &at, &ranks[n]);
+            if (!what) {
+                lens[n] = at - starts[n];
+                line_of[n] = line;
+                if (ranks[n] + 1 > vocab) vocab = ranks[n] + 1;
+                n++;
+            } else {
+                line_of_bad = line;
+            }
+        }
+        i = e + 1;
+    }
+    if (!what && n == 0) {
+        rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: no tokens", path);
+        what = "";
+    }
+    if (!what) {
+        for (uint32_t i = 0; i < n; i++) toks[i] = blob + starts[i];
+        const int64_t bad = build(t, toks, lens, ranks, n, vocab, &what);
+        if (bad == -2) {
+            what = "out of memory";
+        } else if (bad >= (int64_t)n) {
+            rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: no token is the byte 0x%02x", path, (unsigned)(bad - n));
+            what = "";
+        } else if (bad >= 0) {
+            line_of_bad = line_of[bad];
+        }
+    }
+    amp_free(text), amp_free(blob), amp_free(starts), amp_free(lens), amp_free(ranks), amp_free(line_of), amp_free(toks);
+    if (what) {
+        amp_tokenizer_free(t);
+        if (!*what) return rc;
+        if (strcmp(what, "out of memory") == 0 || !line_of_bad)
+            return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: %s", path, what);
+        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s:%zu: %s", path, line_of_bad, what);
+    }
+    return finish(t, pattern, out, err, err_size);
+}
+
+int amp_tokenizer_save(const amp_tokenizer *t, const char *path, char *err, size_t err_size) {
+    if (err && err_size) err[0] = '\0';
+    if (!t || !path) return amp_err_fmt(err, err_size, AMP_ERR_NULL_POINTER, "amp_tokenizer_save: NULL argument");
+    const size_t bytes = t->off[t->vocab];
+    const size_t cap = (bytes / 3 + 2 * (size_t)t->n_tokens) * 4 + 16 * (size_t)t->n_tokens + 1;
+    char *buf = amp_malloc(cap);
+    if (!buf) return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    size_t k = 0;
+    for (uint32_t r = 0; r < t->vocab; r++) {
+        if (!t->present[r]) continue;
+        k += b64_encode(t->blob + t->off[r], t->off[r + 1] - t->off[r], buf + k);
+        k += (size_t)sprintf(buf + k, " %" PRIu32 "\n", r);
+    }
+    const int rc = amp_tok_write_atomic(path, buf, k, NULL, 0, err, err_size);
+    amp_free(buf);
+    return rc;
+}
