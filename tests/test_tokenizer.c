@@ -66,8 +66,8 @@ static bool check_case(const amp_tokenizer *t, const char *name, const uint8_t *
 }
 
 void test_tokenizer_vs_tiktoken(void) {
-    amp_tokenizer *gpt2 = load_fixture_ranks(amp_tokenizer_pattern_gpt2);
-    amp_tokenizer *cl100k = load_fixture_ranks(amp_tokenizer_pattern_cl100k);
+    amp_tokenizer *gpt2 = load_fixture_ranks(amp_tokenizer_pattern_named("gpt2"));
+    amp_tokenizer *cl100k = load_fixture_ranks(amp_tokenizer_pattern_named("cl100k"));
     char path[512];
     fixture_path(path, sizeof path, "cases.txt");
     FILE *f = fopen(path, "r");
@@ -188,7 +188,7 @@ void test_tokenizer_train(void) {
     const size_t lens[1] = {sizeof text - 1};
     amp_tokenizer *t = NULL;
     char err[256];
-    if (!CHECK(amp_tokenizer_train(texts, lens, 1, 270, amp_tokenizer_pattern_gpt2, &t, err, sizeof err) == AMP_OK))
+    if (!CHECK(amp_tokenizer_train(texts, lens, 1, 270, amp_tokenizer_pattern_named("gpt2"), &t, err, sizeof err) == AMP_OK))
         return;
     CHECK_EQ_INT(amp_tokenizer_vocab_size(t), 270);
     for (uint32_t b = 0; b < 256; b++) {

@@ -30,10 +30,8 @@ extern "C" {
 
 typedef struct amp_tokenizer amp_tokenizer;
 
-/* GPT-2's pattern (tiktoken's r50k_pat_str) and cl100k_base's, exactly as tiktoken spells them. */
-extern const char amp_tokenizer_pattern_gpt2[];
-extern const char amp_tokenizer_pattern_cl100k[];
-/* "gpt2" or "cl100k" to its pattern; NULL for any other name. */
+/* "gpt2" or "cl100k" to its pattern, exactly as tiktoken spells it (GPT-2's is tiktoken's
+ * r50k_pat_str, cl100k's the pat_str of cl100k_base); NULL for any other name. */
 const char *amp_tokenizer_pattern_named(const char *name);
 
 /* A tokenizer from tokens (n byte strings; token i has rank i) and a pattern (NULL: cl100k). Every

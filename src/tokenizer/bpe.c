@@ -24,18 +24,73 @@ void amp_tokens_free(amp_tokens *v) {
 
 void amp_tokenizer_bytes_free(uint8_t *bytes) { amp_free(bytes); }
 
+/* Unicode's White_Space, which \s is in Rust's regex (tiktoken's engine). PCRE2's \s under UCP adds
+ * U+180E (MONGOLIAN VOWEL SEPARATOR, a format character since Unicode 6.3): the pattern is compiled
+ * with \s and \S spelled out as this set. */
+static const char WHITE_SPACE[] = "\\t\\n\\x{0b}\\f\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}"
+                                  "\\x{202f}\\x{205f}\\x{3000}";
+
+/* pattern with \s and \S replaced (\S inside a class has no spelling: NULL, *bad set); NULL, *bad
+ * clear, when out of memory. */
+static char *spell_white_space(const char *pattern, bool *bad) {
+    const size_t n = strlen(pattern), ws = strlen(WHITE_SPACE);
+    size_t count = 0;
+    for (size_t i = 0; i + 1 < n; i++) count += pattern[i] == '\\';
+    char *out = amp_malloc(n + count * (ws + 3) + 1);
+    *bad = false;
+    if (!out) return NULL;
+    size_t k = 0;
+    bool in_class = false;
+    for (size_t i = 0; i < n; i++) {
+        const char c = pattern[i];
+        if (c == '\\' && i + 1 < n) {
+            const char e = pattern[++i];
+            if (e == 's' || e == 'S') {
+                if (in_class && e == 'S') {
+                    *bad = true;
+                    amp_free(out);
+                    return NULL;
+                }
+                if (!in_class) out[k++] = '[';
+                if (e == 'S') out[k++] = '^';
+                memcpy(out + k, WHITE_SPACE, ws), k += ws;
+                if (!in_class) out[k++] = ']';
+            } else {
+                out[k++] = c, out[k++] = e;
+            }
+            continue;
+        }
+        if (!in_class && c == '[') {
+            in_class = true;
+            out[k++] = c;
+            if (i + 1 < n && pattern[i + 1] == '^') out[k++] = pattern[++i];
+            if (i + 1 < n && pattern[i + 1] == ']') out[k++] = pattern[++i]; /* a leading ] is literal */
+            continue;
+        }
+        if (in_class && c == ']') in_class = false;
+        out[k++] = c;
+    }
+    out[k] = '\0';
+    return out;
+}
+
 int amp_tok_compile(const char *pattern, pcre2_code **re, char *err, size_t err_size) {
+    bool bad;
+    char *spelled = spell_white_space(pattern, &bad);
+    if (!spelled)
+        return bad ? amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "tokenizer: \\S inside a character class is not supported")
+                   : amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "tokenizer: out of memory");
     int code = 0;
     PCRE2_SIZE at = 0;
     /* DOLLAR_ENDONLY: `$` is the end of the text only, as in Rust's regex (PCRE's `$` would also
      * match before a final newline). */
-    *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY,
+    *re = pcre2_compile((PCRE2_SPTR)spelled, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY,
                         &code, &at, NULL);
+    amp_free(spelled);
     if (!*re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
-        return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "tokenizer: bad pattern at offset %zu: %s",
-                           (size_t)at, (const char *)msg);
+        return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "tokenizer: bad pattern (%s)", (const char *)msg);
     }
     pcre2_jit_compile(*re, PCRE2_JIT_COMPLETE); /* without JIT support, the interpreter runs it */
     return AMP_OK;

@@ -14,6 +14,9 @@
 
 enum { AMP_TOK_NONE = -1 };
 
+extern const char amp_tokenizer_pattern_gpt2[];
+extern const char amp_tokenizer_pattern_cl100k[];
+
 struct amp_tokenizer {
     uint8_t *blob;     /* every token's bytes, back to back */
     size_t *off;       /* token i (by rank) starts at blob + off[i]; off[vocab] ends the blob */
