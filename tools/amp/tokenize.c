@@ -256,9 +256,10 @@ int amp_cmd_tokenize(int argc, char **argv) {
     const double t2 = now_s();
     size_t total_bytes = 0, n_tokens = 0;
     for (int i = 0; rc == AMP_EXIT_OK && i < a.n_in; i++) total_bytes += bytes[i], n_tokens += tokens[i].len;
-    uint32_t *all = a.n_in == 1 && tokens ? tokens[0].data : malloc((n_tokens ? n_tokens : 1) * sizeof *all);
-    if (!all) rc = AMP_EXIT_FAILURE;
-    for (size_t i = 0, at = 0; rc == AMP_EXIT_OK && a.n_in > 1 && i < (size_t)a.n_in; at += tokens[i].len, i++)
+    const bool one = a.n_in == 1 && tokens && tokens[0].data; /* one file: its tokens as they are */
+    uint32_t *all = rc != AMP_EXIT_OK ? NULL : one ? tokens[0].data : malloc((n_tokens ? n_tokens : 1) * sizeof *all);
+    if (rc == AMP_EXIT_OK && !all) rc = AMP_EXIT_FAILURE;
+    for (size_t i = 0, at = 0; rc == AMP_EXIT_OK && !one && i < (size_t)a.n_in; at += tokens[i].len, i++)
         if (tokens[i].len) memcpy(all + at, tokens[i].data, tokens[i].len * sizeof *all);
     if (rc == AMP_EXIT_OK &&
         amp_token_shard_write(a.out, all, n_tokens, amp_tokenizer_vocab_size(t), err, sizeof err) != AMP_OK) {
@@ -269,7 +270,7 @@ int amp_cmd_tokenize(int argc, char **argv) {
         printf("%s: %zu tokens from %zu bytes in %d file%s (%.3f bytes/token); ranks %.3f s, encode %.3f s\n", a.out,
                n_tokens, total_bytes, a.n_in, a.n_in == 1 ? "" : "s", n_tokens ? (double)total_bytes / (double)n_tokens : 0.0,
                t1 - t0, t2 - t1);
-    if (a.n_in > 1) free(all);
+    if (!one) free(all);
     for (int i = 0; tokens && i < a.n_in; i++) amp_tokens_free(&tokens[i]);
     free(tokens), free(bytes);
     amp_tokenizer_free(t);
