@@ -24,11 +24,15 @@ const char *amp_tokenizer_pattern_named(const char *name) {
 }
 
 int32_t amp_tok_lookup(const amp_tokenizer *t, const uint8_t *s, size_t n) {
-    for (uint64_t h = amp_tok_hash(s, n) & t->mask;; h = (h + 1) & t->mask) {
-        const int32_t r = t->slots[h];
-        if (r == AMP_TOK_NONE) return AMP_TOK_NONE;
-        const size_t len = t->off[r + 1] - t->off[r];
-        if (len == n && memcmp(t->blob + t->off[r], s, n) == 0) return r;
+    const uint64_t h = amp_tok_hash(s, n);
+    const uint32_t tag = (uint32_t)(h >> 32);
+    for (uint64_t i = h & t->mask;; i = (i + 1) & t->mask) {
+        const uint64_t e = t->slots[i];
+        if (e == 0) return AMP_TOK_NONE;
+        if ((uint32_t)(e >> 32) != tag) continue;
+        const uint32_t r = (uint32_t)e - 1;
+        const uint8_t *tok = t->blob + t->off[r];
+        if (t->off[r + 1] - t->off[r] == n && memcmp(tok, s, n) == 0) return (int32_t)r;
     }
 }
 
@@ -87,20 +91,19 @@ static int64_t build(amp_tokenizer *t, const uint8_t *const *tok, const size_t *
     }
     t->off[vocab] = at;
     amp_free(len_of), amp_free(src);
-    memset(t->slots, 0xff, cap * sizeof *t->slots);
+    memset(t->slots, 0, cap * sizeof *t->slots);
     for (uint32_t i = 0; i < n && bad < 0; i++) {
         const uint32_t r = ranks[i];
         const uint8_t *s = t->blob + t->off[r];
         const size_t len = lens[i];
-        uint64_t h = amp_tok_hash(s, len) & t->mask;
-        for (; t->slots[h] != AMP_TOK_NONE; h = (h + 1) & t->mask) {
-            const int32_t o = t->slots[h];
-            if (t->off[o + 1] - t->off[o] == len && memcmp(t->blob + t->off[o], s, len) == 0) {
-                *what = "repeats a token's bytes", bad = i;
-                break;
-            }
+        if (amp_tok_lookup(t, s, len) != AMP_TOK_NONE) {
+            *what = "repeats a token's bytes", bad = i;
+            break;
         }
-        if (bad < 0) t->slots[h] = (int32_t)r;
+        const uint64_t hash = amp_tok_hash(s, len);
+        uint64_t h = hash & t->mask;
+        while (t->slots[h]) h = (h + 1) & t->mask;
+        t->slots[h] = (hash >> 32) << 32 | (uint64_t)(r + 1);
     }
     for (int b = 0; b < 256 && bad < 0; b++) {
         const uint8_t byte = (uint8_t)b;

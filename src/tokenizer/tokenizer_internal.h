@@ -20,7 +20,8 @@ extern const char amp_tokenizer_pattern_cl100k[];
 struct amp_tokenizer {
     uint8_t *blob;     /* every token's bytes, back to back */
     size_t *off;       /* token i (by rank) starts at blob + off[i]; off[vocab] ends the blob */
-    int32_t *slots;    /* hash table of ranks (AMP_TOK_NONE: empty), mask + 1 slots */
+    uint64_t *slots;   /* hash table, mask + 1 slots: the hash's high 32 bits, then rank + 1 (0: empty);
+                        * the tag skips the bytes of most colliding entries */
     uint64_t mask;
     uint32_t vocab;    /* one more than the largest rank */
     uint32_t n_tokens;
