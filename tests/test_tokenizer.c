@@ -170,6 +170,7 @@ void test_tokenizer_rank_files(void) {
         {"IQ== 0\n", "no token is the byte 0x00"},
         {"IQ== \n", ":1: no rank after the space"},
         {"", "no tokens"},
+        {"IQ== 100000\n", "ranks too sparse (the largest is 100000 for 1 tokens)"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK(write_text(path, bad[i].text) == 0);

@@ -38,9 +38,11 @@ const char *amp_tokenizer_pattern_named(const char *name);
  * token must be non-empty and distinct, and the 256 single bytes must be among them. */
 int amp_tokenizer_create(const uint8_t *const *tokens, const size_t *lens, uint32_t n, const char *pattern,
                          amp_tokenizer **out, char *err, size_t err_size);
-/* Reads a tiktoken rank file: one token a line, base64 of its bytes, one space, its rank (decimal).
- * Ranks need not be sorted or dense; tokens and ranks must be distinct; the 256 single bytes must
- * have ranks. A malformed line gives AMP_ERR_FORMAT and "PATH:LINE: what is wrong". */
+/* Reads a tiktoken rank file: one token a line, base64 of its bytes, one space, its rank (decimal);
+ * empty lines are skipped, a line may end in CRLF. Ranks need not be sorted, and may leave gaps while
+ * the largest stays below 2 x the number of tokens + 1024; tokens and ranks must be distinct; the
+ * 256 single bytes must have ranks. A malformed line gives AMP_ERR_FORMAT and "PATH:LINE: what is
+ * wrong". */
 int amp_tokenizer_load(const char *path, const char *pattern, amp_tokenizer **out, char *err, size_t err_size);
 /* Writes the rank file (by rank), atomically: a temp file renamed over path; nothing on failure. */
 int amp_tokenizer_save(const amp_tokenizer *t, const char *path, char *err, size_t err_size);

@@ -130,9 +130,8 @@ int amp_tok_split(const pcre2_code *re, const uint8_t *s, size_t n, amp_tok_piec
     int rc = md && mc && js ? AMP_OK : AMP_ERR_OUT_OF_MEMORY;
     if (rc == AMP_OK) pcre2_jit_stack_assign(mc, NULL, js);
     size_t at = 0;
-    uint32_t opts = 0; /* the first match checks the UTF-8 (valid already); later ones need not */
-    while (rc == AMP_OK && at < n) {
-        const int m = pcre2_match(re, s, n, at, opts | PCRE2_NO_UTF_CHECK, md, mc);
+    while (rc == AMP_OK && at < n) { /* NO_UTF_CHECK: the caller passes valid UTF-8 only */
+        const int m = pcre2_match(re, s, n, at, PCRE2_NO_UTF_CHECK, md, mc);
         if (m == PCRE2_ERROR_NOMATCH) break;
         if (m < 0) {
             rc = m == PCRE2_ERROR_NOMEMORY || m == PCRE2_ERROR_JIT_STACKLIMIT ? AMP_ERR_OUT_OF_MEMORY : AMP_ERR_FORMAT;
@@ -226,6 +225,7 @@ static merge_t heap_pop(merge_t *h, size_t *n) {
 /* tiktoken's _byte_pair_merge_large: parts as a linked list over byte positions (a part starting at
  * i ends at end[i]; prev[i] starts the part before), candidate merges in a heap, stale ones skipped. */
 static int merge_large(const amp_tokenizer *t, const uint8_t *p, size_t len, amp_tokens *out) {
+    if (len >= UINT32_MAX) return AMP_ERR_INVALID_ARGUMENT; /* positions are 32-bit */
     uint32_t *end = amp_malloc(len * sizeof *end), *prev = amp_malloc(len * sizeof *prev);
     uint32_t *next_rank = amp_malloc(len * sizeof *next_rank);
     merge_t *heap = amp_malloc(3 * len * sizeof *heap);

@@ -265,7 +265,9 @@ int amp_tokenizer_load(const char *path, const char *pattern, amp_tokenizer **ou
     if (!blob || !starts || !lens || !ranks || !line_of || !toks || !t) what = "out of memory";
     for (size_t i = 0; i < len && !what;) {
         const char *nl = memchr(text + i, '\n', len - i);
-        const size_t e = nl ? (size_t)(nl - text) : len;
+        size_t e = nl ? (size_t)(nl - text) : len;
+        const size_t next = e + 1;
+        if (e > i && text[e - 1] == '\r') e--; /* CRLF, as Python's splitlines reads it */
         line++;
         if (e > i) { /* an empty line (the last one) is allowed, as tiktoken's loader skips it */
             starts[n] = at;
@@ -279,10 +281,14 @@ int amp_tokenizer_load(const char *path, const char *pattern, amp_tokenizer **ou
                 line_of_bad = line;
             }
         }
-        i = e + 1;
+        i = next;
     }
     if (!what && n == 0) {
         rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: no tokens", path);
+        what = "";
+    } else if (!what && vocab > 2 * n + 1024) {
+        rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: ranks too sparse (the largest is %u for %u tokens)", path,
+                         vocab - 1, n);
         what = "";
     }
     if (!what) {
