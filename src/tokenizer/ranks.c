@@ -242,6 +242,55 @@ static const char *parse_line(const char *s, size_t n, uint8_t *blob, size_t *at
     return NULL;
 }
 
+/* A rank file's lines, parsed: token i (of n) is toks[i][0, lens[i]) with rank ranks[i], from line
+ * line_of[i]; vocab is one more than the largest rank. */
+typedef struct {
+    uint8_t *blob;
+    const uint8_t **toks;
+    size_t *lens, *line_of;
+    uint32_t *ranks;
+    uint32_t n, vocab;
+} rank_lines;
+
+static void rank_lines_free(rank_lines *r) {
+    amp_free(r->blob), amp_free(r->toks), amp_free(r->lens), amp_free(r->line_of), amp_free(r->ranks);
+}
+
+/* Parses text[0, len) into r (allocated here); NULL, or what is wrong with line *bad_line (0: no line,
+ * out of memory). */
+static const char *parse_rank_lines(const char *text, size_t len, rank_lines *r, size_t *bad_line) {
+    size_t lines = 1;
+    for (size_t i = 0; i < len; i++) lines += text[i] == '\n';
+    r->blob = amp_malloc(len / 4 * 3 + 1); /* base64 is 4 characters for 3 bytes */
+    r->toks = amp_malloc(lines * sizeof *r->toks);
+    r->lens = amp_malloc(lines * sizeof *r->lens), r->line_of = amp_malloc(lines * sizeof *r->line_of);
+    r->ranks = amp_malloc(lines * sizeof *r->ranks);
+    *bad_line = 0;
+    if (!r->blob || !r->toks || !r->lens || !r->line_of || !r->ranks) return "out of memory";
+    size_t at = 0, line = 0;
+    for (size_t i = 0; i < len;) {
+        const char *nl = memchr(text + i, '\n', len - i);
+        size_t e = nl ? (size_t)(nl - text) : len;
+        const size_t next = e + 1;
+        if (e > i && text[e - 1] == '\r') e--; /* CRLF, as Python's splitlines reads it */
+        line++;
+        if (e > i) { /* empty lines are skipped, as tiktoken's loader skips them */
+            const size_t start = at;
+            const char *what = parse_line(text + i, e - i, r->blob, &at, &r->ranks[r->n]);
+            if (what) {
+                *bad_line = line;
+                return what;
+            }
+            r->toks[r->n] = r->blob + start; /* the blob is never moved */
+            r->lens[r->n] = at - start, r->line_of[r->n] = line;
+            if (r->ranks[r->n] + 1 > r->vocab) r->vocab = r->ranks[r->n] + 1;
+            r->n++;
+        }
+        i = next;
+    }
+    return NULL;
+}
+
 int amp_tokenizer_load(const char *path, const char *pattern, amp_tokenizer **out, char *err, size_t err_size) {
     if (err && err_size) err[0] = '\0';
     if (!path || !out) return amp_err_fmt(err, err_size, AMP_ERR_NULL_POINTER, "amp_tokenizer_load: NULL argument");
@@ -250,66 +299,33 @@ int amp_tokenizer_load(const char *path, const char *pattern, amp_tokenizer **ou
     size_t len = 0;
     int rc = read_file(path, &text, &len, err, err_size);
     if (rc != AMP_OK) return rc;
-    size_t lines = 0;
-    for (size_t i = 0; i < len; i++) lines += text[i] == '\n';
-    lines += 1;
-    uint8_t *blob = amp_malloc(len / 4 * 3 + 1);
-    size_t *starts = amp_malloc(lines * sizeof *starts), *lens = amp_malloc(lines * sizeof *lens);
-    uint32_t *ranks = amp_malloc(lines * sizeof *ranks);
-    size_t *line_of = amp_malloc(lines * sizeof *line_of);
-    const uint8_t **toks = amp_malloc(lines * sizeof *toks);
-    amp_tokenizer *t = amp_calloc(1, sizeof *t);
-    uint32_t n = 0, vocab = 0;
-    size_t at = 0, line = 0, line_of_bad = 0;
-    const char *what = NULL;
-    if (!blob || !starts || !lens || !ranks || !line_of || !toks || !t) what = "out of memory";
-    for (size_t i = 0; i < len && !what;) {
-        const char *nl = memchr(text + i, '\n', len - i);
-        size_t e = nl ? (size_t)(nl - text) : len;
-        const size_t next = e + 1;
-        if (e > i && text[e - 1] == '\r') e--; /* CRLF, as Python's splitlines reads it */
-        line++;
-        if (e > i) { /* an empty line (the last one) is allowed, as tiktoken's loader skips it */
-            starts[n] = at;
-            what = parse_line(text + i, e - i, blob, &at, &ranks[n]);
-            if (!what) {
-                lens[n] = at - starts[n];
-                line_of[n] = line;
-                if (ranks[n] + 1 > vocab) vocab = ranks[n] + 1;
-                n++;
-            } else {
-                line_of_bad = line;
-            }
-        }
-        i = next;
-    }
-    if (!what && n == 0) {
-        rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: no tokens", path);
-        what = "";
-    } else if (!what && vocab > 2 * n + 1024) {
-        rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: ranks too sparse (the largest is %u for %u tokens)", path,
-                         vocab - 1, n);
-        what = "";
-    }
-    if (!what) {
-        for (uint32_t i = 0; i < n; i++) toks[i] = blob + starts[i];
-        const int64_t bad = build(t, toks, lens, ranks, n, vocab, &what);
-        if (bad == -2) {
-            what = "out of memory";
-        } else if (bad >= (int64_t)n) {
-            rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: no token is the byte 0x%02x", path, (unsigned)(bad - n));
-            what = "";
-        } else if (bad >= 0) {
-            line_of_bad = line_of[bad];
-        }
-    }
-    amp_free(text), amp_free(blob), amp_free(starts), amp_free(lens), amp_free(ranks), amp_free(line_of), amp_free(toks);
+    rank_lines r = {0};
+    size_t bad_line;
+    const char *what = parse_rank_lines(text, len, &r, &bad_line);
+    amp_free(text);
+    amp_tokenizer *t = what ? NULL : amp_calloc(1, sizeof *t);
+    if (!what && !t) what = "out of memory";
     if (what) {
+        rc = bad_line ? amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s:%zu: %s", path, bad_line, what)
+                      : amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: %s", path, what);
+    } else if (r.n == 0) {
+        rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: no tokens", path);
+    } else if (r.vocab > 2 * r.n + 1024) {
+        rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: ranks too sparse (the largest is %u for %u tokens)", path,
+                         r.vocab - 1, r.n);
+    } else {
+        const int64_t bad = build(t, r.toks, r.lens, r.ranks, r.n, r.vocab, &what);
+        if (bad == -2)
+            rc = amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        else if (bad >= (int64_t)r.n)
+            rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: no token is the byte 0x%02x", path, (unsigned)(bad - r.n));
+        else if (bad >= 0)
+            rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s:%zu: %s", path, r.line_of[bad], what);
+    }
+    rank_lines_free(&r);
+    if (rc != AMP_OK) {
         amp_tokenizer_free(t);
-        if (!*what) return rc;
-        if (strcmp(what, "out of memory") == 0 || !line_of_bad)
-            return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: %s", path, what);
-        return amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s:%zu: %s", path, line_of_bad, what);
+        return rc;
     }
     return finish(t, pattern, out, err, err_size);
 }
