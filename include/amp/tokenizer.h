@@ -9,11 +9,17 @@
  * is a token: tiktoken's `_byte_pair_merge`, so `amp_tokenizer_encode` gives tiktoken's tokens token
  * for token (`tiktoken.Encoding(name, pat_str=..., mergeable_ranks=..., special_tokens={})`).
  *
+ * The patterns run as tiktoken's regex engine (Rust's) runs them: `$` is the end of the text only, and
+ * \s is Unicode's White_Space (PCRE2's own \s would add U+180E). One difference remains: \p{L} and
+ * \p{N} come from PCRE2's Unicode tables (Unicode 14 in Debian 12's PCRE2 10.42), so a letter or digit
+ * assigned later (U+11F04 KAWI LETTER A, Unicode 15) is neither here, and pieces around it can differ.
+ *
  * Invalid UTF-8, as tiktoken's `Encoding._encode_bytes` treats it: the longest valid prefix is encoded
  * as text; the tokens of its last piece (and, when that piece's first token is all spaces, tabs and
  * newlines, the all-whitespace tokens just before it) are taken back, and their bytes followed by every
- * byte from the first invalid one to the end are encoded as one piece. decode(encode(x)) == x for every
- * byte string. Valid UTF-8 follows Rust's `str::from_utf8` (RFC 3629: no surrogates, no overlong forms,
+ * byte from the first invalid one to the end are encoded as one piece (so a long text with an early
+ * stray byte is mostly one piece: exact, but merged by the slower heap). decode(encode(x)) == x for
+ * every byte string. Valid UTF-8 follows Rust's `str::from_utf8` (RFC 3629: no surrogates, no overlong forms,
  * nothing above U+10FFFF).
  *
  * Errors go to the caller's err buffer (err may be NULL, err_size 0) as one line naming the file and,
