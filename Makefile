@@ -22,7 +22,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes 
 OPT ?= -O2
 CPPFLAGS_AMP := -Iinclude -D_POSIX_C_SOURCE=200809L
 CFLAGS_AMP := -std=c11 $(OPT) -g -fPIC -fno-strict-aliasing $(WARN) $(CPPFLAGS_AMP) $(EXTRA_CFLAGS)
-LDLIBS_AMP := -lcjson -lz -lpthread -lm
+LDLIBS_AMP := -lcjson -lpcre2-8 -lz -lpthread -lm
 LDFLAGS_AMP := $(EXTRA_LDFLAGS)
 
 LIB_SRCS := $(shell find src -name '*.c' | sort)

@@ -25,5 +25,6 @@
 #include "amp/checkpoint.h"
 #include "amp/comm.h"
 #include "amp/train.h"
+#include "amp/tokenizer.h"
 
 #endif /* AMP_H */

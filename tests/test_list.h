@@ -118,6 +118,12 @@ TEST(data, data_idx_batch)
 TEST(data, data_text)
 TEST(data, data_allocation_failure)
 TEST(data, data_shuffle)
+/* the BPE tokenizer: tiktoken's tokens under both patterns, round trips, rank files, training, shards */
+TEST(tokenizer, tokenizer_vs_tiktoken)
+TEST(tokenizer, tokenizer_round_trip)
+TEST(tokenizer, tokenizer_rank_files)
+TEST(tokenizer, tokenizer_train)
+TEST(tokenizer, tokenizer_shards)
 /* the built-in models vs PyTorch (names, shapes, counts, forward), init, FLOPs, SGD steps */
 TEST(nn, nn_default_shapes)
 TEST(nn, nn_param_counts_and_flops)

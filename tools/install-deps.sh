@@ -8,6 +8,7 @@ command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 command -v jq >/dev/null 2>&1 || need="$need jq"
 [ -f /usr/include/zlib.h ] || need="$need zlib1g-dev"
 [ -f /usr/include/cjson/cJSON.h ] || need="$need libcjson-dev"
+[ -f /usr/include/pcre2.h ] || need="$need libpcre2-dev"
 [ -f /usr/include/plplot/plplot.h ] || need="$need libplplot-dev plplot-driver-cairo"
 [ -n "$need" ] || exit 0
 if [ "$(id -u)" != 0 ]; then

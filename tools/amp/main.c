@@ -20,12 +20,15 @@ static const struct {
     {"inspect", amp_cmd_inspect, "list a safetensors file's tensors and metadata (an amp checkpoint)"},
     {"train", amp_cmd_train, "train a model on real data in a precision preset (`amp train --help`)"},
     {"compare", amp_cmd_compare, "train one model under several presets side by side: do I need a GradScaler?"},
+    {"tokenizer", amp_cmd_tokenizer, "train a byte-level BPE (tiktoken's rank format): `amp tokenizer train`"},
+    {"tokenize", amp_cmd_tokenize, "encode text files with BPE ranks into an llm.c token shard"},
+    {"detokenize", amp_cmd_detokenize, "decode a token shard back to text"},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 
 static void print_usage(FILE *out) {
     fprintf(out, "usage: amp <command> [options]\n\ncommands:\n");
-    for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+    for (int i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n`amp <command> --help` describes a command's options. Environment: AMP_ISA=ref|avx2|avx512 forces a SIMD path.\n");
 }
 
