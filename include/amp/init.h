@@ -25,8 +25,8 @@
  * needed), AMP_ERR_STATE (a parameter without memory yet: the message says to call
  * amp_ctx_alloc_params first), AMP_ERR_UNSUPPORTED_DTYPE, AMP_ERR_INVALID_ARGUMENT (a view that is not
  * contiguous, a bound or deviation that is negative or not finite, a weight of the wrong rank). A
- * failed call writes nothing; a default initialization checks all its tensors before the first
- * write. */
+ * call refused for its arguments writes nothing: a default initialization checks all its tensors
+ * before the first write. */
 #ifndef AMP_INIT_H
 #define AMP_INIT_H
 
@@ -46,7 +46,7 @@ typedef struct amp_rng {
 /* Seeds the generator: s[i] = the (i+1)-th output of splitmix64 started at seed. NULL is ignored. */
 void amp_rng_seed(amp_rng *rng, uint64_t seed);
 /* The next 64 random bits. */
-uint64_t amp_rng_next(amp_rng *rng);
+uint64_t amp_rng_next(amp_rng *rng); /* 0 for a NULL rng */
 /* The next uniform number in [0, 1): (amp_rng_next >> 11) * 2^-53. */
 double amp_rng_uniform(amp_rng *rng);
 

@@ -32,6 +32,8 @@ static void pixel_mean_std(const uint8_t *pixels, int64_t n, double *mean, doubl
 
 int amp_image_dataset_mean_std(const amp_image_dataset *d, double *mean, double *std) {
     if (!d || !mean || !std || (!d->pixels && !d->values)) return AMP_ERR_NULL_POINTER;
+    if (d->count < 0 || d->rows < 1 || d->cols < 1 || d->count > INT64_MAX / d->rows / d->cols)
+        return AMP_ERR_INVALID_ARGUMENT;
     const int64_t n = d->count * d->rows * d->cols;
     if (n < 2) return AMP_ERR_INVALID_ARGUMENT;
     if (d->values) return amp_mean_std(d->values, n, mean, std);

@@ -83,7 +83,7 @@ int amp_fp8_delayed_history(const amp_fp8_delayed *state, const float **history,
 
 int amp_fp8_delayed_load(amp_fp8_delayed *state, const float *history, size_t len, float scale) {
     if (!state || !history) return AMP_ERR_NULL_POINTER;
-    if (len != (size_t)state->config.history_len || !(isfinite(scale) && scale >= 0.0f))
+    if (len != (size_t)state->config.history_len || !(isfinite(scale) && scale > 0.0f)) /* a scale of 0 has no inverse */
         return AMP_ERR_INVALID_ARGUMENT;
     for (size_t i = 0; i < len; i++)
         if (!(history[i] >= 0.0f)) return AMP_ERR_INVALID_ARGUMENT;

@@ -11,7 +11,7 @@ float amp_fp8_scale_from_amax(float amax, float prev_scale, amp_dtype fp8, int m
     if (!amp_fp8_dtype_ok(fp8) || margin < -127 || margin > 127) return NAN;
     /* TE: scaled_max = fp8_max * pow(2.f, -margin) in fp32. 2^-margin is an exact normal fp32 for
      * |margin| <= 126 and the subnormal 2^-127 for 127, so the product rounds once (it can overflow to
-     * inf for margin <= -120: then the quotient is inf and becomes FLT_MAX below, as in TE). */
+     * inf for margin <= -120 (e4m3) or <= -113 (e5m2): then the quotient is inf and becomes FLT_MAX below, as in TE). */
     const float pow2 = margin == 127 ? amp_f32_from_bits(0x00400000u)
                                      : amp_f32_from_bits((uint32_t)(127 - margin) << 23);
     const float scaled_max = amp_fp8_max_finite(fp8) * pow2;

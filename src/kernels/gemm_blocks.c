@@ -16,8 +16,8 @@ typedef struct blocks {
  *        packed fewer times (once per nc columns);
  *   mc:  only sets how much of A is packed at a time (mc * kc * packed_size, in L2).
  * Chosen with `amp bench gemm` for a core with a 32 KiB L1D and 1 MiB of L2: kc = 512 (f32) and
- * 1024 (bf16 pairs: 512 pairs) keep the A panel in L1 while making few passes over C; kc = 256 was
- * slower. Each value is rounded down to a multiple of the tile it blocks. The AVX2 kernel's A panel
+ * 1024 (bf16 pairs: 512 pairs) keep the A panel in L1 while making few passes over C (a smaller kc
+ * passes over C more often). Each value is rounded down to a multiple of the tile it blocks. The AVX2 kernel's A panel
  * has 6 rows, so kc = 512 keeps it at 12 KiB; the ref path's values only need to be sane. */
 static const blocks block_table[AMP_ISA_COUNT][AMP_GEMM_PACKED_COUNT] = {
     [AMP_ISA_REF] = {[AMP_GEMM_PACKED_F32] = {.mc = 128, .kc = 256, .nc = 2048},

@@ -23,6 +23,7 @@ void amp_rng_seed(amp_rng *rng, uint64_t seed) {
 }
 
 uint64_t amp_rng_next(amp_rng *rng) {
+    if (!rng) return 0;
     uint64_t *s = rng->s;
     const uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
     s[2] ^= s[0], s[3] ^= s[1], s[1] ^= s[2], s[0] ^= s[3], s[2] ^= t, s[3] = rotl(s[3], 45);
@@ -219,5 +220,7 @@ int amp_init_lstm(amp_ctx *ctx, amp_tensor *w_ih, amp_tensor *w_hh, amp_tensor *
         st = need(ctx, w_hh->ndim == 2 && w_hh->shape[0] == 4 * w_hh->shape[1] && w_ih->ndim == 2 &&
                            w_ih->shape[0] == w_hh->shape[0],
                   fn, "the weights must be w_ih [4H, I] and w_hh [4H, H]");
+    for (int i = 2; i < 4 && st == AMP_OK; i++)
+        if (ts[i]) st = need(ctx, ts[i]->ndim == 1 && ts[i]->shape[0] == w_hh->shape[0], fn, "the biases must be [4H]");
     return st == AMP_OK ? fill_uniform_all(ts, 4, amp_init_fan_in_bound(w_hh->shape[1]), rng) : st;
 }

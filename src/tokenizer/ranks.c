@@ -61,7 +61,10 @@ const uint8_t *amp_tokenizer_token(const amp_tokenizer *t, uint32_t rank, size_t
 static int64_t build(amp_tokenizer *t, const uint8_t *const *tok, const size_t *lens, const uint32_t *ranks,
                      uint32_t n, uint32_t vocab, const char **what) {
     size_t total = 0;
-    for (uint32_t i = 0; i < n; i++) total += lens[i];
+    for (uint32_t i = 0; i < n; i++) {
+        if (lens[i] > SIZE_MAX - total) return -2; /* no memory holds them */
+        total += lens[i];
+    }
     t->vocab = vocab, t->n_tokens = n;
     t->blob = amp_malloc(total ? total : 1);
     t->off = amp_calloc((size_t)vocab + 1, sizeof *t->off);
@@ -134,6 +137,9 @@ int amp_tokenizer_create(const uint8_t *const *tokens, const size_t *lens, uint3
         return amp_err_fmt(err, err_size, AMP_ERR_NULL_POINTER, "amp_tokenizer_create: NULL argument");
     *out = NULL;
     if (n > (uint32_t)INT32_MAX) return amp_err_fmt(err, err_size, AMP_ERR_INVALID_ARGUMENT, "tokenizer: too many tokens");
+    for (uint32_t i = 0; i < n; i++)
+        if (!tokens[i] && lens[i])
+            return amp_err_fmt(err, err_size, AMP_ERR_NULL_POINTER, "amp_tokenizer_create: token %u is NULL", i);
     amp_tokenizer *t = amp_calloc(1, sizeof *t);
     uint32_t *ranks = amp_malloc((n ? n : 1) * sizeof *ranks);
     if (!t || !ranks) {
@@ -281,6 +287,10 @@ static const char *parse_rank_lines(const char *text, size_t len, rank_lines *r,
                 *bad_line = line;
                 return what;
             }
+            if (r->n == (uint32_t)INT32_MAX) {
+                *bad_line = line;
+                return "more tokens than a rank file may hold";
+            }
             r->toks[r->n] = r->blob + start; /* the blob is never moved */
             r->lens[r->n] = at - start, r->line_of[r->n] = line;
             if (r->ranks[r->n] + 1 > r->vocab) r->vocab = r->ranks[r->n] + 1;
@@ -310,7 +320,7 @@ int amp_tokenizer_load(const char *path, const char *pattern, amp_tokenizer **ou
                       : amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: %s", path, what);
     } else if (r.n == 0) {
         rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: no tokens", path);
-    } else if (r.vocab > 2 * r.n + 1024) {
+    } else if ((uint64_t)r.vocab > 2 * (uint64_t)r.n + 1024) {
         rc = amp_err_fmt(err, err_size, AMP_ERR_FORMAT, "%s: ranks too sparse (the largest is %u for %u tokens)", path,
                          r.vocab - 1, r.n);
     } else {

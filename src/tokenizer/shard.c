@@ -14,6 +14,7 @@ static int write_all(int fd, const void *p, size_t n) {
     while (n > 0) {
         const ssize_t w = write(fd, c, n);
         if (w < 0 && errno == EINTR) continue;
+        if (w == 0) errno = EIO; /* no progress and no error code: say so rather than leave a stale one */
         if (w <= 0) return -1;
         c += w, n -= (size_t)w;
     }
@@ -85,7 +86,7 @@ int amp_token_shard_read(const char *path, amp_tokens *out, char *err, size_t er
     if (!path || !out) return amp_err_fmt(err, err_size, AMP_ERR_NULL_POINTER, "amp_token_shard_read: NULL argument");
     FILE *f = fopen(path, "rb");
     if (!f) return amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
-    uint8_t header[4 * AMP_SHARD_HEADER_INTS];
+    uint8_t header[4 * AMP_SHARD_HEADER_INTS] = {0};
     int rc = AMP_OK;
     long size = -1;
     if (fread(header, 1, sizeof header, f) != sizeof header) {

@@ -64,7 +64,8 @@ int amp_tok_encode_piece(const amp_tokenizer *t, const uint8_t *piece, size_t n,
 
 int amp_tokens_push(amp_tokens *v, uint32_t x);
 
-/* Writes len bytes to path through a temp file renamed over it; nothing is left on failure. */
+/* Writes head[0, head_len) then body[0, body_len) to path through a temp file renamed over it;
+ * nothing is left on failure. */
 int amp_tok_write_atomic(const char *path, const void *head, size_t head_len, const void *body, size_t body_len,
                          char *err, size_t err_size);
 

@@ -43,6 +43,7 @@ static bool bmap_rehash(bytes_map *m, uint64_t cap) {
 
 /* The id of s[0, n), added when new (*added set); -1 when out of memory. */
 static int64_t bmap_get(bytes_map *m, const uint8_t *s, size_t n, bool *added) {
+    if (m->n >= (size_t)INT32_MAX) return -1; /* ids are int32 */
     if (!m->slots || 2 * (m->n + 1) > m->mask + 1) {
         if (!bmap_rehash(m, m->slots ? 2 * (m->mask + 1) : 4096)) return -1;
         if (!m->off && !grow((void **)&m->off, &m->off_cap, 1, sizeof *m->off)) return -1;
@@ -114,6 +115,7 @@ static int add_piece(void *arg, size_t a, size_t b) {
     piece_ctx *c = arg;
     trainer *tr = c->tr;
     bool added;
+    if (b - a > UINT32_MAX) return AMP_ERR_INVALID_ARGUMENT; /* a piece's length is a uint32 */
     const int64_t id = bmap_get(&tr->pieces, c->s + a, b - a, &added);
     if (id < 0 || !grow((void **)&tr->piece_count, &tr->piece_count_cap, (size_t)id + 1, sizeof *tr->piece_count))
         return AMP_ERR_OUT_OF_MEMORY;

@@ -370,7 +370,7 @@ static inline __attribute__((always_inline)) void direct_start(const int32_t po[
 
 /* fp32: the step's window pointer at row 0's offset as the base of every broadcast's address, the
  * other 11 rows' offsets from row 0 as indexes in registers (one general register fewer than a
- * pointer per row, which was slower: a pointer spilled to a vector register). */
+ * pointer per row, so that no pointer spills to a vector register). */
 static __attribute__((noinline)) void direct_tile_f32(const float *xp, const int32_t *ko, const int32_t po[12],
                                                       int64_t kc, const float *b, float *c, int64_t ldc, int m, int n,
                                                       float beta) {

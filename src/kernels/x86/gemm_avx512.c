@@ -334,9 +334,8 @@ static inline __attribute__((always_inline)) void pack_f32_impl(float *dst, cons
     /* Strided: one k step of 16 at a time across all the panel's rows (up to 32, two 16 x 16
      * transposes), so each of the r source rows advances by one line per step together, which reads
      * a weight from L3 faster than a 16-row half of the panel at a time over all of kc. Its cost is
-     * the transposes and the stores more than the reads: packing the forward's weight in the
-     * optimizer instead, right after each row block's update (in L2), took as long there as it saved
-     * here. */
+     * the transposes and the stores more than the reads, so it stays here rather than in the
+     * optimizer's pass. */
     for (int64_t i0 = 0; i0 < rows; i0 += r, dst += (int64_t)r * kc) {
         const int ri = rows - i0 < r ? (int)(rows - i0) : r;
         const int64_t next = rows - i0 - r; /* rows of the next panel, prefetched meanwhile */

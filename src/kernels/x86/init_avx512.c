@@ -8,7 +8,7 @@
 #include "../kernels.h"
 
 void amp_kernels_init_avx512(amp_kernels *k) {
-    amp_convert_kernels_avx2(&k->convert); /* (the AVX-512 kernels override each of these today) */
+    amp_convert_kernels_avx2(&k->convert); /* (the AVX-512 kernels override each of these) */
     amp_convert_kernels_avx512(&k->convert);
     amp_elem_kernels_avx512(&k->elem);
     amp_vmath_kernels_avx512(&k->vecmath);
