@@ -201,4 +201,14 @@ static inline void amp_unscale_publish(unsigned bad_in, unsigned bad_out, float 
     if (bad_out && found_after) *found_after = 1.0f;
 }
 
+/* A whole f16 or bf16 array through the scalar algorithm: the SIMD kernels' way for a NaN inv_scale,
+ * whose per-lane results follow PyTorch's compiled loop rather than one vector rule. */
+static inline void amp_unscale_u16_scalar(uint16_t *x, size_t n, float inv, int is_bf16, unsigned *bad_in,
+                                          unsigned *bad_out) {
+    if (is_bf16)
+        amp_unscale_bf16_scalar(x, 0, n, inv, 1, bad_in, bad_out);
+    else
+        amp_unscale_f16_scalar(x, 0, n, inv, 1, bad_in, bad_out);
+}
+
 #endif

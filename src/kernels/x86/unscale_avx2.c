@@ -149,22 +149,13 @@ static inline void unscale_u16_impl(uint16_t *x, size_t n, float inv, int is_bf1
         amp_unscale_f16_scalar(x, i, n, inv, write, bad_in, bad_out);
 }
 
-/* The whole array through the scalar algorithm (a NaN inv_scale). */
-static inline void unscale_u16_scalar(uint16_t *x, size_t n, float inv, int is_bf16, unsigned *bad_in,
-                                      unsigned *bad_out) {
-    if (is_bf16)
-        amp_unscale_bf16_scalar(x, 0, n, inv, 1, bad_in, bad_out);
-    else
-        amp_unscale_f16_scalar(x, 0, n, inv, 1, bad_in, bad_out);
-}
-
 /* inv_scale == 1: read; a non-finite input means NaNs to re-encode, so the array is rewritten with
  * inv_scale 1 (exact for every other value). */
 #define DEFINE_U16(name, is_bf16)                                                                   \
     static void name(void *grads, size_t n, float inv_scale, float *found_inf, float *found_after) { \
         unsigned bad_in = 0, bad_out = 0;                                                           \
         if (inv_scale != inv_scale) {                                                               \
-            unscale_u16_scalar(grads, n, inv_scale, is_bf16, &bad_in, &bad_out);                    \
+            amp_unscale_u16_scalar(grads, n, inv_scale, is_bf16, &bad_in, &bad_out);                    \
         } else if (inv_scale == 1.0f) {                                                             \
             unscale_u16_impl(grads, n, inv_scale, is_bf16, 0, 0, &bad_in, &bad_out);                \
             if (bad_in) unscale_u16_impl(grads, n, inv_scale, is_bf16, 1, 0, &bad_in, &bad_out);    \
