@@ -42,6 +42,8 @@ import sys
 import tempfile
 import time
 
+from cpuinfo import cpu_id
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AMP = os.path.join(ROOT, "build", "amp")
 BATCH = {"mlp": 256, "cnn": 128, "lstm": 32, "gpt": 32}
@@ -267,23 +269,6 @@ def build_shim():
     return so
 
 
-def cpu_id():
-    """/proc/cpuinfo's vendor, family and model numbers: they name the core (Zen 4, Emerald Rapids...)
-    where the model name of a virtual machine often does not."""
-    info = {}
-    for line in open("/proc/cpuinfo"):
-        key, _, value = line.partition(":")
-        key = key.strip()
-        if key in ("vendor_id", "cpu family", "model") and key not in info:
-            info[key] = value.strip()
-        if key == "flags":
-            flags = value.split()
-            info["isa"] = [f for f in ("avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16")
-                           if f in flags]
-            break
-    return info
-
-
 def loadavg():
     return "%.2f %.2f %.2f" % os.getloadavg()
 
@@ -299,11 +284,8 @@ def main():
     # No torch in this process: Linux keeps ru_maxrss across fork + exec, so a big parent would
     # show up as the amp child's peak RSS.
 
-    cpu = "unknown"
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
+    cid = cpu_id()
+    cpu = cid.pop("model name", "unknown")
     print(f"cpu: {cpu}; {args.threads} threads; median of {args.rounds} interleaved samples per figure; "
           f"load at start {loadavg()}")
     so = build_shim()
@@ -451,7 +433,7 @@ def main():
     print(f"load at end {loadavg()}")
     if args.json:
         # the last line: what bench/write_benchmarks_md.py reads (bench/results/*.json, docs/benchmarks.md)
-        print(json.dumps(dict(bench="train_vs_pytorch", cpu=cpu, cpu_id=cpu_id(), threads=args.threads,
+        print(json.dumps(dict(bench="train_vs_pytorch", cpu=cpu, cpu_id=cid, threads=args.threads,
                               rounds=args.rounds, command=" ".join(["python3", "bench/train_vs_pytorch.py"] + sys.argv[1:]),
                               date=time.strftime("%Y-%m-%d", time.gmtime()), torch_version=torch_version,
                               peak=peak, rows=rows, unscale=unscale, gemm=gemm)))

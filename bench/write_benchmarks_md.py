@@ -28,6 +28,8 @@ import subprocess
 import sys
 import time
 
+from cpuinfo import cpu_id
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results")
 DOC = os.path.join(ROOT, "docs", "benchmarks.md")
@@ -442,24 +444,6 @@ def write_all(args):
 
 
 # ---------------------------------------------------------------- record
-
-
-def cpu_id():
-    info = {}
-    try:
-        for line in open("/proc/cpuinfo"):
-            key, _, value = line.partition(":")
-            key = key.strip()
-            if key in ("vendor_id", "cpu family", "model", "model name") and key not in info:
-                info[key] = value.strip()
-            if key == "flags":
-                flags = value.split()
-                info["isa"] = [f for f in ("avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16")
-                               if f in flags]
-                break
-    except OSError:
-        pass
-    return info
 
 
 def record(args):
