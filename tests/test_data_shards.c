@@ -132,7 +132,10 @@ void test_data_shards_load(void) {
                       (!len || memcmp(one.token_text + one.token_offset[r], s, len) == 0);
         }
         CHECK_MSG(spelled, "token_text spells every rank's bytes");
-        CHECK_EQ_INT(one.byte_to_id['a'], amp_tokenizer_encode(t, "a", 1, &(amp_tokens){0}) == AMP_OK ? 'a' : -2);
+        amp_tokens a_tok = {0}; /* the one-byte token "a", by encoding it */
+        CHECK(amp_tokenizer_encode(t, "a", 1, &a_tok) == AMP_OK && a_tok.len == 1);
+        CHECK_EQ_INT(one.byte_to_id['a'], a_tok.len == 1 ? (int)a_tok.data[0] : -2);
+        amp_tokens_free(&a_tok);
     }
     amp_tokenizer_free(t);
     amp_text_corpus_free(&one);
