@@ -26,8 +26,9 @@
  * are normalised with the training set's own pixel mean and standard deviation, so any dataset in
  * that layout works; classes and image size come from the files. An epoch is floor(train images /
  * batch) micro-batches in the order amp_shuffle_indices(seed, epoch) gives (the last partial batch
- * is dropped). Text models read a file or directory (amp_text_corpus_load, last 10% held out); a
- * micro-batch is `batch` windows of context + 1 tokens at random starts; an epoch is
+ * is dropped). Text models read a file or directory (amp_text_corpus_load, last 10% held out), or
+ * token shards, or text through a BPE (see the token data fields); a micro-batch is `batch` windows
+ * of context + 1 tokens at random starts (or in order: data_order); an epoch is
  * floor(training tokens / (batch * context)) micro-batches (at least 1).
  *
  * Evaluation ("test" numbers): the whole t10k set for image models; eval_batches batches of `batch`
@@ -284,7 +285,8 @@ typedef struct amp_train_result {
     double test_loss;           /* last evaluation's mean loss; NaN without evaluation */
     double test_accuracy;       /* image models: fraction correct in [0, 1]; NaN for text */
     double bits_per_char;       /* text models: held-out nats per byte / ln 2 (= test_loss / ln 2 with one
-                                   token per byte; see text_words); NaN for image models */
+                                   token per byte; see text_words); NaN for image models and for token
+                                   shards without a rank file (test_loss / ln 2 is then bits per token) */
     double samples_per_sec;     /* training samples / training time (no evaluation, no start-up) */
     double wall_seconds;        /* the whole call */
     int64_t num_params;
