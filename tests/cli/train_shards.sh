@@ -57,6 +57,23 @@ n0=$(od -An -tu4 -j8 -N4 "$TMP/sh/part_000.bin" | tr -d ' ')
 n1=$(od -An -tu4 -j8 -N4 "$TMP/sh/part_001.bin" | tr -d ' ')
 expect_err_has "token shards: $n0 training + $n1 held-out tokens" "every training shard's token trains"
 
+# sequential order reads consecutive windows, advancing by batch x context = 16 tokens: with lr 0 (the
+# model never changes) the steps on the shard cut 16 tokens later lose what the steps 2, 3, ... lost
+le32() { printf "\\$(printf %o $(($1 & 255)))\\$(printf %o $(($1 >> 8 & 255)))\\$(printf %o $(($1 >> 16 & 255)))\\$(printf %o $(($1 >> 24 & 255)))"; }
+n=$(od -An -tu4 -j8 -N4 "$TMP/one.bin" | tr -d ' ')
+{ head -c 8 "$TMP/one.bin"; le32 $((n - 16)); tail -c +13 "$TMP/one.bin" | head -c 1012; tail -c +$((1024 + 32 + 1)) "$TMP/one.bin"; } >"$TMP/later.bin"
+step_losses() { jq -r 'select(.type == "step") | .loss' "$1/metrics.jsonl" | tr '\n' ' '; }
+# shellcheck disable=SC2086
+run "$AMP" train $GPT --steps 4 --lr 0 --no-eval --data "$TMP/one.bin" --data-order sequential --report "$TMP/rep1"
+expect_rc 0 "sequential, lr 0"
+# shellcheck disable=SC2086
+run "$AMP" train $GPT --steps 3 --lr 0 --no-eval --data "$TMP/later.bin" --data-order sequential --report "$TMP/rep2"
+expect_rc 0 "sequential, lr 0, 16 tokens later"
+l1=$(step_losses "$TMP/rep1" | cut -d' ' -f2-4) l2=$(step_losses "$TMP/rep2" | cut -d' ' -f1-3)
+[ -n "$l1" ] && [ "$l1" = "$l2" ] && pass || fail "sequential windows advance by batch x context: '$l1' vs '$l2'"
+[ "$(step_losses "$TMP/rep1" | cut -d' ' -f1)" != "$(step_losses "$TMP/rep1" | cut -d' ' -f2)" ] && pass ||
+    fail "the steps' batches differ"
+
 # ---- bad shards ------------------------------------------------------------------------------------
 usage() { # LABEL TEXT CMD...
     label=$1 text=$2
