@@ -1,5 +1,6 @@
 /* Data for the training program: image classification sets in IDX format (MNIST's layout), a
- * text corpus (characters, or words on top of them), and a deterministic shuffler.
+ * text corpus (characters, words on top of them, BPE tokens, or llm.c token shards), and a
+ * deterministic shuffler.
  *
  * Errors. Every loader returns an amp status and writes a one-line message (no trailing newline) into
  * the caller's err buffer (err may be NULL, err_size 0): the message names the file, with the path the
@@ -85,7 +86,8 @@ int amp_image_dataset_mean_std(const amp_image_dataset *d, double *mean, double 
 /* ---- Text (characters, or words with a byte fallback) ------------------------------------------- */
 
 /* Token ids: ids [0, byte_count) are the byte values present in the corpus, ascending; with a word
- * vocabulary, ids [byte_count, vocab_size) are words, most frequent first. Every token stands for a
+ * vocabulary, ids [byte_count, vocab_size) are words, most frequent first (BPE tokens and shards:
+ * the ranks, see "Token shards and BPE" below). Every token stands for a
  * fixed string of bytes (token_offset/token_text), and the token sequence spells the corpus exactly,
  * so bits per character can be computed for either kind from the bytes the targets cover. */
 typedef struct amp_text_corpus {
