@@ -254,8 +254,9 @@ int amp_text_corpus_load_bpe(const char *path, double holdout_fraction, const ch
     key128 key = {0, 0};
     if (rc == AMP_OK && dir && dir[0]) {
         key = corpus_key(bytes, total, split, t, pat);
-        snprintf(file, sizeof file, "%s/bpe-%016llx%016llx.tokens", dir, (unsigned long long)key.a,
-                 (unsigned long long)key.b);
+        const int n = snprintf(file, sizeof file, "%s/bpe-%016llx%016llx.tokens", dir, (unsigned long long)key.a,
+                               (unsigned long long)key.b);
+        if (n < 0 || (size_t)n >= sizeof file) file[0] = '\0'; /* a directory name too long to use: no cache */
     }
     const bool reused = rc == AMP_OK && file[0] && cache_read(file, key, &a, &c);
     if (rc == AMP_OK && !reused) rc = bpe_encode(path, t, bytes, total, split, &a, &c, err, err_size);
