@@ -37,6 +37,28 @@ cmp -s "$TMP/out" "$TMP/both.txt" && pass || fail "detokenize to stdout"
 run "$AMP" tokenize --ranks "$RANKS" --pattern gpt2 --threads 4 "$TMP/a.txt" "$TMP/bad.txt" -o "$TMP/s4.bin"
 expect_rc 0 "tokenize --threads 4"
 cmp -s "$TMP/s.bin" "$TMP/s4.bin" && pass || fail "--threads 4 writes the same shard"
+# one large file on several threads: cut where the pattern's search stands, the same tokens. Random
+# text (letters, digits, apostrophes, runs of spaces and newlines, a two-byte letter), then random
+# bytes (invalid UTF-8 early: one thread), then the King James Bible where the `bible` reader is.
+seed=${AMP_TEST_SEED:-$(date +%s)}
+echo "tokenizer.sh: seed $seed"
+awk -v seed="$seed" 'BEGIN {
+    srand(seed); n = split("a b c t h e 1 2 3 '"'"' \303\251 . ,", al, " "); al[n + 1] = " "; al[n + 2] = "\n"
+    for (i = 0; i < 300000; i++) { k = int(rand() * (n + 2)) + 1; r = rand() < 0.001 ? 200 : 1; for (j = 0; j < r; j++) printf "%s", al[k] }
+}' >"$TMP/big.txt"
+head -c 300000 /dev/urandom >"$TMP/rand.bin"
+set -- "$TMP/big.txt" "$TMP/rand.bin"
+if command -v bible >/dev/null 2>&1; then bible -f Gen1:1-Rev22:21 >"$TMP/kjv.txt" && set -- "$@" "$TMP/kjv.txt"; fi
+for f in "$@"; do
+    for p in gpt2 cl100k; do
+        run "$AMP" tokenize --ranks "$RANKS" --pattern $p --threads 1 "$f" -o "$TMP/t1.bin"
+        for n in 2 7; do
+            run "$AMP" tokenize --ranks "$RANKS" --pattern $p --threads $n "$f" -o "$TMP/tn.bin"
+            expect_rc 0 "tokenize --threads $n one file"
+            cmp -s "$TMP/t1.bin" "$TMP/tn.bin" && pass || fail "$(basename "$f"), $p: --threads $n differs from --threads 1"
+        done
+    done
+done
 # an empty file: a shard of no tokens
 : >"$TMP/empty.txt"
 run "$AMP" tokenize --ranks "$RANKS" "$TMP/empty.txt" -o "$TMP/e.bin"
