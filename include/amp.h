@@ -26,5 +26,6 @@
 #include "amp/comm.h"
 #include "amp/train.h"
 #include "amp/tokenizer.h"
+#include "amp/generate.h"
 
 #endif /* AMP_H */

@@ -1,0 +1,288 @@
+/* Generation with a key/value cache (amp/generate.h) against the model's own forward pass: the
+ * logits of every position, fed as a prompt, token by token or in chunks, equal the rows of
+ * amp_model_forward (grad off, the same autocast dtype) on the sequence; greedy generation picks the
+ * argmax of the full forward at every step; sampling is deterministic for a seed, top-k 1 is greedy,
+ * and draws follow softmax(logits / T) over the top k. Models: the gpt at small random sizes (seeded
+ * by harness_seed) with nanoGPT's initialization, weights scaled up so the logits spread. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "tests.h"
+#include "amp.h"
+
+typedef struct gen_fixture {
+    amp_ctx *ctx;
+    amp_model *m;
+    amp_model_config cfg;
+} gen_fixture;
+
+/* A gpt of the given sizes, initialized from seed, its weights multiplied by 20 (nanoGPT's 0.02
+ * makes every logit ~0: ties and near-uniform rows would test little). */
+static bool make_gpt(gen_fixture *f, int64_t vocab, int64_t context, int64_t hidden, int64_t layers, int64_t heads,
+                     uint64_t seed) {
+    memset(f, 0, sizeof *f);
+    amp_ctx_config cc = amp_ctx_default_config();
+    if (!CHECK(amp_ctx_create(&cc, &f->ctx) == AMP_OK)) return false;
+    f->cfg = amp_model_default_config(AMP_MODEL_GPT);
+    f->cfg.vocab = vocab, f->cfg.context = context, f->cfg.hidden = hidden, f->cfg.layers = layers;
+    f->cfg.heads = heads;
+    if (!CHECK(amp_model_create(f->ctx, &f->cfg, &f->m) == AMP_OK)) return false;
+    if (!CHECK(amp_ctx_alloc_params(f->ctx) == AMP_OK) || !CHECK(amp_model_init(f->m, seed) == AMP_OK)) return false;
+    for (size_t i = 0; i < amp_model_num_tensors(f->m); i++) {
+        amp_tensor *p = amp_model_tensor(f->m, i);
+        float *d = p->data;
+        const bool norm = strstr(p->name, "ln_") != NULL;
+        for (int64_t j = 0; j < amp_tensor_numel(p); j++) d[j] = norm ? d[j] : d[j] * 20.0f;
+    }
+    return true;
+}
+
+static void free_fixture(gen_fixture *f) {
+    amp_ctx_free(f->ctx);
+    amp_model_free(f->m);
+}
+
+/* amp_model_forward's logits [batch*context, V] (fp32) of tokens [batch, context], grad off, under
+ * autocast to dt (none for f32). */
+static bool full_forward(gen_fixture *f, amp_dtype dt, const int32_t *tokens, int64_t batch, float *logits) {
+    amp_ctx_reset(f->ctx);
+    const bool prev = amp_set_grad_enabled(f->ctx, false);
+    if (dt != AMP_F32) amp_autocast_enter(dt);
+    amp_tensor *out = amp_model_forward(f->m, f->ctx, NULL, tokens, batch, false);
+    if (dt != AMP_F32) amp_autocast_exit();
+    amp_set_grad_enabled(f->ctx, prev);
+    const bool ok = CHECK_MSG(out != NULL, "forward: %s", amp_ctx_error(f->ctx)) &&
+                    CHECK(amp_tensor_read(out, logits, AMP_F32) == AMP_OK);
+    amp_ctx_reset(f->ctx);
+    return ok;
+}
+
+static const char *dt_name(amp_dtype dt) { return dt == AMP_F32 ? "fp32" : dt == AMP_BF16 ? "bf16" : "fp16"; }
+
+/* Largest |a - b| over n values, and whether all bits agree. */
+static double max_diff(const float *a, const float *b, int64_t n, bool *same_bits) {
+    double d = 0;
+    *same_bits = memcmp(a, b, (size_t)n * sizeof *a) == 0;
+    for (int64_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - (double)b[i]));
+    return d;
+}
+
+/* Cached logits of every position, fed three ways (a prefill of `split` tokens then one at a time;
+ * one prefill of everything; chunks of 5), against row t of the full forward (batch row `row` of a
+ * batch of 2, the other row different tokens). */
+static void check_positions(gen_fixture *f, amp_dtype dt, uint64_t seed) {
+    const int64_t T = f->cfg.context, V = f->cfg.vocab;
+    int32_t *tokens = malloc((size_t)(2 * T) * sizeof *tokens);
+    float *want = malloc((size_t)(2 * T * V) * sizeof *want), *got = malloc((size_t)(T * V) * sizeof *got);
+    amp_rng rng;
+    amp_rng_seed(&rng, seed);
+    for (int64_t i = 0; i < 2 * T; i++) tokens[i] = (int32_t)(amp_rng_next(&rng) % (uint64_t)V);
+    amp_generator *g = NULL;
+    if (!full_forward(f, dt, tokens, 2, want) || !CHECK(amp_generator_create(f->m, dt, &g) == AMP_OK)) goto done;
+    for (int way = 0; way < 3; way++) {
+        for (int64_t row = 0; row < 2; row++) {
+            const int32_t *seq = tokens + row * T;
+            amp_generator_reset(g);
+            const int64_t split = way == 0 ? 1 + (int64_t)(amp_rng_next(&rng) % (uint64_t)(T - 1)) : T;
+            const int64_t chunk = way == 2 ? 5 : split;
+            for (int64_t at = 0; at < T;) {
+                const int64_t n = at < split ? (chunk < split - at ? chunk : split - at) : 1;
+                const int st = n > 1 ? amp_generator_feed_all(g, seq + at, n, got + at * V)
+                                     : amp_generator_feed(g, seq + at, 1, got + at * V);
+                if (!CHECK_MSG(st == AMP_OK, "feed: %s", amp_ctx_error(f->ctx))) goto done;
+                at += n;
+            }
+            CHECK_EQ_INT(amp_generator_position(g), T);
+            bool same;
+            const double d = max_diff(got, want + row * T * V, T * V, &same);
+            /* The same ops on the same values in the same order: the bits of the full forward. */
+            CHECK_MSG(same, "%s way %d row %lld: cached logits differ from the forward's by up to %g", dt_name(dt),
+                      way, (long long)row, d);
+        }
+    }
+done:
+    amp_generator_free(g);
+    free(tokens);
+    free(want);
+    free(got);
+}
+
+void test_generate_matches_forward(void) {
+    const uint64_t seed = harness_seed();
+    harness_note("seed %llu", (unsigned long long)seed);
+    /* context 64 > the attention op's 48-row causal blocks; a 1-layer model with one head too */
+    const int64_t shapes[][5] = {{13, 64, 32, 2, 2}, {7, 9, 16, 1, 1}, {29, 20, 24, 2, 3}};
+    const amp_dtype dts[] = {AMP_F32, AMP_BF16, AMP_F16};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        gen_fixture f;
+        if (make_gpt(&f, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], shapes[s][4], seed + s))
+            for (size_t d = 0; d < 3; d++) check_positions(&f, dts[d], seed ^ (0x9e37u * (s * 3 + d + 1)));
+        free_fixture(&f);
+    }
+}
+
+/* Greedy generation from a prompt: each token is the argmax of the full forward's row before it. */
+static void check_greedy(gen_fixture *f, amp_dtype dt, uint64_t seed) {
+    const int64_t T = f->cfg.context, V = f->cfg.vocab, prompt = 3;
+    int32_t *seq = calloc((size_t)T, sizeof *seq), *arg = malloc((size_t)T * sizeof *arg);
+    float *logits = malloc((size_t)V * sizeof *logits), *full = malloc((size_t)(T * V) * sizeof *full);
+    amp_generator *g = NULL;
+    amp_rng rng;
+    amp_rng_seed(&rng, seed);
+    for (int64_t i = 0; i < prompt; i++) seq[i] = (int32_t)(amp_rng_next(&rng) % (uint64_t)V);
+    const amp_sampling greedy = {.temperature = 0.0f, .top_k = 0};
+    if (!CHECK(amp_generator_create(f->m, dt, &g) == AMP_OK) || !CHECK(amp_generator_feed(g, seq, prompt, logits) == AMP_OK))
+        goto done;
+    for (int64_t t = prompt; t < T; t++) {
+        seq[t] = amp_sample_token(logits, V, &greedy, NULL);
+        if (t + 1 < T && !CHECK(amp_generator_append(g, seq, t + 1, logits) == AMP_OK)) goto done;
+    }
+    if (!full_forward(f, dt, seq, 1, full)) goto done;
+    amp_tensor *lt = NULL;
+    amp_ctx_reset(f->ctx);
+    lt = amp_tensor_from(f->ctx, AMP_F32, 2, (const int64_t[]){T, V}, full, AMP_F32);
+    CHECK(amp_argmax_rows(lt, arg) == AMP_OK);
+    int bad = 0;
+    for (int64_t t = prompt; t < T; t++) bad += seq[t] != arg[t - 1];
+    CHECK_MSG(bad == 0, "%s: %d greedy tokens differ from the full forward's argmax", dt_name(dt), bad);
+done:
+    amp_ctx_reset(f->ctx);
+    amp_generator_free(g);
+    free(seq), free(arg), free(logits), free(full);
+}
+
+/* n tokens after a 2-token prompt with settings s and a generator seeded with seed. */
+static bool generate(gen_fixture *f, const amp_sampling *s, uint64_t seed, int32_t *out, int64_t n) {
+    const int64_t V = f->cfg.vocab;
+    float *logits = malloc((size_t)V * sizeof *logits);
+    amp_generator *g = NULL;
+    amp_rng rng;
+    amp_rng_seed(&rng, seed);
+    out[0] = 1, out[1] = 2;
+    bool ok = CHECK(amp_generator_create(f->m, AMP_F32, &g) == AMP_OK) && CHECK(amp_generator_feed(g, out, 2, logits) == AMP_OK);
+    for (int64_t t = 2; t < n && ok; t++) {
+        out[t] = amp_sample_token(logits, V, s, &rng);
+        ok = CHECK(out[t] >= 0 && out[t] < V) && (t + 1 == n || CHECK(amp_generator_append(g, out, t + 1, logits) == AMP_OK));
+    }
+    amp_generator_free(g);
+    free(logits);
+    return ok;
+}
+
+void test_generate_greedy_and_seeds(void) {
+    const uint64_t seed = harness_seed();
+    harness_note("seed %llu", (unsigned long long)seed);
+    gen_fixture f;
+    if (make_gpt(&f, 17, 24, 16, 2, 2, seed)) {
+        check_greedy(&f, AMP_F32, seed);
+        check_greedy(&f, AMP_BF16, seed + 1);
+        check_greedy(&f, AMP_F16, seed + 2);
+        /* past the context (60 tokens, context 24): the window slides; same seed, same tokens */
+        enum { N = 60 };
+        int32_t a[N], b[N], c[N], greedy[N], top1[N];
+        const amp_sampling warm = {.temperature = 1.5f, .top_k = 8};
+        if (generate(&f, &warm, seed, a, N) && generate(&f, &warm, seed, b, N) && generate(&f, &warm, seed + 1, c, N)) {
+            CHECK(memcmp(a, b, sizeof a) == 0);
+            CHECK_MSG(memcmp(a, c, sizeof a) != 0, "seeds %llu and %llu drew the same 58 tokens",
+                      (unsigned long long)seed, (unsigned long long)seed + 1);
+        }
+        const amp_sampling g0 = {.temperature = 0.0f}, k1 = {.temperature = 1.0f, .top_k = 1};
+        if (generate(&f, &g0, seed, greedy, N) && generate(&f, &k1, seed + 7, top1, N))
+            CHECK(memcmp(greedy, top1, sizeof greedy) == 0);
+        /* the slide: after a full cache, append equals a fresh feed of the last context/2 tokens */
+        amp_generator *g = NULL, *h = NULL;
+        float la[17], lb[17];
+        if (CHECK(amp_generator_create(f.m, AMP_F32, &g) == AMP_OK) && CHECK(amp_generator_create(f.m, AMP_F32, &h) == AMP_OK) &&
+            CHECK(amp_generator_feed(g, a, 24, la) == AMP_OK)) {
+            CHECK(amp_generator_feed(g, a + 24, 1, la) == AMP_ERR_INVALID_ARGUMENT); /* feed does not slide */
+            CHECK(amp_generator_append(g, a, 25, la) == AMP_OK);
+            CHECK_EQ_INT(amp_generator_position(g), 12);
+            CHECK(amp_generator_feed(h, a + 13, 12, lb) == AMP_OK);
+            CHECK(memcmp(la, lb, sizeof la) == 0);
+            CHECK(amp_generator_recompute(g, a, 40, la) == AMP_OK && amp_generator_position(g) == 24);
+            amp_generator_reset(h);
+            CHECK(amp_generator_feed(h, a + 16, 24, lb) == AMP_OK && memcmp(la, lb, sizeof la) == 0);
+        }
+        amp_generator_free(g);
+        amp_generator_free(h);
+    }
+    free_fixture(&f);
+}
+
+/* The sampler alone: greedy ties, NaN, top-k's support, the distribution of draws, errors. */
+void test_generate_sampler(void) {
+    const uint64_t seed = harness_seed();
+    harness_note("seed %llu", (unsigned long long)seed);
+    amp_rng rng;
+    amp_rng_seed(&rng, seed);
+    const amp_sampling greedy = {0};
+    const float ties[5] = {1, 3, 2, 3, -1};
+    CHECK_EQ_INT(amp_sample_token(ties, 5, &greedy, NULL), 1);
+    const float nan_first[3] = {NAN, 0.5f, 0.5f};
+    CHECK_EQ_INT(amp_sample_token(nan_first, 3, &greedy, NULL), 1);
+    const float all_nan[2] = {NAN, NAN};
+    CHECK_EQ_INT(amp_sample_token(all_nan, 2, &(amp_sampling){.temperature = 1}, &rng), 0);
+    /* draws from logits log(1..4) at T = 1 follow p = (1, 2, 3, 4) / 10; top-k 2 keeps ids 3 and 2 */
+    const float lg[4] = {0.0f, logf(2.0f), logf(3.0f), logf(4.0f)};
+    enum { DRAWS = 40000 };
+    long count[4] = {0}, count_k[4] = {0}, count_t[4] = {0};
+    for (int i = 0; i < DRAWS; i++) {
+        count[amp_sample_token(lg, 4, &(amp_sampling){.temperature = 1.0f}, &rng)]++;
+        count_k[amp_sample_token(lg, 4, &(amp_sampling){.temperature = 1.0f, .top_k = 2}, &rng)]++;
+        count_t[amp_sample_token(lg, 4, &(amp_sampling){.temperature = 0.5f}, &rng)]++; /* p ~ i^2: 1,4,9,16 /30 */
+    }
+    for (int i = 0; i < 4; i++) {
+        const double p = (i + 1) / 10.0, pk = i < 2 ? 0 : (i + 1) / 7.0, pt = (double)((i + 1) * (i + 1)) / 30.0;
+        /* 5 standard deviations of a binomial count */
+        CHECK_MSG(fabs((double)count[i] - DRAWS * p) <= 5 * sqrt(DRAWS * p * (1 - p)), "id %d: %ld draws of %d, p %.2f", i,
+                  count[i], DRAWS, p);
+        CHECK_MSG(fabs((double)count_k[i] - DRAWS * pk) <= 5 * sqrt(DRAWS * pk * (1 - pk)) + (pk == 0 ? 0 : 1),
+                  "top-2 id %d: %ld draws, p %.3f", i, count_k[i], pk);
+        CHECK_MSG(fabs((double)count_t[i] - DRAWS * pt) <= 5 * sqrt(DRAWS * pt * (1 - pt)), "T 0.5 id %d: %ld draws, p %.3f",
+                  i, count_t[i], pt);
+    }
+    CHECK_EQ_INT(amp_sample_token(NULL, 4, &greedy, NULL), -1);
+    CHECK_EQ_INT(amp_sample_token(lg, 0, &greedy, NULL), -1);
+    CHECK_EQ_INT(amp_sample_token(lg, 4, &(amp_sampling){.temperature = -1}, &rng), -1);
+    CHECK_EQ_INT(amp_sample_token(lg, 4, &(amp_sampling){.temperature = NAN}, &rng), -1);
+    CHECK_EQ_INT(amp_sample_token(lg, 4, &(amp_sampling){.temperature = 1, .top_k = -1}, &rng), -1);
+    CHECK_EQ_INT(amp_sample_token(lg, 4, &(amp_sampling){.temperature = 1}, NULL), -1);
+}
+
+/* Models without a cache are refused with a message; bad tokens and a full context too. */
+void test_generate_errors(void) {
+    amp_ctx_config cc = amp_ctx_default_config();
+    amp_ctx *ctx = NULL;
+    amp_model *m = NULL;
+    amp_generator *g = (amp_generator *)&cc; /* must come back NULL */
+    amp_model_config c = amp_model_default_config(AMP_MODEL_LSTM);
+    c.vocab = 5, c.embed = 4, c.hidden = 4, c.context = 3;
+    if (CHECK(amp_ctx_create(&cc, &ctx) == AMP_OK) && CHECK(amp_model_create(ctx, &c, &m) == AMP_OK) &&
+        CHECK(amp_ctx_alloc_params(ctx) == AMP_OK)) {
+        CHECK(amp_generator_create(m, AMP_F32, &g) == AMP_ERR_INVALID_ARGUMENT);
+        CHECK(g == NULL);
+        CHECK_MSG(strstr(amp_ctx_error(ctx), "lstm") != NULL, "message: %s", amp_ctx_error(ctx));
+    }
+    amp_ctx_free(ctx);
+    amp_model_free(m);
+    CHECK(amp_generator_create(NULL, AMP_F32, &g) == AMP_ERR_NULL_POINTER);
+
+    gen_fixture f;
+    if (make_gpt(&f, 5, 4, 8, 1, 2, 1)) {
+        CHECK(amp_generator_create(f.m, AMP_F8E4M3, &g) == AMP_ERR_UNSUPPORTED_DTYPE);
+        if (CHECK(amp_generator_create(f.m, AMP_F32, &g) == AMP_OK)) {
+            const int32_t bad[2] = {1, 5}, ok[5] = {0, 1, 2, 3, 4};
+            CHECK(amp_generator_feed(g, bad, 2, NULL) == AMP_ERR_INVALID_ARGUMENT);
+            CHECK(amp_generator_position(g) == 0);
+            CHECK(amp_generator_feed(g, ok, 5, NULL) == AMP_ERR_INVALID_ARGUMENT); /* 5 > context 4 */
+            CHECK(amp_generator_feed(g, ok, 0, NULL) == AMP_ERR_INVALID_ARGUMENT);
+            CHECK(amp_generator_feed(g, ok, 4, NULL) == AMP_OK && amp_generator_position(g) == 4);
+            CHECK(amp_generator_append(g, ok, 0, NULL) == AMP_ERR_INVALID_ARGUMENT);
+            amp_generator_free(g);
+        }
+    }
+    free_fixture(&f);
+}
