@@ -27,5 +27,6 @@
 #include "amp/train.h"
 #include "amp/tokenizer.h"
 #include "amp/generate.h"
+#include "amp/vocab.h"
 
 #endif /* AMP_H */

@@ -175,6 +175,12 @@ typedef struct amp_train_config {
      * many words on top of the bytes (amp_text_corpus_load_words). bits_per_char stays per byte of
      * held-out text, so the two compare; test_loss is per token. */
     int text_words;
+
+    /* gpt: at each evaluation, generate this many tokens greedily (amp/generate.h, the preset's
+     * autocast dtype) after the first held-out token and hand their text to the progress callback
+     * (sample_text), as llm.c prints a sample at each evaluation; the library prints nothing. 0
+     * (default): none. Other models ignore it. */
+    int64_t sample_tokens;
 } amp_train_config;
 
 #define AMP_TRAIN_BUCKET_BYTES ((size_t)1 << 20)
@@ -229,6 +235,11 @@ typedef struct amp_train_progress {
     /* !is_eval: this step's gradient statistics when the step was sampled, else NULL (valid during
        the callback only) */
     const amp_grad_stats *grad_stats;
+    /* is_eval with sample_tokens > 0 (gpt): the sample's bytes (the first held-out token, then the
+       generated ones, spelled by the corpus's vocabulary; not NUL-terminated, maybe not UTF-8), valid
+       during the callback only; else NULL and 0 */
+    const char *sample_text;
+    size_t sample_bytes;
 } amp_train_progress;
 
 typedef struct amp_train_callbacks {

@@ -58,6 +58,7 @@ amp_train_config amp_train_default_config(amp_model_kind kind) {
         .check_replicas_every = 0,
         .inject_nonfinite = 0.0,
         .inject_rank = -1,
+        .sample_tokens = 0,
     };
     c.optim.lr = text ? AMP_TRAIN_TEXT_LR : AMP_TRAIN_IMAGE_LR;
     if (!text) c.optim.momentum = 0.9f;
@@ -587,7 +588,12 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
             p.test_loss = test_loss;
             p.test_accuracy = acc;
             p.bits_per_char = result->bits_per_char;
+            char *sample = NULL;
+            if (cb && cb->progress && (st = amp_train_sample(&r, &sample, &p.sample_bytes)) != AMP_OK) break;
+            p.sample_text = sample;
             if (cb && cb->progress) cb->progress(&p, cb->user);
+            amp_free(sample);
+            p.sample_text = NULL, p.sample_bytes = 0;
         }
         if (c->checkpoint && r.rank == 0 && c->checkpoint_every > 0 && done % c->checkpoint_every == 0 && done != total) {
             r.step = done; /* the state after `done` steps */

@@ -16,6 +16,8 @@
 
 /* Plain (non-terminal) progress: about this many lines per run, plus one per evaluation. */
 #define PLAIN_PROGRESS_LINES 20
+/* gpt: tokens of the sample printed after each evaluation (--sample-tokens). */
+#define DEFAULT_SAMPLE_TOKENS 64
 /* The terminal line is redrawn at most this often (seconds). */
 #define LIVE_REFRESH_SECONDS 0.1
 
@@ -65,6 +67,8 @@ static void print_help(void) {
            "                     the learning rate is constant; a cosine decay spans the total given)\n"
            "  --grad-stats-every N  gradient magnitude statistics every N steps (0: never; default: steps\n"
            "                     1, 2, 4, ... then every quarter epoch)\n"
+           "  --sample-tokens N  gpt: after each evaluation, print N tokens generated greedily after the first\n"
+           "                     held-out token (stderr, with the progress; 0: none; default %d)\n"
            "  --json             the last line of stdout is one JSON object with the results\n"
            "  --quiet            no progress on stderr\n"
            "  --report DIR       write metrics.jsonl, loss / loss-scale / gradient-histogram plots (PNG, SVG) and\n"
@@ -80,7 +84,7 @@ static void print_help(void) {
            "Same seed and thread count give bit-identical runs. Exit status: 0 success, 1 failure while\n"
            "training, 2 bad usage or bad data.\n",
            amp_cli_model_names(names, sizeof names, "|", NULL), amp_cli_model_help(models, sizeof models),
-           AMP_IMAGE_DATASET_DEFAULT_DIR, AMP_TEXT_CORPUS_DEFAULT_PATH, AMP_TRAIN_EVAL_BATCHES);
+           AMP_IMAGE_DATASET_DEFAULT_DIR, AMP_TEXT_CORPUS_DEFAULT_PATH, AMP_TRAIN_EVAL_BATCHES, DEFAULT_SAMPLE_TOKENS);
 }
 
 /* ---- progress ----------------------------------------------------------------------------------- */
@@ -102,6 +106,19 @@ static void format_eta(double s, char *buf, size_t size) {
         snprintf(buf, size, "%ldm%02lds", t / 60, t % 60);
 }
 
+/* The evaluation's sample on stderr: "sample: " and the text, control bytes other than newline and
+ * tab shown as \xNN so that a sample cannot drive the terminal. */
+static void print_sample(const char *text, size_t n) {
+    fputs("sample: ", stderr);
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)text[i];
+        if (c < 32 && c != '\n' && c != '\t') fprintf(stderr, "\\x%02x", c);
+        else if (c == 127) fputs("\\x7f", stderr);
+        else fputc(c, stderr);
+    }
+    fputc('\n', stderr);
+}
+
 static void on_progress(const amp_train_progress *p, void *user) {
     progress_state *ps = user;
     if (ps->quiet) return;
@@ -110,6 +127,7 @@ static void on_progress(const amp_train_progress *p, void *user) {
         if (ps->text)
             fprintf(stderr, "epoch %lld/%lld  step %lld  test loss %.4f  bits/char %.4f\n", (long long)p->epoch,
                     (long long)p->epochs, (long long)p->step, p->test_loss, p->bits_per_char);
+        if (p->sample_text) print_sample(p->sample_text, p->sample_bytes);
         else
             fprintf(stderr, "epoch %lld/%lld  step %lld  test loss %.4f  accuracy %.2f%%\n", (long long)p->epoch,
                     (long long)p->epochs, (long long)p->step, p->test_loss, 100.0 * p->test_accuracy);
@@ -247,6 +265,9 @@ static int parse_value(const char *a, const char *v, train_options *o) {
     } else if (strcmp(a, "--bucket-kb") == 0) {
         NEED_LONG(1, 1L << 30);
         cfg->bucket_bytes = (size_t)n << 10;
+    } else if (strcmp(a, "--sample-tokens") == 0) {
+        NEED_LONG(0, 1L << 20);
+        cfg->sample_tokens = n;
     }
 #undef NEED_LONG
 #undef NEED_DOUBLE
@@ -258,6 +279,7 @@ static int parse_value(const char *a, const char *v, train_options *o) {
 static int parse_options(int argc, char **argv, amp_model_kind kind, train_options *o) {
     *o = (train_options){.cfg = amp_train_default_config(kind)};
     o->cfg.precision = AMP_PRECISION_AMP_FP16;
+    o->cfg.sample_tokens = kind == AMP_MODEL_GPT ? DEFAULT_SAMPLE_TOKENS : 0;
     amp_train_config *cfg = &o->cfg;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -275,7 +297,7 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
                                                  "--momentum", "--weight-decay", "--clip", "--checkpoint",
                                                  "--checkpoint-every", "--resume", "--grad-stats-every",
                                                  "--inject-nonfinite", "--inject-rank", "--allreduce-dtype",
-                                                 "--check-replicas", "--bucket-kb"};
+                                                 "--check-replicas", "--bucket-kb", "--sample-tokens"};
         bool known = amp_train_is_shared_flag(a);
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
         if (!known) return amp_usage_error("train", "unknown option '%s'", a);
@@ -328,6 +350,7 @@ int amp_cmd_train(int argc, char **argv) {
 static int run_and_print(amp_train_config *cfgp, amp_model_kind kind, bool quiet, bool json, const char *report_dir,
                          amp_train_result *resultp, char *err, size_t err_size) {
     amp_train_config cfg = *cfgp;
+    if (quiet) cfg.sample_tokens = 0; /* nobody would see it */
     amp_train_result result;
     char rank_tag[32] = "";
     if (cfg.comm && cfg.comm->size > 1) snprintf(rank_tag, sizeof rank_tag, "rank %d: ", cfg.comm->rank);
