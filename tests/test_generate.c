@@ -9,7 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "harness.h"
+#include "test_util.h"
 #include "tests.h"
 #include "amp.h"
 
@@ -285,4 +288,67 @@ void test_generate_errors(void) {
         }
     }
     free_fixture(&f);
+}
+
+/* amp/vocab.h: the metadata value round-trips any bytes (commas and NUL included), hostile values are
+ * refused, greedy longest match picks the longest token, and on a corpus's own table it gives the
+ * corpus's tokens (a byte vocabulary: the same ids as amp_text_corpus_load's). */
+void test_generate_vocab(void) {
+    const uint8_t t0[] = {0x00, ','}, t1[] = {0xff}, t2[] = {'a', 'b'}, t3[] = {'a'}, t4[] = {'a', 'b', 'c'};
+    const uint8_t *tok[6] = {t0, t1, t2, t3, NULL, t4};
+    const size_t lens[6] = {2, 1, 2, 1, 0, 3};
+    amp_vocab v, w;
+    char *meta = NULL;
+    if (!CHECK(amp_vocab_from_tokens(tok, lens, 6, &v) == AMP_OK)) return;
+    CHECK_EQ_INT(v.size, 6);
+    if (CHECK(amp_vocab_to_meta(v.offset, v.text, v.size, &meta) == AMP_OK)) {
+        CHECK_STR_EQ(meta, "002c,ff,6162,61,,616263");
+        if (CHECK(amp_vocab_from_meta(meta, &w, NULL, 0) == AMP_OK)) {
+            CHECK(w.size == 6 && memcmp(w.offset, v.offset, 7 * sizeof *w.offset) == 0 &&
+                  memcmp(w.text, v.text, v.offset[6]) == 0);
+            amp_vocab_free(&w);
+        }
+        amp_vocab_meta_free(meta);
+    }
+    /* greedy longest match: "abcab" + "a" + 0xff; the empty token never matches */
+    int32_t ids[16];
+    CHECK_EQ_INT(amp_vocab_encode(&v, "abcaba\xff", 7, ids, 16), 4);
+    CHECK(ids[0] == 5 && ids[1] == 2 && ids[2] == 3 && ids[3] == 1);
+    CHECK_EQ_INT(amp_vocab_encode(&v, "abz", 3, ids, 16), -1); /* no token for 'z' */
+    CHECK_EQ_INT(amp_vocab_encode(&v, "aaa", 3, ids, 2), -1);   /* cap */
+    size_t len = 9;
+    CHECK(amp_vocab_token(&v, 6, &len) == NULL && len == 0);
+    CHECK(amp_vocab_token(&v, 5, &len) != NULL && len == 3);
+    amp_vocab_free(&v);
+    char msg[160];
+    CHECK_EQ_INT(amp_vocab_from_meta("61,6g", &w, msg, sizeof msg), AMP_ERR_FORMAT);
+    CHECK_EQ_INT(amp_vocab_from_meta("61,616", &w, msg, sizeof msg), AMP_ERR_FORMAT);
+    CHECK_MSG(strstr(msg, "odd") != NULL, "message: %s", msg);
+    CHECK_EQ_INT(amp_vocab_from_meta("61 62", &w, msg, sizeof msg), AMP_ERR_FORMAT);
+    CHECK(w.size == 0 && w.offset == NULL);
+    CHECK_EQ_INT(amp_vocab_to_meta(v.offset, NULL, 0, &meta), AMP_ERR_NULL_POINTER);
+
+    /* against the corpus loader: the byte table of a text spells it back with the corpus's ids */
+    char dir[64], path[160], err[256];
+    snprintf(dir, sizeof dir, "/tmp/amp_vocab_XXXXXX");
+    if (!CHECK(mkdtemp(dir) != NULL)) return;
+    snprintf(path, sizeof path, "%s/t.txt", dir);
+    const char *text = "The cat sat on the mat, and the dog sat too.\n";
+    const size_t n = strlen(text);
+    amp_text_corpus c;
+    if (CHECK(test_write_file(path, text, n, false)) &&
+        CHECK(amp_text_corpus_load(path, 0.0, NULL, &c, err, sizeof err) == AMP_OK)) {
+        if (CHECK(amp_vocab_to_meta(c.token_offset, c.token_text, c.vocab_size, &meta) == AMP_OK) &&
+            CHECK(amp_vocab_from_meta(meta, &w, NULL, 0) == AMP_OK)) {
+            CHECK_EQ_INT(amp_vocab_encode(&w, text, n, ids, 0) , -1);
+            int32_t all[64];
+            CHECK_EQ_INT(amp_vocab_encode(&w, text, n, all, 64), (int64_t)c.train_len);
+            CHECK(memcmp(all, c.train, (size_t)c.train_len * sizeof *all) == 0);
+            amp_vocab_free(&w);
+        }
+        amp_vocab_meta_free(meta);
+        amp_text_corpus_free(&c);
+    }
+    remove(path);
+    rmdir(dir);
 }

@@ -132,11 +132,13 @@ TEST(nn, nn_init_deterministic)
 TEST(nn, nn_sgd_lowers_loss)
 TEST(nn, nn_errors_and_dtypes)
 /* generation with a key/value cache: the forward's logits at every position (fp32, bf16, fp16),
- * greedy and seeded sampling, the sliding window, the sampler's distribution, refusals */
+ * greedy and seeded sampling, the sliding window, the sampler's distribution, refusals; the
+ * vocabulary a checkpoint carries */
 TEST(generate, generate_matches_forward)
 TEST(generate, generate_greedy_and_seeds)
 TEST(generate, generate_sampler)
 TEST(generate, generate_errors)
+TEST(generate, generate_vocab)
 /* amp_train_run on generated data: learning, determinism, presets and scaler modes, fp16-pure's
  * vanishing updates, accumulation, text models, errors and --detect-anomaly */
 TEST(train, train_learns_and_is_deterministic)
