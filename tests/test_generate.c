@@ -247,6 +247,27 @@ void test_generate_sampler(void) {
         CHECK_MSG(fabs((double)count_t[i] - DRAWS * pt) <= 5 * sqrt(DRAWS * pt * (1 - pt)), "T 0.5 id %d: %ld draws, p %.3f",
                   i, count_t[i], pt);
     }
+    /* a large top-k (a sort instead of the insertion list): with many ties, every draw is among the
+     * k first by (logit descending, id ascending), and draws reach beyond the 64 largest */
+    enum { NV = 300, K = 150 };
+    float big[NV];
+    bool in_top[NV] = {false}, in_64[NV] = {false};
+    for (int i = 0; i < NV; i++) big[i] = (float)(amp_rng_next(&rng) % 97) * 0.01f;
+    for (int r = 0; r < K; r++) { /* selection: the r-th by rank */
+        int b = -1;
+        for (int i = 0; i < NV; i++)
+            if (!in_top[i] && (b < 0 || big[i] > big[b])) b = i; /* the first (lowest id) on ties */
+        in_top[b] = true;
+        in_64[b] = r < 64;
+    }
+    int outside = 0, deep = 0;
+    for (int i = 0; i < 3000; i++) {
+        const int32_t id = amp_sample_token(big, NV, &(amp_sampling){.temperature = 1.0f, .top_k = K}, &rng);
+        outside += id < 0 || !in_top[id];
+        deep += id >= 0 && in_top[id] && !in_64[id];
+    }
+    CHECK_MSG(outside == 0, "%d draws outside the top %d", outside, K);
+    CHECK_MSG(deep > 0, "no draw beyond the 64 first");
     CHECK_EQ_INT(amp_sample_token(NULL, 4, &greedy, NULL), -1);
     CHECK_EQ_INT(amp_sample_token(lg, 0, &greedy, NULL), -1);
     CHECK_EQ_INT(amp_sample_token(lg, 4, &(amp_sampling){.temperature = -1}, &rng), -1);

@@ -70,9 +70,10 @@ int64_t amp_generator_vocab(const amp_generator *g);
 int amp_generator_feed(amp_generator *g, const int32_t *tokens, int64_t n, float *logits);
 /* As amp_generator_feed, writing the logits of every token fed: logits[n, vocab]. */
 int amp_generator_feed_all(amp_generator *g, const int32_t *tokens, int64_t n, float *logits);
-/* Appends one token to the sequence and writes the logits of the next: amp_generator_feed, except
- * that a full cache slides (see above). history[0..len) is every token of the sequence so far, token
- * included as its last (the slide feeds its tail again); len >= 1. */
+/* Appends one token to the sequence and writes the logits of the next: amp_generator_feed of
+ * history[len - 1], except that a full cache slides (see above) and an empty one (after a reset or a
+ * failure) is filled by amp_generator_recompute. history[0..len) is every token of the sequence so
+ * far, the new one last, and the cache must hold the ones before it; len >= 1. */
 int amp_generator_append(amp_generator *g, const int32_t *history, int64_t len, float *logits);
 /* The cache-free way: resets and feeds the last min(len, context) tokens of history[0..len), writing
  * the logits of the last (llm.c's sampler; `amp sample --no-cache`). */
@@ -84,11 +85,13 @@ typedef struct amp_sampling {
     int64_t top_k;     /* > 0: only the k largest logits (ties at the k-th by lower id) take part; 0: all */
 } amp_sampling;
 
-/* The next token: greedy when temperature is 0 (or top_k is 1), else one draw (amp_rng_uniform) from
- * the softmax of the top_k logits divided by the temperature, computed in double; the same logits,
- * settings and generator state give the same token on every machine. NaN logits never win (all NaN:
- * 0). Returns the id, or -1 for a NULL argument, vocab < 1, a negative or non-finite temperature, or
- * top_k < 0 (rng may be NULL when greedy). */
+/* The next token: greedy when temperature is 0 (or top_k is 1), else one draw u = amp_rng_uniform
+ * from the softmax of the top_k logits divided by the temperature: the weights exp((logit - max) / T)
+ * in double, and the first candidate in id order where their running sum passes u times their total.
+ * The same logits, settings and generator state give the same token on every machine. NaN logits
+ * never win (all NaN: 0); an infinite maximum is taken greedily. Returns the id, or -1 for a NULL
+ * argument, vocab < 1, a negative or non-finite temperature, top_k < 0, rng NULL when drawing, or no
+ * memory for top_k's list. */
 int32_t amp_sample_token(const float *logits, int64_t vocab, const amp_sampling *s, amp_rng *rng);
 
 #ifdef __cplusplus

@@ -3,6 +3,7 @@
  * cache. The block below is amp_transformer_block_forward's op sequence with the fused attention's
  * arithmetic (src/ops/attention.c) restricted to the new query rows. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "amp/autocast.h"
@@ -207,6 +208,7 @@ int amp_generator_feed_all(amp_generator *g, const int32_t *tokens, int64_t n, f
 int amp_generator_append(amp_generator *g, const int32_t *history, int64_t len, float *logits) {
     if (!g) return AMP_ERR_NULL_POINTER;
     if (!history || len < 1) return gen_fail(g->m->ctx, AMP_ERR_INVALID_ARGUMENT, "append needs a history of >= 1 token");
+    if (g->pos == 0) return amp_generator_recompute(g, history, len, logits); /* after a reset or a failure */
     if (g->pos < g->T) return feed(g, history + len - 1, 1, logits, false);
     const int64_t keep = g->T / 2 > 0 ? g->T / 2 : 1, from = len > keep ? len - keep : 0;
     g->pos = 0;
@@ -231,6 +233,48 @@ static bool ranks_before(const float *x, int32_t a, int32_t b) {
     return x[a] > x[b] || (x[a] == x[b] && a < b);
 }
 
+/* qsort order of candidates: ranks_before on (logit, id) pairs */
+typedef struct ranked {
+    float logit;
+    int32_t id;
+} ranked;
+
+static int ranked_cmp(const void *x, const void *y) {
+    const ranked *a = x, *b = y;
+    const bool na = isnan(a->logit), nb = isnan(b->logit);
+    if (na != nb) return na ? 1 : -1;
+    if (!na && a->logit != b->logit) return a->logit > b->logit ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+static int id_cmp(const void *x, const void *y) {
+    const int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* The k best ids (k < vocab) into ids, ascending: insertion into a ranked list for small k, else a
+ * sort of every (logit, id). False when out of memory. */
+static bool top_ids(const float *logits, int32_t vocab, int64_t k, int32_t *ids) {
+    if (k <= 64) {
+        int64_t have = 0;
+        for (int32_t i = 0; i < vocab; i++) {
+            if (have == k && !ranks_before(logits, i, ids[k - 1])) continue;
+            int64_t j = have < k ? have++ : k - 1;
+            for (; j > 0 && ranks_before(logits, i, ids[j - 1]); j--) ids[j] = ids[j - 1];
+            ids[j] = i;
+        }
+    } else {
+        ranked *all = amp_malloc((size_t)vocab * sizeof *all);
+        if (!all) return false;
+        for (int32_t i = 0; i < vocab; i++) all[i] = (ranked){logits[i], i};
+        qsort(all, (size_t)vocab, sizeof *all, ranked_cmp);
+        for (int64_t j = 0; j < k; j++) ids[j] = all[j].id;
+        amp_free(all);
+    }
+    qsort(ids, (size_t)k, sizeof *ids, id_cmp);
+    return true;
+}
+
 int32_t amp_sample_token(const float *logits, int64_t vocab, const amp_sampling *s, amp_rng *rng) {
     if (!logits || !s || vocab < 1 || vocab > INT32_MAX || !(s->temperature >= 0) || !isfinite(s->temperature) ||
         s->top_k < 0)
@@ -238,38 +282,34 @@ int32_t amp_sample_token(const float *logits, int64_t vocab, const amp_sampling 
     int32_t best = 0;
     for (int32_t i = 1; i < (int32_t)vocab; i++)
         if (ranks_before(logits, i, best)) best = i;
-    if (s->temperature == 0 || s->top_k == 1 || !isfinite(logits[best])) return best; /* an inf or all NaN */
+    if (s->temperature == 0 || s->top_k == 1 || !isfinite(logits[best])) return best; /* an inf, or all NaN */
     if (!rng) return -1;
-    const int64_t k = s->top_k > 0 && s->top_k < vocab ? s->top_k : vocab;
-    int32_t *ids = amp_malloc((size_t)k * sizeof *ids);
-    double *w = amp_malloc((size_t)k * sizeof *w);
-    if (!ids || !w) {
-        amp_free(ids), amp_free(w);
+    const bool all = s->top_k == 0 || s->top_k >= vocab;
+    const int64_t k = all ? vocab : s->top_k;
+    int32_t *ids = all ? NULL : amp_malloc((size_t)k * sizeof *ids);
+    if (!all && (!ids || !top_ids(logits, (int32_t)vocab, k, ids))) {
+        amp_free(ids);
         return -1;
     }
-    /* the k best ids in rank order: insertion into a sorted list (k is small where it matters) */
-    int64_t have = 0;
-    for (int32_t i = 0; i < (int32_t)vocab; i++) {
-        if (isnan(logits[i])) continue;
-        if (have == k && !ranks_before(logits, i, ids[k - 1])) continue;
-        int64_t j = have < k ? have++ : k - 1;
-        for (; j > 0 && ranks_before(logits, i, ids[j - 1]); j--) ids[j] = ids[j - 1];
-        ids[j] = i;
-    }
-    const double mx = logits[ids[0]], t = s->temperature;
+    /* weights exp((logit - max) / T) in double; the draw walks the candidates in id order */
+    const double mx = logits[best], t = s->temperature;
     double total = 0;
-    for (int64_t j = 0; j < have; j++) total += w[j] = exp(((double)logits[ids[j]] - mx) / t);
+    for (int64_t j = 0; j < k; j++) {
+        const float x = logits[all ? j : ids[j]];
+        total += isnan(x) ? 0.0 : exp(((double)x - mx) / t);
+    }
     const double u = amp_rng_uniform(rng) * total;
     double acc = 0;
-    int32_t pick = ids[have - 1];
-    for (int64_t j = 0; j < have; j++) {
-        acc += w[j];
-        if (u < acc) {
-            pick = ids[j];
+    int32_t pick = best;
+    for (int64_t j = 0; j < k; j++) {
+        const int32_t id = all ? (int32_t)j : ids[j];
+        const double w = isnan(logits[id]) ? 0.0 : exp(((double)logits[id] - mx) / t);
+        acc += w;
+        if (w > 0 && u < acc) {
+            pick = id;
             break;
         }
     }
     amp_free(ids);
-    amp_free(w);
     return pick;
 }

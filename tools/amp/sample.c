@@ -115,7 +115,8 @@ typedef struct sampler_model {
     amp_model *model;
 } sampler_model;
 
-/* The gpt's sizes: the checkpoint's train.model_sizes, else its tensors' shapes (and --heads). */
+/* The gpt's sizes: the checkpoint's train.model_sizes, else its tensors' shapes (and --heads); the
+ * parameters' dtype is wte's (fp32, or bf16/fp16 from the pure presets, whose forward runs in it). */
 static int model_config(amp_st_file *f, const char *path, long heads, amp_model_config *c, char *err, size_t n) {
     *c = amp_model_default_config(AMP_MODEL_GPT);
     const char *kind = amp_safetensors_meta_get(f, "train.model");
@@ -123,6 +124,8 @@ static int model_config(amp_st_file *f, const char *path, long heads, amp_model_
         snprintf(err, n, "%s: a %.40s checkpoint cannot sample (only gpt has a key/value cache)", path, kind);
         return AMP_ERR_INVALID_ARGUMENT;
     }
+    const amp_st_info *wte = amp_safetensors_find(f, "wte.weight"), *wpe = amp_safetensors_find(f, "wpe.weight");
+    if (wte && (wte->dtype == AMP_F16 || wte->dtype == AMP_BF16)) c->param_dtype = (amp_dtype)wte->dtype;
     const char *sizes = amp_safetensors_meta_get(f, "train.model_sizes");
     long long v = 0, t = 0, h = 0, l = 0, nh = 0, e = 0;
     if (sizes && sscanf(sizes, "vocab=%lld,context=%lld,hidden=%lld,layers=%lld,heads=%lld,embed=%lld", &v, &t, &h, &l,
@@ -130,7 +133,6 @@ static int model_config(amp_st_file *f, const char *path, long heads, amp_model_
         c->vocab = v, c->context = t, c->hidden = h, c->layers = l, c->heads = heads > 0 ? heads : nh;
         return AMP_OK;
     }
-    const amp_st_info *wte = amp_safetensors_find(f, "wte.weight"), *wpe = amp_safetensors_find(f, "wpe.weight");
     if (!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2) {
         snprintf(err, n, "%s: not a gpt checkpoint (no wte.weight and wpe.weight)", path);
         return AMP_ERR_INVALID_ARGUMENT;
@@ -375,6 +377,8 @@ int amp_cmd_sample(int argc, char **argv) {
     amp_ctx_free(sm.ctx);
     amp_model_free(sm.model);
     if (st == AMP_OK) return AMP_EXIT_OK;
-    const bool bad_input = st == AMP_ERR_IO || st == AMP_ERR_FORMAT || st == AMP_ERR_INVALID_ARGUMENT;
-    return bad_input && !(running && st != AMP_ERR_INVALID_ARGUMENT) ? AMP_EXIT_USAGE : AMP_EXIT_FAILURE;
+    /* bad input: the files before generating, the prompt's ids while generating */
+    const bool bad_input = running ? st == AMP_ERR_INVALID_ARGUMENT
+                                   : st == AMP_ERR_IO || st == AMP_ERR_FORMAT || st == AMP_ERR_INVALID_ARGUMENT;
+    return bad_input ? AMP_EXIT_USAGE : AMP_EXIT_FAILURE;
 }
