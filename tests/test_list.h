@@ -131,6 +131,13 @@ TEST(nn, nn_forward_pytorch)
 TEST(nn, nn_init_deterministic)
 TEST(nn, nn_sgd_lowers_loss)
 TEST(nn, nn_errors_and_dtypes)
+/* GPT-2: GELU's tanh approximation (PyTorch, closed form), its fused linear, amp_narrow_rows, the tiny
+ * model's logits, loss and gradients against PyTorch's, the sizes and the init */
+TEST(gpt2, gelu_tanh_pytorch)
+TEST(gpt2, linear_gelu_tanh)
+TEST(gpt2, narrow_rows)
+TEST(gpt2, gpt2_tiny_pytorch)
+TEST(gpt2, gpt2_sizes_and_init)
 /* amp_train_run on generated data: learning, determinism, presets and scaler modes, fp16-pure's
  * vanishing updates, accumulation, text models, errors and --detect-anomaly */
 TEST(train, train_learns_and_is_deterministic)

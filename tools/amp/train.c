@@ -54,6 +54,10 @@ static void print_help(void) {
            "  --threads N        threads (default: AMP_NUM_THREADS or the online cores)\n"
            "  --hidden N, --layers N, --heads N, --context N, --embed N\n"
            "                     override the model's sizes (see `amp/nn.h`; defaults are PyTorch-comparable)\n"
+           "  --size S           gpt2: 124m (default), 350m, 774m or 1558m (GPT-2's released sizes; the flags\n"
+           "                     above override its layers, heads, width and context)\n"
+           "  --beta1 X, --beta2 X, --eps X\n"
+           "                     Adam and AdamW: the moments' decay rates (0.9, 0.999) and eps (1e-8)\n"
            "  --eval-batches N   text models: held-out batches per evaluation (default %d)\n"
            "  --no-eval          skip evaluation\n"
            "  --detect-anomaly   stop at the first op whose output (or parameter gradient, without a scaler)\n"
@@ -159,8 +163,8 @@ typedef struct train_options {
     amp_train_config cfg;
     bool json, quiet;
     const char *report_dir; /* --report DIR, or NULL */
-    bool have_lr, have_wd, have_momentum;
-    double lr, wd, momentum;
+    bool have_lr, have_wd, have_momentum, have_beta1, have_beta2, have_eps;
+    double lr, wd, momentum, beta1, beta2, eps;
 } train_options;
 
 /* Applies the flag `a` (one that takes a value) with its value `v`. Returns AMP_EXIT_OK, or the
@@ -215,6 +219,17 @@ static int parse_value(const char *a, const char *v, train_options *o) {
         NEED_DOUBLE();
         if (d < 0) return amp_usage_error("train", "--weight-decay must be >= 0, not '%s'", v);
         o->wd = d, o->have_wd = true;
+    } else if (strcmp(a, "--beta1") == 0 || strcmp(a, "--beta2") == 0) {
+        NEED_DOUBLE();
+        if (!(d >= 0 && d < 1)) return amp_usage_error("train", "%s wants a number in [0, 1), not '%s'", a, v);
+        if (a[6] == '1') o->beta1 = d, o->have_beta1 = true;
+        else o->beta2 = d, o->have_beta2 = true;
+    } else if (strcmp(a, "--eps") == 0) {
+        NEED_DOUBLE();
+        if (d < 0) return amp_usage_error("train", "--eps must be >= 0, not '%s'", v);
+        o->eps = d, o->have_eps = true;
+    } else if (strcmp(a, "--size") == 0) {
+        /* applied before the other flags (amp_train_apply_size), so that theirs override it */
     } else if (strcmp(a, "--clip") == 0) {
         NEED_DOUBLE();
         if (d < 0) return amp_usage_error("train", "--clip must be >= 0, not '%s'", v);
@@ -259,6 +274,8 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
     *o = (train_options){.cfg = amp_train_default_config(kind)};
     o->cfg.precision = AMP_PRECISION_AMP_FP16;
     amp_train_config *cfg = &o->cfg;
+    const int size_st = amp_train_apply_size("train", argc, argv, &cfg->model);
+    if (size_st >= 0) return size_st;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--json") == 0) { o->json = true; continue; }
@@ -275,7 +292,8 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
                                                  "--momentum", "--weight-decay", "--clip", "--checkpoint",
                                                  "--checkpoint-every", "--resume", "--grad-stats-every",
                                                  "--inject-nonfinite", "--inject-rank", "--allreduce-dtype",
-                                                 "--check-replicas", "--bucket-kb"};
+                                                 "--check-replicas", "--bucket-kb", "--size", "--beta1", "--beta2",
+                                                 "--eps"};
         bool known = amp_train_is_shared_flag(a);
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
         if (!known) return amp_usage_error("train", "unknown option '%s'", a);
@@ -286,6 +304,11 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
     if (o->have_lr) cfg->optim.lr = (float)o->lr;
     if (o->have_momentum) cfg->optim.momentum = (float)o->momentum;
     if (o->have_wd) cfg->optim.weight_decay = (float)o->wd;
+    if (o->have_beta1) cfg->optim.beta1 = (float)o->beta1;
+    if (o->have_beta2) cfg->optim.beta2 = (float)o->beta2;
+    if (o->have_eps) cfg->optim.eps = (float)o->eps;
+    if ((o->have_beta1 || o->have_beta2 || o->have_eps) && cfg->optim.kind == AMP_OPTIM_SGD)
+        return amp_usage_error("train", "--beta1, --beta2 and --eps apply to adam and adamw only");
     if (cfg->checkpoint_every > 0 && !cfg->checkpoint) return amp_usage_error("train", "--checkpoint-every needs --checkpoint FILE");
     if (o->have_momentum && cfg->optim.kind != AMP_OPTIM_SGD)
         return amp_usage_error("train", "--momentum applies to sgd only");
