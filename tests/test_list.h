@@ -124,6 +124,11 @@ TEST(tokenizer, tokenizer_round_trip)
 TEST(tokenizer, tokenizer_rank_files)
 TEST(tokenizer, tokenizer_train)
 TEST(tokenizer, tokenizer_shards)
+/* token corpora: llm.c shards by glob, their vocabulary and bad shards; BPE text split by bytes and
+ * its cache; one text encoded on several threads equals one thread's tokens */
+TEST(data_shards, data_shards_load)
+TEST(data_shards, data_bpe_corpus)
+TEST(data_shards, tokenizer_encode_parallel)
 /* the built-in models vs PyTorch (names, shapes, counts, forward), init, FLOPs, SGD steps */
 TEST(nn, nn_default_shapes)
 TEST(nn, nn_param_counts_and_flops)

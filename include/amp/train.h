@@ -87,6 +87,7 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "data.h"
 #include "nn.h"
 #include "optim.h"
 #include "precision.h"
@@ -105,6 +106,12 @@ typedef enum amp_scaler_mode {
 
 /* "default", "dynamic", "off", "static". */
 const char *amp_scaler_mode_name(amp_scaler_mode mode);
+
+/* The order of a text model's training windows (amp_train_config.data_order). */
+typedef enum amp_data_order {
+    AMP_DATA_ORDER_RANDOM = 0, /* random starts (the default) */
+    AMP_DATA_ORDER_SEQUENTIAL  /* consecutive windows from the start, as llm.c's DataLoader */
+} amp_data_order;
 
 /* Defaults per model kind: */
 #define AMP_TRAIN_IMAGE_LR 0.05f  /* mlp, cnn: SGD, momentum 0.9, batch 128 */
@@ -175,6 +182,32 @@ typedef struct amp_train_config {
      * many words on top of the bytes (amp_text_corpus_load_words). bits_per_char stays per byte of
      * held-out text, so the two compare; test_loss is per token. */
     int text_words;
+
+    /* Text models: token data (amp/data.h, "Token shards and BPE"). When `data` names token shards
+     * (a glob, or a file that starts with the shard magic) they are read as they are
+     * (amp_text_corpus_load_shards); otherwise, with `tokenizer` set, the text is encoded with that
+     * BPE (amp_text_corpus_load_bpe: split by bytes first, cached). bits_per_char stays per byte of
+     * held-out text whenever a rank file spells the ids (BPE text; shards with `tokenizer`); shards
+     * without one give NaN bits_per_char (test_loss / ln 2 is then the bits per token). */
+    const char *val_data;          /* shards only: held-out shards (file or glob); NULL: the last 10%
+                                      of data's tokens */
+    const char *tokenizer;         /* a tiktoken rank file, or NULL */
+    const char *tokenizer_pattern; /* its pre-tokenization pattern: "gpt2" or "cl100k" (NULL: cl100k) */
+    int64_t vocab;                 /* shards only: the vocabulary size; 0: the rank file's, else the
+                                      one amp's writer stored in the headers, else the largest id + 1
+                                      (llm.c's GPT-2 shards need 50257) */
+    const char *token_cache;       /* BPE text: the cache directory; NULL: amp_token_cache_default_dir
+                                      ($AMP_CACHE_DIR or ~/.cache/amp); "": no cache */
+    /* Text models: how training windows are drawn. AMP_DATA_ORDER_RANDOM (default): each window
+     * starts at a random position (see "Data" above). AMP_DATA_ORDER_SEQUENTIAL: llm.c's DataLoader
+     * without shuffling, on the training tokens as one stream (shards concatenated): micro-batch m
+     * is the batch * context + 1 tokens from position (m mod W) * batch * context, window b its
+     * tokens from b * context, with W = floor((train tokens - 1) / (batch * context)) micro-batches
+     * per epoch (the position advances by batch * context and returns to 0 when the next batch
+     * would pass the end). With one shard that is llm.c's order exactly (llm.c keeps a batch inside
+     * one shard; here one may span two). Evaluation then reads eval_batches batches the same way
+     * from the start of the held-out tokens, as llm.c's validation loader does. */
+    amp_data_order data_order;
 } amp_train_config;
 
 #define AMP_TRAIN_BUCKET_BYTES ((size_t)1 << 20)
@@ -229,6 +262,9 @@ typedef struct amp_train_progress {
     /* !is_eval: this step's gradient statistics when the step was sampled, else NULL (valid during
        the callback only) */
     const amp_grad_stats *grad_stats;
+    /* The run's first callback only (else NULL): one line on where a text model's tokens came from,
+       e.g. "BPE tokens reused from the cache FILE" (valid during the callback only). */
+    const char *data_note;
 } amp_train_progress;
 
 typedef struct amp_train_callbacks {
@@ -267,6 +303,7 @@ typedef struct amp_train_result {
     double stalled_updates;
     int ranks;                  /* processes that trained (1 without a communicator) */
     int64_t injected_steps;     /* injected inf/NaN faults, summed over the ranks */
+    amp_token_cache_status token_cache; /* BPE text: what the token cache did (amp/data.h); else OFF */
 } amp_train_result;
 
 /* Runs the training described by cfg. Returns AMP_OK; AMP_ERR_INVALID_ARGUMENT (a bad setting, a

@@ -21,6 +21,10 @@ typedef struct amp_train_run_state {
     amp_text_corpus corpus;
     int64_t micro_per_epoch; /* micro-batches per pass over the training data */
     uint64_t data_seed, text_seed;
+    bool token_corpus;       /* token shards or BPE text (amp/data.h): bits/char from the tokens' bytes */
+    int64_t eval_windows;    /* sequential order: held-out batches per pass */
+    amp_token_cache_status token_cache;
+    char data_note[1280];    /* the first progress callback's data_note ("" for none) */
 
     amp_ctx *ctx;
     amp_model *model;

@@ -26,6 +26,7 @@ static void print_help(void) {
            "                 [--seed N] [--threads N] [--accum N] [--clip X] [--json] [--quiet] [--detect-anomaly]\n"
            "                 [--checkpoint FILE [--checkpoint-every N]] [--resume FILE] [--grad-stats-every N]\n"
            "                 [--inject-nonfinite P [--inject-rank R]]\n"
+           "                 [--tokenizer RANKS [--pattern P]] [--val-data SHARDS] [--vocab N] [--data-order O]\n"
            "       mpirun -np N amp train ... [--allreduce-dtype fp32|bf16|fp16] [--check-replicas K] [--bucket-kb N]\n"
            "Trains a model on real data in a precision preset and reports loss, accuracy (image models) or\n"
            "bits per character (text models), skipped steps, the final loss scale and samples/s.\n\n"
@@ -35,6 +36,18 @@ static void print_help(void) {
            "                     text models: a file or a directory of files (default %s)\n"
            "  --words N          text models: a vocabulary of the N most frequent words on top of the bytes\n"
            "                     (default: one token per byte); bits/char stays per byte of held-out text\n"
+           "  --tokenizer RANKS  text models: encode the text with this BPE (a tiktoken rank file; the last\n"
+           "                     10%% of the bytes held out; tokens cached in --token-cache DIR, default\n"
+           "                     $AMP_CACHE_DIR or ~/.cache/amp, \"\" for none); with shards, it spells the ids\n"
+           "                     so bits/char can be computed (without it: bits/token)\n"
+           "  --pattern P        the BPE's pre-tokenization pattern: gpt2 or cl100k (default)\n"
+           "  --data SHARDS      text models: llm.c token shards (a file or a quoted glob, concatenated in\n"
+           "                     name order) instead of text; --val-data FILE|GLOB the held-out shards\n"
+           "                     (default: the last 10%% of the tokens); --vocab N the vocabulary size\n"
+           "                     (default: the rank file's, else amp's header field, else the largest id + 1;\n"
+           "                     llm.c's GPT-2 shards need 50257)\n"
+           "  --data-order O     text models: random (default: windows at random starts) or sequential\n"
+           "                     (llm.c's DataLoader without shuffling; evaluation likewise)\n"
            "  --precision P      fp32, amp-fp16 (default), amp-bf16, fp16-master, fp16-pure, bf16-pure\n"
            "  --scaler MODE      dynamic | off | static:S (default: dynamic for amp-fp16 and fp16-master,\n"
            "                     off for the others)\n"
@@ -111,13 +124,20 @@ static void on_progress(const amp_train_progress *p, void *user) {
     if (ps->quiet) return;
     if (p->is_eval) {
         if (ps->line_open) fputc('\n', stderr), ps->line_open = false;
-        if (ps->text)
+        if (ps->text && isnan(p->bits_per_char)) /* token shards without a rank file */
+            fprintf(stderr, "epoch %lld/%lld  step %lld  test loss %.4f  bits/token %.4f\n", (long long)p->epoch,
+                    (long long)p->epochs, (long long)p->step, p->test_loss, p->test_loss / log(2.0));
+        else if (ps->text)
             fprintf(stderr, "epoch %lld/%lld  step %lld  test loss %.4f  bits/char %.4f\n", (long long)p->epoch,
                     (long long)p->epochs, (long long)p->step, p->test_loss, p->bits_per_char);
         else
             fprintf(stderr, "epoch %lld/%lld  step %lld  test loss %.4f  accuracy %.2f%%\n", (long long)p->epoch,
                     (long long)p->epochs, (long long)p->step, p->test_loss, 100.0 * p->test_accuracy);
         return;
+    }
+    if (p->data_note) {
+        if (ps->line_open) fputc('\n', stderr), ps->line_open = false;
+        fprintf(stderr, "%s\n", p->data_note);
     }
     if (ps->every == 0) ps->every = p->total_steps >= PLAIN_PROGRESS_LINES ? p->total_steps / PLAIN_PROGRESS_LINES : 1;
     char eta[32];
@@ -147,7 +167,9 @@ static void print_summary(const amp_train_result *r) {
            amp_precision_get_info(r->precision)->name, scaler, (long long)r->steps, (long long)r->epochs,
            (long long)r->skipped_steps, (double)r->final_scale);
     printf("train loss %.4f  test loss %.4f  ", r->train_loss, r->test_loss);
-    if (amp_model_is_text(r->model))
+    if (amp_model_is_text(r->model) && isnan(r->bits_per_char) && !isnan(r->test_loss))
+        printf("bits/token %.4f\n", r->test_loss / log(2.0)); /* token shards without a rank file */
+    else if (amp_model_is_text(r->model))
         printf("bits/char %.4f\n", r->bits_per_char);
     else
         printf("test accuracy %.2f%%\n", 100.0 * r->test_accuracy);
