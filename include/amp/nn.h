@@ -92,6 +92,9 @@ typedef struct amp_model_config {
     /* gpt2: rows of the token embedding, >= vocab; 0 (the default): vocab rounded up to a multiple of
      * 128, llm.c's Vp (50257 -> 50304). The rows past vocab are never looked up nor in the logits. */
     int64_t vocab_padded;
+    /* gpt2: rows of the position embedding wpe, >= context (0, the default: context): llm.c's maxT, so
+     * a model made for 1024 positions trains on shorter windows (the first `context` rows are used) */
+    int64_t positions;
 } amp_model_config;
 
 typedef struct amp_model amp_model;

@@ -208,6 +208,16 @@ typedef struct amp_train_config {
      * one shard; here one may span two). Evaluation then reads eval_batches batches the same way
      * from the start of the held-out tokens, as llm.c's validation loader does. */
     amp_data_order data_order;
+
+    /* llm.c's model files (amp/llmc.h), for gpt2. init_from: start from that file's weights instead of
+     * amp_model_init's: the file's sizes (layers, heads, width, vocabulary, padded vocabulary, positions)
+     * replace model's, the context stays (at most the file's maxT) and the data's ids must fit its
+     * vocabulary. save_llmc: at the end (rank 0), write the weights in llm.c's layout, atomically, as
+     * version save_llmc_version (3: fp32, what llm.c's CPU trainer reads; 5: bf16), so llm.c continues
+     * where amp stopped. NULL: neither. */
+    const char *init_from;
+    const char *save_llmc;
+    int save_llmc_version; /* 0: 3 */
 } amp_train_config;
 
 #define AMP_TRAIN_BUCKET_BYTES ((size_t)1 << 20)

@@ -5,7 +5,8 @@
  *         mlp:  c_proj(gelu_tanh(c_fc(x))), GELU's tanh approximation (F.gelu(approximate='tanh'))
  *     logits = ln_f(x) wte[:V]^T: the output head is the token embedding itself (tied: one parameter,
  *         whose gradient sums both uses)
- * LayerNorm eps 1e-5. The embedding table has vocab_padded >= V rows, as llm.c pads V = 50257 to
+ * LayerNorm eps 1e-5. wpe has `positions` rows (llm.c's maxT; default: context), of which a window of
+ * `context` tokens reads the first context. The embedding table has vocab_padded >= V rows, as llm.c pads V = 50257 to
  * Vp = 50304 (a multiple of 128); the head reads its first V rows only (amp_narrow_rows), so the
  * logits are [B*T, V], the padded rows never enter a softmax and get no gradient (llm.c computes
  * the padded logits and leaves them out of the softmax: the same numbers).
@@ -27,7 +28,7 @@ enum { GPT2_VOCAB = 50257, GPT2_PAD_MULTIPLE = 128 };
 
 static void gpt2_defaults(amp_model_config *c) {
     c->vocab = GPT2_VOCAB, c->context = 1024, c->hidden = 768, c->layers = 12, c->heads = 12;
-    c->vocab_padded = 0;
+    c->vocab_padded = 0, c->positions = 0;
 }
 
 int64_t amp_model_padded_vocab(const amp_model_config *c) {
@@ -63,12 +64,15 @@ static int gpt2_validate(amp_ctx *ctx, const amp_model_config *c) {
             (long long)c->heads, (long long)c->hidden);
     NN_NEED(ctx, c->vocab_padded == 0 || (c->vocab_padded >= c->vocab && c->vocab_padded <= NN_SIZE_CAP),
             "gpt2: padded vocabulary %lld below the vocabulary %lld", (long long)c->vocab_padded, (long long)c->vocab);
+    NN_NEED(ctx, c->positions == 0 || (c->positions >= c->context && c->positions <= 65536),
+            "gpt2: %lld positions for a context of %lld", (long long)c->positions, (long long)c->context);
     return AMP_OK;
 }
 
 static int gpt2_declare(amp_model *m) {
     const amp_model_config *cfg = &m->cfg;
     const int64_t Vp = amp_model_padded_vocab(cfg), T = cfg->context, C = cfg->hidden;
+    const int64_t P = cfg->positions > 0 ? cfg->positions : T;
     const amp_dtype dt = cfg->param_dtype;
     m->positions = amp_malloc((size_t)T * sizeof *m->positions);
     if (!m->positions) return AMP_ERR_OUT_OF_MEMORY;
@@ -76,7 +80,7 @@ static int gpt2_declare(amp_model *m) {
     gpt_layers *L = m->layers = nn_layers_alloc(m, sizeof *L + (size_t)cfg->layers * sizeof L->blocks[0]);
     if (!L) return AMP_ERR_OUT_OF_MEMORY;
     int st = amp_embedding_layer_declare(m->ctx, &L->wte, "wte", Vp, C, dt);
-    if (st == AMP_OK) st = amp_embedding_layer_declare(m->ctx, &L->wpe, "wpe", T, C, dt);
+    if (st == AMP_OK) st = amp_embedding_layer_declare(m->ctx, &L->wpe, "wpe", P, C, dt);
     for (int64_t l = 0; l < cfg->layers && st == AMP_OK; l++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "h.%lld", (long long)l);

@@ -102,6 +102,13 @@ int amp_train_fail(amp_train_run_state *r, int status, const char *fmt, ...)
 int amp_train_save_checkpoint(amp_train_run_state *r);
 int amp_train_resume(amp_train_run_state *r);
 
+/* llm.c's model files (llmc_run.c): cfg.init_from's sizes into cfg.model (after the data set the
+ * vocabulary; before the model is made), its weights into the made model (before the optimizer copies
+ * them), and cfg.save_llmc written from the trained one. Each is AMP_OK when the path is NULL. */
+int amp_train_llmc_configure(amp_train_run_state *r);
+int amp_train_llmc_load(amp_train_run_state *r);
+int amp_train_llmc_save(amp_train_run_state *r);
+
 /* Gradient statistics (grad_stats.c): true when step `done` (1-based) is sampled; samples the
  * gradients now in the parameters (carrying loss scale `scale`) into r->gs_last and the sums. */
 bool amp_train_grad_stats_due(const amp_train_run_state *r, int64_t done);
