@@ -23,6 +23,7 @@
 #include "amp/nn.h"
 #include "amp/data.h"
 #include "amp/checkpoint.h"
+#include "amp/llmc.h"
 #include "amp/comm.h"
 #include "amp/train.h"
 #include "amp/tokenizer.h"

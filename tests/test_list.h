@@ -124,6 +124,11 @@ TEST(tokenizer, tokenizer_round_trip)
 TEST(tokenizer, tokenizer_rank_files)
 TEST(tokenizer, tokenizer_train)
 TEST(tokenizer, tokenizer_shards)
+/* token corpora: llm.c shards by glob, their vocabulary and bad shards; BPE text split by bytes and
+ * its cache; one text encoded on several threads equals one thread's tokens */
+TEST(data_shards, data_shards_load)
+TEST(data_shards, data_bpe_corpus)
+TEST(data_shards, tokenizer_encode_parallel)
 /* the built-in models vs PyTorch (names, shapes, counts, forward), init, FLOPs, SGD steps */
 TEST(nn, nn_default_shapes)
 TEST(nn, nn_param_counts_and_flops)
@@ -131,6 +136,16 @@ TEST(nn, nn_forward_pytorch)
 TEST(nn, nn_init_deterministic)
 TEST(nn, nn_sgd_lowers_loss)
 TEST(nn, nn_errors_and_dtypes)
+/* GPT-2: GELU's tanh approximation (PyTorch, closed form), its fused linear, amp_narrow_rows, the tiny
+ * model's logits, loss and gradients against PyTorch's, the sizes and the init */
+TEST(gpt2, gelu_tanh_pytorch)
+TEST(gpt2, linear_gelu_tanh)
+TEST(gpt2, narrow_rows)
+TEST(gpt2, gpt2_tiny_pytorch)
+TEST(gpt2, gpt2_sizes_and_init)
+/* llm.c's model files: round trips (fp32, bf16), the layout, bad files */
+TEST(llmc, llmc_round_trip)
+TEST(llmc, llmc_bad_files)
 /* generation with a key/value cache: the forward's logits at every position (fp32, bf16, fp16),
  * greedy and seeded sampling, the sliding window, the sampler's distribution, refusals; the
  * vocabulary a checkpoint carries */

@@ -143,6 +143,71 @@ int amp_text_corpus_batch(const amp_text_corpus *c, bool heldout, const int64_t 
  * per character. */
 int64_t amp_text_corpus_bytes(const amp_text_corpus *c, const int32_t *ids, int64_t n);
 
+/* ---- Token shards and BPE ---------------------------------------------------------------------- */
+
+/* For corpora of BPE tokens (the two loaders below), the ids are the ranks of a tokenizer or the ids
+ * stored in shards: byte_count is 0 and id_to_byte all 0; byte_to_id[v] is the rank of the one-byte
+ * token v when a rank file is given, else -1. token_offset/token_text spell every rank's bytes when a
+ * rank file is given (ranks with no token spell nothing), so amp_text_corpus_bytes counts the bytes
+ * held-out tokens cover and bits per character stay per byte of text, comparable across byte, word
+ * and BPE vocabularies; without a rank file every token spells nothing (amp_text_corpus_bytes is 0:
+ * bits per character are unknown, the loss per token is all there is). */
+
+/* True when path names token shards rather than text: it holds a glob character (*, ?, [), or it is a
+ * regular file that starts with the shard magic 20240520 (little-endian; no text starts with those
+ * four bytes, one of which, 0xf5, never occurs in UTF-8). */
+bool amp_text_is_token_shards(const char *path);
+
+/* Loads llm.c token shards (amp/tokenizer.h: version 1, uint16, or amp's version 2, uint32) as a
+ * corpus. train_pattern and val_pattern are a file or a glob(3) pattern; the files a pattern matches
+ * are concatenated in strcmp order of their names. val_pattern NULL: the last
+ * floor(tokens * holdout_fraction) training tokens are held out (holdout_fraction in [0, 1)); else
+ * every training token trains and the val shards are held out (holdout_fraction unused).
+ * The vocabulary size: vocab_size when > 0; else the rank file's (ranks given); else the largest
+ * size amp's writer stored in the shards' headers; else (llm.c's shards store none) the largest token
+ * + 1 over all of them (llm.c's GPT-2 shards need 50257 given: their largest token is smaller).
+ * ranks (NULL: none) is a tiktoken rank file whose tokens spell the ids (see above); pattern is not
+ * needed for that and is not asked. Errors (AMP_ERR_FORMAT, one line naming the file): a shard whose
+ * header disagrees with its length, bad magic or version; a token >= the vocabulary size ("FILE:
+ * token at position P is T, not below the vocabulary size V"); a pattern that matches nothing
+ * (AMP_ERR_IO); fewer than 2 training tokens. glob's own memory comes from malloc. */
+int amp_text_corpus_load_shards(const char *train_pattern, const char *val_pattern, double holdout_fraction,
+                                int64_t vocab_size, const char *ranks, const amp_allocator *alloc,
+                                amp_text_corpus *out, char *err, size_t err_size);
+
+/* What amp_text_corpus_load_bpe did with its token cache. */
+typedef enum amp_token_cache_status {
+    AMP_TOKEN_CACHE_OFF = 0,    /* no cache directory */
+    AMP_TOKEN_CACHE_WRITTEN,    /* encoded, and the cache file written */
+    AMP_TOKEN_CACHE_REUSED,     /* read from the cache file: nothing encoded */
+    AMP_TOKEN_CACHE_UNWRITABLE  /* encoded; the cache file could not be written (the run goes on) */
+} amp_token_cache_status;
+
+typedef struct amp_token_cache_info {
+    amp_token_cache_status status;
+    char path[1024]; /* the cache file (empty with AMP_TOKEN_CACHE_OFF; truncated past 1023 bytes) */
+} amp_token_cache_info;
+
+/* The cache directory used when none is given: $AMP_CACHE_DIR when set and non-empty, else
+ * $HOME/.cache/amp, written into buf (size bytes). Returns buf, or NULL when neither is set or buf is
+ * too small. */
+const char *amp_token_cache_default_dir(char *buf, size_t size);
+
+/* Loads a text corpus (a file or directory, as amp_text_corpus_load) as BPE tokens: the bytes are split
+ * first (the last floor(total * holdout_fraction) bytes are held out, as for bytes and words), then
+ * each part is encoded on its own with the tiktoken rank file `ranks` and the pattern named `pattern`
+ * ("gpt2" or "cl100k"; NULL: cl100k) by amp_tokenizer_encode (amp/tokenizer.h), using amp's thread
+ * count. The vocabulary is the rank file's; token_offset/token_text spell its tokens (see above).
+ * Cache: cache_dir NULL means amp_token_cache_default_dir, "" no cache. The tokens are stored in
+ * CACHE_DIR/bpe-KEY.tokens, KEY a 128-bit hash of the corpus bytes, the split point, every token's
+ * bytes and the pattern, written atomically (a temp file renamed; the directory is created); a later
+ * load with the same key reads it instead of encoding. A cache file that is short, corrupt (its
+ * checksum), of another key, or holds a token outside the vocabulary is ignored and rewritten.
+ * info (may be NULL) says what happened. */
+int amp_text_corpus_load_bpe(const char *path, double holdout_fraction, const char *ranks, const char *pattern,
+                             const char *cache_dir, amp_token_cache_info *info, const amp_allocator *alloc,
+                             amp_text_corpus *out, char *err, size_t err_size);
+
 /* ---- Statistics -------------------------------------------------------------------------------- */
 
 /* The mean and standard deviation of x[0..n) as torch's x.mean() and x.std(): the std with Bessel's

@@ -72,6 +72,12 @@ void amp_tokens_free(amp_tokens *v);
 
 /* Appends the tokens of text[0, len) to out. Safe to call from several threads on one tokenizer. */
 int amp_tokenizer_encode(const amp_tokenizer *t, const void *text, size_t len, amp_tokens *out);
+/* As amp_tokenizer_encode, on up to `threads` threads (at least 64 KiB of text each; fewer threads, or
+ * none beyond the caller's, for shorter texts): the text is cut where the pre-tokenizer's search
+ * stands in the whole-text encoding, checked while stitching the parts, so the tokens equal
+ * amp_tokenizer_encode's exactly, for any text and pattern (a cut that falls inside a piece costs a
+ * short serial stretch, not a different token). */
+int amp_tokenizer_encode_parallel(const amp_tokenizer *t, const void *text, size_t len, int threads, amp_tokens *out);
 /* The bytes of n tokens into *out (amp's allocator; free with amp_tokenizer_bytes_free), *out_len
  * bytes. AMP_ERR_INVALID_ARGUMENT when a token has no rank in the table. */
 int amp_tokenizer_decode(const amp_tokenizer *t, const uint32_t *tokens, size_t n, uint8_t **out, size_t *out_len);
@@ -89,14 +95,19 @@ int amp_tokenizer_train(const uint8_t *const *texts, const size_t *lens, size_t 
 
 /* llm.c's token shards: a header of 256 little-endian int32 (magic 20240520, version, token count,
  * the rest 0), then the tokens, little-endian: version 1 holds uint16 tokens (a vocabulary of at
- * most 65536), version 2 (amp's) uint32 tokens. */
-enum { AMP_SHARD_MAGIC = 20240520, AMP_SHARD_HEADER_INTS = 256 };
+ * most 65536), version 2 (amp's) uint32 tokens. amp's writer also stores the vocabulary size in int
+ * 3 (AMP_SHARD_VOCAB_INT; llm.c writes 0 there and its readers ignore it), so a shard says how many
+ * logits a model trained on it needs. */
+enum { AMP_SHARD_MAGIC = 20240520, AMP_SHARD_HEADER_INTS = 256, AMP_SHARD_VOCAB_INT = 3 };
 /* Writes version 1 when every token < 65536 and vocab_size <= 65536, else version 2; atomically. */
 int amp_token_shard_write(const char *path, const uint32_t *tokens, size_t n, uint32_t vocab_size, char *err,
                           size_t err_size);
 /* Reads a shard (either version) into out (appending); a header whose count disagrees with the
  * file's length, a bad magic or version is AMP_ERR_FORMAT. */
 int amp_token_shard_read(const char *path, amp_tokens *out, char *err, size_t err_size);
+/* As amp_token_shard_read; *vocab_size (when not NULL) gets header int AMP_SHARD_VOCAB_INT: the
+ * vocabulary size amp's writer stored, 0 for llm.c's shards. */
+int amp_token_shard_read_vocab(const char *path, amp_tokens *out, uint32_t *vocab_size, char *err, size_t err_size);
 
 #ifdef __cplusplus
 }

@@ -87,6 +87,7 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "data.h"
 #include "nn.h"
 #include "optim.h"
 #include "precision.h"
@@ -105,6 +106,12 @@ typedef enum amp_scaler_mode {
 
 /* "default", "dynamic", "off", "static". */
 const char *amp_scaler_mode_name(amp_scaler_mode mode);
+
+/* The order of a text model's training windows (amp_train_config.data_order). */
+typedef enum amp_data_order {
+    AMP_DATA_ORDER_RANDOM = 0, /* random starts (the default) */
+    AMP_DATA_ORDER_SEQUENTIAL  /* consecutive windows from the start, as llm.c's DataLoader */
+} amp_data_order;
 
 /* Defaults per model kind: */
 #define AMP_TRAIN_IMAGE_LR 0.05f  /* mlp, cnn: SGD, momentum 0.9, batch 128 */
@@ -176,6 +183,42 @@ typedef struct amp_train_config {
      * held-out text, so the two compare; test_loss is per token. */
     int text_words;
 
+    /* Text models: token data (amp/data.h, "Token shards and BPE"). When `data` names token shards
+     * (a glob, or a file that starts with the shard magic) they are read as they are
+     * (amp_text_corpus_load_shards); otherwise, with `tokenizer` set, the text is encoded with that
+     * BPE (amp_text_corpus_load_bpe: split by bytes first, cached). bits_per_char stays per byte of
+     * held-out text whenever a rank file spells the ids (BPE text; shards with `tokenizer`); shards
+     * without one give NaN bits_per_char (test_loss / ln 2 is then the bits per token). */
+    const char *val_data;          /* shards only: held-out shards (file or glob); NULL: the last 10%
+                                      of data's tokens */
+    const char *tokenizer;         /* a tiktoken rank file, or NULL */
+    const char *tokenizer_pattern; /* its pre-tokenization pattern: "gpt2" or "cl100k" (NULL: cl100k) */
+    int64_t vocab;                 /* shards only: the vocabulary size; 0: the rank file's, else the
+                                      one amp's writer stored in the headers, else the largest id + 1
+                                      (llm.c's GPT-2 shards need 50257) */
+    const char *token_cache;       /* BPE text: the cache directory; NULL: amp_token_cache_default_dir
+                                      ($AMP_CACHE_DIR or ~/.cache/amp); "": no cache */
+    /* Text models: how training windows are drawn. AMP_DATA_ORDER_RANDOM (default): each window
+     * starts at a random position (see "Data" above). AMP_DATA_ORDER_SEQUENTIAL: llm.c's DataLoader
+     * without shuffling, on the training tokens as one stream (shards concatenated): micro-batch m
+     * is the batch * context + 1 tokens from position (m mod W) * batch * context, window b its
+     * tokens from b * context, with W = floor((train tokens - 1) / (batch * context)) micro-batches
+     * per epoch (the position advances by batch * context and returns to 0 when the next batch
+     * would pass the end). With one shard that is llm.c's order exactly (llm.c keeps a batch inside
+     * one shard; here one may span two). Evaluation then reads eval_batches batches the same way
+     * from the start of the held-out tokens, as llm.c's validation loader does. */
+    amp_data_order data_order;
+
+    /* llm.c's model files (amp/llmc.h), for gpt2. init_from: start from that file's weights instead of
+     * amp_model_init's: the file's sizes (layers, heads, width, vocabulary, padded vocabulary, positions)
+     * replace model's, the context stays (at most the file's maxT) and the data's ids must fit its
+     * vocabulary. save_llmc: at the end (rank 0), write the weights in llm.c's layout, atomically, as
+     * version save_llmc_version (3: fp32, what llm.c's CPU trainer reads; 5: bf16), so llm.c continues
+     * where amp stopped. NULL: neither. */
+    const char *init_from;
+    const char *save_llmc;
+    int save_llmc_version; /* 0: 3 */
+
     /* gpt: at each evaluation, generate this many tokens greedily (amp/generate.h, the preset's
      * autocast dtype) after the first held-out token and hand their text to the progress callback
      * (sample_text), as llm.c prints a sample at each evaluation; the library prints nothing. 0
@@ -235,6 +278,9 @@ typedef struct amp_train_progress {
     /* !is_eval: this step's gradient statistics when the step was sampled, else NULL (valid during
        the callback only) */
     const amp_grad_stats *grad_stats;
+    /* The run's first callback only (else NULL): one line on where a text model's tokens came from,
+       e.g. "BPE tokens reused from the cache FILE" (valid during the callback only). */
+    const char *data_note;
     /* is_eval with sample_tokens > 0 (gpt): the sample's bytes (the first held-out token, then the
        generated ones, spelled by the corpus's vocabulary; not NUL-terminated, maybe not UTF-8), valid
        during the callback only; else NULL and 0 */
@@ -278,6 +324,7 @@ typedef struct amp_train_result {
     double stalled_updates;
     int ranks;                  /* processes that trained (1 without a communicator) */
     int64_t injected_steps;     /* injected inf/NaN faults, summed over the ranks */
+    amp_token_cache_status token_cache; /* BPE text: what the token cache did (amp/data.h); else OFF */
 } amp_train_result;
 
 /* Runs the training described by cfg. Returns AMP_OK; AMP_ERR_INVALID_ARGUMENT (a bad setting, a

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "amp/data.h"
+#include "amp/tokenizer.h"
 #include "../core/status_internal.h"
 
 /* The allocator to use: *alloc, or aligned malloc when alloc is NULL. Returns false when alloc is
@@ -24,5 +25,11 @@ int text_alloc_tables(amp_text_corpus *c, const amp_allocator *a, int vocab_size
 /* The loaders' argument checks (fn names the loader in the message); zeroes *out. */
 int text_check_args(const char *path, double holdout_fraction, const amp_allocator *alloc, amp_text_corpus *out,
                     amp_allocator *a, const char *fn, char *err, size_t err_size);
+
+/* Token corpora (bpe_corpus.c, shared with shards.c): c->vocab_size set, allocates and fills
+ * token_offset/token_text with every rank's bytes from t (all empty when t is NULL) and byte_to_id
+ * (the one-byte tokens' ranks); byte_count 0. AMP_ERR_OUT_OF_MEMORY, or AMP_ERR_FORMAT when the
+ * tokens' bytes pass 2^32, leaves what it got in c for amp_text_corpus_free. */
+int text_token_tables(amp_text_corpus *c, const amp_allocator *a, const amp_tokenizer *t);
 
 #endif /* AMP_DATA_INTERNAL_H */

@@ -124,15 +124,23 @@ size_t amp_tok_utf8_valid_prefix(const uint8_t *s, size_t n) {
 }
 
 int amp_tok_split(const pcre2_code *re, const uint8_t *s, size_t n, amp_tok_piece_fn fn, void *arg) {
+    return amp_tok_split_range(re, s, n, 0, n, fn, arg, NULL);
+}
+
+int amp_tok_split_range(const pcre2_code *re, const uint8_t *s, size_t n, size_t from, size_t stop, amp_tok_piece_fn fn,
+                        void *arg, size_t *end_at) {
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
     pcre2_match_context *mc = pcre2_match_context_create(NULL);
     pcre2_jit_stack *js = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, NULL);
     int rc = md && mc && js ? AMP_OK : AMP_ERR_OUT_OF_MEMORY;
     if (rc == AMP_OK) pcre2_jit_stack_assign(mc, NULL, js);
-    size_t at = 0;
-    while (rc == AMP_OK && at < n) { /* NO_UTF_CHECK: the caller passes valid UTF-8 only */
+    size_t at = from;
+    while (rc == AMP_OK && at < stop) { /* NO_UTF_CHECK: the caller passes valid UTF-8 only */
         const int m = pcre2_match(re, s, n, at, PCRE2_NO_UTF_CHECK, md, mc);
-        if (m == PCRE2_ERROR_NOMATCH) break;
+        if (m == PCRE2_ERROR_NOMATCH) {
+            at = n;
+            break;
+        }
         if (m < 0) {
             rc = m == PCRE2_ERROR_NOMEMORY || m == PCRE2_ERROR_JIT_STACKLIMIT ? AMP_ERR_OUT_OF_MEMORY : AMP_ERR_FORMAT;
             break;
@@ -150,6 +158,7 @@ int amp_tok_split(const pcre2_code *re, const uint8_t *s, size_t n, amp_tok_piec
     pcre2_jit_stack_free(js);
     pcre2_match_context_free(mc);
     pcre2_match_data_free(md);
+    if (end_at) *end_at = at;
     return rc;
 }
 
@@ -289,16 +298,15 @@ static bool all_space(const amp_tokenizer *t, uint32_t r) {
     return s != NULL;
 }
 
-/* The tail of invalid UTF-8 text, as tiktoken's _encode_bytes: see amp/tokenizer.h. */
-static int encode_invalid_tail(encode_state *e, size_t start, const uint8_t *s, size_t valid, size_t n) {
-    amp_tokens *out = e->out;
-    size_t k = out->len - start > 0 ? e->last_piece_len : 0;
-    if (k > 0 && all_space(e->t, out->data[out->len - k]))
-        while (k < out->len - start && all_space(e->t, out->data[out->len - k - 1])) k++;
+int amp_tok_encode_invalid_tail(const amp_tokenizer *t, amp_tokens *out, size_t start, size_t last_piece_len,
+                                const uint8_t *s, size_t valid, size_t n) {
+    size_t k = out->len - start > 0 ? last_piece_len : 0;
+    if (k > 0 && all_space(t, out->data[out->len - k]))
+        while (k < out->len - start && all_space(t, out->data[out->len - k - 1])) k++;
     size_t bytes = n - valid;
     for (size_t i = out->len - k; i < out->len; i++) {
         size_t len;
-        amp_tokenizer_token(e->t, out->data[i], &len);
+        amp_tokenizer_token(t, out->data[i], &len);
         bytes += len;
     }
     uint8_t *tail = amp_malloc(bytes ? bytes : 1);
@@ -306,13 +314,13 @@ static int encode_invalid_tail(encode_state *e, size_t start, const uint8_t *s, 
     size_t at = 0;
     for (size_t i = out->len - k; i < out->len; i++) {
         size_t len;
-        const uint8_t *tok = amp_tokenizer_token(e->t, out->data[i], &len);
+        const uint8_t *tok = amp_tokenizer_token(t, out->data[i], &len);
         memcpy(tail + at, tok, len);
         at += len;
     }
     memcpy(tail + at, s + valid, n - valid);
     out->len -= k;
-    const int rc = amp_tok_encode_piece(e->t, tail, bytes, out);
+    const int rc = amp_tok_encode_piece(t, tail, bytes, out);
     amp_free(tail);
     return rc;
 }
@@ -324,7 +332,7 @@ int amp_tokenizer_encode(const amp_tokenizer *t, const void *text, size_t len, a
     const size_t valid = amp_tok_utf8_valid_prefix(s, len);
     encode_state e = {t, s, out, 0};
     int rc = amp_tok_split(t->re, s, valid, encode_one, &e);
-    if (rc == AMP_OK && valid < len) rc = encode_invalid_tail(&e, start, s, valid, len);
+    if (rc == AMP_OK && valid < len) rc = amp_tok_encode_invalid_tail(t, out, start, e.last_piece_len, s, valid, len);
     if (rc != AMP_OK) out->len = start;
     return rc;
 }

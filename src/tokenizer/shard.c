@@ -70,6 +70,7 @@ int amp_token_shard_write(const char *path, const uint32_t *tokens, size_t n, ui
     put_le32(header, AMP_SHARD_MAGIC);
     put_le32(header + 4, narrow ? 1 : 2);
     put_le32(header + 8, (uint32_t)n);
+    put_le32(header + 4 * AMP_SHARD_VOCAB_INT, vocab_size);
     uint8_t *body = amp_malloc(n * width + 1);
     if (!body) return amp_err_fmt(err, err_size, AMP_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     for (size_t i = 0; i < n; i++) {
@@ -82,7 +83,12 @@ int amp_token_shard_write(const char *path, const uint32_t *tokens, size_t n, ui
 }
 
 int amp_token_shard_read(const char *path, amp_tokens *out, char *err, size_t err_size) {
+    return amp_token_shard_read_vocab(path, out, NULL, err, err_size);
+}
+
+int amp_token_shard_read_vocab(const char *path, amp_tokens *out, uint32_t *vocab_size, char *err, size_t err_size) {
     if (err && err_size) err[0] = '\0';
+    if (vocab_size) *vocab_size = 0;
     if (!path || !out) return amp_err_fmt(err, err_size, AMP_ERR_NULL_POINTER, "amp_token_shard_read: NULL argument");
     FILE *f = fopen(path, "rb");
     if (!f) return amp_err_fmt(err, err_size, AMP_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
@@ -119,5 +125,6 @@ int amp_token_shard_read(const char *path, amp_tokens *out, char *err, size_t er
         }
     }
     amp_free(body);
+    if (rc == AMP_OK && vocab_size) *vocab_size = get_le32(header + 4 * AMP_SHARD_VOCAB_INT);
     return rc;
 }

@@ -58,6 +58,19 @@ size_t amp_tok_utf8_valid_prefix(const uint8_t *s, size_t n);
  * Returns AMP_OK, or the first nonzero value fn returns, or AMP_ERR_OUT_OF_MEMORY. */
 typedef int (*amp_tok_piece_fn)(void *arg, size_t start, size_t end);
 int amp_tok_split(const pcre2_code *re, const uint8_t *s, size_t n, amp_tok_piece_fn fn, void *arg);
+/* As amp_tok_split over the whole text s[0, n) (lookaheads and `$` see all of it), but the search
+ * starts at `from` (a character boundary) and stops once it has reached `stop` or beyond: the last
+ * match may end past stop. *end_at (when not NULL) gets where the search stood: the end of the last
+ * match, or n when nothing more matched. The search's only state is that position, so a search
+ * started where another stood continues it exactly: what makes parallel encoding exact. */
+int amp_tok_split_range(const pcre2_code *re, const uint8_t *s, size_t n, size_t from, size_t stop, amp_tok_piece_fn fn,
+                        void *arg, size_t *end_at);
+
+/* After out[start..] holds the tokens of the valid prefix s[0, valid) of s[0, n) (the last piece's
+ * last_piece_len tokens at its end), re-encodes the tail from the first invalid byte as tiktoken's
+ * _encode_bytes (amp/tokenizer.h). */
+int amp_tok_encode_invalid_tail(const amp_tokenizer *t, amp_tokens *out, size_t start, size_t last_piece_len,
+                                const uint8_t *s, size_t valid, size_t n);
 
 /* Appends the BPE tokens of piece[0, n) (n >= 1) to out: a piece that is a token is that token. */
 int amp_tok_encode_piece(const amp_tokenizer *t, const uint8_t *piece, size_t n, amp_tokens *out);

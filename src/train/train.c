@@ -96,12 +96,65 @@ static int default_data_hint(amp_train_run_state *r, int st, const char *hint) {
     return st;
 }
 
+/* Token shards, or text through a BPE (amp/data.h); r->data_note says which, and for BPE what the
+ * cache did. Returns 1 when the data is neither (bytes or words load as before). */
+static int load_tokens(amp_train_run_state *r, const char *path) {
+    const amp_train_config *c = &r->cfg;
+    const bool shards = amp_text_is_token_shards(path);
+    if (!shards && !c->tokenizer) {
+        if (c->val_data || c->vocab > 0)
+            return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "%s: %s applies to token shards only", path,
+                                  c->val_data ? "a held-out file" : "a vocabulary size");
+        return 1;
+    }
+    if (c->text_words > 0)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "a word vocabulary and %s exclude each other",
+                              shards ? "token shards" : "a BPE tokenizer");
+    r->token_corpus = true;
+    if (shards) {
+        const int st = amp_text_corpus_load_shards(path, c->val_data, AMP_TEXT_CORPUS_DEFAULT_HOLDOUT, c->vocab,
+                                                   c->tokenizer, NULL, &r->corpus, r->err, r->err_size);
+        if (st == AMP_OK)
+            snprintf(r->data_note, sizeof r->data_note, "token shards: %lld training + %lld held-out tokens, vocabulary %d%s",
+                     (long long)r->corpus.train_len, (long long)r->corpus.heldout_len, r->corpus.vocab_size,
+                     c->tokenizer ? "" : " (no rank file: bits per token only)");
+        return st;
+    }
+    if (c->val_data || c->vocab > 0)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "%s: %s applies to token shards only", path,
+                              c->val_data ? "a held-out file" : "a vocabulary size");
+    amp_token_cache_info info;
+    const int st = amp_text_corpus_load_bpe(path, AMP_TEXT_CORPUS_DEFAULT_HOLDOUT, c->tokenizer, c->tokenizer_pattern,
+                                            c->token_cache, &info, NULL, &r->corpus, r->err, r->err_size);
+    if (st != AMP_OK) return st;
+    r->token_cache = info.status;
+    const char *what = info.status == AMP_TOKEN_CACHE_REUSED    ? "reused from the cache"
+                       : info.status == AMP_TOKEN_CACHE_WRITTEN ? "encoded and cached in"
+                       : info.status == AMP_TOKEN_CACHE_UNWRITABLE ? "encoded; could not write the cache"
+                                                                    : "encoded (no cache)";
+    snprintf(r->data_note, sizeof r->data_note, "BPE tokens %s %s: %lld training + %lld held-out tokens", what, info.path,
+             (long long)r->corpus.train_len, (long long)r->corpus.heldout_len);
+    return AMP_OK;
+}
+
+/* Sequential order: micro-batches per pass over `len` tokens, or a failure when there is none. */
+static int sequential_windows(amp_train_run_state *r, int64_t len, const char *what, int64_t *out) {
+    const int64_t span = r->cfg.batch * r->cfg.model.context;
+    *out = (len - 1) / span;
+    if (*out < 1)
+        return amp_train_fail(r, AMP_ERR_FORMAT, "%s tokens: %lld, sequential order needs batch x context + 1 = %lld",
+                              what, (long long)len, (long long)span + 1);
+    return AMP_OK;
+}
+
 static int load_data(amp_train_run_state *r) {
     const amp_train_config *c = &r->cfg;
     if (r->text) {
         const char *path = c->data ? c->data : AMP_TEXT_CORPUS_DEFAULT_PATH;
-        int st = c->text_words > 0 ? amp_text_corpus_load_words(path, AMP_TEXT_CORPUS_DEFAULT_HOLDOUT, c->text_words,
-                                                                NULL, &r->corpus, r->err, r->err_size)
+        int st = load_tokens(r, path);
+        if (st == 1)
+            st = c->text_words > 0 ? amp_text_corpus_load_words(path, AMP_TEXT_CORPUS_DEFAULT_HOLDOUT, c->text_words, NULL,
+                                                                &r->corpus, r->err, r->err_size)
                                    : amp_text_corpus_load(path, AMP_TEXT_CORPUS_DEFAULT_HOLDOUT, NULL, &r->corpus,
                                                           r->err, r->err_size);
         if (st != AMP_OK)
@@ -116,7 +169,11 @@ static int load_data(amp_train_run_state *r) {
                                   (long long)r->corpus.heldout_len, (long long)need);
         r->micro_per_epoch = r->corpus.train_len / (c->batch * c->model.context);
         if (r->micro_per_epoch < 1) r->micro_per_epoch = 1;
-        return AMP_OK;
+        if (c->data_order == AMP_DATA_ORDER_SEQUENTIAL) {
+            st = sequential_windows(r, r->corpus.train_len, "training", &r->micro_per_epoch);
+            if (st == AMP_OK && c->eval) st = sequential_windows(r, r->corpus.heldout_len, "held-out", &r->eval_windows);
+        }
+        return st;
     }
     const char *dir = c->data ? c->data : AMP_IMAGE_DATASET_DEFAULT_DIR;
     int st = amp_image_dataset_load(dir, true, NULL, &r->train_set, r->err, r->err_size);
@@ -152,8 +209,10 @@ static int fill_train_batch(amp_train_run_state *r, int64_t m) {
     const int64_t batch = r->cfg.batch, local = r->local_batch, first = (int64_t)r->rank * local;
     if (r->text) {
         const int64_t ctxlen = r->cfg.model.context, valid = r->corpus.train_len - ctxlen;
+        const bool seq = r->cfg.data_order == AMP_DATA_ORDER_SEQUENTIAL;
         for (int64_t b = 0; b < local; b++)
-            r->starts[b] = (int64_t)(mix64(r->text_seed + (uint64_t)(m * batch + first + b)) % (uint64_t)valid);
+            r->starts[b] = seq ? ((m % r->micro_per_epoch) * batch + first + b) * ctxlen
+                               : (int64_t)(mix64(r->text_seed + (uint64_t)(m * batch + first + b)) % (uint64_t)valid);
         return amp_text_corpus_batch(&r->corpus, false, r->starts, local, ctxlen, r->tokens, r->y);
     }
     const int64_t epoch = m / r->micro_per_epoch;
@@ -205,7 +264,10 @@ static int evaluate(amp_train_run_state *r, double *test_loss, double *accuracy,
         const int64_t windows = r->cfg.eval_batches * batch;
         for (int64_t k = r->rank; k < r->cfg.eval_batches && st == AMP_OK; k += r->ranks) {
             amp_ctx_reset(r->ctx);
-            for (int64_t b = 0; b < batch; b++) r->starts[b] = (k * batch + b) * valid / windows;
+            for (int64_t b = 0; b < batch; b++)
+                r->starts[b] = r->cfg.data_order == AMP_DATA_ORDER_SEQUENTIAL
+                                   ? ((k % r->eval_windows) * batch + b) * ctxlen
+                                   : (k * batch + b) * valid / windows;
             st = amp_text_corpus_batch(&r->corpus, true, r->starts, batch, ctxlen, r->tokens, r->y);
             amp_tensor *loss = st == AMP_OK ? forward_loss(r, batch, NULL) : NULL;
             if (st == AMP_OK && !loss) st = ctx_failure(r, "evaluation");
@@ -258,7 +320,7 @@ static int evaluate(amp_train_run_state *r, double *test_loss, double *accuracy,
     /* Words: bits/char is the loss over the held-out bytes. Bytes: one character per token, so
      * bits/char is the loss in bits. */
     if (!r->text) *bits_per_char = NAN;
-    else if (r->cfg.text_words > 0) *bits_per_char = bytes > 0 ? nats / bytes / log(2.0) : NAN;
+    else if (r->cfg.text_words > 0 || r->token_corpus) *bits_per_char = bytes > 0 ? nats / bytes / log(2.0) : NAN;
     else *bits_per_char = *test_loss / log(2.0);
     *accuracy = r->text ? NAN : (seen > 0 ? (double)correct / (double)seen : NAN);
     return st;
@@ -332,6 +394,7 @@ static int setup(amp_train_run_state *r) {
         if (c->eval && r->test_set.classes > classes) classes = r->test_set.classes;
         c->model.classes = classes;
     }
+    if ((st = amp_train_llmc_configure(r)) != AMP_OK) return st;
     amp_ctx_config cc = amp_ctx_default_config();
     cc.seed = c->seed;
     st = amp_ctx_create(&cc, &r->ctx);
@@ -343,6 +406,7 @@ static int setup(amp_train_run_state *r) {
     st = amp_ctx_alloc_params(r->ctx);
     if (st == AMP_OK) st = amp_model_init(r->model, c->seed);
     if (st != AMP_OK) return amp_train_fail(r, st, "cannot initialise the model: %s", amp_status_str(st));
+    if ((st = amp_train_llmc_load(r)) != AMP_OK) return st;
     st = amp_optimizer_create(r->ctx, &c->optim, &r->opt);
     if (st != AMP_OK) return amp_train_fail(r, st, "optimizer: %s (check lr, momentum, weight decay)", amp_status_str(st));
 
@@ -569,8 +633,10 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
         p.eta_seconds = train_time / (double)here * (double)(total - done);
         p.test_loss = p.test_accuracy = p.bits_per_char = NAN;
         p.grad_stats = r.gs_last.step == done ? &r.gs_last : NULL;
+        p.data_note = done == r.start_step + 1 && r.data_note[0] ? r.data_note : NULL;
         if (cb && cb->progress) cb->progress(&p, cb->user);
         p.grad_stats = NULL;
+        p.data_note = NULL;
 
         const bool epoch_end = done % steps_per_epoch == 0 || done == total;
         if (epoch_end) {
@@ -603,6 +669,7 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
         }
     }
     if (st == AMP_OK && c->checkpoint && r.rank == 0 && last_saved != r.step) st = amp_train_save_checkpoint(&r);
+    if (st == AMP_OK && r.rank == 0) st = amp_train_llmc_save(&r);
     result->steps = r.step;
     result->epochs = (r.step + steps_per_epoch - 1) / steps_per_epoch;
     result->skipped_steps = r.skipped;
@@ -610,6 +677,7 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
     double injected = (double)r.injected; /* over every rank (a collective: only when all got here) */
     if (st == AMP_OK && amp_train_dist_sum(&r, &injected, 1) != AMP_OK) injected = (double)r.injected;
     result->injected_steps = (int64_t)injected;
+    result->token_cache = r.token_cache;
     result->final_scale = amp_scaler_get_scale(r.scaler);
     result->samples_per_sec = train_time > 0 ? samples_per_step * (double)(r.step - r.start_step) / train_time : 0;
     result->grad_stats_samples = r.gs_samples;

@@ -21,6 +21,10 @@ typedef struct amp_train_run_state {
     amp_text_corpus corpus;
     int64_t micro_per_epoch; /* micro-batches per pass over the training data */
     uint64_t data_seed, text_seed;
+    bool token_corpus;       /* token shards or BPE text (amp/data.h): bits/char from the tokens' bytes */
+    int64_t eval_windows;    /* sequential order: held-out batches per pass */
+    amp_token_cache_status token_cache;
+    char data_note[1280];    /* the first progress callback's data_note ("" for none) */
 
     amp_ctx *ctx;
     amp_model *model;
@@ -97,6 +101,13 @@ int amp_train_fail(amp_train_run_state *r, int status, const char *fmt, ...)
  * cfg.resume into a set-up run (model, optimizer, scaler, r->step and the bookkeeping above). */
 int amp_train_save_checkpoint(amp_train_run_state *r);
 int amp_train_resume(amp_train_run_state *r);
+
+/* llm.c's model files (llmc_run.c): cfg.init_from's sizes into cfg.model (after the data set the
+ * vocabulary; before the model is made), its weights into the made model (before the optimizer copies
+ * them), and cfg.save_llmc written from the trained one. Each is AMP_OK when the path is NULL. */
+int amp_train_llmc_configure(amp_train_run_state *r);
+int amp_train_llmc_load(amp_train_run_state *r);
+int amp_train_llmc_save(amp_train_run_state *r);
 
 /* Generation (sample.c). model_meta: the model's sizes as "vocab=V,context=T,hidden=C,layers=L,
  * heads=H,embed=E" into sizes, and (text models) the corpus's vocabulary as amp/vocab.h's metadata

@@ -138,13 +138,16 @@ static void tokenize_help(void) {
            "with the ranks and the pattern (default cl100k) and writes the tokens, the files' one after the\n"
            "other, as an llm.c token shard: a header of 256 int32 (magic 20240520, version, token count), then\n"
            "uint16 tokens (version 1) when the vocabulary fits in 65536, else uint32 tokens (version 2).\n"
-           "--threads N encodes up to N files at once (default 1). The shard is written atomically.\n");
+           "--threads N encodes up to N files at once, or one file on N threads (cut where the pattern's\n"
+           "search stands, so the tokens are the same; default 1). The shard is written atomically, with the\n"
+           "vocabulary size in header int 3 (llm.c's readers ignore it).\n");
 }
 
 typedef struct {
     const amp_tokenizer *t;
     char **files;
     int n_files, next, failed;
+    int inner_threads;  /* threads within one file (amp_tokenizer_encode_parallel) */
     amp_tokens *tokens; /* one array a file */
     size_t *bytes;
     pthread_mutex_t lock;
@@ -160,7 +163,7 @@ static void *encode_worker(void *arg) {
         uint8_t *text = NULL;
         size_t len = 0;
         int bad = slurp(j->files[i], &text, &len) != 0;
-        if (!bad && amp_tokenizer_encode(j->t, text, len, &j->tokens[i]) != AMP_OK) {
+        if (!bad && amp_tokenizer_encode_parallel(j->t, text, len, j->inner_threads, &j->tokens[i]) != AMP_OK) {
             fprintf(stderr, "amp: %s: encoding failed (out of memory)\n", j->files[i]);
             bad = 1;
         }
@@ -174,10 +177,12 @@ static void *encode_worker(void *arg) {
     }
 }
 
-/* Encodes the files on up to n_threads threads; 0, or -1 after a message. */
+/* Encodes the files on up to n_threads threads: several files at once, or one file on all of them
+ * (cut where the pre-tokenizer's search stands, so the tokens are the one-thread tokens); 0, or -1
+ * after a message. */
 static int encode_files(const amp_tokenizer *t, char **files, int n_files, int n_threads, amp_tokens *tokens,
                         size_t *bytes) {
-    encode_job j = {t, files, n_files, 0, 0, tokens, bytes, PTHREAD_MUTEX_INITIALIZER};
+    encode_job j = {t, files, n_files, 0, 0, n_files == 1 ? n_threads : 1, tokens, bytes, PTHREAD_MUTEX_INITIALIZER};
     if (n_threads > n_files) n_threads = n_files;
     pthread_t th[64];
     int started = 0;

@@ -28,6 +28,7 @@ static void print_help(void) {
            "                 [--seed N] [--threads N] [--accum N] [--clip X] [--json] [--quiet] [--detect-anomaly]\n"
            "                 [--checkpoint FILE [--checkpoint-every N]] [--resume FILE] [--grad-stats-every N]\n"
            "                 [--inject-nonfinite P [--inject-rank R]]\n"
+           "                 [--tokenizer RANKS [--pattern P]] [--val-data SHARDS] [--vocab N] [--data-order O]\n"
            "       mpirun -np N amp train ... [--allreduce-dtype fp32|bf16|fp16] [--check-replicas K] [--bucket-kb N]\n"
            "Trains a model on real data in a precision preset and reports loss, accuracy (image models) or\n"
            "bits per character (text models), skipped steps, the final loss scale and samples/s.\n\n"
@@ -37,6 +38,18 @@ static void print_help(void) {
            "                     text models: a file or a directory of files (default %s)\n"
            "  --words N          text models: a vocabulary of the N most frequent words on top of the bytes\n"
            "                     (default: one token per byte); bits/char stays per byte of held-out text\n"
+           "  --tokenizer RANKS  text models: encode the text with this BPE (a tiktoken rank file; the last\n"
+           "                     10%% of the bytes held out; tokens cached in --token-cache DIR, default\n"
+           "                     $AMP_CACHE_DIR or ~/.cache/amp, \"\" for none); with shards, it spells the ids\n"
+           "                     so bits/char can be computed (without it: bits/token)\n"
+           "  --pattern P        the BPE's pre-tokenization pattern: gpt2 or cl100k (default)\n"
+           "  --data SHARDS      text models: llm.c token shards (a file or a quoted glob, concatenated in\n"
+           "                     name order) instead of text; --val-data FILE|GLOB the held-out shards\n"
+           "                     (default: the last 10%% of the tokens); --vocab N the vocabulary size\n"
+           "                     (default: the rank file's, else amp's header field, else the largest id + 1;\n"
+           "                     llm.c's GPT-2 shards need 50257)\n"
+           "  --data-order O     text models: random (default: windows at random starts) or sequential\n"
+           "                     (llm.c's DataLoader without shuffling; evaluation likewise)\n"
            "  --precision P      fp32, amp-fp16 (default), amp-bf16, fp16-master, fp16-pure, bf16-pure\n"
            "  --scaler MODE      dynamic | off | static:S (default: dynamic for amp-fp16 and fp16-master,\n"
            "                     off for the others)\n"
@@ -56,6 +69,14 @@ static void print_help(void) {
            "  --threads N        threads (default: AMP_NUM_THREADS or the online cores)\n"
            "  --hidden N, --layers N, --heads N, --context N, --embed N\n"
            "                     override the model's sizes (see `amp/nn.h`; defaults are PyTorch-comparable)\n"
+           "  --size S           gpt2: 124m (default), 350m, 774m or 1558m (GPT-2's released sizes; the flags\n"
+           "                     above override its layers, heads, width and context)\n"
+           "  --beta1 X, --beta2 X, --eps X\n"
+           "                     Adam and AdamW: the moments' decay rates (0.9, 0.999) and eps (1e-8)\n"
+           "  --init-from FILE   gpt2: start from an llm.c model file (gpt2_124M.bin: its sizes and weights;\n"
+           "                     --context may be shorter than its positions)\n"
+           "  --save-llmc FILE   gpt2: at the end, write the weights as an llm.c model file (atomically)\n"
+           "  --save-llmc-version N  3 (fp32, default; llm.c's CPU trainer reads it) or 5 (bf16)\n"
            "  --eval-batches N   text models: held-out batches per evaluation (default %d)\n"
            "  --no-eval          skip evaluation\n"
            "  --detect-anomaly   stop at the first op whose output (or parameter gradient, without a scaler)\n"
@@ -124,7 +145,10 @@ static void on_progress(const amp_train_progress *p, void *user) {
     if (ps->quiet) return;
     if (p->is_eval) {
         if (ps->line_open) fputc('\n', stderr), ps->line_open = false;
-        if (ps->text)
+        if (ps->text && isnan(p->bits_per_char)) /* token shards without a rank file */
+            fprintf(stderr, "epoch %lld/%lld  step %lld  test loss %.4f  bits/token %.4f\n", (long long)p->epoch,
+                    (long long)p->epochs, (long long)p->step, p->test_loss, p->test_loss / log(2.0));
+        else if (ps->text)
             fprintf(stderr, "epoch %lld/%lld  step %lld  test loss %.4f  bits/char %.4f\n", (long long)p->epoch,
                     (long long)p->epochs, (long long)p->step, p->test_loss, p->bits_per_char);
         if (p->sample_text) print_sample(p->sample_text, p->sample_bytes);
@@ -132,6 +156,10 @@ static void on_progress(const amp_train_progress *p, void *user) {
             fprintf(stderr, "epoch %lld/%lld  step %lld  test loss %.4f  accuracy %.2f%%\n", (long long)p->epoch,
                     (long long)p->epochs, (long long)p->step, p->test_loss, 100.0 * p->test_accuracy);
         return;
+    }
+    if (p->data_note) {
+        if (ps->line_open) fputc('\n', stderr), ps->line_open = false;
+        fprintf(stderr, "%s\n", p->data_note);
     }
     if (ps->every == 0) ps->every = p->total_steps >= PLAIN_PROGRESS_LINES ? p->total_steps / PLAIN_PROGRESS_LINES : 1;
     char eta[32];
@@ -161,7 +189,9 @@ static void print_summary(const amp_train_result *r) {
            amp_precision_get_info(r->precision)->name, scaler, (long long)r->steps, (long long)r->epochs,
            (long long)r->skipped_steps, (double)r->final_scale);
     printf("train loss %.4f  test loss %.4f  ", r->train_loss, r->test_loss);
-    if (amp_model_is_text(r->model))
+    if (amp_model_is_text(r->model) && isnan(r->bits_per_char) && !isnan(r->test_loss))
+        printf("bits/token %.4f\n", r->test_loss / log(2.0)); /* token shards without a rank file */
+    else if (amp_model_is_text(r->model))
         printf("bits/char %.4f\n", r->bits_per_char);
     else
         printf("test accuracy %.2f%%\n", 100.0 * r->test_accuracy);
@@ -177,8 +207,8 @@ typedef struct train_options {
     amp_train_config cfg;
     bool json, quiet;
     const char *report_dir; /* --report DIR, or NULL */
-    bool have_lr, have_wd, have_momentum;
-    double lr, wd, momentum;
+    bool have_lr, have_wd, have_momentum, have_beta1, have_beta2, have_eps;
+    double lr, wd, momentum, beta1, beta2, eps;
 } train_options;
 
 /* Applies the flag `a` (one that takes a value) with its value `v`. Returns AMP_EXIT_OK, or the
@@ -233,6 +263,25 @@ static int parse_value(const char *a, const char *v, train_options *o) {
         NEED_DOUBLE();
         if (d < 0) return amp_usage_error("train", "--weight-decay must be >= 0, not '%s'", v);
         o->wd = d, o->have_wd = true;
+    } else if (strcmp(a, "--beta1") == 0 || strcmp(a, "--beta2") == 0) {
+        NEED_DOUBLE();
+        if (!(d >= 0 && d < 1)) return amp_usage_error("train", "%s wants a number in [0, 1), not '%s'", a, v);
+        if (a[6] == '1') o->beta1 = d, o->have_beta1 = true;
+        else o->beta2 = d, o->have_beta2 = true;
+    } else if (strcmp(a, "--eps") == 0) {
+        NEED_DOUBLE();
+        if (d < 0) return amp_usage_error("train", "--eps must be >= 0, not '%s'", v);
+        o->eps = d, o->have_eps = true;
+    } else if (strcmp(a, "--init-from") == 0) {
+        cfg->init_from = v;
+    } else if (strcmp(a, "--save-llmc") == 0) {
+        cfg->save_llmc = v;
+    } else if (strcmp(a, "--save-llmc-version") == 0) {
+        NEED_LONG(3, 5);
+        if (n == 4) return amp_usage_error("train", "--save-llmc-version wants 3 (fp32) or 5 (bf16), not '%s'", v);
+        cfg->save_llmc_version = (int)n;
+    } else if (strcmp(a, "--size") == 0) {
+        /* applied before the other flags (amp_train_apply_size), so that theirs override it */
     } else if (strcmp(a, "--clip") == 0) {
         NEED_DOUBLE();
         if (d < 0) return amp_usage_error("train", "--clip must be >= 0, not '%s'", v);
@@ -281,6 +330,8 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
     o->cfg.precision = AMP_PRECISION_AMP_FP16;
     o->cfg.sample_tokens = kind == AMP_MODEL_GPT ? DEFAULT_SAMPLE_TOKENS : 0;
     amp_train_config *cfg = &o->cfg;
+    const int size_st = amp_train_apply_size("train", argc, argv, &cfg->model);
+    if (size_st >= 0) return size_st;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--json") == 0) { o->json = true; continue; }
@@ -297,7 +348,8 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
                                                  "--momentum", "--weight-decay", "--clip", "--checkpoint",
                                                  "--checkpoint-every", "--resume", "--grad-stats-every",
                                                  "--inject-nonfinite", "--inject-rank", "--allreduce-dtype",
-                                                 "--check-replicas", "--bucket-kb", "--sample-tokens"};
+                                                 "--check-replicas", "--bucket-kb", "--size", "--beta1", "--beta2",
+                                                 "--eps", "--init-from", "--save-llmc", "--save-llmc-version", "--sample-tokens"};
         bool known = amp_train_is_shared_flag(a);
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
         if (!known) return amp_usage_error("train", "unknown option '%s'", a);
@@ -308,7 +360,14 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
     if (o->have_lr) cfg->optim.lr = (float)o->lr;
     if (o->have_momentum) cfg->optim.momentum = (float)o->momentum;
     if (o->have_wd) cfg->optim.weight_decay = (float)o->wd;
+    if (o->have_beta1) cfg->optim.beta1 = (float)o->beta1;
+    if (o->have_beta2) cfg->optim.beta2 = (float)o->beta2;
+    if (o->have_eps) cfg->optim.eps = (float)o->eps;
+    if ((o->have_beta1 || o->have_beta2 || o->have_eps) && cfg->optim.kind == AMP_OPTIM_SGD)
+        return amp_usage_error("train", "--beta1, --beta2 and --eps apply to adam and adamw only");
     if (cfg->checkpoint_every > 0 && !cfg->checkpoint) return amp_usage_error("train", "--checkpoint-every needs --checkpoint FILE");
+    if ((cfg->init_from || cfg->save_llmc) && cfg->model.kind != AMP_MODEL_GPT2)
+        return amp_usage_error("train", "--init-from and --save-llmc apply to --model gpt2 only");
     if (o->have_momentum && cfg->optim.kind != AMP_OPTIM_SGD)
         return amp_usage_error("train", "--momentum applies to sgd only");
     return -1;

@@ -31,7 +31,8 @@ int amp_cli_parse_u64(const char *s, uint64_t *out) {
 static const char *const shared_flags[] = {"--data",    "--seed",   "--batch",        "--epochs", "--steps",
                                            "--threads", "--accum",  "--eval-batches", "--hidden", "--layers",
                                            "--heads",   "--context", "--embed",   "--lr-schedule", "--warmup",
-                                           "--words"};
+                                           "--words",   "--val-data", "--tokenizer", "--pattern", "--vocab",
+                                           "--data-order", "--token-cache"};
 
 bool amp_train_is_shared_flag(const char *flag) {
     for (size_t k = 0; k < sizeof shared_flags / sizeof shared_flags[0]; k++)
@@ -49,6 +50,23 @@ int amp_train_shared_flag(const char *command, const char *a, const char *v, amp
             return amp_usage_error(command, "--seed wants an integer >= 0, not '%s'", v);
         return AMP_EXIT_OK;
     }
+    if (strcmp(a, "--val-data") == 0 || strcmp(a, "--tokenizer") == 0 || strcmp(a, "--token-cache") == 0) {
+        if (strcmp(a, "--val-data") == 0) cfg->val_data = v;
+        else if (strcmp(a, "--tokenizer") == 0) cfg->tokenizer = v;
+        else cfg->token_cache = v;
+        return AMP_EXIT_OK;
+    }
+    if (strcmp(a, "--pattern") == 0) {
+        if (!amp_tokenizer_pattern_named(v)) return amp_usage_error(command, "--pattern wants gpt2 or cl100k, not '%s'", v);
+        cfg->tokenizer_pattern = v;
+        return AMP_EXIT_OK;
+    }
+    if (strcmp(a, "--data-order") == 0) {
+        if (strcmp(v, "random") == 0) cfg->data_order = AMP_DATA_ORDER_RANDOM;
+        else if (strcmp(v, "sequential") == 0) cfg->data_order = AMP_DATA_ORDER_SEQUENTIAL;
+        else return amp_usage_error(command, "--data-order wants random or sequential, not '%s'", v);
+        return AMP_EXIT_OK;
+    }
     if (strcmp(a, "--lr-schedule") == 0) {
         if (strcmp(v, "constant") == 0) cfg->lr_schedule = AMP_LR_CONSTANT;
         else if (strcmp(v, "cosine") == 0) cfg->lr_schedule = AMP_LR_COSINE;
@@ -60,6 +78,7 @@ int amp_train_shared_flag(const char *command, const char *a, const char *v, amp
     if (strcmp(a, "--steps") == 0) hi = 1L << 40;
     if (strcmp(a, "--threads") == 0) hi = AMP_MAX_THREADS;
     if (strcmp(a, "--words") == 0) hi = AMP_TEXT_MAX_WORDS;
+    if (strcmp(a, "--vocab") == 0) hi = INT32_MAX;
     if (amp_parse_long(v, lo, hi, &n) != 0)
         return amp_usage_error(command, "%s wants an integer in [%ld, %ld], not '%s'", a, lo, hi, v);
     if (strcmp(a, "--batch") == 0) cfg->batch = n;
@@ -74,6 +93,7 @@ int amp_train_shared_flag(const char *command, const char *a, const char *v, amp
     else if (strcmp(a, "--context") == 0) cfg->model.context = n;
     else if (strcmp(a, "--warmup") == 0) cfg->warmup_steps = n;
     else if (strcmp(a, "--words") == 0) cfg->text_words = (int)n;
+    else if (strcmp(a, "--vocab") == 0) cfg->vocab = n;
     else cfg->model.embed = n;
     return AMP_EXIT_OK;
 }
@@ -123,6 +143,16 @@ int amp_train_first_pass(const char *command, int argc, char **argv, void (*help
             return amp_usage_error(command, "unknown model '%s' (%s)", argv[i + 1],
                                    amp_cli_model_names(names, sizeof names, ", ", NULL));
         }
+    }
+    return -1;
+}
+
+int amp_train_apply_size(const char *command, int argc, char **argv, amp_model_config *model) {
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--size") != 0) continue;
+        if (model->kind != AMP_MODEL_GPT2) return amp_usage_error(command, "--size applies to --model gpt2 only");
+        if (amp_model_gpt2_size(argv[i + 1], model) != AMP_OK)
+            return amp_usage_error(command, "--size wants 124m, 350m, 774m or 1558m, not '%s'", argv[i + 1]);
     }
     return -1;
 }
