@@ -22,16 +22,18 @@ typedef struct gen_fixture {
     amp_model_config cfg;
 } gen_fixture;
 
-/* A gpt of the given sizes, initialized from seed, its weights multiplied by 20 (nanoGPT's 0.02
- * makes every logit ~0: ties and near-uniform rows would test little). */
-static bool make_gpt(gen_fixture *f, int64_t vocab, int64_t context, int64_t hidden, int64_t layers, int64_t heads,
-                     uint64_t seed) {
+/* A gpt (or a gpt2 with `positions` position rows, 0: context) of the given sizes, initialized from
+ * seed, its weights multiplied by 20 (the 0.02 init makes every logit ~0: ties and near-uniform rows
+ * would test little). */
+static bool make_model(gen_fixture *f, amp_model_kind kind, int64_t vocab, int64_t context, int64_t hidden,
+                       int64_t layers, int64_t heads, int64_t positions, uint64_t seed) {
     memset(f, 0, sizeof *f);
     amp_ctx_config cc = amp_ctx_default_config();
     if (!CHECK(amp_ctx_create(&cc, &f->ctx) == AMP_OK)) return false;
-    f->cfg = amp_model_default_config(AMP_MODEL_GPT);
+    f->cfg = amp_model_default_config(kind);
     f->cfg.vocab = vocab, f->cfg.context = context, f->cfg.hidden = hidden, f->cfg.layers = layers;
     f->cfg.heads = heads;
+    if (kind == AMP_MODEL_GPT2) f->cfg.positions = positions;
     if (!CHECK(amp_model_create(f->ctx, &f->cfg, &f->m) == AMP_OK)) return false;
     if (!CHECK(amp_ctx_alloc_params(f->ctx) == AMP_OK) || !CHECK(amp_model_init(f->m, seed) == AMP_OK)) return false;
     for (size_t i = 0; i < amp_model_num_tensors(f->m); i++) {
@@ -41,6 +43,11 @@ static bool make_gpt(gen_fixture *f, int64_t vocab, int64_t context, int64_t hid
         for (int64_t j = 0; j < amp_tensor_numel(p); j++) d[j] = norm ? d[j] : d[j] * 20.0f;
     }
     return true;
+}
+
+static bool make_gpt(gen_fixture *f, int64_t vocab, int64_t context, int64_t hidden, int64_t layers, int64_t heads,
+                     uint64_t seed) {
+    return make_model(f, AMP_MODEL_GPT, vocab, context, hidden, layers, heads, 0, seed);
 }
 
 static void free_fixture(gen_fixture *f) {
@@ -125,6 +132,22 @@ void test_generate_matches_forward(void) {
             for (size_t d = 0; d < 3; d++) check_positions(&f, dts[d], seed ^ (0x9e37u * (s * 3 + d + 1)));
         free_fixture(&f);
     }
+    /* gpt2: GELU's tanh form and the head tied to a padded wte; 40 position rows for a context of 24:
+     * the forward's positions match, and the generator's window is all 40 */
+    gen_fixture f;
+    if (make_model(&f, AMP_MODEL_GPT2, 19, 24, 16, 2, 2, 40, seed + 9)) {
+        for (size_t d = 0; d < 3; d++) check_positions(&f, dts[d], seed ^ (0x51u * (d + 1)));
+        amp_generator *g = NULL;
+        int32_t ids[40] = {0};
+        float logits[19];
+        if (CHECK(amp_generator_create(f.m, AMP_F32, &g) == AMP_OK)) {
+            CHECK_EQ_INT(amp_generator_context(g), 40);
+            CHECK(amp_generator_feed(g, ids, 40, logits) == AMP_OK);
+            CHECK(amp_generator_feed(g, ids, 1, logits) == AMP_ERR_INVALID_ARGUMENT);
+        }
+        amp_generator_free(g);
+    }
+    free_fixture(&f);
 }
 
 /* Greedy generation from a prompt: each token is the argmax of the full forward's row before it. */

@@ -1,4 +1,4 @@
-/* Text generation: a trained gpt (amp/nn.h) run token by token with a key/value cache, and the
+/* Text generation: a trained gpt or gpt2 (amp/nn.h) run token by token with a key/value cache, and the
  * sampling rules that pick the next token from its logits.
  *
  *     amp_generator *g;
@@ -20,8 +20,9 @@
  * row t of amp_model_forward's logits on a sequence starting with the same tokens, under the same
  * autocast dtype (tests/test_generate.c checks it at every position for fp32, bf16 and fp16).
  *
- * The context. The model's learned position embedding has `context` rows, so a sequence holds at
- * most `context` positions. amp_generator_feed refuses to go past them (AMP_ERR_INVALID_ARGUMENT);
+ * The context. The model's learned position embedding has `context` rows (gpt2: `positions` when
+ * set, which may exceed the context it trained on), so a sequence holds at most that many positions
+ * (amp_generator_context). amp_generator_feed refuses to go past them (AMP_ERR_INVALID_ARGUMENT);
  * amp_generator_append slides instead: when the cache is full it starts over from position 0 with the
  * last context/2 tokens fed again (one prefill per context/2 new tokens), so each token past the
  * context is predicted from between context/2 and context - 1 tokens before it. (llm.c's sampler
@@ -47,8 +48,8 @@ extern "C" {
 
 typedef struct amp_generator amp_generator;
 
-/* A generator for model m (a gpt; other kinds are AMP_ERR_INVALID_ARGUMENT: they have no cache, the
- * lstm's recurrence would need its own) computing under autocast to `compute`: AMP_BF16 or AMP_F16
+/* A generator for model m (a gpt or gpt2, with its GELU and its head, tied or not; other kinds are
+ * AMP_ERR_INVALID_ARGUMENT: the lstm's recurrence would need a cache of its own) computing under autocast to `compute`: AMP_BF16 or AMP_F16
  * (the amp-bf16 and amp-fp16 presets' autocast_dtype), or AMP_F32 for no autocast (ops run in the
  * parameters' dtype). Needs the parameters allocated. Returns AMP_OK, AMP_ERR_NULL_POINTER,
  * AMP_ERR_INVALID_ARGUMENT, AMP_ERR_UNSUPPORTED_DTYPE, AMP_ERR_STATE (parameters not allocated) or

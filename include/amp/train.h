@@ -219,7 +219,7 @@ typedef struct amp_train_config {
     const char *save_llmc;
     int save_llmc_version; /* 0: 3 */
 
-    /* gpt: at each evaluation, generate this many tokens greedily (amp/generate.h, the preset's
+    /* gpt, gpt2: at each evaluation, generate this many tokens greedily (amp/generate.h, the preset's
      * autocast dtype) after the first held-out token and hand their text to the progress callback
      * (sample_text), as llm.c prints a sample at each evaluation; the library prints nothing. 0
      * (default): none. Other models ignore it. */
@@ -281,7 +281,7 @@ typedef struct amp_train_progress {
     /* The run's first callback only (else NULL): one line on where a text model's tokens came from,
        e.g. "BPE tokens reused from the cache FILE" (valid during the callback only). */
     const char *data_note;
-    /* is_eval with sample_tokens > 0 (gpt): the sample's bytes (the first held-out token, then the
+    /* is_eval with sample_tokens > 0 (gpt, gpt2): the sample's bytes (the first held-out token, then the
        generated ones, spelled by the corpus's vocabulary; not NUL-terminated, maybe not UTF-8), valid
        during the callback only; else NULL and 0 */
     const char *sample_text;

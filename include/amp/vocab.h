@@ -7,7 +7,8 @@
  * (safetensors metadata holds strings only, and JSON strings must be UTF-8): each token's bytes as
  * lowercase hex, the tokens separated by commas, in id order ("0a,20,2074686520" is "\n", " ",
  * " the "). Checkpoints without the key (written before it existed, or of image models) have no
- * vocabulary. Errors go to err (may be NULL) as one line. */
+ * vocabulary; neither have the token shards of a model trained without a rank file (their ids spell
+ * nothing). Errors go to err (may be NULL) as one line. */
 #ifndef AMP_VOCAB_H
 #define AMP_VOCAB_H
 
@@ -19,6 +20,9 @@ extern "C" {
 #endif
 
 #define AMP_VOCAB_META_KEY "train.vocab"
+/* With a BPE vocabulary (ids are a rank file's ranks): the pre-tokenization pattern's name, "gpt2" or
+ * "cl100k", so prompts are encoded as the training text was (amp_tokenizer_create on the tokens). */
+#define AMP_VOCAB_PATTERN_META_KEY "train.vocab_pattern"
 /* The most tokens a vocabulary may have (llm.c's and tiktoken's vocabularies fit with room). */
 #define AMP_VOCAB_MAX_TOKENS (1 << 22)
 

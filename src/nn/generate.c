@@ -1,7 +1,8 @@
-/* Generation with a key/value cache (amp/generate.h): the gpt's layers (gpt_internal.h) run on the
- * new tokens only, their attention reading the keys and values of every earlier position from the
- * cache. The block below is amp_transformer_block_forward's op sequence with the fused attention's
- * arithmetic (src/ops/attention.c) restricted to the new query rows. */
+/* Generation with a key/value cache (amp/generate.h): the layers of a gpt or gpt2 (gpt_internal.h)
+ * run on the new tokens only, their attention reading the keys and values of every earlier position
+ * from the cache. The block below is amp_transformer_block_forward's op sequence with the fused
+ * attention's arithmetic (src/ops/attention.c) restricted to the new query rows; the head is gpt.c's
+ * lm_head, or gpt2.c's tied wte[:V]. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@ struct amp_generator {
     int64_t layers, T, C, heads, V;
     int64_t pos;          /* positions in the cache */
     unsigned char *k, *v; /* [layers][T][C] each, cache_dtype */
+    int32_t *pos_ids;     /* 0 .. T-1: the position embedding's ids */
 };
 
 static int gen_fail(amp_ctx *ctx, int status, const char *msg) {
@@ -35,9 +37,9 @@ int amp_generator_create(amp_model *m, amp_dtype compute, amp_generator **out) {
     if (out) *out = NULL;
     if (!m || !out) return AMP_ERR_NULL_POINTER;
     amp_ctx *ctx = m->ctx;
-    if (m->cfg.kind != AMP_MODEL_GPT)
+    if (m->cfg.kind != AMP_MODEL_GPT && m->cfg.kind != AMP_MODEL_GPT2)
         return amp_ctx_fail(ctx, AMP_ERR_INVALID_ARGUMENT,
-                            "amp_generator_create: a %s model cannot generate with a key/value cache (only gpt)",
+                            "amp_generator_create: a %s model cannot generate with a key/value cache (only gpt, gpt2)",
                             amp_model_kind_name(m->cfg.kind));
     if (compute != AMP_F32 && compute != AMP_BF16 && compute != AMP_F16)
         return gen_fail(ctx, AMP_ERR_UNSUPPORTED_DTYPE, "the compute dtype must be f32, bf16 or f16");
@@ -48,15 +50,18 @@ int amp_generator_create(amp_model *m, amp_dtype compute, amp_generator **out) {
     g->m = m;
     g->compute = compute;
     g->cache_dtype = compute != AMP_F32 ? compute : m->cfg.param_dtype;
-    g->layers = m->cfg.layers, g->T = m->cfg.context, g->C = m->cfg.hidden, g->heads = m->cfg.heads;
-    g->V = m->cfg.vocab;
+    /* the window: every row of the position embedding (gpt2's `positions` may exceed its context) */
+    g->layers = m->cfg.layers, g->T = ((const gpt_layers *)m->layers)->wpe.num, g->C = m->cfg.hidden;
+    g->heads = m->cfg.heads, g->V = m->cfg.vocab;
     const size_t bytes = (size_t)(g->layers * g->T * g->C) * amp_dtype_size(g->cache_dtype);
     g->k = amp_malloc(bytes);
     g->v = amp_malloc(bytes);
-    if (!g->k || !g->v) {
+    g->pos_ids = amp_malloc((size_t)g->T * sizeof *g->pos_ids);
+    if (!g->k || !g->v || !g->pos_ids) {
         amp_generator_free(g);
         return AMP_ERR_OUT_OF_MEMORY;
     }
+    for (int64_t t = 0; t < g->T; t++) g->pos_ids[t] = (int32_t)t;
     *out = g;
     return AMP_OK;
 }
@@ -65,6 +70,7 @@ void amp_generator_free(amp_generator *g) {
     if (!g) return;
     amp_free(g->k);
     amp_free(g->v);
+    amp_free(g->pos_ids);
     amp_free(g);
 }
 
@@ -140,7 +146,7 @@ static amp_tensor *block_step(amp_generator *g, int64_t l, amp_tensor *x, int64_
     if (!att) return NULL;
     x = amp_linear_residual(ctx, att, b->attn.c_proj.weight, b->attn.c_proj.bias, x);
     h = nn_norm_for_linear(ctx, &b->ln_2, x);
-    h = amp_linear_layer_forward_act(ctx, &b->mlp_fc, h, AMP_ACT_GELU); /* [1, n, 4C] */
+    h = amp_linear_layer_forward_act(ctx, &b->mlp_fc, h, b->gelu_tanh ? AMP_ACT_GELU_TANH : AMP_ACT_GELU); /* [1, n, 4C] */
     return amp_linear_residual(ctx, h, b->mlp_proj.weight, b->mlp_proj.bias, x);
 }
 
@@ -150,7 +156,7 @@ static amp_tensor *forward_rows(amp_generator *g, const int32_t *tokens, int64_t
     const gpt_layers *L = g->m->layers;
     const int64_t C = g->C;
     amp_tensor *tok = amp_embedding_layer_forward(ctx, &L->wte, tokens, 2, (const int64_t[]){1, n});
-    amp_tensor *pos = amp_embedding_layer_forward(ctx, &L->wpe, g->m->positions + g->pos, 1, (const int64_t[]){n});
+    amp_tensor *pos = amp_embedding_layer_forward(ctx, &L->wpe, g->pos_ids + g->pos, 1, (const int64_t[]){n});
     amp_tensor *x = amp_add(ctx, tok, pos);
     for (int64_t l = 0; l < g->layers && x; l++) x = block_step(g, l, x, n);
     if (x && !all && n > 1) { /* only the last row goes on: the rows are independent from here */
@@ -161,7 +167,9 @@ static amp_tensor *forward_rows(amp_generator *g, const int32_t *tokens, int64_t
     }
     x = x ? nn_norm_for_linear(ctx, &L->ln_f, x) : NULL;
     x = amp_reshape(ctx, x, 2, (const int64_t[]){all ? n : 1, C});
-    return amp_linear_layer_forward(ctx, &L->lm_head, x);
+    if (L->lm_head.weight) return amp_linear_layer_forward(ctx, &L->lm_head, x);
+    amp_tensor *head = amp_narrow_rows(ctx, L->wte.weight, g->V); /* gpt2: the head is wte[:V] (tied) */
+    return x && head ? amp_linear(ctx, x, head, NULL) : NULL;
 }
 
 static int feed(amp_generator *g, const int32_t *tokens, int64_t n, float *logits, bool all) {

@@ -110,8 +110,9 @@ int amp_train_save_checkpoint(amp_train_run_state *r) {
     hist[0] = '\0';
     for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) put_u64(hist, AMP_GRAD_HIST_BINS * 21 + 1, &len, (uint64_t)g->bins[k], false);
 
-    char sizes[200], *vocab = NULL;
-    if (amp_train_model_meta(r, sizes, sizeof sizes, &vocab) != AMP_OK) {
+    char sizes[256], *vocab = NULL;
+    const char *pattern = NULL;
+    if (amp_train_model_meta(r, sizes, sizeof sizes, &vocab, &pattern) != AMP_OK) {
         amp_free(hist);
         return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "%s: cannot store the vocabulary", c->checkpoint);
     }
@@ -129,9 +130,11 @@ int amp_train_save_checkpoint(amp_train_run_state *r) {
         {K_GHIST, hist},
         {K_SIZES, sizes},
         {AMP_VOCAB_META_KEY, vocab ? vocab : ""},
+        {AMP_VOCAB_PATTERN_META_KEY, pattern ? pattern : ""},
     };
     info.user = user;
-    info.n_user = sizeof user / sizeof user[0] - (vocab ? 0 : 1); /* the vocabulary last: none for images */
+    /* the vocabulary and its pattern last, each only when there is one (a pattern implies a vocabulary) */
+    info.n_user = sizeof user / sizeof user[0] - (vocab ? 0 : 1) - (pattern && vocab ? 0 : 1);
     char msg[400];
     const int st = amp_checkpoint_save(c->checkpoint, r->ctx, r->opt, r->scaler, &info, msg, sizeof msg);
     amp_free(hist);

@@ -9,20 +9,27 @@
 #include "train_internal.h"
 #include "../core/alloc_internal.h"
 
-int amp_train_model_meta(const amp_train_run_state *r, char *sizes, size_t sizes_len, char **vocab) {
+int amp_train_model_meta(const amp_train_run_state *r, char *sizes, size_t sizes_len, char **vocab,
+                         const char **pattern) {
     const amp_model_config *m = &r->cfg.model;
-    *vocab = NULL;
-    snprintf(sizes, sizes_len, "vocab=%" PRId64 ",context=%" PRId64 ",hidden=%" PRId64 ",layers=%" PRId64
-             ",heads=%" PRId64 ",embed=%" PRId64, m->vocab, m->context, m->hidden, m->layers, m->heads, m->embed);
-    if (!r->text || !r->corpus.token_offset) return AMP_OK;
-    return amp_vocab_to_meta(r->corpus.token_offset, r->corpus.token_text, r->corpus.vocab_size, vocab);
+    *vocab = NULL, *pattern = NULL;
+    snprintf(sizes, sizes_len,
+             "vocab=%" PRId64 ",context=%" PRId64 ",hidden=%" PRId64 ",layers=%" PRId64 ",heads=%" PRId64
+             ",embed=%" PRId64 ",vocab_padded=%" PRId64 ",positions=%" PRId64,
+             m->vocab, m->context, m->hidden, m->layers, m->heads, m->embed, m->vocab_padded, m->positions);
+    const amp_text_corpus *c = &r->corpus;
+    /* token shards without a rank file spell nothing: no vocabulary to keep */
+    if (!r->text || !c->token_offset || c->vocab_size < 1 || c->token_offset[c->vocab_size] == 0) return AMP_OK;
+    if (r->cfg.tokenizer) *pattern = r->cfg.tokenizer_pattern ? r->cfg.tokenizer_pattern : "cl100k";
+    return amp_vocab_to_meta(c->token_offset, c->token_text, c->vocab_size, vocab);
 }
 
 int amp_train_sample(amp_train_run_state *r, char **text, size_t *bytes) {
     *text = NULL, *bytes = 0;
     const amp_train_config *c = &r->cfg;
     const int64_t n = c->sample_tokens;
-    if (n <= 0 || !r->text || c->model.kind != AMP_MODEL_GPT || r->corpus.heldout_len < 1) return AMP_OK;
+    const bool cached = c->model.kind == AMP_MODEL_GPT || c->model.kind == AMP_MODEL_GPT2;
+    if (n <= 0 || !r->text || !cached || r->corpus.heldout_len < 1 || !r->corpus.token_offset) return AMP_OK;
     const int64_t V = c->model.vocab;
     int32_t *seq = amp_malloc((size_t)(n + 1) * sizeof *seq);
     float *logits = amp_malloc((size_t)V * sizeof *logits);

@@ -1,12 +1,24 @@
-# Golden tests of `amp sample`: a tiny gpt trained here with a checkpoint; greedy output repeats, seeds
-# repeat and differ, the token count, the checkpoint's vocabulary against an llm.c tokenizer file of
-# the same bytes, amp train's evaluation sample, and the refusals (bad flags, missing or corrupt
-# checkpoints, a model that cannot sample, a prompt the vocabulary cannot spell). Keep it fast.
+# Golden tests of `amp sample`: a tiny gpt and gpt2 trained here with checkpoints; greedy output
+# repeats, seeds repeat and differ, the token count, the checkpoint's vocabulary against an llm.c
+# tokenizer file of the same bytes, a gpt2 checkpoint against its llm.c model file, amp train's
+# evaluation sample, and the refusals (bad flags, missing or corrupt checkpoints, a model that cannot
+# sample, a prompt the vocabulary cannot spell). Keep it fast.
 . "$(dirname "$0")/lib.sh"
 
 i=0
 while [ $i -lt 40 ]; do printf 'the quick brown fox jumps over the lazy dog %d times. ' $i; i=$((i + 1)); done >"$TMP/text.txt"
 CK="$TMP/gpt.safetensors"
+
+# refused LABEL TEXT ARGS...: `amp sample ARGS...` exits 2 with one line on stderr naming TEXT, nothing on stdout
+refused() {
+    label=$1 text=$2
+    shift 2
+    run "$AMP" sample "$@"
+    expect_rc 2 "$label"
+    expect_err_lines 1 "$label: one line"
+    expect_err_has "$text" "$label"
+    if [ -s "$TMP/out" ]; then fail "$label: wrote to stdout"; else pass; fi
+}
 
 run "$AMP" train --model gpt --data "$TMP/text.txt" --steps 20 --batch 4 --hidden 16 --layers 1 --heads 2 \
     --context 16 --eval-batches 2 --threads 1 --precision fp32 --checkpoint "$CK" --sample-tokens 12
@@ -74,16 +86,29 @@ sample --tokenizer "$TMP/ranks" --prompt "the"
 expect_rc 2 "prompt outside the model's vocabulary"
 expect_err_has "outside the model's vocabulary" "says why"
 
+# gpt2 (tanh GELU, tied head): its checkpoint and the llm.c model file amp train writes from the same
+# weights sample the same text (the .bin decoded with the llm.c tokenizer file of the same bytes)
+run "$AMP" train --model gpt2 --data "$TMP/text.txt" --steps 20 --batch 4 --hidden 16 --layers 1 --heads 2 \
+    --context 16 --eval-batches 2 --threads 1 --precision fp32 --checkpoint "$TMP/g2.safetensors" \
+    --save-llmc "$TMP/g2.bin" --sample-tokens 8
+expect_rc 0 "train a tiny gpt2"
+expect_err_has "sample: " "gpt2 training prints a sample"
+run "$AMP" sample --checkpoint "$TMP/g2.safetensors" --threads 1 --quiet --seed 5 --tokens 40 --prompt "the"
+expect_rc 0 "gpt2 checkpoint"
+cp "$TMP/out" "$TMP/g2_st"
+run "$AMP" sample --checkpoint "$TMP/g2.bin" --tokenizer "$TMP/tok.bin" --threads 1 --quiet --seed 5 --tokens 40 \
+    --prompt "the"
+expect_rc 0 "llm.c model file"
+if cmp -s "$TMP/out" "$TMP/g2_st"; then pass; else fail "llm.c model file samples differently from the checkpoint"; fi
+# without a vocabulary: one token id a line
+run "$AMP" sample --checkpoint "$TMP/g2.bin" --threads 1 --quiet --tokens 5
+n=$(grep -cE '^[0-9]+$' "$TMP/out")
+if [ "$n" = 5 ]; then pass; else fail "no vocabulary: $n id lines of 5"; fi
+refused "prompt without a vocabulary" "no vocabulary to encode --prompt" --checkpoint "$TMP/g2.bin" --prompt "the"
+head -c 2000 "$TMP/g2.bin" >"$TMP/g2cut.bin"
+refused "truncated llm.c model file" "g2cut.bin" --checkpoint "$TMP/g2cut.bin"
+
 # refusals: one line on stderr, exit 2, nothing on stdout
-refused() {
-    label=$1 text=$2
-    shift 2
-    run "$AMP" sample "$@"
-    expect_rc 2 "$label"
-    expect_err_lines 1 "$label: one line"
-    expect_err_has "$text" "$label"
-    if [ -s "$TMP/out" ]; then fail "$label: wrote to stdout"; else pass; fi
-}
 refused "no checkpoint" "--checkpoint FILE is required" --tokens 4
 refused "unknown option" "unknown option '--bogus'" --checkpoint "$CK" --bogus
 refused "--tokens 0" "--tokens wants an integer" --checkpoint "$CK" --tokens 0

@@ -1,6 +1,6 @@
-/* `amp sample`: text from a trained gpt checkpoint (amp/generate.h), decoded with the vocabulary the
- * checkpoint carries (amp/vocab.h), a tiktoken rank file or llm.c's tokenizer file; tokens/s on
- * stderr. */
+/* `amp sample`: text from a trained gpt or gpt2 checkpoint, or llm.c's GPT-2 model file
+ * (amp/generate.h), decoded with the vocabulary the checkpoint carries (amp/vocab.h), a tiktoken rank
+ * file or llm.c's tokenizer file; tokens/s on stderr. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,10 +21,12 @@ static void print_help(void) {
     printf("usage: amp sample --checkpoint FILE [--tokenizer FILE [--pattern gpt2|cl100k]] [--prompt TEXT]\n"
            "                  [--tokens N] [--temperature T] [--top-k K] [--seed S]\n"
            "                  [--precision fp32|amp-bf16|amp-fp16] [--threads N] [--no-cache] [--heads N] [--quiet]\n"
-           "Generates text with a gpt checkpoint written by `amp train --model gpt --checkpoint FILE`, one token\n"
-           "at a time with a key/value cache (past the model's context the window slides: the last context/2\n"
-           "tokens are fed again). The text goes to stdout, tokens/s to stderr.\n\n"
-           "  --checkpoint FILE  the checkpoint (required); its vocabulary decodes the text\n"
+           "Generates text with a gpt or gpt2 checkpoint written by `amp train --checkpoint FILE`, or llm.c's\n"
+           "GPT-2 model file (gpt2_124M.bin), one token at a time with a key/value cache (past the model's\n"
+           "context the window slides: the last context/2 tokens are fed again). The text goes to stdout,\n"
+           "tokens/s to stderr.\n\n"
+           "  --checkpoint FILE  the checkpoint (required); its vocabulary decodes the text (an llm.c model file\n"
+           "                     has none: give --tokenizer gpt2_tokenizer.bin)\n"
            "  --tokenizer FILE   decode and encode with a tiktoken rank file (BPE) or llm.c's tokenizer file\n"
            "                     (gpt2_tokenizer.bin) instead; without any vocabulary, token ids are printed\n"
            "  --pattern P        a rank file's pre-tokenization pattern: gpt2 (default) or cl100k\n"
@@ -115,26 +117,32 @@ typedef struct sampler_model {
     amp_model *model;
 } sampler_model;
 
-/* The gpt's sizes: the checkpoint's train.model_sizes, else its tensors' shapes (and --heads); the
- * parameters' dtype is wte's (fp32, or bf16/fp16 from the pure presets, whose forward runs in it). */
+/* The model's kind and sizes: the checkpoint's train.model and train.model_sizes, else (a gpt
+ * checkpoint from before they were recorded) its tensors' shapes and --heads; the parameters' dtype
+ * is wte's (fp32, or bf16/fp16 from the pure presets, whose forward runs in it). */
 static int model_config(amp_st_file *f, const char *path, long heads, amp_model_config *c, char *err, size_t n) {
-    *c = amp_model_default_config(AMP_MODEL_GPT);
     const char *kind = amp_safetensors_meta_get(f, "train.model");
-    if (kind && strcmp(kind, "gpt") != 0) {
-        snprintf(err, n, "%s: a %.40s checkpoint cannot sample (only gpt has a key/value cache)", path, kind);
+    amp_model_kind k = AMP_MODEL_GPT;
+    if (kind && (amp_model_kind_from_name(kind, &k) != AMP_OK || (k != AMP_MODEL_GPT && k != AMP_MODEL_GPT2))) {
+        snprintf(err, n, "%s: a %.40s checkpoint cannot sample (only gpt and gpt2 have a key/value cache)", path, kind);
         return AMP_ERR_INVALID_ARGUMENT;
     }
+    *c = amp_model_default_config(k);
     const amp_st_info *wte = amp_safetensors_find(f, "wte.weight"), *wpe = amp_safetensors_find(f, "wpe.weight");
     if (wte && (wte->dtype == AMP_F16 || wte->dtype == AMP_BF16)) c->param_dtype = (amp_dtype)wte->dtype;
     const char *sizes = amp_safetensors_meta_get(f, "train.model_sizes");
-    long long v = 0, t = 0, h = 0, l = 0, nh = 0, e = 0;
-    if (sizes && sscanf(sizes, "vocab=%lld,context=%lld,hidden=%lld,layers=%lld,heads=%lld,embed=%lld", &v, &t, &h, &l,
-                        &nh, &e) == 6) {
+    long long v = 0, t = 0, h = 0, l = 0, nh = 0, e = 0, vp = 0, np = 0;
+    const int got = sizes ? sscanf(sizes, "vocab=%lld,context=%lld,hidden=%lld,layers=%lld,heads=%lld,embed=%lld,"
+                                          "vocab_padded=%lld,positions=%lld",
+                                   &v, &t, &h, &l, &nh, &e, &vp, &np)
+                          : 0;
+    if (got >= 6) {
         c->vocab = v, c->context = t, c->hidden = h, c->layers = l, c->heads = heads > 0 ? heads : nh;
+        if (got == 8) c->vocab_padded = vp, c->positions = np;
         return AMP_OK;
     }
-    if (!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2) {
-        snprintf(err, n, "%s: not a gpt checkpoint (no wte.weight and wpe.weight)", path);
+    if (!wte || !wpe || wte->ndim != 2 || wpe->ndim != 2 || k != AMP_MODEL_GPT) {
+        snprintf(err, n, "%s: not a gpt checkpoint amp can size (no train.model_sizes, wte.weight and wpe.weight)", path);
         return AMP_ERR_INVALID_ARGUMENT;
     }
     c->vocab = wte->shape[0], c->hidden = wte->shape[1], c->context = wpe->shape[0];
@@ -147,9 +155,28 @@ static int model_config(amp_st_file *f, const char *path, long heads, amp_model_
     return AMP_OK;
 }
 
+/* True when path starts with llm.c's model magic (a gpt2_*.bin file). */
+static bool is_llmc_model(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    int32_t magic = 0;
+    const bool yes = fp && fread(&magic, sizeof magic, 1, fp) == 1 && magic == AMP_LLMC_MODEL_MAGIC;
+    if (fp) fclose(fp);
+    return yes;
+}
+
+/* The model of a checkpoint (f open) or of llm.c's model file (f NULL: the file's sizes, its window
+ * its maxT). */
 static int load_model(const sample_options *o, sampler_model *sm, amp_st_file *f, char *err, size_t n) {
     amp_model_config c;
-    int st = model_config(f, o->checkpoint, o->heads, &c, err, n);
+    amp_llmc_header h;
+    int st = AMP_OK;
+    if (f) {
+        st = model_config(f, o->checkpoint, o->heads, &c, err, n);
+    } else if ((st = amp_llmc_read_header(o->checkpoint, &h, err, n)) == AMP_OK) {
+        c = amp_model_default_config(AMP_MODEL_GPT2);
+        amp_llmc_model_config(&h, &c);
+        c.context = h.max_seq_len;
+    }
     if (st != AMP_OK) return st;
     amp_ctx_config cc = amp_ctx_default_config();
     if ((st = amp_ctx_create(&cc, &sm->ctx)) != AMP_OK) {
@@ -157,7 +184,7 @@ static int load_model(const sample_options *o, sampler_model *sm, amp_st_file *f
         return st;
     }
     if ((st = amp_model_create(sm->ctx, &c, &sm->model)) != AMP_OK) {
-        snprintf(err, n, "%s: gpt sizes: %s", o->checkpoint, amp_ctx_error(sm->ctx));
+        snprintf(err, n, "%s: model sizes: %s", o->checkpoint, amp_ctx_error(sm->ctx));
         return AMP_ERR_INVALID_ARGUMENT;
     }
     if ((st = amp_ctx_alloc_params(sm->ctx)) != AMP_OK) {
@@ -165,8 +192,9 @@ static int load_model(const sample_options *o, sampler_model *sm, amp_st_file *f
         return st;
     }
     char msg[400];
-    if ((st = amp_checkpoint_load(o->checkpoint, sm->ctx, NULL, NULL, NULL, msg, sizeof msg)) != AMP_OK)
-        snprintf(err, n, "%s", msg);
+    st = f ? amp_checkpoint_load(o->checkpoint, sm->ctx, NULL, NULL, NULL, msg, sizeof msg)
+           : amp_llmc_load(o->checkpoint, sm->ctx, NULL, msg, sizeof msg);
+    if (st != AMP_OK) snprintf(err, n, "%s", msg);
     return st;
 }
 
@@ -226,6 +254,21 @@ static int load_ranks(const char *path, const char *pattern, sampler_vocab *v, c
     return st;
 }
 
+/* A BPE tokenizer whose ranks are the table's ids; NULL where the table is not one (a gap, a
+ * missing byte), and prompts fall back to greedy matching. */
+static amp_tokenizer *table_tokenizer(const amp_vocab *t, const char *pattern) {
+    const uint8_t **tok = malloc((size_t)t->size * sizeof *tok);
+    size_t *lens = malloc((size_t)t->size * sizeof *lens);
+    amp_tokenizer *bpe = NULL;
+    if (tok && lens) {
+        for (int64_t i = 0; i < t->size; i++) tok[i] = amp_vocab_token(t, i, &lens[i]);
+        if (amp_tokenizer_create(tok, lens, (uint32_t)t->size, amp_tokenizer_pattern_named(pattern), &bpe, NULL, 0) != AMP_OK)
+            bpe = NULL;
+    }
+    free(tok), free(lens);
+    return bpe;
+}
+
 static int load_vocab(const sample_options *o, amp_st_file *f, sampler_vocab *v, char *err, size_t n) {
     memset(v, 0, sizeof *v);
     if (o->tokenizer) {
@@ -241,11 +284,14 @@ static int load_vocab(const sample_options *o, amp_st_file *f, sampler_vocab *v,
         fclose(fp);
         return llmc ? st : load_ranks(o->tokenizer, o->pattern, v, err, n);
     }
-    const char *meta = amp_safetensors_meta_get(f, AMP_VOCAB_META_KEY);
-    if (!meta) return AMP_OK;
+    const char *meta = f ? amp_safetensors_meta_get(f, AMP_VOCAB_META_KEY) : NULL;
+    if (!meta || !meta[0]) return AMP_OK;
     char msg[200];
     const int st = amp_vocab_from_meta(meta, &v->table, msg, sizeof msg);
     if (st != AMP_OK) snprintf(err, n, "%s: %s", o->checkpoint, msg);
+    const char *pattern = amp_safetensors_meta_get(f, AMP_VOCAB_PATTERN_META_KEY);
+    if (st == AMP_OK && pattern && amp_tokenizer_pattern_named(pattern)) /* BPE: ids are ranks */
+        v->bpe = table_tokenizer(&v->table, pattern);
     for (int64_t id = 0; id < v->table.size; id++) {
         size_t len;
         const uint8_t *t = amp_vocab_token(&v->table, id, &len);
@@ -362,7 +408,7 @@ int amp_cmd_sample(int argc, char **argv) {
     int32_t *prompt = NULL;
     int64_t np = 0;
     bool running = false;
-    int st = amp_safetensors_open(o.checkpoint, &f, err, sizeof err);
+    int st = is_llmc_model(o.checkpoint) ? AMP_OK : amp_safetensors_open(o.checkpoint, &f, err, sizeof err);
     if (st == AMP_OK) st = load_model(&o, &sm, f, err, sizeof err);
     if (st == AMP_OK) st = load_vocab(&o, f, &v, err, sizeof err);
     if (st == AMP_OK) st = encode_prompt(&o, &v, amp_model_get_config(sm.model)->vocab, &prompt, &np, err, sizeof err);
