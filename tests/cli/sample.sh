@@ -86,6 +86,19 @@ sample --tokenizer "$TMP/ranks" --prompt "the"
 expect_rc 2 "prompt outside the model's vocabulary"
 expect_err_has "outside the model's vocabulary" "says why"
 
+# BPE: a model trained on the rank file's tokens keeps its vocabulary and pattern, so the checkpoint
+# alone encodes the prompt and decodes as the rank file does
+run "$AMP" train --model gpt --data "$TMP/text.txt" --tokenizer "$TMP/ranks" --pattern gpt2 --steps 10 --batch 4 \
+    --hidden 16 --layers 1 --heads 2 --context 16 --eval-batches 2 --threads 1 --precision fp32 --quiet \
+    --checkpoint "$TMP/bpe.safetensors"
+expect_rc 0 "train on BPE tokens"
+run "$AMP" sample --checkpoint "$TMP/bpe.safetensors" --threads 1 --quiet --seed 3 --tokens 30 --prompt "the lazy dog"
+expect_rc 0 "BPE checkpoint"
+cp "$TMP/out" "$TMP/bpe_ck"
+run "$AMP" sample --checkpoint "$TMP/bpe.safetensors" --tokenizer "$TMP/ranks" --threads 1 --quiet --seed 3 --tokens 30 \
+    --prompt "the lazy dog"
+if cmp -s "$TMP/out" "$TMP/bpe_ck"; then pass; else fail "the checkpoint's BPE and the rank file sample differently"; fi
+
 # gpt2 (tanh GELU, tied head): its checkpoint and the llm.c model file amp train writes from the same
 # weights sample the same text (the .bin decoded with the llm.c tokenizer file of the same bytes)
 run "$AMP" train --model gpt2 --data "$TMP/text.txt" --steps 20 --batch 4 --hidden 16 --layers 1 --heads 2 \
