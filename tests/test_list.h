@@ -143,9 +143,10 @@ TEST(gpt2, linear_gelu_tanh)
 TEST(gpt2, narrow_rows)
 TEST(gpt2, gpt2_tiny_pytorch)
 TEST(gpt2, gpt2_sizes_and_init)
-/* llm.c's model files: round trips (fp32, bf16), the layout, bad files */
+/* llm.c's model files: round trips (fp32, bf16), the layout, bad files; Hugging Face's layout */
 TEST(llmc, llmc_round_trip)
 TEST(llmc, llmc_bad_files)
+TEST(llmc, llmc_hf_layout)
 /* amp_train_run on generated data: learning, determinism, presets and scaler modes, fp16-pure's
  * vanishing updates, accumulation, text models, errors and --detect-anomaly */
 TEST(train, train_learns_and_is_deterministic)

@@ -218,6 +218,8 @@ typedef struct amp_train_config {
     const char *init_from;
     const char *save_llmc;
     int save_llmc_version; /* 0: 3 */
+    const char *save_hf;   /* gpt2: at the end (rank 0), the weights in Hugging Face's GPT2LMHeadModel
+                              layout (amp_llmc_save_hf), or NULL */
 } amp_train_config;
 
 #define AMP_TRAIN_BUCKET_BYTES ((size_t)1 << 20)
