@@ -143,9 +143,10 @@ TEST(gpt2, linear_gelu_tanh)
 TEST(gpt2, narrow_rows)
 TEST(gpt2, gpt2_tiny_pytorch)
 TEST(gpt2, gpt2_sizes_and_init)
-/* llm.c's model files: round trips (fp32, bf16), the layout, bad files */
+/* llm.c's model files: round trips (fp32, bf16), the layout, bad files; Hugging Face's layout */
 TEST(llmc, llmc_round_trip)
 TEST(llmc, llmc_bad_files)
+TEST(llmc, llmc_hf_layout)
 /* generation with a key/value cache: the forward's logits at every position (fp32, bf16, fp16),
  * greedy and seeded sampling, the sliding window, the sampler's distribution, refusals; the
  * vocabulary a checkpoint carries */

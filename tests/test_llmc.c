@@ -196,3 +196,36 @@ done:
     unlink(good), unlink(bad);
     tiny_free(&a), tiny_free(&b), tiny_free(&other);
 }
+
+/* Hugging Face's layout: names, shapes, the Conv1D transposes, wte without its padding, no lm_head. */
+void test_llmc_hf_layout(void) {
+    char path[256], err[256];
+    tmp_path(path, sizeof path, "hf.safetensors");
+    tiny a = {0};
+    amp_st_file *f = NULL;
+    const amp_llmc_header h = tiny_header(3);
+    if (tiny_make(&a, L, 4) && CHECK_MSG(amp_llmc_save_hf(path, a.ctx, &h, err, sizeof err) == AMP_OK, "%s", err) &&
+        CHECK_MSG(amp_safetensors_open(path, &f, err, sizeof err) == AMP_OK, "%s", err)) {
+        CHECK_EQ_INT(amp_safetensors_num_tensors(f), 4 + 12 * L);
+        CHECK(amp_safetensors_find(f, "lm_head.weight") == NULL);
+        const amp_st_info *wte = amp_safetensors_find(f, "transformer.wte.weight");
+        const amp_st_info *qkv = amp_safetensors_find(f, "transformer.h.1.attn.c_attn.weight");
+        const amp_st_info *fcp = amp_safetensors_find(f, "transformer.h.0.mlp.c_proj.weight");
+        CHECK(wte && wte->ndim == 2 && wte->shape[0] == V && wte->shape[1] == C);
+        CHECK(qkv && qkv->ndim == 2 && qkv->shape[0] == C && qkv->shape[1] == 3 * C);
+        CHECK(fcp && fcp->ndim == 2 && fcp->shape[0] == 4 * C && fcp->shape[1] == C);
+        static float q[C * 3 * C];
+        const amp_tensor *src = NULL;
+        for (size_t i = 0; i < amp_model_num_tensors(a.m); i++)
+            if (!strcmp(amp_model_tensor(a.m, i)->name, "h.1.attn.c_attn.weight")) src = amp_model_tensor(a.m, i);
+        if (qkv && src &&
+            CHECK(amp_safetensors_read(f, "transformer.h.1.attn.c_attn.weight", q, AMP_F32, 2, qkv->shape, err,
+                                       sizeof err) == AMP_OK))
+            for (int r = 0; r < 3 * C; r += 7) /* amp's [3C, C] row r, column c is HF's [C, 3C] row c, column r */
+                for (int c = 0; c < C; c += 5)
+                    CHECK(q[c * 3 * C + r] == amp_tensor_get(src, r * C + c));
+    }
+    amp_safetensors_close(f);
+    unlink(path);
+    tiny_free(&a);
+}

@@ -78,6 +78,17 @@ int amp_llmc_load(const char *path, amp_ctx *ctx, amp_llmc_header *h_out, char *
  * AMP_ERR_INVALID_ARGUMENT, AMP_ERR_IO, AMP_ERR_OUT_OF_MEMORY or AMP_ERR_NULL_POINTER. */
 int amp_llmc_save(const char *path, amp_ctx *ctx, const amp_llmc_header *h, char *err, size_t err_size);
 
+/* Writes ctx's gpt2 parameters as a safetensors file in Hugging Face's GPT2LMHeadModel layout, fp32:
+ * transformer.wte.weight [V, C] (the first h->vocab rows of wte), transformer.wpe.weight,
+ * transformer.h.<l>.{ln_1,attn.c_attn,attn.c_proj,ln_2,mlp.c_fc,mlp.c_proj}.{weight,bias} with the
+ * four projections' weights transposed to Conv1D's [in, out], transformer.ln_f.*; no lm_head.weight
+ * (tied to wte, as save_pretrained writes it). With a config.json of the same sizes (n_embd C,
+ * n_layer L, n_head NH, n_positions maxT, vocab_size V) the directory loads with
+ * GPT2LMHeadModel.from_pretrained (tests/gpt2/check_hf_export.py). Reads h's vocab and layers only.
+ * Atomic (amp_safetensors_write). Returns AMP_OK, AMP_ERR_INVALID_ARGUMENT (a parameter missing),
+ * AMP_ERR_OUT_OF_MEMORY, AMP_ERR_IO or AMP_ERR_NULL_POINTER. */
+int amp_llmc_save_hf(const char *path, amp_ctx *ctx, const amp_llmc_header *h, char *err, size_t err_size);
+
 #ifdef __cplusplus
 }
 #endif

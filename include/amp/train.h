@@ -218,6 +218,8 @@ typedef struct amp_train_config {
     const char *init_from;
     const char *save_llmc;
     int save_llmc_version; /* 0: 3 */
+    const char *save_hf;   /* gpt2: at the end (rank 0), the weights in Hugging Face's GPT2LMHeadModel
+                              layout (amp_llmc_save_hf), or NULL */
 
     /* gpt, gpt2: at each evaluation, generate this many tokens greedily (amp/generate.h, the preset's
      * autocast dtype) after the first held-out token and hand their text to the progress callback

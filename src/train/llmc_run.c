@@ -3,7 +3,7 @@
 
 int amp_train_llmc_configure(amp_train_run_state *r) {
     amp_train_config *c = &r->cfg;
-    if (c->save_llmc && c->model.kind != AMP_MODEL_GPT2)
+    if ((c->save_llmc || c->save_hf) && c->model.kind != AMP_MODEL_GPT2)
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "llm.c's model files hold gpt2 only, not %s",
                               amp_model_kind_name(c->model.kind));
     if (c->save_llmc_version != 0 && c->save_llmc_version != 3 && c->save_llmc_version != 5)
@@ -33,7 +33,7 @@ int amp_train_llmc_load(amp_train_run_state *r) {
 
 int amp_train_llmc_save(amp_train_run_state *r) {
     const amp_train_config *c = &r->cfg;
-    if (!c->save_llmc) return AMP_OK;
+    if (!c->save_llmc && !c->save_hf) return AMP_OK;
     const amp_model_config *m = &c->model;
     const amp_llmc_header h = {
         .version = c->save_llmc_version ? c->save_llmc_version : 3,
@@ -44,5 +44,7 @@ int amp_train_llmc_save(amp_train_run_state *r) {
         .channels = m->hidden,
         .padded_vocab = amp_model_padded_vocab(m),
     };
-    return amp_llmc_save(c->save_llmc, r->ctx, &h, r->err, r->err_size);
+    int st = c->save_llmc ? amp_llmc_save(c->save_llmc, r->ctx, &h, r->err, r->err_size) : AMP_OK;
+    if (st == AMP_OK && c->save_hf) st = amp_llmc_save_hf(c->save_hf, r->ctx, &h, r->err, r->err_size);
+    return st;
 }

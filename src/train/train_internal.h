@@ -104,7 +104,7 @@ int amp_train_resume(amp_train_run_state *r);
 
 /* llm.c's model files (llmc_run.c): cfg.init_from's sizes into cfg.model (after the data set the
  * vocabulary; before the model is made), its weights into the made model (before the optimizer copies
- * them), and cfg.save_llmc written from the trained one. Each is AMP_OK when the path is NULL. */
+ * them), and cfg.save_llmc and cfg.save_hf written from the trained one. Each is AMP_OK when the path is NULL. */
 int amp_train_llmc_configure(amp_train_run_state *r);
 int amp_train_llmc_load(amp_train_run_state *r);
 int amp_train_llmc_save(amp_train_run_state *r);

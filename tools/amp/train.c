@@ -77,6 +77,7 @@ static void print_help(void) {
            "                     --context may be shorter than its positions)\n"
            "  --save-llmc FILE   gpt2: at the end, write the weights as an llm.c model file (atomically)\n"
            "  --save-llmc-version N  3 (fp32, default; llm.c's CPU trainer reads it) or 5 (bf16)\n"
+           "  --save-hf FILE     gpt2: at the end, the weights as Hugging Face's GPT2LMHeadModel safetensors\n"
            "  --eval-batches N   text models: held-out batches per evaluation (default %d)\n"
            "  --no-eval          skip evaluation\n"
            "  --detect-anomaly   stop at the first op whose output (or parameter gradient, without a scaler)\n"
@@ -276,6 +277,8 @@ static int parse_value(const char *a, const char *v, train_options *o) {
         cfg->init_from = v;
     } else if (strcmp(a, "--save-llmc") == 0) {
         cfg->save_llmc = v;
+    } else if (strcmp(a, "--save-hf") == 0) {
+        cfg->save_hf = v;
     } else if (strcmp(a, "--save-llmc-version") == 0) {
         NEED_LONG(3, 5);
         if (n == 4) return amp_usage_error("train", "--save-llmc-version wants 3 (fp32) or 5 (bf16), not '%s'", v);
@@ -349,7 +352,8 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
                                                  "--checkpoint-every", "--resume", "--grad-stats-every",
                                                  "--inject-nonfinite", "--inject-rank", "--allreduce-dtype",
                                                  "--check-replicas", "--bucket-kb", "--size", "--beta1", "--beta2",
-                                                 "--eps", "--init-from", "--save-llmc", "--save-llmc-version", "--sample-tokens"};
+                                                 "--eps", "--init-from", "--save-llmc", "--save-llmc-version",
+                                                 "--save-hf", "--sample-tokens"};
         bool known = amp_train_is_shared_flag(a);
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
         if (!known) return amp_usage_error("train", "unknown option '%s'", a);
@@ -366,8 +370,8 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
     if ((o->have_beta1 || o->have_beta2 || o->have_eps) && cfg->optim.kind == AMP_OPTIM_SGD)
         return amp_usage_error("train", "--beta1, --beta2 and --eps apply to adam and adamw only");
     if (cfg->checkpoint_every > 0 && !cfg->checkpoint) return amp_usage_error("train", "--checkpoint-every needs --checkpoint FILE");
-    if ((cfg->init_from || cfg->save_llmc) && cfg->model.kind != AMP_MODEL_GPT2)
-        return amp_usage_error("train", "--init-from and --save-llmc apply to --model gpt2 only");
+    if ((cfg->init_from || cfg->save_llmc || cfg->save_hf) && cfg->model.kind != AMP_MODEL_GPT2)
+        return amp_usage_error("train", "--init-from, --save-llmc and --save-hf apply to --model gpt2 only");
     if (o->have_momentum && cfg->optim.kind != AMP_OPTIM_SGD)
         return amp_usage_error("train", "--momentum applies to sgd only");
     return -1;
