@@ -86,6 +86,14 @@ sample --tokenizer "$TMP/ranks" --prompt "the"
 expect_rc 2 "prompt outside the model's vocabulary"
 expect_err_has "outside the model's vocabulary" "says why"
 
+# a word vocabulary (--words): words are tokens of the stored table; the prompt spells back exactly
+run "$AMP" train --model gpt --data "$TMP/text.txt" --words 8 --steps 10 --batch 4 --hidden 16 --layers 1 --heads 2 \
+    --context 16 --eval-batches 2 --threads 1 --precision fp32 --quiet --checkpoint "$TMP/words.safetensors"
+expect_rc 0 "train with --words"
+run "$AMP" sample --checkpoint "$TMP/words.safetensors" --threads 1 --quiet --tokens 10 --prompt "the lazy dog jumps"
+expect_rc 0 "word vocabulary"
+case "$(head -c 18 "$TMP/out")" in "the lazy dog jumps") pass ;; *) fail "word vocabulary: the prompt does not come back" ;; esac
+
 # BPE: a model trained on the rank file's tokens keeps its vocabulary and pattern, so the checkpoint
 # alone encodes the prompt and decodes as the rank file does
 run "$AMP" train --model gpt --data "$TMP/text.txt" --tokenizer "$TMP/ranks" --pattern gpt2 --steps 10 --batch 4 \
