@@ -16,7 +16,7 @@
 
 /* Plain (non-terminal) progress: about this many lines per run, plus one per evaluation. */
 #define PLAIN_PROGRESS_LINES 20
-/* gpt: tokens of the sample printed after each evaluation (--sample-tokens). */
+/* gpt, gpt2: tokens of the sample printed after each evaluation (--sample-tokens). */
 #define DEFAULT_SAMPLE_TOKENS 64
 /* The terminal line is redrawn at most this often (seconds). */
 #define LIVE_REFRESH_SECONDS 0.1
@@ -89,7 +89,7 @@ static void print_help(void) {
            "                     the learning rate is constant; a cosine decay spans the total given)\n"
            "  --grad-stats-every N  gradient magnitude statistics every N steps (0: never; default: steps\n"
            "                     1, 2, 4, ... then every quarter epoch)\n"
-           "  --sample-tokens N  gpt: after each evaluation, print N tokens generated greedily after the first\n"
+           "  --sample-tokens N  gpt, gpt2: after each evaluation, print N tokens generated greedily after the first\n"
            "                     held-out token (stderr, with the progress; 0: none; default %d)\n"
            "  --json             the last line of stdout is one JSON object with the results\n"
            "  --quiet            no progress on stderr\n"
@@ -331,7 +331,7 @@ static int parse_value(const char *a, const char *v, train_options *o) {
 static int parse_options(int argc, char **argv, amp_model_kind kind, train_options *o) {
     *o = (train_options){.cfg = amp_train_default_config(kind)};
     o->cfg.precision = AMP_PRECISION_AMP_FP16;
-    o->cfg.sample_tokens = kind == AMP_MODEL_GPT ? DEFAULT_SAMPLE_TOKENS : 0;
+    o->cfg.sample_tokens = kind == AMP_MODEL_GPT || kind == AMP_MODEL_GPT2 ? DEFAULT_SAMPLE_TOKENS : 0;
     amp_train_config *cfg = &o->cfg;
     const int size_st = amp_train_apply_size("train", argc, argv, &cfg->model);
     if (size_st >= 0) return size_st;
