@@ -396,3 +396,92 @@ void test_generate_vocab(void) {
     remove(path);
     rmdir(dir);
 }
+
+/* ---- refused allocations: every heap allocation of the generator and the vocabulary codec refused in
+ * turn gives AMP_ERR_OUT_OF_MEMORY (or -1 from the sampler) and leaks nothing ---- */
+
+typedef struct counting_heap {
+    long calls, fail_at, live;
+    bool refused;
+} counting_heap;
+
+static counting_heap g_count;
+
+static void *c_malloc(size_t size, void *user) {
+    (void)user;
+    if (g_count.calls++ == g_count.fail_at) return g_count.refused = true, NULL;
+    void *p = malloc(size);
+    g_count.live += p != NULL;
+    return p;
+}
+
+static void *c_realloc(void *ptr, size_t size, void *user) {
+    (void)user;
+    if (g_count.calls++ == g_count.fail_at) return g_count.refused = true, NULL;
+    void *p = realloc(ptr, size);
+    g_count.live += p && !ptr;
+    return p;
+}
+
+static void *c_aligned(size_t align, size_t size, void *user) {
+    (void)user;
+    void *p = NULL;
+    if (g_count.calls++ == g_count.fail_at) return g_count.refused = true, NULL;
+    if (posix_memalign(&p, align, size) != 0) return NULL;
+    g_count.live++;
+    return p;
+}
+
+static void c_free(void *ptr, void *user) {
+    (void)user;
+    g_count.live -= ptr != NULL;
+    free(ptr);
+}
+
+/* One run of everything that allocates: a generator's whole life, the vocabulary both ways, a
+ * top-k draw through the sort. AMP_OK, or the first failure (-1 from the sampler counts as one). */
+static int alloc_scenario(gen_fixture *f) {
+    amp_generator *g = NULL;
+    float logits[300];
+    const int32_t seq[3] = {1, 2, 3};
+    int st = amp_generator_create(f->m, AMP_BF16, &g);
+    if (st == AMP_OK) st = amp_generator_feed(g, seq, 2, logits);
+    if (st == AMP_OK) st = amp_generator_append(g, seq, 3, logits);
+    amp_generator_free(g);
+    char *meta = NULL;
+    amp_vocab v = {0};
+    const uint32_t off[4] = {0, 1, 3, 4};
+    if (st == AMP_OK) st = amp_vocab_to_meta(off, "abcd", 3, &meta);
+    if (st == AMP_OK) st = amp_vocab_from_meta(meta, &v, NULL, 0);
+    amp_vocab_meta_free(meta);
+    amp_vocab_free(&v);
+    for (int i = 0; i < 300; i++) logits[i] = (float)(i % 17);
+    amp_rng rng;
+    amp_rng_seed(&rng, 1);
+    if (st == AMP_OK && amp_sample_token(logits, 300, &(amp_sampling){.temperature = 1, .top_k = 100}, &rng) < 0)
+        st = AMP_ERR_OUT_OF_MEMORY;
+    return st;
+}
+
+void test_generate_alloc_fail(void) {
+    gen_fixture f;
+    if (make_gpt(&f, 13, 8, 16, 1, 2, 3) && CHECK(alloc_scenario(&f) == AMP_OK)) { /* the warm-up */
+        const amp_heap_allocator heap = {c_malloc, c_realloc, c_aligned, c_free, NULL};
+        long k = 0;
+        for (; k < 1000; k++) {
+            g_count = (counting_heap){.fail_at = k};
+            amp_set_allocator(&heap);
+            const int st = alloc_scenario(&f);
+            amp_set_allocator(NULL);
+            CHECK_MSG(g_count.live == 0, "allocation %ld refused: %ld blocks leaked", k, g_count.live);
+            if (!g_count.refused) {
+                CHECK_EQ_INT(st, AMP_OK);
+                break;
+            }
+            CHECK_MSG(st == AMP_ERR_OUT_OF_MEMORY, "allocation %ld refused: status %d", k, st);
+        }
+        harness_note("%ld allocations, each refused once", k);
+        CHECK(k > 5 && k < 1000);
+    }
+    free_fixture(&f);
+}

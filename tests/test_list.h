@@ -149,12 +149,13 @@ TEST(llmc, llmc_bad_files)
 TEST(llmc, llmc_hf_layout)
 /* generation with a key/value cache: the forward's logits at every position (fp32, bf16, fp16),
  * greedy and seeded sampling, the sliding window, the sampler's distribution, refusals; the
- * vocabulary a checkpoint carries */
+ * vocabulary a checkpoint carries; every allocation refused in turn */
 TEST(generate, generate_matches_forward)
 TEST(generate, generate_greedy_and_seeds)
 TEST(generate, generate_sampler)
 TEST(generate, generate_errors)
 TEST(generate, generate_vocab)
+TEST(generate, generate_alloc_fail)
 /* amp_train_run on generated data: learning, determinism, presets and scaler modes, fp16-pure's
  * vanishing updates, accumulation, text models, errors and --detect-anomaly */
 TEST(train, train_learns_and_is_deterministic)
