@@ -23,8 +23,11 @@
 #include "amp/nn.h"
 #include "amp/data.h"
 #include "amp/checkpoint.h"
+#include "amp/llmc.h"
 #include "amp/comm.h"
 #include "amp/train.h"
 #include "amp/tokenizer.h"
+#include "amp/generate.h"
+#include "amp/vocab.h"
 
 #endif /* AMP_H */

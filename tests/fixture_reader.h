@@ -23,7 +23,7 @@
 #include "amp.h"
 
 enum {
-    FIXTURE_MAX_TENSORS = 64,
+    FIXTURE_MAX_TENSORS = 256,     /* GPT-2 124M lists 148 parameters */
     FIXTURE_MAX_NAME = 64,         /* bytes, with the terminating NUL */
     FIXTURE_MAX_NUMEL = 1 << 16,   /* elements per tensor */
     FIXTURE_MAX_BYTES = 1 << 20,   /* file size */

@@ -136,6 +136,26 @@ TEST(nn, nn_forward_pytorch)
 TEST(nn, nn_init_deterministic)
 TEST(nn, nn_sgd_lowers_loss)
 TEST(nn, nn_errors_and_dtypes)
+/* GPT-2: GELU's tanh approximation (PyTorch, closed form), its fused linear, amp_narrow_rows, the tiny
+ * model's logits, loss and gradients against PyTorch's, the sizes and the init */
+TEST(gpt2, gelu_tanh_pytorch)
+TEST(gpt2, linear_gelu_tanh)
+TEST(gpt2, narrow_rows)
+TEST(gpt2, gpt2_tiny_pytorch)
+TEST(gpt2, gpt2_sizes_and_init)
+/* llm.c's model files: round trips (fp32, bf16), the layout, bad files; Hugging Face's layout */
+TEST(llmc, llmc_round_trip)
+TEST(llmc, llmc_bad_files)
+TEST(llmc, llmc_hf_layout)
+/* generation with a key/value cache: the forward's logits at every position (fp32, bf16, fp16),
+ * greedy and seeded sampling, the sliding window, the sampler's distribution, refusals; the
+ * vocabulary a checkpoint carries; every allocation refused in turn */
+TEST(generate, generate_matches_forward)
+TEST(generate, generate_greedy_and_seeds)
+TEST(generate, generate_sampler)
+TEST(generate, generate_errors)
+TEST(generate, generate_vocab)
+TEST(generate, generate_alloc_fail)
 /* amp_train_run on generated data: learning, determinism, presets and scaler modes, fp16-pure's
  * vanishing updates, accumulation, text models, errors and --detect-anomaly */
 TEST(train, train_learns_and_is_deterministic)

@@ -1,7 +1,8 @@
 /* The models of include/amp/nn.h: parameter names, shapes and counts equal to PyTorch's state_dict
  * of the same architecture (tests/fixtures/nn_shapes_<model>.txt), the fp32 forward of each model at
  * reduced sizes equal to PyTorch's with the same weights (tests/fixtures/nn_<model>.txt; both written
- * by tests/fixtures/gen_nn_fixtures.py, which states the reduced sizes), logits shapes, deterministic
+ * by tests/fixtures/gen_nn_fixtures.py, which states the reduced sizes; gpt2's by gen_gpt2_fixtures.py),
+ * logits shapes, deterministic
  * initialization, FLOP counts, argument errors, and a few SGD steps that lower the loss.
  *
  * Forward tolerance: max|amp - PyTorch| <= NN_FORWARD_FACTOR * 2^-24 * max|PyTorch| per model. Both
@@ -107,13 +108,18 @@ void test_nn_param_counts_and_flops(void) {
     const int64_t lstm_params = 256 * 64 + 1024 * 64 + 1024 * 256 + 2 * 1024 + 256 * 256 + 256;
     /* gpt (vocab 256): wte 256*128 + wpe 128*128 + 4 blocks of (12*128^2 + 13*128) + ln_f 2*128 + head 256*128 */
     const int64_t gpt_params = 256 * 128 + 128 * 128 + 4 * (12 * 128 * 128 + 13 * 128) + 2 * 128 + 256 * 128;
-    const int64_t want[AMP_MODEL_COUNT] = {mlp_params, cnn_params, lstm_params, gpt_params};
+    /* gpt2 (124m, vocab 50257 padded to 50304, tied head): wte 50304*768 + wpe 1024*768 + 12 blocks +
+     * ln_f; llm.c's train_gpt2.c reports num_parameters 124475904 for this model */
+    const int64_t gpt2_params = 50304 * 768 + 1024 * 768 + 12 * (12 * 768 * 768 + 13 * 768) + 2 * 768;
+    CHECK_EQ_INT(gpt2_params, 124475904);
+    const int64_t want[AMP_MODEL_COUNT] = {mlp_params, cnn_params, lstm_params, gpt_params, gpt2_params};
     /* training FLOPs per sample: 3 * 2 * multiply-adds */
     const double flops[AMP_MODEL_COUNT] = {
         6.0 * (784.0 * 1024 + 1024.0 * 1024 + 1024.0 * 10),
         6.0 * (28.0 * 28 * 32 * 25 + 14.0 * 14 * 64 * 32 * 25 + 3136.0 * 1024 + 1024.0 * 10),
         6.0 * 64 * (4.0 * 256 * (64 + 256) + 256.0 * 256),
         6.0 * 128 * (4 * (12.0 * 128 * 128 + 2.0 * 128 * 128) + 128.0 * 256),
+        6.0 * 1024 * (12 * (12.0 * 768 * 768 + 2.0 * 1024 * 768) + 768.0 * 50257), /* the head: V, not Vp */
     };
     for (int k = 0; k < AMP_MODEL_COUNT; k++) {
         amp_ctx *ctx = new_ctx();

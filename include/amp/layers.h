@@ -53,8 +53,8 @@ typedef struct amp_linear_layer {
 } amp_linear_layer;
 
 /* The activation a linear layer's forward may apply while the product is in cache (amp_linear_relu,
- * amp_linear_gelu: the same values and gradients as the separate op). */
-typedef enum amp_activation { AMP_ACT_NONE = 0, AMP_ACT_RELU = 1, AMP_ACT_GELU = 2 } amp_activation;
+ * amp_linear_gelu, amp_linear_gelu_tanh: the same values and gradients as the separate op). */
+typedef enum amp_activation { AMP_ACT_NONE = 0, AMP_ACT_RELU = 1, AMP_ACT_GELU = 2, AMP_ACT_GELU_TANH = 3 } amp_activation;
 
 /* <prefix>.weight [out, in], <prefix>.bias [out] (when bias). */
 int amp_linear_layer_declare(amp_ctx *ctx, amp_linear_layer *l, const char *prefix, int64_t in, int64_t out,
@@ -169,6 +169,8 @@ typedef struct amp_transformer_block {
     amp_layer_norm_layer ln_2;
     amp_linear_layer mlp_fc;   /* mlp.c_fc [4C, C] */
     amp_linear_layer mlp_proj; /* mlp.c_proj [C, 4C] */
+    bool gelu_tanh;            /* the mlp's GELU: false exact (nanoGPT's nn.GELU()), true the tanh
+                                  approximation (GPT-2's); declare sets false */
 } amp_transformer_block;
 
 /* <prefix>.ln_1.*, <prefix>.attn.c_attn.*, <prefix>.attn.c_proj.*, <prefix>.ln_2.*,
@@ -178,7 +180,8 @@ int amp_transformer_block_declare(amp_ctx *ctx, amp_transformer_block *b, const 
 /* PyTorch's defaults (nn.Linear's, nn.LayerNorm's) in declaration order. nanoGPT's own
  * initialization (N(0, 0.02), the residual projections scaled) is amp_init_normal on the fields. */
 int amp_transformer_block_init(amp_ctx *ctx, amp_transformer_block *b, amp_rng *rng);
-/* x [B, T, C] -> x + attn(ln_1(x)), then + mlp(ln_2(.)), mlp = c_proj(gelu(c_fc(.))) (exact GELU).
+/* x [B, T, C] -> x + attn(ln_1(x)), then + mlp(ln_2(.)), mlp = c_proj(gelu(c_fc(.))) (exact GELU, or
+ * its tanh approximation with b->gelu_tanh).
  * Under autocast with linear lowered and layer norm in fp32 (the default policy) each norm's result
  * is rounded to the autocast dtype directly (amp_layer_norm_to: the values of the cast the linear
  * would make). */

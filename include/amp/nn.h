@@ -1,4 +1,4 @@
-/* Models: the four architectures `amp train` trains, built from amp's ops.
+/* Models: the five architectures `amp train` trains, built from amp's ops.
  *
  *   mlp   Flatten, Linear(in,1024), ReLU, Linear(1024,1024), ReLU, Linear(1024,classes)
  *   cnn   Conv2d(C,32,5,padding=2), ReLU, MaxPool2d(2), Conv2d(32,64,5,padding=2), ReLU, MaxPool2d(2),
@@ -7,6 +7,10 @@
  *   gpt   character LM (nanoGPT's GPT): 4 layers, 4 heads, width 128, context 128, learned position
  *         embedding, pre-LayerNorm blocks (causal self-attention; MLP Linear(C,4C), GELU, Linear(4C,C)),
  *         final LayerNorm, untied Linear(C,vocab) head without bias; no dropout.
+ *   gpt2  GPT-2 (OpenAI's, as llm.c's train_gpt2.py): the gpt's blocks with GELU's tanh approximation,
+ *         the output head tied to the token embedding, whose table has vocab_padded rows (llm.c's Vp;
+ *         the head reads the first `vocab`); sizes 124m (default: 12 layers, 12 heads, width 768,
+ *         context 1024, vocabulary 50257 padded to 50304), 350m, 774m, 1558m (amp_model_gpt2_size).
  * The defaults are a contract (results compare with PyTorch on the same architecture); the sizes can be
  * overridden through amp_model_config.
  *
@@ -20,6 +24,9 @@
  *   gpt   nanoGPT's names without the "transformer." prefix: wte.weight, wpe.weight,
  *         h.<i>.ln_1.{weight,bias}, h.<i>.attn.c_attn.{weight [3C, C],bias}, h.<i>.attn.c_proj.*,
  *         h.<i>.ln_2.*, h.<i>.mlp.c_fc.*, h.<i>.mlp.c_proj.*, ln_f.{weight,bias}, lm_head.weight
+ *   gpt2  the gpt's names without lm_head.weight (tied: wte.weight [vocab_padded, C] is the head);
+ *         Hugging Face's GPT2LMHeadModel names them transformer.* with Conv1D weights [in, out] and
+ *         wte [vocab, C] (amp/llmc.h writes that layout)
  * Parameters are declared in that (state_dict) order, by the layers of amp/layers.h.
  *
  * Use:
@@ -50,7 +57,8 @@ extern "C" {
     X(AMP_MODEL_MLP, mlp)   \
     X(AMP_MODEL_CNN, cnn)   \
     X(AMP_MODEL_LSTM, lstm) \
-    X(AMP_MODEL_GPT, gpt)
+    X(AMP_MODEL_GPT, gpt)   \
+    X(AMP_MODEL_GPT2, gpt2)
 
 typedef enum amp_model_kind {
 #define AMP_MODEL_ENUM_ITEM_(kind, name) kind,
@@ -59,11 +67,11 @@ typedef enum amp_model_kind {
     AMP_MODEL_COUNT
 } amp_model_kind;
 
-/* "mlp", "cnn", "lstm", "gpt"; "invalid" outside the enum. */
+/* "mlp", "cnn", "lstm", "gpt", "gpt2"; "invalid" outside the enum. */
 const char *amp_model_kind_name(amp_model_kind kind);
 /* Parses a model name. Returns AMP_OK or AMP_ERR_INVALID_ARGUMENT. */
 int amp_model_kind_from_name(const char *name, amp_model_kind *out);
-/* True for the character language models (lstm, gpt). */
+/* True for the language models (lstm, gpt, gpt2). */
 bool amp_model_is_text(amp_model_kind kind);
 
 typedef struct amp_model_config {
@@ -81,12 +89,25 @@ typedef struct amp_model_config {
     int64_t embed;                                  /* lstm: embedding size (64) */
     int64_t layers, heads;                          /* gpt: 4, 4 (hidden % heads == 0) */
     amp_dtype param_dtype; /* storage dtype of the parameters (the precision preset's param_dtype); AMP_F32 */
+    /* gpt2: rows of the token embedding, >= vocab; 0 (the default): vocab rounded up to a multiple of
+     * 128, llm.c's Vp (50257 -> 50304). The rows past vocab are never looked up nor in the logits. */
+    int64_t vocab_padded;
+    /* gpt2: rows of the position embedding wpe, >= context (0, the default: context): llm.c's maxT, so
+     * a model made for 1024 positions trains on shorter windows (the first `context` rows are used) */
+    int64_t positions;
 } amp_model_config;
 
 typedef struct amp_model amp_model;
 
 /* The contract's defaults for `kind` (an invalid kind gives the mlp's config with kind unchanged). */
 amp_model_config amp_model_default_config(amp_model_kind kind);
+/* Sets cfg's layers, heads, hidden and context to GPT-2's released size `name`: "124m" (12, 12, 768),
+ * "350m" (24, 16, 1024), "774m" (36, 20, 1280), "1558m" (48, 25, 1600), context 1024 each; other fields
+ * unchanged. Returns AMP_OK, AMP_ERR_NULL_POINTER or AMP_ERR_INVALID_ARGUMENT (an unknown name). */
+int amp_model_gpt2_size(const char *name, amp_model_config *cfg);
+/* The rows of gpt2's token embedding for cfg: vocab_padded, or vocab rounded up to a multiple of 128
+ * when that is 0. 0 for a NULL cfg. */
+int64_t amp_model_padded_vocab(const amp_model_config *cfg);
 /* Validates cfg and declares the model's parameters in ctx (call before amp_ctx_alloc_params).
  * Returns AMP_OK, AMP_ERR_INVALID_ARGUMENT (a bad size, recorded in the context when ctx is given),
  * AMP_ERR_NULL_POINTER or AMP_ERR_OUT_OF_MEMORY. */
@@ -96,8 +117,9 @@ int amp_model_create(amp_ctx *ctx, const amp_model_config *cfg, amp_model **out)
  *   Linear and Conv2d: weight and bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (kaiming_uniform_ with
  *   a=sqrt(5), and the bias rule of nn.Linear.reset_parameters);
  *   Embedding: N(0, 1); LSTM: every tensor U(-1/sqrt(H), 1/sqrt(H));
- *   gpt: nanoGPT's _init_weights: Linear and Embedding weights N(0, 0.02), biases 0, the residual
- *   projections (c_proj) N(0, 0.02/sqrt(2*layers)), LayerNorm weight 1 and bias 0.
+ *   gpt, gpt2: nanoGPT's (llm.c's train_gpt2.py's) _init_weights: Linear and Embedding weights
+ *   N(0, 0.02), biases 0, the residual projections (c_proj) N(0, 0.02/sqrt(2*layers)), LayerNorm
+ *   weight 1 and bias 0 (gpt2: the tied wte once, all its vocab_padded rows).
  * Needs the parameters allocated. Returns AMP_OK, AMP_ERR_STATE (not allocated) or an error. */
 int amp_model_init(amp_model *m, uint64_t seed);
 /* The forward pass; returns the logits, or NULL with the error in ctx.

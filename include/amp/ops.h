@@ -29,6 +29,10 @@ amp_tensor *amp_reshape(amp_ctx *ctx, amp_tensor *x, int ndim, const int64_t *sh
 /* Flattens dims start_dim..last into one: [N,C,H,W] with start_dim 1 gives [N, C*H*W]. */
 amp_tensor *amp_flatten(amp_ctx *ctx, amp_tensor *x, int start_dim);
 amp_tensor *amp_transpose(amp_ctx *ctx, amp_tensor *x, int dim0, int dim1); /* a strided view */
+/* The first `rows` of x along dim 0 (0 <= rows <= x's first dim) as a view of x's leading elements (x
+ * made contiguous first); backward gives x the view's gradient on those rows and zeros on the rest.
+ * Recorded as AMP_OP_RESHAPE. (GPT-2's tied head: logits over the first V rows of a Vp-row table.) */
+amp_tensor *amp_narrow_rows(amp_ctx *ctx, amp_tensor *x, int64_t rows);
 amp_tensor *amp_concat(amp_ctx *ctx, amp_tensor *const *xs, int n, int dim);
 
 /* ---- elementwise, with NumPy/PyTorch broadcasting ---- */
@@ -39,6 +43,10 @@ amp_tensor *amp_div(amp_ctx *ctx, amp_tensor *a, amp_tensor *b);
 amp_tensor *amp_scale(amp_ctx *ctx, amp_tensor *x, float s); /* x * s */
 amp_tensor *amp_relu(amp_ctx *ctx, amp_tensor *x);
 amp_tensor *amp_gelu(amp_ctx *ctx, amp_tensor *x); /* exact: x/2 * (1 + erf(x/sqrt 2)), PyTorch's default */
+/* GELU's tanh approximation, F.gelu(x, approximate='tanh') (GPT-2's, llm.c's):
+ * x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), with PyTorch's backward formula. Recorded as
+ * AMP_OP_GELU (autocast treats it as gelu). */
+amp_tensor *amp_gelu_tanh(amp_ctx *ctx, amp_tensor *x);
 amp_tensor *amp_tanh(amp_ctx *ctx, amp_tensor *x);
 amp_tensor *amp_sigmoid(amp_ctx *ctx, amp_tensor *x);
 amp_tensor *amp_pow(amp_ctx *ctx, amp_tensor *x, float exponent);
@@ -77,6 +85,11 @@ amp_tensor *amp_linear_relu(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp
  * the pre-activation, and computes no erfc again); under autocast (a 16-bit linear) it is the pair.
  * Recorded as AMP_OP_LINEAR (the fp32 case); gradient hooks see the gelu's output gradient only. */
 amp_tensor *amp_linear_gelu(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias);
+/* amp_gelu_tanh(ctx, amp_linear(ctx, x, weight, bias)) as one op, the same values and gradients bit for
+ * bit, as amp_linear_gelu: in fp32 the activation and its derivative are computed in one pass after
+ * the product (the derivative kept for backward instead of the pre-activation); under autocast the
+ * pair. */
+amp_tensor *amp_linear_gelu_tanh(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias);
 /* amp_add(ctx, residual, amp_linear(ctx, x, weight, bias)) as one op (a transformer's residual
  * connection), with the same values and gradients bit for bit but NaN payloads and the sign of a zero
  * gradient (residual gets the output's gradient as it is, as PyTorch passes it on, where amp_add's

@@ -209,6 +209,24 @@ typedef struct amp_train_config {
      * one shard; here one may span two). Evaluation then reads eval_batches batches the same way
      * from the start of the held-out tokens, as llm.c's validation loader does. */
     amp_data_order data_order;
+
+    /* llm.c's model files (amp/llmc.h), for gpt2. init_from: start from that file's weights instead of
+     * amp_model_init's: the file's sizes (layers, heads, width, vocabulary, padded vocabulary, positions)
+     * replace model's, the context stays (at most the file's maxT) and the data's ids must fit its
+     * vocabulary. save_llmc: at the end (rank 0), write the weights in llm.c's layout, atomically, as
+     * version save_llmc_version (3: fp32, what llm.c's CPU trainer reads; 5: bf16), so llm.c continues
+     * where amp stopped. NULL: neither. */
+    const char *init_from;
+    const char *save_llmc;
+    int save_llmc_version; /* 0: 3 */
+    const char *save_hf;   /* gpt2: at the end (rank 0), the weights in Hugging Face's GPT2LMHeadModel
+                              layout (amp_llmc_save_hf), or NULL */
+
+    /* gpt, gpt2: at each evaluation, generate this many tokens greedily (amp/generate.h, the preset's
+     * autocast dtype) after the first held-out token and hand their text to the progress callback
+     * (sample_text), as llm.c prints a sample at each evaluation; the library prints nothing. 0
+     * (default): none. Other models ignore it. */
+    int64_t sample_tokens;
 } amp_train_config;
 
 #define AMP_TRAIN_BUCKET_BYTES ((size_t)1 << 20)
@@ -266,6 +284,11 @@ typedef struct amp_train_progress {
     /* The run's first callback only (else NULL): one line on where a text model's tokens came from,
        e.g. "BPE tokens reused from the cache FILE" (valid during the callback only). */
     const char *data_note;
+    /* is_eval with sample_tokens > 0 (gpt, gpt2): the sample's bytes (the first held-out token, then the
+       generated ones, spelled by the corpus's vocabulary; not NUL-terminated, maybe not UTF-8), valid
+       during the callback only; else NULL and 0 */
+    const char *sample_text;
+    size_t sample_bytes;
 } amp_train_progress;
 
 typedef struct amp_train_callbacks {

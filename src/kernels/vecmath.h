@@ -83,6 +83,21 @@ typedef struct amp_vmath_kernels {
 void amp_vmath_gelu_composed(const amp_vmath_kernels *k, float *y, const float *x, size_t n);
 void amp_vmath_gelu_grad_composed(const amp_vmath_kernels *k, float *dx, const float *g, const float *x, size_t n);
 
+/* GELU's tanh approximation (PyTorch's F.gelu(approximate='tanh'), GPT-2's and llm.c's), composed on a
+ * table's tanh kernel with PyTorch's formulas, per element, t = tanh(BETA * (x + KAPPA * x^3)):
+ *     y  = (0.5 * x) * (1 + t)
+ *     d  = 0.5 * (1 + t) + (0.5 * x) * (1 - t * t) * (BETA * (1 + 3 * KAPPA * x^2))
+ *     dx = g * d
+ * BETA = sqrt(2/pi), KAPPA = 0.044715. deriv writes y and d (y may equal x; d overlaps neither); grad
+ * is g times deriv's d, one fp32 multiply, so the fused linear's stored derivative gives its bits. The
+ * reference path's tanh is libm's tanhf; the SIMD paths' is theirs (within AMP_VECMATH_MAX_ULP). */
+#define AMP_VMATH_GELU_TANH_BETA 0.79788456080286535588f
+#define AMP_VMATH_GELU_TANH_KAPPA 0.044715f
+void amp_vmath_gelu_tanh_composed(const amp_vmath_kernels *k, float *y, const float *x, size_t n);
+void amp_vmath_gelu_tanh_deriv_composed(const amp_vmath_kernels *k, float *y, float *d, const float *x, size_t n);
+void amp_vmath_gelu_tanh_grad_composed(const amp_vmath_kernels *k, float *dx, const float *g, const float *x,
+                                       size_t n);
+
 /* Element i of a row as ce_stats and ce_grad read it: fp32, or (bf16) a bf16 pattern widened, exactly */
 static inline float amp_vmath_ce_at(const void *x, bool bf16, size_t i) {
     return bf16 ? amp_f32_from_bits(amp_bf16_decode(((const uint16_t *)x)[i])) : ((const float *)x)[i];

@@ -13,16 +13,8 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "nn_internal.h"
+#include "gpt_internal.h"
 #include "../core/alloc_internal.h"
-
-/* The layers in declaration order: the embeddings, the blocks (blocks[layers]), the tail. */
-typedef struct gpt_layers {
-    amp_embedding_layer wte, wpe;
-    amp_layer_norm_layer ln_f;
-    amp_linear_layer lm_head;
-    amp_transformer_block blocks[]; /* cfg.layers of them */
-} gpt_layers;
 
 static const float GPT_INIT_STD = 0.02f; /* nanoGPT's _init_weights */
 

@@ -106,6 +106,8 @@ amp_tensor *amp_linear_layer_forward_act(amp_ctx *ctx, const amp_linear_layer *l
         return amp_linear_relu(ctx, x, l->weight, l->bias);
     case AMP_ACT_GELU:
         return amp_linear_gelu(ctx, x, l->weight, l->bias);
+    case AMP_ACT_GELU_TANH:
+        return amp_linear_gelu_tanh(ctx, x, l->weight, l->bias);
     }
     nn_layer_fail(ctx, "amp_linear_layer_forward_act", "unknown activation %d", (int)act);
     return NULL;

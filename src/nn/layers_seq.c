@@ -123,6 +123,6 @@ amp_tensor *amp_transformer_block_forward(amp_ctx *ctx, const amp_transformer_bl
     x = amp_attention_layer_forward(ctx, &b->attn, h, x);
     if (!x) return NULL;
     h = nn_norm_for_linear(ctx, &b->ln_2, x);
-    h = amp_linear_layer_forward_act(ctx, &b->mlp_fc, h, AMP_ACT_GELU); /* [B, T, 4C] */
+    h = amp_linear_layer_forward_act(ctx, &b->mlp_fc, h, b->gelu_tanh ? AMP_ACT_GELU_TANH : AMP_ACT_GELU); /* [B, T, 4C] */
     return amp_linear_residual(ctx, h, b->mlp_proj.weight, b->mlp_proj.bias, x);
 }

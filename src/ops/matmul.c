@@ -9,6 +9,7 @@
 #include "../core/accumulate.h"
 #include "../core/parallel.h"
 #include "../gemm/gemm_fused.h"
+#include "../kernels/vecmath.h"
 #include "grad_sink_gemm.h"
 #include "op_util.h"
 
@@ -209,7 +210,10 @@ static bool linear_reads_in_place(const amp_tensor *x) {
 }
 
 /* The activation a linear applies to its output in its GEMM's epilogue (node i[3]). */
-typedef enum { ACT_NONE, ACT_RELU, ACT_GELU } linear_act;
+typedef enum { ACT_NONE, ACT_RELU, ACT_GELU, ACT_GELU_TANH } linear_act;
+
+/* The gelus: a derivative stored in forward, multiplied in backward */
+static bool act_is_gelu(int64_t act) { return act == ACT_GELU || act == ACT_GELU_TANH; }
 
 /* relu's gradient for amp_linear_relu: G = the output's gradient masked where the output y (stored in
  * dt, relu's result) is not positive, in scratch in dt: the gradient amp_relu's backward would have
@@ -252,6 +256,26 @@ static mat gelu_multiplied(amp_ctx *ctx, const amp_node *node, mat g, int64_t ro
     return (mat){dz, false, g.ld};
 }
 
+/* amp_linear_gelu_tanh's activation on the fp32 product (bias added), in place, with its derivative
+ * into d when d is not NULL: one pass after the GEMM (the tanh approximation has no epilogue of its
+ * own), split between threads; each element's bits depend on its value alone. */
+typedef struct gelu_tanh_job {
+    float *y, *d;
+} gelu_tanh_job;
+
+static void gelu_tanh_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
+    (void)thread_id;
+    const gelu_tanh_job *j = arg;
+    const amp_vmath_kernels *k = amp_vmath_active();
+    if (j->d) amp_vmath_gelu_tanh_deriv_composed(k, j->y + i0, j->d + i0, j->y + i0, (size_t)(i1 - i0));
+    else amp_vmath_gelu_tanh_composed(k, j->y + i0, j->y + i0, (size_t)(i1 - i0));
+}
+
+static void gelu_tanh_pass(float *y, float *d, int64_t n) {
+    gelu_tanh_job job = {y, d};
+    amp_parallel_range(n, GELU_MUL_MIN_PER_THREAD, 16, gelu_tanh_range, &job);
+}
+
 static void linear_backward(amp_ctx *ctx, amp_node *node);
 
 /* Whether x, the input of a linear whose backward is about to produce x's gradient, is the output of
@@ -284,13 +308,13 @@ static void linear_backward(amp_ctx *ctx, amp_node *node) {
     mat g = grad_matrix(ctx, node, out_f, dt);
     if (!g.data) return;
     if (act == ACT_RELU && !premasked && !(g = relu_masked(ctx, node, g, rows, out_f, dt)).data) return;
-    if (act == ACT_GELU && !premasked && !(g = gelu_multiplied(ctx, node, g, rows, out_f)).data) return;
+    if (act_is_gelu(act) && !premasked && !(g = gelu_multiplied(ctx, node, g, rows, out_f)).data) return;
     const mat wm = {w->data, false, in_f > 0 ? in_f : 1};
     /* dx [rows, in] = G [rows, out] W [out, in];  dW [out, in] = G^T [out, rows] x [rows, in] */
     if (x->requires_grad) {
         amp_node *p = act_premask_ok(ctx, x) ? x->grad_fn : NULL;
         if (gemm_grad(ctx, AMP_OP_LINEAR, dt, g, false, wm, false, rows, in_f, out_f, x,
-                      p && p->i[3] == ACT_RELU ? x : NULL, p && p->i[3] == ACT_GELU ? p->saved : NULL))
+                      p && p->i[3] == ACT_RELU ? x : NULL, p && act_is_gelu(p->i[3]) ? p->saved : NULL))
             return;
         if (p) p->i[4] = 1;
     }
@@ -368,7 +392,8 @@ static amp_tensor *linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_t
     if (!(x = amp_contiguous(ctx, x)) || !(weight = amp_contiguous(ctx, weight))) return NULL;
     /* gelu in the epilogue where the linear's result is fp32 (its bits there are amp_gelu's on it);
      * under autocast amp_gelu on the rounded output, as the unfused pair computes it */
-    const bool gelu_after = act == ACT_GELU && dt != AMP_F32;
+    const bool gelu_after = act_is_gelu(act) && dt != AMP_F32;
+    const bool tanh_after = gelu_after && act == ACT_GELU_TANH;
     if (gelu_after) act = ACT_NONE;
     const int64_t rows = amp_shape_numel(x->ndim - 1, x->shape);
     int64_t shape[AMP_MAX_DIMS];
@@ -382,7 +407,7 @@ static amp_tensor *linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_t
     /* gelu's derivative at the pre-activation, for backward (which then needs neither erfc again nor the
      * pre-activation): in the arena, where the unfused pair kept the pre-activation */
     float *deriv = NULL;
-    if (act == ACT_GELU && amp_autograd_will_record(ctx, in, n_in) &&
+    if (act_is_gelu(act) && amp_autograd_will_record(ctx, in, n_in) &&
         !(deriv = amp_ctx_alloc(ctx, (size_t)(rows * out_f > 0 ? rows * out_f : 1) * sizeof(float))))
         return NULL;
     amp_arena_mark mk = amp_scratch_mark(ctx);
@@ -394,7 +419,7 @@ static amp_tensor *linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_t
     const amp_gemm_epilogue ep = {.bias = bv,
                                   .relu = act == ACT_RELU,
                                   .gelu = act == ACT_GELU,
-                                  .gelu_deriv = deriv,
+                                  .gelu_deriv = act == ACT_GELU ? deriv : NULL,
                                   .ldderiv = ldc,
                                   .residual = res ? res->data : NULL,
                                   .ldres = ldc,
@@ -407,6 +432,7 @@ static amp_tensor *linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_t
         int st = amp_gemm_fused(dt, false, true, rows, out_f, in_f, 1.0f, xd, in_f > 0 ? in_f : 1, weight->data,
                                 in_f > 0 ? in_f : 1, 0.0f, c, ldc, bv || act != ACT_NONE || ep.out || res ? &ep : NULL);
         if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(AMP_OP_LINEAR), amp_status_str(st));
+        else if (act == ACT_GELU_TANH) gelu_tanh_pass(c, deriv, rows * out_f);
     }
     amp_scratch_release(ctx, mk);
     if (ctx->status != AMP_OK) return NULL;
@@ -415,7 +441,8 @@ static amp_tensor *linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_t
         node->i[0] = rows, node->i[1] = in_f, node->i[2] = out_f, node->i[3] = act, node->i[5] = res != NULL;
         node->saved = deriv;
     }
-    return gelu_after ? amp_gelu(ctx, out) : out;
+    if (!gelu_after) return out;
+    return tanh_after ? amp_gelu_tanh(ctx, out) : amp_gelu(ctx, out);
 }
 
 amp_tensor *amp_linear(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias) {
@@ -428,6 +455,10 @@ amp_tensor *amp_linear_relu(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp
 
 amp_tensor *amp_linear_gelu(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias) {
     return linear(ctx, x, weight, bias, ACT_GELU, NULL);
+}
+
+amp_tensor *amp_linear_gelu_tanh(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias) {
+    return linear(ctx, x, weight, bias, ACT_GELU_TANH, NULL);
 }
 
 amp_tensor *amp_linear_residual(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias,

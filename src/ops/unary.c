@@ -4,7 +4,8 @@
  * What backward reads (nothing is copied for it: the node already holds both tensors, which live in
  * the arena until amp_ctx_reset):
  *   exp: the output y (node->out), as PyTorch does: exp' = y, one rounding away from exact.
- *   the others: the input x (node->in[0]); pow's exponent in node->f[0]. tanh and sigmoid too, unlike
+ *   the others: the input x (node->in[0]); pow's exponent in node->f[0]; gelu's variant in node->i[0]
+ *     (1: the tanh approximation). tanh and sigmoid too, unlike
  *     PyTorch's 1 - y^2 and y(1-y): near saturation those cancel, and with y rounded to f16/bf16 the
  *     derivative loses most of its digits (bf16, x = 4: y(1-y) is off by up to 11%); from x,
  *     sigmoid' = e/(1+e)^2 with e = exp(-|x|) (and tanh'(x) = 4 sigmoid'(2x)) has no cancellation.
@@ -52,8 +53,9 @@ static void unary_grad(const amp_node *node, float *dx, const float *g, const fl
         /* PyTorch's threshold_backward: 0 where x <= 0 (x = 0 included), g elsewhere (NaN x passes g) */
         for (int64_t i = 0; i < n; i++) dx[i] = v[i] <= 0.0f ? 0.0f : g[i];
         break;
-    case AMP_OP_GELU: /* d/dx x Phi(x) = Phi(x) + x phi(x) */
-        amp_vmath_active()->gelu_grad(dx, g, v, (size_t)n);
+    case AMP_OP_GELU: /* d/dx x Phi(x) = Phi(x) + x phi(x); i[0]: the tanh approximation (vecmath.h) */
+        if (node->i[0]) amp_vmath_gelu_tanh_grad_composed(amp_vmath_active(), dx, g, v, (size_t)n);
+        else amp_vmath_active()->gelu_grad(dx, g, v, (size_t)n);
         break;
     case AMP_OP_TANH: /* 1 - tanh^2 = 4 e/(1+e)^2, e = exp(-2|x|) */
         for (int64_t i = 0; i < n; i++) dx[i] = g[i] * (4.0f * sigmoid_grad_f32(2.0f * v[i]));
@@ -176,6 +178,7 @@ typedef struct map_job {
     float *y;
     const float *x;
     float exponent;
+    bool gelu_tanh; /* AMP_OP_GELU: the tanh approximation */
 } map_job;
 
 static void map_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
@@ -189,7 +192,8 @@ static void map_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
         for (int64_t i = 0; i < n; i++) y[i] = (xv[i] > 0.0f || isnan(xv[i])) ? xv[i] : 0.0f;
         break;
     case AMP_OP_GELU:
-        amp_vmath_active()->gelu(y, xv, (size_t)n);
+        if (j->gelu_tanh) amp_vmath_gelu_tanh_composed(amp_vmath_active(), y, xv, (size_t)n);
+        else amp_vmath_active()->gelu(y, xv, (size_t)n);
         break;
     case AMP_OP_TANH:
         amp_vmath_active()->tanh(y, xv, (size_t)n);
@@ -209,7 +213,8 @@ static void map_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
     }
 }
 
-static amp_tensor *unary(amp_ctx *ctx, amp_op op, amp_tensor *x, float exponent) {
+/* gelu_tanh: AMP_OP_GELU's tanh approximation (recorded in the node's i[0]) */
+static amp_tensor *unary_op(amp_ctx *ctx, amp_op op, amp_tensor *x, float exponent, bool gelu_tanh) {
     if (!amp_op_input_ok(ctx, op, x) || !amp_autocast_inputs(ctx, op, &x, 1)) return NULL;
     amp_tensor *out = amp_ctx_new_tensor(ctx, x->dtype, x->ndim, x->shape, true);
     if (!out) return NULL;
@@ -233,17 +238,22 @@ static amp_tensor *unary(amp_ctx *ctx, amp_op op, amp_tensor *x, float exponent)
         amp_scratch_release(ctx, m);
         return NULL;
     }
-    map_job job = {op, y, xv, exponent};
+    map_job job = {op, y, xv, exponent, gelu_tanh};
     amp_parallel_range(n, UNARY_MIN_PER_THREAD, 16, map_range, &job);
     if (x->dtype != AMP_F32) amp_store_f32(ctx, out, y);
     amp_scratch_release(ctx, m);
     amp_node *node = amp_autograd_record(ctx, op, x->dtype, out, &x, 1, unary_backward);
-    if (node) node->f[0] = exponent;
+    if (node) node->f[0] = exponent, node->i[0] = gelu_tanh;
     return out;
+}
+
+static amp_tensor *unary(amp_ctx *ctx, amp_op op, amp_tensor *x, float exponent) {
+    return unary_op(ctx, op, x, exponent, false);
 }
 
 amp_tensor *amp_relu(amp_ctx *ctx, amp_tensor *x) { return unary(ctx, AMP_OP_RELU, x, 0.0f); }
 amp_tensor *amp_gelu(amp_ctx *ctx, amp_tensor *x) { return unary(ctx, AMP_OP_GELU, x, 0.0f); }
+amp_tensor *amp_gelu_tanh(amp_ctx *ctx, amp_tensor *x) { return unary_op(ctx, AMP_OP_GELU, x, 0.0f, true); }
 amp_tensor *amp_tanh(amp_ctx *ctx, amp_tensor *x) { return unary(ctx, AMP_OP_TANH, x, 0.0f); }
 amp_tensor *amp_sigmoid(amp_ctx *ctx, amp_tensor *x) { return unary(ctx, AMP_OP_SIGMOID, x, 0.0f); }
 amp_tensor *amp_pow(amp_ctx *ctx, amp_tensor *x, float exponent) { return unary(ctx, AMP_OP_POW, x, exponent); }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "amp/checkpoint.h"
+#include "amp/vocab.h"
 #include "train_internal.h"
 #include "../core/alloc_internal.h"
 
@@ -26,6 +27,7 @@ enum { SLOT_DATA_SEED, SLOT_DATA_EPOCH, SLOT_DATA_POS, SLOT_TEXT_SEED, SLOT_TEXT
 #define K_GLAST "train.grad_last"   /* step, scale bits, count, zeros, nonfinite, the three fractions' bits */
 #define K_USTATS "train.update_stats" /* stalled-update samples and sum's bits, activation-underflow sum's bits */
 #define K_GHIST "train.grad_hist"   /* the latest histogram's AMP_GRAD_HIST_BINS counts */
+#define K_SIZES "train.model_sizes" /* the model's sizes (sample.c), for loading it without the data */
 
 static uint64_t dbits(double v) {
     uint64_t u;
@@ -108,6 +110,12 @@ int amp_train_save_checkpoint(amp_train_run_state *r) {
     hist[0] = '\0';
     for (int k = 0; k < AMP_GRAD_HIST_BINS; k++) put_u64(hist, AMP_GRAD_HIST_BINS * 21 + 1, &len, (uint64_t)g->bins[k], false);
 
+    char sizes[256], *vocab = NULL;
+    const char *pattern = NULL;
+    if (amp_train_model_meta(r, sizes, sizeof sizes, &vocab, &pattern) != AMP_OK) {
+        amp_free(hist);
+        return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "%s: cannot store the vocabulary", c->checkpoint);
+    }
     const amp_st_meta user[] = {
         {K_MODEL, amp_model_kind_name(c->model.kind)},
         {K_PRECISION, r->prec->name},
@@ -120,12 +128,17 @@ int amp_train_save_checkpoint(amp_train_run_state *r) {
         {K_USTATS, ustats},
         {K_GLAST, glast},
         {K_GHIST, hist},
+        {K_SIZES, sizes},
+        {AMP_VOCAB_META_KEY, vocab ? vocab : ""},
+        {AMP_VOCAB_PATTERN_META_KEY, pattern ? pattern : ""},
     };
     info.user = user;
-    info.n_user = sizeof user / sizeof user[0];
+    /* the vocabulary and its pattern last, each only when there is one (a pattern implies a vocabulary) */
+    info.n_user = sizeof user / sizeof user[0] - (vocab ? 0 : 1) - (pattern && vocab ? 0 : 1);
     char msg[400];
     const int st = amp_checkpoint_save(c->checkpoint, r->ctx, r->opt, r->scaler, &info, msg, sizeof msg);
     amp_free(hist);
+    amp_vocab_meta_free(vocab);
     if (st != AMP_OK) return amp_train_fail(r, st, "checkpoint: %s", msg);
     return AMP_OK;
 }

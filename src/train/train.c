@@ -58,6 +58,7 @@ amp_train_config amp_train_default_config(amp_model_kind kind) {
         .check_replicas_every = 0,
         .inject_nonfinite = 0.0,
         .inject_rank = -1,
+        .sample_tokens = 0,
     };
     c.optim.lr = text ? AMP_TRAIN_TEXT_LR : AMP_TRAIN_IMAGE_LR;
     if (!text) c.optim.momentum = 0.9f;
@@ -393,6 +394,7 @@ static int setup(amp_train_run_state *r) {
         if (c->eval && r->test_set.classes > classes) classes = r->test_set.classes;
         c->model.classes = classes;
     }
+    if ((st = amp_train_llmc_configure(r)) != AMP_OK) return st;
     amp_ctx_config cc = amp_ctx_default_config();
     cc.seed = c->seed;
     st = amp_ctx_create(&cc, &r->ctx);
@@ -404,6 +406,7 @@ static int setup(amp_train_run_state *r) {
     st = amp_ctx_alloc_params(r->ctx);
     if (st == AMP_OK) st = amp_model_init(r->model, c->seed);
     if (st != AMP_OK) return amp_train_fail(r, st, "cannot initialise the model: %s", amp_status_str(st));
+    if ((st = amp_train_llmc_load(r)) != AMP_OK) return st;
     st = amp_optimizer_create(r->ctx, &c->optim, &r->opt);
     if (st != AMP_OK) return amp_train_fail(r, st, "optimizer: %s (check lr, momentum, weight decay)", amp_status_str(st));
 
@@ -651,7 +654,12 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
             p.test_loss = test_loss;
             p.test_accuracy = acc;
             p.bits_per_char = result->bits_per_char;
+            char *sample = NULL;
+            if (cb && cb->progress && (st = amp_train_sample(&r, &sample, &p.sample_bytes)) != AMP_OK) break;
+            p.sample_text = sample;
             if (cb && cb->progress) cb->progress(&p, cb->user);
+            amp_free(sample);
+            p.sample_text = NULL, p.sample_bytes = 0;
         }
         if (c->checkpoint && r.rank == 0 && c->checkpoint_every > 0 && done % c->checkpoint_every == 0 && done != total) {
             r.step = done; /* the state after `done` steps */
@@ -661,6 +669,7 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
         }
     }
     if (st == AMP_OK && c->checkpoint && r.rank == 0 && last_saved != r.step) st = amp_train_save_checkpoint(&r);
+    if (st == AMP_OK && r.rank == 0) st = amp_train_llmc_save(&r);
     result->steps = r.step;
     result->epochs = (r.step + steps_per_epoch - 1) / steps_per_epoch;
     result->skipped_steps = r.skipped;

@@ -102,6 +102,24 @@ int amp_train_fail(amp_train_run_state *r, int status, const char *fmt, ...)
 int amp_train_save_checkpoint(amp_train_run_state *r);
 int amp_train_resume(amp_train_run_state *r);
 
+/* llm.c's model files (llmc_run.c): cfg.init_from's sizes into cfg.model (after the data set the
+ * vocabulary; before the model is made), its weights into the made model (before the optimizer copies
+ * them), and cfg.save_llmc and cfg.save_hf written from the trained one. Each is AMP_OK when the path is NULL. */
+int amp_train_llmc_configure(amp_train_run_state *r);
+int amp_train_llmc_load(amp_train_run_state *r);
+int amp_train_llmc_save(amp_train_run_state *r);
+
+/* Generation (sample.c). model_meta: the model's sizes as "vocab=V,context=T,hidden=C,layers=L,
+ * heads=H,embed=E,vocab_padded=P,positions=N" into sizes; for text models whose tokens spell bytes,
+ * the corpus's vocabulary as amp/vocab.h's metadata value into *vocab (amp_vocab_meta_free; else
+ * NULL) and, for BPE, the pattern's name into *pattern (else NULL). AMP_OK or amp_vocab_to_meta's
+ * status. sample: cfg.sample_tokens greedy tokens of the gpt or gpt2 after the first held-out token,
+ * spelled into *text (*bytes bytes, amp_free; NULL and 0 when there is nothing to sample); resets the
+ * context. AMP_OK or an error reported in r->err. */
+int amp_train_model_meta(const amp_train_run_state *r, char *sizes, size_t sizes_len, char **vocab,
+                         const char **pattern);
+int amp_train_sample(amp_train_run_state *r, char **text, size_t *bytes);
+
 /* Gradient statistics (grad_stats.c): true when step `done` (1-based) is sampled; samples the
  * gradients now in the parameters (carrying loss scale `scale`) into r->gs_last and the sums. */
 bool amp_train_grad_stats_due(const amp_train_run_state *r, int64_t done);

@@ -17,6 +17,7 @@ int amp_cmd_compare(int argc, char **argv);
 int amp_cmd_tokenizer(int argc, char **argv);
 int amp_cmd_tokenize(int argc, char **argv);
 int amp_cmd_detokenize(int argc, char **argv);
+int amp_cmd_sample(int argc, char **argv);
 
 /* Set only by the argument fuzzer (fuzz/fuzz_cli_args.c): each command returns AMP_EXIT_OK as soon as
  * its arguments are parsed and checked, before it opens a file, trains or measures anything. */

@@ -23,6 +23,7 @@ static const struct {
     {"tokenizer", amp_cmd_tokenizer, "train a byte-level BPE (tiktoken's rank format): `amp tokenizer train`"},
     {"tokenize", amp_cmd_tokenize, "encode text files with BPE ranks into an llm.c token shard"},
     {"detokenize", amp_cmd_detokenize, "decode a token shard back to text"},
+    {"sample", amp_cmd_sample, "generate text with a trained gpt checkpoint (key/value cache, temperature, top-k)"},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 

@@ -16,6 +16,8 @@
 
 /* Plain (non-terminal) progress: about this many lines per run, plus one per evaluation. */
 #define PLAIN_PROGRESS_LINES 20
+/* gpt, gpt2: tokens of the sample printed after each evaluation (--sample-tokens). */
+#define DEFAULT_SAMPLE_TOKENS 64
 /* The terminal line is redrawn at most this often (seconds). */
 #define LIVE_REFRESH_SECONDS 0.1
 
@@ -67,6 +69,15 @@ static void print_help(void) {
            "  --threads N        threads (default: AMP_NUM_THREADS or the online cores)\n"
            "  --hidden N, --layers N, --heads N, --context N, --embed N\n"
            "                     override the model's sizes (see `amp/nn.h`; defaults are PyTorch-comparable)\n"
+           "  --size S           gpt2: 124m (default), 350m, 774m or 1558m (GPT-2's released sizes; the flags\n"
+           "                     above override its layers, heads, width and context)\n"
+           "  --beta1 X, --beta2 X, --eps X\n"
+           "                     Adam and AdamW: the moments' decay rates (0.9, 0.999) and eps (1e-8)\n"
+           "  --init-from FILE   gpt2: start from an llm.c model file (gpt2_124M.bin: its sizes and weights;\n"
+           "                     --context may be shorter than its positions)\n"
+           "  --save-llmc FILE   gpt2: at the end, write the weights as an llm.c model file (atomically)\n"
+           "  --save-llmc-version N  3 (fp32, default; llm.c's CPU trainer reads it) or 5 (bf16)\n"
+           "  --save-hf FILE     gpt2: at the end, the weights as Hugging Face's GPT2LMHeadModel safetensors\n"
            "  --eval-batches N   text models: held-out batches per evaluation (default %d)\n"
            "  --no-eval          skip evaluation\n"
            "  --detect-anomaly   stop at the first op whose output (or parameter gradient, without a scaler)\n"
@@ -78,6 +89,8 @@ static void print_help(void) {
            "                     the learning rate is constant; a cosine decay spans the total given)\n"
            "  --grad-stats-every N  gradient magnitude statistics every N steps (0: never; default: steps\n"
            "                     1, 2, 4, ... then every quarter epoch)\n"
+           "  --sample-tokens N  gpt, gpt2: after each evaluation, print N tokens generated greedily after the first\n"
+           "                     held-out token (stderr, with the progress; 0: none; default %d)\n"
            "  --json             the last line of stdout is one JSON object with the results\n"
            "  --quiet            no progress on stderr\n"
            "  --report DIR       write metrics.jsonl, loss / loss-scale / gradient-histogram plots (PNG, SVG) and\n"
@@ -93,7 +106,7 @@ static void print_help(void) {
            "Same seed and thread count give bit-identical runs. Exit status: 0 success, 1 failure while\n"
            "training, 2 bad usage or bad data.\n",
            amp_cli_model_names(names, sizeof names, "|", NULL), amp_cli_model_help(models, sizeof models),
-           AMP_IMAGE_DATASET_DEFAULT_DIR, AMP_TEXT_CORPUS_DEFAULT_PATH, AMP_TRAIN_EVAL_BATCHES);
+           AMP_IMAGE_DATASET_DEFAULT_DIR, AMP_TEXT_CORPUS_DEFAULT_PATH, AMP_TRAIN_EVAL_BATCHES, DEFAULT_SAMPLE_TOKENS);
 }
 
 /* ---- progress ----------------------------------------------------------------------------------- */
@@ -115,6 +128,19 @@ static void format_eta(double s, char *buf, size_t size) {
         snprintf(buf, size, "%ldm%02lds", t / 60, t % 60);
 }
 
+/* The evaluation's sample on stderr: "sample: " and the text, control bytes other than newline and
+ * tab shown as \xNN so that a sample cannot drive the terminal. */
+static void print_sample(const char *text, size_t n) {
+    fputs("sample: ", stderr);
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)text[i];
+        if (c < 32 && c != '\n' && c != '\t') fprintf(stderr, "\\x%02x", c);
+        else if (c == 127) fputs("\\x7f", stderr);
+        else fputc(c, stderr);
+    }
+    fputc('\n', stderr);
+}
+
 static void on_progress(const amp_train_progress *p, void *user) {
     progress_state *ps = user;
     if (ps->quiet) return;
@@ -126,6 +152,7 @@ static void on_progress(const amp_train_progress *p, void *user) {
         else if (ps->text)
             fprintf(stderr, "epoch %lld/%lld  step %lld  test loss %.4f  bits/char %.4f\n", (long long)p->epoch,
                     (long long)p->epochs, (long long)p->step, p->test_loss, p->bits_per_char);
+        if (p->sample_text) print_sample(p->sample_text, p->sample_bytes);
         else
             fprintf(stderr, "epoch %lld/%lld  step %lld  test loss %.4f  accuracy %.2f%%\n", (long long)p->epoch,
                     (long long)p->epochs, (long long)p->step, p->test_loss, 100.0 * p->test_accuracy);
@@ -181,8 +208,8 @@ typedef struct train_options {
     amp_train_config cfg;
     bool json, quiet;
     const char *report_dir; /* --report DIR, or NULL */
-    bool have_lr, have_wd, have_momentum;
-    double lr, wd, momentum;
+    bool have_lr, have_wd, have_momentum, have_beta1, have_beta2, have_eps;
+    double lr, wd, momentum, beta1, beta2, eps;
 } train_options;
 
 /* Applies the flag `a` (one that takes a value) with its value `v`. Returns AMP_EXIT_OK, or the
@@ -237,6 +264,27 @@ static int parse_value(const char *a, const char *v, train_options *o) {
         NEED_DOUBLE();
         if (d < 0) return amp_usage_error("train", "--weight-decay must be >= 0, not '%s'", v);
         o->wd = d, o->have_wd = true;
+    } else if (strcmp(a, "--beta1") == 0 || strcmp(a, "--beta2") == 0) {
+        NEED_DOUBLE();
+        if (!(d >= 0 && d < 1)) return amp_usage_error("train", "%s wants a number in [0, 1), not '%s'", a, v);
+        if (a[6] == '1') o->beta1 = d, o->have_beta1 = true;
+        else o->beta2 = d, o->have_beta2 = true;
+    } else if (strcmp(a, "--eps") == 0) {
+        NEED_DOUBLE();
+        if (d < 0) return amp_usage_error("train", "--eps must be >= 0, not '%s'", v);
+        o->eps = d, o->have_eps = true;
+    } else if (strcmp(a, "--init-from") == 0) {
+        cfg->init_from = v;
+    } else if (strcmp(a, "--save-llmc") == 0) {
+        cfg->save_llmc = v;
+    } else if (strcmp(a, "--save-hf") == 0) {
+        cfg->save_hf = v;
+    } else if (strcmp(a, "--save-llmc-version") == 0) {
+        NEED_LONG(3, 5);
+        if (n == 4) return amp_usage_error("train", "--save-llmc-version wants 3 (fp32) or 5 (bf16), not '%s'", v);
+        cfg->save_llmc_version = (int)n;
+    } else if (strcmp(a, "--size") == 0) {
+        /* applied before the other flags (amp_train_apply_size), so that theirs override it */
     } else if (strcmp(a, "--clip") == 0) {
         NEED_DOUBLE();
         if (d < 0) return amp_usage_error("train", "--clip must be >= 0, not '%s'", v);
@@ -269,6 +317,9 @@ static int parse_value(const char *a, const char *v, train_options *o) {
     } else if (strcmp(a, "--bucket-kb") == 0) {
         NEED_LONG(1, 1L << 30);
         cfg->bucket_bytes = (size_t)n << 10;
+    } else if (strcmp(a, "--sample-tokens") == 0) {
+        NEED_LONG(0, 1L << 20);
+        cfg->sample_tokens = n;
     }
 #undef NEED_LONG
 #undef NEED_DOUBLE
@@ -280,7 +331,10 @@ static int parse_value(const char *a, const char *v, train_options *o) {
 static int parse_options(int argc, char **argv, amp_model_kind kind, train_options *o) {
     *o = (train_options){.cfg = amp_train_default_config(kind)};
     o->cfg.precision = AMP_PRECISION_AMP_FP16;
+    o->cfg.sample_tokens = kind == AMP_MODEL_GPT || kind == AMP_MODEL_GPT2 ? DEFAULT_SAMPLE_TOKENS : 0;
     amp_train_config *cfg = &o->cfg;
+    const int size_st = amp_train_apply_size("train", argc, argv, &cfg->model);
+    if (size_st >= 0) return size_st;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--json") == 0) { o->json = true; continue; }
@@ -297,7 +351,9 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
                                                  "--momentum", "--weight-decay", "--clip", "--checkpoint",
                                                  "--checkpoint-every", "--resume", "--grad-stats-every",
                                                  "--inject-nonfinite", "--inject-rank", "--allreduce-dtype",
-                                                 "--check-replicas", "--bucket-kb"};
+                                                 "--check-replicas", "--bucket-kb", "--size", "--beta1", "--beta2",
+                                                 "--eps", "--init-from", "--save-llmc", "--save-llmc-version",
+                                                 "--save-hf", "--sample-tokens"};
         bool known = amp_train_is_shared_flag(a);
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
         if (!known) return amp_usage_error("train", "unknown option '%s'", a);
@@ -308,7 +364,14 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
     if (o->have_lr) cfg->optim.lr = (float)o->lr;
     if (o->have_momentum) cfg->optim.momentum = (float)o->momentum;
     if (o->have_wd) cfg->optim.weight_decay = (float)o->wd;
+    if (o->have_beta1) cfg->optim.beta1 = (float)o->beta1;
+    if (o->have_beta2) cfg->optim.beta2 = (float)o->beta2;
+    if (o->have_eps) cfg->optim.eps = (float)o->eps;
+    if ((o->have_beta1 || o->have_beta2 || o->have_eps) && cfg->optim.kind == AMP_OPTIM_SGD)
+        return amp_usage_error("train", "--beta1, --beta2 and --eps apply to adam and adamw only");
     if (cfg->checkpoint_every > 0 && !cfg->checkpoint) return amp_usage_error("train", "--checkpoint-every needs --checkpoint FILE");
+    if ((cfg->init_from || cfg->save_llmc || cfg->save_hf) && cfg->model.kind != AMP_MODEL_GPT2)
+        return amp_usage_error("train", "--init-from, --save-llmc and --save-hf apply to --model gpt2 only");
     if (o->have_momentum && cfg->optim.kind != AMP_OPTIM_SGD)
         return amp_usage_error("train", "--momentum applies to sgd only");
     return -1;
@@ -350,6 +413,7 @@ int amp_cmd_train(int argc, char **argv) {
 static int run_and_print(amp_train_config *cfgp, amp_model_kind kind, bool quiet, bool json, const char *report_dir,
                          amp_train_result *resultp, char *err, size_t err_size) {
     amp_train_config cfg = *cfgp;
+    if (quiet) cfg.sample_tokens = 0; /* nobody would see it */
     amp_train_result result;
     char rank_tag[32] = "";
     if (cfg.comm && cfg.comm->size > 1) snprintf(rank_tag, sizeof rank_tag, "rank %d: ", cfg.comm->rank);

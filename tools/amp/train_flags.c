@@ -146,3 +146,13 @@ int amp_train_first_pass(const char *command, int argc, char **argv, void (*help
     }
     return -1;
 }
+
+int amp_train_apply_size(const char *command, int argc, char **argv, amp_model_config *model) {
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--size") != 0) continue;
+        if (model->kind != AMP_MODEL_GPT2) return amp_usage_error(command, "--size applies to --model gpt2 only");
+        if (amp_model_gpt2_size(argv[i + 1], model) != AMP_OK)
+            return amp_usage_error(command, "--size wants 124m, 350m, 774m or 1558m, not '%s'", argv[i + 1]);
+    }
+    return -1;
+}

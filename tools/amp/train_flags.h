@@ -33,5 +33,9 @@ bool amp_train_is_shared_flag(const char *flag);
 /* Applies one shared flag and its value to cfg: AMP_EXIT_OK, or AMP_EXIT_USAGE after printing the
  * one-line error for `command`. Call only when amp_train_is_shared_flag(flag). */
 int amp_train_shared_flag(const char *command, const char *flag, const char *value, amp_train_config *cfg);
+/* --size S (gpt2's released sizes, amp_model_gpt2_size) applied to model before the other flags, so
+ * that --layers, --heads, --hidden and --context override it. Returns -1 to go on, or AMP_EXIT_USAGE
+ * after a one-line error (an unknown size, or a model other than gpt2). */
+int amp_train_apply_size(const char *command, int argc, char **argv, amp_model_config *model);
 
 #endif

@@ -1,0 +1,154 @@
+/* gpt2: GPT-2 as OpenAI released it and llm.c trains it (train_gpt2.py's GPT, dropout 0):
+ *     x = wte(tokens) + wpe(positions)
+ *     per block: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))
+ *         attn: c_attn (C -> 3C) split into q, k, v; causal scaled-dot-product attention; c_proj
+ *         mlp:  c_proj(gelu_tanh(c_fc(x))), GELU's tanh approximation (F.gelu(approximate='tanh'))
+ *     logits = ln_f(x) wte[:V]^T: the output head is the token embedding itself (tied: one parameter,
+ *         whose gradient sums both uses)
+ * LayerNorm eps 1e-5. wpe has `positions` rows (llm.c's maxT; default: context), of which a window of
+ * `context` tokens reads the first context. The embedding table has vocab_padded >= V rows, as llm.c pads V = 50257 to
+ * Vp = 50304 (a multiple of 128); the head reads its first V rows only (amp_narrow_rows), so the
+ * logits are [B*T, V], the padded rows never enter a softmax and get no gradient (llm.c computes
+ * the padded logits and leaves them out of the softmax: the same numbers).
+ *
+ * Sizes (amp_model_gpt2_size): 124m (the default) 12 layers, 12 heads, width 768; 350m 24/16/1024;
+ * 774m 36/20/1280; 1558m 48/25/1600; context 1024 each.
+ *
+ * Built on the gpt's layer structs (gpt_internal.h): the same embeddings, blocks (with gelu_tanh set)
+ * and final norm; lm_head stays empty (NULL weight): the head is wte. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gpt_internal.h"
+#include "../core/alloc_internal.h"
+
+static const float GPT2_INIT_STD = 0.02f; /* train_gpt2.py's _init_weights */
+enum { GPT2_VOCAB = 50257, GPT2_PAD_MULTIPLE = 128 };
+
+static void gpt2_defaults(amp_model_config *c) {
+    c->vocab = GPT2_VOCAB, c->context = 1024, c->hidden = 768, c->layers = 12, c->heads = 12;
+    c->vocab_padded = 0, c->positions = 0;
+}
+
+int64_t amp_model_padded_vocab(const amp_model_config *c) {
+    if (!c) return 0;
+    if (c->vocab_padded > 0) return c->vocab_padded;
+    return (c->vocab + GPT2_PAD_MULTIPLE - 1) / GPT2_PAD_MULTIPLE * GPT2_PAD_MULTIPLE;
+}
+
+static const struct {
+    const char *name;
+    int64_t layers, heads, hidden;
+} gpt2_sizes[] = {
+    {"124m", 12, 12, 768},
+    {"350m", 24, 16, 1024},
+    {"774m", 36, 20, 1280},
+    {"1558m", 48, 25, 1600},
+};
+
+int amp_model_gpt2_size(const char *name, amp_model_config *cfg) {
+    if (!name || !cfg) return AMP_ERR_NULL_POINTER;
+    for (size_t i = 0; i < sizeof gpt2_sizes / sizeof gpt2_sizes[0]; i++)
+        if (!strcmp(name, gpt2_sizes[i].name)) {
+            cfg->layers = gpt2_sizes[i].layers, cfg->heads = gpt2_sizes[i].heads;
+            cfg->hidden = gpt2_sizes[i].hidden, cfg->context = 1024;
+            return AMP_OK;
+        }
+    return AMP_ERR_INVALID_ARGUMENT;
+}
+
+static int gpt2_validate(amp_ctx *ctx, const amp_model_config *c) {
+    NN_NEED(ctx, c->layers > 0 && c->layers <= 1000 && c->heads > 0 && c->hidden % c->heads == 0,
+            "gpt2: %lld layers, %lld heads for width %lld (the width must divide by the heads)", (long long)c->layers,
+            (long long)c->heads, (long long)c->hidden);
+    NN_NEED(ctx, c->vocab_padded == 0 || (c->vocab_padded >= c->vocab && c->vocab_padded <= NN_SIZE_CAP),
+            "gpt2: padded vocabulary %lld below the vocabulary %lld", (long long)c->vocab_padded, (long long)c->vocab);
+    NN_NEED(ctx, c->positions == 0 || (c->positions >= c->context && c->positions <= 65536),
+            "gpt2: %lld positions for a context of %lld", (long long)c->positions, (long long)c->context);
+    return AMP_OK;
+}
+
+static int gpt2_declare(amp_model *m) {
+    const amp_model_config *cfg = &m->cfg;
+    const int64_t Vp = amp_model_padded_vocab(cfg), T = cfg->context, C = cfg->hidden;
+    const int64_t P = cfg->positions > 0 ? cfg->positions : T;
+    const amp_dtype dt = cfg->param_dtype;
+    m->positions = amp_malloc((size_t)T * sizeof *m->positions);
+    if (!m->positions) return AMP_ERR_OUT_OF_MEMORY;
+    for (int64_t t = 0; t < T; t++) m->positions[t] = (int32_t)t;
+    gpt_layers *L = m->layers = nn_layers_alloc(m, sizeof *L + (size_t)cfg->layers * sizeof L->blocks[0]);
+    if (!L) return AMP_ERR_OUT_OF_MEMORY;
+    int st = amp_embedding_layer_declare(m->ctx, &L->wte, "wte", Vp, C, dt);
+    if (st == AMP_OK) st = amp_embedding_layer_declare(m->ctx, &L->wpe, "wpe", P, C, dt);
+    for (int64_t l = 0; l < cfg->layers && st == AMP_OK; l++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "h.%lld", (long long)l);
+        st = amp_transformer_block_declare(m->ctx, &L->blocks[l], prefix, C, cfg->heads, dt);
+        L->blocks[l].gelu_tanh = true;
+    }
+    if (st == AMP_OK) st = amp_layer_norm_layer_declare(m->ctx, &L->ln_f, "ln_f", C, dt);
+    return st;
+}
+
+/* A linear's weight N(0, std), its bias zeros. */
+static int init_linear_normal(amp_ctx *ctx, const amp_linear_layer *l, float std, amp_rng *rng) {
+    const int st = amp_init_normal(ctx, l->weight, 0.0f, std, rng);
+    return st == AMP_OK ? amp_init_zeros(ctx, l->bias) : st;
+}
+
+/* train_gpt2.py's _init_weights: Linear and Embedding weights N(0, 0.02) (the padded rows of wte
+ * too), biases 0, LayerNorm 1 and 0, the residual projections (attn.c_proj, mlp.c_proj)
+ * N(0, 0.02 / sqrt(2 * n_layer)). Drawn in declaration order from one generator. */
+static int gpt2_init(amp_model *m, amp_rng *rng) {
+    gpt_layers *L = m->layers;
+    amp_ctx *ctx = m->ctx;
+    const float std = GPT2_INIT_STD, resid = (float)(GPT2_INIT_STD / sqrt(2.0 * (double)m->cfg.layers));
+    int st = amp_init_normal(ctx, L->wte.weight, 0.0f, std, rng);
+    if (st == AMP_OK) st = amp_init_normal(ctx, L->wpe.weight, 0.0f, std, rng);
+    for (int64_t l = 0; l < m->cfg.layers && st == AMP_OK; l++) {
+        amp_transformer_block *b = &L->blocks[l];
+        st = amp_layer_norm_layer_init(ctx, &b->ln_1);
+        if (st == AMP_OK) st = init_linear_normal(ctx, &b->attn.c_attn, std, rng);
+        if (st == AMP_OK) st = init_linear_normal(ctx, &b->attn.c_proj, resid, rng);
+        if (st == AMP_OK) st = amp_layer_norm_layer_init(ctx, &b->ln_2);
+        if (st == AMP_OK) st = init_linear_normal(ctx, &b->mlp_fc, std, rng);
+        if (st == AMP_OK) st = init_linear_normal(ctx, &b->mlp_proj, resid, rng);
+    }
+    if (st == AMP_OK) st = amp_layer_norm_layer_init(ctx, &L->ln_f);
+    return st;
+}
+
+/* tokens [B, T] -> logits [B*T, V] */
+static amp_tensor *gpt2_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x_in, const int32_t *tokens, int64_t batch) {
+    (void)x_in;
+    const amp_model_config *cfg = &m->cfg;
+    const gpt_layers *L = m->layers;
+    const int64_t B = batch, T = cfg->context, C = cfg->hidden;
+    amp_tensor *tok = amp_embedding_layer_forward(ctx, &L->wte, tokens, 2, (const int64_t[]){B, T});     /* [B, T, C] */
+    amp_tensor *pos = amp_embedding_layer_forward(ctx, &L->wpe, m->positions, 1, (const int64_t[]){T}); /* [T, C] */
+    amp_tensor *x = amp_add(ctx, tok, pos);
+    for (int64_t l = 0; l < cfg->layers && x; l++) x = amp_transformer_block_forward(ctx, &L->blocks[l], x);
+    x = nn_norm_for_linear(ctx, &L->ln_f, x);
+    x = amp_reshape(ctx, x, 2, (const int64_t[]){B * T, C});
+    amp_tensor *head = amp_narrow_rows(ctx, L->wte.weight, cfg->vocab); /* wte[:V], [V, C] */
+    return x && head ? amp_linear(ctx, x, head, NULL) : NULL;           /* [B*T, V] */
+}
+
+static double gpt2_flops(const amp_model_config *c) {
+    const double C = (double)c->hidden, T = (double)c->context;
+    /* per token and layer: qkv 3C^2, proj C^2, mlp 8C^2, scores and weighted sum 2TC; the head CV */
+    const double per_token = (double)c->layers * (12.0 * C * C + 2.0 * T * C) + C * (double)c->vocab;
+    return 3.0 * 2.0 * per_token * T;
+}
+
+const nn_model nn_model_gpt2 = {
+    .name = "gpt2",
+    .task = NN_CHAR_LM,
+    .defaults = gpt2_defaults,
+    .validate = gpt2_validate,
+    .declare = gpt2_declare,
+    .init = gpt2_init,
+    .forward = gpt2_forward,
+    .flops = gpt2_flops,
+};

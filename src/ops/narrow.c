@@ -1,0 +1,45 @@
+/* amp_narrow_rows: the first rows of a tensor as a view (a tied output head over a padded embedding
+ * table reads the table's first V rows of Vp). Recorded as AMP_OP_RESHAPE: like a reshape it is the
+ * same elements in the same row-major order, here a prefix of them, and its backward needs no tensor. */
+#include "grad_sink_gemm.h"
+#include "op_util.h"
+
+typedef struct narrow_job {
+    const float *g; /* the view's gradient, [rows * inner] */
+    int64_t n;      /* rows * inner: the elements the view covers */
+} narrow_job;
+
+/* amp_grad_chunk_fn: x's gradient is the view's on its first n elements and zero past them */
+static void narrow_chunk(const void *arg, float *dst, int64_t off, int64_t len) {
+    const narrow_job *j = arg;
+    for (int64_t i = 0; i < len; i++) dst[i] = off + i < j->n ? j->g[off + i] : 0.0f;
+}
+
+/* From this many values per thread the gradient's pass is split between threads. */
+enum { NARROW_CHUNK = 16384, NARROW_MIN_PER_THREAD = 65536 };
+
+static void narrow_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *x = node->in[0];
+    narrow_job job = {amp_grad_out(ctx, node), amp_tensor_numel(node->out)};
+    if (!job.g) return;
+    amp_grad_chunks_parallel(ctx, x, amp_tensor_numel(x), NARROW_CHUNK, NARROW_MIN_PER_THREAD, narrow_chunk, &job);
+}
+
+amp_tensor *amp_narrow_rows(amp_ctx *ctx, amp_tensor *x, int64_t rows) {
+    if (!amp_op_input_ok(ctx, AMP_OP_RESHAPE, x)) return NULL;
+    if (x->ndim < 1 || rows < 0 || rows > x->shape[0]) {
+        char sh[64];
+        return amp_op_fail(ctx, AMP_OP_RESHAPE, "narrow_rows: %lld rows of %s", (long long)rows,
+                           amp_shape_str(x, sh, sizeof sh));
+    }
+    amp_tensor *src = amp_contiguous(ctx, x);
+    if (!src) return NULL;
+    int64_t shape[AMP_MAX_DIMS];
+    for (int d = 0; d < src->ndim; d++) shape[d] = src->shape[d];
+    shape[0] = rows;
+    amp_tensor *out = amp_ctx_new_tensor(ctx, src->dtype, src->ndim, shape, false);
+    if (!out) return NULL;
+    out->data = src->data; /* a view: the first rows * inner elements */
+    amp_autograd_record(ctx, AMP_OP_RESHAPE, src->dtype, out, &src, 1, narrow_backward);
+    return out;
+}
