@@ -286,6 +286,19 @@ TEST(fp8_mx, mx_closed_form)
 TEST(fp8_mx, mx_dequantize)
 TEST(fp8_mx, mx_arguments)
 TEST(fp8_block, fp8_block_scaling)
+/* the fp8 kernels (decode into the GEMM's packing, amax, block amax, scaled encode) of every path
+ * against the reference kernels bit for bit; the threaded amax and cast */
+TEST(fp8_simd, fp8_decode_row_paths)
+TEST(fp8_simd, fp8_decode_pairs_paths)
+TEST(fp8_simd, fp8_amax_paths)
+TEST(fp8_simd, fp8_encode_paths)
+TEST(fp8_simd, fp8_cast_threads)
+/* amp_gemm_fp8 on every path and bf16 method against a double oracle, its reference twin and
+ * amp_gemm bit for bit; its edge cases, non-finite inputs and statuses */
+TEST(gemm_fp8, gemm_fp8_arguments)
+TEST(gemm_fp8, gemm_fp8_edges)
+TEST(gemm_fp8, gemm_fp8_nonfinite)
+TEST(gemm_fp8, gemm_fp8_vs_oracle)
 /* misuse of the library (stale tensors, a second backward, the scaler's and autocast's state,
  * element access, unallocated parameters, NULLs), each in a child process: a clear error, no
  * signal, nothing changed */

@@ -83,6 +83,88 @@ const char *amp_gemm_bf16_method_name(amp_gemm_bf16_method method);
 /* Parses one of the names above: AMP_OK, AMP_ERR_INVALID_ARGUMENT, or AMP_ERR_NULL_POINTER. */
 int amp_gemm_bf16_method_from_name(const char *name, amp_gemm_bf16_method *out);
 
+/* ---- fp8 operands ------------------------------------------------------------------------------
+ *
+ * amp_gemm_fp8 multiplies matrices stored in fp8 (amp/fp8.h's scaled casts, MXFP8 and block scaling
+ * make them) without the caller decoding them first:
+ *
+ *     C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C[m,n]
+ *
+ * where each stored element stands for its decoded value times its factor (the scale_inv of the
+ * recipe that quantized it). Shapes, transposes, leading dimensions and BLAS semantics (beta == 0:
+ * C not read; alpha == 0 or k == 0: A and B not read, C = beta * C; m == 0 or n == 0: nothing) are
+ * amp_gemm's. The two operands may have different dtypes (e5m2 gradients times e4m3 weights).
+ *
+ * Factors. An operand's scale_inv is NULL (every factor 1), one factor for the whole tensor
+ * (block_rows = block_cols = 0), or one factor per block_rows x block_cols block of the STORED matrix
+ * (before any transpose): element (i, j) of the stored matrix takes
+ * scale_inv[(i / block_rows) * ld_scale + j / block_cols]. Blocks are what MXFP8 (1 x 32 along k)
+ * and DeepSeek-style block scaling (1 x 128 tiles, 128 x 128 blocks; 128 x 1 for a tensor stored
+ * with k along its rows) give.
+ *
+ * Arithmetic. Every stored element is decoded exactly to fp32 (fp8, bf16 and fp32 all are), a block
+ * factor is multiplied into it in fp32 as it is decoded (exact when the factors are powers of 2 and
+ * the products stay normal, as MX's and DeepSeek's are; otherwise the one fp32 rounding of that
+ * multiplication), and the product is then amp_gemm's on those fp32 values: products formed exactly,
+ * sums in fp32, the error bound of amp/gemm.h. The per-tensor factors sa, sb (1 where not given)
+ * fold into alpha once, in fp32, as alpha_eff = (alpha * sa) * sb, which is applied to the fp32 sums
+ * as amp_gemm applies alpha: C = alpha_eff * sum + beta * C. So a per-tensor factor costs nothing
+ * per element and may be any fp32 value (not finite, negative, zero: IEEE arithmetic says what C
+ * becomes, and an alpha_eff of 0, from alpha or a factor, is amp_gemm's alpha == 0: A and B are not
+ * read). NaN and infinity in A or B (e5m2 infinities, NaN patterns) propagate as in amp_gemm.
+ *
+ * Speed. x86 has no fp8 arithmetic: fp8 is decoded while the GEMM packs its panels (amp_gemm's
+ * packing, gemm_kernels.h's panel formats). Where the active path multiplies bf16 with VDPBF16PS
+ * (AMP_GEMM_BF16_DOT) and every decoded value is exact in bf16 (fp8 and bf16 operands, with no
+ * factors or with power-of-2 block factors), both operands are decoded to bf16 pairs: half the packed
+ * bytes, and the flush of subnormal bf16 values that amp_gemm's dot method does (a decoded value
+ * below 2^-126 may become 0). Otherwise (an fp32 operand, a block factor that is not a power of 2,
+ * the AVX2 and reference paths, the fma method) the operands are decoded to fp32 panels for the fp32
+ * kernel. The choice depends only on the path, the method, the dtypes and the factors.
+ *
+ * Determinism. As amp_gemm's: each element of C is summed by one thread in an order fixed by the path,
+ * the bf16 method, the shape and the choice above, so its bits are the same for any thread count.
+ * On the fp32 route the bits are exactly those of amp_gemm(AMP_F32, ...) on the decoded (and
+ * block-scaled) operands with alpha_eff; on the bf16 route, those of amp_gemm(AMP_BF16, ...) on the
+ * same values rounded to bf16 (no rounding happens: they are exact) under the dot method. (A NaN
+ * element of C is NaN on every route; its payload is not specified.)
+ *
+ * Threads and memory: amp_gemm's. The packing buffers are per thread and kept between calls.
+ *
+ * Returns AMP_OK, or (checked in this order, before anything is read or written):
+ *   AMP_ERR_NULL_POINTER       a or b (the operand structs) NULL;
+ *   AMP_ERR_UNSUPPORTED_DTYPE  an operand's dtype not AMP_F8E4M3, AMP_F8E5M2, AMP_BF16 or AMP_F32;
+ *   AMP_ERR_INVALID_ARGUMENT   m, n or k negative; an ld shorter than its stored row, or ldc < n; a
+ *                              matrix too large to address; block_rows or block_cols negative, or
+ *                              one of them 0 and not the other; with blocks, ld_scale shorter than
+ *                              the blocks across the stored matrix (ceil(cols / block_cols));
+ *   AMP_ERR_NULL_POINTER       an operand's data NULL while it has elements (m k > 0, or k n > 0),
+ *                              c NULL while C has elements;
+ *   AMP_ERR_OUT_OF_MEMORY      a packing or decoding buffer could not be allocated (C is then
+ *                              unspecified). */
+
+/* One operand of amp_gemm_fp8: a stored matrix (row-major, leading dimension ld) whose elements are
+ * AMP_F8E4M3 or AMP_F8E5M2 (also AMP_BF16 or AMP_F32, for an unquantized operand), used as itself
+ * or transposed, and the factors that turn stored elements back into the values they stand for. */
+typedef struct amp_gemm_fp8_operand {
+    amp_dtype dtype;
+    const void *data;
+    int64_t ld;
+    bool trans;              /* op(X) = X^T: A stored k x m, B stored n x k (as amp_gemm) */
+    const float *scale_inv;  /* NULL: every factor 1 */
+    int64_t block_rows, block_cols; /* 0, 0: one factor, scale_inv[0], for the whole tensor, applied to
+                                       C in fp32 after accumulation (any value); else a factor per
+                                       block_rows x block_cols block of the STORED matrix,
+                                       scale_inv[(i / block_rows) * ld_scale + j / block_cols],
+                                       multiplied into each element as it is decoded (exact when the
+                                       factors are powers of two in range: MX, DeepSeek) */
+    int64_t ld_scale;
+} amp_gemm_fp8_operand;
+
+/* C[m,n] = alpha * op(A) op(B) + beta * C, products exact, accumulation fp32: the contract above. */
+int amp_gemm_fp8(int64_t m, int64_t n, int64_t k, float alpha, const amp_gemm_fp8_operand *a,
+                 const amp_gemm_fp8_operand *b, float beta, float *c, int64_t ldc);
+
 #ifdef __cplusplus
 }
 #endif

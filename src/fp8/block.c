@@ -3,8 +3,9 @@
  * take fmaxf); tiles at the right and bottom edges hold fewer values and their amax is over those.
  *
  * The matrix is walked in bands of tile-height rows and chunks of 128 columns: a chunk holds one
- * tile (1x128, 128x128) or 128 of them (128x1, one per column), and every value is multiplied by
- * its column's scale in an L1 stage before the saturating encode kernel. */
+ * tile (1x128, 128x128) or 128 of them (128x1, one per column). A chunk with one scale goes through
+ * the fused scaled encode (fp8_internal.h); a 128x1 chunk multiplies each value by its column's scale
+ * in an L1 stage before the saturating encode kernel. */
 #include <math.h>
 #include <stdint.h>
 
@@ -78,6 +79,10 @@ int amp_fp8_block_quantize(void *dst, float *scale_inv, const float *src, size_t
                 inv[c0 / TILE] = 1.0f / scale[0];
             for (size_t r = r0; r < r0 + th; r++) {
                 const float *x = src + r * cols + c0;
+                if (shape != AMP_FP8_BLOCK_128X1) { /* one scale for the chunk: the fused kernel */
+                    amp_fp8_scaled_encode((uint8_t *)dst + r * cols + c0, fp8, x, tw, scale[0]);
+                    continue;
+                }
                 for (size_t j = 0; j < tw; j++) stage[j] = x[j] * scale[j];
                 encode((uint8_t *)dst + r * cols + c0, stage, tw);
             }

@@ -4,20 +4,47 @@
 
 #include "amp/fp8.h"
 #include "amp/status.h"
+#include "amp/threads.h"
+#include "../core/parallel.h"
 #include "../kernels/convert_kernels.h"
+#include "../kernels/fp8_kernels.h"
 #include "fp8_internal.h"
 
-enum { STAGE_ELEMS = 512 };
+/* Long arrays are cut into one contiguous range per thread (core/parallel.h): both passes are
+ * elementwise or a max, so the bits do not depend on the split. Below PAR_MIN elements per thread
+ * the wake-up costs more than it saves. */
+enum { PAR_MIN = 1 << 17 };
 
+typedef struct cast_job {
+    const float *src;
+    uint8_t *dst;
+    amp_dtype fp8;
+    float scale;
+    float amax[AMP_MAX_THREADS];
+    bool nan[AMP_MAX_THREADS];
+} cast_job;
+
+static void encode_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
+    (void)thread_id;
+    const cast_job *j = arg;
+    amp_fp8_kernels_active()->scaled_encode[j->fp8](j->dst + i0, j->src + i0, (size_t)(i1 - i0), j->scale);
+}
+
+/* One pass in registers: the active path's fused kernel multiplies and encodes (kernels/fp8_kernels.h),
+ * the bits of the staged multiply-then-encode (each product one fp32 multiplication, then the exact
+ * saturating encoder). */
 void amp_fp8_scaled_encode(void *dst, amp_dtype fp8, const float *src, size_t n, float scale) {
-    const amp_encode_kernel encode = amp_convert_kernels_for(amp_isa_active())->encode[fp8][1];
-    float stage[STAGE_ELEMS];
-    uint8_t *out = dst;
-    for (size_t done = 0; done < n; done += STAGE_ELEMS) {
-        const size_t len = n - done < STAGE_ELEMS ? n - done : STAGE_ELEMS;
-        for (size_t i = 0; i < len; i++) stage[i] = src[done + i] * scale;
-        encode(out + done, stage, len);
+    if (n < 2 * (size_t)PAR_MIN) {
+        amp_fp8_kernels_active()->scaled_encode[fp8](dst, src, n, scale);
+        return;
     }
+    cast_job j = {.src = src, .dst = dst, .fp8 = fp8, .scale = scale};
+    amp_parallel_range((int64_t)n, PAR_MIN, 64, encode_range, &j);
+}
+
+static void amax_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
+    cast_job *j = arg;
+    j->amax[thread_id] = amp_fp8_kernels_active()->amax(j->src + i0, (size_t)(i1 - i0), &j->nan[thread_id]);
 }
 
 void amp_fp8_scaled_decode(float *dst, amp_dtype fp8, const void *src, size_t n, float scale_inv) {
@@ -26,12 +53,14 @@ void amp_fp8_scaled_decode(float *dst, amp_dtype fp8, const void *src, size_t n,
 }
 
 float amp_fp8_amax_skip_nan(const float *src, size_t n, bool *saw_nan) {
+    if (n < 2 * (size_t)PAR_MIN) return amp_fp8_kernels_active()->amax(src, n, saw_nan);
+    cast_job j = {.src = src}; /* every slot 0 and false: a thread without a range adds nothing */
+    amp_parallel_range((int64_t)n, PAR_MIN, 64, amax_range, &j);
     float m = 0.0f;
     bool nan = false;
-    for (size_t i = 0; i < n; i++) {
-        const float a = fabsf(src[i]);
-        if (a > m) m = a;       /* false for NaN: skipped, as fmaxf does */
-        nan |= a != a;
+    for (int t = 0; t < AMP_MAX_THREADS; t++) {
+        if (j.amax[t] > m) m = j.amax[t];
+        nan |= j.nan[t];
     }
     if (saw_nan) *saw_nan = nan;
     return m;

@@ -2,9 +2,8 @@
  * through the active path's conversion kernels (kernels/convert_kernels.h) so that every rounding is
  * the library's one exact encoder.
  *
- * The scaled casts stage x * scale in a small fp32 buffer on the stack and encode it with the
- * saturating kernel: two passes over L1. A fused kernel (multiply and encode in registers) would be
- * one more entry per fp8 dtype in amp_convert_kernels, called here in place of the staging loop. */
+ * The scaled encode and the amax are the fp8 kernel family's (kernels/fp8_kernels.h): the multiply
+ * and the encode fused in registers, one pass, with the bits of the staged multiply-then-encode. */
 #ifndef AMP_FP8_INTERNAL_H
 #define AMP_FP8_INTERNAL_H
 

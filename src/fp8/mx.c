@@ -7,20 +7,10 @@
 #include "amp/fp8.h"
 #include "amp/status.h"
 #include "../core/float_bits.h"
+#include "../kernels/fp8_kernels.h"
 #include "fp8_internal.h"
 
-enum { E8M0_NAN = 0xFF, E8M0_INF_RCEIL = 0xFE };
-
-/* The largest |x| of a block; NaN when the block holds one (torch.amax propagates NaN). */
-static float block_amax(const float *x) {
-    float m = 0.0f;
-    for (int i = 0; i < AMP_MX_BLOCK; i++) {
-        const float a = fabsf(x[i]);
-        if (a != a) return a;
-        if (a > m) m = a;
-    }
-    return m;
-}
+enum { E8M0_NAN = 0xFF, E8M0_INF_RCEIL = 0xFE, AMAX_CHUNK = 64 };
 
 /* RCEIL: amax / fp8_max rounded up to a power of 2 in E8M0, saturating at 0xFE (the rounding of
  * cvt.rp.satfinite.ue8m0x2.f32: 2^-127 is the smallest scale, so anything up to it gives byte 0). */
@@ -73,9 +63,15 @@ int amp_mx_quantize(void *dst, uint8_t *scales_e8m0, const float *src, size_t n,
     if (st != AMP_OK) return st;
     if ((unsigned)mode > AMP_MX_EVEN) return AMP_ERR_INVALID_ARGUMENT;
     uint8_t *out = dst;
+    const amp_fp8_kernels *fk = amp_fp8_kernels_active();
+    float amax[AMAX_CHUNK];
     for (size_t b = 0; b < n / AMP_MX_BLOCK; b++) {
         const float *x = src + b * AMP_MX_BLOCK;
-        const uint8_t byte = scale_byte(block_amax(x), elem, mode);
+        if (b % AMAX_CHUNK == 0) { /* the amaxes of the next AMAX_CHUNK blocks (NaN where a block has one) */
+            const size_t left = n / AMP_MX_BLOCK - b;
+            fk->block_amax(amax, x, left < AMAX_CHUNK ? left : AMAX_CHUNK, AMP_MX_BLOCK);
+        }
+        const uint8_t byte = scale_byte(amax[b % AMAX_CHUNK], elem, mode);
         scales_e8m0[b] = byte;
         if (byte == E8M0_NAN) {
             float v[AMP_MX_BLOCK];

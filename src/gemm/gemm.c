@@ -557,9 +557,11 @@ static int check_args(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m,
     return AMP_OK;
 }
 
-/* The product once the arguments are checked; op_bt is M = op(B)^T, stored or implicit. */
+/* The product once the arguments are checked; op_bt is M = op(B)^T, stored or implicit; implicit_a,
+ * when not NULL, is M = op(A) packed by a callback (a and lda unused, ep NULL). */
 static int gemm_run(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
-                    int64_t lda, operand op_bt, float beta, float *c, int64_t ldc, const amp_gemm_epilogue *ep) {
+                    int64_t lda, const operand *implicit_a, operand op_bt, float beta, float *c, int64_t ldc,
+                    const amp_gemm_epilogue *ep) {
     if (m == 0 || n == 0) {
         if (ep && ep->a_sums && m > 0 && k > 0) sum_rows_plain(ep->a_sums, a, ab_dtype, trans_a, lda, m, k);
         return AMP_OK;
@@ -580,7 +582,8 @@ static int gemm_run(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int6
 
     const size_t esize = ab_dtype == AMP_F32 ? 4 : 2;
     const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), ab_dtype);
-    const operand op_a = {.src = a, .ld = lda, .trans = trans_a}; /* M = op(A) */
+    const operand op_a = implicit_a ? *implicit_a : (operand){.src = a, .ld = lda, .trans = trans_a}; /* M = op(A) */
+    const bool stored_f32_a = !implicit_a && ab_dtype == AMP_F32;
     const bool transposed = compute_transposed(kern, m, n, k);
     /* a_sums from the packed A panels: fp32 panels of op(A) itself (not of op(B)^T, as when C^T is
      * computed); A is then packed everywhere (no ukernel_ab or ukernel_rb) */
@@ -590,8 +593,8 @@ static int gemm_run(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int6
         .kern = kern,
         .ukernel = transposed ? kern->ukernel_ct : kern->ukernel,
         /* in place: M_a is op(A) = A^T, stored fp32 (the kernel reads fp32 where packing would decode) */
-        .ukernel_ab = !transposed && !packed_sums && trans_a && ab_dtype == AMP_F32 && in_place ? kern->ukernel_ab : NULL,
-        .ukernel_rb = !transposed && !packed_sums && !trans_a && ab_dtype == AMP_F32 && in_place && rows_in_place(lda)
+        .ukernel_ab = !transposed && !packed_sums && trans_a && stored_f32_a && in_place ? kern->ukernel_ab : NULL,
+        .ukernel_rb = !transposed && !packed_sums && !trans_a && stored_f32_a && in_place && rows_in_place(lda)
                           ? kern->ukernel_rb
                           : NULL,
         .esize = esize,
@@ -628,7 +631,7 @@ int amp_gemm_fused(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, in
     const int st = check_args(ab_dtype, trans_a, trans_b, m, n, k, a, lda, true, b != NULL, ldb, c, ldc, ep);
     if (st != AMP_OK) return st;
     const operand op_bt = {.src = b, .ld = ldb, .trans = !trans_b}; /* M = op(B)^T */
-    return gemm_run(ab_dtype, trans_a, m, n, k, alpha, a, lda, op_bt, beta, c, ldc, ep);
+    return gemm_run(ab_dtype, trans_a, m, n, k, alpha, a, lda, NULL, op_bt, beta, c, ldc, ep);
 }
 
 int amp_gemm_implicit_b(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
@@ -637,7 +640,17 @@ int amp_gemm_implicit_b(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, 
     const int st = check_args(ab_dtype, trans_a, false, m, n, k, a, lda, false, pack_b != NULL, 0, c, ldc, ep);
     if (st != AMP_OK) return st;
     const operand op_bt = {.cb = pack_b, .cb_arg = pack_arg};
-    return gemm_run(ab_dtype, trans_a, m, n, k, alpha, a, lda, op_bt, beta, c, ldc, ep);
+    return gemm_run(ab_dtype, trans_a, m, n, k, alpha, a, lda, NULL, op_bt, beta, c, ldc, ep);
+}
+
+int amp_gemm_implicit_ab(amp_dtype ab_dtype, int64_t m, int64_t n, int64_t k, float alpha, amp_gemm_pack_cb pack_a,
+                         const void *arg_a, amp_gemm_pack_cb pack_b, const void *arg_b, float beta, float *c,
+                         int64_t ldc) {
+    if (ab_dtype != AMP_F32 && ab_dtype != AMP_F16 && ab_dtype != AMP_BF16) return AMP_ERR_UNSUPPORTED_DTYPE;
+    if (m < 0 || n < 0 || k < 0 || check_matrix(m, n, ldc, sizeof(float)) != AMP_OK) return AMP_ERR_INVALID_ARGUMENT;
+    if (!pack_a || !pack_b || (!c && m > 0 && n > 0)) return AMP_ERR_NULL_POINTER;
+    const operand op_a = {.cb = pack_a, .cb_arg = arg_a}, op_bt = {.cb = pack_b, .cb_arg = arg_b};
+    return gemm_run(ab_dtype, false, m, n, k, alpha, NULL, 0, &op_a, op_bt, beta, c, ldc, NULL);
 }
 
 void amp_gemm_epilogue_apply(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t m, int64_t n) {

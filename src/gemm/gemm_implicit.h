@@ -29,6 +29,15 @@ int amp_gemm_implicit_b(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, 
                         int64_t lda, amp_gemm_pack_cb pack_b, const void *pack_arg, float beta, float *c, int64_t ldc,
                         const amp_gemm_epilogue *ep);
 
+/* C = alpha op(A) op(B) + beta C with both operands implicit: pack_a(arg_a, ...) packs rows of
+ * M = op(A) (m x k), pack_b(arg_b, ...) rows of M = op(B)^T (n x k), each as described above (panels of
+ * kern->mr or kern->nr rows, whichever side the driver puts it on). No epilogue. Given the same packed
+ * values, the bits of amp_gemm on stored operands (the kernel and the order depend on ab_dtype, the
+ * path and the shape only). Checks: ab_dtype, m, n, k, ldc and the NULLs, as amp_gemm's. */
+int amp_gemm_implicit_ab(amp_dtype ab_dtype, int64_t m, int64_t n, int64_t k, float alpha, amp_gemm_pack_cb pack_a,
+                         const void *arg_a, amp_gemm_pack_cb pack_b, const void *arg_b, float beta, float *c,
+                         int64_t ldc);
+
 /* Whether amp_gemm on this shape, with the active path's kernel for ab_dtype, computes C^T (the
  * implicit B is then packed in panels of kern->mr rows). */
 bool amp_gemm_computes_transposed(amp_dtype ab_dtype, int64_t m, int64_t n, int64_t k);

@@ -43,3 +43,4 @@ const amp_lstm_kernels *amp_lstm_kernels_for(amp_isa isa) { return &amp_kernels_
 const amp_update_kernels *amp_update_kernels_for(amp_isa isa) { return &amp_kernels_for(isa)->update; }
 const amp_conv_kernels *amp_conv_kernels_for(amp_isa isa) { return &amp_kernels_for(isa)->conv; }
 const amp_pool_kernels *amp_pool_kernels_for(amp_isa isa) { return &amp_kernels_for(isa)->pool; }
+const amp_fp8_kernels *amp_fp8_kernels_for(amp_isa isa) { return &amp_kernels_for(isa)->fp8; }

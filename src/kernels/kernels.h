@@ -19,6 +19,7 @@
 #include "conv_kernels.h"
 #include "convert_kernels.h"
 #include "elem_kernels.h"
+#include "fp8_kernels.h"
 #include "lstm_kernels.h"
 #include "pool_kernels.h"
 #include "unscale_kernels.h"
@@ -36,6 +37,7 @@ typedef struct amp_kernels {
     amp_conv_kernels conv;       /* conv2d's column passes, implicit panels, direct tiles, row store */
     amp_pool_kernels pool;       /* max pooling's rows */
     amp_update_kernels update;   /* the optimizer's element loops */
+    amp_fp8_kernels fp8;         /* fp8 operands decoded for the GEMM's packing; amax and scaled casts */
 } amp_kernels;
 
 /* The table of `isa`, built on first use (thread-safe; afterwards one atomic load). A path this CPU

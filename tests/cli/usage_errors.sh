@@ -34,7 +34,7 @@ usage_error inspect "more than one file" inspect a.safetensors b.safetensors
 
 # bench: each benchmark's hint names it.
 usage_error bench "unknown benchmark 'bogus'" bench bogus
-for b in convert gemm unscale; do
+for b in convert gemm gemm-fp8 unscale; do
     usage_error "bench $b" "unknown option '--bogus'" bench $b --bogus
     usage_error "bench $b" "--repeats needs a positive integer" bench $b --repeats 2x
     usage_error "bench $b" "--repeats needs a positive integer" bench $b --repeats

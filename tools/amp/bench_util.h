@@ -34,6 +34,7 @@ double amp_bench_peak_gflops(int bf16, const char **kind);
 int amp_bench_train(int argc, char **argv);
 int amp_bench_convert(int argc, char **argv);
 int amp_bench_gemm(int argc, char **argv);
+int amp_bench_gemm_fp8(int argc, char **argv);
 int amp_bench_unscale(int argc, char **argv);
 
 #endif

@@ -14,4 +14,5 @@ void amp_kernels_init_ref(amp_kernels *k) {
     amp_conv_kernels_ref(&k->conv);
     amp_pool_kernels_ref(&k->pool);
     amp_update_kernels_ref(&k->update);
+    amp_fp8_kernels_ref(&k->fp8);
 }

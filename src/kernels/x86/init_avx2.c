@@ -13,4 +13,5 @@ void amp_kernels_init_avx2(amp_kernels *k) {
     amp_conv_kernels_avx2(&k->conv);
     amp_pool_kernels_avx2(&k->pool);
     amp_update_kernels_avx2(&k->update);
+    amp_fp8_kernels_avx2(&k->fp8);
 }

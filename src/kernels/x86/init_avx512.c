@@ -19,4 +19,6 @@ void amp_kernels_init_avx512(amp_kernels *k) {
     amp_pool_kernels_avx512(&k->pool);
     amp_update_kernels_avx2(&k->update); /* the updates are memory-bound: the AVX2 loops */
     amp_update_kernels_avx512(&k->update); /* the norm's sum of squares */
+    amp_fp8_kernels_avx2(&k->fp8); /* (the AVX-512 kernels override each of these) */
+    amp_fp8_kernels_avx512(&k->fp8);
 }

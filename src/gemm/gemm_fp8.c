@@ -1,0 +1,222 @@
+/* amp_gemm_fp8 (amp/gemm.h): both operands are packed by callbacks of the GEMM driver
+ * (gemm_implicit.h) that decode the stored elements, block factors multiplied in, straight into the
+ * kernel's panels: to bf16 pairs for the VDPBF16PS kernel where the decoded values are exact in bf16
+ * (the bf16 route), else to fp32 panels for the fp32 kernel (the fp32 route).
+ *
+ * Panels are filled a chunk of k at a time through a small buffer on the stack: the active path's
+ * decode kernel (kernels/fp8_kernels.h) writes the chunk's rows of the stored matrix as fp32 or bf16
+ * values, and the kernel's own pack routine moves them into the panels, exactly as amp_gemm packs a
+ * stored fp32 or bf16 operand. The buffer (16 KiB) stays in L1, so each element crosses memory once,
+ * as a byte. The driver then runs the same loops and micro-kernels as amp_gemm
+ * on those packed values, which is why the bits are those of amp_gemm on the decoded operands.
+ *
+ * One case skips the stage: bf16 pairs from an fp8 matrix whose k runs down the stored columns (M
+ * stored transposed). A pair is then two neighbouring stored rows at the same column, and the
+ * decode_pairs kernel writes each pair of stored rows into every panel at once, power-of-2 block
+ * factors (blocks an even number of rows high, such as DeepSeek's 128 x 1 and 128 x 128) added to the
+ * exponents where every product stays a normal bf16. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "amp/gemm.h"
+#include "amp/status.h"
+#include "gemm_fp8.h"
+#include "gemm_implicit.h"
+#include "../kernels/fp8_kernels.h"
+#include "../kernels/gemm_kernels.h"
+
+/* The stage: 16 KiB of stack, in L1. k values per staged chunk are even (a pair never straddles two
+ * chunks): for M stored by rows, one panel's rows of as many values as fit (128 fp32 or 256 bf16 for
+ * 32 rows, more for 12); where M is stored transposed, 32 stored rows of a strip of M's columns (128
+ * fp32 or 256 bf16 values wide, whole panels). So each decode call has a long row. */
+enum { STAGE_BYTES = AMP_GEMM_MAX_TILE * 128 * 4, CHUNK_K_TRANS = 32 };
+
+/* Whether x's decoded values, block factors multiplied in, are exact in bf16: an fp8 or bf16 dtype,
+ * and no block factors or only powers of 2 (any fp32 whose mantissa field is 0: 0 and inf too). */
+static bool bf16_exact(const amp_gemm_fp8_operand *x, int64_t sr, int64_t sc) {
+    if (x->dtype == AMP_F32) return false;
+    if (!x->scale_inv || x->block_rows == 0 || sr == 0 || sc == 0) return true;
+    const int64_t br = (sr + x->block_rows - 1) / x->block_rows, bc = (sc + x->block_cols - 1) / x->block_cols;
+    for (int64_t i = 0; i < br; i++)
+        for (int64_t j = 0; j < bc; j++) {
+            uint32_t u;
+            memcpy(&u, &x->scale_inv[i * x->ld_scale + j], sizeof u);
+            if (u & 0x7FFFFFu) return false;
+        }
+    return true;
+}
+
+bool amp_gemm_fp8_uses_bf16(int64_t m, int64_t n, int64_t k, const amp_gemm_fp8_operand *a,
+                            const amp_gemm_fp8_operand *b) {
+    const amp_gemm_kernel *kern = amp_gemm_kernel_active(AMP_BF16);
+    if (!kern || kern->packed != AMP_GEMM_PACKED_BF16_PAIRS) return false;
+    int64_t ar, ac, br, bc;
+    amp_gemm_fp8_stored_shape(a, m, k, &ar, &ac);
+    amp_gemm_fp8_stored_shape(b, k, n, &br, &bc);
+    return bf16_exact(a, ar, ac) && bf16_exact(b, br, bc);
+}
+
+/* One operand as its pack callback sees it: M[i, p] = stored[m_trans ? (p, i) : (i, p)]. */
+typedef struct pack_arg {
+    const amp_gemm_fp8_operand *x;
+    bool m_trans;
+    bool direct;                 /* the kernel packs the stored matrix itself (its dtype, no block factors) */
+    amp_fp8_decode_pairs_fn pairs; /* or, for bf16 pairs from fp8 with M stored transposed and no
+                                    * factors or blocks an even number of rows high: two stored rows
+                                    * straight into the panels' pairs (pack_pairs) */
+    amp_fp8_decode_row_fn decode; /* else: stored rows to the kernel's source dtype, then kern->pack */
+    size_t es, os;               /* bytes per stored and per staged element */
+} pack_arg;
+
+/* Decodes cols elements of stored row `row` from column col0 into dst, with their block factors. */
+static void decode_stored(const pack_arg *pa, void *dst, int64_t row, int64_t col0, int64_t cols) {
+    const amp_gemm_fp8_operand *x = pa->x;
+    const char *src = (const char *)x->data + (size_t)(row * x->ld + col0) * pa->es;
+    if (!x->scale_inv || x->block_rows == 0) {
+        pa->decode(dst, src, (size_t)cols, NULL, 0, 0);
+        return;
+    }
+    const float *f = x->scale_inv + (row / x->block_rows) * x->ld_scale + col0 / x->block_cols;
+    pa->decode(dst, src, (size_t)cols, f, (size_t)(x->block_cols - col0 % x->block_cols), (size_t)x->block_cols);
+}
+
+/* e << 7 for a factor f = 2^e that keeps every value of fp8 dtype dt times it a normal bf16 (so the
+ * product is exact and adding e to the exponent gives it); false for any other f */
+static bool pow2_add(amp_dtype dt, float f, int16_t *add) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const int e = (int)(u >> 23) - 127; /* a negative f gives e >= 129: refused */
+    if ((u & 0x7FFFFFu) != 0 || e < (dt == AMP_F8E4M3 ? -117 : -110) || e > (dt == AMP_F8E4M3 ? 119 : 111)) return false;
+    *add = (int16_t)(e * 128);
+    return true;
+}
+
+/* adds[j] for stored row `row`, columns i0 + j (j < n); false where a factor has no exponent add */
+static bool fill_adds(const amp_gemm_fp8_operand *x, int16_t *adds, int64_t row, int64_t i0, int64_t n) {
+    const float *f = x->scale_inv + (row / x->block_rows) * x->ld_scale;
+    for (int64_t j = 0; j < n; j++)
+        if (!pow2_add(x->dtype, f[(i0 + j) / x->block_cols], &adds[j])) return false;
+    return true;
+}
+
+enum { ADDS_MAX = 2048 }; /* columns of M per pack call (the largest cache block, nc) */
+enum { PREFETCH_ROWS = 8 }; /* stored rows ahead that pack_pairs asks the cache for */
+
+/* The decode_pairs route (see the top of this file): false, having written nothing, where the block
+ * factors of the region are not all exponent adds (the caller then stages). Pair q of M's row i is
+ * (stored[p0 + 2q][i], stored[p0 + 2q + 1][i]); p0 is even (k blocks are whole pairs) and blocks are
+ * an even number of rows high (make_pack_arg), so both rows of a pair share their factors. */
+static bool pack_pairs(const pack_arg *pa, void *dst, int64_t i0, int64_t rows, int64_t p0, int64_t kc, int r) {
+    const amp_gemm_fp8_operand *x = pa->x;
+    const bool blocks = x->scale_inv && x->block_rows > 0;
+    int16_t adds[ADDS_MAX];
+    if (blocks && rows > ADDS_MAX) return false;
+    for (int64_t row = p0 - p0 % (blocks ? x->block_rows : 1); blocks && row < p0 + kc; row += x->block_rows)
+        if (!fill_adds(x, adds, row, i0, rows)) return false;
+    const int64_t kq = (kc + 1) / 2;
+    const uint8_t *base = (const uint8_t *)x->data + p0 * x->ld + i0;
+    int64_t filled = -1; /* the block row adds[] holds */
+    for (int64_t q = 0; q < kq; q++) {
+        const int64_t row = p0 + 2 * q;
+        if (blocks && row / x->block_rows != filled) {
+            filled = row / x->block_rows;
+            fill_adds(x, adds, row, i0, rows);
+        }
+        const uint8_t *s0 = base + 2 * q * x->ld;
+        if (2 * q + PREFETCH_ROWS + 1 < kc) /* the rows a few pairs on: their loads are what the kernel waits for */
+            for (int64_t c = 0; c < rows; c += 64) {
+                __builtin_prefetch(s0 + PREFETCH_ROWS * x->ld + c);
+                __builtin_prefetch(s0 + (PREFETCH_ROWS + 1) * x->ld + c);
+            }
+        pa->pairs((uint16_t *)dst + 2 * q * r, (size_t)(2 * r * kq), s0, 2 * q + 1 < kc ? s0 + x->ld : NULL,
+                  blocks ? adds : NULL, (size_t)rows, r);
+    }
+    return true;
+}
+
+/* amp_gemm_pack_cb: rows [i0, i0 + rows) x [p0, p0 + kc) of M into panels of r rows (gemm_implicit.h) */
+static void pack_operand(const void *arg, const amp_gemm_kernel *kern, void *dst, int64_t i0, int64_t rows, int64_t p0,
+                         int64_t kc, int r) {
+    const pack_arg *pa = arg;
+    const amp_gemm_fp8_operand *x = pa->x;
+    if (pa->direct) {
+        const int64_t off = pa->m_trans ? p0 * x->ld + i0 : i0 * x->ld + p0;
+        kern->pack(dst, (const char *)x->data + (size_t)off * pa->es, x->ld, pa->m_trans, rows, kc, r);
+        return;
+    }
+    if (pa->pairs && pack_pairs(pa, dst, i0, rows, p0, kc, r)) return;
+    _Alignas(64) unsigned char stage[STAGE_BYTES];
+    const int64_t kc_pad = (kc + kern->k_unit - 1) / kern->k_unit * kern->k_unit;
+    const size_t ps = (size_t)kern->packed_size;
+    if (!pa->m_trans) { /* M's rows are stored rows: per panel, ri rows of ch values */
+        const int64_t chunk = (int64_t)(STAGE_BYTES / pa->os) / r / 2 * 2; /* 128 to 680 values */
+        for (int64_t ib = 0; ib < rows; ib += r) {
+            const int64_t ri = rows - ib < r ? rows - ib : r;
+            char *panel = (char *)dst + (size_t)(ib * kc_pad) * ps;
+            for (int64_t pc = 0; pc < kc; pc += chunk) {
+                const int64_t ch = kc - pc < chunk ? kc - pc : chunk;
+                for (int64_t i = 0; i < ri; i++) {
+                    if (pc + ch < kc) { /* this row's next chunk, read after the panel's other rows' */
+                        const char *next = (const char *)x->data + (size_t)((i0 + ib + i) * x->ld + p0 + pc + ch) * pa->es;
+                        for (int64_t c = 0; c < ch * (int64_t)pa->es && pc + ch + c / (int64_t)pa->es < kc; c += 64)
+                            __builtin_prefetch(next + c);
+                    }
+                    decode_stored(pa, stage + (size_t)(i * ch) * pa->os, i0 + ib + i, p0 + pc, ch);
+                }
+                kern->pack(panel + (size_t)(pc * r) * ps, stage, ch, false, ri, ch, r);
+            }
+        }
+        return;
+    }
+    /* M's columns are stored rows: a strip of whole panels, w columns of M wide, ch stored rows at a
+     * time (each decoded in one call), then each panel of the strip packed from the stage */
+    const int64_t wmax = (int64_t)(STAGE_BYTES / pa->os) / CHUNK_K_TRANS / r * r;
+    for (int64_t ib = 0; ib < rows; ib += wmax) {
+        const int64_t w = rows - ib < wmax ? rows - ib : wmax;
+        for (int64_t pc = 0; pc < kc; pc += CHUNK_K_TRANS) {
+            const int64_t ch = kc - pc < CHUNK_K_TRANS ? kc - pc : CHUNK_K_TRANS;
+            for (int64_t q = 0; q < ch; q++)
+                decode_stored(pa, stage + (size_t)(q * w) * pa->os, p0 + pc + q, i0 + ib, w);
+            for (int64_t jb = 0; jb < w; jb += r) {
+                const int64_t ri = w - jb < r ? w - jb : r;
+                char *panel = (char *)dst + (size_t)((ib + jb) * kc_pad) * ps;
+                kern->pack(panel + (size_t)(pc * r) * ps, stage + (size_t)jb * pa->os, w, true, ri, ch, r);
+            }
+        }
+    }
+}
+
+static pack_arg make_pack_arg(const amp_gemm_fp8_operand *x, bool m_trans, bool bf16) {
+    const amp_dtype kdt = bf16 ? AMP_BF16 : AMP_F32; /* the dtype the kernel's pack reads */
+    const bool no_blocks = !x->scale_inv || x->block_rows == 0;
+    const bool fp8 = x->dtype == AMP_F8E4M3 || x->dtype == AMP_F8E5M2;
+    return (pack_arg){
+        .x = x,
+        .m_trans = m_trans,
+        .direct = x->dtype == kdt && no_blocks,
+        .pairs = bf16 && fp8 && m_trans && (no_blocks || x->block_rows % 2 == 0)
+                     ? amp_fp8_kernels_active()->decode_pairs[x->dtype]
+                     : NULL,
+        .decode = amp_fp8_kernels_active()->decode_row[x->dtype][bf16],
+        .es = amp_dtype_size(x->dtype),
+        .os = amp_dtype_size(kdt),
+    };
+}
+
+int amp_gemm_fp8(int64_t m, int64_t n, int64_t k, float alpha, const amp_gemm_fp8_operand *a,
+                 const amp_gemm_fp8_operand *b, float beta, float *c, int64_t ldc) {
+    const int st = amp_gemm_fp8_check(m, n, k, a, b, c, ldc);
+    if (st != AMP_OK) return st;
+    const float alpha_eff = amp_gemm_fp8_alpha(alpha, a, b);
+    if (m == 0 || n == 0) return AMP_OK;
+    if (k == 0 || alpha_eff == 0.0f) {
+        amp_gemm_fp8_scale_c(m, n, beta, c, ldc);
+        return AMP_OK;
+    }
+    const bool bf16 = amp_gemm_fp8_uses_bf16(m, n, k, a, b);
+    /* M_a = op(A): A's stored rows when not transposed; M_b = op(B)^T: B's stored rows when transposed */
+    const pack_arg pa = make_pack_arg(a, a->trans, bf16), pb = make_pack_arg(b, !b->trans, bf16);
+    return amp_gemm_implicit_ab(bf16 ? AMP_BF16 : AMP_F32, m, n, k, alpha_eff, pack_operand, &pa, pack_operand, &pb,
+                                beta, c, ldc);
+}

@@ -1,0 +1,66 @@
+/* Internal: the fp8 kernels, one table per SIMD path: the decode of stored operands into the GEMM's
+ * packing (amp_gemm_fp8, src/gemm/gemm_fp8.c) and the scaled casts of the fp8 recipes (src/fp8/).
+ *
+ * Every path gives the bits of the reference kernels (ref/fp8_ref.c) for every input, with one
+ * exception: the payload of a NaN that decode_row writes is unspecified (it is a NaN). The reference
+ * path fills every entry; a SIMD path overrides what it accelerates. */
+#ifndef AMP_FP8_KERNELS_H
+#define AMP_FP8_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "amp/cpu.h"
+#include "amp/dtype.h"
+
+/* Decodes n stored elements of the entry's dtype (src) to fp32 and multiplies each by its factor, one
+ * fp32 multiplication: element j's factor is factors[0] for j < lead, then factors[1 + (j - lead) /
+ * block] (blocks of `block` elements along the row, the first one entered `block - lead` elements
+ * in); factors NULL: no multiplication. dst is fp32 (out entry 0) or bf16 (out entry 1: the top half
+ * of that fp32 value, exact where the value is exact in bf16, which is what the bf16 GEMM route
+ * requires). lead >= 1 and block >= 1 when factors is not NULL. */
+typedef void (*amp_fp8_decode_row_fn)(void *dst, const void *src, size_t n, const float *factors, size_t lead,
+                                      size_t block);
+
+/* The bf16-pairs panels (gemm_kernels.h) of an fp8 matrix M whose columns are stored rows: src0 and
+ * src1 are stored rows 2q and 2q+1 from M's row i0 on (src1 NULL: the zero pad of an odd k), n values
+ * each; they go to ceil(n / r) panels of r rows, panel t's pairs at dst + t * panel_stride:
+ * dst[t * panel_stride + 2 i + 0 / 1] for i < r, the decoded src0 / src1 value of M's row t r + i, 0
+ * past n. adds: NULL, or per value j (both rows) e_j << 7 for a factor 2^e_j that keeps every fp8
+ * value times it a normal bf16 (e_j in [-117, 119] for e4m3, [-110, 111] for e5m2), multiplied in.
+ * The results are exact; a NaN is a NaN. */
+typedef void (*amp_fp8_decode_pairs_fn)(uint16_t *dst, size_t panel_stride, const uint8_t *src0, const uint8_t *src1,
+                                        const int16_t *adds, size_t n, int r);
+
+/* The largest |src[i]|, NaNs skipped (fmaxf), 0 for n == 0; *saw_nan (not NULL) says whether there
+ * was a NaN. amp_fp8_amax's definition (amp/fp8.h). */
+typedef float (*amp_fp8_amax_fn)(const float *src, size_t n, bool *saw_nan);
+
+/* dst[i] = the saturating fp8 encoding of src[i] * scale (one fp32 multiplication, then the exact
+ * round-to-nearest-even encode with saturation, NaN to the canonical NaN of amp/formats.h). */
+typedef void (*amp_fp8_scaled_encode_fn)(uint8_t *dst, const float *src, size_t n, float scale);
+
+/* The largest |x| of each of nblocks blocks of `block` consecutive values, NaN where a block holds a
+ * NaN (torch.amax's rule, which MXFP8's scale follows): out[b] for src[b * block .. (b + 1) * block). */
+typedef void (*amp_fp8_block_amax_fn)(float *out, const float *src, size_t nblocks, size_t block);
+
+typedef struct amp_fp8_kernels {
+    amp_fp8_decode_row_fn decode_row[AMP_DTYPE_COUNT][2]; /* [AMP_F32, AMP_BF16, AMP_F8E4M3, AMP_F8E5M2][out] */
+    amp_fp8_decode_pairs_fn decode_pairs[AMP_DTYPE_COUNT]; /* [AMP_F8E4M3, AMP_F8E5M2] */
+    amp_fp8_amax_fn amax;
+    amp_fp8_scaled_encode_fn scaled_encode[AMP_DTYPE_COUNT]; /* [AMP_F8E4M3, AMP_F8E5M2] */
+    amp_fp8_block_amax_fn block_amax;
+} amp_fp8_kernels;
+
+void amp_fp8_kernels_ref(amp_fp8_kernels *k);
+#if defined(__x86_64__)
+void amp_fp8_kernels_avx2(amp_fp8_kernels *k);
+void amp_fp8_kernels_avx512(amp_fp8_kernels *k);
+#endif
+
+/* The kernels for `isa` (any value: a path this CPU lacks gets the reference's). */
+const amp_fp8_kernels *amp_fp8_kernels_for(amp_isa isa);
+static inline const amp_fp8_kernels *amp_fp8_kernels_active(void) { return amp_fp8_kernels_for(amp_isa_active()); }
+
+#endif /* AMP_FP8_KERNELS_H */

@@ -1,0 +1,136 @@
+/* The reference fp8 kernels (fp8_kernels.h): portable C on the library's scalar bit codecs. */
+#include <math.h>
+#include <string.h>
+
+#include "../fp8_kernels.h"
+#include "../../core/float_bits.h"
+
+static float bits_to_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static float decode_one(amp_dtype dt, const void *src, size_t j) {
+    switch (dt) {
+    case AMP_F8E4M3: return bits_to_f32(amp_f8e4m3_decode(((const uint8_t *)src)[j]));
+    case AMP_F8E5M2: return bits_to_f32(amp_f8e5m2_decode(((const uint8_t *)src)[j]));
+    case AMP_BF16: return bits_to_f32(amp_bf16_decode(((const uint16_t *)src)[j]));
+    default: return ((const float *)src)[j];
+    }
+}
+
+static inline void decode_row(amp_dtype dt, bool bf16, void *dst, const void *src, size_t n, const float *factors,
+                              size_t lead, size_t block) {
+    size_t left = lead; /* elements left in the current factor's block */
+    for (size_t j = 0; j < n; j++) {
+        float v = decode_one(dt, src, j);
+        if (factors) {
+            if (left == 0) {
+                factors++;
+                left = block;
+            }
+            v *= *factors;
+            left--;
+        }
+        if (bf16) {
+            uint32_t u;
+            memcpy(&u, &v, sizeof u);
+            ((uint16_t *)dst)[j] = (uint16_t)(u >> 16);
+        } else {
+            ((float *)dst)[j] = v;
+        }
+    }
+}
+
+#define DECODE_ROW_FN(name, dt, bf16)                                                                   \
+    static void name(void *dst, const void *src, size_t n, const float *factors, size_t lead, size_t block) { \
+        decode_row(dt, bf16, dst, src, n, factors, lead, block);                                        \
+    }
+DECODE_ROW_FN(decode_f32_f32, AMP_F32, false)
+DECODE_ROW_FN(decode_f32_bf16, AMP_F32, true)
+DECODE_ROW_FN(decode_bf16_f32, AMP_BF16, false)
+DECODE_ROW_FN(decode_bf16_bf16, AMP_BF16, true)
+DECODE_ROW_FN(decode_e4m3_f32, AMP_F8E4M3, false)
+DECODE_ROW_FN(decode_e4m3_bf16, AMP_F8E4M3, true)
+DECODE_ROW_FN(decode_e5m2_f32, AMP_F8E5M2, false)
+DECODE_ROW_FN(decode_e5m2_bf16, AMP_F8E5M2, true)
+#undef DECODE_ROW_FN
+
+static inline void decode_pairs(amp_dtype dt, uint16_t *dst, size_t panel_stride, const uint8_t *src0,
+                                const uint8_t *src1, const int16_t *adds, size_t n, int r) {
+    for (size_t t = 0; t * (size_t)r < n; t++) {
+        uint16_t *d = dst + t * panel_stride;
+        for (size_t i = 0; i < (size_t)r; i++) {
+            const size_t j = t * (size_t)r + i;
+            const float f = j < n && adds ? ldexpf(1.0f, adds[j] / 128) : 1.0f;
+            const float v0 = j < n ? decode_one(dt, src0, j) * f : 0.0f;
+            const float v1 = j < n && src1 ? decode_one(dt, src1, j) * f : 0.0f;
+            d[2 * i] = (uint16_t)(amp_f32_bits(v0) >> 16);
+            d[2 * i + 1] = (uint16_t)(amp_f32_bits(v1) >> 16);
+        }
+    }
+}
+
+static void decode_pairs_e4m3(uint16_t *dst, size_t panel_stride, const uint8_t *src0, const uint8_t *src1,
+                              const int16_t *adds, size_t n, int r) {
+    decode_pairs(AMP_F8E4M3, dst, panel_stride, src0, src1, adds, n, r);
+}
+
+static void decode_pairs_e5m2(uint16_t *dst, size_t panel_stride, const uint8_t *src0, const uint8_t *src1,
+                              const int16_t *adds, size_t n, int r) {
+    decode_pairs(AMP_F8E5M2, dst, panel_stride, src0, src1, adds, n, r);
+}
+
+static float amax_ref(const float *src, size_t n, bool *saw_nan) {
+    float m = 0.0f;
+    bool nan = false;
+    for (size_t i = 0; i < n; i++) {
+        const float a = fabsf(src[i]);
+        if (a > m) m = a; /* false for NaN: skipped, as fmaxf does */
+        nan |= a != a;
+    }
+    if (saw_nan) *saw_nan = nan;
+    return m;
+}
+
+static void block_amax_ref(float *out, const float *src, size_t nblocks, size_t block) {
+    for (size_t b = 0; b < nblocks; b++) {
+        const float *x = src + b * block;
+        float m = 0.0f;
+        for (size_t i = 0; i < block; i++) {
+            const float a = fabsf(x[i]);
+            if (a != a) {
+                m = a;
+                break;
+            }
+            if (a > m) m = a;
+        }
+        out[b] = m;
+    }
+}
+
+static void encode_e4m3_ref(uint8_t *dst, const float *src, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) dst[i] = amp_f8e4m3_encode(amp_f32_bits(src[i] * scale), AMP_OVERFLOW_SATURATE);
+}
+
+static void encode_e5m2_ref(uint8_t *dst, const float *src, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) dst[i] = amp_f8e5m2_encode(amp_f32_bits(src[i] * scale), AMP_OVERFLOW_SATURATE);
+}
+
+void amp_fp8_kernels_ref(amp_fp8_kernels *k) {
+    k->decode_row[AMP_F32][0] = decode_f32_f32;
+    k->decode_row[AMP_F32][1] = decode_f32_bf16;
+    k->decode_row[AMP_BF16][0] = decode_bf16_f32;
+    k->decode_row[AMP_BF16][1] = decode_bf16_bf16;
+    k->decode_row[AMP_F8E4M3][0] = decode_e4m3_f32;
+    k->decode_row[AMP_F8E4M3][1] = decode_e4m3_bf16;
+    k->decode_row[AMP_F8E5M2][0] = decode_e5m2_f32;
+    k->decode_row[AMP_F8E5M2][1] = decode_e5m2_bf16;
+    k->decode_pairs[AMP_F8E4M3] = decode_pairs_e4m3;
+    k->decode_pairs[AMP_F8E5M2] = decode_pairs_e5m2;
+    k->amax = amax_ref;
+    k->block_amax = block_amax_ref;
+    k->scaled_encode[AMP_F8E4M3] = encode_e4m3_ref;
+    k->scaled_encode[AMP_F8E5M2] = encode_e5m2_ref;
+}

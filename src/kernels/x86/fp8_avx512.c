@@ -1,0 +1,371 @@
+/* AVX-512 fp8 kernels (fp8_kernels.h), 16 fp32 lanes per step, masked tails: the reference's bits.
+ *
+ * Decode: e5m2 is the top byte of an fp16, and e4m3's value is 2^8 times the fp16 whose bits are
+ * (b & 0x7F) << 7 (its 4-bit exponent fits the fp16 exponent field, subnormals included), so both go
+ * through VCVTPH2PS exactly; e4m3's NaN pattern (S.1111.111) is set apart. The factor is one VMULPS;
+ * the bf16 output keeps the top half of each fp32 (VPMOVDW after a shift).
+ *
+ * Encode: x * scale, then the reference's parametric integer rounding to nearest even, saturating
+ * (convert_avx512.c's encoder with the multiplication folded in: one pass instead of a staged one). */
+#include <immintrin.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../../core/float_bits.h"
+#include "../fp8_kernels.h"
+
+static inline __mmask16 tail_mask(size_t left) {
+    return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+}
+
+/* ---- decode ---- */
+
+static inline __attribute__((always_inline)) __m512 f32_from_e4m3x16(__m128i b) {
+    const __m256i w = _mm256_cvtepu8_epi16(b);
+    const __m256i mag = _mm256_and_si256(w, _mm256_set1_epi16(0x7F));
+    const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8);
+    const __m512 f = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_or_si256(_mm256_slli_epi16(mag, 7), sign)),
+                                   _mm512_set1_ps(256.0f));
+    const __mmask16 nan = _mm256_cmpeq_epi16_mask(mag, _mm256_set1_epi16(0x7F));
+    return _mm512_mask_mov_ps(f, nan, _mm512_set1_ps(NAN));
+}
+
+static inline __attribute__((always_inline)) __m512 f32_from_e5m2x16(__m128i b) {
+    return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8));
+}
+
+/* 16 (or, masked, fewer) elements of dtype dt at p, decoded to fp32; dt is a constant where inlined */
+static inline __attribute__((always_inline)) __m512 load_dec(amp_dtype dt, const void *p, __mmask16 m) {
+    switch (dt) {
+    case AMP_F8E4M3: return f32_from_e4m3x16(_mm_maskz_loadu_epi8(m, p));
+    case AMP_F8E5M2: return f32_from_e5m2x16(_mm_maskz_loadu_epi8(m, p));
+    case AMP_BF16: return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+    default: return _mm512_maskz_loadu_ps(m, p);
+    }
+}
+
+static inline __attribute__((always_inline)) void store_out(bool bf16, void *dst, __m512 v, __mmask16 m) {
+    if (bf16)
+        _mm256_mask_storeu_epi16(dst, m, _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
+    else
+        _mm512_mask_storeu_ps(dst, m, v);
+}
+
+/* n elements from src to dst, each times f (when mul) or times its own factor fv[j] (when per_elem) */
+static inline __attribute__((always_inline)) void decode_run(amp_dtype dt, bool bf16, char *dst, const char *src,
+                                                             size_t n, bool mul, float f, const float *fv) {
+    const size_t es = dt == AMP_F32 ? 4 : dt == AMP_BF16 ? 2 : 1, os = bf16 ? 2 : 4;
+    const __m512 fs = _mm512_set1_ps(f);
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        __m512 v = load_dec(dt, src + j * es, 0xFFFF);
+        if (fv) v = _mm512_mul_ps(v, _mm512_loadu_ps(fv + j));
+        else if (mul) v = _mm512_mul_ps(v, fs);
+        store_out(bf16, dst + j * os, v, 0xFFFF);
+    }
+    if (j < n) {
+        const __mmask16 m = tail_mask(n - j);
+        __m512 v = load_dec(dt, src + j * es, m);
+        if (fv) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, fv + j));
+        else if (mul) v = _mm512_mul_ps(v, fs);
+        store_out(bf16, dst + j * os, v, m);
+    }
+}
+
+/* fp8 to bf16 without factors, 32 lanes of 16 bits: a normal value's bits are its magnitude bits
+ * shifted to bf16's places plus the exponent's rebias; the subnormals (and zero) come from an 8-entry
+ * table (VPERMW), the all-ones exponent is set apart (e4m3: NaN; e5m2: inf, NaN), the sign is ORed in. */
+static inline __attribute__((always_inline)) __m512i bf16_from_fp8x32(amp_dtype dt, __m256i bytes) {
+    const __m512i w = _mm512_cvtepu8_epi16(bytes);
+    const __m512i mag = _mm512_and_si512(w, _mm512_set1_epi16(0x7F));
+    const __m512i sign = _mm512_slli_epi16(_mm512_and_si512(w, _mm512_set1_epi16(0x80)), 8);
+    __m512i v;
+    if (dt == AMP_F8E4M3) {
+        /* m * 2^-9 for m = 0..7 */
+        const __m512i sub = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                             0x3C60, 0x3C40, 0x3C20, 0x3C00, 0x3BC0, 0x3B80, 0x3B00, 0);
+        v = _mm512_add_epi16(_mm512_slli_epi16(mag, 4), _mm512_set1_epi16(0x3C00)); /* exponent + 120 */
+        v = _mm512_mask_mov_epi16(v, _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(8)), _mm512_permutexvar_epi16(mag, sub));
+        v = _mm512_mask_mov_epi16(v, _mm512_cmpeq_epi16_mask(mag, _mm512_set1_epi16(0x7F)), _mm512_set1_epi16(0x7FC0));
+    } else {
+        /* m * 2^-16 for m = 0..3 */
+        const __m512i sub = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                             0, 0, 0, 0x3840, 0x3800, 0x3780, 0);
+        v = _mm512_add_epi16(_mm512_slli_epi16(mag, 5), _mm512_set1_epi16(0x3800)); /* exponent + 112 */
+        v = _mm512_mask_mov_epi16(v, _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(4)), _mm512_permutexvar_epi16(mag, sub));
+        v = _mm512_mask_mov_epi16(v, _mm512_cmpge_epu16_mask(mag, _mm512_set1_epi16(0x7D)), _mm512_set1_epi16(0x7FC0));
+        v = _mm512_mask_mov_epi16(v, _mm512_cmpeq_epi16_mask(mag, _mm512_set1_epi16(0x7C)), _mm512_set1_epi16(0x7F80));
+    }
+    return _mm512_or_si512(v, sign);
+}
+
+/* ... times 2^e when add = e << 7 is not 0: e is added to the exponent of every finite nonzero value
+ * (the caller makes sure the results stay normal: exact, the bits of the fp32 product's top half) */
+static inline __attribute__((always_inline)) __m512i bf16_from_fp8x32_scaled(amp_dtype dt, __m256i bytes, __m512i add) {
+    const __m512i v = bf16_from_fp8x32(dt, bytes);
+    const __m512i mag = _mm512_and_si512(v, _mm512_set1_epi16(0x7FFF));
+    /* finite and nonzero: 0 < |v| < inf */
+    const __mmask32 scale = _mm512_cmplt_epu16_mask(_mm512_sub_epi16(mag, _mm512_set1_epi16(1)), _mm512_set1_epi16(0x7F7F));
+    return _mm512_mask_add_epi16(v, scale, v, add);
+}
+
+static inline __attribute__((always_inline)) void decode_fp8_bf16(amp_dtype dt, uint16_t *dst, const uint8_t *src,
+                                                                  size_t n, int add) {
+    const __m512i a = _mm512_set1_epi16((short)add);
+    size_t j = 0;
+    for (; j + 32 <= n; j += 32) {
+        const __m256i b = _mm256_loadu_si256((const __m256i *)(src + j));
+        _mm512_storeu_si512(dst + j, add ? bf16_from_fp8x32_scaled(dt, b, a) : bf16_from_fp8x32(dt, b));
+    }
+    if (j < n) {
+        const __mmask32 m = n - j >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << (n - j)) - 1u);
+        const __m256i b = _mm256_maskz_loadu_epi8(m, src + j);
+        _mm512_mask_storeu_epi16(dst + j, m, add ? bf16_from_fp8x32_scaled(dt, b, a) : bf16_from_fp8x32(dt, b));
+    }
+}
+
+/* Pairs: panel t takes r (<= 32) values of each row, interleaved word by word (VPERMT2W, as the bf16
+ * pack does), stored as r 32-bit words, the words past n zero. */
+static inline __attribute__((always_inline)) void decode_pairs(amp_dtype dt, uint16_t *dst, size_t panel_stride,
+                                                               const uint8_t *src0, const uint8_t *src1,
+                                                               const int16_t *adds, size_t n, int r) {
+    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37,
+                                        5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+    const __mmask16 w_lo = r >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << r) - 1u);
+    const __mmask16 w_hi = r <= 16 ? 0 : r >= 32 ? (__mmask16)0xFFFF : (__mmask16)((1u << (r - 16)) - 1u);
+    for (size_t j = 0; j < n; j += (size_t)r, dst += panel_stride) {
+        const size_t left = n - j < (size_t)r ? n - j : (size_t)r;
+        const __mmask32 m = left >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << left) - 1u);
+        __m512i a, b = _mm512_setzero_si512();
+        if (adds) {
+            const __m512i e = _mm512_maskz_loadu_epi16(m, adds + j);
+            a = bf16_from_fp8x32_scaled(dt, _mm256_maskz_loadu_epi8(m, src0 + j), e);
+            if (src1) b = bf16_from_fp8x32_scaled(dt, _mm256_maskz_loadu_epi8(m, src1 + j), e);
+        } else {
+            a = bf16_from_fp8x32(dt, _mm256_maskz_loadu_epi8(m, src0 + j));
+            if (src1) b = bf16_from_fp8x32(dt, _mm256_maskz_loadu_epi8(m, src1 + j));
+        }
+        a = _mm512_maskz_mov_epi16(m, a), b = _mm512_maskz_mov_epi16(m, b);
+        _mm512_mask_storeu_epi32(dst, w_lo, _mm512_permutex2var_epi16(a, lo, b));
+        if (w_hi) _mm512_mask_storeu_epi32(dst + 32, w_hi, _mm512_permutex2var_epi16(a, hi, b));
+    }
+}
+
+static void decode_pairs_e4m3(uint16_t *dst, size_t panel_stride, const uint8_t *src0, const uint8_t *src1,
+                              const int16_t *adds, size_t n, int r) {
+    decode_pairs(AMP_F8E4M3, dst, panel_stride, src0, src1, adds, n, r);
+}
+
+static void decode_pairs_e5m2(uint16_t *dst, size_t panel_stride, const uint8_t *src0, const uint8_t *src1,
+                              const int16_t *adds, size_t n, int r) {
+    decode_pairs(AMP_F8E5M2, dst, panel_stride, src0, src1, adds, n, r);
+}
+
+/* Whether a factor f is 2^e with every fp8 value times it normal in bf16 (and finite): e in [-117, 119]
+ * for e4m3 (2^-9 .. 448), [-110, 111] for e5m2 (2^-16 .. 57344); then *add = e << 7. */
+static inline bool pow2_in_range(amp_dtype dt, float f, int *add) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const int e = (int)(u >> 23) - 127; /* the sign bit makes e large: refused below */
+    if ((u & 0x7FFFFFu) != 0 || e < (dt == AMP_F8E4M3 ? -117 : -110) || e > (dt == AMP_F8E4M3 ? 119 : 111)) return false;
+    *add = e * 128;
+    return true;
+}
+
+static inline __attribute__((always_inline)) void decode_row(amp_dtype dt, bool bf16, void *dst, const void *src,
+                                                             size_t n, const float *factors, size_t lead, size_t block) {
+    const size_t es = dt == AMP_F32 ? 4 : dt == AMP_BF16 ? 2 : 1, os = bf16 ? 2 : 4;
+    const bool fp8_to_bf16 = bf16 && (dt == AMP_F8E4M3 || dt == AMP_F8E5M2);
+    if (!factors && fp8_to_bf16) {
+        decode_fp8_bf16(dt, dst, src, n, 0);
+        return;
+    }
+    if (!factors) {
+        decode_run(dt, bf16, dst, src, n, false, 1.0f, NULL);
+        return;
+    }
+    if (block == 1) { /* a factor per element: factors[j] */
+        decode_run(dt, bf16, dst, src, n, false, 1.0f, factors);
+        return;
+    }
+    /* runs of one factor each: the rest of the first block, then whole blocks */
+    size_t j = 0, len = lead;
+    for (; j < n; j += len, len = block, factors++) {
+        const size_t run = n - j < len ? n - j : len;
+        int add;
+        if (fp8_to_bf16 && pow2_in_range(dt, *factors, &add))
+            decode_fp8_bf16(dt, (uint16_t *)dst + j, (const uint8_t *)src + j, run, add);
+        else
+            decode_run(dt, bf16, (char *)dst + j * os, (const char *)src + j * es, run, true, *factors, NULL);
+    }
+}
+
+#define DECODE_ROW_FN(name, dt, bf16)                                                                   \
+    static void name(void *dst, const void *src, size_t n, const float *factors, size_t lead, size_t block) { \
+        decode_row(dt, bf16, dst, src, n, factors, lead, block);                                        \
+    }
+DECODE_ROW_FN(decode_f32_f32, AMP_F32, false)
+DECODE_ROW_FN(decode_f32_bf16, AMP_F32, true)
+DECODE_ROW_FN(decode_bf16_f32, AMP_BF16, false)
+DECODE_ROW_FN(decode_bf16_bf16, AMP_BF16, true)
+DECODE_ROW_FN(decode_e4m3_f32, AMP_F8E4M3, false)
+DECODE_ROW_FN(decode_e4m3_bf16, AMP_F8E4M3, true)
+DECODE_ROW_FN(decode_e5m2_f32, AMP_F8E5M2, false)
+DECODE_ROW_FN(decode_e5m2_bf16, AMP_F8E5M2, true)
+#undef DECODE_ROW_FN
+
+/* ---- amax ---- */
+
+/* VMAXPS returns its second operand when either is NaN: max(|x|, m) skips a NaN x, as fmaxf does. Four
+ * accumulators hide the latency; the max of maxes is the same value in any order (no rounding). */
+static float amax_avx512(const float *src, size_t n, bool *saw_nan) {
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+    __m512 m0 = _mm512_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
+    __mmask16 nan = 0;
+    size_t i = 0;
+#define AMAX_STEP(acc, off)                                                                                  \
+    do {                                                                                                     \
+        const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512(src + i + (off)), abs_mask)); \
+        nan |= _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);                                                       \
+        acc = _mm512_max_ps(a, acc);                                                                         \
+    } while (0)
+    for (; i + 64 <= n; i += 64) {
+        AMAX_STEP(m0, 0);
+        AMAX_STEP(m1, 16);
+        AMAX_STEP(m2, 32);
+        AMAX_STEP(m3, 48);
+    }
+#undef AMAX_STEP
+    for (; i < n; i += 16) {
+        const __mmask16 k = tail_mask(n - i);
+        const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_maskz_loadu_epi32(k, src + i), abs_mask));
+        nan |= _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+        m0 = _mm512_max_ps(a, m0);
+    }
+    const float m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+    if (saw_nan) *saw_nan = nan != 0;
+    return m;
+}
+
+/* Blocks of a multiple of 16 values: the vector max, and where a block holds a NaN the reference's
+ * answer (the first NaN, its sign cleared), found by a scalar pass over that block only. */
+static void block_amax_avx512(float *out, const float *src, size_t nblocks, size_t block) {
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+    for (size_t b = 0; b < nblocks; b++) {
+        const float *x = src + b * block;
+        if (block % 16 != 0) {
+            float m = 0.0f;
+            for (size_t i = 0; i < block; i++) {
+                const float a = fabsf(x[i]);
+                if (a != a) {
+                    m = a;
+                    break;
+                }
+                if (a > m) m = a;
+            }
+            out[b] = m;
+            continue;
+        }
+        __m512 acc = _mm512_setzero_ps();
+        __mmask16 nan = 0;
+        for (size_t i = 0; i < block; i += 16) {
+            const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512(x + i), abs_mask));
+            nan |= _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+            acc = _mm512_max_ps(a, acc);
+        }
+        float m = _mm512_reduce_max_ps(acc);
+        if (nan)
+            for (size_t i = 0; i < block; i++)
+                if (x[i] != x[i]) {
+                    m = fabsf(x[i]);
+                    break;
+                }
+        out[b] = m;
+    }
+}
+
+/* ---- scaled encode ----
+ *
+ * Rounding by the FPU: for a = |x| with exponent e, c = 2^(e + 23 - M) has an ulp of 2^(e - M), the
+ * spacing of the fp8 values next to a, so (a + c) - c is a rounded to nearest even at the fp8's
+ * precision (one rounding, in the addition; the subtraction is exact). Below the fp8's smallest
+ * normal the spacing is fixed (2^-9 in e4m3, 2^-16 in e5m2): c is raised to that spacing times 2^23.
+ * a is first clamped below the first power of 2 past the fp8's range (so c cannot overflow), and the
+ * rounded value then saturated to the largest finite. The result is an fp8 value, so its fp16 (after
+ * a division by 2^8 for e4m3, whose exponent range is then fp16's) is exact, and the fp8 bits are the
+ * top of the fp16's. NaN gets the canonical NaN with its sign. The reference's integer rounding gives
+ * the same bits (checked on every fp32 pattern; tests/test_fp8_simd.c checks a strided sweep). */
+
+typedef struct {
+    float clamp, max_finite, to_f16; /* the clamp, the largest finite, the factor to fp16 */
+    int32_t c_shift, c_min;          /* (23 - M) << 23 added to a's exponent bits; c's smallest bits */
+    int drop;                        /* fp16 bits below the fp8's: 7 (e4m3), 8 (e5m2) */
+    uint16_t nan_bits;               /* the canonical NaN, also the largest fp8 magnitude pattern + 1 */
+} fp8_format;
+
+/* The operand orders keep a NaN x a NaN through min and the rounding (VMINPS returns its second
+ * operand when one is NaN), and the fp16 of a NaN has the all-ones exponent, which puts its magnitude
+ * bits above every finite fp8's: an unsigned min with the canonical NaN pattern then gives that NaN,
+ * and leaves every finite value (at most nan_bits - 1) as it is. */
+static inline __attribute__((always_inline)) __m128i fp8_sat_from_f32x16(__m512 x, const fp8_format *fmt) {
+    const __m512i sign_bit = _mm512_set1_epi32((int)0x80000000u);
+    const __m512 a = _mm512_min_ps(_mm512_set1_ps(fmt->clamp), _mm512_abs_ps(x));
+    const __m512i cb = _mm512_max_epi32(_mm512_add_epi32(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7F800000)),
+                                                         _mm512_set1_epi32(fmt->c_shift)),
+                                        _mm512_set1_epi32(fmt->c_min));
+    const __m512 c = _mm512_castsi512_ps(cb);
+    const __m512 r = _mm512_min_ps(_mm512_set1_ps(fmt->max_finite), _mm512_sub_ps(_mm512_add_ps(a, c), c));
+    /* r with x's sign: bits of r where sign_bit is 0, of x where it is 1 */
+    const __m512i rs = _mm512_ternarylogic_epi32(_mm512_castps_si512(r), _mm512_castps_si512(x), sign_bit, 0xD8);
+    const __m256i h = _mm512_cvtps_ph(_mm512_mul_ps(_mm512_castsi512_ps(rs), _mm512_set1_ps(fmt->to_f16)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256i mag = _mm256_min_epu16(_mm256_srli_epi16(_mm256_slli_epi16(h, 1), fmt->drop + 1),
+                                         _mm256_set1_epi16((short)fmt->nan_bits));
+    /* mag | (h >> 8 & 0x80): the sign */
+    const __m256i b = _mm256_ternarylogic_epi32(mag, _mm256_srli_epi16(h, 8), _mm256_set1_epi16(0x80), 0xF8);
+    return _mm256_cvtepi16_epi8(b);
+}
+
+static inline __attribute__((always_inline)) void scaled_encode(uint8_t *dst, const float *src, size_t n, float scale,
+                                                                const fp8_format *fmt) {
+    const __m512 s = _mm512_set1_ps(scale);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m128i lo = fp8_sat_from_f32x16(_mm512_mul_ps(_mm512_loadu_ps(src + i), s), fmt);
+        const __m128i hi = fp8_sat_from_f32x16(_mm512_mul_ps(_mm512_loadu_ps(src + i + 16), s), fmt);
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = tail_mask(n - i);
+        _mm_mask_storeu_epi8(dst + i, m, fp8_sat_from_f32x16(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, src + i), s), fmt));
+    }
+}
+
+static const fp8_format e4m3_sat = {480.0f, 448.0f, 0x1p-8f, 20 << 23, (14 + 127) << 23, 7, 0x7F};
+static const fp8_format e5m2_sat = {65536.0f, 57344.0f, 1.0f, 21 << 23, (7 + 127) << 23, 8, 0x7E};
+static void encode_e4m3(uint8_t *dst, const float *src, size_t n, float scale) {
+    scaled_encode(dst, src, n, scale, &e4m3_sat);
+}
+static void encode_e5m2(uint8_t *dst, const float *src, size_t n, float scale) {
+    scaled_encode(dst, src, n, scale, &e5m2_sat);
+}
+
+void amp_fp8_kernels_avx512(amp_fp8_kernels *k) {
+    k->decode_row[AMP_F32][0] = decode_f32_f32;
+    k->decode_row[AMP_F32][1] = decode_f32_bf16;
+    k->decode_row[AMP_BF16][0] = decode_bf16_f32;
+    k->decode_row[AMP_BF16][1] = decode_bf16_bf16;
+    k->decode_row[AMP_F8E4M3][0] = decode_e4m3_f32;
+    k->decode_row[AMP_F8E4M3][1] = decode_e4m3_bf16;
+    k->decode_row[AMP_F8E5M2][0] = decode_e5m2_f32;
+    k->decode_row[AMP_F8E5M2][1] = decode_e5m2_bf16;
+    k->decode_pairs[AMP_F8E4M3] = decode_pairs_e4m3;
+    k->decode_pairs[AMP_F8E5M2] = decode_pairs_e5m2;
+    k->amax = amax_avx512;
+    k->block_amax = block_amax_avx512;
+    k->scaled_encode[AMP_F8E4M3] = encode_e4m3;
+    k->scaled_encode[AMP_F8E5M2] = encode_e5m2;
+}

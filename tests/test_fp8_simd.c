@@ -1,0 +1,281 @@
+/* The fp8 kernels (src/kernels/fp8_kernels.h) of every SIMD path against the reference kernels, bit
+ * for bit: the decode into the GEMM's packing (every fp8 pattern, bf16 and fp32 values, with and
+ * without block factors, fp32 and bf16 output), amax and block amax (NaN, inf, subnormals, -0), and
+ * the saturating scaled encode (a strided sweep over every fp32 bit pattern, plus random values times
+ * random scales, overflow and underflow included). The reference kernels are themselves the library's
+ * scalar codecs (core/float_bits.h), which test_decode.c and test_encode_edges.c check against
+ * independent oracles; the threaded amax and cast (src/fp8/cast.c) are checked against them at 1, 2
+ * and 3 threads. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "test_util.h"
+#include "tests.h"
+#include "../src/kernels/fp8_kernels.h"
+
+/* A random fp32: mostly ordinary values over a wide exponent range, with NaN, inf, zeros and
+ * subnormals mixed in. */
+static float random_special(test_rng *rng) {
+    const uint64_t r = test_rng_next(rng);
+    switch (r % 16) {
+    case 0: return f32_from_bits(0x7FC00000u | (uint32_t)(r >> 40 & 0x3FFFFF) | (uint32_t)(r >> 20 & 1) << 31); /* NaN */
+    case 1: return (r >> 8) & 1 ? INFINITY : -INFINITY;
+    case 2: return (r >> 8) & 1 ? 0.0f : -0.0f;
+    case 3: return f32_from_bits((uint32_t)(r >> 32) & 0x807FFFFFu); /* subnormal */
+    default: return f32_from_bits(((uint32_t)(r >> 32) & 0x807FFFFFu) | ((uint32_t)(100 + (r >> 8) % 60) << 23));
+    }
+}
+
+static bool same_f32(float a, float b) { return f32_bits(a) == f32_bits(b) || (isnan(a) && isnan(b)); }
+
+static const char *out_name(int bf16) { return bf16 ? "bf16" : "f32"; }
+
+void test_fp8_decode_row_paths(void) {
+    const uint64_t seed = harness_seed();
+    harness_note("seed %llu", (unsigned long long)seed);
+    test_rng rng = {seed ^ 0xDEC0DEu};
+    enum { N = 600 };
+    uint8_t f8[N];
+    uint16_t b16[N];
+    float f32[N];
+    float factors[N + 1];
+    const amp_fp8_kernels *ref = amp_fp8_kernels_for(AMP_ISA_REF);
+    const amp_dtype dts[] = {AMP_F8E4M3, AMP_F8E5M2, AMP_BF16, AMP_F32};
+    amp_isa isas[AMP_ISA_COUNT];
+    const int n_isas = test_supported_isas(isas);
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < N; i++) { /* every fp8 pattern (twice over), then random */
+            f8[i] = round == 0 ? (uint8_t)i : (uint8_t)test_rng_next(&rng);
+            f32[i] = random_special(&rng);
+            b16[i] = (uint16_t)(f32_bits(random_special(&rng)) >> 16);
+        }
+        /* powers of 2 (round 2: at and past the ends of the range where every fp8 value times them is a
+         * normal bf16, and negative, zero, infinite), and others */
+        static const float edge[] = {0x1p-126f, 0x1p-118f, 0x1p-117f, 0x1p-111f, 0x1p-110f, 0x1p111f, 0x1p112f,
+                                     0x1p119f, 0x1p120f, 0x1p127f, -2.0f, 0.0f, INFINITY, 1.0f};
+        for (int i = 0; i <= N; i++)
+            factors[i] = round == 3   ? 0.75f + (float)i
+                         : round == 2 ? edge[test_rng_below(&rng, sizeof edge / sizeof edge[0])]
+                                      : ldexpf(1.0f, (int)test_rng_below(&rng, 60) - 30);
+        for (int d = 0; d < 4; d++) {
+            const void *s = d == 2 ? (const void *)b16 : d == 3 ? (const void *)f32 : (const void *)f8;
+            const size_t n_max = N;
+            for (int bf16 = 0; bf16 < 2; bf16++)
+                for (int fmode = 0; fmode < 4; fmode++) {
+                    /* factors: none; one per element; blocks of 32 entered 5 in; blocks of 3 */
+                    const float *f = fmode ? factors : NULL;
+                    const size_t block = fmode == 1 ? 1 : fmode == 2 ? 32 : 3, lead = fmode == 1 ? 1 : fmode == 2 ? 27 : 2;
+                    const size_t lens[] = {0, 1, 7, 15, 16, 17, 33, 100, n_max};
+                    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                        const size_t n = lens[li];
+                        float want[N + 1], got[N + 1];
+                        memset(want, 0, sizeof want);
+                        ref->decode_row[dts[d]][bf16](want, s, n, f, lead, block);
+                        for (int k = 0; k < n_isas; k++) {
+                            memset(got, 0xA5, sizeof got);
+                            amp_fp8_kernels_for(isas[k])->decode_row[dts[d]][bf16](got, s, n, f, lead, block);
+                            int bad = 0;
+                            for (size_t j = 0; j < n && bad < 3; j++) {
+                                const float w = bf16 ? f32_from_bits((uint32_t)((const uint16_t *)want)[j] << 16) : want[j];
+                                const float g = bf16 ? f32_from_bits((uint32_t)((const uint16_t *)got)[j] << 16) : got[j];
+                                if (!CHECK_MSG(same_f32(g, w), "%s decode %s -> %s factors %d n %zu [%zu]: got 0x%08X want 0x%08X",
+                                               amp_isa_name(isas[k]), amp_dtype_name(dts[d]), out_name(bf16), fmode, n, j,
+                                               f32_bits(g), f32_bits(w)))
+                                    bad++;
+                            }
+                            /* nothing written past n */
+                            const size_t os = bf16 ? 2 : 4;
+                            CHECK_MSG(((const uint8_t *)got)[n * os] == 0xA5, "%s decode wrote past n = %zu",
+                                      amp_isa_name(isas[k]), n);
+                        }
+                    }
+                }
+        }
+    }
+}
+
+/* decode_pairs: every fp8 pattern in both rows, each panel height the kernels use, partial panels,
+ * the missing second row of an odd k, exponent adds at the ends of their range; the panels' words past
+ * n must be zero. */
+void test_fp8_decode_pairs_paths(void) {
+    enum { N = 300, STRIDE = 80 };
+    uint8_t s0[N], s1[N];
+    int16_t adds[N];
+    for (int i = 0; i < N; i++) s0[i] = (uint8_t)i, s1[i] = (uint8_t)(255 - i);
+    const amp_fp8_kernels *ref = amp_fp8_kernels_for(AMP_ISA_REF);
+    amp_isa isas[AMP_ISA_COUNT];
+    const int n_isas = test_supported_isas(isas);
+    const int heights[] = {4, 8, 12, 16, 32};
+    const size_t lens[] = {0, 1, 11, 12, 31, 32, 33, 100, N};
+    uint16_t want[(N / 4 + 1) * STRIDE], got[(N / 4 + 1) * STRIDE];
+    for (int dt = AMP_F8E4M3; dt <= AMP_F8E5M2; dt++)
+        for (int h = 0; h < 5; h++)
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+                for (int odd = 0; odd < 4; odd++) { /* bit 0: no second row; bit 1: exponent adds */
+                    const int r = heights[h];
+                    /* the range ends where every product stays a normal bf16, and between */
+                    const int lo = dt == AMP_F8E4M3 ? -117 : -110, hi = dt == AMP_F8E4M3 ? 119 : 111;
+                    for (int i = 0; i < N; i++) adds[i] = (int16_t)((i % 3 == 0 ? lo : i % 3 == 1 ? hi : i % 17 - 8) * 128);
+                    const int16_t *ad = odd & 2 ? adds : NULL;
+                    const size_t n = lens[li], panels = (n + (size_t)r - 1) / (size_t)r;
+                    memset(want, 0x5A, sizeof want);
+                    ref->decode_pairs[dt](want, STRIDE, s0, odd & 1 ? NULL : s1, ad, n, r);
+                    for (int k = 1; k < n_isas; k++) {
+                        memset(got, 0x5A, sizeof got);
+                        amp_fp8_kernels_for(isas[k])->decode_pairs[dt](got, STRIDE, s0, odd & 1 ? NULL : s1, ad, n, r);
+                        int bad = 0;
+                        for (size_t t = 0; t < panels + 1 && bad < 3; t++)
+                            for (size_t j = 0; j < STRIDE && bad < 3; j++) {
+                                const uint16_t g = got[t * STRIDE + j], w = want[t * STRIDE + j];
+                                const bool nan = (g & 0x7F80) == 0x7F80 && (g & 0x7F) && (w & 0x7F80) == 0x7F80 && (w & 0x7F);
+                                if (!CHECK_MSG(g == w || nan, "%s %s pairs r %d n %zu%s: panel %zu word %zu: 0x%04X, want 0x%04X",
+                                               amp_isa_name(isas[k]), amp_dtype_name((amp_dtype)dt), r, n,
+                                               odd & 1 ? " (no second row)" : "", t, j, g, w))
+                                    bad++;
+                            }
+                    }
+                }
+}
+
+void test_fp8_amax_paths(void) {
+    const uint64_t seed = harness_seed();
+    harness_note("seed %llu", (unsigned long long)seed);
+    test_rng rng = {seed ^ 0xA3A3u};
+    const amp_fp8_kernels *ref = amp_fp8_kernels_for(AMP_ISA_REF);
+    amp_isa isas[AMP_ISA_COUNT];
+    const int n_isas = test_supported_isas(isas);
+    enum { N = 1000 };
+    float x[N];
+    for (int round = 0; round < 200; round++) {
+        const size_t n = round < 100 ? (size_t)round : test_rng_below(&rng, N + 1);
+        const int kind = round % 4; /* 0: ordinary values; 1: with specials; 2: all NaN; 3: subnormals only */
+        for (size_t i = 0; i < n; i++) {
+            const float v = random_special(&rng);
+            x[i] = kind == 1 ? v : kind == 2 ? NAN : kind == 3 ? f32_from_bits(f32_bits(v) & 0x807FFFFFu)
+                                                               : f32_from_bits(f32_bits(v) & 0xBFFFFFFFu);
+        }
+        bool want_nan = true, got_nan = false;
+        const float want = ref->amax(x, n, &want_nan);
+        for (int k = 0; k < n_isas; k++) {
+            const float got = amp_fp8_kernels_for(isas[k])->amax(x, n, &got_nan);
+            CHECK_EQ_BITS(f32_bits(got), f32_bits(want), "%s amax n %zu kind %d", amp_isa_name(isas[k]), n, kind);
+            CHECK_MSG(got_nan == want_nan, "%s amax saw_nan n %zu kind %d", amp_isa_name(isas[k]), n, kind);
+            CHECK(amp_fp8_kernels_for(isas[k])->amax(x, n, NULL) == want || isnan(want));
+        }
+        /* block amax: blocks of 32 (MX), 128 and 24, a NaN planted in some */
+        const size_t blocks[] = {32, 128, 24};
+        for (size_t bi = 0; bi < 3; bi++) {
+            const size_t nb = n / blocks[bi];
+            float bw[N], bg[N];
+            ref->block_amax(bw, x, nb, blocks[bi]);
+            for (int k = 0; k < n_isas; k++) {
+                amp_fp8_kernels_for(isas[k])->block_amax(bg, x, nb, blocks[bi]);
+                for (size_t b = 0; b < nb; b++)
+                    CHECK_EQ_BITS(f32_bits(bg[b]), f32_bits(bw[b]), "%s block_amax %zu block %zu", amp_isa_name(isas[k]),
+                                  blocks[bi], b);
+            }
+        }
+    }
+}
+
+static void check_encode(const float *x, size_t n, float scale, const char *what) {
+    const amp_fp8_kernels *ref = amp_fp8_kernels_for(AMP_ISA_REF);
+    amp_isa isas[AMP_ISA_COUNT];
+    const int n_isas = test_supported_isas(isas);
+    uint8_t *want = malloc(n + 1), *got = malloc(n + 1);
+    if (!CHECK(want && got)) {
+        free(want), free(got);
+        return;
+    }
+    for (int dt = AMP_F8E4M3; dt <= AMP_F8E5M2; dt++) {
+        ref->scaled_encode[dt](want, x, n, scale);
+        for (int k = 1; k < n_isas; k++) {
+            got[n] = 0xA5;
+            amp_fp8_kernels_for(isas[k])->scaled_encode[dt](got, x, n, scale);
+            int bad = 0;
+            for (size_t i = 0; i < n && bad < 3; i++)
+                if (!CHECK_MSG(got[i] == want[i], "%s %s encode %s x = 0x%08X scale %a: got 0x%02X want 0x%02X",
+                               amp_isa_name(isas[k]), amp_dtype_name((amp_dtype)dt), what, f32_bits(x[i]), (double)scale,
+                               got[i], want[i]))
+                    bad++;
+            CHECK_MSG(got[n] == 0xA5, "%s encode wrote past n = %zu", amp_isa_name(isas[k]), n);
+        }
+    }
+    free(want), free(got);
+}
+
+void test_fp8_encode_paths(void) {
+    const uint64_t seed = harness_seed();
+    harness_note("seed %llu", (unsigned long long)seed);
+    test_rng rng = {seed ^ 0xE4C0u};
+    /* every fp32 pattern with a stride, from a random offset (the stride is odd: all low bits vary) */
+    enum { CHUNK = 1 << 16 };
+    float *x = malloc(CHUNK * sizeof(float));
+    if (!CHECK(x)) return;
+    const uint64_t stride = harness_quick() ? 65537 : 4099;
+    uint64_t u = test_rng_below(&rng, (uint32_t)stride);
+    while (u < (1ull << 32)) {
+        size_t n = 0;
+        for (; n < CHUNK && u < (1ull << 32); n++, u += stride) x[n] = f32_from_bits((uint32_t)u);
+        check_encode(x, n, 1.0f, "sweep");
+    }
+    /* every pattern near each fp8 rounding boundary: the midpoints between neighbouring e4m3 and e5m2
+     * values (and the range ends), +-2 ulps, both signs */
+    size_t n = 0;
+    for (int fmt = 0; fmt < 2; fmt++)
+        for (uint32_t b = 0; b < 0x80 && n + 10 < CHUNK; b++) {
+            const float lo = fmt ? amp_fp8e5m2_to_fp32((uint8_t)b) : amp_fp8e4m3_to_fp32((uint8_t)b);
+            const float hi = fmt ? amp_fp8e5m2_to_fp32((uint8_t)(b + 1)) : amp_fp8e4m3_to_fp32((uint8_t)(b + 1));
+            const float mid = isfinite(hi) ? (lo + hi) / 2 : lo * 1.0625f;
+            for (int d = -2; d <= 2; d++) {
+                x[n++] = f32_from_bits(f32_bits(mid) + (uint32_t)d);
+                x[n++] = -f32_from_bits(f32_bits(mid) + (uint32_t)d);
+            }
+        }
+    check_encode(x, n, 1.0f, "boundaries");
+    /* random values times random scales (products overflow, underflow, go subnormal), all lengths */
+    for (int round = 0; round < 300; round++) {
+        const size_t len = round < 80 ? (size_t)round : test_rng_below(&rng, 5000);
+        for (size_t i = 0; i < len; i++) x[i] = random_special(&rng);
+        const float scale = ldexpf(1.0f + (float)test_rng_below(&rng, 1000) / 1000.0f, (int)test_rng_below(&rng, 80) - 40);
+        check_encode(x, len, scale, "random");
+    }
+    free(x);
+}
+
+/* amp_fp8_amax and amp_fp8_quantize split long arrays between threads: the same answer as the
+ * reference kernel on the whole array, at 1, 2 and 3 threads. */
+void test_fp8_cast_threads(void) {
+    const uint64_t seed = harness_seed();
+    harness_note("seed %llu", (unsigned long long)seed);
+    test_rng rng = {seed ^ 0x7412u};
+    const size_t n = (size_t)3 << 18;
+    float *x = malloc(n * sizeof(float));
+    uint8_t *want = malloc(n), *got = malloc(n);
+    if (!CHECK(x && want && got)) {
+        free(x), free(want), free(got);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) x[i] = ldexpf((float)test_rng_below(&rng, 1u << 20) - 524288.0f, -16);
+    x[n - 3] = NAN;
+    x[n / 2 + 1] = 1000.5f; /* the amax, in the second half */
+    const amp_fp8_kernels *ref = amp_fp8_kernels_for(AMP_ISA_REF);
+    bool want_nan = false;
+    const float want_amax = ref->amax(x, n, &want_nan);
+    ref->scaled_encode[AMP_F8E4M3](want, x, n, 0.375f);
+    for (int threads = 1; threads <= 3; threads++) {
+        amp_set_num_threads(threads);
+        float amax = -1.0f;
+        bool nan = false;
+        CHECK_EQ_INT(amp_fp8_amax(&amax, &nan, x, n), AMP_OK);
+        CHECK_EQ_BITS(f32_bits(amax), f32_bits(want_amax), "amax at %d threads", threads);
+        CHECK_MSG(nan == want_nan && nan, "saw_nan at %d threads", threads);
+        CHECK_EQ_INT(amp_fp8_quantize(got, AMP_F8E4M3, x, n, 0.375f), AMP_OK);
+        CHECK_MSG(memcmp(got, want, n) == 0, "quantize at %d threads differs from the reference kernel", threads);
+    }
+    amp_set_num_threads(0);
+    free(x), free(want), free(got);
+}
