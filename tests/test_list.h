@@ -147,6 +147,7 @@ TEST(gpt2, gpt2_sizes_and_init)
 TEST(llmc, llmc_round_trip)
 TEST(llmc, llmc_bad_files)
 TEST(llmc, llmc_hf_layout)
+TEST(llmc, llmc_train_run)
 /* amp_train_run on generated data: learning, determinism, presets and scaler modes, fp16-pure's
  * vanishing updates, accumulation, text models, errors and --detect-anomaly */
 TEST(train, train_learns_and_is_deterministic)
