@@ -147,6 +147,7 @@ TEST(gpt2, gpt2_sizes_and_init)
 TEST(llmc, llmc_round_trip)
 TEST(llmc, llmc_bad_files)
 TEST(llmc, llmc_hf_layout)
+TEST(llmc, llmc_train_run)
 /* generation with a key/value cache: the forward's logits at every position (fp32, bf16, fp16),
  * greedy and seeded sampling, the sliding window, the sampler's distribution, refusals; the
  * vocabulary a checkpoint carries; every allocation refused in turn */

@@ -229,3 +229,43 @@ void test_llmc_hf_layout(void) {
     unlink(path);
     tiny_free(&a);
 }
+
+/* amp_train_run with init_from and save_llmc: the file's sizes become the model's (a context shorter
+ * than its positions), its weights are the starting point, and with lr 0 the saved file holds exactly
+ * the loaded weights: the round trip through a training run, bit for bit. */
+void test_llmc_train_run(void) {
+    char model[256], shard[256], val[256], out[256], err[256];
+    tmp_path(model, sizeof model, "run_in.bin");
+    tmp_path(shard, sizeof shard, "run_train.bin");
+    tmp_path(val, sizeof val, "run_val.bin");
+    tmp_path(out, sizeof out, "run_out.bin");
+    tiny a = {0};
+    const amp_llmc_header h = tiny_header(3);
+    uint32_t ids[600];
+    for (int i = 0; i < 600; i++) ids[i] = (uint32_t)((i * 37 + i / 7) % V);
+    if (tiny_make(&a, L, 9) && CHECK_MSG(amp_llmc_save(model, a.ctx, &h, err, sizeof err) == AMP_OK, "%s", err) &&
+        CHECK(amp_token_shard_write(shard, ids, 500, V, err, sizeof err) == AMP_OK) &&
+        CHECK(amp_token_shard_write(val, ids + 500, 100, V, err, sizeof err) == AMP_OK)) {
+        amp_train_config cfg = amp_train_default_config(AMP_MODEL_GPT2);
+        cfg.model.layers = 1, cfg.model.hidden = 8, cfg.model.heads = 2; /* replaced by the file's */
+        cfg.model.context = 8, cfg.batch = 2, cfg.steps = 2, cfg.eval = false, cfg.threads = 1;
+        cfg.data = shard, cfg.val_data = val, cfg.vocab = V;
+        cfg.precision = AMP_PRECISION_FP32;
+        cfg.optim.lr = 0.0f;
+        cfg.data_order = AMP_DATA_ORDER_SEQUENTIAL;
+        cfg.init_from = model, cfg.save_llmc = out;
+        amp_train_result r;
+        if (CHECK_MSG(amp_train_run(&cfg, NULL, &r, err, sizeof err) == AMP_OK, "%s", err)) {
+            CHECK_EQ_INT(r.num_params, amp_llmc_num_params(&h));
+            long n1 = 0, n2 = 0;
+            unsigned char *p1 = slurp(model, &n1), *p2 = slurp(out, &n2);
+            CHECK_MSG(p1 && p2 && n1 == n2 && !memcmp(p1, p2, (size_t)n1), "the saved file differs from the loaded one");
+            free(p1), free(p2);
+        }
+        cfg.model.context = MAXT + 1; /* longer than the file's positions: refused */
+        CHECK(amp_train_run(&cfg, NULL, &r, err, sizeof err) == AMP_ERR_INVALID_ARGUMENT);
+        CHECK_MSG(strstr(err, "positions") != NULL, "%s", err);
+    }
+    unlink(model), unlink(shard), unlink(val), unlink(out);
+    tiny_free(&a);
+}
