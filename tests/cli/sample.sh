@@ -29,6 +29,9 @@ if [ "$n" = 1 ]; then pass; else fail "one evaluation, one sample: got $n"; fi
 run "$AMP" train --model gpt --data "$TMP/text.txt" --steps 2 --batch 4 --hidden 16 --layers 1 --heads 2 \
     --context 16 --eval-batches 2 --threads 1 --sample-tokens 0
 if grep -q '^sample: ' "$TMP/err"; then fail "--sample-tokens 0 still samples"; else pass; fi
+# the evaluation line of a text model is bits/char whether or not a sample follows it
+if grep -q 'accuracy' "$TMP/err"; then fail "a text model's evaluation line reports accuracy"; else pass; fi
+expect_err_has "bits/char" "--sample-tokens 0: evaluation line"
 
 # sample ARGS...: a sample of the tiny gpt, quiet
 sample() { run "$AMP" sample --checkpoint "$CK" --threads 1 --quiet "$@"; }

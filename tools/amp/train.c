@@ -152,10 +152,10 @@ static void on_progress(const amp_train_progress *p, void *user) {
         else if (ps->text)
             fprintf(stderr, "epoch %lld/%lld  step %lld  test loss %.4f  bits/char %.4f\n", (long long)p->epoch,
                     (long long)p->epochs, (long long)p->step, p->test_loss, p->bits_per_char);
-        if (p->sample_text) print_sample(p->sample_text, p->sample_bytes);
         else
             fprintf(stderr, "epoch %lld/%lld  step %lld  test loss %.4f  accuracy %.2f%%\n", (long long)p->epoch,
                     (long long)p->epochs, (long long)p->step, p->test_loss, 100.0 * p->test_accuracy);
+        if (p->sample_text) print_sample(p->sample_text, p->sample_bytes);
         return;
     }
     if (p->data_note) {
