@@ -12,8 +12,14 @@
  * sharded run rounds as the unsharded one). Adds base to every parameter's first index. */
 void optim_shard_set_base_index(amp_optimizer *opt, uint64_t base);
 
-/* torch.nn.utils.clip_grad_norm_'s factor for a global norm (amp_optimizer_clip_grad_norm's rule):
- * min(1, max_norm / (norm + 1e-6)) in fp32; 1 when max_norm <= 0. */
-float optim_clip_coef(double norm, float max_norm);
+/* The fp64 sum of the squares of the optimizer's gradients, as its clipping and fused step add
+ * them (each rank's share of the global norm). */
+double optim_grad_sum_of_squares(amp_optimizer *opt);
+
+/* The sum of squares over every rank's slice (the global norm's square): the next
+ * amp_optimizer_clip_grad_norm or amp_optimizer_fused_step (so amp_scaler_step_fused) computes its
+ * clip coefficient and reported norm from it instead of from its own gradients, then forgets it. The
+ * fused step still checks its own gradients for inf/NaN. */
+void optim_shard_set_norm_sum(amp_optimizer *opt, double sum);
 
 #endif

@@ -266,36 +266,14 @@ static void take_grads(amp_train_run_state *r) {
     amp_ctx_grads_changed(z->ctx);
 }
 
-/* The global gradient norm: each rank's fp64 sum of squares (its norm squared), summed over ranks. */
-static int global_norm(amp_train_run_state *r, double *norm) {
-    const double local = amp_optimizer_clip_grad_norm(r->opt, 0.0f); /* 0: measure only */
-    double sum = local * local;
+/* Clipping to the global norm: each rank's fp64 sum of squares of its slice, summed over the ranks
+ * (one all-reduce), handed to the slice's next clip or fused step, which then clips with the factor
+ * of the whole model's norm. */
+static int give_global_norm(amp_train_run_state *r) {
+    double sum = optim_grad_sum_of_squares(r->opt);
     const int st = amp_train_dist_sum(r, &sum, 1);
-    *norm = sqrt(sum);
+    if (st == AMP_OK) optim_shard_set_norm_sum(r->opt, sum);
     return st;
-}
-
-/* The pieces' gradients times coef, stored in their dtype (clip_grad_norm_'s multiply). */
-static void scale_grads(amp_train_zero *z, float coef) {
-    float buf[256];
-    for (size_t i = 0; i < z->n_pieces; i++) {
-        amp_tensor *g = z->pieces[i].t->grad;
-        const int64_t n = z->pieces[i].len;
-        if (g->dtype == AMP_F32) {
-            float *v = g->data;
-            for (int64_t j = 0; j < n; j++) v[j] = v[j] * coef;
-            continue;
-        }
-        const size_t es = amp_dtype_size(g->dtype);
-        for (int64_t at = 0; at < n; at += 256) {
-            const size_t m = (size_t)(n - at < 256 ? n - at : 256);
-            unsigned char *src = (unsigned char *)g->data + (size_t)at * es;
-            amp_convert(buf, AMP_F32, src, g->dtype, m);
-            for (size_t j = 0; j < m; j++) buf[j] = buf[j] * coef;
-            amp_convert(src, g->dtype, buf, AMP_F32, m);
-        }
-    }
-    amp_ctx_grads_changed(z->ctx);
 }
 
 static int scaler_failure(amp_train_run_state *r, int st) {
@@ -309,7 +287,6 @@ static int scaled_update(amp_train_run_state *r) {
     const amp_train_config *c = &r->cfg;
     amp_step_report rep;
     int st;
-    float clip = c->clip;
     if (c->comm) {
         if ((st = amp_scaler_unscale(r->scaler, r->opt)) != AMP_OK) return scaler_failure(r, st);
         const float found = amp_scaler_found_inf(r->scaler, r->opt);
@@ -317,15 +294,9 @@ static int scaled_update(amp_train_run_state *r) {
         if ((st = amp_train_dist_any_found(r, found, &any)) != AMP_OK) return st;
         if (any && found == 0.0f && (st = amp_scaler_record_found_inf(r->scaler, r->opt)) != AMP_OK)
             return scaler_failure(r, st);
-        if (!any && clip > 0) {
-            double norm;
-            if ((st = global_norm(r, &norm)) != AMP_OK) return st;
-            const float coef = optim_clip_coef(norm, clip);
-            if (coef < 1.0f) scale_grads(r->zero, coef);
-        }
-        clip = 0.0f; /* done above, with the global norm */
+        if (!any && c->clip > 0 && (st = give_global_norm(r)) != AMP_OK) return st;
     }
-    if ((st = amp_scaler_step_fused(r->scaler, r->opt, clip, &rep)) != AMP_OK) return scaler_failure(r, st);
+    if ((st = amp_scaler_step_fused(r->scaler, r->opt, c->clip, &rep)) != AMP_OK) return scaler_failure(r, st);
     st = c->scaler == AMP_SCALER_STATIC ? amp_scaler_update_to(r->scaler, c->static_scale) : amp_scaler_update(r->scaler);
     if (st != AMP_OK) return scaler_failure(r, st);
     r->skipped += rep.skipped;
@@ -341,10 +312,8 @@ int amp_train_zero_update(amp_train_run_state *r) {
         if ((st = scaled_update(r)) != AMP_OK) return st;
     } else {
         if (c->clip > 0) {
-            double norm;
-            if ((st = global_norm(r, &norm)) != AMP_OK) return st;
-            const float coef = isfinite(norm) ? optim_clip_coef(norm, c->clip) : 1.0f;
-            if (coef < 1.0f) scale_grads(z, coef);
+            if ((st = give_global_norm(r)) != AMP_OK) return st;
+            amp_optimizer_clip_grad_norm(r->opt, c->clip);
         }
         amp_optimizer_step(r->opt);
     }
