@@ -74,7 +74,7 @@ static int reduce_scatter(amp_train_run_state *r, void *buf) {
 static int allgather(amp_train_run_state *r, void *buf, const size_t *counts, const char *what) {
     amp_comm *c = r->cfg.comm;
     amp_train_zero *z = r->zero;
-    if (!c || r->ranks == 1) return AMP_OK;
+    if (!c) return AMP_OK;
     if (c->allgather) {
         const int st = c->allgather(c, buf, counts);
         return st == AMP_OK ? AMP_OK : comm_fail(r, st, what);
@@ -246,7 +246,7 @@ void amp_train_zero_free(amp_train_run_state *r) {
 
 int amp_train_zero_reduce(amp_train_run_state *r, bool whole) {
     amp_train_zero *z = r->zero;
-    if (!z || !r->cfg.comm || r->ranks == 1) return AMP_OK;
+    if (!z || !r->cfg.comm) return AMP_OK;
     unsigned char *grads = amp_ctx_grad_memory(r->ctx, NULL); /* writes amp_zero_grad's pending zeros */
     int st = reduce_scatter(r, grads);
     if (st == AMP_OK && whole) st = allgather(r, grads, z->bytes, "gathering the gradients");
