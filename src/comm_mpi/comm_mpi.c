@@ -294,8 +294,10 @@ int amp_comm_mpi_create(MPI_Comm comm, amp_comm **out, char *err, size_t err_siz
     c->wait_grads = wait_grads;
     c->error = error;
     c->free = comm_free;
-    c->reduce_scatter = reduce_scatter;
-    c->allgather = allgather;
+    if (!getenv("AMP_COMM_MPI_NO_SHARD_COLLECTIVES")) { /* set: the training's emulation (tests) */
+        c->reduce_scatter = reduce_scatter;
+        c->allgather = allgather;
+    }
     int code = MPI_Comm_dup(comm, &m->comm);
     if (code == MPI_SUCCESS) code = MPI_Comm_dup(comm, &m->comm2);
     if (code == MPI_SUCCESS) code = MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
