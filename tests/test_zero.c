@@ -5,12 +5,16 @@
  * allgather (called once per step over the whole gradient buffer; a second gather on the steps the
  * gradient statistics sample) and through one without them (the emulation: the whole buffer summed
  * by start_grads); a --zero 1 checkpoint resumes without zero and the other way round along the
- * uninterrupted run; bad stages are refused. Several ranks: tests/cli/zero.sh, under mpirun. */
+ * uninterrupted run; bad stages are refused. And the optimizer's side of the slices, two ranks
+ * simulated in one process: slice optimizers (numbered from their global first element, clipping with
+ * the summed squares) update a model exactly as one optimizer over all of it. Several ranks of
+ * amp_train_run: tests/cli/zero.sh, under mpirun. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../src/optim/optim_shard.h"
 #include "amp.h"
 #include "harness.h"
 #include "test_util.h"
@@ -233,4 +237,101 @@ void test_zero_one_rank(void) {
     c.zero_stage = -1;
     CHECK_EQ_INT(run(&c, &r, err), AMP_ERR_INVALID_ARGUMENT);
     test_remove_tree(dir);
+}
+
+/* ---- two slice optimizers against one whole one ---- */
+
+enum { SL_A = 96, SL_B = 60, SL_STEPS = 4 };
+
+/* Parameters of numel sizes[0..n) in bf16 (values from rng), in a new context. */
+static amp_ctx *sl_ctx(const int64_t *sizes, int n, amp_tensor **out) {
+    amp_ctx *ctx = NULL;
+    if (amp_ctx_create(NULL, &ctx) != AMP_OK) return NULL;
+    for (int i = 0; i < n; i++) out[i] = amp_param_new(ctx, NULL, AMP_BF16, 1, &sizes[i]);
+    if (amp_ctx_alloc_params(ctx) != AMP_OK) {
+        amp_ctx_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+/* Element e of the whole model (A then B) as a pointer into t's data or grad (bf16 bits). */
+static uint16_t *sl_at(amp_tensor *const *whole, size_t e, bool grad) {
+    amp_tensor *t = e < SL_A ? whole[0] : whole[1];
+    const size_t i = e < SL_A ? e : e - SL_A;
+    return (uint16_t *)(grad ? t->grad->data : t->data) + i;
+}
+
+/* Slices [0, cut) and [cut, A + B) of the whole model A (96) and B (60), each in its own context
+ * with its own optimizer, against one optimizer over A and B: AdamW with stochastic rounding, the
+ * fused step (clipped when clip > 0, the slices then from the summed squares), SL_STEPS steps of
+ * random gradients; the bf16 parameters, masters and moments must be the same bits. */
+static void slices_vs_whole(size_t cut, float clip) {
+    test_rng rng = {.state = 7 + cut};
+    amp_tensor *whole[2] = {NULL, NULL}, *sl[2][2] = {{NULL, NULL}, {NULL, NULL}};
+    const int64_t wsz[2] = {SL_A, SL_B};
+    amp_ctx *w = sl_ctx(wsz, 2, whole);
+    /* slice 0: A[0, cut) (cut <= A here); slice 1: A[cut, A) (when not empty) and B */
+    const int64_t s0[1] = {(int64_t)cut}, s1[2] = {SL_A - (int64_t)cut, SL_B};
+    const int n1 = cut < SL_A ? 2 : 1;
+    amp_ctx *c0 = sl_ctx(s0, 1, sl[0]), *c1 = sl_ctx(n1 == 2 ? s1 : s1 + 1, n1, sl[1]);
+    amp_optim_config oc = amp_optim_default_config(AMP_OPTIM_ADAMW);
+    oc.lr = 0.01f, oc.stochastic_rounding = true, oc.seed = 11;
+    amp_optimizer *ow = NULL, *o0 = NULL, *o1 = NULL;
+    if (!CHECK(w && c0 && c1)) goto done;
+    for (size_t e = 0; e < SL_A + SL_B; e++) *sl_at(whole, e, false) = (uint16_t)(0x3c00 + test_rng_below(&rng, 0x400));
+    if (!CHECK(amp_optimizer_create(w, &oc, &ow) == AMP_OK)) goto done;
+    /* the slices' parameters: copies of the whole's, before their optimizers copy them to masters */
+    for (size_t e = 0; e < SL_A + SL_B; e++) {
+        amp_tensor *t = e < cut ? sl[0][0] : (n1 == 2 && e < SL_A) ? sl[1][0] : sl[1][n1 - 1];
+        const size_t i = e < cut ? e : (n1 == 2 && e < SL_A) ? e - cut : e - SL_A;
+        ((uint16_t *)t->data)[i] = *sl_at(whole, e, false);
+    }
+    if (!CHECK(amp_optimizer_create(c0, &oc, &o0) == AMP_OK && amp_optimizer_create(c1, &oc, &o1) == AMP_OK)) goto done;
+    optim_shard_set_base_index(o1, cut);
+    for (int step = 0; step < SL_STEPS; step++) {
+        for (size_t e = 0; e < SL_A + SL_B; e++) {
+            const uint16_t g = (uint16_t)((test_rng_below(&rng, 2) << 15) | (0x3800 + test_rng_below(&rng, 0x600)));
+            *sl_at(whole, e, true) = g;
+            amp_tensor *t = e < cut ? sl[0][0] : (n1 == 2 && e < SL_A) ? sl[1][0] : sl[1][n1 - 1];
+            const size_t i = e < cut ? e : (n1 == 2 && e < SL_A) ? e - cut : e - SL_A;
+            ((uint16_t *)t->grad->data)[i] = g;
+        }
+        amp_ctx_grads_changed(w), amp_ctx_grads_changed(c0), amp_ctx_grads_changed(c1);
+        if (clip > 0) {
+            const double sum = optim_grad_sum_of_squares(o0) + optim_grad_sum_of_squares(o1);
+            optim_shard_set_norm_sum(o0, sum), optim_shard_set_norm_sum(o1, sum);
+        }
+        amp_fused_result rw, r0, r1;
+        CHECK(amp_optimizer_fused_step(ow, 1.0f, clip, &rw) == AMP_OK);
+        CHECK(amp_optimizer_fused_step(o0, 1.0f, clip, &r0) == AMP_OK);
+        CHECK(amp_optimizer_fused_step(o1, 1.0f, clip, &r1) == AMP_OK);
+        if (clip > 0)
+            CHECK_MSG(rw.clip_coef < 1.0f && rw.clip_coef == r0.clip_coef && rw.clip_coef == r1.clip_coef,
+                      "clip factors %.9g (whole) %.9g %.9g (slices)", (double)rw.clip_coef, (double)r0.clip_coef,
+                      (double)r1.clip_coef);
+    }
+    int bad = 0;
+    for (size_t e = 0; e < SL_A + SL_B; e++) {
+        const int q = e < cut ? 0 : 1;
+        const size_t k = e < cut ? 0 : (n1 == 2 && e < SL_A) ? 0 : (size_t)n1 - 1;
+        const size_t i = e < cut ? e : (n1 == 2 && e < SL_A) ? e - cut : e - SL_A;
+        amp_optimizer *o = q ? o1 : o0;
+        const size_t wi = e < SL_A ? 0 : 1, we = e < SL_A ? e : e - SL_A;
+        bad += ((uint16_t *)sl[q][k]->data)[i] != *sl_at(whole, e, false);
+        for (int role = AMP_OPTIM_STATE_MASTER; role <= AMP_OPTIM_STATE_EXP_AVG_SQ; role++) {
+            const float *a = amp_optimizer_state(ow, (amp_optim_state)role, wi), *b = amp_optimizer_state(o, (amp_optim_state)role, k);
+            if (a && b) bad += memcmp(&a[we], &b[i], sizeof(float)) != 0;
+        }
+    }
+    CHECK_MSG(bad == 0, "cut at %zu, clip %g: %d values differ from the whole optimizer's", cut, (double)clip, bad);
+done:
+    amp_optimizer_free(ow), amp_optimizer_free(o0), amp_optimizer_free(o1);
+    amp_ctx_free(w), amp_ctx_free(c0), amp_ctx_free(c1);
+}
+
+void test_zero_slice_optimizers(void) {
+    slices_vs_whole(SL_A, 0.05f); /* at the parameters' boundary: the summed squares are the whole's sum */
+    slices_vs_whole(48, 0.0f);    /* inside A: stochastic rounding numbered from the slice's first element */
+    slices_vs_whole(48, 0.05f);   /* and clipped: the squares added in another order, the same factor here */
 }
