@@ -183,9 +183,11 @@ typedef struct amp_train_config {
      * with MAX, the global norm as an all-reduced fp64 sum of squares when clipping), updates it, and
      * the parameters are all-gathered (comm->allgather). Checkpoints gather the state to rank 0 and
      * are ordinary ones (resumable with or without zero, on any number of ranks). Results equal
-     * zero_stage 0's up to the order of the gradient additions (bit for bit with 1 or 2 ranks and
-     * fp32 gradients). Works without comm too (one rank owns everything). Other values:
-     * AMP_ERR_INVALID_ARGUMENT. */
+     * zero_stage 0's up to the order of the gradient additions: bit for bit with 1 or 2 ranks, and
+     * with f16/bf16 gradients on any number (summed in fp32 in rank order on both paths). Works
+     * without comm too (one rank owns everything). Not under zero: stalled_updates (NaN), and an
+     * injected fault counts only where it falls in the injecting rank's slice. Every parameter must
+     * have one dtype. Other values: AMP_ERR_INVALID_ARGUMENT. */
     int zero_stage;
 
     /* Fault injection (tests, drills): before the scaler, with probability inject_nonfinite per
