@@ -177,6 +177,10 @@ TEST(checkpoint, checkpoint_fixture)
 /* a one-rank communicator gives the bits of none; gradient buckets cover every gradient once and
  * start while backward runs */
 TEST(train, train_data_parallel_plumbing)
+/* ZeRO stage 1 in one process: the sharded optimizer equals the unsharded one bit for bit, through
+ * recording communicators with and without reduce_scatter/allgather; resume across it */
+TEST(zero, zero_one_rank)
+TEST(zero, zero_slice_optimizers)
 /* the grad-ready hook reports each parameter once, with its final gradient; the backward-grad
  * hook sees each node's gradient */
 TEST(nn, grad_ready_hook)

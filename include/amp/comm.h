@@ -54,6 +54,21 @@ struct amp_comm {
 
     const char *(*error)(const amp_comm *c); /* the last failure's message ("" if none) */
     void (*free)(amp_comm *c);               /* releases the communicator (not the process group) */
+
+    /* Sharded training (amp_train_config.zero_stage 1). Both are blocking and in place over one
+     * buffer cut into `size` consecutive ranges: range p is counts[p] values, starting after ranges
+     * 0 .. p-1 (counts has `size` entries, the same on every rank; a count may be 0).
+     * reduce_scatter: buf holds n = sum(counts) values of `dtype`; afterwards this rank's range holds
+     * the sum over ranks of that range (dtype and wire as in start_grads: fp32 sums, fp16/bf16 summed in
+     * fp32 and rounded once; the same bits on every rank for a range, whatever order the backend adds
+     * in); the other ranges hold unspecified values. allgather: afterwards every range p holds what
+     * rank p had in it (counts in bytes here: any element type), on every rank.
+     * Either may be NULL (a backend made before they existed): the training then emulates
+     * reduce_scatter by summing the whole buffer (start_grads + wait_grads) and allgather by an
+     * allreduce_u64 SUM of the buffer's words with zeros outside this rank's range (exact: x + 0 + ...
+     * wraps to x), each moving size times the bytes a native one would. */
+    int (*reduce_scatter)(amp_comm *c, void *buf, const size_t *counts, amp_dtype dtype, amp_dtype wire);
+    int (*allgather)(amp_comm *c, void *buf, const size_t *counts);
 };
 
 #ifdef __cplusplus

@@ -20,7 +20,13 @@
  * chunk in rank order, one rounding, and an allgather (MPI_Iallgather, on a second duplicate of the
  * communicator so that the order in which ranks reach it cannot cross the first stage's): one
  * rounding however many ranks, where a reduction tree in the narrow type would round at every level.
- * Both stages overlap backward. Both paths give every rank the same bits. */
+ * Both stages overlap backward. Both paths give every rank the same bits.
+ *
+ * Sharded training (amp_train_config.zero_stage 1): reduce_scatter is MPI_Reduce_scatter for fp32
+ * buffers on an fp32 wire (in place; the result moved from the buffer's start to this rank's range)
+ * and the narrow sum above over the whole buffer otherwise; allgather is MPI_Allgatherv in place
+ * (bytes). With the environment variable AMP_COMM_MPI_NO_SHARD_COLLECTIVES set the two are left NULL,
+ * so the training's emulation runs instead (a test of it). */
 #ifndef AMP_COMM_MPI_H
 #define AMP_COMM_MPI_H
 

@@ -172,6 +172,23 @@ typedef struct amp_train_config {
     int64_t check_replicas_every; /* > 0 with comm: every this many steps, compare a checksum of the
                                      parameters and optimizer state across ranks; a difference fails
                                      the run with AMP_ERR_STATE (a debugging aid; costs a pass) */
+    /* ZeRO stage 1 (Rajbhandari et al.; docs/distributed.md): 0 (default) every rank keeps the whole
+     * optimizer; 1: each rank keeps the optimizer state (moments, momentum, and the fp32 masters of
+     * f16/bf16 parameters) of only its slice of the parameters: rank p of N owns the elements
+     * [E_p, E_p+1) of the parameters taken one after another in the context's order, E_p =
+     * floor(p * total / N) rounded down to a multiple of 16 (64 bytes of fp32), E_N = total (a
+     * parameter may be split between ranks). After the last backward the gradients are
+     * reduce-scattered (comm->reduce_scatter, one call over the flat gradient buffer, not overlapped
+     * with backward), each rank unscales, checks and clips its slice (the inf/NaN flag all-reduced
+     * with MAX, the global norm as an all-reduced fp64 sum of squares when clipping), updates it, and
+     * the parameters are all-gathered (comm->allgather). Checkpoints gather the state to rank 0 and
+     * are ordinary ones (resumable with or without zero, on any number of ranks). Results equal
+     * zero_stage 0's up to the order of the gradient additions: bit for bit with 1 or 2 ranks, and
+     * with f16/bf16 gradients on any number (summed in fp32 in rank order on both paths). Works
+     * without comm too (one rank owns everything). Not under zero: stalled_updates (NaN), and an
+     * injected fault counts only where it falls in the injecting rank's slice. Every parameter must
+     * have one dtype. Other values: AMP_ERR_INVALID_ARGUMENT. */
+    int zero_stage;
 
     /* Fault injection (tests, drills): before the scaler, with probability inject_nonfinite per
      * step, one gradient value becomes +inf, -inf or NaN (drawn from (seed, step, rank), so runs
@@ -327,6 +344,10 @@ typedef struct amp_train_result {
        sampled steps that updated; NaN for the other presets or when none was sampled. */
     double stalled_updates;
     int ranks;                  /* processes that trained (1 without a communicator) */
+    int64_t optimizer_state_bytes; /* this rank's optimizer state: the fp32 masters of f16/bf16
+                                      parameters, momentum, Adam's moments (fp32 parameters are their
+                                      own masters and not counted); divided by the ranks with
+                                      zero_stage 1 */
     int64_t injected_steps;     /* injected inf/NaN faults, summed over the ranks */
     amp_token_cache_status token_cache; /* BPE text: what the token cache did (amp/data.h); else OFF */
 } amp_train_result;

@@ -201,6 +201,61 @@ static int wait_grads(amp_comm *c) {
     return st;
 }
 
+/* ---- sharded training: reduce-scatter and allgather (amp/comm.h) ---- */
+
+/* counts[0 .. size) as MPI's int counts and displacements; fails past INT_MAX. */
+static int int_counts(amp_comm *c, const size_t *counts, int **out_counts, int **out_displs) {
+    const size_t p = (size_t)c->size;
+    int *cn = malloc(p * sizeof *cn), *dp = malloc(p * sizeof *dp);
+    if (!cn || !dp) {
+        free(cn), free(dp);
+        return fail(c, AMP_ERR_OUT_OF_MEMORY, "out of memory for the shard counts");
+    }
+    size_t at = 0;
+    for (size_t r = 0; r < p; r++) {
+        if (counts[r] > (size_t)INT32_MAX - at) {
+            free(cn), free(dp);
+            return fail(c, AMP_ERR_INVALID_ARGUMENT, "a shard of %zu values is too large", counts[r]);
+        }
+        cn[r] = (int)counts[r], dp[r] = (int)at;
+        at += counts[r];
+    }
+    *out_counts = cn, *out_displs = dp;
+    return AMP_OK;
+}
+
+/* fp32 on an fp32 wire: MPI_Reduce_scatter in place (the result lands at the buffer's start and is
+ * moved to this rank's range). Narrow buffers or wires: the whole buffer summed as start_grads does
+ * (fp32 accumulation, one rounding), which leaves every range summed. */
+static int reduce_scatter(amp_comm *c, void *buf, const size_t *counts, amp_dtype dtype, amp_dtype wire) {
+    mpi_impl *m = c->impl;
+    size_t n = 0;
+    for (int r = 0; r < c->size; r++) n += counts[r];
+    if (dtype != AMP_F32 || wire != AMP_F32) {
+        int st = start_grads(c, buf, n, dtype, wire);
+        if (st == AMP_OK) st = wait_grads(c);
+        return st;
+    }
+    int *cn, *dp;
+    int st = int_counts(c, counts, &cn, &dp);
+    if (st != AMP_OK) return st;
+    const int code = MPI_Reduce_scatter(MPI_IN_PLACE, buf, cn, MPI_FLOAT, MPI_SUM, m->comm);
+    if (code == MPI_SUCCESS && dp[c->rank] > 0)
+        memmove((float *)buf + dp[c->rank], buf, (size_t)cn[c->rank] * sizeof(float));
+    free(cn), free(dp);
+    return code == MPI_SUCCESS ? AMP_OK : mpi_fail(c, code, "MPI_Reduce_scatter");
+}
+
+static int allgather(amp_comm *c, void *buf, const size_t *counts) {
+    mpi_impl *m = c->impl;
+    int *cn, *dp;
+    int st = int_counts(c, counts, &cn, &dp);
+    if (st != AMP_OK) return st;
+    const int code = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cn, dp, MPI_BYTE, m->comm);
+    free(cn), free(dp);
+    return code == MPI_SUCCESS ? AMP_OK : mpi_fail(c, code, "MPI_Allgatherv");
+}
+
 static const char *error(const amp_comm *c) { return ((const mpi_impl *)c->impl)->error; }
 
 static void comm_free(amp_comm *c) {
@@ -239,6 +294,10 @@ int amp_comm_mpi_create(MPI_Comm comm, amp_comm **out, char *err, size_t err_siz
     c->wait_grads = wait_grads;
     c->error = error;
     c->free = comm_free;
+    if (!getenv("AMP_COMM_MPI_NO_SHARD_COLLECTIVES")) { /* set: the training's emulation (tests) */
+        c->reduce_scatter = reduce_scatter;
+        c->allgather = allgather;
+    }
     int code = MPI_Comm_dup(comm, &m->comm);
     if (code == MPI_SUCCESS) code = MPI_Comm_dup(comm, &m->comm2);
     if (code == MPI_SUCCESS) code = MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);

@@ -33,6 +33,7 @@
 #include "amp/formats.h"
 #include "amp/status.h"
 #include "optim_internal.h"
+#include "optim_shard.h"
 #include "../tensor/ctx_internal.h"
 
 #if defined(__clang__)
@@ -124,6 +125,10 @@ static double sum_of_squares(amp_optimizer *opt, float inv_scale) {
     for_each_segment(opt, norm_segment, &job);
     return partials_sum(opt);
 }
+
+/* Sharded training (optim_shard.h): this optimizer's own gradients' fp64 sum of squares (each
+ * rank's share of the global norm). */
+double optim_grad_sum_of_squares(amp_optimizer *opt) { return sum_of_squares(opt, 1.0f); }
 
 /* torch.nn.utils.clip_grad_norm_: min(1, max_norm / (total_norm + 1e-6)) in fp32, where total_norm is
  * the fp32 norm (here: the fp64 norm rounded once). max_norm <= 0 means no clipping. */
@@ -254,7 +259,9 @@ static void clip_segment(void *arg, int64_t task, int thread_id) {
 
 double amp_optimizer_clip_grad_norm(amp_optimizer *opt, float max_norm) {
     if (!opt) return NAN;
-    const double norm = sqrt(sum_of_squares(opt, 1.0f));
+    const bool given = opt->norm_sum_given; /* optim_shard_set_norm_sum: this call only */
+    opt->norm_sum_given = false;
+    const double norm = sqrt(given ? opt->norm_sum : sum_of_squares(opt, 1.0f));
     if (!isfinite(norm)) return norm;
     const float coef = clip_coef(norm, max_norm);
     if (coef < 1.0f) {
@@ -301,6 +308,9 @@ int amp_optimizer_fused_step(amp_optimizer *opt, float inv_scale, float max_norm
     if (result) *result = (amp_fused_result){.found_inf = false, .grad_norm = 0.0, .clip_coef = 1.0f};
     if (!opt) return AMP_ERR_NULL_POINTER;
     if (isnan(max_norm)) return AMP_ERR_INVALID_ARGUMENT;
+    const bool given = opt->norm_sum_given; /* optim_shard_set_norm_sum: this step only */
+    const double given_sum = opt->norm_sum;
+    opt->norm_sum_given = false;
     /* Gradients whose inf/NaN check backward made as it wrote them (their notes) skip pass 1: without
      * clipping nothing but that check needs the norm before the update, and the update's own pass
      * computes their segments' sums (pass 1's kernel on pass 1's blocks: the same bits). */
@@ -324,6 +334,7 @@ int amp_optimizer_fused_step(amp_optimizer *opt, float inv_scale, float max_norm
         if (result) *result = (amp_fused_result){.found_inf = true, .grad_norm = sqrt(sum), .clip_coef = 1.0f};
         return AMP_OK;
     }
+    if (given && !noted) sum = given_sum; /* sharded: the norm over every rank's slice */
     const float coef = noted ? 1.0f : clip_coef(sqrt(sum), max_norm);
     const bool scale = inv_scale != 1.0f || coef != 1.0f; /* (g * 1) * 1 is g: nothing to store */
     apply(opt, !noted, noted, scale, inv_scale, coef);

@@ -64,6 +64,10 @@ struct amp_optimizer {
     int64_t noted_numel;     /* the last fused step: gradient elements checked by backward's notes (tests) */
     float *state;            /* the state roles described above */
     size_t state_bytes;
+    /* Sharded training (optim_shard.h): the next clip or fused step takes the clip coefficient from
+     * this fp64 sum of squares over every rank's gradients instead of its own (set, used once). */
+    bool norm_sum_given;
+    double norm_sum;
 };
 
 /* Writes the gradients' pending zeros (amp_zero_grad's, src/tensor/ctx_internal.h) before a pass

@@ -165,7 +165,8 @@ int amp_train_dist_check_replicas(amp_train_run_state *r) {
     const size_t n = amp_optimizer_num_params(r->opt);
     for (size_t i = 0; i < n; i++) {
         const amp_tensor *p = amp_optimizer_param(r->opt, i);
-        const float *m = p->dtype != AMP_F32 ? amp_optimizer_master(r->opt, i) : NULL;
+        /* zero_stage 1: each rank's masters are of its own slice; only the parameters are replicas */
+        const float *m = p->dtype != AMP_F32 && !r->zero ? amp_optimizer_master(r->opt, i) : NULL;
         if (m) h = hash_bytes(h, (const unsigned char *)m, (size_t)amp_tensor_numel(p) * sizeof *m);
     }
     uint64_t lo = h, hi = h;

@@ -67,9 +67,10 @@ int amp_train_grad_stats_sample(amp_train_run_state *r, int64_t done, float scal
     s->scale = scale;
     counts c = {0};
     const double inv_scale = scale > 0 ? 1.0 / (double)scale : 1.0;
-    const size_t n_params = amp_optimizer_num_params(r->opt);
+    /* the model's parameters (with zero_stage 1 the optimizer holds only this rank's slice) */
+    const size_t n_params = amp_ctx_num_params(r->ctx);
     for (size_t i = 0; i < n_params; i++) {
-        const amp_tensor *p = amp_optimizer_param(r->opt, i);
+        const amp_tensor *p = amp_ctx_param(r->ctx, i);
         const amp_tensor *g = p ? p->grad : NULL;
         if (!g || !g->data) continue;
         const int64_t n = amp_tensor_numel(g);

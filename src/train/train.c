@@ -341,6 +341,10 @@ static int check_config(amp_train_run_state *r) {
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "nothing to train: give steps or epochs > 0");
     if (c->scaler < AMP_SCALER_DEFAULT || c->scaler > AMP_SCALER_STATIC)
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "unknown scaler mode %d", (int)c->scaler);
+    if (c->zero_stage != 0 && c->zero_stage != 1)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT,
+                              "ZeRO stage %d is not supported: 0 (off) or 1 (optimizer state sharded over the ranks)",
+                              c->zero_stage);
     if (c->scaler == AMP_SCALER_STATIC && !(c->static_scale > 0 && isfinite(c->static_scale)))
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "static loss scale %g must be positive and finite",
                               (double)c->static_scale);
@@ -438,8 +442,8 @@ static int setup(amp_train_run_state *r) {
         if (!r->x || !r->order || !r->order_eval || !r->logits) st = AMP_ERR_OUT_OF_MEMORY;
     }
     if (!r->y || st != AMP_OK) return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "out of memory for the batches");
-    if (c->resume) return amp_train_resume(r);
-    return AMP_OK;
+    if (c->resume && (st = amp_train_resume(r)) != AMP_OK) return st;
+    return amp_train_zero_setup(r); /* after the resume: the slice takes its share of the loaded state */
 }
 
 static void teardown(amp_train_run_state *r) {
@@ -460,6 +464,7 @@ static void teardown(amp_train_run_state *r) {
     amp_free(r->gs_buf);
     amp_free(r->us_before);
     amp_train_dist_free(r);
+    amp_train_zero_free(r); /* after the optimizer over its context */
 }
 
 /* Pure presets: the update is computed from the low-precision parameter itself, not from a master
@@ -521,11 +526,11 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
         sum += amp_tensor_get(loss, 0);
         if (c->detect_anomaly && (st = amp_train_check_forward(r)) != AMP_OK) return st;
         const bool last = a == c->accum - 1;
-        if (last) amp_train_dist_arm(r); /* sums start as the last backward completes them */
+        if (last && !r->zero) amp_train_dist_arm(r); /* sums start as the last backward completes them */
         if (last && sampled) amp_train_act_stats_arm(r, scaling ? scale : 1.0f);
         const int bst = amp_backward_scaled(r->ctx, loss, seed);
         if (last && sampled && (st = amp_train_act_stats_done(r)) != AMP_OK) return st;
-        if (last && (st = amp_train_dist_finish(r)) != AMP_OK) return st;
+        if (last && (st = r->zero ? amp_train_zero_reduce(r, sampled) : amp_train_dist_finish(r)) != AMP_OK) return st;
         if (bst != AMP_OK) return ctx_failure(r, "backward");
         if (c->detect_anomaly && !scaling && (st = amp_train_check_backward(r)) != AMP_OK) return st;
     }
@@ -541,14 +546,17 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
      * flag all-reduce below must carry it to the others. */
     if (amp_train_inject_nonfinite(r, r->step + 1)) r->injected++;
     if (!r->prec->master_weights) reload_masters(r);
-    const bool update_stats = sampled && !r->prec->master_weights && r->prec->param_dtype != AMP_F32 && r->gs_buf;
+    const bool update_stats =
+        sampled && !r->prec->master_weights && r->prec->param_dtype != AMP_F32 && r->gs_buf && !r->zero;
     if (update_stats && (st = amp_train_update_stats_begin(r)) != AMP_OK) return st;
     if (c->lr_schedule != AMP_LR_CONSTANT || c->warmup_steps > 0) {
         const amp_lr_schedule sched = {.kind = c->lr_schedule, .base_lr = c->optim.lr, .warmup_steps = c->warmup_steps,
                                        .total_steps = r->total_steps - c->warmup_steps, .min_lr = 0.0f};
         amp_optimizer_set_lr(r->opt, amp_lr_at(&sched, r->step));
     }
-    if (scaling) {
+    if (r->zero) {
+        if ((st = amp_train_zero_update(r)) != AMP_OK) return st;
+    } else if (scaling) {
         if ((st = scaled_update(r)) != AMP_OK) return st;
     } else {
         if (c->clip > 0) amp_optimizer_clip_grad_norm(r->opt, c->clip);
@@ -601,6 +609,9 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
     result->scaler = c->scaler;
     result->static_scale = c->static_scale;
     result->num_params = amp_model_num_params(r.model);
+    size_t state_bytes = 0;
+    amp_optimizer_state_memory(r.opt, &state_bytes);
+    result->optimizer_state_bytes = (int64_t)state_bytes;
     result->batch = c->batch;
     result->accum = c->accum;
     result->start_step = r.start_step;
@@ -661,14 +672,16 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
             amp_free(sample);
             p.sample_text = NULL, p.sample_bytes = 0;
         }
-        if (c->checkpoint && r.rank == 0 && c->checkpoint_every > 0 && done % c->checkpoint_every == 0 && done != total) {
+        if (c->checkpoint && (r.rank == 0 || r.zero) && c->checkpoint_every > 0 && done % c->checkpoint_every == 0 &&
+            done != total) {
             r.step = done; /* the state after `done` steps */
-            st = amp_train_save_checkpoint(&r);
+            st = r.zero ? amp_train_zero_checkpoint(&r) : amp_train_save_checkpoint(&r);
             r.step = done - 1;
             last_saved = done;
         }
     }
-    if (st == AMP_OK && c->checkpoint && r.rank == 0 && last_saved != r.step) st = amp_train_save_checkpoint(&r);
+    if (st == AMP_OK && c->checkpoint && (r.rank == 0 || r.zero) && last_saved != r.step)
+        st = r.zero ? amp_train_zero_checkpoint(&r) : amp_train_save_checkpoint(&r); /* zero: every rank gathers */
     if (st == AMP_OK && r.rank == 0) st = amp_train_llmc_save(&r);
     result->steps = r.step;
     result->epochs = (r.step + steps_per_epoch - 1) / steps_per_epoch;

@@ -80,6 +80,7 @@ typedef struct amp_train_run_state {
     int *bucket_pending;            /* [buckets]: parameters not ready yet in this backward */
     int dist_status;                /* the first failure inside the grad-ready hook */
     int64_t injected;               /* steps with an injected inf/NaN */
+    struct amp_train_zero *zero;    /* zero_stage 1 (zero.c); NULL otherwise */
 } amp_train_run_state;
 
 /* splitmix64's finaliser: a counter-based generator (the value for counter k depends only on k). */
@@ -138,6 +139,22 @@ int amp_train_dist_sum(amp_train_run_state *r, double *v, size_t n);
 int amp_train_dist_any_found(amp_train_run_state *r, float found, bool *any);
 int amp_train_dist_check_replicas(amp_train_run_state *r);
 void amp_train_dist_free(amp_train_run_state *r);
+
+/* ZeRO stage 1 (zero.c; amp/train.h's zero_stage). All are no-ops (AMP_OK) when r->zero is NULL,
+ * except setup, which makes it when cfg.zero_stage is 1.
+ * setup: after the optimizer is made (and a resume loaded into it): replaces r->opt by an optimizer
+ *   over this rank's slice only (a context of its own holding the slice's parameters and gradients)
+ *   and frees the whole one.
+ * reduce: after the last backward: the gradient sums of this rank's slice (whole: of every slice,
+ *   for the gradient statistics).
+ * update: the step (scaler, clipping, optimizer) on the slice, then the parameters all-gathered.
+ * checkpoint: collective: the state gathered to rank 0, which writes cfg.checkpoint.
+ * free: releases it (after r->opt is freed). */
+int amp_train_zero_setup(amp_train_run_state *r);
+int amp_train_zero_reduce(amp_train_run_state *r, bool whole);
+int amp_train_zero_update(amp_train_run_state *r);
+int amp_train_zero_checkpoint(amp_train_run_state *r);
+void amp_train_zero_free(amp_train_run_state *r);
 
 /* Fault injection (inject.c): with probability cfg.inject_nonfinite, writes +inf, -inf or NaN into
  * one gradient value for step `done` (1-based); returns true when it did. */

@@ -215,6 +215,7 @@ static void json_body(FILE *f, const char *label, const amp_train_config *c, con
     json_num(f, "act_underflow_fp16_unscaled", stats ? r->act_underflow_fp16_unscaled : NAN, false);
     json_num(f, "stalled_updates", r->stalled_updates, false);
     fprintf(f, "\"ranks\": %d, \"injected_steps\": %lld, ", r->ranks, (long long)r->injected_steps);
+    fprintf(f, "\"optimizer_state_bytes\": %lld, ", (long long)r->optimizer_state_bytes);
     json_num(f, "samples_per_sec", r->samples_per_sec, false);
     json_num(f, "wall_seconds", r->wall_seconds, true);
 }

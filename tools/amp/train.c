@@ -103,6 +103,8 @@ static void print_help(void) {
            "  --allreduce-dtype D  gradients travel as fp32 (default), bf16 or fp16 (summed in fp32, rounded once)\n"
            "  --check-replicas K every K steps, check that every rank holds the same parameters (debugging)\n"
            "  --bucket-kb N      gradient bucket size for the overlapped sums (default 1024)\n"
+           "  --zero 1           ZeRO stage 1: each rank keeps the optimizer state of 1/N of the parameters\n"
+           "                     (gradients reduce-scattered, parameters all-gathered; same results)\n"
            "Same seed and thread count give bit-identical runs. Exit status: 0 success, 1 failure while\n"
            "training, 2 bad usage or bad data.\n",
            amp_cli_model_names(names, sizeof names, "|", NULL), amp_cli_model_help(models, sizeof models),
@@ -197,6 +199,8 @@ static void print_summary(const amp_train_result *r) {
     else
         printf("test accuracy %.2f%%\n", 100.0 * r->test_accuracy);
     printf("%.1f samples/s (training), %.2f s wall\n", r->samples_per_sec, r->wall_seconds);
+    printf("optimizer state %.3f MiB per rank (%lld bytes, %d rank%s)\n", (double)r->optimizer_state_bytes / 1048576.0,
+           (long long)r->optimizer_state_bytes, r->ranks, r->ranks == 1 ? "" : "s");
 }
 
 /* ---- the command -------------------------------------------------------------------------------- */
@@ -317,6 +321,11 @@ static int parse_value(const char *a, const char *v, train_options *o) {
     } else if (strcmp(a, "--bucket-kb") == 0) {
         NEED_LONG(1, 1L << 30);
         cfg->bucket_bytes = (size_t)n << 10;
+    } else if (strcmp(a, "--zero") == 0) {
+        if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+            return amp_usage_error("train", "--zero wants 0 or 1 (stage 1 shards the optimizer state; stages 2 and 3, "
+                                            "sharding gradients and parameters, are not supported), not '%s'", v);
+        cfg->zero_stage = v[0] - '0';
     } else if (strcmp(a, "--sample-tokens") == 0) {
         NEED_LONG(0, 1L << 20);
         cfg->sample_tokens = n;
@@ -353,7 +362,7 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
                                                  "--inject-nonfinite", "--inject-rank", "--allreduce-dtype",
                                                  "--check-replicas", "--bucket-kb", "--size", "--beta1", "--beta2",
                                                  "--eps", "--init-from", "--save-llmc", "--save-llmc-version",
-                                                 "--save-hf", "--sample-tokens"};
+                                                 "--save-hf", "--sample-tokens", "--zero"};
         bool known = amp_train_is_shared_flag(a);
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
         if (!known) return amp_usage_error("train", "unknown option '%s'", a);
