@@ -15,7 +15,9 @@ For each configuration (batch B, context T) it trains, one fresh process per tra
     and fp32 and amp-bf16 again under AMP_ISA=avx2 (no AVX512-BF16 and no zmm FMA), from the same
     llm.c checkpoint as llm.c (--init-from). amp prints one progress line per step on stderr (when
     the run has fewer than 20 steps and stderr is not a terminal); the script timestamps each line
-    as it arrives, and a step's time is the gap between two lines.
+    as it arrives, and a step's time is the gap between two lines. Gradient statistics are off
+    (--grad-stats-every 0: by default amp computes them at steps 1, 2, 4, ..., about a second each
+    at this size, which would land in every other timed step).
 Every trainer: AdamW lr 1e-4, betas (0.9, 0.999), eps 1e-8, weight decay 0 (llm.c's gpt2_update
 arguments), random token ids below 50257 in llm.c's shard format (header 20240520, version 1,
 uint16), --warmup untimed steps, then --steps timed ones; s/step is their median.
@@ -32,7 +34,7 @@ count (gpt2_estimate_mfu in train_gpt2.cu): (6 N + 6 L C T) x B T, N = llm.c's n
 runs; best of three), times --threads; the bf16 runs are also rated against the bf16 peak (the
 larger of VDPBF16PS's and the FMA's).
 
-    python3 bench/gpt2_vs_peers.py [--threads N] [--configs 4x64,8x1024] [--steps 4] [--warmup 1]
+    python3 bench/gpt2_vs_peers.py [--threads N] [--configs 4x64,8x1024] [--steps 4] [--warmup 2]
                                    [--trainers llmc,torch-fp32,...] [--llmc-dir DIR] [--rounds N] [--json FILE]
 --rounds N runs the trainers in turn N times (so that load on a shared machine hits all alike) and
 pools their timed steps.
@@ -275,7 +277,7 @@ def run_amp(trainer, threads, b, t, warmup, steps, ckpt, shard):
            "--context", str(t), "--precision", AMP_PRECISION[trainer], "--optimizer", "adamw",
            "--lr", str(ADAMW["lr"]), "--beta1", str(ADAMW["beta1"]), "--beta2", str(ADAMW["beta2"]),
            "--eps", str(ADAMW["eps"]), "--weight-decay", str(ADAMW["wd"]), "--lr-schedule", "constant",
-           "--steps", str(warmup + steps), "--no-eval", "--threads", str(threads), "--json"]
+           "--steps", str(warmup + steps), "--no-eval", "--grad-stats-every", "0", "--threads", str(threads), "--json"]
     if trainer == "amp-fp16":
         cmd += ["--scaler", "dynamic"]
     rc, out, err, rss = run_child(cmd, env=env)
@@ -373,7 +375,7 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--configs", default="4x64", help="BxT,... (e.g. 4x64,8x1024)")
     ap.add_argument("--steps", type=int, default=4, help="timed steps per trainer")
-    ap.add_argument("--warmup", type=int, default=1, help="untimed steps before them (>= 1)")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps before them (>= 1)")
     ap.add_argument("--trainers", default=",".join(ALL_TRAINERS))
     ap.add_argument("--llmc-dir", default=os.environ.get("LLMC_DIR", ""))
     ap.add_argument("--llmc-cflags", default=LLMC_CFLAGS)
