@@ -23,7 +23,7 @@ arguments), random token ids below 50257 in llm.c's shard format (header 2024052
 uint16), --warmup untimed steps, then --steps timed ones; s/step is their median.
 
 The inputs are made locally: the shards by this script (numpy), the checkpoint gpt2_124M.bin by
-`amp train --model gpt2 --size 124m --steps 1 --lr 0 --save-llmc FILE` (amp's random
+`amp train --model gpt2 --size 124m --context 1024 --steps 1 --lr 0 --save-llmc FILE` (amp's random
 initialisation written in llm.c's layout: version 3, fp32).
 
 Also reported: peak RSS of each trainer's process (os.wait4's rusage of that child), the fraction
@@ -186,10 +186,11 @@ def write_shard(path, n, seed):
 
 
 def make_checkpoint(tmp, shard, threads):
-    """gpt2_124M.bin by amp: one step at lr 0 (the random initialisation unchanged), saved in llm.c's layout."""
+    """gpt2_124M.bin by amp: one step at lr 0 (the random initialisation unchanged), saved in llm.c's layout
+    with GPT-2's 1024 positions (amp's wpe has --context rows: the file's maxT)."""
     path = os.path.join(tmp, "gpt2_124M.bin")
     cmd = [AMP, "train", "--model", "gpt2", "--size", "124m", "--data", shard, "--val-data", shard, "--vocab", str(V),
-           "--batch", "1", "--context", "64", "--steps", "1", "--lr", "0", "--optimizer", "adamw", "--no-eval",
+           "--batch", "1", "--context", str(MAXT), "--steps", "1", "--lr", "0", "--optimizer", "adamw", "--no-eval",
            "--quiet", "--threads", str(threads), "--save-llmc", path]
     rc, out, err, _ = run_child(cmd)
     if rc != 0:
