@@ -404,7 +404,7 @@ def main():
         kind = cpu.get("model name", "?")
     print(f"CPU: {kind} ({cpu.get('model name', '?')}; {', '.join(cpu.get('isa', []))}), {args.threads} threads, "
           f"load average {os.getloadavg()[0]:.2f} at start")
-    peak = measure_peak(args.threads, {}, 5)
+    peak = measure_peak(args.threads, {}, 10)
     print("one core's peak at the start, GFLOP/s (amp bench gemm): " + ", ".join(f"{k} {v:.1f}" for k, v in peak.items()))
     llmc_ok = args.llmc_dir and os.path.isfile(os.path.join(args.llmc_dir, "train_gpt2.c"))
     if "llmc" in trainers and not llmc_ok:
@@ -437,7 +437,7 @@ def main():
                         r = run_amp(k, args.threads, b, t, args.warmup, args.steps, ckpt, shard)
                     rows[k] = merge(rows.get(k), r)
                     print(f"  round {rnd + 1}: ran {k} B={b} T={t} in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
-                    measure_peak(args.threads, peak, 1)
+                    measure_peak(args.threads, peak, 2)
             table((b, t), rows, peak, args.threads)
             results["configs"][f"{b}x{t}"] = rows
     print("one core's peak, best of the run, GFLOP/s: " + ", ".join(f"{k} {v:.1f}" for k, v in peak.items()))
