@@ -227,6 +227,19 @@ typedef struct amp_train_config {
      * (sample_text), as llm.c prints a sample at each evaluation; the library prints nothing. 0
      * (default): none. Other models ignore it. */
     int64_t sample_tokens;
+
+    /* The parameters' storage dtype, overriding the preset's: AMP_F32 (default) keeps the preset's;
+     * AMP_BF16 with amp-bf16 stores the parameters (and their gradients) in bf16, with fp32 master
+     * weights in the optimizer (as fp16-master does for fp16): half the parameter and gradient
+     * bytes, and autocast's bf16 weight casts become no-ops. The model is initialised as usual and
+     * rounded to bf16 once, the masters start from those values, each step updates the masters in
+     * fp32 and rounds them into the parameters. Activations that start at an embedding are bf16
+     * (the residual stream too, as in llm.c's bf16 model); norms, softmax and losses still compute in
+     * fp32. Any other preset with AMP_BF16, or another dtype, is AMP_ERR_INVALID_ARGUMENT. A
+     * checkpoint records the parameters in bf16 and the masters in fp32, so resuming is exact; one
+     * of the preset's own dtype does not resume such a run (nor the reverse). save_llmc writes the
+     * bf16 parameters (version 5: exactly; 3: widened). */
+    amp_dtype param_dtype_override;
 } amp_train_config;
 
 #define AMP_TRAIN_BUCKET_BYTES ((size_t)1 << 20)
@@ -329,6 +342,13 @@ typedef struct amp_train_result {
     int ranks;                  /* processes that trained (1 without a communicator) */
     int64_t injected_steps;     /* injected inf/NaN faults, summed over the ranks */
     amp_token_cache_status token_cache; /* BPE text: what the token cache did (amp/data.h); else OFF */
+    /* Memory. arena_peak_bytes: the context's per-step arena high-water mark over the run
+       (amp_ctx_arena_peak: activations, saved data, activation gradients, tensor headers);
+       param_bytes: the parameters' storage (their gradients take as much again); optim_bytes: the
+       optimizer's state (masters, moments); peak_rss_bytes: the process's peak resident set at the
+       end of the run (getrusage; the whole process's, so the largest of the runs one process made). */
+    size_t arena_peak_bytes, param_bytes, optim_bytes;
+    int64_t peak_rss_bytes;
 } amp_train_result;
 
 /* Runs the training described by cfg. Returns AMP_OK; AMP_ERR_INVALID_ARGUMENT (a bad setting, a
