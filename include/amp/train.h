@@ -16,7 +16,7 @@
  *   amp_scaler_update (dynamic) or amp_scaler_update_to(static scale) (static);
  *   scaler off: amp_optimizer_clip_grad_norm (when clipping) and amp_optimizer_step, as PyTorch without
  *   a GradScaler: nothing is checked, a non-finite gradient reaches the weights.
- * Parameters are stored in the preset's param_dtype. The optimizer keeps fp32 master weights of f16/bf16
+ * Parameters are stored in the preset's param_dtype (or param_dtype_override's). The optimizer keeps fp32 master weights of f16/bf16
  * parameters by itself; for the pure presets (master_weights false) the masters are reloaded from the
  * low-precision parameters before every update, so the update is computed in fp32 and rounded once
  * into the parameter, and an update below half a unit in the last place is lost (Apex O3). Optimizer

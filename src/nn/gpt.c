@@ -9,7 +9,8 @@
  *
  * Written with the layers of amp/layers.h: two embeddings, `layers` transformer blocks
  * (amp_transformer_block: the fused qkv projection and attention, src/nn/layers_seq.c), the final
- * norm and the head. */
+ * norm and the head. With cfg.recompute each block runs as a recomputed region (amp/recompute.h:
+ * gpt_block_forward, shared with gpt2.c). */
 #include <math.h>
 #include <stdio.h>
 
