@@ -344,10 +344,11 @@ typedef struct amp_train_result {
     amp_token_cache_status token_cache; /* BPE text: what the token cache did (amp/data.h); else OFF */
     /* Memory. arena_peak_bytes: the context's per-step arena high-water mark over the run
        (amp_ctx_arena_peak: activations, saved data, activation gradients, tensor headers);
+       scratch_peak_bytes: the ops' temporary memory's (amp_ctx_scratch_peak: fp32 staging);
        param_bytes: the parameters' storage (their gradients take as much again); optim_bytes: the
        optimizer's state (masters, moments); peak_rss_bytes: the process's peak resident set at the
        end of the run (getrusage; the whole process's, so the largest of the runs one process made). */
-    size_t arena_peak_bytes, param_bytes, optim_bytes;
+    size_t arena_peak_bytes, scratch_peak_bytes, param_bytes, optim_bytes;
     int64_t peak_rss_bytes;
 } amp_train_result;
 

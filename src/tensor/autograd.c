@@ -154,6 +154,32 @@ static void settle_param(amp_ctx *ctx, const amp_tensor *t) {
     if (k >= 0) amp_ctx_settle_grad(ctx, (size_t)k);
 }
 
+/* grad (contiguous F16/BF16, n values) += g, elementwise: decoded to fp32, added, rounded once, as
+ * one pass over the whole tensor would; in chunks, so the fp32 staging stays small whatever the
+ * tensor's size (a bf16 embedding's gradient is 38M values at GPT-2's vocabulary). The addend is
+ * g (fp32) or, when g is NULL, gh (contiguous, any float dtype, n values). */
+enum { ADD_CHUNK = 16384 };
+static void low_precision_add(amp_ctx *ctx, amp_tensor *grad, const float *g, const amp_tensor *gh, int64_t n) {
+    amp_arena_mark m = amp_scratch_mark(ctx);
+    float *acc = amp_f32_scratch(ctx, n < ADD_CHUNK ? n : ADD_CHUNK);
+    float *add = gh ? amp_f32_scratch(ctx, n < ADD_CHUNK ? n : ADD_CHUNK) : NULL;
+    const size_t gs = amp_dtype_size(grad->dtype), hs = gh ? amp_dtype_size(gh->dtype) : 0;
+    for (int64_t at = 0; acc && (!gh || add) && at < n; at += ADD_CHUNK) {
+        const int64_t len = n - at < ADD_CHUNK ? n - at : ADD_CHUNK;
+        unsigned char *gd = (unsigned char *)grad->data + (size_t)at * gs;
+        const float *v = g ? g + at : add;
+        if (gh) amp_convert(add, AMP_F32, (const unsigned char *)gh->data + (size_t)at * hs, gh->dtype, (size_t)len);
+        if (grad->dtype == AMP_BF16) {
+            decode_add_bf16(acc, (const uint16_t *)gd, v, len);
+        } else {
+            amp_convert(acc, AMP_F32, gd, grad->dtype, (size_t)len);
+            amp_acc_f32(acc, v, len, false);
+        }
+        amp_convert(gd, grad->dtype, acc, AMP_F32, (size_t)len);
+    }
+    amp_scratch_release(ctx, m);
+}
+
 int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g) {
     if (!t || !t->requires_grad) return AMP_OK;
     const int64_t n = amp_tensor_numel(t);
@@ -171,18 +197,7 @@ int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g) {
         return AMP_OK;
     }
     settle_param(ctx, t);
-    amp_arena_mark m = amp_scratch_mark(ctx);
-    float *acc = amp_f32_scratch(ctx, n);
-    if (acc) {
-        if (grad->dtype == AMP_BF16) {
-            decode_add_bf16(acc, grad->data, g, n);
-        } else {
-            amp_convert(acc, AMP_F32, grad->data, grad->dtype, (size_t)n);
-            amp_acc_f32(acc, g, n, false);
-        }
-        amp_convert(grad->data, grad->dtype, acc, AMP_F32, (size_t)n);
-    }
-    amp_scratch_release(ctx, m);
+    low_precision_add(ctx, grad, g, NULL, n);
     return ctx->status;
 }
 
@@ -195,6 +210,14 @@ int amp_grad_accumulate_grad(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g) {
         drop_note(ctx, t);
         amp_acc_bf16(t->grad->data, g->data, amp_tensor_numel(t), claim_empty(ctx, t));
         return AMP_OK;
+    }
+    /* A low-precision gradient taking a contiguous one of the same length: chunk by chunk. */
+    if (t->grad && t->grad->dtype != AMP_F32 && amp_tensor_is_contiguous(t->grad) && amp_tensor_is_contiguous(g) &&
+        amp_tensor_numel(g) == amp_tensor_numel(t)) {
+        drop_note(ctx, t);
+        settle_param(ctx, t);
+        low_precision_add(ctx, t->grad, NULL, g, amp_tensor_numel(t));
+        return ctx->status;
     }
     amp_arena_mark m = amp_scratch_mark(ctx);
     const float *f = amp_f32_view(ctx, g);

@@ -211,6 +211,8 @@ void amp_ctx_arena_release(amp_ctx *ctx, amp_arena_mark m) {
     amp_arena_release(&ctx->arena, m);
 }
 
+size_t amp_ctx_scratch_peak(const amp_ctx *ctx) { return ctx ? ctx->scratch.peak : 0; }
+
 uint64_t amp_ctx_random(amp_ctx *ctx, unsigned purpose) {
     return ctx ? splitmix64(&ctx->rng[purpose % AMP_RNG_STREAMS]) : 0;
 }

@@ -587,6 +587,7 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
 /* The result's memory fields (amp_train_result). */
 static void memory_result(const amp_train_run_state *r, amp_train_result *result) {
     result->arena_peak_bytes = amp_ctx_arena_peak(r->ctx);
+    result->scratch_peak_bytes = amp_ctx_scratch_peak(r->ctx);
     amp_ctx_param_memory(r->ctx, &result->param_bytes);
     size_t optim = 0;
     const size_t n = r->opt ? amp_optimizer_num_params(r->opt) : 0;

@@ -26,7 +26,7 @@ run() { # label, batch, context, flags...
     shift 3
     "$AMP" train --model gpt2 --size 124m --batch "$b" --context "$t" --data "$TMP/train.bin" --val-data "$TMP/val.bin" \
         --vocab 50257 --steps "$STEPS" --threads "$THREADS" --no-eval --sample-tokens 0 --quiet --json "$@" >"$TMP/out"
-    tail -n 1 "$TMP/out" | jq -r --arg l "$label" --arg b "$b" --arg t "$t" '"\($l) B=\($b) T=\($t) rss_mib=\(.peak_rss_bytes / 1048576 | floor) arena_mib=\(.arena_peak_bytes / 1048576 | floor) params_mib=\(.param_bytes / 1048576 | floor) optim_mib=\(.optim_bytes / 1048576 | floor) s_per_step=\(($b | tonumber) / .samples_per_sec * 1000 | round / 1000)"'
+    tail -n 1 "$TMP/out" | jq -r --arg l "$label" --arg b "$b" --arg t "$t" '"\($l) B=\($b) T=\($t) rss_mib=\(.peak_rss_bytes / 1048576 | floor) arena_mib=\(.arena_peak_bytes / 1048576 | floor) scratch_mib=\(.scratch_peak_bytes / 1048576 | floor) params_mib=\(.param_bytes / 1048576 | floor) optim_mib=\(.optim_bytes / 1048576 | floor) s_per_step=\(($b | tonumber) / .samples_per_sec * 1000 | round / 1000)"'
 }
 for shape in "4 64" "2 512"; do
     set -- $shape

@@ -216,8 +216,9 @@ static void json_body(FILE *f, const char *label, const amp_train_config *c, con
     json_num(f, "stalled_updates", r->stalled_updates, false);
     fprintf(f, "\"ranks\": %d, \"injected_steps\": %lld, ", r->ranks, (long long)r->injected_steps);
     json_num(f, "samples_per_sec", r->samples_per_sec, false);
-    fprintf(f, "\"peak_rss_bytes\": %lld, \"arena_peak_bytes\": %zu, \"param_bytes\": %zu, \"optim_bytes\": %zu, ",
-            (long long)r->peak_rss_bytes, r->arena_peak_bytes, r->param_bytes, r->optim_bytes);
+    fprintf(f, "\"peak_rss_bytes\": %lld, \"arena_peak_bytes\": %zu, \"scratch_peak_bytes\": %zu, \"param_bytes\": %zu, "
+               "\"optim_bytes\": %zu, ",
+            (long long)r->peak_rss_bytes, r->arena_peak_bytes, r->scratch_peak_bytes, r->param_bytes, r->optim_bytes);
     json_num(f, "wall_seconds", r->wall_seconds, true);
 }
 

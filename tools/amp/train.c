@@ -201,8 +201,10 @@ static void print_summary(const amp_train_result *r) {
     else
         printf("test accuracy %.2f%%\n", 100.0 * r->test_accuracy);
     printf("%.1f samples/s (training), %.2f s wall\n", r->samples_per_sec, r->wall_seconds);
-    printf("memory: peak RSS %.1f MiB, arena peak %.1f MiB, parameters %.1f MiB (gradients as much), optimizer %.1f MiB\n",
+    printf("memory: peak RSS %.1f MiB, arena peak %.1f MiB (scratch %.1f MiB), parameters %.1f MiB (gradients as much), "
+           "optimizer %.1f MiB\n",
            (double)r->peak_rss_bytes / 1048576.0, (double)r->arena_peak_bytes / 1048576.0,
+           (double)r->scratch_peak_bytes / 1048576.0,
            (double)r->param_bytes / 1048576.0, (double)r->optim_bytes / 1048576.0);
 }
 
