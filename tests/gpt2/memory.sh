@@ -5,7 +5,7 @@
 # GPT-2 token ids (memory and speed do not depend on the text). Prints one line per run: peak RSS,
 # arena peak, parameter and optimizer bytes (MiB), and seconds per step (from the JSON result's
 # samples/s). REPEATS rounds (default 2) run the four back to back (compare ratios within a round).
-# Usage: tests/gpt2/memory.sh [AMP]   (AMP: the CLI, default build/amp)
+# Usage: tests/gpt2/memory.sh [AMP]   (AMP: the CLI, default build/amp; SHAPES="BxT ..." other shapes)
 set -eu
 AMP=${1:-build/amp}
 STEPS=${STEPS:-4}
@@ -28,9 +28,8 @@ run() { # label, batch, context, flags...
         --vocab 50257 --steps "$STEPS" --threads "$THREADS" --no-eval --sample-tokens 0 --quiet --json "$@" >"$TMP/out"
     tail -n 1 "$TMP/out" | jq -r --arg l "$label" --arg b "$b" --arg t "$t" '"\($l) B=\($b) T=\($t) rss_mib=\(.peak_rss_bytes / 1048576 | floor) arena_mib=\(.arena_peak_bytes / 1048576 | floor) scratch_mib=\(.scratch_peak_bytes / 1048576 | floor) params_mib=\(.param_bytes / 1048576 | floor) optim_mib=\(.optim_bytes / 1048576 | floor) s_per_step=\(($b | tonumber) / .samples_per_sec * 1000 | round / 1000)"'
 }
-for shape in "4 64" "2 512"; do
-    set -- $shape
-    B=$1 T=$2
+for shape in ${SHAPES:-4x64 2x512}; do
+    B=${shape%x*} T=${shape#*x}
     r=1
     while [ "$r" -le "$REPEATS" ]; do
         echo "# round $r, B=$B T=$T"
