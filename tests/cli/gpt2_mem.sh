@@ -1,7 +1,7 @@
 # Golden tests of the two memory options of `amp train`: --recompute (gpt, gpt2: blocks recomputed in
 # backward) gives the same losses as without; --param-dtype bf16 (bf16 parameters, fp32 masters)
-# runs under amp-bf16 only, resumes to the same result as one uninterrupted run, and is refused with
-# one line elsewhere; the summary reports the memory.
+# runs under amp-bf16 only, resumes to the same result as one uninterrupted run, round-trips llm.c's
+# bf16 file exactly, and is refused with one line elsewhere; the summary reports the memory.
 . "$(dirname "$0")/lib.sh"
 
 i=0
@@ -39,6 +39,17 @@ if summary | cmp -s - "$TMP/full"; then pass; else fail "the resumed bf16-parame
 run "$AMP" train $GPT2 --precision amp-bf16 --steps 4 --data "$TMP/text.txt" --quiet --resume "$TMP/ck.safetensors"
 expect_rc 2 "an fp32-parameter run does not resume a bf16-parameter checkpoint"
 expect_err_lines 1 "its error is one line"
+
+# llm.c's bf16 file (version 5) holds the bf16 parameters exactly: loaded and saved again with lr 0,
+# the same bytes
+run "$AMP" train $GPT2 --precision amp-bf16 --param-dtype bf16 --steps 2 --data "$TMP/text.txt" --quiet \
+    --save-llmc "$TMP/a.bin" --save-llmc-version 5
+expect_rc 0 "--param-dtype bf16 --save-llmc-version 5"
+run "$AMP" train --model gpt2 --init-from "$TMP/a.bin" --context 16 --batch 2 --threads 1 --sample-tokens 0 --no-eval \
+    --precision amp-bf16 --param-dtype bf16 --steps 1 --lr 0 --data "$TMP/text.txt" --quiet \
+    --save-llmc "$TMP/b.bin" --save-llmc-version 5
+expect_rc 0 "--init-from a version 5 file into bf16 parameters"
+if cmp -s "$TMP/a.bin" "$TMP/b.bin"; then pass; else fail "the version 5 file changed through bf16 parameters at lr 0"; fi
 
 # refusals: one line, exit status 2
 for p in fp32 amp-fp16 fp16-master fp16-pure bf16-pure; do
