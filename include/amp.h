@@ -15,6 +15,7 @@
 #include "amp/tensor.h"
 #include "amp/ops.h"
 #include "amp/autocast.h"
+#include "amp/recompute.h"
 #include "amp/optim.h"
 #include "amp/scaler.h"
 #include "amp/precision.h"

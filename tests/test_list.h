@@ -143,6 +143,14 @@ TEST(gpt2, linear_gelu_tanh)
 TEST(gpt2, narrow_rows)
 TEST(gpt2, gpt2_tiny_pytorch)
 TEST(gpt2, gpt2_sizes_and_init)
+/* activation recomputation: bit-identical gradients and hook sequences, dropout masks and autocast
+ * state restored, the contract */
+TEST(recompute, recompute_gpt_bitwise)
+TEST(recompute, recompute_dropout_autocast)
+TEST(recompute, recompute_contract)
+/* bf16 parameters with fp32 masters under amp-bf16: equal to the loop by hand, resumable, refusals */
+TEST(param_dtype, param_dtype_bf16_masters)
+TEST(param_dtype, param_dtype_refusals)
 /* llm.c's model files: round trips (fp32, bf16), the layout, bad files; Hugging Face's layout */
 TEST(llmc, llmc_round_trip)
 TEST(llmc, llmc_bad_files)

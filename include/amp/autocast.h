@@ -75,6 +75,8 @@ amp_dtype amp_autocast_dtype(void);
 int amp_autocast_depth(void);
 /* Turns the cast cache on or off for this thread (on by default). */
 void amp_autocast_set_cache_enabled(bool enabled);
+/* Whether the cast cache is on for this thread. */
+bool amp_autocast_cache_enabled(void);
 /* Empties this thread's cast cache now. */
 void amp_autocast_clear_cache(void);
 /* Casts served from the cache / made and stored since the thread started (for tests and reports). */

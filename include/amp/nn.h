@@ -95,6 +95,11 @@ typedef struct amp_model_config {
     /* gpt2: rows of the position embedding wpe, >= context (0, the default: context): llm.c's maxT, so
      * a model made for 1024 positions trains on shorter windows (the first `context` rows are used) */
     int64_t positions;
+    /* gpt, gpt2: recompute each transformer block in backward instead of keeping its activations
+     * (amp/recompute.h): the blocks' inputs are kept, the rest of each block is computed again when
+     * backward reaches it; the gradients are bit for bit the same, at the cost of one more forward
+     * of the blocks. Other models ignore it. false (default) */
+    bool recompute;
 } amp_model_config;
 
 typedef struct amp_model amp_model;

@@ -108,6 +108,8 @@ uint64_t amp_ctx_heap_allocations(const amp_ctx *ctx);
 /* Bytes of arena in use now, and the high-water mark since creation. */
 size_t amp_ctx_arena_used(const amp_ctx *ctx);
 size_t amp_ctx_arena_peak(const amp_ctx *ctx);
+/* The high-water mark of the ops' temporary memory (fp32 staging, packed panels) since creation. */
+size_t amp_ctx_scratch_peak(const amp_ctx *ctx);
 /* Random bits from the context's generator for `purpose` (0: dropout; others free for users):
  * one independent stream per purpose, so drawing from one never shifts another. */
 uint64_t amp_ctx_random(amp_ctx *ctx, unsigned purpose);

@@ -16,7 +16,7 @@
  *   amp_scaler_update (dynamic) or amp_scaler_update_to(static scale) (static);
  *   scaler off: amp_optimizer_clip_grad_norm (when clipping) and amp_optimizer_step, as PyTorch without
  *   a GradScaler: nothing is checked, a non-finite gradient reaches the weights.
- * Parameters are stored in the preset's param_dtype. The optimizer keeps fp32 master weights of f16/bf16
+ * Parameters are stored in the preset's param_dtype (or param_dtype_override's). The optimizer keeps fp32 master weights of f16/bf16
  * parameters by itself; for the pure presets (master_weights false) the masters are reloaded from the
  * low-precision parameters before every update, so the update is computed in fp32 and rounded once
  * into the parameter, and an update below half a unit in the last place is lost (Apex O3). Optimizer
@@ -244,6 +244,19 @@ typedef struct amp_train_config {
      * (sample_text), as llm.c prints a sample at each evaluation; the library prints nothing. 0
      * (default): none. Other models ignore it. */
     int64_t sample_tokens;
+
+    /* The parameters' storage dtype, overriding the preset's: AMP_F32 (default) keeps the preset's;
+     * AMP_BF16 with amp-bf16 stores the parameters (and their gradients) in bf16, with fp32 master
+     * weights in the optimizer (as fp16-master does for fp16): half the parameter and gradient
+     * bytes, and autocast's bf16 weight casts become no-ops. The model is initialised as usual and
+     * rounded to bf16 once, the masters start from those values, each step updates the masters in
+     * fp32 and rounds them into the parameters. Activations that start at an embedding are bf16
+     * (the residual stream too, as in llm.c's bf16 model); norms, softmax and losses still compute in
+     * fp32. Any other preset with AMP_BF16, or another dtype, is AMP_ERR_INVALID_ARGUMENT. A
+     * checkpoint records the parameters in bf16 and the masters in fp32, so resuming is exact; one
+     * of the preset's own dtype does not resume such a run (nor the reverse). save_llmc writes the
+     * bf16 parameters (version 5: exactly; 3: widened). */
+    amp_dtype param_dtype_override;
 } amp_train_config;
 
 #define AMP_TRAIN_BUCKET_BYTES ((size_t)1 << 20)
@@ -350,6 +363,14 @@ typedef struct amp_train_result {
                                       zero_stage 1 */
     int64_t injected_steps;     /* injected inf/NaN faults, summed over the ranks */
     amp_token_cache_status token_cache; /* BPE text: what the token cache did (amp/data.h); else OFF */
+    /* Memory. arena_peak_bytes: the context's per-step arena high-water mark over the run
+       (amp_ctx_arena_peak: activations, saved data, activation gradients, tensor headers);
+       scratch_peak_bytes: the ops' temporary memory's (amp_ctx_scratch_peak: fp32 staging);
+       param_bytes: the parameters' storage (their gradients take as much again; the optimizer's
+       state is optimizer_state_bytes above); peak_rss_bytes: the process's peak resident set at the
+       end of the run (getrusage; the whole process's, so the largest of the runs one process made). */
+    size_t arena_peak_bytes, scratch_peak_bytes, param_bytes;
+    int64_t peak_rss_bytes;
 } amp_train_result;
 
 /* Runs the training described by cfg. Returns AMP_OK; AMP_ERR_INVALID_ARGUMENT (a bad setting, a

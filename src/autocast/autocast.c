@@ -61,6 +61,7 @@ bool amp_autocast_enabled(void) { return state.depth > 0 && state.enabled[state.
 amp_dtype amp_autocast_dtype(void) { return amp_autocast_enabled() ? state.dtype[state.depth] : AMP_F32; }
 int amp_autocast_depth(void) { return state.depth; }
 void amp_autocast_set_cache_enabled(bool enabled) { state.cache_off = !enabled; }
+bool amp_autocast_cache_enabled(void) { return !state.cache_off; }
 
 /* Keeps the entries' memory: the cache is emptied every step, and a steady-state step must not
  * allocate. (The table is per thread, from malloc, and lives as long as the thread.) */

@@ -9,10 +9,12 @@
  *
  * Written with the layers of amp/layers.h: two embeddings, `layers` transformer blocks
  * (amp_transformer_block: the fused qkv projection and attention, src/nn/layers_seq.c), the final
- * norm and the head. */
+ * norm and the head. With cfg.recompute each block runs as a recomputed region (amp/recompute.h:
+ * gpt_block_forward, shared with gpt2.c). */
 #include <math.h>
 #include <stdio.h>
 
+#include "amp/recompute.h"
 #include "gpt_internal.h"
 #include "../core/alloc_internal.h"
 
@@ -77,6 +79,16 @@ static int gpt_init(amp_model *m, amp_rng *rng) {
     return st;
 }
 
+static amp_tensor *block_region(amp_ctx *ctx, amp_tensor *const *in, int n_in, void *user) {
+    (void)n_in;
+    return amp_transformer_block_forward(ctx, user, in[0]);
+}
+
+amp_tensor *gpt_block_forward(amp_ctx *ctx, const amp_model_config *cfg, const amp_transformer_block *b, amp_tensor *x) {
+    if (!cfg->recompute) return amp_transformer_block_forward(ctx, b, x);
+    return amp_recompute(ctx, block_region, &x, 1, (void *)b); /* (the block is only read) */
+}
+
 /* tokens [B, T] -> logits [B*T, V] */
 static amp_tensor *gpt_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x_in, const int32_t *tokens, int64_t batch) {
     (void)x_in;
@@ -86,7 +98,7 @@ static amp_tensor *gpt_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x_in, con
     amp_tensor *tok = amp_embedding_layer_forward(ctx, &L->wte, tokens, 2, (const int64_t[]){B, T});     /* [B, T, C] */
     amp_tensor *pos = amp_embedding_layer_forward(ctx, &L->wpe, m->positions, 1, (const int64_t[]){T}); /* [T, C] */
     amp_tensor *x = amp_add(ctx, tok, pos);
-    for (int64_t l = 0; l < cfg->layers && x; l++) x = amp_transformer_block_forward(ctx, &L->blocks[l], x);
+    for (int64_t l = 0; l < cfg->layers && x; l++) x = gpt_block_forward(ctx, cfg, &L->blocks[l], x);
     x = nn_norm_for_linear(ctx, &L->ln_f, x);
     x = amp_reshape(ctx, x, 2, (const int64_t[]){B * T, C});
     return amp_linear_layer_forward(ctx, &L->lm_head, x); /* [B*T, V] */

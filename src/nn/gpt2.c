@@ -128,7 +128,7 @@ static amp_tensor *gpt2_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x_in, co
     amp_tensor *tok = amp_embedding_layer_forward(ctx, &L->wte, tokens, 2, (const int64_t[]){B, T});     /* [B, T, C] */
     amp_tensor *pos = amp_embedding_layer_forward(ctx, &L->wpe, m->positions, 1, (const int64_t[]){T}); /* [T, C] */
     amp_tensor *x = amp_add(ctx, tok, pos);
-    for (int64_t l = 0; l < cfg->layers && x; l++) x = amp_transformer_block_forward(ctx, &L->blocks[l], x);
+    for (int64_t l = 0; l < cfg->layers && x; l++) x = gpt_block_forward(ctx, cfg, &L->blocks[l], x);
     x = nn_norm_for_linear(ctx, &L->ln_f, x);
     x = amp_reshape(ctx, x, 2, (const int64_t[]){B * T, C});
     amp_tensor *head = amp_narrow_rows(ctx, L->wte.weight, cfg->vocab); /* wte[:V], [V, C] */

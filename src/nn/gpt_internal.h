@@ -14,4 +14,8 @@ typedef struct gpt_layers {
     amp_transformer_block blocks[]; /* cfg.layers of them */
 } gpt_layers;
 
+/* Block l's forward on x: amp_transformer_block_forward, as a recomputed region (amp/recompute.h)
+ * when cfg->recompute asks for it (src/nn/gpt.c). */
+amp_tensor *gpt_block_forward(amp_ctx *ctx, const amp_model_config *cfg, const amp_transformer_block *b, amp_tensor *x);
+
 #endif

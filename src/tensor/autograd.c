@@ -36,6 +36,36 @@ amp_node *amp_autograd_record(amp_ctx *ctx, amp_op op, amp_dtype compute_dtype, 
     return node;
 }
 
+amp_node *amp_autograd_record_recompute(amp_ctx *ctx, amp_op op, amp_dtype compute_dtype, amp_tensor *out,
+                                        amp_tensor *const *in, int n_in, amp_backward_fn backward,
+                                        const int32_t *uses, int32_t n_uses) {
+    out->op = op;
+    out->compute_dtype = compute_dtype;
+    out->is_leaf = false;
+    if (!ctx->grad_enabled || (n_uses == 0 && !amp_autograd_will_record(ctx, in, n_in))) return NULL;
+    amp_node *node = amp_ctx_alloc(ctx, sizeof *node);
+    int32_t *copy = n_uses > 0 ? amp_ctx_alloc(ctx, (size_t)n_uses * sizeof *copy) : NULL;
+    if (!node || (n_uses > 0 && !copy)) return NULL;
+    memset(node, 0, sizeof *node);
+    if (n_uses > 0) memcpy(copy, uses, (size_t)n_uses * sizeof *copy);
+    node->op = op;
+    node->backward = backward;
+    node->out = out;
+    node->n_in = n_in;
+    node->param_uses = copy;
+    node->n_param_uses = n_uses;
+    node->recompute = true;
+    for (int i = 0; i < n_in; i++) {
+        node->in[i] = in[i];
+        if (in[i] && in[i]->grad_fn) in[i]->grad_fn->out_uses++;
+    }
+    node->prev = ctx->tape;
+    ctx->tape = node;
+    out->requires_grad = true;
+    out->grad_fn = node;
+    return node;
+}
+
 /* d[i] = decode(h[i]) + g[i] for bf16 h: amp_convert to fp32 then amp_acc_f32, in one pass. */
 static void decode_add_bf16(float *restrict d, const uint16_t *restrict h, const float *restrict g, int64_t n) {
     int64_t i = 0;
@@ -124,6 +154,32 @@ static void settle_param(amp_ctx *ctx, const amp_tensor *t) {
     if (k >= 0) amp_ctx_settle_grad(ctx, (size_t)k);
 }
 
+/* grad (contiguous F16/BF16, n values) += g, elementwise: decoded to fp32, added, rounded once, as
+ * one pass over the whole tensor would; in chunks, so the fp32 staging stays small whatever the
+ * tensor's size (a bf16 embedding's gradient is 38M values at GPT-2's vocabulary). The addend is
+ * g (fp32) or, when g is NULL, gh (contiguous, any float dtype, n values). */
+enum { ADD_CHUNK = 16384 };
+static void low_precision_add(amp_ctx *ctx, amp_tensor *grad, const float *g, const amp_tensor *gh, int64_t n) {
+    amp_arena_mark m = amp_scratch_mark(ctx);
+    float *acc = amp_f32_scratch(ctx, n < ADD_CHUNK ? n : ADD_CHUNK);
+    float *add = gh ? amp_f32_scratch(ctx, n < ADD_CHUNK ? n : ADD_CHUNK) : NULL;
+    const size_t gs = amp_dtype_size(grad->dtype), hs = gh ? amp_dtype_size(gh->dtype) : 0;
+    for (int64_t at = 0; acc && (!gh || add) && at < n; at += ADD_CHUNK) {
+        const int64_t len = n - at < ADD_CHUNK ? n - at : ADD_CHUNK;
+        unsigned char *gd = (unsigned char *)grad->data + (size_t)at * gs;
+        const float *v = g ? g + at : add;
+        if (gh) amp_convert(add, AMP_F32, (const unsigned char *)gh->data + (size_t)at * hs, gh->dtype, (size_t)len);
+        if (grad->dtype == AMP_BF16) {
+            decode_add_bf16(acc, (const uint16_t *)gd, v, len);
+        } else {
+            amp_convert(acc, AMP_F32, gd, grad->dtype, (size_t)len);
+            amp_acc_f32(acc, v, len, false);
+        }
+        amp_convert(gd, grad->dtype, acc, AMP_F32, (size_t)len);
+    }
+    amp_scratch_release(ctx, m);
+}
+
 int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g) {
     if (!t || !t->requires_grad) return AMP_OK;
     const int64_t n = amp_tensor_numel(t);
@@ -141,18 +197,7 @@ int amp_grad_accumulate(amp_ctx *ctx, amp_tensor *t, const float *g) {
         return AMP_OK;
     }
     settle_param(ctx, t);
-    amp_arena_mark m = amp_scratch_mark(ctx);
-    float *acc = amp_f32_scratch(ctx, n);
-    if (acc) {
-        if (grad->dtype == AMP_BF16) {
-            decode_add_bf16(acc, grad->data, g, n);
-        } else {
-            amp_convert(acc, AMP_F32, grad->data, grad->dtype, (size_t)n);
-            amp_acc_f32(acc, g, n, false);
-        }
-        amp_convert(grad->data, grad->dtype, acc, AMP_F32, (size_t)n);
-    }
-    amp_scratch_release(ctx, m);
+    low_precision_add(ctx, grad, g, NULL, n);
     return ctx->status;
 }
 
@@ -165,6 +210,14 @@ int amp_grad_accumulate_grad(amp_ctx *ctx, amp_tensor *t, const amp_tensor *g) {
         drop_note(ctx, t);
         amp_acc_bf16(t->grad->data, g->data, amp_tensor_numel(t), claim_empty(ctx, t));
         return AMP_OK;
+    }
+    /* A low-precision gradient taking a contiguous one of the same length: chunk by chunk. */
+    if (t->grad && t->grad->dtype != AMP_F32 && amp_tensor_is_contiguous(t->grad) && amp_tensor_is_contiguous(g) &&
+        amp_tensor_numel(g) == amp_tensor_numel(t)) {
+        drop_note(ctx, t);
+        settle_param(ctx, t);
+        low_precision_add(ctx, t->grad, NULL, g, amp_tensor_numel(t));
+        return ctx->status;
     }
     amp_arena_mark m = amp_scratch_mark(ctx);
     const float *f = amp_f32_view(ctx, g);
@@ -299,23 +352,27 @@ static int32_t *count_param_uses(amp_ctx *ctx) {
     int32_t *pending = amp_scratch_alloc(ctx, (ctx->n_params ? ctx->n_params : 1) * sizeof *pending);
     if (!pending) return NULL;
     memset(pending, 0, (ctx->n_params ? ctx->n_params : 1) * sizeof *pending);
-    for (const amp_node *node = ctx->tape; node; node = node->prev)
+    for (const amp_node *node = ctx->tape; node; node = node->prev) {
         for (int i = 0; i < node->n_in; i++) {
             const int64_t k = param_index(ctx, node->in[i]);
             if (k >= 0) pending[k]++;
         }
+        for (int32_t u = 0; u < node->n_param_uses; u++) pending[node->param_uses[u]]++;
+    }
     return pending;
 }
 
-static void release_param_uses(amp_ctx *ctx, const amp_node *node, int32_t *pending) {
-    for (int i = 0; i < node->n_in; i++) {
-        const int64_t k = param_index(ctx, node->in[i]);
-        if (k >= 0 && --pending[k] == 0 && ctx->grad_ready) {
-            amp_ctx_settle_grad(ctx, (size_t)k); /* a gradient no node wrote is complete as zeros */
-            ctx->grad_ready(ctx, (size_t)k, ctx->grad_ready_user);
-            amp_ctx_grad_note_drop(ctx, k); /* the hook may have written it (data-parallel sums do) */
-        }
+/* One parameter use done: the gradient-ready hook when it was the last. */
+static void release_param_use(amp_ctx *ctx, int64_t k, int32_t *pending) {
+    if (k >= 0 && --pending[k] == 0 && ctx->grad_ready) {
+        amp_ctx_settle_grad(ctx, (size_t)k); /* a gradient no node wrote is complete as zeros */
+        ctx->grad_ready(ctx, (size_t)k, ctx->grad_ready_user);
+        amp_ctx_grad_note_drop(ctx, k); /* the hook may have written it (data-parallel sums do) */
     }
+}
+
+static void release_param_uses(amp_ctx *ctx, const amp_node *node, int32_t *pending) {
+    for (int i = 0; i < node->n_in; i++) release_param_use(ctx, param_index(ctx, node->in[i]), pending);
 }
 
 /* Ops for which PyTorch keeps no tensors for backward (their backward needs only the output's
@@ -352,6 +409,27 @@ static const amp_node *spent_reachable(amp_ctx *ctx, const amp_tensor *loss) {
     return NULL;
 }
 
+int amp_autograd_run_nodes(amp_ctx *ctx, amp_node *tape) {
+    int32_t *pending = ctx->backward_pending;
+    for (amp_node *node = tape; node; node = node->prev) {
+        amp_tensor *out = node->out;
+        if (out->grad) { /* else no gradient reached this node */
+            if (ctx->backward_grad && !node->recompute) ctx->backward_grad(ctx, out, out->grad, ctx->backward_grad_user);
+            const amp_arena_mark m = amp_scratch_mark(ctx);
+            node->backward(ctx, node);
+            amp_scratch_release(ctx, m);
+            node->spent = !ctx->retain_graph;
+            if (ctx->status != AMP_OK) break;
+            if (!out->retains_grad) grad_drop(ctx, out); /* PyTorch frees non-leaf gradients after use */
+        } else {
+            /* a region never recomputed: its parameters' uses are done all the same */
+            for (int32_t u = 0; u < node->n_param_uses; u++) release_param_use(ctx, node->param_uses[u], pending);
+        }
+        release_param_uses(ctx, node, pending);
+    }
+    return ctx->status;
+}
+
 static int backward_tape(amp_ctx *ctx, const char *what, amp_tensor *loss, const float *seed) {
     if (ctx->status != AMP_OK) return ctx->status;
     if (!loss->requires_grad)
@@ -377,19 +455,7 @@ static int backward_tape(amp_ctx *ctx, const char *what, amp_tensor *loss, const
     if (!loss->is_leaf) loss->grad = NULL;
     int st = amp_grad_accumulate(ctx, loss, seed);
     amp_scratch_release(ctx, m);
-    for (amp_node *node = ctx->tape; node && st == AMP_OK; node = node->prev) {
-        amp_tensor *out = node->out;
-        if (out->grad) { /* else no gradient reached this node */
-            if (ctx->backward_grad) ctx->backward_grad(ctx, out, out->grad, ctx->backward_grad_user);
-            m = amp_scratch_mark(ctx);
-            node->backward(ctx, node);
-            amp_scratch_release(ctx, m);
-            node->spent = !ctx->retain_graph;
-            if ((st = ctx->status) != AMP_OK) break;
-            if (!out->retains_grad) grad_drop(ctx, out); /* PyTorch frees non-leaf gradients after use */
-        }
-        release_param_uses(ctx, node, pending);
-    }
+    if (st == AMP_OK) st = amp_autograd_run_nodes(ctx, ctx->tape);
     ctx->backward_pending = NULL;
     amp_scratch_release(ctx, outer);
     return st != AMP_OK ? st : ctx->status;

@@ -14,6 +14,16 @@
 amp_node *amp_autograd_record(amp_ctx *ctx, amp_op op, amp_dtype compute_dtype, amp_tensor *out,
                               amp_tensor *const *in, int n_in, amp_backward_fn backward);
 
+/* amp_autograd_record for a recomputed region (amp/recompute.h): records whenever grad mode is on
+ * (the region's parameters may need gradients even when no input does), with the region's
+ * parameter uses (uses[n_uses] slots, copied into the arena) and out taking requires_grad. */
+amp_node *amp_autograd_record_recompute(amp_ctx *ctx, amp_op op, amp_dtype compute_dtype, amp_tensor *out,
+                                        amp_tensor *const *in, int n_in, amp_backward_fn backward,
+                                        const int32_t *uses, int32_t n_uses);
+/* Runs the backward of the nodes of `tape` (newest first, as amp_backward does), during a backward
+ * (ctx->backward_pending set): a recomputed region's inner tape. Returns the context's status. */
+int amp_autograd_run_nodes(amp_ctx *ctx, amp_node *tape);
+
 /* True when amp_autograd_record would record a node for these inputs now (grad mode on and an input
  * requires grad): ops that save data for backward straight into the arena ask this first. */
 bool amp_autograd_will_record(const amp_ctx *ctx, amp_tensor *const *in, int n_in);

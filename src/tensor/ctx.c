@@ -192,6 +192,27 @@ size_t amp_ctx_arena_peak(const amp_ctx *ctx) {
     return ctx->arena.peak + (h0 > h1 ? h0 : h1);
 }
 
+amp_arena_mark amp_ctx_arena_mark(const amp_ctx *ctx) { return amp_arena_get_mark(&ctx->arena); }
+
+bool amp_ctx_arena_after(const amp_ctx *ctx, amp_arena_mark m, const void *p) {
+    const unsigned char *q = p;
+    for (int i = m.chunk; i < ctx->arena.n_chunks; i++) {
+        const amp_arena_chunk *c = &ctx->arena.chunks[i];
+        if (q >= c->base && q < c->base + c->size) return i > m.chunk || (size_t)(q - c->base) >= m.used;
+    }
+    return false;
+}
+
+void amp_ctx_arena_release(amp_ctx *ctx, amp_arena_mark m) {
+    int kept = 0;
+    for (int i = 0; i < ctx->n_grad_free; i++)
+        if (!amp_ctx_arena_after(ctx, m, ctx->grad_free[i].data)) ctx->grad_free[kept++] = ctx->grad_free[i];
+    ctx->n_grad_free = kept;
+    amp_arena_release(&ctx->arena, m);
+}
+
+size_t amp_ctx_scratch_peak(const amp_ctx *ctx) { return ctx ? ctx->scratch.peak : 0; }
+
 uint64_t amp_ctx_random(amp_ctx *ctx, unsigned purpose) {
     return ctx ? splitmix64(&ctx->rng[purpose % AMP_RNG_STREAMS]) : 0;
 }

@@ -29,6 +29,13 @@ struct amp_node {
     bool spent;       /* its backward ran in a backward that did not retain the graph */
     uint64_t reach;   /* the backward that last found it reachable from its loss (ctx->backward_serial) */
     amp_node *prev;   /* the tape, newest first */
+    /* A recomputed region's node (amp/recompute.h): the parameter slots its region's ops take as
+     * inputs, one entry per use (backward counts them as this node's own uses, and the recomputed
+     * nodes release them as they run), and whether it is one (the backward-gradient hook skips it:
+     * the recomputed nodes report their own outputs). */
+    const int32_t *param_uses;
+    int32_t n_param_uses;
+    bool recompute;
 };
 
 /* A declared parameter or buffer. */
@@ -169,6 +176,13 @@ static inline bool amp_ctx_grad_noted(const amp_ctx *ctx, int64_t k, uint32_t *a
     *absmax = ctx->params[k].grad_absmax;
     return true;
 }
+/* The arena's position now, whether p lies in memory allocated after mark m, and the release of
+ * everything after m (amp/recompute.h's regions): the dropped-gradient blocks past m leave the reuse
+ * pool first. */
+amp_arena_mark amp_ctx_arena_mark(const amp_ctx *ctx);
+bool amp_ctx_arena_after(const amp_ctx *ctx, amp_arena_mark m, const void *p);
+void amp_ctx_arena_release(amp_ctx *ctx, amp_arena_mark m);
+
 /* The parameter slot whose tensor is t, or -1. */
 int64_t amp_ctx_param_index(const amp_ctx *ctx, const amp_tensor *t);
 

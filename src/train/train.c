@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <sys/resource.h>
+
 #include "amp.h"
 #include "amp/train.h"
 #include "train_internal.h"
@@ -328,6 +330,26 @@ static int evaluate(amp_train_run_state *r, double *test_loss, double *accuracy,
 
 /* ---- set-up ------------------------------------------------------------------------------------- */
 
+/* param_dtype_override: bf16 storage with fp32 masters, on top of amp-bf16 only (the other presets
+ * store fp16 or bf16 already, or would cast bf16 weights to fp16, or compute in the storage dtype). */
+static int check_param_dtype(amp_train_run_state *r) {
+    const amp_dtype d = r->cfg.param_dtype_override;
+    if (d == AMP_F32) return AMP_OK;
+    if (d != AMP_BF16)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "parameter dtype %s: only bf16 overrides the preset's",
+                              amp_dtype_name(d));
+    if (r->cfg.precision != AMP_PRECISION_AMP_BF16)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT,
+                              "bf16 parameters need the amp-bf16 preset (%s stores %s parameters%s)", r->prec->name,
+                              amp_dtype_name(r->prec->param_dtype),
+                              r->prec->autocast_dtype == AMP_F16 ? " and autocasts to fp16" : "");
+    r->prec_override = *r->prec;
+    r->prec_override.param_dtype = AMP_BF16;
+    r->prec_override.master_weights = true;
+    r->prec = &r->prec_override;
+    return AMP_OK;
+}
+
 static int check_config(amp_train_run_state *r) {
     const amp_train_config *c = &r->cfg;
     if (c->model.kind < 0 || c->model.kind >= AMP_MODEL_COUNT)
@@ -372,7 +394,7 @@ static int check_config(amp_train_run_state *r) {
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "warmup_steps %lld must be >= 0", (long long)c->warmup_steps);
     if (r->text && c->model.context < 1)
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "context %lld out of range", (long long)c->model.context);
-    return AMP_OK;
+    return check_param_dtype(r);
 }
 
 static int setup(amp_train_run_state *r) {
@@ -570,6 +592,15 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
 
 /* ---- the run ------------------------------------------------------------------------------------ */
 
+/* The result's memory fields (amp_train_result). */
+static void memory_result(const amp_train_run_state *r, amp_train_result *result) {
+    result->arena_peak_bytes = amp_ctx_arena_peak(r->ctx);
+    result->scratch_peak_bytes = amp_ctx_scratch_peak(r->ctx);
+    amp_ctx_param_memory(r->ctx, &result->param_bytes);
+    struct rusage ru;
+    result->peak_rss_bytes = getrusage(RUSAGE_SELF, &ru) == 0 ? (int64_t)ru.ru_maxrss * 1024 : -1; /* Linux: KiB */
+}
+
 int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, amp_train_result *result, char *err,
                   size_t err_size) {
     const double t_start = now_seconds();
@@ -701,6 +732,7 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
     result->grad_overflow_fp16_scaled = r.gs_sum.overflow_fp16_scaled / ns;
     result->act_underflow_fp16_unscaled = r.act_sum / ns;
     result->stalled_updates = r.us_samples > 0 ? r.us_sum / (double)r.us_samples : NAN;
+    memory_result(&r, result);
     teardown(&r);
     result->wall_seconds = now_seconds() - t_start;
     return st;

@@ -11,7 +11,8 @@
 
 typedef struct amp_train_run_state {
     amp_train_config cfg; /* resolved: model sizes from the data, scaler mode never DEFAULT */
-    const amp_precision_info *prec;
+    const amp_precision_info *prec; /* the preset's, or prec_override when cfg.param_dtype_override is set */
+    amp_precision_info prec_override; /* the preset with the overridden parameter dtype and masters */
     bool text;
     char *err;
     size_t err_size;

@@ -217,6 +217,8 @@ static void json_body(FILE *f, const char *label, const amp_train_config *c, con
     fprintf(f, "\"ranks\": %d, \"injected_steps\": %lld, ", r->ranks, (long long)r->injected_steps);
     fprintf(f, "\"optimizer_state_bytes\": %lld, ", (long long)r->optimizer_state_bytes);
     json_num(f, "samples_per_sec", r->samples_per_sec, false);
+    fprintf(f, "\"peak_rss_bytes\": %lld, \"arena_peak_bytes\": %zu, \"scratch_peak_bytes\": %zu, \"param_bytes\": %zu, ",
+            (long long)r->peak_rss_bytes, r->arena_peak_bytes, r->scratch_peak_bytes, r->param_bytes);
     json_num(f, "wall_seconds", r->wall_seconds, true);
 }
 

@@ -91,6 +91,10 @@ static void print_help(void) {
            "                     1, 2, 4, ... then every quarter epoch)\n"
            "  --sample-tokens N  gpt, gpt2: after each evaluation, print N tokens generated greedily after the first\n"
            "                     held-out token (stderr, with the progress; 0: none; default %d)\n"
+           "  --param-dtype D    bf16 with --precision amp-bf16: bf16 parameters and gradients, fp32 master\n"
+           "                     weights in the optimizer (fp32, the default: the preset's dtype)\n"
+           "  --recompute        gpt, gpt2: keep only each block's input and recompute the block in backward\n"
+           "                     (less activation memory, one more forward of the blocks; same gradients)\n"
            "  --json             the last line of stdout is one JSON object with the results\n"
            "  --quiet            no progress on stderr\n"
            "  --report DIR       write metrics.jsonl, loss / loss-scale / gradient-histogram plots (PNG, SVG) and\n"
@@ -199,8 +203,12 @@ static void print_summary(const amp_train_result *r) {
     else
         printf("test accuracy %.2f%%\n", 100.0 * r->test_accuracy);
     printf("%.1f samples/s (training), %.2f s wall\n", r->samples_per_sec, r->wall_seconds);
-    printf("optimizer state %.3f MiB per rank (%lld bytes, %d rank%s)\n", (double)r->optimizer_state_bytes / 1048576.0,
-           (long long)r->optimizer_state_bytes, r->ranks, r->ranks == 1 ? "" : "s");
+    printf("memory: peak RSS %.1f MiB, arena peak %.1f MiB (scratch %.1f MiB), parameters %.1f MiB (gradients as much), "
+           "optimizer state %.1f MiB per rank (%lld bytes, %d rank%s)\n",
+           (double)r->peak_rss_bytes / 1048576.0, (double)r->arena_peak_bytes / 1048576.0,
+           (double)r->scratch_peak_bytes / 1048576.0, (double)r->param_bytes / 1048576.0,
+           (double)r->optimizer_state_bytes / 1048576.0, (long long)r->optimizer_state_bytes, r->ranks,
+           r->ranks == 1 ? "" : "s");
 }
 
 /* ---- the command -------------------------------------------------------------------------------- */
@@ -329,6 +337,10 @@ static int parse_value(const char *a, const char *v, train_options *o) {
     } else if (strcmp(a, "--sample-tokens") == 0) {
         NEED_LONG(0, 1L << 20);
         cfg->sample_tokens = n;
+    } else if (strcmp(a, "--param-dtype") == 0) {
+        if (strcmp(v, "fp32") == 0) cfg->param_dtype_override = AMP_F32;
+        else if (strcmp(v, "bf16") == 0) cfg->param_dtype_override = AMP_BF16;
+        else return amp_usage_error("train", "--param-dtype wants bf16 (or fp32: the preset's), not '%s'", v);
     }
 #undef NEED_LONG
 #undef NEED_DOUBLE
@@ -350,6 +362,7 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
         if (strcmp(a, "--quiet") == 0) { o->quiet = true; continue; }
         if (strcmp(a, "--detect-anomaly") == 0) { cfg->detect_anomaly = true; continue; }
         if (strcmp(a, "--no-eval") == 0) { cfg->eval = false; continue; }
+        if (strcmp(a, "--recompute") == 0) { cfg->model.recompute = true; continue; }
         if (strcmp(a, "--report") == 0) {
             if (i + 1 >= argc) return amp_usage_error("train", "--report needs a value");
             o->report_dir = argv[++i];
@@ -362,7 +375,7 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
                                                  "--inject-nonfinite", "--inject-rank", "--allreduce-dtype",
                                                  "--check-replicas", "--bucket-kb", "--size", "--beta1", "--beta2",
                                                  "--eps", "--init-from", "--save-llmc", "--save-llmc-version",
-                                                 "--save-hf", "--sample-tokens", "--zero"};
+                                                 "--save-hf", "--sample-tokens", "--zero", "--param-dtype"};
         bool known = amp_train_is_shared_flag(a);
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
         if (!known) return amp_usage_error("train", "unknown option '%s'", a);
@@ -383,6 +396,11 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
         return amp_usage_error("train", "--init-from, --save-llmc and --save-hf apply to --model gpt2 only");
     if (o->have_momentum && cfg->optim.kind != AMP_OPTIM_SGD)
         return amp_usage_error("train", "--momentum applies to sgd only");
+    if (cfg->model.recompute && cfg->model.kind != AMP_MODEL_GPT && cfg->model.kind != AMP_MODEL_GPT2)
+        return amp_usage_error("train", "--recompute applies to --model gpt and gpt2 only");
+    if (cfg->param_dtype_override == AMP_BF16 && cfg->precision != AMP_PRECISION_AMP_BF16)
+        return amp_usage_error("train", "--param-dtype bf16 needs --precision amp-bf16, not %s",
+                               amp_precision_get_info(cfg->precision)->name);
     return -1;
 }
 
