@@ -179,7 +179,9 @@ void test_autocast_cast_cache(void) {
 }
 
 void test_precision_presets(void) {
-    const char *names[] = {"fp32", "amp-fp16", "amp-bf16", "fp16-master", "fp16-pure", "bf16-pure"};
+    const char *names[] = {"fp32",        "amp-fp16",    "amp-bf16", "fp16-master", "fp16-pure",  "bf16-pure",
+                           "fp8-delayed", "fp8-current", "mxfp8",    "fp8-block",   "fp8-noscale"};
+    CHECK_EQ_INT(sizeof names / sizeof names[0], AMP_PRECISION_COUNT);
     for (int i = 0; i < AMP_PRECISION_COUNT; i++) {
         amp_precision p;
         CHECK_EQ_INT(amp_precision_from_name(names[i], &p), AMP_OK);
@@ -199,6 +201,13 @@ void test_precision_presets(void) {
     CHECK(o2->param_dtype == AMP_F16 && o2->master_weights && o2->batch_norm_fp32 && o2->dynamic_scaling);
     const amp_precision_info *o3 = amp_precision_get_info(AMP_PRECISION_FP16_PURE);
     CHECK(o3->param_dtype == AMP_F16 && !o3->master_weights && !o3->dynamic_scaling && !o3->batch_norm_fp32);
+    /* the fp8 presets are amp-bf16 plus a recipe for the Linear GEMMs, in amp_fp8_recipe's order */
+    for (int i = AMP_PRECISION_FP8_DELAYED; i <= AMP_PRECISION_FP8_NOSCALE; i++) {
+        const amp_precision_info *f = amp_precision_get_info((amp_precision)i);
+        CHECK(f->fp8 && f->fp8_recipe == (amp_fp8_recipe)(i - AMP_PRECISION_FP8_DELAYED) && f->param_dtype == AMP_F32 &&
+              f->autocast_dtype == AMP_BF16 && !f->dynamic_scaling && !f->master_weights);
+    }
+    CHECK(!bf->fp8 && !o1->fp8);
 }
 
 /* ---- PyTorch's CPU autocast, op by op (tests/fixtures/autocast_cpu_dtypes.txt) ---- */

@@ -312,6 +312,18 @@ TEST(gemm_fp8, gemm_fp8_arguments)
 TEST(gemm_fp8, gemm_fp8_edges)
 TEST(gemm_fp8, gemm_fp8_nonfinite)
 TEST(gemm_fp8, gemm_fp8_vs_oracle)
+/* amp_linear_fp8 under each recipe against a double reference quantizing with amp/fp8.h; delayed
+ * scaling's history and scales over steps in closed form; saturation without scales; a weight
+ * reload's reset; the layers' fp8 hook; fp8 training runs: resume bit for bit, refusals, checkpoint
+ * size */
+TEST(fp8_linear, fp8_linear_recipes)
+TEST(fp8_linear, fp8_linear_delayed_replay)
+TEST(fp8_linear, fp8_linear_noscale_saturation)
+TEST(fp8_linear, fp8_linear_weights_reload)
+TEST(fp8_linear, fp8_linear_layer_hook)
+TEST(fp8_train, fp8_train_recipes)
+TEST(fp8_train, fp8_train_resume)
+TEST(fp8_train, fp8_train_amax_allreduce)
 /* misuse of the library (stale tensors, a second backward, the scaler's and autocast's state,
  * element access, unallocated parameters, NULLs), each in a child process: a clear error, no
  * signal, nothing changed */

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -185,6 +186,100 @@ int amp_fp8_block_quantize(void *dst, float *scale_inv, const float *src, size_t
 /* dst = decode(src) * scale_inv[tile], per tile. */
 int amp_fp8_block_dequantize(float *dst, const void *src, const float *scale_inv, size_t rows,
                              size_t cols, amp_dtype fp8, amp_fp8_block_shape shape);
+
+
+/* ---- training: the fp8 linear ------------------------------------------------------------------ */
+
+/* The recipes a Linear layer's three GEMMs (forward y = x W^T, input gradient dX = dY W, weight
+ * gradient dW = dY^T X) run under. Every GEMM takes fp8 operands, accumulates in fp32 and writes a
+ * high-precision result; the gradient of each quantization is straight-through (as TE and torchao).
+ *   DELAYED  TE DelayedScaling (AMP_FP8_DELAYED_CONFIG_DEFAULT): per-tensor scales from each
+ *            tensor's amax history (x, W, dY one state each); HYBRID: e4m3 x and W, e5m2 dY
+ *   CURRENT  TE Float8CurrentScaling: per-tensor scales from the tensor's own amax (epsilon 0, no
+ *            pow2), HYBRID
+ *   MXFP8    TE MXFP8BlockScaling: blocks of 32 along each GEMM's k dimension, E8M0 scales by RCEIL
+ *            (TE's and the hardware's rule: a block's scaled amax never exceeds 448, so nothing
+ *            saturates), e4m3 payloads for all three tensors; each GEMM's copy (row-wise or
+ *            column-wise) is quantized from the high-precision source; k is zero-padded to a
+ *            multiple of 32 where it is not one (zeros change neither a block's amax nor a product)
+ *   BLOCK    DeepSeek-V3 / TE Float8BlockScaling: 1x128 tiles along k for x and dY (so 128x1 tiles
+ *            for the weight gradient, whose k is the batch), 128x128 blocks for W, e4m3, power-of-2
+ *            scales (amp_fp8_block_quantize)
+ *   NOSCALE  every scale 1, HYBRID, saturating casts: the control that shows why scaling is needed */
+typedef enum amp_fp8_recipe {
+    AMP_FP8_RECIPE_DELAYED = 0,
+    AMP_FP8_RECIPE_CURRENT = 1,
+    AMP_FP8_RECIPE_MXFP8 = 2,
+    AMP_FP8_RECIPE_BLOCK = 3,
+    AMP_FP8_RECIPE_NOSCALE = 4,
+    AMP_FP8_RECIPE_COUNT
+} amp_fp8_recipe;
+
+/* "delayed", "current", "mxfp8", "block", "noscale"; "invalid" outside the enum. */
+const char *amp_fp8_recipe_name(amp_fp8_recipe recipe);
+
+/* The three tensors of a Linear's GEMMs. */
+typedef enum amp_fp8_tensor_role { AMP_FP8_X = 0, AMP_FP8_W = 1, AMP_FP8_DY = 2, AMP_FP8_ROLES = 3 } amp_fp8_tensor_role;
+/* "x", "w", "dy". */
+const char *amp_fp8_tensor_role_name(amp_fp8_tensor_role role);
+
+/* What the casts of one tensor role did over a span of steps. Fractions are of `count`. */
+typedef struct amp_fp8_cast_stats {
+    float amax;         /* the largest |value| cast (NaNs skipped) */
+    float scale_min;    /* the smallest and largest scale used (per-tensor recipes: the tensor's; block */
+    float scale_max;    /* recipes: over the blocks; fp32 value of the E8M0 scale for MXFP8) */
+    int64_t count;      /* values cast */
+    int64_t saturated;  /* finite values whose scaled magnitude exceeded the fp8 maximum (clipped) */
+    int64_t flushed;    /* nonzero finite values that became +-0 in fp8 */
+    int64_t casts;      /* casts made */
+} amp_fp8_cast_stats;
+
+/* One Linear layer's fp8 state: the recipe, for DELAYED the three amax histories and scales, and the
+ * cast statistics (opaque). A layer uses it through amp_linear_fp8 (or amp_linear_layer.fp8). */
+typedef struct amp_fp8_linear amp_fp8_linear;
+
+/* A new state. delayed: DELAYED's configuration (NULL: TE's defaults); its format must be HYBRID.
+ * AMP_ERR_INVALID_ARGUMENT (a recipe outside the enum, a bad config), AMP_ERR_OUT_OF_MEMORY. */
+int amp_fp8_linear_create(amp_fp8_linear **out, amp_fp8_recipe recipe, const amp_fp8_delayed_config *delayed);
+void amp_fp8_linear_free(amp_fp8_linear *s); /* NULL is fine */
+amp_fp8_recipe amp_fp8_linear_recipe(const amp_fp8_linear *s); /* AMP_FP8_RECIPE_COUNT for NULL */
+/* DELAYED's state of a role (NULL for the other recipes): read its scale and history, or load one. */
+amp_fp8_delayed *amp_fp8_linear_delayed(amp_fp8_linear *s, amp_fp8_tensor_role role);
+
+/* The end of an optimizer step (after the optimizer's update, once per step however many
+ * micro-batches recorded amaxes): DELAYED updates each role's scale from its history and rolls it
+ * (amp_fp8_delayed_update); every recipe moves this step's statistics to the `last` slot and adds
+ * them to the run's totals. */
+int amp_fp8_linear_step(amp_fp8_linear *s);
+/* The statistics of a role: of the last finished step (last), and over every step so far (total:
+ * counts summed, amax the maximum, scales the extremes). Zeros before the first step. */
+int amp_fp8_linear_stats(const amp_fp8_linear *s, amp_fp8_tensor_role role, amp_fp8_cast_stats *last,
+                         amp_fp8_cast_stats *total);
+
+/* Whether casts record their amaxes and statistics (true after create). Off, the casts use the
+ * current scales and leave the state as it is: evaluation passes between training steps (so that
+ * they change neither the histories nor the training statistics). */
+void amp_fp8_linear_set_recording(amp_fp8_linear *s, bool on);
+
+/* The layer's weight was replaced (loaded from a file, or set by hand) and is no longer the weight
+ * the history describes: DELAYED clears the weight's amax history and sets its scale from the new
+ * weight's amax (w: n fp32 values), so the next cast neither clips a larger weight with a scale made
+ * for a smaller one nor flushes a smaller one (Transformer Engine PR #567). Other recipes: nothing to
+ * do (their weight scales come from the weight itself). The x and dY states are kept. */
+int amp_fp8_linear_weights_changed(amp_fp8_linear *s, const float *w, size_t n);
+
+
+/* The Linear op under s's recipe: x [..., in], weight [out, in] (f32, f16 or bf16; the fp32 master
+ * weight normally), bias [out] or NULL -> [..., out]. Forward quantizes x and W (and, when a gradient
+ * will be needed, the column-wise copies MXFP8 and block scaling take from the high-precision
+ * source), multiplies them with fp32 accumulation, adds the bias in fp32 and rounds once to the
+ * output dtype: the autocast dtype where autocast lowers linear, else the inputs' promoted dtype.
+ * Backward quantizes dY (e5m2 under HYBRID) and runs dX = dY W and dW = dY^T X in fp8 the same way;
+ * the bias gradient is the column sums of the unquantized dY; the quantizations pass gradients
+ * straight through. Every cast records its amax (DELAYED: into the role's history) and statistics
+ * in s; call amp_fp8_linear_step once per optimizer step. Returns NULL with the error in ctx, as every
+ * op. The GEMMs are amp_gemm_fp8's (amp/gemm.h). */
+amp_tensor *amp_linear_fp8(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias, amp_fp8_linear *s);
 
 #ifdef __cplusplus
 }

@@ -46,10 +46,17 @@ enum { AMP_LAYER_MAX_NAME = 256 };
 
 /* ---- nn.Linear ---- */
 
+struct amp_fp8_linear; /* amp/fp8.h */
+
 typedef struct amp_linear_layer {
     amp_tensor *weight; /* [out, in] */
     amp_tensor *bias;   /* [out], or NULL without bias */
     int64_t in, out;
+    /* NULL (declare's default): the layer runs amp_linear and its fused variants. Else the layer's
+     * fp8 recipe state (amp_fp8_linear_create; the caller owns it and frees it after the last
+     * backward): every forward of the layer, fused ones included (activation, residual: applied
+     * after it as separate ops), runs amp_linear_fp8 with it. */
+    struct amp_fp8_linear *fp8;
 } amp_linear_layer;
 
 /* The activation a linear layer's forward may apply while the product is in cache (amp_linear_relu,
@@ -63,7 +70,8 @@ int amp_linear_layer_declare(amp_ctx *ctx, amp_linear_layer *l, const char *pref
 int amp_linear_layer_init(amp_ctx *ctx, amp_linear_layer *l, amp_rng *rng);
 /* x [..., in] -> [..., out]: amp_linear. */
 amp_tensor *amp_linear_layer_forward(amp_ctx *ctx, const amp_linear_layer *l, amp_tensor *x);
-/* amp_linear, amp_linear_relu or amp_linear_gelu by act. */
+/* amp_linear, amp_linear_relu or amp_linear_gelu by act (with l->fp8: amp_linear_fp8, then the
+ * activation). */
 amp_tensor *amp_linear_layer_forward_act(amp_ctx *ctx, const amp_linear_layer *l, amp_tensor *x, amp_activation act);
 
 /* ---- nn.LayerNorm (elementwise affine, with bias) ---- */

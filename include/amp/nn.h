@@ -154,6 +154,14 @@ double amp_model_flops_computed_per_sample(const amp_model *m, int64_t batch);
 /* NULL is fine. */
 void amp_model_free(amp_model *m);
 
+/* The model's Linear layers (amp/layers.h), in the order the model declared them, which for the
+ * built-in models is the order the forward pass runs them (gpt: h.0.attn.c_attn first, lm_head
+ * last), and how many. Setting a layer's fp8 field runs it in fp8 (amp/fp8.h); the pointers stay
+ * valid until amp_model_free. NULL for an index out of range. */
+struct amp_linear_layer;
+size_t amp_model_num_linears(const amp_model *m);
+struct amp_linear_layer *amp_model_linear(amp_model *m, size_t index);
+
 #ifdef __cplusplus
 }
 #endif

@@ -89,6 +89,7 @@
 
 #include "comm.h"
 #include "data.h"
+#include "fp8.h"
 #include "nn.h"
 #include "optim.h"
 #include "precision.h"
@@ -257,12 +258,31 @@ typedef struct amp_train_config {
      * of the preset's own dtype does not resume such a run (nor the reverse). save_llmc writes the
      * bf16 parameters (version 5: exactly; 3: widened). */
     amp_dtype param_dtype_override;
+    /* FP8 presets (amp/precision.h): false (default) keeps the model's first and last Linear layer in
+     * execution order (gpt: h.0.attn.c_attn and lm_head; cnn: both of its Linear layers) in bf16, as
+     * Megatron's --first-last-layers-bf16 and torchtitan do; true runs every Linear in fp8. Each fp8
+     * layer gets its own recipe state; after every optimizer step amp_fp8_linear_step updates it
+     * (delayed scaling: every role's scale from its history, then the roll). Evaluation uses the
+     * current scales without recording. Checkpoints carry delayed scaling's amax histories and scales
+     * as buffers named fp8.<layer>.<x|w|dy>.{amax_history,scale} (fixed size: the history's length),
+     * so a resumed run continues bit for bit; a checkpoint of another precision is refused. */
+    bool fp8_all_layers;
 } amp_train_config;
 
 #define AMP_TRAIN_BUCKET_BYTES ((size_t)1 << 20)
 
 /* The defaults for `kind` (see the fields). */
 amp_train_config amp_train_default_config(amp_model_kind kind);
+
+/* The fp8 layers a result reports (the rest are counted in fp8_layers only). */
+#define AMP_TRAIN_FP8_MAX_LAYERS 64
+
+/* One fp8 layer's cast statistics, per tensor role (amp_fp8_tensor_role: x, w, dy): of the run's last
+ * step, and over the whole run (amp_fp8_linear_stats; a resumed run counts from its resume). */
+typedef struct amp_train_fp8_layer {
+    char name[64]; /* the layer's weight's name without ".weight" */
+    amp_fp8_cast_stats last[AMP_FP8_ROLES], total[AMP_FP8_ROLES];
+} amp_train_fp8_layer;
 
 /* The gradient histogram: bin k counts nonzero finite values with floor(log2 |g|) ==
  * AMP_GRAD_HIST_MIN_EXP + k, k in [0, AMP_GRAD_HIST_BINS); smaller values go to bin 0, larger to the
@@ -319,6 +339,10 @@ typedef struct amp_train_progress {
        during the callback only; else NULL and 0 */
     const char *sample_text;
     size_t sample_bytes;
+    /* !is_eval, fp8 presets: the fp8 layers' cast statistics (last: this step's; total: so far),
+       fp8_layers of them (0 and NULL otherwise; valid during the callback only) */
+    int fp8_layers;
+    const amp_train_fp8_layer *fp8;
 } amp_train_progress;
 
 typedef struct amp_train_callbacks {
@@ -371,6 +395,8 @@ typedef struct amp_train_result {
        end of the run (getrusage; the whole process's, so the largest of the runs one process made). */
     size_t arena_peak_bytes, scratch_peak_bytes, param_bytes;
     int64_t peak_rss_bytes;
+    int fp8_layers;             /* Linear layers run in fp8 (0 outside the fp8 presets) */
+    amp_train_fp8_layer fp8[AMP_TRAIN_FP8_MAX_LAYERS]; /* the first AMP_TRAIN_FP8_MAX_LAYERS of them */
 } amp_train_result;
 
 /* Runs the training described by cfg. Returns AMP_OK; AMP_ERR_INVALID_ARGUMENT (a bad setting, a

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "amp/autocast.h"
+#include "amp/fp8.h"
 #include "nn_internal.h"
 #include "../tensor/ctx_internal.h"
 
@@ -85,7 +86,8 @@ int amp_linear_layer_declare(amp_ctx *ctx, amp_linear_layer *l, const char *pref
     l->in = in, l->out = out;
     l->weight = nn_layer_param(ctx, fn, prefix, "weight", dtype, 2, (const int64_t[]){out, in});
     if (l->weight && bias) l->bias = nn_layer_param(ctx, fn, prefix, "bias", dtype, 1, (const int64_t[]){out});
-    return l->weight && (l->bias || !bias) ? AMP_OK : declare_failed(ctx, l, sizeof *l);
+    if (l->weight && (l->bias || !bias)) return nn_note_linear(l);
+    return declare_failed(ctx, l, sizeof *l);
 }
 
 int amp_linear_layer_init(amp_ctx *ctx, amp_linear_layer *l, amp_rng *rng) {
@@ -99,6 +101,7 @@ amp_tensor *amp_linear_layer_forward(amp_ctx *ctx, const amp_linear_layer *l, am
 
 amp_tensor *amp_linear_layer_forward_act(amp_ctx *ctx, const amp_linear_layer *l, amp_tensor *x, amp_activation act) {
     if (nn_need_layer(ctx, l, "amp_linear_layer_forward") != AMP_OK) return NULL;
+    if (l->fp8) return nn_linear_fp8_act(ctx, l, x, act);
     switch (act) {
     case AMP_ACT_NONE:
         return amp_linear(ctx, x, l->weight, l->bias);
@@ -111,6 +114,26 @@ amp_tensor *amp_linear_layer_forward_act(amp_ctx *ctx, const amp_linear_layer *l
     }
     nn_layer_fail(ctx, "amp_linear_layer_forward_act", "unknown activation %d", (int)act);
     return NULL;
+}
+
+/* An fp8 layer: amp_linear_fp8, then the activation as its own op (what amp_linear_gelu computes
+ * under autocast too: gelu of the rounded output). */
+amp_tensor *nn_linear_fp8_act(amp_ctx *ctx, const amp_linear_layer *l, amp_tensor *x, amp_activation act) {
+    amp_tensor *y = amp_linear_fp8(ctx, x, l->weight, l->bias, l->fp8);
+    switch (act) {
+    case AMP_ACT_NONE: return y;
+    case AMP_ACT_RELU: return y ? amp_relu(ctx, y) : NULL;
+    case AMP_ACT_GELU: return y ? amp_gelu(ctx, y) : NULL;
+    case AMP_ACT_GELU_TANH: return y ? amp_gelu_tanh(ctx, y) : NULL;
+    }
+    nn_layer_fail(ctx, "amp_linear_layer_forward_act", "unknown activation %d", (int)act);
+    return NULL;
+}
+
+amp_tensor *nn_linear_residual(amp_ctx *ctx, const amp_linear_layer *l, amp_tensor *x, amp_tensor *residual) {
+    if (!l->fp8) return amp_linear_residual(ctx, x, l->weight, l->bias, residual);
+    amp_tensor *y = amp_linear_fp8(ctx, x, l->weight, l->bias, l->fp8);
+    return y ? amp_add(ctx, residual, y) : NULL;
 }
 
 /* ---- layer norm ---- */

@@ -79,7 +79,7 @@ amp_tensor *amp_attention_layer_forward(amp_ctx *ctx, const amp_attention_layer 
     if (!qkv) return NULL;
     amp_tensor *att = amp_causal_self_attention(ctx, qkv, l->heads); /* [B, T, C], heads merged */
     if (!residual) return amp_linear_layer_forward(ctx, &l->c_proj, att);
-    return amp_linear_residual(ctx, att, l->c_proj.weight, l->c_proj.bias, residual);
+    return nn_linear_residual(ctx, &l->c_proj, att, residual);
 }
 
 /* ---- the transformer block ---- */
@@ -124,5 +124,5 @@ amp_tensor *amp_transformer_block_forward(amp_ctx *ctx, const amp_transformer_bl
     if (!x) return NULL;
     h = nn_norm_for_linear(ctx, &b->ln_2, x);
     h = amp_linear_layer_forward_act(ctx, &b->mlp_fc, h, b->gelu_tanh ? AMP_ACT_GELU_TANH : AMP_ACT_GELU); /* [B, T, 4C] */
-    return amp_linear_residual(ctx, h, b->mlp_proj.weight, b->mlp_proj.bias, x);
+    return nn_linear_residual(ctx, &b->mlp_proj, h, x);
 }

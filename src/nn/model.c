@@ -112,7 +112,30 @@ void *nn_layers_alloc(amp_model *m, size_t bytes) {
     return p;
 }
 
+_Thread_local amp_model *nn_declaring_model;
+
+int nn_note_linear(amp_linear_layer *l) {
+    amp_model *m = nn_declaring_model;
+    if (!m) return AMP_OK;
+    if (m->n_linears == m->cap_linears) {
+        const size_t cap = m->cap_linears ? 2 * m->cap_linears : 16;
+        amp_linear_layer **p = amp_malloc(cap * sizeof *p);
+        if (!p) return amp_ctx_fail(m->ctx, AMP_ERR_OUT_OF_MEMORY, "model: out of memory");
+        if (m->n_linears) memcpy(p, m->linears, m->n_linears * sizeof *p);
+        amp_free(m->linears);
+        m->linears = p, m->cap_linears = cap;
+    }
+    m->linears[m->n_linears++] = l;
+    return AMP_OK;
+}
+
+size_t amp_model_num_linears(const amp_model *m) { return m ? m->n_linears : 0; }
+amp_linear_layer *amp_model_linear(amp_model *m, size_t index) {
+    return m && index < m->n_linears ? m->linears[index] : NULL;
+}
+
 static void model_free(amp_model *m) {
+    amp_free(m->linears);
     amp_free(m->params);
     amp_free(m->layers);
     amp_free(m->positions);
@@ -130,7 +153,9 @@ int amp_model_create(amp_ctx *ctx, const amp_model_config *cfg, amp_model **out)
     m->ctx = ctx;
     m->def = model_of(cfg->kind); /* validated */
     const size_t first = amp_ctx_num_params(ctx);
+    nn_declaring_model = m;
     st = m->def->declare(m);
+    nn_declaring_model = NULL;
     if (st == AMP_OK && amp_ctx_status(ctx) != AMP_OK) st = amp_ctx_status(ctx);
     if (st == AMP_OK) st = collect_params(m, first);
     if (st != AMP_OK) {

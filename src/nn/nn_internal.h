@@ -20,7 +20,15 @@ struct amp_model {
     const struct nn_model *def; /* the kind's row of the model table */
     void *layers;               /* the model's layer structs (its declare allocates them, amp_free) */
     int32_t *positions;         /* gpt: 0 .. context-1, the position embedding's ids */
+    amp_linear_layer **linears; /* the Linear layers its declare declared, in that order */
+    size_t n_linears, cap_linears;
 };
+
+/* The model whose declare function is running on this thread (model.c sets it around the call), or
+ * NULL: amp_linear_layer_declare notes each layer it declares in that model's list (nn_note_linear). */
+extern _Thread_local amp_model *nn_declaring_model;
+/* Appends l to nn_declaring_model's Linear layers (nothing without one); AMP_ERR_OUT_OF_MEMORY. */
+int nn_note_linear(amp_linear_layer *l);
 
 /* A model's layer structs: zeroed memory for m->layers (amp_model_free frees it); NULL with
  * AMP_ERR_OUT_OF_MEMORY recorded in m->ctx. */
@@ -51,6 +59,11 @@ int nn_declare_status(amp_ctx *ctx);
  * amp_layer_norm_to rounds it there directly (the same values and gradients, and the fp32 tensor is
  * never kept until backward); elsewhere amp_layer_norm. */
 amp_tensor *nn_norm_for_linear(amp_ctx *ctx, const amp_layer_norm_layer *ln, amp_tensor *x);
+
+/* The fp8 layer's forward (l->fp8 set): amp_linear_fp8, then act as its own op. */
+amp_tensor *nn_linear_fp8_act(amp_ctx *ctx, const amp_linear_layer *l, amp_tensor *x, amp_activation act);
+/* residual + l(x): amp_linear_residual, or with l->fp8 amp_linear_fp8 and amp_add. */
+amp_tensor *nn_linear_residual(amp_ctx *ctx, const amp_linear_layer *l, amp_tensor *x, amp_tensor *residual);
 
 /* Records an invalid-argument error "model: message" in ctx; returns NULL. */
 amp_tensor *nn_fail(amp_ctx *ctx, const char *fmt, ...)

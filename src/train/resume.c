@@ -136,6 +136,7 @@ int amp_train_save_checkpoint(amp_train_run_state *r) {
     /* the vocabulary and its pattern last, each only when there is one (a pattern implies a vocabulary) */
     info.n_user = sizeof user / sizeof user[0] - (vocab ? 0 : 1) - (pattern && vocab ? 0 : 1);
     char msg[400];
+    amp_train_fp8_to_buffers(r);
     const int st = amp_checkpoint_save(c->checkpoint, r->ctx, r->opt, r->scaler, &info, msg, sizeof msg);
     amp_free(hist);
     amp_vocab_meta_free(vocab);
@@ -233,5 +234,5 @@ int amp_train_resume(amp_train_run_state *r) {
     r->text_seed = info.rng[SLOT_TEXT_SEED];
     r->order_epoch = -1; /* fill_train_batch reshuffles for the saved epoch */
     r->step = r->start_step = info.step;
-    return AMP_OK;
+    return amp_train_fp8_from_buffers(r);
 }

@@ -258,6 +258,7 @@ static int ctx_failure(amp_train_run_state *r, const char *what) {
 static int evaluate(amp_train_run_state *r, double *test_loss, double *accuracy, double *bits_per_char) {
     const int64_t batch = r->cfg.batch;
     const bool prev = amp_set_grad_enabled(r->ctx, false);
+    amp_train_fp8_recording(r, false);
     double loss_sum = 0, weight = 0, nats = 0, bytes = 0;
     int64_t correct = 0, seen = 0;
     int st = AMP_OK;
@@ -306,6 +307,7 @@ static int evaluate(amp_train_run_state *r, double *test_loss, double *accuracy,
         }
     }
     amp_set_grad_enabled(r->ctx, prev);
+    amp_train_fp8_recording(r, true);
     amp_ctx_reset(r->ctx);
     /* Data parallel: each rank evaluated every ranks-th batch; the totals are the sums. (Every rank
      * takes part even after a local failure, so no peer waits forever; the failure still wins.) */
@@ -429,6 +431,7 @@ static int setup(amp_train_run_state *r) {
     if (st != AMP_OK)
         return amp_train_fail(r, st, "model %s: %s", amp_model_kind_name(c->model.kind),
                               amp_ctx_status(r->ctx) != AMP_OK ? amp_ctx_error(r->ctx) : amp_status_str(st));
+    if ((st = amp_train_fp8_setup(r)) != AMP_OK) return st;
     st = amp_ctx_alloc_params(r->ctx);
     if (st == AMP_OK) st = amp_model_init(r->model, c->seed);
     if (st != AMP_OK) return amp_train_fail(r, st, "cannot initialise the model: %s", amp_status_str(st));
@@ -469,6 +472,7 @@ static int setup(amp_train_run_state *r) {
 }
 
 static void teardown(amp_train_run_state *r) {
+    amp_train_fp8_free(r);
     amp_scaler_free(r->scaler);
     amp_optimizer_free(r->opt);
     amp_ctx_free(r->ctx);
@@ -585,6 +589,7 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
         amp_optimizer_step(r->opt);
     }
     if (update_stats) amp_train_update_stats_end(r);
+    if ((st = amp_train_fp8_step(r)) != AMP_OK) return st;
     if (c->comm && c->check_replicas_every > 0 && (r->step + 1) % c->check_replicas_every == 0)
         return amp_train_dist_check_replicas(r);
     return AMP_OK;
@@ -676,9 +681,12 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
         p.test_loss = p.test_accuracy = p.bits_per_char = NAN;
         p.grad_stats = r.gs_last.step == done ? &r.gs_last : NULL;
         p.data_note = done == r.start_step + 1 && r.data_note[0] ? r.data_note : NULL;
+        p.fp8_layers = amp_train_fp8_progress(&r);
+        p.fp8 = p.fp8_layers ? r.fp8_stats : NULL;
         if (cb && cb->progress) cb->progress(&p, cb->user);
         p.grad_stats = NULL;
         p.data_note = NULL;
+        p.fp8_layers = 0, p.fp8 = NULL;
 
         const bool epoch_end = done % steps_per_epoch == 0 || done == total;
         if (epoch_end) {
@@ -733,6 +741,7 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
     result->act_underflow_fp16_unscaled = r.act_sum / ns;
     result->stalled_updates = r.us_samples > 0 ? r.us_sum / (double)r.us_samples : NAN;
     memory_result(&r, result);
+    amp_train_fp8_report(&r, result);
     teardown(&r);
     result->wall_seconds = now_seconds() - t_start;
     return st;

@@ -82,6 +82,14 @@ typedef struct amp_train_run_state {
     int dist_status;                /* the first failure inside the grad-ready hook */
     int64_t injected;               /* steps with an injected inf/NaN */
     struct amp_train_zero *zero;    /* zero_stage 1 (zero.c); NULL otherwise */
+
+    /* FP8 (fp8.c): the fp8 layers' states and layers, and (DELAYED) per layer and role the buffers
+     * that carry the amax history and the scale in checkpoints. */
+    amp_fp8_linear **fp8;
+    amp_linear_layer **fp8_layers;
+    amp_tensor **fp8_buf; /* [(layer * roles + role) * 2 + {0: history, 1: scale}] */
+    size_t n_fp8;
+    amp_train_fp8_layer *fp8_stats; /* [n_fp8]: the progress callback's view, refreshed every step */
 } amp_train_run_state;
 
 /* splitmix64's finaliser: a counter-based generator (the value for counter k depends only on k). */
@@ -173,6 +181,20 @@ int amp_train_act_stats_done(amp_train_run_state *r);
  * Needs r->gs_buf (the gradient sample of the same step allocates it). */
 int amp_train_update_stats_begin(amp_train_run_state *r);
 void amp_train_update_stats_end(amp_train_run_state *r);
+
+/* FP8 (fp8.c), all no-ops for the other presets. setup: after the model is declared, before the
+ * parameters are allocated: states for the chosen layers, their checkpoint buffers. step: after the
+ * optimizer's step. recording: off around evaluation. to_buffers: before a checkpoint is written;
+ * from_buffers: after one is loaded. report: the per-layer statistics into the result. */
+int amp_train_fp8_setup(amp_train_run_state *r);
+void amp_train_fp8_free(amp_train_run_state *r);
+int amp_train_fp8_step(amp_train_run_state *r);
+void amp_train_fp8_recording(amp_train_run_state *r, bool on);
+void amp_train_fp8_to_buffers(amp_train_run_state *r);
+int amp_train_fp8_from_buffers(amp_train_run_state *r);
+void amp_train_fp8_report(const amp_train_run_state *r, amp_train_result *result);
+/* The layers' statistics into r->fp8_stats (for the progress callback); its count. */
+int amp_train_fp8_progress(amp_train_run_state *r);
 
 /* --detect-anomaly: AMP_OK, or AMP_ERR_STATE with a message naming the first op on the tape (in
  * creation order) whose output holds inf/NaN, or the parameter whose gradient does. */

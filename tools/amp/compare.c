@@ -30,7 +30,7 @@ static void print_help(void) {
            "                   [--epochs N | --steps N] [--batch N] [--accum N] [--lr X] [--lr-schedule S] [--warmup N]\n"
            "                   [--seed N] [--threads N]\n"
            "                   [--hidden N] [--layers N] [--heads N] [--context N] [--embed N] [--eval-batches N] [--words N]\n"
-           "                   [--quiet]\n"
+           "                   [--quiet] [--fp8-all-layers]\n"
            "Trains the same model from the same seed once per run and prints one table: test accuracy (image\n"
            "models) or bits/char (text models), final training loss, skipped steps, final loss scale, the\n"
            "fraction of gradient values that underflow to zero in fp16 at scale 1 and at the scale used, and\n"
@@ -41,6 +41,7 @@ static void print_help(void) {
            "  --report DIR       metrics.jsonl, loss / loss-scale / gradient-histogram plots (PNG, SVG) of all\n"
            "                     runs overlaid, and index.html\n"
            "  --quiet            no progress on stderr\n"
+           "  --fp8-all-layers   fp8 presets: the first and last Linear layers in fp8 too (default: bf16)\n"
            "The training flags are those of `amp train` (see `amp train --help`). Exit status: 0 success,\n"
            "1 failure while training or writing the report, 2 bad usage or bad data.\n",
            amp_cli_model_names(names, sizeof names, "|", NULL), DEFAULT_RUNS);
@@ -152,6 +153,7 @@ int amp_cmd_compare(int argc, char **argv) {
         const char *a = argv[i];
         if (strcmp(a, "--json") == 0) { json = true; continue; }
         if (strcmp(a, "--quiet") == 0) { quiet = true; continue; }
+        if (strcmp(a, "--fp8-all-layers") == 0) { cfg.fp8_all_layers = true; continue; }
         if (strncmp(a, "--", 2) != 0) return amp_usage_error("compare", "unexpected argument '%s'", a);
         static const char *const with_value[] = {"--model", "--runs", "--report", "--lr"};
         bool known = amp_train_is_shared_flag(a);
@@ -220,6 +222,11 @@ int amp_cmd_compare(int argc, char **argv) {
     }
 
     print_table(runs, n_runs, text);
+    for (int i = 0; i < n_runs; i++) { /* fp8 presets: the worst layer's saturated and flushed shares */
+        char line[256];
+        if (*amp_cli_fp8_summary(&runs[i].result, line, sizeof line))
+            printf("%-22s fp8 %d layers: %s\n", runs[i].label, runs[i].result.fp8_layers, line);
+    }
     if (json)
         for (int i = 0; i < n_runs; i++) {
             amp_train_config c = cfg;

@@ -186,6 +186,27 @@ static const char *optim_name(amp_optim_kind k) {
     return k == AMP_OPTIM_SGD ? "sgd" : k == AMP_OPTIM_ADAM ? "adam" : "adamw";
 }
 
+/* "fp8": [{"layer": name, "x": [amax, scale, scale_min, scale_max, saturated, flushed, count], "w": ...,
+ * "dy": ...}, ...] from each layer's `last` (amax, scale: the step's) and `total` (the range and counts
+ * so far); nothing when there are none. */
+static void json_fp8(FILE *f, const amp_train_fp8_layer *layers, int n) {
+    if (n <= 0 || !layers) return;
+    if (n > AMP_TRAIN_FP8_MAX_LAYERS) n = AMP_TRAIN_FP8_MAX_LAYERS;
+    fprintf(f, "\"fp8\": [");
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%s{\"layer\": ", i ? ", " : "");
+        json_string(f, layers[i].name);
+        for (int role = 0; role < AMP_FP8_ROLES; role++) {
+            const amp_fp8_cast_stats *l = &layers[i].last[role], *t = &layers[i].total[role];
+            fprintf(f, ", \"%s\": [%.9g, %.9g, %.9g, %.9g, %lld, %lld, %lld]", amp_fp8_tensor_role_name(role),
+                    (double)l->amax, (double)l->scale_min, (double)t->scale_min, (double)t->scale_max,
+                    (long long)t->saturated, (long long)t->flushed, (long long)t->count);
+        }
+        fputc('}', f);
+    }
+    fprintf(f, "], ");
+}
+
 /* The keys of a result object, without braces. */
 static void json_body(FILE *f, const char *label, const amp_train_config *c, const amp_train_result *r) {
     char scaler[64];
@@ -216,6 +237,7 @@ static void json_body(FILE *f, const char *label, const amp_train_config *c, con
     json_num(f, "stalled_updates", r->stalled_updates, false);
     fprintf(f, "\"ranks\": %d, \"injected_steps\": %lld, ", r->ranks, (long long)r->injected_steps);
     fprintf(f, "\"optimizer_state_bytes\": %lld, ", (long long)r->optimizer_state_bytes);
+    json_fp8(f, r->fp8, r->fp8_layers);
     json_num(f, "samples_per_sec", r->samples_per_sec, false);
     fprintf(f, "\"peak_rss_bytes\": %lld, \"arena_peak_bytes\": %zu, \"scratch_peak_bytes\": %zu, \"param_bytes\": %zu, ",
             (long long)r->peak_rss_bytes, r->arena_peak_bytes, r->scratch_peak_bytes, r->param_bytes);
@@ -338,6 +360,13 @@ static void on_progress(const amp_train_progress *p, void *user) {
         else {
             record_step(rep, s, p);
             if (p->grad_stats && p->grad_stats->step > 0) record_hist(rep, s, p->grad_stats);
+            if (p->grad_stats && p->fp8_layers > 0) { /* fp8 casts, on the gradient statistics' schedule */
+                fprintf(rep->metrics, "{\"type\": \"fp8\", \"run\": ");
+                json_string(rep->metrics, s->label);
+                fprintf(rep->metrics, ", \"step\": %lld, ", (long long)p->step);
+                json_fp8(rep->metrics, p->fp8, p->fp8_layers);
+                fprintf(rep->metrics, "\"layers\": %d}\n", p->fp8_layers);
+            }
         }
     }
     if (rep->inner.progress) rep->inner.progress(p, rep->inner.user);
@@ -629,6 +658,38 @@ static void pct_cell(FILE *f, double v, bool have) {
         fputs("<td>n/a</td>", f);
 }
 
+/* The fp8 runs' casts: per run and layer, the saturated and flushed shares of x, W and dY over the
+ * run and the last step's scales. Nothing without an fp8 run. */
+static void write_fp8_table(FILE *f, const amp_report *rep) {
+    bool any = false;
+    for (int i = 0; i < rep->n_runs; i++) any |= rep->runs[i]->done && rep->runs[i]->result.fp8_layers > 0;
+    if (!any) return;
+    fputs("<h2>FP8 casts</h2>\n<table>\n<tr><th>run</th><th>layer</th><th>x sat / flush</th><th>w sat / flush</th>"
+          "<th>dY sat / flush</th><th>x, w, dY scale (last step)</th></tr>\n",
+          f);
+    for (int i = 0; i < rep->n_runs; i++) {
+        const amp_train_result *r = &rep->runs[i]->result;
+        const int n = r->fp8_layers < AMP_TRAIN_FP8_MAX_LAYERS ? r->fp8_layers : AMP_TRAIN_FP8_MAX_LAYERS;
+        for (int k = 0; rep->runs[i]->done && k < n; k++) {
+            fputs("<tr><td>", f);
+            html_text(f, rep->runs[i]->label);
+            fputs("</td><td>", f);
+            html_text(f, r->fp8[k].name);
+            fputs("</td>", f);
+            for (int role = 0; role < AMP_FP8_ROLES; role++) {
+                const amp_fp8_cast_stats *t = &r->fp8[k].total[role];
+                const double c = t->count > 0 ? (double)t->count : 1.0;
+                fprintf(f, "<td>%.3f%% / %.3f%%</td>", 100.0 * (double)t->saturated / c, 100.0 * (double)t->flushed / c);
+            }
+            fprintf(f, "<td>%.4g, %.4g, %.4g</td></tr>\n", (double)r->fp8[k].last[0].scale_min,
+                    (double)r->fp8[k].last[1].scale_min, (double)r->fp8[k].last[2].scale_min);
+        }
+    }
+    fputs("</table>\n<p>sat: values whose scaled magnitude exceeded the fp8 maximum (clipped); flush: nonzero "
+          "values that became zero; over every cast of the run. Block recipes: the smallest block scale.</p>\n",
+          f);
+}
+
 static int write_index(const amp_report *rep, char *err, size_t err_size) {
     char *path = join(rep->dir, "index.html");
     if (!path) {
@@ -679,6 +740,7 @@ static int write_index(const amp_report *rep, char *err, size_t err_size) {
           "(they round to zero in fp16) and with |g&middot;S| &le; 2<sup>-25</sup> at the loss scale S in use, "
           "averaged over the sampled steps. Metrics: <a href=\"metrics.jsonl\">metrics.jsonl</a>.</p>\n",
           f);
+    write_fp8_table(f, rep);
     static const char *const plots[][2] = {{"loss", "Training loss"},
                                            {"scale", "Loss scale (log2 axis; x marks a skipped step)"},
                                            {"grad_hist", "Parameter-gradient magnitudes against fp16's limits"},

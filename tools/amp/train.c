@@ -50,7 +50,10 @@ static void print_help(void) {
            "                     llm.c's GPT-2 shards need 50257)\n"
            "  --data-order O     text models: random (default: windows at random starts) or sequential\n"
            "                     (llm.c's DataLoader without shuffling; evaluation likewise)\n"
-           "  --precision P      fp32, amp-fp16 (default), amp-bf16, fp16-master, fp16-pure, bf16-pure\n"
+           "  --precision P      fp32, amp-fp16 (default), amp-bf16, fp16-master, fp16-pure, bf16-pure,\n"
+           "                     fp8-delayed, fp8-current, mxfp8, fp8-block, fp8-noscale (amp-bf16 with the\n"
+           "                     Linear layers' GEMMs in fp8; see docs/fp8.md)\n"
+           "  --fp8-all-layers   fp8 presets: the first and last Linear layers too (default: they stay bf16)\n"
            "  --scaler MODE      dynamic | off | static:S (default: dynamic for amp-fp16 and fp16-master,\n"
            "                     off for the others)\n"
            "  --optimizer O      sgd (image default, momentum 0.9), adam, adamw (text default, weight decay 0.01)\n"
@@ -209,6 +212,7 @@ static void print_summary(const amp_train_result *r) {
            (double)r->scratch_peak_bytes / 1048576.0, (double)r->param_bytes / 1048576.0,
            (double)r->optimizer_state_bytes / 1048576.0, (long long)r->optimizer_state_bytes, r->ranks,
            r->ranks == 1 ? "" : "s");
+    amp_cli_print_fp8_table(stdout, r);
 }
 
 /* ---- the command -------------------------------------------------------------------------------- */
@@ -243,7 +247,8 @@ static int parse_value(const char *a, const char *v, train_options *o) {
     } else if (strcmp(a, "--precision") == 0) {
         if (amp_precision_from_name(v, &cfg->precision) != AMP_OK)
             return amp_usage_error("train",
-                                   "unknown precision '%s' (fp32, amp-fp16, amp-bf16, fp16-master, fp16-pure, bf16-pure)", v);
+                                   "unknown precision '%s' (fp32, amp-fp16, amp-bf16, fp16-master, fp16-pure, bf16-pure, "
+                                   "fp8-delayed, fp8-current, mxfp8, fp8-block, fp8-noscale)", v);
     } else if (strcmp(a, "--scaler") == 0) {
         if (strcmp(v, "dynamic") == 0)
             cfg->scaler = AMP_SCALER_DYNAMIC;
@@ -363,6 +368,7 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
         if (strcmp(a, "--detect-anomaly") == 0) { cfg->detect_anomaly = true; continue; }
         if (strcmp(a, "--no-eval") == 0) { cfg->eval = false; continue; }
         if (strcmp(a, "--recompute") == 0) { cfg->model.recompute = true; continue; }
+        if (strcmp(a, "--fp8-all-layers") == 0) { cfg->fp8_all_layers = true; continue; }
         if (strcmp(a, "--report") == 0) {
             if (i + 1 >= argc) return amp_usage_error("train", "--report needs a value");
             o->report_dir = argv[++i];

@@ -156,3 +156,43 @@ int amp_train_apply_size(const char *command, int argc, char **argv, amp_model_c
     }
     return -1;
 }
+
+/* ---- fp8 statistics ----------------------------------------------------------------------------- */
+
+static double share(int64_t part, int64_t whole) { return whole > 0 ? 100.0 * (double)part / (double)whole : 0.0; }
+
+void amp_cli_print_fp8_table(FILE *out, const amp_train_result *r) {
+    if (r->fp8_layers <= 0) return;
+    fprintf(out, "fp8 casts (%s, %d layers): last step's amax and scale, scale range and saturated/flushed over the run\n",
+            amp_precision_get_info(r->precision)->name, r->fp8_layers);
+    fprintf(out, "%-24s %-2s %11s %11s %11s %11s %8s %8s\n", "layer", "t", "amax", "scale", "scale min", "scale max",
+            "sat", "flush");
+    const int n = r->fp8_layers < AMP_TRAIN_FP8_MAX_LAYERS ? r->fp8_layers : AMP_TRAIN_FP8_MAX_LAYERS;
+    for (int i = 0; i < n; i++)
+        for (int role = 0; role < AMP_FP8_ROLES; role++) {
+            const amp_fp8_cast_stats *l = &r->fp8[i].last[role], *t = &r->fp8[i].total[role];
+            fprintf(out, "%-24.24s %-2s %11.4g %11.4g %11.4g %11.4g %7.3f%% %7.3f%%\n", role == 0 ? r->fp8[i].name : "",
+                    amp_fp8_tensor_role_name(role), (double)l->amax, (double)l->scale_min, (double)t->scale_min,
+                    (double)t->scale_max, share(t->saturated, t->count), share(t->flushed, t->count));
+        }
+}
+
+const char *amp_cli_fp8_summary(const amp_train_result *r, char *buf, size_t size) {
+    buf[0] = '\0';
+    if (r->fp8_layers <= 0) return buf;
+    size_t len = 0;
+    const int n = r->fp8_layers < AMP_TRAIN_FP8_MAX_LAYERS ? r->fp8_layers : AMP_TRAIN_FP8_MAX_LAYERS;
+    for (int role = 0; role < AMP_FP8_ROLES; role++) {
+        double sat = 0, flush = 0;
+        for (int i = 0; i < n; i++) {
+            const amp_fp8_cast_stats *t = &r->fp8[i].total[role];
+            if (share(t->saturated, t->count) > sat) sat = share(t->saturated, t->count);
+            if (share(t->flushed, t->count) > flush) flush = share(t->flushed, t->count);
+        }
+        char part[64];
+        snprintf(part, sizeof part, "%s%s sat %.3f%% flush %.3f%%", role ? "  " : "", amp_fp8_tensor_role_name(role),
+                 sat, flush);
+        append(buf, size, &len, part);
+    }
+    return buf;
+}

@@ -4,6 +4,7 @@
 #define AMP_TOOLS_TRAIN_FLAGS_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,5 +38,13 @@ int amp_train_shared_flag(const char *command, const char *flag, const char *val
  * that --layers, --heads, --hidden and --context override it. Returns -1 to go on, or AMP_EXIT_USAGE
  * after a one-line error (an unknown size, or a model other than gpt2). */
 int amp_train_apply_size(const char *command, int argc, char **argv, amp_model_config *model);
+
+/* The fp8 presets' cast statistics of a result (nothing outside them). Per layer: one line per tensor
+ * role (x, w, dy) with the last step's amax and scale, the scales' range over the run, and the share
+ * of values that saturated or flushed to zero over the run. */
+void amp_cli_print_fp8_table(FILE *out, const amp_train_result *r);
+/* One line for a compare table: the fp8 layers and, per role, the largest saturated and flushed
+ * shares over them ("x sat 0.00% flush 0.12%  w ...  dy ..."); "" outside the fp8 presets. */
+const char *amp_cli_fp8_summary(const amp_train_result *r, char *buf, size_t size);
 
 #endif

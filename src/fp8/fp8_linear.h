@@ -1,0 +1,46 @@
+/* Internal: the fp8 linear's state (amp/fp8.h, amp_fp8_linear) and the quantization of one GEMM
+ * operand under its recipe, shared by src/fp8 and the op that runs the GEMMs (src/ops/linear_fp8.c). */
+#ifndef AMP_FP8_LINEAR_H
+#define AMP_FP8_LINEAR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "amp/fp8.h"
+
+struct amp_fp8_linear {
+    amp_fp8_recipe recipe;
+    bool paused; /* amp_fp8_linear_set_recording(false) */
+    amp_fp8_delayed *delayed[AMP_FP8_ROLES]; /* DELAYED only */
+    amp_fp8_cast_stats step[AMP_FP8_ROLES];  /* the step being computed */
+    amp_fp8_cast_stats last[AMP_FP8_ROLES];  /* the last finished step */
+    amp_fp8_cast_stats total[AMP_FP8_ROLES]; /* every finished step */
+};
+
+/* A quantized matrix as a GEMM operand: the stored matrix is row-major [rows, cols] fp8 (ld cols).
+ * Scales: block_rows == block_cols == 0: one factor scale_inv[0] for the whole matrix (applied to
+ * the product after accumulation); else scale_inv[(i / block_rows) * ld_scale + j / block_cols]
+ * multiplies element (i, j) at decode. transposed: the stored matrix is the source's transpose (an
+ * MXFP8 copy whose k runs along the source's rows); k_pad: the stored k dimension, zero-padded. */
+typedef struct amp_fp8_qmat {
+    amp_dtype dtype;
+    void *data;
+    int64_t rows, cols;
+    float *scale_inv;
+    int64_t block_rows, block_cols, ld_scale;
+    bool transposed;
+    float scale; /* per-tensor: the scale the cast multiplied by (scale_inv[0] is 1 / scale) */
+} amp_fp8_qmat;
+
+/* Memory for a quantized matrix: the caller's (the op's arena); NULL on failure. */
+typedef void *(*amp_fp8_alloc_fn)(void *user, size_t bytes);
+
+/* Quantizes src (row-major [rows, cols] fp32) as tensor `role` of s's recipe for a GEMM whose k
+ * dimension runs along src's columns (k_along_rows false) or rows (true), records the cast's amax
+ * (DELAYED: into the role's history) and statistics into s->step[role]. MXFP8 with k along rows
+ * stores the transpose ([cols, k padded]); MXFP8 pads k to a multiple of 32 with zeros; the other
+ * recipes store src's layout. AMP_OK or an error status (AMP_ERR_OUT_OF_MEMORY). */
+int amp_fp8_linear_quantize(amp_fp8_linear *s, amp_fp8_tensor_role role, const float *src, int64_t rows,
+                            int64_t cols, bool k_along_rows, amp_fp8_alloc_fn alloc, void *user, amp_fp8_qmat *out);
+
+#endif

@@ -1,0 +1,179 @@
+/* amp_linear_fp8 (amp/fp8.h): a Linear whose three GEMMs take fp8 operands quantized under the
+ * layer's recipe (src/fp8/linear_quant.c) and accumulate in fp32.
+ *
+ *   forward   y  = x W^T          x quantized with k = in along its rows' values, W likewise
+ *   dgrad     dX = dY W           dY quantized along out (k), W along out (MXFP8's column-wise copy)
+ *   wgrad     dW = dY^T X         dY and x quantized along the batch rows (k): per-tensor recipes
+ *                                 reuse the one cast; MXFP8 and block scaling make column-wise copies
+ *                                 from the high-precision source (forward makes x's, saved for this)
+ *
+ * The result is written in the autocast dtype where autocast lowers linear (bf16 under amp-bf16),
+ * else in the inputs' promoted dtype; the bias is added in fp32 before that single rounding, and its
+ * gradient is the column sums of the high-precision dY. The quantization's gradient is
+ * straight-through. The forward's quantized x and W are kept in the arena until backward (as TE keeps
+ * its fp8 copies): 1 byte per value, or 2 where a column-wise copy is made too. */
+#include <math.h>
+#include <string.h>
+
+#include "amp/autocast.h"
+#include "amp/fp8.h"
+#include "amp/gemm.h"
+#include "../fp8/fp8_linear.h"
+#include "op_util.h"
+
+/* What forward keeps for backward (in the arena). */
+typedef struct fp8_saved {
+    amp_fp8_linear *state;
+    amp_fp8_qmat x, w;     /* forward's operands */
+    amp_fp8_qmat x_k_rows; /* x quantized along the batch rows for wgrad (== x for per-tensor recipes) */
+    amp_fp8_qmat w_k_rows; /* W quantized along out for dgrad (== w except under MXFP8) */
+} fp8_saved;
+
+static void *arena_alloc(void *user, size_t bytes) { return amp_ctx_alloc(user, bytes ? bytes : 1); }
+static void *scratch_alloc(void *user, size_t bytes) { return amp_scratch_alloc(user, bytes ? bytes : 1); }
+
+/* One GEMM operand: a quantized matrix read as the logical [r, c] operand, where the matrix was
+ * quantized from a source of layout [r, c] (source_is_logical) or [c, r]. */
+typedef struct fp8_operand {
+    const amp_fp8_qmat *q;
+    bool trans;
+} fp8_operand;
+
+static fp8_operand operand_of(const amp_fp8_qmat *q, bool source_is_logical) {
+    return (fp8_operand){q, source_is_logical ? q->transposed : !q->transposed};
+}
+
+/* The operand as amp_gemm_fp8 takes it. */
+static amp_gemm_fp8_operand gemm_operand(fp8_operand o) {
+    const amp_fp8_qmat *q = o.q;
+    return (amp_gemm_fp8_operand){.dtype = q->dtype, .data = q->data, .ld = q->cols, .trans = o.trans,
+                                  .scale_inv = q->scale_inv, .block_rows = q->block_rows,
+                                  .block_cols = q->block_cols, .ld_scale = q->ld_scale};
+}
+
+/* c [m, n] = A [m, k] B [k, n]: amp_gemm_fp8 (products exact, fp32 accumulation, per-tensor factors
+ * applied to the sums, block factors at decode); k is the operands' stored k (padded under MXFP8). */
+static int fp8_gemm(amp_ctx *ctx, int64_t m, int64_t n, fp8_operand a, fp8_operand b, float *c) {
+    const int64_t k = a.trans ? a.q->rows : a.q->cols;
+    const amp_gemm_fp8_operand ga = gemm_operand(a), gb = gemm_operand(b);
+    const int st = amp_gemm_fp8(m, n, k, 1.0f, &ga, &gb, 0.0f, c, n);
+    if (st != AMP_OK) amp_ctx_fail(ctx, st, "linear_fp8: GEMM failed: %s", amp_status_str(st));
+    return st;
+}
+
+static int quantize(amp_ctx *ctx, amp_fp8_linear *s, amp_fp8_tensor_role role, const float *src, int64_t rows,
+                    int64_t cols, bool k_along_rows, bool keep, amp_fp8_qmat *out) {
+    const int st = amp_fp8_linear_quantize(s, role, src, rows, cols, k_along_rows, keep ? arena_alloc : scratch_alloc,
+                                           ctx, out);
+    if (st != AMP_OK && amp_ctx_status(ctx) == AMP_OK)
+        amp_ctx_fail(ctx, st, "linear_fp8: cannot quantize %s: %s", amp_fp8_tensor_role_name(role), amp_status_str(st));
+    return st;
+}
+
+static bool per_tensor(amp_fp8_recipe r) { return r != AMP_FP8_RECIPE_MXFP8 && r != AMP_FP8_RECIPE_BLOCK; }
+
+/* saved i[]: rows, in, out */
+static void linear_fp8_backward(amp_ctx *ctx, amp_node *node) {
+    amp_tensor *x = node->in[0], *w = node->in[1], *bias = node->n_in > 2 ? node->in[2] : NULL;
+    const int64_t rows = node->i[0], in_f = node->i[1], out_f = node->i[2];
+    fp8_saved *sv = node->saved;
+    const float *g = amp_grad_out(ctx, node); /* [rows, out] fp32 */
+    if (!g) return;
+    amp_fp8_linear *s = sv->state;
+    const bool pt = per_tensor(amp_fp8_linear_recipe(s));
+    amp_fp8_qmat gq, gq_rows;
+    bool have_gq = false;
+    if (x->requires_grad) { /* dX [rows, in] = dY [rows, out] W [out, in] */
+        if (quantize(ctx, s, AMP_FP8_DY, g, rows, out_f, false, false, &gq)) return;
+        have_gq = true;
+        float *dx = amp_f32_scratch(ctx, rows * in_f);
+        if (!dx || fp8_gemm(ctx, rows, in_f, operand_of(&gq, true), operand_of(&sv->w_k_rows, true), dx)) return;
+        amp_grad_accumulate(ctx, x, dx);
+    }
+    if (w->requires_grad) { /* dW [out, in] = dY^T [out, rows] X [rows, in] */
+        if (pt && have_gq) gq_rows = gq;
+        else if (quantize(ctx, s, AMP_FP8_DY, g, rows, out_f, true, false, &gq_rows)) return;
+        float *dw = amp_f32_scratch(ctx, out_f * in_f);
+        if (!dw || fp8_gemm(ctx, out_f, in_f, operand_of(&gq_rows, false), operand_of(&sv->x_k_rows, true), dw)) return;
+        amp_grad_accumulate(ctx, w, dw);
+    }
+    if (bias && bias->requires_grad) {
+        float *db = amp_f32_scratch(ctx, out_f);
+        if (!db) return;
+        for (int64_t j = 0; j < out_f; j++) db[j] = 0.0f;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < out_f; j++) db[j] += g[r * out_f + j];
+        amp_grad_accumulate(ctx, bias, db);
+    }
+}
+
+/* The forward's checks; the output dtype into *dt. */
+static bool check_inputs(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias, amp_fp8_linear *s,
+                         amp_dtype *dt) {
+    if (!amp_op_input_ok(ctx, AMP_OP_LINEAR, x) || !amp_op_input_ok(ctx, AMP_OP_LINEAR, weight)) return false;
+    if (bias && !amp_op_input_ok(ctx, AMP_OP_LINEAR, bias)) return false;
+    char sx[64], sw[64];
+    if (!s) return amp_op_fail(ctx, AMP_OP_LINEAR, "linear_fp8: no fp8 state (NULL)"), false;
+    const int64_t in_f = x->ndim ? x->shape[x->ndim - 1] : 0;
+    if (x->ndim < 1 || weight->ndim != 2 || weight->shape[1] != in_f || amp_tensor_numel(x) == 0)
+        return amp_op_fail(ctx, AMP_OP_LINEAR, "linear_fp8: input %s does not match weight %s ([out, in])",
+                           amp_shape_str(x, sx, sizeof sx), amp_shape_str(weight, sw, sizeof sw)),
+               false;
+    if (bias && (bias->ndim != 1 || bias->shape[0] != weight->shape[0]))
+        return amp_op_fail(ctx, AMP_OP_LINEAR, "linear_fp8: bias %s does not match %lld outputs",
+                           amp_shape_str(bias, sx, sizeof sx), (long long)weight->shape[0]),
+               false;
+    const bool lowered = amp_autocast_enabled() && amp_autocast_get_policy(AMP_OP_LINEAR) == AMP_POLICY_LOWER;
+    *dt = lowered ? amp_autocast_dtype() : amp_promote(x->dtype, weight->dtype);
+    return true;
+}
+
+amp_tensor *amp_linear_fp8(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias, amp_fp8_linear *s) {
+    amp_dtype dt;
+    if (!check_inputs(ctx, x, weight, bias, s, &dt)) return NULL;
+    const int64_t in_f = weight->shape[1], out_f = weight->shape[0], rows = amp_tensor_numel(x) / in_f;
+    amp_tensor *in[3] = {x, weight, bias};
+    const int n_in = bias ? 3 : 2;
+    const bool keep = amp_autograd_will_record(ctx, in, n_in);
+    fp8_saved *sv = keep ? amp_ctx_alloc(ctx, sizeof *sv) : NULL;
+    if (keep && !sv) return NULL;
+    fp8_saved local;
+    if (!sv) sv = &local;
+    memset(sv, 0, sizeof *sv);
+    sv->state = s;
+    int64_t shape[AMP_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[x->ndim - 1] = out_f;
+    amp_tensor *out = amp_ctx_new_tensor(ctx, dt, x->ndim, shape, true);
+    if (!out) return NULL;
+    amp_arena_mark mk = amp_scratch_mark(ctx);
+    const float *x32 = amp_f32_view(ctx, x), *w32 = x32 ? amp_f32_view(ctx, weight) : NULL;
+    const float *b32 = bias && w32 ? amp_f32_view(ctx, bias) : NULL;
+    float *c = w32 ? amp_f32_scratch(ctx, rows * out_f) : NULL;
+    const bool pt = per_tensor(amp_fp8_linear_recipe(s)), mx = amp_fp8_linear_recipe(s) == AMP_FP8_RECIPE_MXFP8;
+    int st = c && (!bias || b32) ? AMP_OK : AMP_ERR_OUT_OF_MEMORY;
+    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_X, x32, rows, in_f, false, keep, &sv->x);
+    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_W, w32, out_f, in_f, false, keep, &sv->w);
+    if (st == AMP_OK) st = fp8_gemm(ctx, rows, out_f, operand_of(&sv->x, true), operand_of(&sv->w, false), c);
+    if (st == AMP_OK && keep && weight->requires_grad && !pt)
+        st = quantize(ctx, s, AMP_FP8_X, x32, rows, in_f, true, true, &sv->x_k_rows);
+    else sv->x_k_rows = sv->x;
+    if (st == AMP_OK && keep && x->requires_grad && mx)
+        st = quantize(ctx, s, AMP_FP8_W, w32, out_f, in_f, true, true, &sv->w_k_rows);
+    else sv->w_k_rows = sv->w;
+    if (st == AMP_OK && b32)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < out_f; j++) c[r * out_f + j] += b32[j];
+    if (st == AMP_OK) st = amp_store_f32(ctx, out, c);
+    amp_scratch_release(ctx, mk);
+    if (st != AMP_OK) {
+        if (amp_ctx_status(ctx) == AMP_OK) amp_ctx_fail(ctx, st, "linear_fp8: %s", amp_status_str(st));
+        return NULL;
+    }
+    amp_node *node = amp_autograd_record(ctx, AMP_OP_LINEAR, dt, out, in, n_in, linear_fp8_backward);
+    if (node) {
+        node->i[0] = rows, node->i[1] = in_f, node->i[2] = out_f;
+        node->saved = sv;
+    }
+    return out;
+}

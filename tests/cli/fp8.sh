@@ -1,0 +1,66 @@
+# Golden tests of the fp8 presets on the command line: `amp train --precision fp8-*` on the mlp and
+# the gpt (JSON keys, the per-layer table, --fp8-all-layers), checkpoints and resume of fp8-delayed,
+# the refusal of another recipe's checkpoint, `amp compare` over the recipes (its fp8 summary lines
+# and report), two data-parallel ranks under mpirun, and the usage errors. Keep it fast (a few seconds).
+. "$(dirname "$0")/lib.sh"
+
+mkdir -p "$TMP/idx"
+idx_pair train 64 0
+idx_pair t10k 32 1
+i=0
+while [ $i -lt 40 ]; do printf 'the quick brown fox jumps over the lazy dog %d times. ' $i; i=$((i + 1)); done >"$TMP/text.txt"
+
+gpt() { run "$AMP" train --model gpt --data "$TMP/text.txt" --layers 2 --hidden 32 --heads 2 --context 16 --batch 4 \
+    --eval-batches 2 --threads 2 "$@"; }
+
+for p in fp8-delayed fp8-current mxfp8 fp8-block fp8-noscale; do
+    run "$AMP" train --model mlp --data "$TMP/idx" --steps 20 --batch 16 --hidden 32 --threads 2 --json --precision $p
+    expect_rc 0 "mlp $p"
+    expect_json_eq '[.precision, .scaler, (.fp8 | length), .fp8[0].layer]' "[\"$p\",\"off\",1,\"3\"]" "mlp $p: the middle Linear in fp8"
+done
+run "$AMP" train --model mlp --data "$TMP/idx" --steps 20 --batch 16 --hidden 32 --threads 2 --json --precision fp8-current
+expect_json_eq '.test_accuracy > 0.5' 'true' "mlp fp8-current learns the quadrants"
+
+gpt --steps 4 --precision fp8-delayed --quiet
+expect_rc 0 "gpt fp8-delayed"
+expect_out_has "fp8 casts (fp8-delayed, 7 layers)" "the table's title"
+expect_out_has "h.0.attn.c_proj" "the first fp8 layer"
+if grep -q "lm_head" "$TMP/out"; then fail "lm_head is bf16 by default"; else pass; fi
+gpt --steps 2 --precision mxfp8 --fp8-all-layers --quiet --json
+expect_json_eq '[(.fp8 | length), .fp8[0].layer, .fp8[8].layer]' '[9,"h.0.attn.c_attn","lm_head"]' "--fp8-all-layers"
+
+# resume: 6 steps == 3 + 3, bit for bit (the checkpoints are the same file)
+gpt --steps 6 --precision fp8-delayed --quiet --no-eval --checkpoint "$TMP/full.st"
+expect_rc 0 "6 steps"
+gpt --steps 3 --precision fp8-delayed --quiet --no-eval --checkpoint "$TMP/half.st"
+gpt --steps 6 --precision fp8-delayed --quiet --no-eval --resume "$TMP/half.st" --checkpoint "$TMP/resumed.st"
+expect_rc 0 "resumed"
+if cmp -s "$TMP/full.st" "$TMP/resumed.st"; then pass; else fail "6 steps and 3 + 3 steps differ"; fi
+gpt --steps 6 --precision fp8-current --quiet --no-eval --resume "$TMP/half.st"
+expect_rc 2 "another recipe's checkpoint"
+expect_err_has "it was trained in fp8-delayed, this run uses fp8-current" "the refusal names both"
+expect_err_lines 1 "one line"
+
+run "$AMP" compare --model gpt --data "$TMP/text.txt" --layers 1 --hidden 32 --heads 2 --context 16 --batch 4 \
+    --eval-batches 2 --threads 2 --steps 3 --runs amp-bf16,fp8-delayed,fp8-block --quiet --report "$TMP/rep"
+expect_rc 0 "compare over recipes"
+expect_out_has "fp8 3 layers: x sat" "compare's fp8 summary"
+if grep -q "FP8 casts" "$TMP/rep/index.html" && grep -q '"type": "fp8"' "$TMP/rep/metrics.jsonl"; then pass; else
+    fail "the report lacks the fp8 table or records"; fi
+
+# Data parallel (when amp has MPI and mpirun is here, not under the sanitizers): two ranks of
+# fp8-delayed train and stay replicas, with the amax all-reduce in every step (its values are tested
+# in tests/test_fp8_train.c through a recording communicator).
+if "$AMP" info | grep -q '^mpi: yes' && command -v mpirun >/dev/null 2>&1 &&
+    case "${EXAMPLE_CFLAGS:-}" in *sanitize*) false ;; *) true ;; esac; then
+    run mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -np 2 "$AMP" train --model mlp \
+        --data "$TMP/idx" --steps 6 --batch 16 --hidden 32 --threads 1 --quiet --json --precision fp8-delayed \
+        --check-replicas 1
+    expect_rc 0 "2 ranks of fp8-delayed stay replicas"
+    expect_json_eq '[.ranks, (.fp8 | length)]' '[2,1]' "2-rank fp8 JSON"
+fi
+
+run "$AMP" train --precision fp8
+expect_rc 2 "unknown precision"
+expect_err_has "fp8-delayed, fp8-current, mxfp8, fp8-block, fp8-noscale" "the error lists the fp8 presets"
+finish
