@@ -57,12 +57,10 @@ static int init_linear_normal(amp_ctx *ctx, const amp_linear_layer *l, float std
     return st == AMP_OK ? amp_init_zeros(ctx, l->bias) : st;
 }
 
-/* nanoGPT's _init_weights: Linear and Embedding weights N(0, 0.02), biases 0, LayerNorm 1 and 0, and
- * the residual projections (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 * n_layer)) (GPT-2's init). */
-static int gpt_init(amp_model *m, amp_rng *rng) {
+int gpt_init_trunk(amp_model *m, float std, amp_rng *rng) {
     gpt_layers *L = m->layers;
     amp_ctx *ctx = m->ctx;
-    const float std = GPT_INIT_STD, resid = (float)(GPT_INIT_STD / sqrt(2.0 * (double)m->cfg.layers));
+    const float resid = (float)(std / sqrt(2.0 * (double)m->cfg.layers));
     int st = amp_init_normal(ctx, L->wte.weight, 0.0f, std, rng);
     if (st == AMP_OK) st = amp_init_normal(ctx, L->wpe.weight, 0.0f, std, rng);
     for (int64_t l = 0; l < m->cfg.layers && st == AMP_OK; l++) {
@@ -74,9 +72,16 @@ static int gpt_init(amp_model *m, amp_rng *rng) {
         if (st == AMP_OK) st = init_linear_normal(ctx, &b->mlp_fc, std, rng);
         if (st == AMP_OK) st = init_linear_normal(ctx, &b->mlp_proj, resid, rng);
     }
-    if (st == AMP_OK) st = amp_layer_norm_layer_init(ctx, &L->ln_f);
-    if (st == AMP_OK) st = amp_init_normal(ctx, L->lm_head.weight, 0.0f, std, rng);
-    return st;
+    return st == AMP_OK ? amp_layer_norm_layer_init(ctx, &L->ln_f) : st;
+}
+
+/* nanoGPT's _init_weights: Linear and Embedding weights N(0, 0.02), biases 0, LayerNorm 1 and 0, and
+ * the residual projections (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 * n_layer)) (GPT-2's init);
+ * the untied head last. */
+static int gpt_init(amp_model *m, amp_rng *rng) {
+    const int st = gpt_init_trunk(m, GPT_INIT_STD, rng);
+    gpt_layers *L = m->layers;
+    return st == AMP_OK ? amp_init_normal(m->ctx, L->lm_head.weight, 0.0f, GPT_INIT_STD, rng) : st;
 }
 
 static amp_tensor *block_region(amp_ctx *ctx, amp_tensor *const *in, int n_in, void *user) {

@@ -91,33 +91,10 @@ static int gpt2_declare(amp_model *m) {
     return st;
 }
 
-/* A linear's weight N(0, std), its bias zeros. */
-static int init_linear_normal(amp_ctx *ctx, const amp_linear_layer *l, float std, amp_rng *rng) {
-    const int st = amp_init_normal(ctx, l->weight, 0.0f, std, rng);
-    return st == AMP_OK ? amp_init_zeros(ctx, l->bias) : st;
-}
-
 /* train_gpt2.py's _init_weights: Linear and Embedding weights N(0, 0.02) (the padded rows of wte
  * too), biases 0, LayerNorm 1 and 0, the residual projections (attn.c_proj, mlp.c_proj)
- * N(0, 0.02 / sqrt(2 * n_layer)). Drawn in declaration order from one generator. */
-static int gpt2_init(amp_model *m, amp_rng *rng) {
-    gpt_layers *L = m->layers;
-    amp_ctx *ctx = m->ctx;
-    const float std = GPT2_INIT_STD, resid = (float)(GPT2_INIT_STD / sqrt(2.0 * (double)m->cfg.layers));
-    int st = amp_init_normal(ctx, L->wte.weight, 0.0f, std, rng);
-    if (st == AMP_OK) st = amp_init_normal(ctx, L->wpe.weight, 0.0f, std, rng);
-    for (int64_t l = 0; l < m->cfg.layers && st == AMP_OK; l++) {
-        amp_transformer_block *b = &L->blocks[l];
-        st = amp_layer_norm_layer_init(ctx, &b->ln_1);
-        if (st == AMP_OK) st = init_linear_normal(ctx, &b->attn.c_attn, std, rng);
-        if (st == AMP_OK) st = init_linear_normal(ctx, &b->attn.c_proj, resid, rng);
-        if (st == AMP_OK) st = amp_layer_norm_layer_init(ctx, &b->ln_2);
-        if (st == AMP_OK) st = init_linear_normal(ctx, &b->mlp_fc, std, rng);
-        if (st == AMP_OK) st = init_linear_normal(ctx, &b->mlp_proj, resid, rng);
-    }
-    if (st == AMP_OK) st = amp_layer_norm_layer_init(ctx, &L->ln_f);
-    return st;
-}
+ * N(0, 0.02 / sqrt(2 * n_layer)). Drawn in declaration order from one generator; the head is wte. */
+static int gpt2_init(amp_model *m, amp_rng *rng) { return gpt_init_trunk(m, GPT2_INIT_STD, rng); }
 
 /* tokens [B, T] -> logits [B*T, V] */
 static amp_tensor *gpt2_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x_in, const int32_t *tokens, int64_t batch) {

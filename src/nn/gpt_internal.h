@@ -18,4 +18,10 @@ typedef struct gpt_layers {
  * when cfg->recompute asks for it (src/nn/gpt.c). */
 amp_tensor *gpt_block_forward(amp_ctx *ctx, const amp_model_config *cfg, const amp_transformer_block *b, amp_tensor *x);
 
+/* The initialization both models share (nanoGPT's and train_gpt2.py's _init_weights), in
+ * declaration order from rng: wte and wpe N(0, std), each block's LayerNorms 1 and 0, its Linear
+ * weights N(0, std) with the residual projections (attn.c_proj, mlp.c_proj) at std / sqrt(2 *
+ * layers), biases 0, then ln_f. The gpt then draws its untied head. */
+int gpt_init_trunk(amp_model *m, float std, amp_rng *rng);
+
 #endif
