@@ -14,7 +14,7 @@ static const struct {
     const char *summary;
 } commands[] = {
     {"explain", amp_cmd_explain, "show, computed live, why mixed precision needs master weights, loss scaling and fp32 sums"},
-    {"bench", amp_cmd_bench, "measure speed against memcpy, the core's peak, OpenBLAS: convert, gemm, unscale, train"},
+    {"bench", amp_cmd_bench, "measure speed against memcpy, the core's peak, OpenBLAS: convert, gemm, gemm-fp8, unscale, train"},
     {"policy", amp_cmd_policy, "print the autocast policy table beside PyTorch's CUDA and CPU lists"},
     {"info", amp_cmd_info, "print the version, CPU features and the SIMD path in use"},
     {"inspect", amp_cmd_inspect, "list a safetensors file's tensors and metadata (an amp checkpoint)"},
@@ -23,7 +23,7 @@ static const struct {
     {"tokenizer", amp_cmd_tokenizer, "train a byte-level BPE (tiktoken's rank format): `amp tokenizer train`"},
     {"tokenize", amp_cmd_tokenize, "encode text files with BPE ranks into an llm.c token shard"},
     {"detokenize", amp_cmd_detokenize, "decode a token shard back to text"},
-    {"sample", amp_cmd_sample, "generate text with a trained gpt checkpoint (key/value cache, temperature, top-k)"},
+    {"sample", amp_cmd_sample, "generate text from a gpt or gpt2 checkpoint or llm.c model file (key/value cache)"},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 
