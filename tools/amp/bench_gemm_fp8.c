@@ -220,7 +220,7 @@ int amp_bench_gemm_fp8(int argc, char **argv) {
     if (amp_cli_parse_only) return AMP_EXIT_OK;
     char cpu[128];
     amp_bench_cpu_name(cpu, sizeof cpu);
-    printf("amp bench gemm-fp8: %s, path %s, bf16 method %s, medians of %ld repeats\n", cpu,
+    printf("amp bench gemm-fp8: %s, path %s, bf16 method %s, each figure the median over %ld repeats\n", cpu,
            amp_isa_name(amp_isa_active()), amp_gemm_bf16_method_name(amp_gemm_bf16_method_active()), repeats);
     if (bench_gemms(repeats) != 0 || bench_quantize(repeats) != 0) {
         fprintf(stderr, "amp: bench gemm-fp8: out of memory or a product failed\n");
