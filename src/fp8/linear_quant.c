@@ -17,24 +17,36 @@ static amp_dtype role_dtype(amp_fp8_recipe recipe, amp_fp8_tensor_role role) {
     return role == AMP_FP8_DY ? AMP_F8E5M2 : AMP_F8E4M3;
 }
 
+/* Counts, in the n values of src cast with `scale` into b, the finite nonzero ones that saturated
+ * (|x * scale| above the format's largest finite value) or flushed to zero. */
+static void count_cast(const float *src, const uint8_t *b, int64_t n, float scale, float maxf, int64_t *sat,
+                       int64_t *flush) {
+    int64_t s = 0, f = 0;
+    for (int64_t j = 0; j < n; j++) {
+        const float x = src[j];
+        if (!isfinite(x) || x == 0.0f) continue;
+        s += fabsf(x * scale) > maxf;
+        f += (b[j] & 0x7F) == 0;
+    }
+    *sat += s, *flush += f;
+}
+
 /* Adds one cast to the step's statistics: q (row-major [rows, cols] fp8) from src (the same layout
  * in fp32), element (i, j) cast with q->scale (per tensor) or 1 / scale_inv of its block (a power of
- * 2: exact). */
+ * 2: exact). Walks each row a block's width at a time, so the block's scale is looked up once. */
 static void record_cast(amp_fp8_cast_stats *st, const float *src, const amp_fp8_qmat *q, float amax) {
     const float maxf = amp_fp8_max_finite(q->dtype);
     const uint8_t *b = q->data;
     int64_t sat = 0, flush = 0;
     float smin = INFINITY, smax = 0.0f;
+    const int64_t width = q->block_rows ? q->block_cols : q->cols;
     for (int64_t i = 0; i < q->rows; i++)
-        for (int64_t j = 0; j < q->cols; j++) {
-            const float si = q->block_rows ? q->scale_inv[(i / q->block_rows) * q->ld_scale + j / q->block_cols]
-                                           : q->scale_inv[0];
-            const float x = src[i * q->cols + j], scale = q->block_rows ? 1.0f / si : q->scale;
-            if (j == 0 || q->block_rows) smin = fminf(smin, scale), smax = fmaxf(smax, scale);
-            if (!isfinite(x) || x == 0.0f) continue;
-            const float y = fabsf(x * scale);
-            sat += y > maxf;
-            flush += (b[i * q->cols + j] & 0x7F) == 0;
+        for (int64_t j0 = 0; j0 < q->cols; j0 += width) {
+            const float scale =
+                q->block_rows ? 1.0f / q->scale_inv[(i / q->block_rows) * q->ld_scale + j0 / q->block_cols] : q->scale;
+            smin = fminf(smin, scale), smax = fmaxf(smax, scale);
+            const int64_t n = q->cols - j0 < width ? q->cols - j0 : width;
+            count_cast(src + i * q->cols + j0, b + i * q->cols + j0, n, scale, maxf, &sat, &flush);
         }
     if (st->casts == 0) st->scale_min = smin, st->scale_max = smax;
     else st->scale_min = fminf(st->scale_min, smin), st->scale_max = fmaxf(st->scale_max, smax);
