@@ -94,9 +94,7 @@ amp_tensor *gpt_block_forward(amp_ctx *ctx, const amp_model_config *cfg, const a
     return amp_recompute(ctx, block_region, &x, 1, (void *)b); /* (the block is only read) */
 }
 
-/* tokens [B, T] -> logits [B*T, V] */
-static amp_tensor *gpt_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x_in, const int32_t *tokens, int64_t batch) {
-    (void)x_in;
+amp_tensor *gpt_forward_trunk(const amp_model *m, amp_ctx *ctx, const int32_t *tokens, int64_t batch) {
     const amp_model_config *cfg = &m->cfg;
     const gpt_layers *L = m->layers;
     const int64_t B = batch, T = cfg->context, C = cfg->hidden;
@@ -105,13 +103,20 @@ static amp_tensor *gpt_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x_in, con
     amp_tensor *x = amp_add(ctx, tok, pos);
     for (int64_t l = 0; l < cfg->layers && x; l++) x = gpt_block_forward(ctx, cfg, &L->blocks[l], x);
     x = nn_norm_for_linear(ctx, &L->ln_f, x);
-    x = amp_reshape(ctx, x, 2, (const int64_t[]){B * T, C});
+    return amp_reshape(ctx, x, 2, (const int64_t[]){B * T, C});
+}
+
+/* tokens [B, T] -> logits [B*T, V] */
+static amp_tensor *gpt_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x_in, const int32_t *tokens, int64_t batch) {
+    (void)x_in;
+    const gpt_layers *L = m->layers;
+    amp_tensor *x = gpt_forward_trunk(m, ctx, tokens, batch);
     return amp_linear_layer_forward(ctx, &L->lm_head, x); /* [B*T, V] */
 }
 
-static double gpt_flops(const amp_model_config *c) {
+double gpt_flops(const amp_model_config *c) {
     const double C = (double)c->hidden, T = (double)c->context;
-    /* per token and layer: qkv 3C^2, proj C^2, mlp 8C^2, scores and weighted sum 2TC */
+    /* per token and layer: qkv 3C^2, proj C^2, mlp 8C^2, scores and weighted sum 2TC; the head CV */
     const double per_token = (double)c->layers * (12.0 * C * C + 2.0 * T * C) + C * (double)c->vocab;
     return 3.0 * 2.0 * per_token * T;
 }

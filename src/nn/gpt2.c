@@ -96,27 +96,13 @@ static int gpt2_declare(amp_model *m) {
  * N(0, 0.02 / sqrt(2 * n_layer)). Drawn in declaration order from one generator; the head is wte. */
 static int gpt2_init(amp_model *m, amp_rng *rng) { return gpt_init_trunk(m, GPT2_INIT_STD, rng); }
 
-/* tokens [B, T] -> logits [B*T, V] */
+/* tokens [B, T] -> logits [B*T, V]: the head is wte's first V rows (the padded rows take no part) */
 static amp_tensor *gpt2_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x_in, const int32_t *tokens, int64_t batch) {
     (void)x_in;
-    const amp_model_config *cfg = &m->cfg;
     const gpt_layers *L = m->layers;
-    const int64_t B = batch, T = cfg->context, C = cfg->hidden;
-    amp_tensor *tok = amp_embedding_layer_forward(ctx, &L->wte, tokens, 2, (const int64_t[]){B, T});     /* [B, T, C] */
-    amp_tensor *pos = amp_embedding_layer_forward(ctx, &L->wpe, m->positions, 1, (const int64_t[]){T}); /* [T, C] */
-    amp_tensor *x = amp_add(ctx, tok, pos);
-    for (int64_t l = 0; l < cfg->layers && x; l++) x = gpt_block_forward(ctx, cfg, &L->blocks[l], x);
-    x = nn_norm_for_linear(ctx, &L->ln_f, x);
-    x = amp_reshape(ctx, x, 2, (const int64_t[]){B * T, C});
-    amp_tensor *head = amp_narrow_rows(ctx, L->wte.weight, cfg->vocab); /* wte[:V], [V, C] */
-    return x && head ? amp_linear(ctx, x, head, NULL) : NULL;           /* [B*T, V] */
-}
-
-static double gpt2_flops(const amp_model_config *c) {
-    const double C = (double)c->hidden, T = (double)c->context;
-    /* per token and layer: qkv 3C^2, proj C^2, mlp 8C^2, scores and weighted sum 2TC; the head CV */
-    const double per_token = (double)c->layers * (12.0 * C * C + 2.0 * T * C) + C * (double)c->vocab;
-    return 3.0 * 2.0 * per_token * T;
+    amp_tensor *x = gpt_forward_trunk(m, ctx, tokens, batch);
+    amp_tensor *head = amp_narrow_rows(ctx, L->wte.weight, m->cfg.vocab); /* wte[:V], [V, C] */
+    return x && head ? amp_linear(ctx, x, head, NULL) : NULL;             /* [B*T, V] */
 }
 
 const nn_model nn_model_gpt2 = {
@@ -127,5 +113,5 @@ const nn_model nn_model_gpt2 = {
     .declare = gpt2_declare,
     .init = gpt2_init,
     .forward = gpt2_forward,
-    .flops = gpt2_flops,
+    .flops = gpt_flops,
 };

@@ -24,4 +24,9 @@ amp_tensor *gpt_block_forward(amp_ctx *ctx, const amp_model_config *cfg, const a
  * layers), biases 0, then ln_f. The gpt then draws its untied head. */
 int gpt_init_trunk(amp_model *m, float std, amp_rng *rng);
 
+/* Both models' forward up to the head: embeddings, blocks, ln_f; tokens [B, T] -> [B*T, C]. */
+amp_tensor *gpt_forward_trunk(const amp_model *m, amp_ctx *ctx, const int32_t *tokens, int64_t batch);
+/* Both models' training flops per sequence (the head's C*V per token included). */
+double gpt_flops(const amp_model_config *c);
+
 #endif
