@@ -55,6 +55,9 @@ typedef struct fixture {
 int fixture_parse(const char *text, size_t len, fixture *out, char *err, size_t err_size);
 /* Reads and parses a file; AMP_ERR_IO when it cannot be read or is over FIXTURE_MAX_BYTES. */
 int fixture_load(const char *path, fixture *out, char *err, size_t err_size);
+/* For the tests: loads $AMP_FIXTURE_DIR/<file> (default tests/fixtures/<file>) into *out; a failure
+ * is a failed check naming the path and the reader's message (defined in test_util.c). */
+bool test_fixture_load(const char *file, fixture *out);
 /* Frees the values; leaves an empty fixture. NULL is fine. */
 void fixture_free(fixture *f);
 /* The tensor with this name, or NULL. */

@@ -22,17 +22,7 @@
 #include "harness.h"
 #include "tests.h"
 
-static const char *fixture_dir(void) {
-    const char *env = getenv("AMP_FIXTURE_DIR");
-    return env && *env ? env : "tests/fixtures";
-}
-
-static bool load(fixture *fx, const char *file) {
-    char path[1024], err[FIXTURE_ERR_SIZE];
-    snprintf(path, sizeof path, "%s/%s", fixture_dir(), file);
-    const int st = fixture_load(path, fx, err, sizeof err);
-    return CHECK_MSG(st == AMP_OK, "%s: %s (run from the repository root, or set AMP_FIXTURE_DIR)", path, err);
-}
+static bool load(fixture *fx, const char *file) { return test_fixture_load(file, fx); }
 
 static amp_ctx *new_ctx(void) {
     amp_ctx_config cc = amp_ctx_default_config();

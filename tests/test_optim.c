@@ -37,17 +37,11 @@ static amp_ctx *new_ctx(void) {
     return ctx;
 }
 
-static const char *fixture_dir(void) {
-    const char *env = getenv("AMP_FIXTURE_DIR");
-    return env && *env ? env : "tests/fixtures";
-}
-
 /* Loads tests/fixtures/<name>.txt into *fx (a failure is a failed check). */
 static bool load_fixture(const char *name, fixture *fx) {
-    char path[1024], err[FIXTURE_ERR_SIZE];
-    snprintf(path, sizeof path, "%s/%s.txt", fixture_dir(), name);
-    const int st = fixture_load(path, fx, err, sizeof err);
-    return CHECK_MSG(st == AMP_OK, "%s: %s (run from the repository root, or set AMP_FIXTURE_DIR)", path, err);
+    char file[256];
+    snprintf(file, sizeof file, "%s.txt", name);
+    return test_fixture_load(file, fx);
 }
 
 static const fixture_tensor *need(const fixture *fx, const char *name) {

@@ -3,9 +3,11 @@
 
 #include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include "fixture_reader.h"
 #include "harness.h"
 
 uint64_t test_rng_next(test_rng *rng) {
@@ -135,4 +137,12 @@ void test_fill_params_eighths(amp_ctx *ctx, test_rng *rng) {
 
 void test_noop_grad_hook(amp_ctx *ctx, const amp_tensor *out, const amp_tensor *grad, void *user) {
     (void)ctx, (void)out, (void)grad, (void)user;
+}
+
+bool test_fixture_load(const char *file, fixture *fx) {
+    const char *env = getenv("AMP_FIXTURE_DIR");
+    char path[1024], err[FIXTURE_ERR_SIZE];
+    snprintf(path, sizeof path, "%s/%s", env && *env ? env : "tests/fixtures", file);
+    const int st = fixture_load(path, fx, err, sizeof err);
+    return CHECK_MSG(st == AMP_OK, "%s: %s (run from the repository root, or set AMP_FIXTURE_DIR)", path, err);
 }
