@@ -86,17 +86,6 @@ static long file_size(const char *path) {
     return n;
 }
 
-static bool same_file(const char *a, const char *b) {
-    const long na = file_size(a), nb = file_size(b);
-    if (na <= 0 || na != nb) return false;
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool same = fa && fb;
-    for (long i = 0; same && i < na; i++) same = fgetc(fa) == fgetc(fb);
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return same;
-}
-
 void test_fp8_train_resume(void) {
     char dir[64], path[128], err[ERR_SIZE], full[160], half[160], resumed[160], longer[160];
     if (!make_text(dir, sizeof dir, path, sizeof path)) return;
@@ -114,7 +103,7 @@ void test_fp8_train_resume(void) {
     c.steps = 10, c.checkpoint = resumed, c.resume = half;
     const bool ok_b = ok_h && CHECK_MSG(amp_train_run(&c, NULL, &b, err, sizeof err) == AMP_OK, "resumed: %s", err);
     if (ok_a && ok_b) {
-        CHECK_MSG(same_file(full, resumed), "10 steps and 5 + 5 steps end in different checkpoints");
+        CHECK_MSG(test_same_file(full, resumed), "10 steps and 5 + 5 steps end in different checkpoints");
         CHECK_MSG(a.train_loss == b.train_loss, "train loss %.17g vs %.17g", a.train_loss, b.train_loss);
         /* the last step's scales: the restored histories give the uninterrupted run's */
         for (int k = 0; k < a.fp8_layers; k++)

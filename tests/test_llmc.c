@@ -11,6 +11,7 @@
 #include "amp.h"
 #include "harness.h"
 #include "tests.h"
+#include "test_util.h"
 
 enum { L = 2, C = 32, NH = 4, V = 100, VP = 128, MAXT = 16 };
 
@@ -40,15 +41,6 @@ static amp_llmc_header tiny_header(int version) {
 
 static void tmp_path(char *buf, size_t n, const char *leaf) {
     snprintf(buf, n, "/tmp/amp_test_llmc_%ld_%s", (long)getpid(), leaf);
-}
-
-static unsigned char *slurp(const char *path, long *len) {
-    FILE *f = fopen(path, "rb");
-    unsigned char *p = NULL;
-    if (f && fseek(f, 0, SEEK_END) == 0 && (*len = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 && (p = malloc((size_t)*len)))
-        if (fread(p, 1, (size_t)*len, f) != (size_t)*len) free(p), p = NULL;
-    if (f) fclose(f);
-    return p;
 }
 
 static void spit(const char *path, const unsigned char *p, long len) {
@@ -106,7 +98,7 @@ void test_llmc_round_trip(void) {
          * ln1w [L, C], ln1b [L, C], qkvw [L, 3C, C], ... lnfb [C] last */
         const amp_llmc_header h = tiny_header(3);
         long len = 0;
-        unsigned char *p = amp_llmc_save(path, a.ctx, &h, err, sizeof err) == AMP_OK ? slurp(path, &len) : NULL;
+        unsigned char *p = amp_llmc_save(path, a.ctx, &h, err, sizeof err) == AMP_OK ? test_read_file(path, &len) : NULL;
         const int64_t n = amp_llmc_num_params(&h);
         CHECK_EQ_INT(len, 1024 + 4 * n);
         if (CHECK(p != NULL) && len == 1024 + 4 * n) {
@@ -139,7 +131,7 @@ void test_llmc_bad_files(void) {
     if (!tiny_make(&a, L, 1) || !tiny_make(&b, L, 2) || !tiny_make(&other, L + 1, 3)) goto done;
     const amp_llmc_header h = tiny_header(3);
     long len = 0;
-    unsigned char *p = amp_llmc_save(good, a.ctx, &h, err, sizeof err) == AMP_OK ? slurp(good, &len) : NULL;
+    unsigned char *p = amp_llmc_save(good, a.ctx, &h, err, sizeof err) == AMP_OK ? test_read_file(good, &len) : NULL;
     if (!CHECK(p != NULL)) goto done;
     size_t bytes_b = 0, bytes_o = 0;
     const void *mb = amp_ctx_param_memory(b.ctx, &bytes_b), *mo = amp_ctx_param_memory(other.ctx, &bytes_o);
@@ -188,7 +180,7 @@ void test_llmc_bad_files(void) {
     CHECK(amp_llmc_save(good, a.ctx, &h3, err, sizeof err) == AMP_ERR_INVALID_ARGUMENT);
     CHECK(amp_llmc_save("/nonexistent/dir/amp.bin", a.ctx, &h, err, sizeof err) == AMP_ERR_IO);
     long len2 = 0;
-    unsigned char *p2 = slurp(good, &len2);
+    unsigned char *p2 = test_read_file(good, &len2);
     CHECK(p2 && len2 == len && !memcmp(p, p2, (size_t)len));
     free(p2);
     free(p);
@@ -258,7 +250,7 @@ void test_llmc_train_run(void) {
         if (CHECK_MSG(amp_train_run(&cfg, NULL, &r, err, sizeof err) == AMP_OK, "%s", err)) {
             CHECK_EQ_INT(r.num_params, amp_llmc_num_params(&h));
             long n1 = 0, n2 = 0;
-            unsigned char *p1 = slurp(model, &n1), *p2 = slurp(out, &n2);
+            unsigned char *p1 = test_read_file(model, &n1), *p2 = test_read_file(out, &n2);
             CHECK_MSG(p1 && p2 && n1 == n2 && !memcmp(p1, p2, (size_t)n1), "the saved file differs from the loaded one");
             free(p1), free(p2);
         }

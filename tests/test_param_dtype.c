@@ -12,23 +12,12 @@
 #include "amp.h"
 #include "harness.h"
 #include "tests.h"
+#include "test_util.h"
 
 enum { V = 64, T = 8, B = 2, N_IDS = 700, N_TRAIN = 600 };
 
 static void tmp_path(char *buf, size_t n, const char *leaf) {
     snprintf(buf, n, "/tmp/amp_test_param_dtype_%ld_%s", (long)getpid(), leaf);
-}
-
-static unsigned char *slurp(const char *path, long *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc((size_t)*len + 1);
-    if (p && fread(p, 1, (size_t)*len, f) != (size_t)*len) free(p), p = NULL;
-    fclose(f);
-    return p;
 }
 
 static uint32_t ids[N_IDS];
@@ -148,7 +137,7 @@ void test_param_dtype_bf16_masters(void) {
         CHECK_EQ_INT(r6b.start_step, 3);
         CHECK(memcmp(&r6.train_loss, &r6b.train_loss, sizeof(double)) == 0);
         long n1 = 0, n2 = 0;
-        unsigned char *p1 = slurp(ck2, &n1), *p2 = slurp(ck3, &n2);
+        unsigned char *p1 = test_read_file(ck2, &n1), *p2 = test_read_file(ck3, &n2);
         CHECK_MSG(p1 && p2 && n1 == n2 && !memcmp(p1, p2, (size_t)n1),
                   "the resumed run's checkpoint differs from the uninterrupted one's");
         free(p1), free(p2);

@@ -94,29 +94,6 @@ static int run(const amp_train_config *c, trace *t, amp_train_result *r, char *e
     return amp_train_run(c, &cb, r, err, ERR_SIZE);
 }
 
-/* The whole file, malloc'ed (NULL on failure); *size its length. */
-static unsigned char *slurp(const char *path, long *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    unsigned char *buf = NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (*size = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (buf = malloc((size_t)*size + 1)) != NULL && fread(buf, 1, (size_t)*size, f) != (size_t)*size) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    return buf;
-}
-
-static bool same_file(const char *a, const char *b) {
-    long na = 0, nb = 0;
-    unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
-    const bool same = x && y && na == nb && memcmp(x, y, (size_t)na) == 0;
-    free(x);
-    free(y);
-    return same;
-}
-
 /* Progress of a checkpointing run: at step `copy_at` + 1 the periodic checkpoint (written after step
  * copy_at) is copied to `copy_to`; the gradient-statistics samples are checked and counted. */
 typedef struct ck_trace {
@@ -132,7 +109,7 @@ static void ck_record(const amp_train_progress *p, void *user) {
     if (p->is_eval) return;
     if (t->copy_to && p->step == t->copy_at + 1) {
         long n = 0;
-        unsigned char *buf = slurp(t->ck, &n);
+        unsigned char *buf = test_read_file(t->ck, &n);
         FILE *f = buf ? fopen(t->copy_to, "wb") : NULL;
         t->copied = f && fwrite(buf, 1, (size_t)n, f) == (size_t)n;
         if (f) t->copied &= fclose(f) == 0;
@@ -187,7 +164,7 @@ static void check_resume(const char *dir) {
         CHECK_MSG(step && strcmp(step, "3") == 0, "the periodic checkpoint is at step %s", step ? step : "(none)");
         amp_safetensors_close(f);
     }
-    CHECK_MSG(same_file(full, every), "--checkpoint-every changed the final checkpoint");
+    CHECK_MSG(test_same_file(full, every), "--checkpoint-every changed the final checkpoint");
     memset(&t, 0, sizeof t);
     c.checkpoint = resumed;
     c.checkpoint_every = 0;
@@ -197,7 +174,7 @@ static void check_resume(const char *dir) {
     if (ok_a && ok_b) {
         CHECK_EQ_INT(b.start_step, 3);
         CHECK_EQ_INT(t.samples, 2); /* steps 6 and 9 after the resume */
-        CHECK_MSG(same_file(full, resumed), "10 steps and 3 + 7 steps end in different checkpoints");
+        CHECK_MSG(test_same_file(full, resumed), "10 steps and 3 + 7 steps end in different checkpoints");
         CHECK_MSG(memcmp(&a.train_loss, &b.train_loss, sizeof(double)) == 0 &&
                       memcmp(&a.test_loss, &b.test_loss, sizeof(double)) == 0 && a.final_scale == b.final_scale &&
                       a.skipped_steps == b.skipped_steps && a.steps == b.steps && a.epochs == b.epochs,

@@ -146,3 +146,25 @@ bool test_fixture_load(const char *file, fixture *fx) {
     const int st = fixture_load(path, fx, err, sizeof err);
     return CHECK_MSG(st == AMP_OK, "%s: %s (run from the repository root, or set AMP_FIXTURE_DIR)", path, err);
 }
+
+unsigned char *test_read_file(const char *path, long *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char *buf = NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (*size = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)*size + 1)) != NULL && fread(buf, 1, (size_t)*size, f) != (size_t)*size) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
+bool test_same_file(const char *a, const char *b) {
+    long na = 0, nb = 0;
+    unsigned char *x = test_read_file(a, &na), *y = test_read_file(b, &nb);
+    const bool same = x && y && na == nb && memcmp(x, y, (size_t)na) == 0;
+    free(x);
+    free(y);
+    return same;
+}

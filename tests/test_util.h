@@ -68,4 +68,10 @@ void test_fill_params_eighths(amp_ctx *ctx, test_rng *rng);
 /* A backward gradient hook that does nothing: its presence alone sends gradients the hooked way. */
 void test_noop_grad_hook(amp_ctx *ctx, const amp_tensor *out, const amp_tensor *grad, void *user);
 
+/* The whole file at path, malloc'ed (one spare byte at the end), its length in *size; NULL when it
+ * cannot be read or is empty. */
+unsigned char *test_read_file(const char *path, long *size);
+/* Whether the two files can be read, are not empty, and hold the same bytes. */
+bool test_same_file(const char *a, const char *b);
+
 #endif /* AMP_TESTS_TEST_UTIL_H */

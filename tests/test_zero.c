@@ -78,29 +78,6 @@ static rec_comm rec_make(bool native) {
     return r;
 }
 
-/* The whole file, malloc'ed (NULL on failure). */
-static unsigned char *slurp(const char *path, long *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    unsigned char *buf = NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (*size = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (buf = malloc((size_t)*size + 1)) != NULL && fread(buf, 1, (size_t)*size, f) != (size_t)*size) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    return buf;
-}
-
-static bool same_file(const char *a, const char *b) {
-    long na = 0, nb = 0;
-    unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
-    const bool same = x && y && na == nb && memcmp(x, y, (size_t)na) == 0;
-    free(x);
-    free(y);
-    return same;
-}
-
 static amp_train_config small_gpt(const char *text, amp_precision precision) {
     amp_train_config c = amp_train_default_config(AMP_MODEL_GPT);
     c.data = text;
@@ -135,7 +112,7 @@ static void check_same(const char *what, amp_train_config c, rec_comm *comm, con
               b.test_loss);
     CHECK_MSG(a.skipped_steps == b.skipped_steps && a.final_scale == b.final_scale, "%s: skipped %lld vs %lld", what,
               (long long)a.skipped_steps, (long long)b.skipped_steps);
-    CHECK_MSG(same_file(a_path, b_path), "%s: the --zero 1 checkpoint differs from the unsharded one", what);
+    CHECK_MSG(test_same_file(a_path, b_path), "%s: the --zero 1 checkpoint differs from the unsharded one", what);
     /* One rank owns everything: the same state bytes. */
     CHECK_MSG(a.optimizer_state_bytes == b.optimizer_state_bytes && a.optimizer_state_bytes > 0,
               "%s: optimizer state %lld vs %lld bytes", what, (long long)a.optimizer_state_bytes,
@@ -225,7 +202,7 @@ void test_zero_one_rank(void) {
         if (!CHECK_MSG(run(&c, &r, err) == AMP_OK, "%s", err)) continue;
         c.steps = 8, c.checkpoint = resumed, c.zero_stage = 1 - z, c.resume = half;
         if (CHECK_MSG(run(&c, &r, err) == AMP_OK, "resume: %s", err))
-            CHECK_MSG(same_file(whole, resumed), "4 steps with --zero %d resumed with --zero %d: not the 8-step run", z,
+            CHECK_MSG(test_same_file(whole, resumed), "4 steps with --zero %d resumed with --zero %d: not the 8-step run", z,
                       1 - z);
     }
 
