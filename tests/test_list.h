@@ -185,6 +185,11 @@ TEST(checkpoint, checkpoint_fixture)
 /* a one-rank communicator gives the bits of none; gradient buckets cover every gradient once and
  * start while backward runs */
 TEST(train, train_data_parallel_plumbing)
+/* the e5m2 gradient sum on 1 to 4 threaded ranks against a reference with its own e5m2 codec */
+TEST(allreduce_fp8, allreduce_fp8_scale_and_bytes)
+TEST(allreduce_fp8, allreduce_fp8_exact)
+TEST(allreduce_fp8, allreduce_fp8_no_overflow)
+TEST(allreduce_fp8, allreduce_fp8_nonfinite)
 /* ZeRO stage 1 in one process: the sharded optimizer equals the unsharded one bit for bit, through
  * recording communicators with and without reduce_scatter/allgather; resume across it */
 TEST(zero, zero_one_rank)

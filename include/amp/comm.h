@@ -44,7 +44,11 @@ struct amp_comm {
      * in fp32 and rounded once. wire (AMP_F32, AMP_F16 or AMP_BF16; the buffer's dtype or narrower)
      * is the dtype on the network: with an F32 buffer and a BF16 wire the values travel as bf16
      * (rounded once on the way out), are accumulated in fp32 and rounded once more to bf16 on the
-     * way back. Buffers must stay untouched until wait_grads returns. */
+     * way back. AMP_F8E5M2 (dtype and wire both; a backend that cannot returns
+     * AMP_ERR_UNSUPPORTED_DTYPE): n e5m2 bytes, decoded, summed in fp32 and rounded once to e5m2 (a
+     * sum past 57344 becomes inf); the values carry a scale the caller chose the same on every rank
+     * (amp_train_config.grad_wire AMP_F8E5M2: the training scales and encodes, and leaves headroom so
+     * the sum cannot overflow). Buffers must stay untouched until wait_grads returns. */
     int (*start_grads)(amp_comm *c, void *buf, size_t n, amp_dtype dtype, amp_dtype wire);
     /* Lets queued sums progress (MPI advances non-blocking collectives only inside MPI calls); may
      * do nothing. */

@@ -20,7 +20,8 @@
  * chunk in rank order, one rounding, and an allgather (MPI_Iallgather, on a second duplicate of the
  * communicator so that the order in which ranks reach it cannot cross the first stage's): one
  * rounding however many ranks, where a reduction tree in the narrow type would round at every level.
- * Both stages overlap backward. Both paths give every rank the same bits.
+ * Both stages overlap backward. Both paths give every rank the same bits. e5m2 buffers (the fp8 wire:
+ * the training scales and encodes, amp/comm.h) take the narrow path with one byte per value.
  *
  * Sharded training (amp_train_config.zero_stage 1): reduce_scatter is MPI_Reduce_scatter for fp32
  * buffers on an fp32 wire (in place; the result moved from the buffer's start to this rank's range)

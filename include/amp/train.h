@@ -168,7 +168,15 @@ typedef struct amp_train_config {
     amp_comm *comm;
     amp_dtype grad_wire;          /* the gradients' dtype on the network: AMP_F32 (default), or
                                      AMP_BF16 / AMP_F16 (half the bytes; summed in fp32, rounded
-                                     once per direction; see amp_comm.start_grads) */
+                                     once per direction; see amp_comm.start_grads), or AMP_F8E5M2 (a
+                                     quarter: MS-AMP's scheme, one power-of-2 scale per parameter
+                                     from the MAX all-reduce of the ranks' amaxes, divided by the
+                                     smallest power of 2 >= size so the sum cannot overflow; summed in
+                                     fp32, rounded once to e5m2 per direction; a bucket holding an inf
+                                     or NaN on any rank is summed in fp32 instead, so the scaler sees
+                                     it; docs/distributed.md). Gradients that are not fp32 travel in
+                                     their own dtype. AMP_F8E5M2 with zero_stage 1:
+                                     AMP_ERR_INVALID_ARGUMENT */
     size_t bucket_bytes;          /* gradient bucket size (0: AMP_TRAIN_BUCKET_BYTES) */
     int64_t check_replicas_every; /* > 0 with comm: every this many steps, compare a checksum of the
                                      parameters and optimizer state across ranks; a difference fails
@@ -381,6 +389,12 @@ typedef struct amp_train_result {
        sampled steps that updated; NaN for the other presets or when none was sampled. */
     double stalled_updates;
     int ranks;                  /* processes that trained (1 without a communicator) */
+    int64_t grad_wire_bytes;    /* the bytes this rank sent for the gradient sums over the run, as a
+                                   reduce-scatter plus an allgather send them: per sum of n values of
+                                   e bytes on the wire, 2 (ranks - 1) ceil(n / ranks) e (with the
+                                   e5m2 wire, each bucket's amax all-reduce counts as its parameters'
+                                   number of 8-byte values); zero_stage 1: its reduce-scatter, half
+                                   that; 0 with one rank */
     int64_t optimizer_state_bytes; /* this rank's optimizer state: the fp32 masters of f16/bf16
                                       parameters, momentum, Adam's moments (fp32 parameters are their
                                       own masters and not counted); divided by the ranks with

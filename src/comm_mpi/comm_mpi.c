@@ -9,9 +9,9 @@
 #include "amp/formats.h"
 #include "amp/status.h"
 
-/* A narrow-type sum: stage 1, the reduce-scatter (MPI_Ialltoall on comm), starts with the bucket;
- * stage 2, the allgather (MPI_Iallgather on comm2), starts once stage 1 is complete, from progress()
- * or wait_grads(), always in bucket order, so every rank issues the same collectives in the same
+/* A narrow-type sum (f16, bf16 or e5m2 values on the wire, as bytes): stage 1, the reduce-scatter
+ * (MPI_Ialltoall on comm), starts with the bucket; stage 2, the allgather (MPI_Iallgather on comm2),
+ * starts once stage 1 is complete, from progress() or wait_grads(), always in bucket order, so every rank issues the same collectives in the same
  * order on each communicator. Slots and their buffers are kept from step to step (the same buckets
  * come back each step: no allocation in a steady step). */
 typedef struct narrow_sum {
@@ -20,7 +20,8 @@ typedef struct narrow_sum {
     amp_dtype dtype, wire;
     int stage; /* 1: alltoall in flight, 2: allgather in flight */
     MPI_Request req;
-    uint16_t *send, *recv, *own, *full; /* wire values: p * chunk, p * chunk, chunk, p * chunk */
+    unsigned char *send, *recv, *own, *full; /* wire values: p * chunk, p * chunk, chunk, p * chunk */
+    size_t es;                                 /* bytes per wire value: 2 (f16, bf16) or 1 (e5m2) */
     float *acc, *tmp;                   /* chunk each */
     size_t cap_chunk;                   /* chunk the buffers hold */
 } narrow_sum;
@@ -70,11 +71,13 @@ static int grow_slot(amp_comm *c, narrow_sum *q);
 
 static int start_grads(amp_comm *c, void *buf, size_t n, amp_dtype dtype, amp_dtype wire) {
     mpi_impl *m = c->impl;
-    if (dtype != AMP_F32 && dtype != AMP_F16 && dtype != AMP_BF16)
+    if (dtype != AMP_F32 && dtype != AMP_F16 && dtype != AMP_BF16 && dtype != AMP_F8E5M2)
         return fail(c, AMP_ERR_UNSUPPORTED_DTYPE, "cannot sum %s gradients", amp_dtype_name(dtype));
     if (dtype != AMP_F32) wire = dtype;
-    if (wire != AMP_F32 && wire != AMP_F16 && wire != AMP_BF16)
+    if (wire != AMP_F32 && wire != AMP_F16 && wire != AMP_BF16 && wire != AMP_F8E5M2)
         return fail(c, AMP_ERR_UNSUPPORTED_DTYPE, "cannot send gradients as %s", amp_dtype_name(wire));
+    if (wire == AMP_F8E5M2 && dtype != AMP_F8E5M2) /* e5m2 needs a scale: the caller's (amp/comm.h) */
+        return fail(c, AMP_ERR_UNSUPPORTED_DTYPE, "an e5m2 wire wants e5m2 values, not %s", amp_dtype_name(dtype));
     if (n > (size_t)INT32_MAX / 2) return fail(c, AMP_ERR_INVALID_ARGUMENT, "a bucket of %zu values is too large", n);
     if (n == 0) return AMP_OK;
     if (wire == AMP_F32) {
@@ -99,14 +102,15 @@ static int start_grads(amp_comm *c, void *buf, size_t n, amp_dtype dtype, amp_dt
     narrow_sum *q = &m->narrow[m->n_narrow];
     const size_t p = (size_t)c->size;
     q->buf = buf, q->n = n, q->dtype = dtype, q->wire = wire, q->chunk = (n + p - 1) / p;
+    q->es = amp_dtype_size(wire);
     int st = grow_slot(c, q);
     if (st != AMP_OK) return st;
     /* Outgoing values in the wire type, padded with zeros to p equal chunks. */
     st = amp_convert(q->send, wire, buf, dtype, n);
     if (st != AMP_OK) return fail(c, st, "converting a gradient bucket to %s", amp_dtype_name(wire));
-    memset(q->send + n, 0, (q->chunk * p - n) * sizeof *q->send);
-    const int code = MPI_Ialltoall(q->send, (int)q->chunk, MPI_UINT16_T, q->recv, (int)q->chunk, MPI_UINT16_T, m->comm,
-                                   &q->req);
+    memset(q->send + n * q->es, 0, (q->chunk * p - n) * q->es);
+    const int bytes = (int)(q->chunk * q->es);
+    const int code = MPI_Ialltoall(q->send, bytes, MPI_BYTE, q->recv, bytes, MPI_BYTE, m->comm, &q->req);
     if (code != MPI_SUCCESS) return mpi_fail(c, code, "MPI_Ialltoall");
     q->stage = 1;
     m->n_narrow++;
@@ -120,11 +124,12 @@ static int start_gather(amp_comm *c, narrow_sum *q) {
     const size_t p = (size_t)c->size, chunk = q->chunk;
     memset(q->acc, 0, chunk * sizeof *q->acc);
     for (size_t r = 0; r < p; r++) {
-        amp_convert(q->tmp, AMP_F32, q->recv + r * chunk, q->wire, chunk);
+        amp_convert(q->tmp, AMP_F32, q->recv + r * chunk * q->es, q->wire, chunk);
         for (size_t i = 0; i < chunk; i++) q->acc[i] += q->tmp[i];
     }
     amp_convert(q->own, q->wire, q->acc, AMP_F32, chunk);
-    const int code = MPI_Iallgather(q->own, (int)chunk, MPI_UINT16_T, q->full, (int)chunk, MPI_UINT16_T, m->comm2, &q->req);
+    const int bytes = (int)(chunk * q->es);
+    const int code = MPI_Iallgather(q->own, bytes, MPI_BYTE, q->full, bytes, MPI_BYTE, m->comm2, &q->req);
     if (code != MPI_SUCCESS) return mpi_fail(c, code, "MPI_Iallgather");
     q->stage = 2;
     return AMP_OK;
@@ -160,10 +165,11 @@ static int grow_slot(amp_comm *c, narrow_sum *q) {
     const size_t chunk = q->chunk, all = chunk * (size_t)c->size;
     if (chunk <= q->cap_chunk) return AMP_OK;
     free(q->send), free(q->recv), free(q->own), free(q->full), free(q->acc), free(q->tmp);
-    q->send = malloc(all * sizeof *q->send);
-    q->recv = malloc(all * sizeof *q->recv);
-    q->full = malloc(all * sizeof *q->full);
-    q->own = malloc(chunk * sizeof *q->own);
+    /* wire buffers sized for 2-byte values, whatever this bucket's wire (a slot serves any) */
+    q->send = malloc(all * 2);
+    q->recv = malloc(all * 2);
+    q->full = malloc(all * 2);
+    q->own = malloc(chunk * 2);
     q->acc = malloc(chunk * sizeof *q->acc);
     q->tmp = malloc(chunk * sizeof *q->tmp);
     if (!q->send || !q->recv || !q->full || !q->own || !q->acc || !q->tmp) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "amp.h"
+#include "allreduce_fp8.h"
 #include "train_internal.h"
 #include "../core/alloc_internal.h"
 
@@ -48,9 +49,13 @@ int amp_train_dist_setup(amp_train_run_state *r) {
                               (long long)r->cfg.batch, c->size);
     r->local_batch = r->cfg.batch / c->size;
     const amp_dtype wire = r->cfg.grad_wire;
-    if (wire != AMP_F32 && wire != AMP_F16 && wire != AMP_BF16)
-        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "gradient wire dtype %s: use f32, f16 or bf16",
+    if (wire != AMP_F32 && wire != AMP_F16 && wire != AMP_BF16 && wire != AMP_F8E5M2)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "gradient wire dtype %s: use f32, f16, bf16 or f8e5m2",
                               amp_dtype_name(wire));
+    if (wire == AMP_F8E5M2 && r->cfg.zero_stage != 0)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT,
+                              "e5m2 gradients on the wire do not work with zero_stage 1 yet (its reduce-scatter "
+                              "has no per-parameter scales): use an fp32, bf16 or fp16 wire");
 
     /* Buckets from the last parameter back (backward finishes the last layers first). */
     const size_t n = amp_ctx_num_params(r->ctx);
@@ -71,6 +76,20 @@ int amp_train_dist_setup(amp_train_run_state *r) {
         r->bucket_of[k] = b;
     }
     r->n_buckets = b + 1;
+    if (wire == AMP_F8E5M2) {
+        r->wire8 = amp_calloc((size_t)r->n_buckets, sizeof *r->wire8);
+        r->wire8_seg = amp_calloc(n ? n : 1, sizeof *r->wire8_seg);
+        if (!r->wire8 || !r->wire8_seg)
+            return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "out of memory for the e5m2 gradient buckets");
+        /* bucket b's segments at wire8_seg[first ..= last]: each parameter's end in the bucket's fp32
+           values (alignment padding goes with the parameter before it) */
+        for (int k = 0; k < r->n_buckets; k++) {
+            const amp_train_bucket *bk = &r->buckets[k];
+            for (size_t i = bk->first; i <= bk->last; i++)
+                r->wire8_seg[i] = (i == bk->last ? bk->end : param_end(r->ctx, i)) - bk->begin;
+            for (size_t i = bk->first; i <= bk->last; i++) r->wire8_seg[i] /= sizeof(float);
+        }
+    }
     return AMP_OK;
 }
 
@@ -81,7 +100,27 @@ static int start_bucket(amp_train_run_state *r, int b) {
     const amp_dtype wire = dtype == AMP_F32 ? r->cfg.grad_wire : dtype;
     unsigned char *base = amp_ctx_grad_memory(r->ctx, NULL);
     const size_t count = (bk->end - bk->begin) / amp_dtype_size(dtype);
-    return c->start_grads(c, base + bk->begin, count, dtype, wire);
+    if (wire != AMP_F8E5M2) {
+        r->wire_bytes += amp_wire_bytes(count, amp_dtype_size(wire), r->ranks);
+        return c->start_grads(c, base + bk->begin, count, dtype, wire);
+    }
+    amp_wire_fp8 *w = &r->wire8[b];
+    const size_t n_seg = bk->last - bk->first + 1;
+    const int st = amp_wire_fp8_start(w, c, (float *)(void *)(base + bk->begin), count, r->wire8_seg + bk->first, n_seg);
+    r->wire_bytes += amp_wire_bytes(n_seg, sizeof(double), r->ranks) +
+                     amp_wire_bytes(count, w->fp32 ? sizeof(float) : 1, r->ranks);
+    return st;
+}
+
+/* After wait_grads: the e5m2 sums decoded into the gradients. */
+static int finish_wire8(amp_train_run_state *r) {
+    if (!r->wire8) return AMP_OK;
+    for (int b = 0; b < r->n_buckets; b++) {
+        if (amp_ctx_param(r->ctx, r->buckets[b].first)->dtype != AMP_F32) continue;
+        const int st = amp_wire_fp8_finish(&r->wire8[b]);
+        if (st != AMP_OK) return amp_train_fail(r, st, "decoding the e5m2 gradient sums: %s", amp_status_str(st));
+    }
+    return AMP_OK;
 }
 
 /* Starts every bucket from next_bucket on whose parameters are all ready, in bucket order, so that
@@ -120,7 +159,7 @@ int amp_train_dist_finish(amp_train_run_state *r) {
         return comm_fail(r, r->dist_status, "summing the gradients");
     }
     const int st = c->wait_grads(c);
-    return st == AMP_OK ? AMP_OK : comm_fail(r, st, "summing the gradients");
+    return st == AMP_OK ? finish_wire8(r) : comm_fail(r, st, "summing the gradients");
 }
 
 int amp_train_dist_sum(amp_train_run_state *r, double *v, size_t n) {
@@ -185,6 +224,11 @@ void amp_train_dist_free(amp_train_run_state *r) {
     amp_free(r->buckets);
     amp_free(r->bucket_of);
     amp_free(r->bucket_pending);
+    for (int b = 0; r->wire8 && b < r->n_buckets; b++) amp_wire_fp8_free(&r->wire8[b]);
+    amp_free(r->wire8);
+    amp_free(r->wire8_seg);
+    r->wire8 = NULL;
+    r->wire8_seg = NULL;
     r->buckets = NULL;
     r->bucket_of = r->bucket_pending = NULL;
 }

@@ -726,6 +726,7 @@ int amp_train_run(const amp_train_config *cfg, const amp_train_callbacks *cb, am
     result->epochs = (r.step + steps_per_epoch - 1) / steps_per_epoch;
     result->skipped_steps = r.skipped;
     result->ranks = r.ranks;
+    result->grad_wire_bytes = r.wire_bytes;
     double injected = (double)r.injected; /* over every rank (a collective: only when all got here) */
     if (st == AMP_OK && amp_train_dist_sum(&r, &injected, 1) != AMP_OK) injected = (double)r.injected;
     result->injected_steps = (int64_t)injected;

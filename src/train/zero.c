@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "amp.h"
+#include "allreduce_fp8.h"
 #include "train_internal.h"
 #include "../core/alloc_internal.h"
 #include "../optim/optim_shard.h"
@@ -58,6 +59,9 @@ static int reduce_scatter(amp_train_run_state *r, void *buf) {
     amp_comm *c = r->cfg.comm;
     const amp_train_zero *z = r->zero;
     const amp_dtype wire = z->dtype == AMP_F32 ? r->cfg.grad_wire : z->dtype;
+    size_t total = 0;
+    for (int p = 0; p < r->ranks; p++) total += z->counts[p];
+    r->wire_bytes += amp_wire_bytes(total, amp_dtype_size(wire), r->ranks) / 2;
     int st;
     if (c->reduce_scatter) {
         st = c->reduce_scatter(c, buf, z->counts, z->dtype, wire);

@@ -237,6 +237,7 @@ static void json_body(FILE *f, const char *label, const amp_train_config *c, con
     json_num(f, "stalled_updates", r->stalled_updates, false);
     fprintf(f, "\"ranks\": %d, \"injected_steps\": %lld, ", r->ranks, (long long)r->injected_steps);
     fprintf(f, "\"optimizer_state_bytes\": %lld, ", (long long)r->optimizer_state_bytes);
+    fprintf(f, "\"grad_wire_bytes\": %lld, ", (long long)r->grad_wire_bytes);
     json_fp8(f, r->fp8, r->fp8_layers);
     json_num(f, "samples_per_sec", r->samples_per_sec, false);
     fprintf(f, "\"peak_rss_bytes\": %lld, \"arena_peak_bytes\": %zu, \"scratch_peak_bytes\": %zu, \"param_bytes\": %zu, ",

@@ -29,7 +29,7 @@ static void print_help(void) {
            "                 [--checkpoint FILE [--checkpoint-every N]] [--resume FILE] [--grad-stats-every N]\n"
            "                 [--inject-nonfinite P [--inject-rank R]]\n"
            "                 [--tokenizer RANKS [--pattern P]] [--val-data SHARDS] [--vocab N] [--data-order O]\n"
-           "       mpirun -np N amp train ... [--allreduce-dtype fp32|bf16|fp16] [--check-replicas K] [--bucket-kb N]\n"
+           "       mpirun -np N amp train ... [--allreduce-dtype fp32|bf16|fp16|fp8] [--check-replicas K] [--bucket-kb N]\n"
            "Trains a model on real data in a precision preset and reports loss, accuracy (image models) or\n"
            "bits per character (text models), skipped steps, the final loss scale and samples/s.\n\n"
            "  --model M          %s\n"
@@ -107,7 +107,8 @@ static void print_help(void) {
            "  --inject-rank R    data parallel: only rank R injects (default: every rank draws)\n"
            "Data parallel (amp built with MPI, started by mpirun): --batch is the global batch, split evenly\n"
            "over the ranks; gradients are summed while backward runs; rank 0 prints, reports and checkpoints.\n"
-           "  --allreduce-dtype D  gradients travel as fp32 (default), bf16 or fp16 (summed in fp32, rounded once)\n"
+           "  --allreduce-dtype D  gradients travel as fp32 (default), bf16 or fp16 (summed in fp32, rounded once), or\n"
+           "                     fp8: e5m2 with one shared power-of-2 scale per parameter (MS-AMP's scheme)\n"
            "  --check-replicas K every K steps, check that every rank holds the same parameters (debugging)\n"
            "  --bucket-kb N      gradient bucket size for the overlapped sums (default 1024)\n"
            "  --zero 1           ZeRO stage 1: each rank keeps the optimizer state of 1/N of the parameters\n"
@@ -212,6 +213,9 @@ static void print_summary(const amp_train_result *r) {
            (double)r->scratch_peak_bytes / 1048576.0, (double)r->param_bytes / 1048576.0,
            (double)r->optimizer_state_bytes / 1048576.0, (long long)r->optimizer_state_bytes, r->ranks,
            r->ranks == 1 ? "" : "s");
+    if (r->ranks > 1)
+        printf("gradient sums: %lld bytes sent by each rank (%.0f per step)\n", (long long)r->grad_wire_bytes,
+               r->steps > r->start_step ? (double)r->grad_wire_bytes / (double)(r->steps - r->start_step) : 0.0);
     amp_cli_print_fp8_table(stdout, r);
 }
 
@@ -327,7 +331,8 @@ static int parse_value(const char *a, const char *v, train_options *o) {
         if (strcmp(v, "fp32") == 0) cfg->grad_wire = AMP_F32;
         else if (strcmp(v, "bf16") == 0) cfg->grad_wire = AMP_BF16;
         else if (strcmp(v, "fp16") == 0) cfg->grad_wire = AMP_F16;
-        else return amp_usage_error("train", "--allreduce-dtype wants fp32, bf16 or fp16, not '%s'", v);
+        else if (strcmp(v, "fp8") == 0) cfg->grad_wire = AMP_F8E5M2;
+        else return amp_usage_error("train", "--allreduce-dtype wants fp32, bf16, fp16 or fp8, not '%s'", v);
     } else if (strcmp(a, "--check-replicas") == 0) {
         NEED_LONG(0, 1L << 40);
         cfg->check_replicas_every = n;
