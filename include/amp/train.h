@@ -175,8 +175,9 @@ typedef struct amp_train_config {
                                      fp32, rounded once to e5m2 per direction; a bucket holding an inf
                                      or NaN on any rank is summed in fp32 instead, so the scaler sees
                                      it; docs/distributed.md). Gradients that are not fp32 travel in
-                                     their own dtype. AMP_F8E5M2 with zero_stage 1:
-                                     AMP_ERR_INVALID_ARGUMENT */
+                                     their own dtype. With zero_stage 1 the e5m2 bytes of the whole
+                                     buffer are reduce-scattered (the same per-parameter scales and
+                                     sums: the same bits as zero_stage 0) */
     size_t bucket_bytes;          /* gradient bucket size (0: AMP_TRAIN_BUCKET_BYTES) */
     int64_t check_replicas_every; /* > 0 with comm: every this many steps, compare a checksum of the
                                      parameters and optimizer state across ranks; a difference fails

@@ -38,7 +38,7 @@ static int grow(amp_wire_fp8 *w, size_t n, size_t n_seg) {
     return AMP_OK;
 }
 
-int amp_wire_fp8_start(amp_wire_fp8 *w, amp_comm *c, float *buf, size_t n, const size_t *seg_end, size_t n_seg) {
+int amp_wire_fp8_encode(amp_wire_fp8 *w, amp_comm *c, float *buf, size_t n, const size_t *seg_end, size_t n_seg) {
     if (!w || !c || (n && (!buf || !seg_end || !n_seg)) || (n_seg && seg_end[n_seg - 1] != n))
         return AMP_ERR_INVALID_ARGUMENT;
     int st = grow(w, n, n_seg);
@@ -57,25 +57,36 @@ int amp_wire_fp8_start(amp_wire_fp8 *w, amp_comm *c, float *buf, size_t n, const
     /* 2. a non-finite amax anywhere: the sum in fp32 */
     for (size_t i = 0; i < n_seg; i++)
         if (!(w->amax[i] <= (double)FLT_MAX)) w->fp32 = true;
-    if (w->fp32) return c->start_grads(c, buf, n, AMP_F32, AMP_F32);
-    /* 3. each segment at its scale, then the bytes summed */
+    if (w->fp32) return AMP_OK;
+    /* 3. each segment at its scale */
     for (size_t i = 0, at = 0; i < n_seg; at = seg_end[i++]) {
         w->scale[i] = amp_wire_fp8_scale((float)w->amax[i], c->size);
         st = amp_fp8_quantize(w->bytes + at, AMP_F8E5M2, buf + at, seg_end[i] - at, w->scale[i]);
         if (st != AMP_OK) return st;
     }
-    return c->start_grads(c, w->bytes, n, AMP_F8E5M2, AMP_F8E5M2);
+    return AMP_OK;
 }
 
-int amp_wire_fp8_finish(amp_wire_fp8 *w) {
+int amp_wire_fp8_start(amp_wire_fp8 *w, amp_comm *c, float *buf, size_t n, const size_t *seg_end, size_t n_seg) {
+    const int st = amp_wire_fp8_encode(w, c, buf, n, seg_end, n_seg);
+    if (st != AMP_OK || n == 0) return st;
+    return w->fp32 ? c->start_grads(c, buf, n, AMP_F32, AMP_F32) : c->start_grads(c, w->bytes, n, AMP_F8E5M2, AMP_F8E5M2);
+}
+
+int amp_wire_fp8_decode(amp_wire_fp8 *w, size_t lo, size_t hi) {
     if (!w) return AMP_ERR_NULL_POINTER;
-    if (w->fp32 || w->n == 0) return AMP_OK;
+    if (hi > w->n || lo > hi) return AMP_ERR_INVALID_ARGUMENT;
+    if (w->fp32) return AMP_OK;
     for (size_t i = 0, at = 0; i < w->n_seg; at = w->seg_end[i++]) {
-        const int st = amp_fp8_dequantize(w->buf + at, w->bytes + at, AMP_F8E5M2, w->seg_end[i] - at, 1.0f / w->scale[i]);
+        const size_t a = at > lo ? at : lo, b = w->seg_end[i] < hi ? w->seg_end[i] : hi;
+        if (a >= b) continue;
+        const int st = amp_fp8_dequantize(w->buf + a, w->bytes + a, AMP_F8E5M2, b - a, 1.0f / w->scale[i]);
         if (st != AMP_OK) return st;
     }
     return AMP_OK;
 }
+
+int amp_wire_fp8_finish(amp_wire_fp8 *w) { return w ? amp_wire_fp8_decode(w, 0, w->n) : AMP_ERR_NULL_POINTER; }
 
 void amp_wire_fp8_free(amp_wire_fp8 *w) {
     if (!w) return;

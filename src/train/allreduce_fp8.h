@@ -50,6 +50,11 @@ float amp_wire_fp8_scale(float amax, int ranks);
 int amp_wire_fp8_start(amp_wire_fp8 *w, amp_comm *c, float *buf, size_t n, const size_t *seg_end, size_t n_seg);
 /* Step 4, after comm->wait_grads returned AMP_OK: the sums, decoded into buf. */
 int amp_wire_fp8_finish(amp_wire_fp8 *w);
+/* The parts, for a caller that sums otherwise (zero_stage 1's reduce-scatter): encode does steps 1
+ * to 3 without the sum, leaving w->fp32 (sum buf in fp32) or the e5m2 values in w->bytes (sum those);
+ * decode decodes the summed bytes [lo, hi) into buf (nothing when w->fp32). */
+int amp_wire_fp8_encode(amp_wire_fp8 *w, amp_comm *c, float *buf, size_t n, const size_t *seg_end, size_t n_seg);
+int amp_wire_fp8_decode(amp_wire_fp8 *w, size_t lo, size_t hi);
 void amp_wire_fp8_free(amp_wire_fp8 *w);
 
 /* The bytes one rank sends for a sum of n values of `elem_bytes` bytes over `ranks` ranks, counted

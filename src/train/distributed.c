@@ -52,10 +52,6 @@ int amp_train_dist_setup(amp_train_run_state *r) {
     if (wire != AMP_F32 && wire != AMP_F16 && wire != AMP_BF16 && wire != AMP_F8E5M2)
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "gradient wire dtype %s: use f32, f16, bf16 or f8e5m2",
                               amp_dtype_name(wire));
-    if (wire == AMP_F8E5M2 && r->cfg.zero_stage != 0)
-        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT,
-                              "e5m2 gradients on the wire do not work with zero_stage 1 yet (its reduce-scatter "
-                              "has no per-parameter scales): use an fp32, bf16 or fp16 wire");
 
     /* Buckets from the last parameter back (backward finishes the last layers first). */
     const size_t n = amp_ctx_num_params(r->ctx);
@@ -79,8 +75,13 @@ int amp_train_dist_setup(amp_train_run_state *r) {
     if (wire == AMP_F8E5M2) {
         r->wire8 = amp_calloc((size_t)r->n_buckets, sizeof *r->wire8);
         r->wire8_seg = amp_calloc(n ? n : 1, sizeof *r->wire8_seg);
-        if (!r->wire8 || !r->wire8_seg)
+        r->wire8_flat = amp_calloc(n ? n : 1, sizeof *r->wire8_flat);
+        if (!r->wire8 || !r->wire8_seg || !r->wire8_flat)
             return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "out of memory for the e5m2 gradient buckets");
+        size_t grad_bytes = 0;
+        amp_ctx_grad_memory(r->ctx, &grad_bytes);
+        for (size_t i = 0; i < n; i++) /* zero_stage 1: the whole buffer, one segment per parameter */
+            r->wire8_flat[i] = (i + 1 == n ? grad_bytes : param_end(r->ctx, i)) / sizeof(float);
         /* bucket b's segments at wire8_seg[first ..= last]: each parameter's end in the bucket's fp32
            values (alignment padding goes with the parameter before it) */
         for (int k = 0; k < r->n_buckets; k++) {
@@ -227,8 +228,9 @@ void amp_train_dist_free(amp_train_run_state *r) {
     for (int b = 0; r->wire8 && b < r->n_buckets; b++) amp_wire_fp8_free(&r->wire8[b]);
     amp_free(r->wire8);
     amp_free(r->wire8_seg);
+    amp_free(r->wire8_flat);
     r->wire8 = NULL;
-    r->wire8_seg = NULL;
+    r->wire8_seg = r->wire8_flat = NULL;
     r->buckets = NULL;
     r->bucket_of = r->bucket_pending = NULL;
 }

@@ -82,6 +82,7 @@ typedef struct amp_train_run_state {
     int dist_status;                /* the first failure inside the grad-ready hook */
     struct amp_wire_fp8 *wire8;     /* [buckets] with grad_wire AMP_F8E5M2: each bucket's e5m2 sum */
     size_t *wire8_seg;              /* [params]: each bucket's segment ends (its parameters), in order */
+    size_t *wire8_flat;             /* [params]: the same over the whole gradient buffer (zero_stage 1) */
     int64_t wire_bytes;             /* bytes this rank sent for the gradient sums (amp_wire_bytes) */
     int64_t injected;               /* steps with an injected inf/NaN */
     struct amp_train_zero *zero;    /* zero_stage 1 (zero.c); NULL otherwise */

@@ -55,21 +55,38 @@ static int comm_fail(amp_train_run_state *r, int st, const char *what) {
 
 /* ---- the collectives, native or emulated (amp/comm.h) ---- */
 
-static int reduce_scatter(amp_train_run_state *r, void *buf) {
+/* The sums of this rank's range of buf (values of `dtype`, sent as `wire`), native or emulated. */
+static int sum_ranges(amp_train_run_state *r, void *buf, amp_dtype dtype, amp_dtype wire) {
     amp_comm *c = r->cfg.comm;
+    const amp_train_zero *z = r->zero;
+    if (c->reduce_scatter) return c->reduce_scatter(c, buf, z->counts, dtype, wire);
+    size_t n = 0;
+    for (int p = 0; p < r->ranks; p++) n += z->counts[p];
+    int st = c->start_grads(c, buf, n, dtype, wire);
+    if (st == AMP_OK) st = c->wait_grads(c);
+    return st;
+}
+
+static int reduce_scatter(amp_train_run_state *r, void *buf) {
     const amp_train_zero *z = r->zero;
     const amp_dtype wire = z->dtype == AMP_F32 ? r->cfg.grad_wire : z->dtype;
     size_t total = 0;
     for (int p = 0; p < r->ranks; p++) total += z->counts[p];
-    r->wire_bytes += amp_wire_bytes(total, amp_dtype_size(wire), r->ranks) / 2;
     int st;
-    if (c->reduce_scatter) {
-        st = c->reduce_scatter(c, buf, z->counts, z->dtype, wire);
+    if (wire != AMP_F8E5M2) {
+        r->wire_bytes += amp_wire_bytes(total, amp_dtype_size(wire), r->ranks) / 2;
+        st = sum_ranges(r, buf, z->dtype, wire);
     } else {
-        size_t n = 0;
-        for (int p = 0; p < r->ranks; p++) n += z->counts[p];
-        st = c->start_grads(c, buf, n, z->dtype, wire);
-        if (st == AMP_OK) st = c->wait_grads(c);
+        /* e5m2 (allreduce_fp8.h): one scale per parameter over the whole buffer, the bytes
+           reduce-scattered, this rank's range decoded (an inf or NaN anywhere: the fp32 sum) */
+        amp_wire_fp8 *w = &r->wire8[0];
+        const size_t n_seg = amp_ctx_num_params(r->ctx), lo = z->begin / sizeof(float);
+        st = amp_wire_fp8_encode(w, r->cfg.comm, buf, total, r->wire8_flat, n_seg);
+        r->wire_bytes += amp_wire_bytes(n_seg, sizeof(double), r->ranks) +
+                         amp_wire_bytes(total, w->fp32 ? sizeof(float) : 1, r->ranks) / 2;
+        if (st == AMP_OK && total > 0)
+            st = w->fp32 ? sum_ranges(r, buf, AMP_F32, AMP_F32) : sum_ranges(r, w->bytes, AMP_F8E5M2, AMP_F8E5M2);
+        if (st == AMP_OK) st = amp_wire_fp8_decode(w, lo, lo + z->counts[r->rank]);
     }
     return st == AMP_OK ? AMP_OK : comm_fail(r, st, "reduce-scattering the gradients");
 }

@@ -1,5 +1,5 @@
 # --allreduce-dtype fp8 (gradients as e5m2 with one shared power-of-2 scale per parameter, summed in
-# fp32): the flag's errors, the bytes reported against their closed form on 2 and 4 ranks, identical
+# fp32): the flag's errors, --zero 1 against the unsharded run, the bytes reported against their closed form on 2 and 4 ranks, identical
 # replicas, the inf/NaN path (the scaler skips the same steps as with an fp32 wire), and a 30-step
 # run of the default gpt on 2 ranks that follows the fp32 wire's curve. The sum's exact values are
 # tests/test_allreduce_fp8.c's job. The MPI parts are skipped (0 passed) when amp was built without
@@ -22,10 +22,23 @@ MPIRUN="mpirun --allow-run-as-root --oversubscribe --mca btl self,vader"
 for i in $(seq 1 300); do echo "the quick brown fox $((i * 7 % 13)) jumps over the lazy dog $((i % 11)) times."; done >"$TMP/text.txt"
 SMALL="--model gpt --layers 2 --hidden 64 --heads 4 --data $TMP/text.txt --batch 8 --threads 1 --quiet --no-eval"
 
-# 2. Not with --zero 1: refused before training, one line.
-run $MPIRUN -np 2 "$AMP" train $SMALL --steps 2 --zero 1 --allreduce-dtype fp8
-expect_rc 2 "--zero 1 with --allreduce-dtype fp8"
-expect_err_has "e5m2 gradients on the wire do not work with zero_stage 1" "the refusal says why"
+# 2. With --zero 1: the same per-parameter scales and the same fp32 sums in rank order (the e5m2
+#    bytes reduce-scattered instead of summed bucket by bucket), so the run is the unsharded one bit
+#    for bit, on 2 and 4 ranks, with native and emulated collectives; the bytes: the reduce-scatter
+#    half of the all-reduce, plus the amaxes.
+step_losses() { jq -r 'select(.type == "step") | .loss' "$1/metrics.jsonl"; }
+for p in 2 4; do
+    run $MPIRUN -np $p "$AMP" train $SMALL --steps 6 --precision amp-bf16 --allreduce-dtype fp8 --report "$TMP/z0" \
+        --checkpoint "$TMP/z0.safetensors"
+    expect_rc 0 "$p ranks, fp8 wire"
+    for env in "" "AMP_COMM_MPI_NO_SHARD_COLLECTIVES=1"; do
+        run env $env $MPIRUN -np $p "$AMP" train $SMALL --steps 6 --precision amp-bf16 --allreduce-dtype fp8 --zero 1 \
+            --report "$TMP/z1" --checkpoint "$TMP/z1.safetensors" --check-replicas 2
+        expect_rc 0 "$p ranks, fp8 wire, --zero 1 ${env:-native}"
+        if cmp -s "$TMP/z0.safetensors" "$TMP/z1.safetensors" && [ "$(step_losses "$TMP/z0")" = "$(step_losses "$TMP/z1")" ]; then
+            pass; else fail "$p ranks, fp8 wire: --zero 1 ${env:-native} differs from --zero 0"; fi
+    done
+done
 
 # 3. The bytes. One bucket (--bucket-kb large) of n fp32 gradients (param_bytes / 4: fp32 parameters
 #    and their padding) and k parameter tensors (amp inspect's non-optimizer tensors); per step each
@@ -68,7 +81,6 @@ done
 #    summed in fp32, so both runs skip the same steps (an inf saturated into e5m2 would not). The
 #    losses follow fp32's: e5m2 keeps 2 mantissa bits and rounds twice (measured: final loss 2.1%
 #    apart, per-step losses 2.4% apart on average, 6.3% at most).
-step_losses() { jq -r 'select(.type == "step") | .loss' "$1/metrics.jsonl"; }
 GPT="--model gpt --data $TMP/text.txt --batch 8 --threads 1 --quiet --no-eval --steps 30 --json"
 run $MPIRUN -np 2 "$AMP" train $GPT --allreduce-dtype fp32 --report "$TMP/r32"
 expect_rc 0 "default gpt, fp32 wire"
