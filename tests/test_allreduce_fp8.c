@@ -220,8 +220,8 @@ static uint64_t next(uint64_t *s) {
     return *s >> 11;
 }
 
-/* Random gradients: each segment its own magnitude (2^-24 .. 2^12), each value a random fraction of
- * it with a random sign, some exact zeros. */
+/* Random gradients: each segment its own magnitude (2^-24, 2^-17, 2^-10, 2^-3, 2^4), each value a
+ * random fraction of it with a random sign, some exact zeros. */
 static void fill(run *r, int ranks, uint64_t *s) {
     for (int k = 0; k < ranks; k++)
         for (size_t i = 0, seg = 0; i < N_VALUES; i++) {
