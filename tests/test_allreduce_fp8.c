@@ -1,9 +1,9 @@
 /* The e5m2 gradient sum (src/train/allreduce_fp8.h) on 1 to 4 ranks, each a thread of this process
  * with its own amp_comm over a shared table (collectives by barrier). The communicator's e5m2 byte
- * sum and the reference use this file's own e5m2 codec (a nearest search over the 256 codes, decoded
- * from the bit fields), never amp's; the reference is decode(sum_r decode(encode(g_r s))) / s with s
- * the all-reduced amax's power-of-2 scale over the smallest power of 2 >= ranks, summed in fp32 in
- * rank order, as amp/comm.h specifies. */
+ * sum and the reference use the tests' own e5m2 codec (e5m2_ref.h), never amp's; the reference is
+ * decode(sum_r decode(encode(g_r s))) / s with s the all-reduced amax's power-of-2 scale over the
+ * smallest power of 2 >= ranks, summed in fp32 in rank order, as amp/comm.h specifies. The MPI
+ * backend's sum against the same reference: tests/mpi/allreduce_fp8_mpi.c. */
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
@@ -11,47 +11,12 @@
 #include <string.h>
 
 #include "amp.h"
+#include "e5m2_ref.h"
 #include "harness.h"
 #include "tests.h"
 #include "../src/train/allreduce_fp8.h"
 
-enum { MAX_RANKS = 4, MAX_PENDING = 4, E5M2_MAX = 57344 };
-
-/* ---- an independent e5m2 codec ---- */
-
-static double ref_decode(uint8_t b) {
-    const int e = (b >> 2) & 31, m = b & 3;
-    const double sign = (b & 0x80) ? -1.0 : 1.0;
-    if (e == 31) return m ? NAN : sign * INFINITY;
-    return sign * (e == 0 ? ldexp(m, -16) : ldexp(4 + m, e - 17));
-}
-
-/* Nearest finite code, ties to an even code; past the largest: saturate, or inf from 61440 (the
- * midpoint to the would-be next value 65536) when !sat. NaN: 0x7E with the sign. */
-static uint8_t ref_encode(float x, bool sat) {
-    const uint8_t sign = signbit(x) ? 0x80 : 0;
-    if (isnan(x)) return (uint8_t)(sign | 0x7E);
-    const double a = fabs((double)x);
-    if (a >= 61440.0 && !sat) return (uint8_t)(sign | 0x7C);
-    uint8_t best = 0;
-    for (int c = 1; c <= 0x7B; c++) {
-        const double d = fabs(a - ref_decode((uint8_t)c)), db = fabs(a - ref_decode(best));
-        if (d < db || (d == db && (c & 1) == 0)) best = (uint8_t)c;
-    }
-    return (uint8_t)(sign | best);
-}
-
-/* The segment's scale: 57344 / amax in fp32, rounded down to a power of 2, over 2^k >= ranks. */
-static float ref_scale(float amax, int ranks) {
-    int k = 0;
-    while ((1 << k) < ranks) k++;
-    if (amax == 0.0f) return ldexpf(1.0f, -k);
-    float q = (float)E5M2_MAX / amax; /* one fp32 division */
-    if (isinf(q)) q = FLT_MAX;
-    int e;
-    frexpf(q, &e);
-    return ldexpf(1.0f, e - 1 - k);
-}
+enum { MAX_RANKS = 4, MAX_PENDING = 4, E5M2_MAX = E5M2_REF_MAX };
 
 /* ---- the threaded communicator ---- */
 
@@ -209,10 +174,9 @@ static float ref_value(const run *r, int ranks, size_t i) {
     float amax = 0.0f;
     for (int k = 0; k < ranks; k++)
         for (size_t j = s ? seg_end[s - 1] : 0; j < seg_end[s]; j++) amax = fmaxf(amax, fabsf(r->in[k][j]));
-    const float sc = ref_scale(amax, ranks);
-    float acc = 0.0f;
-    for (int k = 0; k < ranks; k++) acc += (float)ref_decode(ref_encode(r->in[k][i] * sc, true));
-    return (float)ref_decode(ref_encode(acc, false)) * (1.0f / sc);
+    float g[MAX_RANKS];
+    for (int k = 0; k < ranks; k++) g[k] = r->in[k][i];
+    return ref_sum(g, ranks, ref_scale(amax, ranks));
 }
 
 static uint64_t next(uint64_t *s) {

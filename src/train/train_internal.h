@@ -80,7 +80,8 @@ typedef struct amp_train_run_state {
     int *bucket_of;                 /* [params]: the bucket holding each parameter */
     int *bucket_pending;            /* [buckets]: parameters not ready yet in this backward */
     int dist_status;                /* the first failure inside the grad-ready hook */
-    struct amp_wire_fp8 *wire8;     /* [buckets] with grad_wire AMP_F8E5M2: each bucket's e5m2 sum */
+    struct amp_wire_fp8 *wire8;     /* [buckets] with grad_wire AMP_F8E5M2: each bucket's e5m2 sum
+                                       (zero_stage 1, which uses no buckets: [0] for its reduce-scatter) */
     size_t *wire8_seg;              /* [params]: each bucket's segment ends (its parameters), in order */
     size_t *wire8_flat;             /* [params]: the same over the whole gradient buffer (zero_stage 1) */
     int64_t wire_bytes;             /* bytes this rank sent for the gradient sums (amp_wire_bytes) */

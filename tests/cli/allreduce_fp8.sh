@@ -1,8 +1,9 @@
 # --allreduce-dtype fp8 (gradients as e5m2 with one shared power-of-2 scale per parameter, summed in
-# fp32): the flag's errors, --zero 1 against the unsharded run, the bytes reported against their closed form on 2 and 4 ranks, identical
+# fp32): the flag's errors, the MPI backend's sums against a reference, --zero 1 against the
+# unsharded run, the bytes reported against their closed form on 2 and 4 ranks, identical
 # replicas, the inf/NaN path (the scaler skips the same steps as with an fp32 wire), and a 30-step
-# run of the default gpt on 2 ranks that follows the fp32 wire's curve. The sum's exact values are
-# tests/test_allreduce_fp8.c's job. The MPI parts are skipped (0 passed) when amp was built without
+# run of the default gpt on 2 ranks that follows the fp32 wire's curve (tests/test_allreduce_fp8.c
+# checks the sums on threads without MPI). The MPI parts are skipped (0 passed) when amp was built without
 # MPI or mpirun is missing, and under the sanitizers (as in mpi.sh).
 . tests/cli/lib.sh
 
@@ -22,7 +23,24 @@ MPIRUN="mpirun --allow-run-as-root --oversubscribe --mca btl self,vader"
 for i in $(seq 1 300); do echo "the quick brown fox $((i * 7 % 13)) jumps over the lazy dog $((i % 11)) times."; done >"$TMP/text.txt"
 SMALL="--model gpt --layers 2 --hidden 64 --heads 4 --data $TMP/text.txt --batch 8 --threads 1 --quiet --no-eval"
 
-# 2. With --zero 1: the same per-parameter scales and the same fp32 sums in rank order (the e5m2
+# 2. The MPI backend's sum, bit for bit against the reference of tests/e5m2_ref.h, on 2 and 4 ranks
+#    (tests/mpi/allreduce_fp8_mpi.c, built here with mpicc against this build's libraries).
+BUILD_DIR=$(dirname "$AMP")
+if command -v mpicc >/dev/null 2>&1 && mpicc -std=c11 -O2 -Wall -Werror -Iinclude -D_POSIX_C_SOURCE=200809L \
+    tests/mpi/allreduce_fp8_mpi.c "$BUILD_DIR/libamp_mpi.a" "$BUILD_DIR/libamp.a" -lcjson -lpcre2-8 -lz -lpthread -lm \
+    -o "$TMP/allreduce_fp8_mpi" 2>"$TMP/cc.err"; then
+    pass
+    seed=$(date +%s)
+    for p in 2 4; do
+        run $MPIRUN -np $p "$TMP/allreduce_fp8_mpi" "$seed"
+        expect_rc 0 "the e5m2 sum over MPI on $p ranks, seed $seed"
+        expect_out_has "every sum equals the reference" "$p ranks, seed $seed"
+    done
+else
+    fail "cannot build tests/mpi/allreduce_fp8_mpi.c: $(head -c 300 "$TMP/cc.err")"
+fi
+
+# 3. With --zero 1: the same per-parameter scales and the same fp32 sums in rank order (the e5m2
 #    bytes reduce-scattered instead of summed bucket by bucket), so the run is the unsharded one bit
 #    for bit, on 2 and 4 ranks, with native and emulated collectives; the bytes: the reduce-scatter
 #    half of the all-reduce, plus the amaxes.
@@ -40,7 +58,7 @@ for p in 2 4; do
     done
 done
 
-# 3. The bytes. One bucket (--bucket-kb large) of n fp32 gradients (param_bytes / 4: fp32 parameters
+# 4. The bytes. One bucket (--bucket-kb large) of n fp32 gradients (param_bytes / 4: fp32 parameters
 #    and their padding) and k parameter tensors (amp inspect's non-optimizer tensors); per step each
 #    rank of p sends 2 (p-1) ceil(n/p) x 4 bytes with an fp32 wire, x 2 with bf16, and x 1 plus the
 #    amax all-reduce's 2 (p-1) ceil(k/p) x 8 with fp8. fp32 precision: no step overflows, so no
@@ -70,13 +88,13 @@ run "$AMP" train $SMALL --steps 1 --allreduce-dtype fp8 --json
 expect_rc 0 "one process with --allreduce-dtype fp8"
 expect_json_eq .grad_wire_bytes 0 "one process sends nothing"
 
-# 4. Every preset family trains with it on 4 ranks, the replicas checked identical after every step.
+# 5. Every preset family trains with it on 4 ranks, the replicas checked identical after every step.
 for prec in amp-bf16 fp8-delayed fp16-master; do
     run $MPIRUN -np 4 "$AMP" train $SMALL --steps 4 --precision $prec --allreduce-dtype fp8 --check-replicas 1
     expect_rc 0 "4 ranks, $prec, fp8 wire, replicas identical"
 done
 
-# 5. The default gpt, 30 steps, 2 ranks, amp-fp16 (the default) with its dynamic scaler: the fp8
+# 6. The default gpt, 30 steps, 2 ranks, amp-fp16 (the default) with its dynamic scaler: the fp8
 #    wire against the fp32 one. The scaler's first steps overflow; the buckets holding the infs are
 #    summed in fp32, so both runs skip the same steps (an inf saturated into e5m2 would not). The
 #    losses follow fp32's: e5m2 keeps 2 mantissa bits and rounds twice (measured: final loss 2.1%
