@@ -93,6 +93,7 @@ for prec in amp-bf16 fp8-delayed fp16-master; do
     run $MPIRUN -np 4 "$AMP" train $SMALL --steps 4 --precision $prec --allreduce-dtype fp8 --check-replicas 1
     expect_rc 0 "4 ranks, $prec, fp8 wire, replicas identical"
 done
+expect_out_has "gradient sums: " "the summary prints the bytes sent"
 
 # 6. The default gpt, 30 steps, 2 ranks, amp-fp16 (the default) with its dynamic scaler: the fp8
 #    wire against the fp32 one. The scaler's first steps overflow; the buckets holding the infs are
