@@ -406,8 +406,9 @@ def main():
         kind = cpu_kind_of({"cpu_id": cpu, "cpu": cpu.get("model name")})
     except Exception:
         kind = cpu.get("model name", "?")
+    load_start = os.getloadavg()[0]
     print(f"CPU: {kind} ({cpu.get('model name', '?')}; {', '.join(cpu.get('isa', []))}), {args.threads} threads, "
-          f"load average {os.getloadavg()[0]:.2f} at start")
+          f"load average {load_start:.2f} at start")
     peak = measure_peak(args.threads, {}, 10)
     print("one core's peak at the start, GFLOP/s (amp bench gemm): " + ", ".join(f"{k} {v:.1f}" for k, v in peak.items()))
     llmc_ok = args.llmc_dir and os.path.isfile(os.path.join(args.llmc_dir, "train_gpt2.c"))
@@ -449,6 +450,7 @@ def main():
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end; llm.c built with {args.llmc_cflags}; "
           f"FLOPs: llm.c's (6 N + 6 L C T) x B T, N = {N_PARAMS}")
     results["peak_gflops_per_core"] = peak  # the best of the whole run, which the tables used
+    results["load_average"] = [round(load_start, 2), round(os.getloadavg()[0], 2)]  # at the start and the end
     if args.json == "-":
         print(json.dumps(results))
     elif args.json:

@@ -236,6 +236,9 @@ def caption(title, e):
 
 
 def footer(e, computed):
+    load = e["result"].get("load_average")
+    if load:  # on a shared machine, what else ran matters
+        computed = computed + [f"load average {load[0]:.1f} at the start of the run, {load[1]:.1f} at its end"]
     lines = [f"- {n}" for n in e["meta"].get("notes", []) + computed]
     if e["meta"].get("source"):
         lines.append(f"- {e['meta']['source'][0].upper()}{e['meta']['source'][1:]}.")
@@ -548,8 +551,10 @@ def readme_gpt2_tables(kinds):
             r, t = e["result"], e["threads"]
             for cfg, cfg_rows in r.get("configs", {}).items():
                 b, tt = (int(v) for v in cfg.split("x"))
+                load = r.get("load_average")
+                busy = f", load average {load[0]:.1f} to {load[1]:.1f}" if load else ""
                 out += [f"GPT-2 124M training on **{kind}**, B={b} T={tt}, {t} thread{'s' if t > 1 else ''} "
-                        f"({e['meta'].get('date', '')}; `{shown_command(e['meta'].get('command'))}`):", ""]
+                        f"({e['meta'].get('date', '')}{busy}; `{shown_command(e['meta'].get('command'))}`):", ""]
                 rows = [[name] + gpt2_cells(x) for name, x in gpt2_rows(cfg_rows)
                         if not name.endswith("AVX2") and "pure" not in name]
                 out += table([kind, "tokens/s", "vs llm.c", "% of peak", "peak RSS"], rows, "lrrrr") + [""]
