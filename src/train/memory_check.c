@@ -190,7 +190,8 @@ int64_t amp_train_memory_available(void) {
 static const char *human(int64_t bytes, char *buf, size_t size) {
     const double b = (double)bytes;
     if (b >= 1024.0 * 1024 * 1024) snprintf(buf, size, "%.1f GiB", b / (1024.0 * 1024 * 1024));
-    else snprintf(buf, size, "%.0f MiB", b / (1024.0 * 1024));
+    else if (b >= 1024.0 * 1024) snprintf(buf, size, "%.0f MiB", b / (1024.0 * 1024));
+    else snprintf(buf, size, "%.0f KiB", b / 1024.0);
     return buf;
 }
 

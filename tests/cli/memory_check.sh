@@ -54,7 +54,8 @@ expect_rc 2 "--no-memory-check takes no value"
 # estimate (MiB, from the refusal under a 1-byte limit) and peak RSS (MiB, --json) of one configuration
 estimate() {
     env AMP_MEMORY_AVAILABLE=1 "$AMP" train "$@" 2>&1 >/dev/null |
-        sed -n 's/.* needs about \([0-9.]*\) \([MG]\)iB .*/\1 \2/p' | awk '{print $2 == "G" ? $1 * 1024 : $1}'
+        sed -n 's/.* needs about \([0-9.]*\) \([KMG]\)iB .*/\1 \2/p' |
+        awk '{print $2 == "G" ? $1 * 1024 : ($2 == "K" ? $1 / 1024 : $1)}'
 }
 peak_rss() { "$AMP" train "$@" --json --quiet | tail -n 1 | jq '.peak_rss_bytes / 1048576'; }
 # (not under AddressSanitizer, whose shadow memory and quarantine are part of the RSS)
