@@ -90,7 +90,7 @@ void test_memory_estimate(void) {
         {"gpt2 fp32", AMP_MODEL_GPT2, AMP_PRECISION_FP32, false, false, 2, 128, 4, 128, 8},
         {"gpt2 amp-bf16 --recompute", AMP_MODEL_GPT2, AMP_PRECISION_AMP_BF16, false, true, 3, 128, 4, 128, 8},
         {"gpt2 amp-bf16 --param-dtype bf16", AMP_MODEL_GPT2, AMP_PRECISION_AMP_BF16, true, false, 2, 128, 4, 128, 8},
-        {"gpt2 amp-fp16, 4 layers", AMP_MODEL_GPT2, AMP_PRECISION_AMP_FP16, false, false, 4, 64, 2, 256, 4},
+        {"gpt2 amp-fp16, 4 layers", AMP_MODEL_GPT2, AMP_PRECISION_AMP_FP16, false, false, 4, 96, 2, 128, 8},
         {"gpt amp-fp16", AMP_MODEL_GPT, AMP_PRECISION_AMP_FP16, false, false, 2, 128, 4, 128, 8},
         {"gpt fp32 --recompute", AMP_MODEL_GPT, AMP_PRECISION_FP32, false, true, 3, 128, 4, 128, 8},
         {"mlp fp32", AMP_MODEL_MLP, AMP_PRECISION_FP32, false, false, 0, 512, 0, 0, 128},
