@@ -35,9 +35,13 @@ runs; best of three), times --threads; the bf16 runs are also rated against the 
 larger of VDPBF16PS's and the FMA's).
 
     python3 bench/gpt2_vs_peers.py [--threads N] [--configs 4x64,8x1024] [--steps 4] [--warmup 2]
-                                   [--trainers llmc,torch-fp32,...] [--llmc-dir DIR] [--rounds N] [--json FILE]
+                                   [--trainers llmc,torch-fp32,...] [--llmc-dir DIR] [--rounds N] [--json [FILE]]
 --rounds N runs the trainers in turn N times (so that load on a shared machine hits all alike) and
-pools their timed steps.
+pools their timed steps. --json FILE writes the results to FILE; --json alone prints them as one JSON
+object on the last line, which `bench/write_benchmarks_md.py record` saves for docs/benchmarks.md:
+
+    LLMC_DIR=DIR python3 bench/write_benchmarks_md.py record -- nice python3 bench/gpt2_vs_peers.py \
+        --threads 2 --configs 4x64 --rounds 3 --trainers llmc,torch-fp32,torch-bf16,amp-fp32,amp-bf16,amp-fp16 --json
 """
 import argparse
 import json
@@ -380,7 +384,7 @@ def main():
     ap.add_argument("--trainers", default=",".join(ALL_TRAINERS))
     ap.add_argument("--llmc-dir", default=os.environ.get("LLMC_DIR", ""))
     ap.add_argument("--llmc-cflags", default=LLMC_CFLAGS)
-    ap.add_argument("--json", help="write the results to this file")
+    ap.add_argument("--json", nargs="?", const="-", help="write the results to this file (alone: to stdout, last line)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=1, help="run every trainer this many times, interleaved")
     ap.add_argument("--torch-worker", help=argparse.SUPPRESS)
@@ -402,15 +406,17 @@ def main():
         kind = cpu_kind_of({"cpu_id": cpu, "cpu": cpu.get("model name")})
     except Exception:
         kind = cpu.get("model name", "?")
+    load_start = os.getloadavg()[0]
     print(f"CPU: {kind} ({cpu.get('model name', '?')}; {', '.join(cpu.get('isa', []))}), {args.threads} threads, "
-          f"load average {os.getloadavg()[0]:.2f} at start")
+          f"load average {load_start:.2f} at start")
     peak = measure_peak(args.threads, {}, 10)
     print("one core's peak at the start, GFLOP/s (amp bench gemm): " + ", ".join(f"{k} {v:.1f}" for k, v in peak.items()))
     llmc_ok = args.llmc_dir and os.path.isfile(os.path.join(args.llmc_dir, "train_gpt2.c"))
     if "llmc" in trainers and not llmc_ok:
         print("note: llm.c skipped (set LLMC_DIR or --llmc-dir to a checkout of karpathy/llm.c)")
-    results = dict(cpu=cpu, cpu_kind=kind, threads=args.threads, peak_gflops_per_core=peak, n_params=N_PARAMS,
-                   llmc_cflags=args.llmc_cflags, warmup=args.warmup, steps=args.steps, configs={})
+    results = dict(bench="gpt2_vs_peers", date=time.strftime("%Y-%m-%d", time.gmtime()), cpu=cpu.get("model name"),
+                   cpu_id=cpu, cpu_kind=kind, threads=args.threads, peak_gflops_per_core=peak, n_params=N_PARAMS,
+                   llmc_cflags=args.llmc_cflags, warmup=args.warmup, steps=args.steps, rounds=args.rounds, configs={})
     with tempfile.TemporaryDirectory(prefix="gpt2-vs-peers-") as tmp:
         need = max((args.warmup + args.steps + 2) * b * t + 1 for b, t in configs)
         shard = os.path.join(tmp, "tokens.bin")
@@ -443,7 +449,11 @@ def main():
     print("one core's peak, best of the run, GFLOP/s: " + ", ".join(f"{k} {v:.1f}" for k, v in peak.items()))
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end; llm.c built with {args.llmc_cflags}; "
           f"FLOPs: llm.c's (6 N + 6 L C T) x B T, N = {N_PARAMS}")
-    if args.json:
+    results["peak_gflops_per_core"] = peak  # the best of the whole run, which the tables used
+    results["load_average"] = [round(load_start, 2), round(os.getloadavg()[0], 2)]  # at the start and the end
+    if args.json == "-":
+        print(json.dumps(results))
+    elif args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
 

@@ -76,6 +76,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    load_start = os.getloadavg()[0]
     enc, ranks = cl100k()
     with tempfile.TemporaryDirectory() as tmp:
         text_path = args.text
@@ -128,7 +129,8 @@ def main():
     if args.json:
         import tiktoken
         print(json.dumps(dict(bench="tokenize_vs_tiktoken", bytes=len(data), tokens=len(want), repeats=args.repeats,
-                              tiktoken_version=tiktoken.__version__, rows=rows)))
+                              tiktoken_version=tiktoken.__version__, rows=rows,
+                              load_average=[round(load_start, 2), round(os.getloadavg()[0], 2)])))
     return 0
 
 

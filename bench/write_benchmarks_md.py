@@ -11,6 +11,8 @@
         bench/results/<cpu kind>-<benchmark>[-<threads>t].json (replacing an older run of the same):
             python3 bench/train_vs_pytorch.py --threads 1 --rounds 5 --json
             python3 bench/convert_vs_numpy.py --json
+            LLMC_DIR=DIR python3 bench/gpt2_vs_peers.py --threads 2 --rounds 3 --json
+            python3 bench/tokenize_vs_tiktoken.py --json
             build/amp bench convert|gemm|unscale [...] --json
 
 A result file is either a benchmark's JSON as printed, or {"cpu_kind", "cpu", "machine", "date",
@@ -103,6 +105,20 @@ with a dynamic GradScaler (`torch.autocast("cpu")`, `torch.amp.GradScaler("cpu")
   then runs PyTorch's own kernel, as a user would have to): there amp's 16-bit rows read tens of
   times faster, which says more about those fallbacks than about amp.
 
+**GPT-2 124M against llm.c and PyTorch** (`bench/gpt2_vs_peers.py`). GPT-2 124M (12 layers, width
+768, GPT-2's vocabulary of 50257) trained at B=4, T=64 (llm.c's CPU shapes) by llm.c's fp32
+`train_gpt2.c` (built from a checkout given by `LLMC_DIR`, patched only in B, T, the step count and
+no evaluation), by the same GPT-2 written in PyTorch (fp32 and bf16 autocast) and by `amp train --model
+gpt2 --size 124m` in fp32, amp-bf16 and amp-fp16, each in a fresh process, the trainers in turn over
+several rounds, AdamW with the same settings on the same random tokens; llm.c and amp start from the
+same llm.c model file. tokens/s is B x T over the median step; "% of peak" counts llm.c's FLOPs per
+token, (6 N + 6 L C T), against the threads x one core's measured FMA peak (bf16 rows: the bf16 peak);
+peak RSS is each trainer's process's.
+
+**Tokenizer against tiktoken** (`bench/tokenize_vs_tiktoken.py`): the King James Bible (Debian's
+`bible-kjv`) into cl100k_base tokens, the whole `amp tokenize` command against tiktoken's call on the
+text already in memory, alternating, medians; amp's tokens are checked equal to tiktoken's.
+
 **Conversions** (`bench/convert_vs_numpy.py`, `amp bench convert`): one thread, 64 MiB of fp32 per
 conversion, median of 9. GB/s counts bytes read plus bytes written, for memcpy too, so 100% means
 "as fast as memcpy". A conversion can exceed 100%: it writes fewer bytes than it reads, and writes
@@ -132,6 +148,8 @@ python3 bench/train_vs_pytorch.py --threads 2 --rounds 3
 python3 bench/convert_vs_numpy.py
 build/amp bench gemm --threads 1
 build/amp bench unscale
+LLMC_DIR=path/to/llm.c python3 bench/gpt2_vs_peers.py --threads 2 --rounds 3   # a checkout of karpathy/llm.c
+python3 bench/tokenize_vs_tiktoken.py                                          # apt-get install bible-kjv
 ```
 
 To add a machine, or replace its results, record each run and write this page again:
@@ -139,6 +157,9 @@ To add a machine, or replace its results, record each run and write this page ag
 ```sh
 python3 bench/write_benchmarks_md.py record -- python3 bench/train_vs_pytorch.py --threads 1 --rounds 5 --json
 python3 bench/write_benchmarks_md.py record -- build/amp bench gemm --threads 1 --json
+LLMC_DIR=path/to/llm.c python3 bench/write_benchmarks_md.py record -- python3 bench/gpt2_vs_peers.py \
+    --threads 2 --configs 4x64 --rounds 3 --trainers llmc,torch-fp32,torch-bf16,amp-fp32,amp-bf16,amp-fp16 --json
+python3 bench/write_benchmarks_md.py record -- python3 bench/tokenize_vs_tiktoken.py --json
 python3 bench/write_benchmarks_md.py     # bench/results/*.json -> docs/benchmarks.md and the README's tables
 ```
 
@@ -195,7 +216,8 @@ def num(v, fmt, suffix=""):
 
 
 def shown_command(cmd):
-    return re.sub(r"\s+--json\b", "", cmd or "").strip()
+    """The command as a reader would type it: no --json (record's), no leading nice."""
+    return re.sub(r"^nice\s+(-n\s*\d+\s+)?", "", re.sub(r"\s+--json\b", "", cmd or "").strip())
 
 
 def caption(title, e):
@@ -214,6 +236,9 @@ def caption(title, e):
 
 
 def footer(e, computed):
+    load = e["result"].get("load_average")
+    if load:  # on a shared machine, what else ran matters
+        computed = computed + [f"load average {load[0]:.1f} at the start of the run, {load[1]:.1f} at its end"]
     lines = [f"- {n}" for n in e["meta"].get("notes", []) + computed]
     if e["meta"].get("source"):
         lines.append(f"- {e['meta']['source'][0].upper()}{e['meta']['source'][1:]}.")
@@ -342,8 +367,87 @@ def unscale_section(e):
     return out + [""] + footer(e, [])
 
 
-SECTIONS = [("train_vs_pytorch", train_section), ("convert_vs_numpy", convert_vs_numpy_section),
-            ("convert", convert_section), ("gemm", gemm_section), ("unscale", unscale_section)]
+# bench/gpt2_vs_peers.py's trainers, in the order of its tables, with the names the tables give them
+GPT2_TRAINERS = [("llmc", "llm.c (fp32)"), ("torch-fp32", "PyTorch fp32"), ("torch-bf16", "PyTorch bf16 autocast"),
+                 ("amp-fp32", "amp fp32"), ("amp-bf16", "amp amp-bf16"), ("amp-fp16", "amp amp-fp16"),
+                 ("amp-bf16-pure", "amp bf16-pure"), ("amp-fp32-avx2", "amp fp32, AVX2"),
+                 ("amp-bf16-avx2", "amp amp-bf16, AVX2")]
+
+
+def gpt2_rows(cfg_rows):
+    """(name, row) for the trainers a configuration ran, in GPT2_TRAINERS' order; amp / llm.c for every row."""
+    llmc = (cfg_rows.get("llmc") or {}).get("tokens_per_s")
+    out = []
+    for key, name in GPT2_TRAINERS:
+        x = cfg_rows.get(key)
+        if x is None:
+            continue
+        x = dict(x)
+        x["vs_llmc_all"] = x["tokens_per_s"] / llmc if llmc and x.get("tokens_per_s") else None
+        # bf16 rows are rated against the bf16 peak (the larger of VDPBF16PS's and the FMA's)
+        x["of_peak"] = x.get("frac_bf16_peak") if x.get("frac_bf16_peak") is not None else x.get("frac_fma_peak")
+        out.append((name, x))
+    return out
+
+
+def gpt2_cells(x):
+    if x.get("tokens_per_s") is None:
+        return [(x.get("skip") or x.get("error") or "not run")[:80], "", "", ""]
+    return [num(x["tokens_per_s"], ".0f"), num(x["vs_llmc_all"], ".2f", "x"),
+            num(None if x["of_peak"] is None else 100 * x["of_peak"], ".1f", "%"),
+            num(x.get("rss"), ".0f", " MiB")]
+
+
+def gpt2_section(e):
+    r, t = e["result"], e["threads"]
+    out = []
+    for cfg, cfg_rows in r.get("configs", {}).items():
+        b, tt = (int(v) for v in cfg.split("x"))
+        out += caption(f"GPT-2 124M training against llm.c and PyTorch, B={b} T={tt}, {t} thread{'s' if t > 1 else ''}", e)
+        p = r.get("peak_gflops_per_core") or {}
+        out += [f"One core's measured peak (best of the run): FMA zmm {p.get('fma_zmm', 0):.1f}, FMA ymm "
+                f"{p.get('fma_ymm', 0):.1f}, VDPBF16PS zmm {p.get('vdpbf16ps_zmm', 0):.1f} GFLOP/s.", ""]
+        rows = [[name] + gpt2_cells(x) + [num(x.get("s_per_step"), ".3f")] for name, x in gpt2_rows(cfg_rows)]
+        out += table(["trainer", "tokens/s", "vs llm.c", "% of peak", "peak RSS", "s/step"], rows, "lrrrrr")
+        rounds = max((len(x.get("round_medians", [])) for x in cfg_rows.values()), default=0)
+        notes = [f"tokens/s: B x T over the median step time of {r.get('steps', '?')} timed steps (after "
+                 f"{r.get('warmup', '?')} untimed ones) per trainer and round, {rounds} round{'s' if rounds != 1 else ''}, "
+                 "the trainers in turn; peak RSS: each trainer's process",
+                 "% of peak: llm.c's FLOP count, (6 N + 6 L C T) per token, over the threads x one core's FMA peak; "
+                 "bf16 rows over the bf16 peak (the larger of VDPBF16PS's and the FMA's); AVX2 rows over the ymm FMA's",
+                 f"llm.c: train_gpt2.c built with {r.get('llmc_cflags', '?')}, fp32; llm.c and amp start from the same "
+                 "llm.c model file, PyTorch from its own initialisation; all AdamW (lr 1e-4, weight decay 0) on the "
+                 "same random tokens"]
+        versions = sorted({x["note"].split(",")[0] for x in cfg_rows.values() if str(x.get("note", "")).startswith("torch")})
+        if versions:
+            notes.append("PyTorch: " + ", ".join(versions))
+        out += [""] + footer(e, notes)
+    return out
+
+
+def tokenize_section(e):
+    r = e["result"]
+    out = caption("Tokenizer against tiktoken (cl100k_base, the King James Bible)", e)
+    mb = r.get("bytes", 0) / 1e6
+    out += [f"{mb:.2f} MB of text, {r.get('tokens', 0)} tokens, amp's equal to tiktoken's token for token; "
+            f"medians of {r.get('repeats', '?')} alternating runs; tiktoken {r.get('tiktoken_version', '?')}.", ""]
+    rows = []
+    for x in r.get("rows", []):
+        what = "encode_ordinary" if x["threads"] == 1 else "encode_ordinary_batch"
+        rows.append([str(x["threads"]), num(x["amp_s"], ".3f"), num(mb / x["amp_s"], ".1f"), num(x["tiktoken_s"], ".3f"),
+                     num(mb / x["tiktoken_s"], ".1f"), what, num(x["ratio"], ".2f", "x")])
+    out += table(["threads", "amp s", "amp MB/s", "tiktoken s", "tiktoken MB/s", "tiktoken call", "tiktoken time / amp time"],
+                 rows, "rrrrrlr")
+    notes = ["amp: the whole `amp tokenize` command (process start, loading the ranks, encoding, writing the shard); "
+             "tiktoken: the call on the text already in memory, its ranks loaded beforehand",
+             "2 threads: amp cuts one file where the pre-tokenizer stands (the same tokens); tiktoken's batch call "
+             "takes the text cut into 64 pieces at newlines"]
+    return out + [""] + footer(e, notes)
+
+
+SECTIONS = [("train_vs_pytorch", train_section), ("gpt2_vs_peers", gpt2_section), ("convert_vs_numpy", convert_vs_numpy_section),
+            ("convert", convert_section), ("gemm", gemm_section), ("unscale", unscale_section),
+            ("tokenize_vs_tiktoken", tokenize_section)]
 
 
 # ---------------------------------------------------------------- the page and the README's block
@@ -399,6 +503,7 @@ def write_page(entries):
                                  "amp's training samples/s over PyTorch's, in the same run, per model, precision and "
                                  "thread count (the full tables are below).", ""]
     out += glance(kinds)
+    out += readme_gpt2_tables(kinds)
     out += ["## Results per CPU", ""]
     for kind, es in kinds:
         out += [f"### {kind}", "", machine_line(es) + ".", ""]
@@ -413,8 +518,52 @@ def write_page(entries):
     return text
 
 
+def readme_train_table(kinds):
+    """amp / PyTorch samples/s, one row per CPU kind and model, 1 and 2 threads (docs/benchmarks.md has the rest)."""
+    header = ["amp / PyTorch", "model"] + [f"{p}, {t} thread{'s' if t > 1 else ''}" if p == "fp32" else p
+                                            for t in (1, 2) for p in PRECISIONS]
+    rows, dates = [], []
+    for kind, es in kinds:
+        train = {e["threads"]: e for e in es if e["bench"] == "train_vs_pytorch"}
+        if not train:
+            continue
+        dates.append(f"{kind} {max(e['meta'].get('date', '') for e in train.values())}")
+        for i, model in enumerate(MODELS):
+            cells = []
+            for t in (1, 2):
+                for p in PRECISIONS:
+                    x = next((x for x in (train[t]["result"].get("rows", []) if t in train else [])
+                              if x["model"] == model and x["precision"] == p), None)
+                    cells.append(num(x.get("ratio") if x else None, ".2f", "x"))
+            if any(c != "–" for c in cells):
+                rows.append([f"**{kind}**" if i == 0 else "", model] + cells)
+    if not rows:
+        return []
+    return (["Training samples/s, amp over PyTorch (`python3 bench/train_vs_pytorch.py --threads 1|2`; "
+             + "; ".join(dates) + "):", ""] + table(header, rows, "ll" + "r" * 6) + [""])
+
+
+def readme_gpt2_tables(kinds):
+    """GPT-2 124M, one table per CPU kind and configuration: llm.c, PyTorch and amp."""
+    out = []
+    for kind, es in kinds:
+        for e in sorted((e for e in es if e["bench"] == "gpt2_vs_peers"), key=lambda e: e["threads"]):
+            r, t = e["result"], e["threads"]
+            for cfg, cfg_rows in r.get("configs", {}).items():
+                b, tt = (int(v) for v in cfg.split("x"))
+                load = r.get("load_average")
+                busy = f", load average {load[0]:.1f} to {load[1]:.1f}" if load else ""
+                out += [f"GPT-2 124M training on **{kind}**, B={b} T={tt}, {t} thread{'s' if t > 1 else ''} "
+                        f"({e['meta'].get('date', '')}{busy}; `{shown_command(e['meta'].get('command'))}`):", ""]
+                rows = [[name] + gpt2_cells(x) for name, x in gpt2_rows(cfg_rows)
+                        if not name.endswith("AVX2") and "pure" not in name]
+                out += table([kind, "tokens/s", "vs llm.c", "% of peak", "peak RSS"], rows, "lrrrr") + [""]
+    return out
+
+
 def readme_block(entries):
-    return "\n".join(glance(by_kind(entries))).rstrip()
+    kinds = by_kind(entries)
+    return "\n".join(readme_train_table(kinds) + readme_gpt2_tables(kinds)).rstrip()
 
 
 def update(path, new, check):
@@ -476,7 +625,7 @@ def record(args):
     bench = result.get("bench") or ("train_vs_pytorch" if "rows" in result else "unknown")
     short = {"train_vs_pytorch": "train", "convert_vs_numpy": "convert-numpy"}.get(bench, bench.replace("_", "-"))
     name = re.sub(r"[^a-z0-9]+", "-", kind.lower()).strip("-") + "-" + short
-    if bench in ("train_vs_pytorch", "gemm"):
+    if bench in ("train_vs_pytorch", "gemm", "gpt2_vs_peers"):
         name += f"-{result.get('threads', 1)}t"
     os.makedirs(args.results, exist_ok=True)
     path = os.path.join(args.results, name + ".json")

@@ -173,6 +173,11 @@ TEST(train, train_pure_updates_vanish)
 TEST(train, train_accumulation)
 TEST(train, train_text_models)
 TEST(train, train_errors_and_anomaly)
+/* the memory estimate against measured runs, the refusal of a run that does not fit, the override */
+TEST(memory_check, memory_available)
+TEST(memory_check, memory_estimate_settings)
+TEST(memory_check, memory_estimate)
+TEST(memory_check, memory_refusal)
 /* safetensors writer and reader, hostile files, checkpoint round trips and bit-exact resumption,
  * mismatches, atomic writes (injected full disk, SIGKILL), the committed fixture */
 TEST(checkpoint, safetensors_write_read)

@@ -276,6 +276,18 @@ typedef struct amp_train_config {
      * as buffers named fp8.<layer>.<x|w|dy>.{amax_history,scale} (fixed size: the history's length),
      * so a resumed run continues bit for bit; a checkpoint of another precision is refused. */
     bool fp8_all_layers;
+    /* Before allocating the model, amp_train_run estimates the bytes the run needs on this rank
+     * (parameters, gradients, optimizer state, autocast's weight copies, the activations kept for
+     * backward at this batch and context, the ops' scratch) and compares them with the memory
+     * available: /proc/meminfo's MemAvailable, or the cgroup's limit less its usage where that is
+     * lower; the environment variable AMP_MEMORY_AVAILABLE (bytes, or with a K, M, G or T suffix,
+     * powers of 1024) replaces what is measured. A run that needs more fails at once with
+     * AMP_ERR_OUT_OF_MEMORY and a one-line message naming both figures and the settings that reduce
+     * the need, having allocated and written nothing. The estimate is within about 15% of the
+     * measured arena, scratch and parameter memory for the built-in models; it leaves the process's
+     * own baseline (code, data) aside. skip_memory_check (false), or AMP_MEMORY_CHECK=0 in the
+     * environment, trains anyway. */
+    bool skip_memory_check;
 } amp_train_config;
 
 #define AMP_TRAIN_BUCKET_BYTES ((size_t)1 << 20)

@@ -11,6 +11,7 @@
 #include "amp.h"
 #include "amp/train.h"
 #include "train_internal.h"
+#include "memory_check.h"
 #include "../core/alloc_internal.h"
 
 /* The smoothed loss's weight for the newest step (an exponential moving average). */
@@ -431,6 +432,7 @@ static int setup(amp_train_run_state *r) {
     if (st != AMP_OK)
         return amp_train_fail(r, st, "model %s: %s", amp_model_kind_name(c->model.kind),
                               amp_ctx_status(r->ctx) != AMP_OK ? amp_ctx_error(r->ctx) : amp_status_str(st));
+    if ((st = amp_train_memory_check(r)) != AMP_OK) return st; /* before the parameters' storage */
     if ((st = amp_train_fp8_setup(r)) != AMP_OK) return st;
     st = amp_ctx_alloc_params(r->ctx);
     if (st == AMP_OK) st = amp_model_init(r->model, c->seed);

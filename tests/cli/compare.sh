@@ -102,6 +102,35 @@ expect_err_lines 1 "train --report under a file is one line"
 compare --data "$TMP/nowhere"
 expect_rc 2 "missing data"
 expect_err_lines 2 "missing data: the run line and one error line"
+# gpt2's flags as amp train takes them: --size (its sizes, then --layers etc. override them), --init-from
+i=0
+while [ $i -lt 100 ]; do echo "line $i: the cat sat on the mat."; i=$((i + 1)); done >"$TMP/text.txt"
+G2="--model gpt2 --size 350m --layers 1 --context 16 --batch 2 --steps 1 --threads 1 --data $TMP/text.txt --eval-batches 1"
+run "$AMP" compare $G2 --runs fp32 --json --quiet
+expect_rc 0 "compare --size 350m"
+got=$(grep '^{' "$TMP/out" | jq .params)
+# one block of 350m's width (12 C^2 + 13 C parameters at C = 1024) and its embeddings
+if [ "$got" -gt $((12 * 1024 * 1024 + 13 * 1024)) ]; then pass; else fail "compare --size 350m --layers 1: $got parameters"; fi
+run "$AMP" train $G2 --no-eval --sample-tokens 0 --json --quiet
+if [ "$(tail -n 1 "$TMP/out" | jq .params)" = "$got" ]; then pass; else fail "train and compare differ on --size"; fi
+run "$AMP" compare $(echo "$G2" | sed 's/350m/124m/') --runs fp32 --json --quiet
+if [ "$(grep '^{' "$TMP/out" | jq .params)" -lt "$got" ]; then pass; else fail "compare --size 124m is not smaller than 350m"; fi
+run "$AMP" compare $G2 --runs fp32 --quiet --save-llmc "$TMP/x.bin"
+expect_rc 2 "compare takes no --save-llmc"
+run "$AMP" train $G2 --no-eval --sample-tokens 0 --quiet --save-llmc "$TMP/g2.bin"
+expect_rc 0 "an llm.c file to start from"
+run "$AMP" compare --model gpt2 --init-from "$TMP/g2.bin" --context 16 --batch 2 --steps 1 --threads 1 --data "$TMP/text.txt" \
+    --eval-batches 1 --runs fp32,amp-bf16 --recompute --json --quiet
+expect_rc 0 "compare --init-from --recompute"
+if [ "$(grep '^{' "$TMP/out" | jq .params | sort -u)" = "$got" ]; then pass; else fail "compare --init-from: not the file's model"; fi
+compare --size 124m
+expect_rc 2 "--size with the mlp"
+expect_err_has "gpt2 only" "--size names the model it applies to"
+compare --recompute
+expect_rc 2 "--recompute with the mlp"
+run "$AMP" compare --model gpt2 --size 9000m
+expect_rc 2 "an unknown --size"
+expect_err_lines 1 "an unknown --size is one line"
 run "$AMP" compare --help
 expect_rc 0 "--help"
 expect_out_has "usage: amp compare" "--help prints usage"

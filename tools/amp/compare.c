@@ -30,7 +30,8 @@ static void print_help(void) {
            "                   [--epochs N | --steps N] [--batch N] [--accum N] [--lr X] [--lr-schedule S] [--warmup N]\n"
            "                   [--seed N] [--threads N]\n"
            "                   [--hidden N] [--layers N] [--heads N] [--context N] [--embed N] [--eval-batches N] [--words N]\n"
-           "                   [--quiet] [--fp8-all-layers]\n"
+           "                   [--quiet] [--fp8-all-layers] [--size S] [--init-from FILE] [--recompute]\n"
+           "                   [--no-memory-check]\n"
            "Trains the same model from the same seed once per run and prints one table: test accuracy (image\n"
            "models) or bits/char (text models), final training loss, skipped steps, final loss scale, the\n"
            "fraction of gradient values that underflow to zero in fp16 at scale 1 and at the scale used, and\n"
@@ -42,6 +43,10 @@ static void print_help(void) {
            "                     runs overlaid, and index.html\n"
            "  --quiet            no progress on stderr\n"
            "  --fp8-all-layers   fp8 presets: the first and last Linear layers in fp8 too (default: bf16)\n"
+           "  --size S           gpt2: 124m (default), 350m, 774m or 1558m, as `amp train --size`\n"
+           "  --init-from FILE   gpt2: every run starts from this llm.c model file, as `amp train --init-from`\n"
+           "  --recompute        gpt, gpt2: recompute each block in backward (less activation memory)\n"
+           "  --no-memory-check  train even where the run's estimated memory exceeds what is available\n"
            "The training flags are those of `amp train` (see `amp train --help`). Exit status: 0 success,\n"
            "1 failure while training or writing the report, 2 bad usage or bad data.\n",
            amp_cli_model_names(names, sizeof names, "|", NULL), DEFAULT_RUNS);
@@ -147,6 +152,8 @@ int amp_cmd_compare(int argc, char **argv) {
     const int first = amp_train_first_pass("compare", argc, argv, print_help, &kind);
     if (first >= 0) return first;
     amp_train_config cfg = amp_train_default_config(kind);
+    const int size_st = amp_train_apply_size("compare", argc, argv, &cfg.model); /* before --layers etc. */
+    if (size_st >= 0) return size_st;
     bool json = false, quiet = false;
     const char *report_dir = NULL, *runs_list = DEFAULT_RUNS;
     for (int i = 1; i < argc; i++) {
@@ -154,8 +161,10 @@ int amp_cmd_compare(int argc, char **argv) {
         if (strcmp(a, "--json") == 0) { json = true; continue; }
         if (strcmp(a, "--quiet") == 0) { quiet = true; continue; }
         if (strcmp(a, "--fp8-all-layers") == 0) { cfg.fp8_all_layers = true; continue; }
+        if (strcmp(a, "--recompute") == 0) { cfg.model.recompute = true; continue; }
+        if (strcmp(a, "--no-memory-check") == 0) { cfg.skip_memory_check = true; continue; }
         if (strncmp(a, "--", 2) != 0) return amp_usage_error("compare", "unexpected argument '%s'", a);
-        static const char *const with_value[] = {"--model", "--runs", "--report", "--lr"};
+        static const char *const with_value[] = {"--model", "--runs", "--report", "--lr", "--size", "--init-from"};
         bool known = amp_train_is_shared_flag(a);
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
         if (!known) return amp_usage_error("compare", "unknown option '%s'", a);
@@ -165,8 +174,10 @@ int amp_cmd_compare(int argc, char **argv) {
         if (amp_train_is_shared_flag(a)) {
             const int st = amp_train_shared_flag("compare", a, v, &cfg);
             if (st != AMP_EXIT_OK) return st;
-        } else if (strcmp(a, "--model") == 0) {
-            /* handled in the first pass */
+        } else if (strcmp(a, "--model") == 0 || strcmp(a, "--size") == 0) {
+            /* handled before this loop (the first pass; amp_train_apply_size) */
+        } else if (strcmp(a, "--init-from") == 0) {
+            cfg.init_from = v;
         } else if (strcmp(a, "--runs") == 0) {
             runs_list = v;
         } else if (strcmp(a, "--report") == 0) {
@@ -176,6 +187,10 @@ int amp_cmd_compare(int argc, char **argv) {
             cfg.optim.lr = (float)d;
         }
     }
+    if (cfg.init_from && cfg.model.kind != AMP_MODEL_GPT2)
+        return amp_usage_error("compare", "--init-from applies to --model gpt2 only");
+    if (cfg.model.recompute && cfg.model.kind != AMP_MODEL_GPT && cfg.model.kind != AMP_MODEL_GPT2)
+        return amp_usage_error("compare", "--recompute applies to --model gpt and gpt2 only");
     compare_run runs[MAX_COMPARE_RUNS];
     int n_runs = 0;
     if (parse_runs(runs_list, runs, &n_runs) != 0)

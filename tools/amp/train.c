@@ -98,6 +98,8 @@ static void print_help(void) {
            "                     weights in the optimizer (fp32, the default: the preset's dtype)\n"
            "  --recompute        gpt, gpt2: keep only each block's input and recompute the block in backward\n"
            "                     (less activation memory, one more forward of the blocks; same gradients)\n"
+           "  --no-memory-check  train even where the estimated memory (parameters, optimizer state,\n"
+           "                     activations) exceeds what is available (by default refused before allocating)\n"
            "  --json             the last line of stdout is one JSON object with the results\n"
            "  --quiet            no progress on stderr\n"
            "  --report DIR       write metrics.jsonl, loss / loss-scale / gradient-histogram plots (PNG, SVG) and\n"
@@ -374,6 +376,7 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
         if (strcmp(a, "--no-eval") == 0) { cfg->eval = false; continue; }
         if (strcmp(a, "--recompute") == 0) { cfg->model.recompute = true; continue; }
         if (strcmp(a, "--fp8-all-layers") == 0) { cfg->fp8_all_layers = true; continue; }
+        if (strcmp(a, "--no-memory-check") == 0) { cfg->skip_memory_check = true; continue; }
         if (strcmp(a, "--report") == 0) {
             if (i + 1 >= argc) return amp_usage_error("train", "--report needs a value");
             o->report_dir = argv[++i];
