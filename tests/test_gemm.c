@@ -327,7 +327,9 @@ void test_gemm_edge_cases(void) {
 }
 
 /* Same bits for 1, 2 and 3 threads and for repeated calls, on every path and dtype, for a C
- * computed directly and for a narrow C computed as C^T. Each product is large enough (2mnk above
+ * computed directly and for a narrow C computed as C^T, and for a wide C of few rows, which the
+ * threads split along n into several tasks each, handed out as threads come free (gemm.c's
+ * split_finer, for an fp32 A read by rows in place). Each product is large enough (2mnk above
  * 3 x 2^21 flops) that amp_gemm really uses 3 threads when asked. */
 void test_gemm_determinism(void) {
     const bool quick = harness_quick();
@@ -335,6 +337,7 @@ void test_gemm_determinism(void) {
         {.m = quick ? 150 : 301, .n = 157, .k = quick ? 300 : 530, .trans_b = true, .pad = 1, .alpha = 0.75f,
          .beta = 0.5f},
         {.m = 520, .n = 9, .k = 700, .trans_a = true, .pad = 2, .alpha = 1.0f, .beta = 0.0f},
+        {.m = 36, .n = quick ? 500 : 1000, .k = 700, .pad = 1, .alpha = 1.0f, .beta = 0.25f},
     };
     test_rng rng = {harness_seed() ^ 0xD5u};
     amp_isa isas[AMP_ISA_COUNT];
