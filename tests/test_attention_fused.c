@@ -5,7 +5,10 @@
  * shapes (one head, odd lengths). The same GEMMs on the same values and the
  * same single rounding of each gradient: the values must be equal (compared as
  * numbers, so +0 and -0 match), over several causal blocks of rows too (T
- * over 48). Shape errors are reported, not crashed on. */
+ * over 48). Shape errors are reported, not crashed on. Neither op keeps the
+ * attention probabilities for backward (its B H T^2 elements dominate the
+ * memory of long contexts; the backward recomputes them): the arena grows by
+ * little more than the output over the forward. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -94,6 +97,33 @@ static void check_error(int64_t C3, int64_t NH) {
     amp_ctx_free(ctx);
 }
 
+/* The arena's growth over one forward of each op with grad on, at a shape where
+ * the probabilities (B H T^2) are 16 times the output (B T C): at most the
+ * output, its node and tensor headers, far below one copy of them. */
+static void check_saves_no_probs(amp_dtype dt) {
+    const int64_t B = 2, T = 256, C = 64, NH = 4, D = C / NH, n = B * T * C;
+    const size_t es = amp_dtype_size(dt), probs = (size_t)(B * NH * T * T) * es;
+    amp_ctx *ctx = NULL;
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
+    amp_tensor *qkv = amp_tensor_zeros(ctx, dt, 3, (const int64_t[]){B, T, 3 * C});
+    amp_tensor *q = amp_tensor_zeros(ctx, dt, 4, (const int64_t[]){B, NH, T, D});
+    if (!CHECK(qkv && q)) goto out;
+    amp_tensor_set_requires_grad(qkv, true);
+    amp_tensor_set_requires_grad(q, true);
+    size_t before = amp_ctx_arena_used(ctx);
+    amp_tensor *o1 = amp_causal_self_attention(ctx, qkv, NH);
+    const size_t grew1 = amp_ctx_arena_used(ctx) - before;
+    before = amp_ctx_arena_used(ctx);
+    amp_tensor *o2 = amp_causal_attention(ctx, q, q, q);
+    const size_t grew2 = amp_ctx_arena_used(ctx) - before;
+    const size_t limit = (size_t)n * es + 4096;
+    CHECK_MSG(o1 && o2 && grew1 <= limit && grew2 <= limit,
+              "%s: the forwards grew the arena by %zu and %zu bytes (output %zu, probabilities %zu)",
+              amp_dtype_name(dt), grew1, grew2, (size_t)n * es, probs);
+out:
+    amp_ctx_free(ctx);
+}
+
 void test_attention_fused(void) {
     const amp_dtype dts[3] = {AMP_F32, AMP_F16, AMP_BF16};
     for (int d = 0; d < 3; d++) {
@@ -106,6 +136,7 @@ void test_attention_fused(void) {
         check_case(2, 100, 16, 2, dts[d]); /* several causal blocks of rows, the last one short */
         check_case(1, 144, 6, 1, dts[d]);  /* blocks that end at T */
     }
+    for (int d = 0; d < 3; d++) check_saves_no_probs(dts[d]);
     check_error(10, 1); /* not 3C */
     check_error(12, 3); /* C = 4 not a multiple of 3 heads */
     check_error(12, 0);

@@ -7,13 +7,16 @@
  * the 1/sqrt(D) applied as its fp32 alpha; the mask and a max-subtracted softmax run in fp32; P is
  * rounded to the compute dtype, the operand of the second GEMM, and O = P v is rounded once.
  *
- * Saved for backward: P, in the compute dtype ([B, Hh, T, T]), not recomputed. It is exactly the
- * operand the forward GEMM multiplied v by, so dV = P^T dO is the gradient of the function computed,
- * and it is the operand dV's GEMM needs anyway; storing it narrow halves its memory against fp32.
- * Recomputing it (FlashAttention) would save that memory at the cost of a third GEMM per head; at the
- * sequence lengths amp trains, T^2 per head is small.
+ * Saved for backward: nothing but the inputs. The backward recomputes each head's P from q and k, one
+ * head at a time in a T x T scratch, by the forward's own code (the same GEMM on the same operands and
+ * shape, the same softmax kernels in the same order, the same rounding to the compute dtype), so it is
+ * the forward's P bit for bit: the operand the forward multiplied v by, so dV = P^T dO is the gradient
+ * of the function computed. Keeping P for every head would cost B Hh T^2 elements per layer (4.8 GB
+ * in fp32 for GPT-2 124M at B = 8, T = 1024, more than its other activations); recomputing it costs
+ * one more T x T x D GEMM and softmax per head in backward.
  *
  * Backward, per (batch, head), with dO read in the compute dtype (as matmul's backward does):
+ *     P as in the forward (fp32 P: the compute-dtype P widened back, the operand the forward used),
  *     dV = P^T dO,  dP = dO V^T,  dS = P (dP - rowsum(dP P))  (fp32; masked entries are 0),
  *     dQ = dS K / sqrt(D),  dK = dS^T Q / sqrt(D)   (dS rounded once to the compute dtype).
  * q, k and v may be one tensor (self-attention on a shared projection): each input's gradient is
@@ -98,8 +101,21 @@ static void causal_softmax_backward(const amp_elem_kernels *ek, float *dp, const
     }
 }
 
-/* in[]: q, k, v (contiguous, compute dtype). i[]: BH (batch * heads), T, D. saved: P [BH, T, T] in the
- * compute dtype. */
+/* One head's P = softmax(q k^T / sqrt(D)) (amp_causal_attention's): S into s (fp32, T x T), the softmax
+ * in place, then P into p in dt (in fp32, p may be s). The forward and the backward's recomputation
+ * both call it, so they get the same bits. Returns the GEMM's status (recorded in ctx). */
+static int head_probs(amp_ctx *ctx, amp_dtype dt, const void *qb, const void *kb, int64_t T, int64_t D, float *s,
+                      void *p) {
+    const int st = attn_gemm(ctx, dt, false, true, T, T, D, attn_scale(D), qb, D, kb, D, s); /* S = q k^T / sqrt(D) */
+    if (st != AMP_OK) return st;
+    causal_softmax(amp_vmath_active(), amp_elem_active(), s, T);
+    if (dt != AMP_F32) amp_convert(p, dt, s, AMP_F32, (size_t)(T * T));
+    else if (p != s) memcpy(p, s, (size_t)(T * T) * sizeof *s);
+    return AMP_OK;
+}
+
+/* in[]: q, k, v (contiguous, compute dtype). i[]: BH (batch * heads), T, D. saved: nothing (P is
+ * recomputed per head). */
 static void attention_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *q = node->in[0], *k = node->in[1], *v = node->in[2];
     const int64_t BH = node->i[0], T = node->i[1], D = node->i[2];
@@ -120,20 +136,22 @@ static void attention_backward(amp_ctx *ctx, amp_node *node) {
     float *dq = q->requires_grad ? amp_f32_scratch(ctx, BH * T * D) : NULL;
     float *dk = k->requires_grad ? amp_f32_scratch(ctx, BH * T * D) : NULL;
     float *dv = v->requires_grad ? amp_f32_scratch(ctx, BH * T * D) : NULL;
-    float *dp = need_s ? amp_f32_scratch(ctx, T * T) : NULL;  /* dP, then dS in place */
-    float *pf = need_s ? amp_f32_scratch(ctx, T * T) : NULL;  /* P as fp32 */
-    void *ds = need_s && dt != AMP_F32 ? amp_scratch_alloc(ctx, (size_t)ld(T * T) * es) : dp; /* dS in dt */
+    float *dp = need_s ? amp_f32_scratch(ctx, T * T) : NULL; /* dP, then dS in place */
+    float *pf = amp_f32_scratch(ctx, T * T);                 /* S, then P as fp32 */
+    /* P in dt, then dS in dt (P is no longer read once dP is known); in fp32 P is pf and dS is dp */
+    void *pn = dt != AMP_F32 ? amp_scratch_alloc(ctx, (size_t)ld(T * T) * es) : pf;
+    void *ds = dt != AMP_F32 ? pn : dp;
     if (ctx->status != AMP_OK) return;
 
     for (int64_t bh = 0; bh < BH; bh++) {
         const size_t off = (size_t)(bh * T * D) * es;
         const unsigned char *qb = (const unsigned char *)q->data + off, *kb = (const unsigned char *)k->data + off;
         const unsigned char *vb = (const unsigned char *)v->data + off, *gb = (const unsigned char *)dout + off;
-        const void *pb = (const unsigned char *)node->saved + (size_t)(bh * T * T) * es;
-        if (dv && attn_gemm(ctx, dt, true, false, T, D, T, 1.0f, pb, T, gb, D, dv + bh * T * D)) return;
+        if (head_probs(ctx, dt, qb, kb, T, D, pf, pn)) return;
+        if (dt != AMP_F32) amp_convert(pf, AMP_F32, pn, dt, (size_t)(T * T)); /* the rounded P, widened */
+        if (dv && attn_gemm(ctx, dt, true, false, T, D, T, 1.0f, pn, T, gb, D, dv + bh * T * D)) return;
         if (!need_s) continue;
         if (attn_gemm(ctx, dt, false, true, T, T, D, 1.0f, gb, D, vb, D, dp)) return; /* dP = dO V^T */
-        amp_convert(pf, AMP_F32, pb, dt, (size_t)(T * T));
         causal_softmax_backward(amp_elem_active(), dp, pf, T);
         if (dt != AMP_F32) amp_convert(ds, dt, dp, AMP_F32, (size_t)(T * T));
         if (dq && attn_gemm(ctx, dt, false, false, T, D, T, scale, ds, T, kb, D, dq + bh * T * D)) return;
@@ -161,44 +179,31 @@ amp_tensor *amp_causal_attention(amp_ctx *ctx, amp_tensor *q, amp_tensor *k, amp
         return NULL;
     const int64_t BH = q->shape[0] * q->shape[1], T = q->shape[2], D = q->shape[3];
     const size_t es = amp_dtype_size(dt);
-    const float scale = attn_scale(D);
     amp_tensor *out = amp_ctx_new_tensor(ctx, dt, 4, q->shape, true);
     if (!out) return NULL;
 
-    /* P for every head goes straight to the arena when backward will need it (the test is
-     * amp_autograd_record's), else one head's worth of scratch is reused. */
-    const bool keep_p = ctx->grad_enabled && (q->requires_grad || k->requires_grad || v->requires_grad);
-    void *p_all = keep_p ? amp_ctx_alloc(ctx, (size_t)ld(BH * T * T) * es) : NULL;
+    /* one head's S and P at a time, in scratch: the backward recomputes P (nothing is saved) */
     amp_arena_mark mk = amp_scratch_mark(ctx);
     float *o = dt == AMP_F32 ? out->data : amp_f32_scratch(ctx, BH * T * D);
     float *s = amp_f32_scratch(ctx, T * T);
-    void *p_one = keep_p ? NULL : amp_scratch_alloc(ctx, (size_t)ld(T * T) * es);
+    void *p = dt != AMP_F32 ? amp_scratch_alloc(ctx, (size_t)ld(T * T) * es) : s; /* in fp32, P is S's buffer */
     if (ctx->status != AMP_OK) {
         amp_scratch_release(ctx, mk);
         return NULL;
     }
-    const amp_vmath_kernels *vm = amp_vmath_active();
-    const amp_elem_kernels *ek = amp_elem_active();
     for (int64_t bh = 0; bh < BH; bh++) {
         const size_t off = (size_t)(bh * T * D) * es;
         const unsigned char *qb = (const unsigned char *)q->data + off, *kb = (const unsigned char *)k->data + off;
         const unsigned char *vb = (const unsigned char *)v->data + off;
-        void *pb = keep_p ? (unsigned char *)p_all + (size_t)(bh * T * T) * es : p_one;
-        if (attn_gemm(ctx, dt, false, true, T, T, D, scale, qb, D, kb, D, s)) break; /* S = q k^T / sqrt(D) */
-        causal_softmax(vm, ek, s, T);
-        if (dt == AMP_F32) memcpy(pb, s, (size_t)(T * T) * sizeof *s);
-        else amp_convert(pb, dt, s, AMP_F32, (size_t)(T * T));
-        if (attn_gemm(ctx, dt, false, false, T, D, T, 1.0f, pb, T, vb, D, o + bh * T * D)) break; /* O = P v */
+        if (head_probs(ctx, dt, qb, kb, T, D, s, p)) break;
+        if (attn_gemm(ctx, dt, false, false, T, D, T, 1.0f, p, T, vb, D, o + bh * T * D)) break; /* O = P v */
     }
     if (ctx->status == AMP_OK && dt != AMP_F32) amp_store_f32(ctx, out, o);
     amp_scratch_release(ctx, mk);
     if (ctx->status != AMP_OK) return NULL;
     amp_tensor *in[3] = {q, k, v};
     amp_node *node = amp_autograd_record(ctx, OP, dt, out, in, 3, attention_backward);
-    if (node) {
-        node->saved = p_all;
-        node->i[0] = BH, node->i[1] = T, node->i[2] = D;
-    }
+    if (node) node->i[0] = BH, node->i[1] = T, node->i[2] = D;
     return out;
 }
 
@@ -228,17 +233,40 @@ amp_tensor *amp_causal_attention(amp_ctx *ctx, amp_tensor *q, amp_tensor *k, amp
  * path with the kernels they are amp_gemm_direct_f32's (gemm_ldc): amp_gemm's bits, reading q, k, v,
  * P, dS and dO where they are (only K^T and V^T are packed).
  *
- * in[]: qkv (contiguous, compute dtype). i[]: B, T, C, heads. saved: P [B, heads, T, T] in the
- * compute dtype. */
+ * in[]: qkv (contiguous, compute dtype). i[]: B, T, C, heads. saved: nothing: each head's P is
+ * recomputed in backward by the forward's code (fused_head_probs), in its thread's scratch. */
 
 /* query rows per causal block: a multiple of the micro-kernels' 12 and 6 rows, and even */
 enum { ATTN_ROWS = 48 };
 
-/* One head's gradients of batch element b: dq, dk, dv into columns [h D, (h + 1) D) of the three
- * column blocks of dqkv_b [T, 3C] (fp32); dp, pf, ds: T x T scratch of this head's thread. Returns the
+/* One head's P = softmax(q k^T / sqrt(D)) of batch element b, head h of qkv [B, T, 3C] (dt), by causal
+ * blocks: S into s (fp32, T x T), the softmax in place, then P rounded into p for a narrow dt (in fp32,
+ * P is s and p is not written). The forward and the backward's recomputation both call it on one
+ * thread with the same scratch sizes, so the backward's P is the forward's bit for bit. Returns the
  * first GEMM's failure (runs on any thread: no context). */
+static int fused_head_probs(const unsigned char *qkv, amp_dtype dt, int64_t T, int64_t C, int64_t NH, int64_t b,
+                            int64_t h, float *s, void *p, float *direct) {
+    const int64_t D = C / NH, C3 = 3 * C;
+    const size_t es = amp_dtype_size(dt);
+    const float scale = attn_scale(D);
+    const unsigned char *qb = qkv + (size_t)(b * T * C3 + h * D) * es, *kb = qb + (size_t)C * es;
+    int st = AMP_OK;
+    for (int64_t r0 = 0; r0 < T && st == AMP_OK; r0 += ATTN_ROWS) { /* S[r0:r1, 0:r1] = q[r0:r1] k[0:r1]^T / sqrt(D) */
+        const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS;
+        st = gemm_ldc(dt, false, true, r1 - r0, r1, D, scale, qb + (size_t)(r0 * C3) * es, C3, kb, C3, s + r0 * T, T,
+                      direct);
+    }
+    if (st != AMP_OK) return st;
+    causal_softmax(amp_vmath_active(), amp_elem_active(), s, T); /* reads S_ij for j <= i only, zeroes the rest */
+    if (dt != AMP_F32) amp_convert(p, dt, s, AMP_F32, (size_t)(T * T));
+    return AMP_OK;
+}
+
+/* One head's gradients of batch element b: dq, dk, dv into columns [h D, (h + 1) D) of the three
+ * column blocks of dqkv_b [T, 3C] (fp32); dp, pf: T x T fp32 scratch of this head's thread, pn: T x T
+ * in dt (a narrow dt; NULL in fp32). Returns the first GEMM's failure (runs on any thread: no context). */
 static int head_backward(const amp_node *node, const void *dout, float *dqkv_b, int64_t b, int64_t h, float *dp,
-                         float *pf, void *ds, float *direct) {
+                         float *pf, void *pn, float *direct) {
     const amp_tensor *qkv = node->in[0];
     const int64_t T = node->i[1], C = node->i[2], NH = node->i[3], D = C / NH, C3 = 3 * C;
     const amp_dtype dt = node->out->compute_dtype;
@@ -247,10 +275,12 @@ static int head_backward(const amp_node *node, const void *dout, float *dqkv_b, 
     const unsigned char *qb = (const unsigned char *)qkv->data + (size_t)(b * T * C3 + h * D) * es;
     const unsigned char *kb = qb + (size_t)C * es, *vb = qb + (size_t)(2 * C) * es;
     const unsigned char *gb = (const unsigned char *)dout + (size_t)(b * T * C + h * D) * es;
-    const void *pb = (const unsigned char *)node->saved + (size_t)((b * NH + h) * T * T) * es;
     float *dq = dqkv_b + h * D, *dk = dq + C, *dv = dq + 2 * C;
-    const unsigned char *pc = pb, *dsc = ds;
-    int st = AMP_OK;
+    /* P: in fp32 pf itself; in a narrow dt pn, then pf = pn widened (the operand the forward used) */
+    int st = fused_head_probs(qkv->data, dt, T, C, NH, b, h, pf, pn, direct);
+    if (st != AMP_OK) return st;
+    if (dt != AMP_F32) amp_convert(pf, AMP_F32, pn, dt, (size_t)(T * T));
+    const unsigned char *pc = dt == AMP_F32 ? (const unsigned char *)pf : (const unsigned char *)pn;
     for (int64_t r0 = 0; r0 < T && st == AMP_OK; r0 += ATTN_ROWS) { /* rows [r0, r1): see causal blocks above */
         const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS, nr = r1 - r0;
         /* dV[r0:r1] = P[r0:T, r0:r1]^T dO[r0:T]; dP[r0:r1, 0:r1] = dO[r0:r1] V[0:r1]^T */
@@ -261,10 +291,10 @@ static int head_backward(const amp_node *node, const void *dout, float *dqkv_b, 
                           direct);
     }
     if (st != AMP_OK) return st;
-    const float *p32 = dt == AMP_F32 ? (const float *)pb : pf; /* fp32 P: P itself in fp32, no copy */
-    if (dt != AMP_F32) amp_convert(pf, AMP_F32, pb, dt, (size_t)(T * T));
-    causal_softmax_backward(amp_elem_active(), dp, p32, T); /* reads dP_ij for j <= i only, zeroes the rest */
-    if (dt != AMP_F32) amp_convert(ds, dt, dp, AMP_F32, (size_t)(T * T));
+    causal_softmax_backward(amp_elem_active(), dp, pf, T); /* reads dP_ij for j <= i only, zeroes the rest */
+    /* dS in dt: dp itself in fp32, else rounded into pn (P in dt is not read again) */
+    if (dt != AMP_F32) amp_convert(pn, dt, dp, AMP_F32, (size_t)(T * T));
+    const unsigned char *dsc = dt == AMP_F32 ? (const unsigned char *)dp : (const unsigned char *)pn;
     for (int64_t r0 = 0; r0 < T && st == AMP_OK; r0 += ATTN_ROWS) {
         const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS, nr = r1 - r0;
         /* dQ[r0:r1] = dS[r0:r1, 0:r1] K[0:r1] / sqrt(D); dK[r0:r1] = dS[r0:T, r0:r1]^T Q[r0:T] / sqrt(D) */
@@ -286,8 +316,8 @@ typedef struct bwd_heads_job {
     float *dqkv;       /* batch element b's block at dqkv + (blockwise ? 0 : b T 3C) */
     bool blockwise;
     int64_t b0, NH;    /* task i: batch element b0 + i / NH, head i % NH */
-    float *dp, *pf;    /* per thread: T x T fp32 each (pf only for a narrow dt) */
-    unsigned char *ds; /* per thread: T x T in dt (a narrow dt) */
+    float *dp, *pf;    /* per thread: T x T fp32 each */
+    unsigned char *pn; /* per thread: T x T in dt (a narrow dt), else NULL */
     float *direct;     /* per thread: n_direct floats (gemm_ldc), or NULL */
     int64_t n_direct;
     int *st;           /* per task */
@@ -296,11 +326,10 @@ typedef struct bwd_heads_job {
 static void bwd_head_task(void *arg, int64_t i, int thread_id) {
     const bwd_heads_job *j = arg;
     const int64_t T = j->node->i[1], C3 = 3 * j->node->i[2], TT = T * T, b = j->b0 + i / j->NH;
-    const amp_dtype dt = j->node->out->compute_dtype;
-    float *dp = j->dp + thread_id * TT;
-    void *ds = dt == AMP_F32 ? (void *)dp : (void *)(j->ds + (size_t)(thread_id * TT) * amp_dtype_size(dt));
-    j->st[i] = head_backward(j->node, j->dout, j->blockwise ? j->dqkv : j->dqkv + b * T * C3, b, i % j->NH, dp,
-                             j->pf ? j->pf + thread_id * TT : NULL, ds,
+    const size_t es = amp_dtype_size(j->node->out->compute_dtype);
+    j->st[i] = head_backward(j->node, j->dout, j->blockwise ? j->dqkv : j->dqkv + b * T * C3, b, i % j->NH,
+                             j->dp + thread_id * TT, j->pf + thread_id * TT,
+                             j->pn ? j->pn + (size_t)(thread_id * TT) * es : NULL,
                              j->direct ? j->direct + thread_id * j->n_direct : NULL);
 }
 
@@ -332,13 +361,14 @@ static void self_attention_backward(amp_ctx *ctx, amp_node *node) {
      * else every (batch element, head) at once */
     const int64_t per_call = blockwise ? NH : B * NH;
     const int64_t threads = amp_parallel_max_threads() < per_call ? amp_parallel_max_threads() : per_call;
-    float *dp = amp_f32_scratch(ctx, threads * T * T);                              /* dP, then dS in place */
-    float *pf = dt != AMP_F32 ? amp_f32_scratch(ctx, threads * T * T) : NULL;       /* P as fp32 */
-    unsigned char *ds = dt != AMP_F32 ? amp_scratch_alloc(ctx, (size_t)ld(threads * T * T) * es) : NULL; /* dS in dt */
+    float *dp = amp_f32_scratch(ctx, threads * T * T); /* dP, then dS in place */
+    float *pf = amp_f32_scratch(ctx, threads * T * T); /* S, then P as fp32 */
+    /* P in dt, then dS in dt (a narrow dt) */
+    unsigned char *pn = dt != AMP_F32 ? amp_scratch_alloc(ctx, (size_t)ld(threads * T * T) * es) : NULL;
     int *st = amp_scratch_alloc(ctx, (size_t)per_call * sizeof *st);
     const int64_t n_direct = direct_floats(dt, T, C / NH);
     float *per_thread = n_direct ? amp_f32_scratch(ctx, threads * n_direct) : NULL; /* gemm_ldc's */
-    bwd_heads_job job = {node, dout, dqkv, blockwise, 0, NH, dp, pf, ds, per_thread, n_direct, st};
+    bwd_heads_job job = {node, dout, dqkv, blockwise, 0, NH, dp, pf, pn, per_thread, n_direct, st};
     for (int64_t b = 0; b < (blockwise ? B : 1) && ctx->status == AMP_OK; b++) {
         job.b0 = b;
         amp_parallel_for(per_call, bwd_head_task, &job);
@@ -352,20 +382,18 @@ static void self_attention_backward(amp_ctx *ctx, amp_node *node) {
     else if (ctx->status == AMP_OK) amp_grad_accumulate(ctx, qkv, dqkv);
 }
 
-/* The forward's heads as tasks (bwd_heads_job's scheme): task bh = b NH + h, S and (without saving P)
- * P in its thread's T x T scratch. */
+/* The forward's heads as tasks (bwd_heads_job's scheme): task bh = b NH + h, S and P in its thread's
+ * T x T scratch. */
 typedef struct fwd_heads_job {
     const unsigned char *qkv;
     amp_dtype dt;
     int64_t T, C, NH;
-    bool keep_p;
-    unsigned char *p_all; /* keep_p: P [B, NH, T, T] in dt */
-    float *o;             /* O [B, T, C] in fp32 */
-    float *s;             /* per thread: S [T, T] fp32 (a narrow dt) */
-    unsigned char *p_one; /* per thread: P [T, T] in dt (without keep_p) */
-    float *direct;        /* per thread: n_direct floats (gemm_ldc), or NULL */
+    float *o;         /* O [B, T, C] in fp32 */
+    float *s;         /* per thread: S, then P in fp32 [T, T] */
+    unsigned char *p; /* per thread: P [T, T] in dt (a narrow dt), else NULL */
+    float *direct;    /* per thread: n_direct floats (gemm_ldc), or NULL */
     int64_t n_direct;
-    int *st;              /* per task */
+    int *st;          /* per task */
 } fwd_heads_job;
 
 static void fwd_head_task(void *arg, int64_t bh, int thread_id) {
@@ -373,22 +401,11 @@ static void fwd_head_task(void *arg, int64_t bh, int thread_id) {
     const amp_dtype dt = j->dt;
     const int64_t T = j->T, C = j->C, NH = j->NH, D = C / NH, C3 = 3 * C, b = bh / NH, h = bh % NH;
     const size_t es = amp_dtype_size(dt);
-    const float scale = attn_scale(D);
-    const unsigned char *qb = j->qkv + (size_t)(b * T * C3 + h * D) * es;
-    const unsigned char *kb = qb + (size_t)C * es, *vb = qb + (size_t)(2 * C) * es;
-    unsigned char *pb = j->keep_p ? j->p_all + (size_t)(bh * T * T) * es : j->p_one + (size_t)(thread_id * T * T) * es;
-    float *s = dt == AMP_F32 ? (float *)(void *)pb : j->s + thread_id * T * T;
+    const unsigned char *vb = j->qkv + (size_t)(b * T * C3 + 2 * C + h * D) * es;
+    float *s = j->s + thread_id * T * T;
+    unsigned char *pb = dt == AMP_F32 ? (unsigned char *)s : j->p + (size_t)(thread_id * T * T) * es;
     float *direct = j->direct ? j->direct + thread_id * j->n_direct : NULL;
-    int st = AMP_OK;
-    for (int64_t r0 = 0; r0 < T && st == AMP_OK; r0 += ATTN_ROWS) { /* S[r0:r1, 0:r1] = q[r0:r1] k[0:r1]^T / sqrt(D) */
-        const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS;
-        st = gemm_ldc(dt, false, true, r1 - r0, r1, D, scale, qb + (size_t)(r0 * C3) * es, C3, kb, C3, s + r0 * T, T,
-                      direct);
-    }
-    if (st == AMP_OK) {
-        causal_softmax(amp_vmath_active(), amp_elem_active(), s, T); /* reads S_ij for j <= i only, zeroes the rest */
-        if (dt != AMP_F32) amp_convert(pb, dt, s, AMP_F32, (size_t)(T * T));
-    }
+    int st = fused_head_probs(j->qkv, dt, T, C, NH, b, h, s, pb, direct);
     for (int64_t r0 = 0; r0 < T && st == AMP_OK; r0 += ATTN_ROWS) { /* O[r0:r1] = P[r0:r1, 0:r1] v[0:r1] */
         const int64_t r1 = T - r0 < ATTN_ROWS ? T : r0 + ATTN_ROWS;
         st = gemm_ldc(dt, false, false, r1 - r0, D, r1, 1.0f, pb + (size_t)(r0 * T) * es, T, vb, C3,
@@ -411,14 +428,11 @@ amp_tensor *amp_causal_self_attention(amp_ctx *ctx, amp_tensor *qkv, int64_t hea
     amp_tensor *out = amp_ctx_new_tensor(ctx, dt, 3, (const int64_t[]){B, T, C}, true);
     if (!out) return NULL;
 
-    const bool keep_p = ctx->grad_enabled && qkv->requires_grad;
-    void *p_all = keep_p ? amp_ctx_alloc(ctx, (size_t)ld(B * NH * T * T) * es) : NULL;
     amp_arena_mark mk = amp_scratch_mark(ctx);
     const int64_t threads = amp_parallel_max_threads() < B * NH ? amp_parallel_max_threads() : B * NH;
     float *o = dt == AMP_F32 ? out->data : amp_f32_scratch(ctx, B * T * C);
-    /* S in fp32: in fp32 it is computed where P goes and the softmax runs in place, no copy */
-    float *s = dt == AMP_F32 ? NULL : amp_f32_scratch(ctx, threads * T * T);
-    void *p_one = keep_p ? NULL : amp_scratch_alloc(ctx, (size_t)ld(threads * T * T) * es);
+    float *s = amp_f32_scratch(ctx, threads * T * T); /* S, then P in place (in fp32, the GEMM's operand) */
+    void *p = dt != AMP_F32 ? amp_scratch_alloc(ctx, (size_t)ld(threads * T * T) * es) : NULL;
     int *st = amp_scratch_alloc(ctx, (size_t)(B * NH) * sizeof *st);
     const int64_t n_direct = direct_floats(dt, T, C / NH);
     float *direct = n_direct ? amp_f32_scratch(ctx, threads * n_direct) : NULL;
@@ -426,16 +440,13 @@ amp_tensor *amp_causal_self_attention(amp_ctx *ctx, amp_tensor *qkv, int64_t hea
         amp_scratch_release(ctx, mk);
         return NULL;
     }
-    fwd_heads_job job = {qkv->data, dt, T, C, NH, keep_p, p_all, o, s, p_one, direct, n_direct, st};
+    fwd_heads_job job = {qkv->data, dt, T, C, NH, o, s, p, direct, n_direct, st};
     amp_parallel_for(B * NH, fwd_head_task, &job);
     report_tasks(ctx, st, B * NH);
     if (ctx->status == AMP_OK && dt != AMP_F32) amp_store_f32(ctx, out, o);
     amp_scratch_release(ctx, mk);
     if (ctx->status != AMP_OK) return NULL;
     amp_node *node = amp_autograd_record(ctx, OP, dt, out, &qkv, 1, self_attention_backward);
-    if (node) {
-        node->saved = p_all;
-        node->i[0] = B, node->i[1] = T, node->i[2] = C, node->i[3] = NH;
-    }
+    if (node) node->i[0] = B, node->i[1] = T, node->i[2] = C, node->i[3] = NH;
     return out;
 }
