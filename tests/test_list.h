@@ -305,6 +305,7 @@ TEST(fp8_simd, fp8_decode_row_paths)
 TEST(fp8_simd, fp8_decode_pairs_paths)
 TEST(fp8_simd, fp8_amax_paths)
 TEST(fp8_simd, fp8_encode_paths)
+TEST(fp8_simd, fp8_encode_stats_paths)
 TEST(fp8_simd, fp8_cast_threads)
 /* amp_gemm_fp8 on every path and bf16 method against a double oracle, its reference twin and
  * amp_gemm bit for bit; its edge cases, non-finite inputs and statuses */

@@ -3,9 +3,11 @@
  * documented differences from torchao. */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "amp/fp8.h"
 #include "amp/status.h"
+#include "../core/alloc_internal.h"
 #include "../core/float_bits.h"
 #include "../kernels/fp8_kernels.h"
 #include "fp8_internal.h"
@@ -57,30 +59,117 @@ static int check_mx(const void *a, const void *b, const void *c, size_t n, amp_d
     return AMP_OK;
 }
 
+/* A NaN block (scale byte 0xFF): its payloads, and its statistics under the NaN scale: nothing
+ * saturates (|x * NaN| > max is false); a finite nonzero value whose byte is +-0 is flushed. */
+static void quantize_nan_block(uint8_t *out, const float *x, amp_dtype elem, amp_mx_scale_mode mode,
+                               amp_fp8_cast_tally *t) {
+    float v[AMP_MX_BLOCK];
+    for (int i = 0; i < AMP_MX_BLOCK; i++) v[i] = nan_block_value(x[i], mode);
+    amp_fp8_scaled_encode(out, elem, v, AMP_MX_BLOCK, 1.0f);
+    for (int i = 0; i < AMP_MX_BLOCK; i++) t->counts[1] += isfinite(x[i]) && x[i] != 0.0f && (out[i] & 0x7F) == 0;
+}
+
+void amp_mx_quantize_tally(void *dst, uint8_t *scales_e8m0, float *scale_inv, const float *src, size_t n,
+                           amp_dtype elem, amp_mx_scale_mode mode, amp_fp8_cast_tally *t, float *amax) {
+    uint8_t *out = dst;
+    const amp_fp8_kernels *fk = amp_fp8_kernels_active();
+    float bmax[AMAX_CHUNK], mult[AMAX_CHUNK];
+    uint8_t byte[AMAX_CHUNK];
+    const size_t nblocks = n / AMP_MX_BLOCK;
+    float m = *amax;
+    for (size_t b0 = 0; b0 < nblocks; b0 += AMAX_CHUNK) { /* AMAX_CHUNK blocks at a time */
+        const size_t nb = nblocks - b0 < AMAX_CHUNK ? nblocks - b0 : AMAX_CHUNK;
+        const float *x = src + b0 * AMP_MX_BLOCK;
+        fk->block_amax(bmax, x, nb, AMP_MX_BLOCK); /* NaN where a block has one */
+        for (size_t b = 0; b < nb; b++) {
+            byte[b] = scale_byte(bmax[b], elem, mode);
+            if (scales_e8m0) scales_e8m0[b0 + b] = byte[b];
+            /* 2^(byte-127): 2^-127 is the subnormal 0x00400000; 0xFF is NaN (the OCP definition) */
+            if (scale_inv)
+                scale_inv[b0 + b] = byte[b] == E8M0_NAN ? NAN
+                                    : byte[b] == 0      ? amp_f32_from_bits(0x00400000u)
+                                                        : amp_f32_from_bits((uint32_t)byte[b] << 23);
+            if (byte[b] == E8M0_NAN) continue;
+            mult[b] = inverse_scale(byte[b]);
+            t->scale_min = fminf(t->scale_min, mult[b]), t->scale_max = fmaxf(t->scale_max, mult[b]);
+            if (bmax[b] > m) m = bmax[b];
+        }
+        for (size_t b = 0; b < nb;) { /* runs of blocks with finite scales through the fused encode */
+            size_t e = b;
+            while (e < nb && byte[e] != E8M0_NAN) e++;
+            if (e > b)
+                fk->encode_stats[elem](out + (b0 + b) * AMP_MX_BLOCK, x + b * AMP_MX_BLOCK, (e - b) * AMP_MX_BLOCK, 0.0f,
+                                       mult + b, AMP_MX_BLOCK, t->counts);
+            if (e < nb) {
+                const float a = fk->amax(x + e * AMP_MX_BLOCK, AMP_MX_BLOCK, NULL);
+                if (a > m) m = a;
+                quantize_nan_block(out + (b0 + e) * AMP_MX_BLOCK, x + e * AMP_MX_BLOCK, elem, mode, t);
+                e++;
+            }
+            b = e;
+        }
+    }
+    *amax = m;
+}
+
+/* Column i's 32-row block of a band the plain way: gathered, zero-padded, quantized as one block. */
+static void quantize_column_block(uint8_t *out, float *inv, const float *src, size_t h, size_t cols, amp_dtype elem,
+                                  amp_mx_scale_mode mode, amp_fp8_cast_tally *t, float *amax) {
+    float v[AMP_MX_BLOCK];
+    for (size_t r = 0; r < AMP_MX_BLOCK; r++) v[r] = r < h ? src[r * cols] : 0.0f;
+    amp_mx_quantize_tally(out, NULL, inv, v, AMP_MX_BLOCK, elem, mode, t, amax);
+}
+
+int amp_mx_quantize_columns_tally(uint8_t *out, size_t ld_out, float *scale_inv, size_t ld_scale, const float *src,
+                                  size_t rows, size_t cols, amp_dtype elem, amp_mx_scale_mode mode,
+                                  amp_fp8_cast_tally *t, float *amax) {
+    float *mult = amp_malloc(cols * sizeof(float));
+    uint8_t *bytes = amp_malloc(AMP_MX_BLOCK * cols);
+    if (!mult || !bytes) {
+        amp_free(mult), amp_free(bytes);
+        return AMP_ERR_OUT_OF_MEMORY;
+    }
+    const amp_fp8_kernels *fk = amp_fp8_kernels_active();
+    float m = *amax;
+    for (size_t r0 = 0, b = 0; r0 < rows; r0 += AMP_MX_BLOCK, b++) {
+        const size_t h = rows - r0 < AMP_MX_BLOCK ? rows - r0 : AMP_MX_BLOCK;
+        const float *x = src + r0 * cols;
+        bool nan = false;
+        const float band_max = fk->amax(x, h * cols, &nan);
+        if (nan) { /* NaN blocks have their own payloads and amax: each column block the plain way */
+            for (size_t j = 0; j < cols; j++)
+                quantize_column_block(out + j * ld_out + r0, scale_inv + j * ld_scale + b, x + j, h, cols, elem, mode, t, &m);
+            continue;
+        }
+        if (band_max > m) m = band_max;
+        for (size_t j = 0; j < cols; j++) mult[j] = 0.0f;
+        fk->col_amax(mult, x, h, cols, cols); /* each column block's amax, then its multiplier */
+        for (size_t j = 0; j < cols; j++) {
+            const uint8_t byte = scale_byte(mult[j], elem, mode);
+            scale_inv[j * ld_scale + b] = byte == 0 ? amp_f32_from_bits(0x00400000u) : amp_f32_from_bits((uint32_t)byte << 23);
+            mult[j] = inverse_scale(byte);
+            t->scale_min = fminf(t->scale_min, mult[j]), t->scale_max = fmaxf(t->scale_max, mult[j]);
+        }
+        for (size_t r = 0; r < AMP_MX_BLOCK; r++) {
+            if (r < h) fk->encode_stats[elem](bytes + r * cols, x + r * cols, cols, 0.0f, mult, 1, t->counts);
+            else memset(bytes + r * cols, 0, cols); /* the padding: fp8 zeros */
+        }
+        for (size_t j = 0; j < cols; j++) /* the band's bytes transposed: column j's block of stored row j */
+            for (size_t r = 0; r < AMP_MX_BLOCK; r++) out[j * ld_out + r0 + r] = bytes[r * cols + j];
+    }
+    amp_free(mult), amp_free(bytes);
+    *amax = m;
+    return AMP_OK;
+}
+
 int amp_mx_quantize(void *dst, uint8_t *scales_e8m0, const float *src, size_t n, amp_dtype elem,
                     amp_mx_scale_mode mode) {
     const int st = check_mx(dst, scales_e8m0, src, n, elem);
     if (st != AMP_OK) return st;
     if ((unsigned)mode > AMP_MX_EVEN) return AMP_ERR_INVALID_ARGUMENT;
-    uint8_t *out = dst;
-    const amp_fp8_kernels *fk = amp_fp8_kernels_active();
-    float amax[AMAX_CHUNK];
-    for (size_t b = 0; b < n / AMP_MX_BLOCK; b++) {
-        const float *x = src + b * AMP_MX_BLOCK;
-        if (b % AMAX_CHUNK == 0) { /* the amaxes of the next AMAX_CHUNK blocks (NaN where a block has one) */
-            const size_t left = n / AMP_MX_BLOCK - b;
-            fk->block_amax(amax, x, left < AMAX_CHUNK ? left : AMAX_CHUNK, AMP_MX_BLOCK);
-        }
-        const uint8_t byte = scale_byte(amax[b % AMAX_CHUNK], elem, mode);
-        scales_e8m0[b] = byte;
-        if (byte == E8M0_NAN) {
-            float v[AMP_MX_BLOCK];
-            for (int i = 0; i < AMP_MX_BLOCK; i++) v[i] = nan_block_value(x[i], mode);
-            amp_fp8_scaled_encode(out + b * AMP_MX_BLOCK, elem, v, AMP_MX_BLOCK, 1.0f);
-        } else {
-            amp_fp8_scaled_encode(out + b * AMP_MX_BLOCK, elem, x, AMP_MX_BLOCK, inverse_scale(byte));
-        }
-    }
+    amp_fp8_cast_tally t = AMP_FP8_CAST_TALLY_INIT;
+    float amax = 0.0f;
+    amp_mx_quantize_tally(dst, scales_e8m0, NULL, src, n, elem, mode, &t, &amax);
     return AMP_OK;
 }
 

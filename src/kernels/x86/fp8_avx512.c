@@ -310,7 +310,7 @@ typedef struct {
  * operand when one is NaN), and the fp16 of a NaN has the all-ones exponent, which puts its magnitude
  * bits above every finite fp8's: an unsigned min with the canonical NaN pattern then gives that NaN,
  * and leaves every finite value (at most nan_bits - 1) as it is. */
-static inline __attribute__((always_inline)) __m128i fp8_sat_from_f32x16(__m512 x, const fp8_format *fmt) {
+static inline __attribute__((always_inline)) __m256i fp8_sat_words_from_f32x16(__m512 x, const fp8_format *fmt) {
     const __m512i sign_bit = _mm512_set1_epi32((int)0x80000000u);
     const __m512 a = _mm512_min_ps(_mm512_set1_ps(fmt->clamp), _mm512_abs_ps(x));
     const __m512i cb = _mm512_max_epi32(_mm512_add_epi32(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7F800000)),
@@ -325,8 +325,12 @@ static inline __attribute__((always_inline)) __m128i fp8_sat_from_f32x16(__m512 
     const __m256i mag = _mm256_min_epu16(_mm256_srli_epi16(_mm256_slli_epi16(h, 1), fmt->drop + 1),
                                          _mm256_set1_epi16((short)fmt->nan_bits));
     /* mag | (h >> 8 & 0x80): the sign */
-    const __m256i b = _mm256_ternarylogic_epi32(mag, _mm256_srli_epi16(h, 8), _mm256_set1_epi16(0x80), 0xF8);
-    return _mm256_cvtepi16_epi8(b);
+    return _mm256_ternarylogic_epi32(mag, _mm256_srli_epi16(h, 8), _mm256_set1_epi16(0x80), 0xF8);
+}
+
+/* The 16 fp8 bytes of x (each in the low byte of a 16-bit lane above). */
+static inline __attribute__((always_inline)) __m128i fp8_sat_from_f32x16(__m512 x, const fp8_format *fmt) {
+    return _mm256_cvtepi16_epi8(fp8_sat_words_from_f32x16(x, fmt));
 }
 
 static inline __attribute__((always_inline)) void scaled_encode(uint8_t *dst, const float *src, size_t n, float scale,
@@ -344,6 +348,55 @@ static inline __attribute__((always_inline)) void scaled_encode(uint8_t *dst, co
     }
 }
 
+/* encode_stats (fp8_kernels.h) on 16 values (mask m): the bytes stored, and per lane the counters
+ * raised where the source is finite and nonzero (its magnitude bits minus 1 below 0x7F7FFFFF, unsigned)
+ * and the product's magnitude exceeds the largest finite (saturated) or the byte's magnitude is 0
+ * (flushed). The counters are int32 lanes: the caller folds them every STATS_FOLD vectors. */
+static inline __attribute__((always_inline)) void encode_stats16(uint8_t *dst, __m512 x, __m512 mult, __mmask16 m,
+                                                                 const fp8_format *fmt, __m512i *sat, __m512i *flush) {
+    const __m512 p = _mm512_mul_ps(x, mult);
+    const __m256i w = fp8_sat_words_from_f32x16(p, fmt);
+    _mm_mask_storeu_epi8(dst, m, _mm256_cvtepi16_epi8(w));
+    const __m512i mag = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7FFFFFFF));
+    const __mmask16 live = _mm512_mask_cmplt_epu32_mask(m, _mm512_sub_epi32(mag, _mm512_set1_epi32(1)),
+                                                        _mm512_set1_epi32(0x7F7FFFFF));
+    const __mmask16 over = _mm512_mask_cmp_ps_mask(live, _mm512_abs_ps(p), _mm512_set1_ps(fmt->max_finite), _CMP_GT_OQ);
+    const __mmask16 zero = _mm256_mask_testn_epi16_mask(live, w, _mm256_set1_epi16(0x7F));
+    *sat = _mm512_mask_sub_epi32(*sat, over, *sat, _mm512_set1_epi32(-1));
+    *flush = _mm512_mask_sub_epi32(*flush, zero, *flush, _mm512_set1_epi32(-1));
+}
+
+enum { STATS_FOLD = 1 << 20 };
+
+/* The multipliers of values i .. i+15: s (scales NULL), scales[i ..] (block 1), or the one of their
+ * block (block a multiple of 16). */
+static inline __attribute__((always_inline)) __m512 mult(const float *scales, size_t block, __m512 s, size_t i,
+                                                         __mmask16 m) {
+    if (!scales) return s;
+    if (block == 1) return _mm512_maskz_loadu_ps(m, scales + i);
+    return _mm512_set1_ps(scales[i / block]);
+}
+
+static inline __attribute__((always_inline)) void encode_stats(uint8_t *dst, const float *src, size_t n, float scale,
+                                                               const float *scales, size_t block,
+                                                               int64_t counts[2], const fp8_format *fmt) {
+    const __m512 s = _mm512_set1_ps(scale);
+    for (size_t i0 = 0; i0 < n; i0 += (size_t)16 * STATS_FOLD) {
+        const size_t i1 = n - i0 < (size_t)16 * STATS_FOLD ? n : i0 + (size_t)16 * STATS_FOLD;
+        __m512i sat = _mm512_setzero_si512(), flush = sat;
+        size_t i = i0;
+        for (; i + 16 <= i1; i += 16)
+            encode_stats16(dst + i, _mm512_loadu_ps(src + i), mult(scales, block, s, i, 0xFFFF), 0xFFFF, fmt, &sat,
+                           &flush);
+        if (i < i1) {
+            const __mmask16 m = tail_mask(i1 - i);
+            encode_stats16(dst + i, _mm512_maskz_loadu_ps(m, src + i), mult(scales, block, s, i, m), m, fmt, &sat, &flush);
+        }
+        counts[0] += _mm512_reduce_add_epi32(sat);
+        counts[1] += _mm512_reduce_add_epi32(flush);
+    }
+}
+
 static const fp8_format e4m3_sat = {480.0f, 448.0f, 0x1p-8f, 20 << 23, (14 + 127) << 23, 7, 0x7F};
 static const fp8_format e5m2_sat = {65536.0f, 57344.0f, 1.0f, 21 << 23, (7 + 127) << 23, 8, 0x7E};
 static void encode_e4m3(uint8_t *dst, const float *src, size_t n, float scale) {
@@ -351,6 +404,36 @@ static void encode_e4m3(uint8_t *dst, const float *src, size_t n, float scale) {
 }
 static void encode_e5m2(uint8_t *dst, const float *src, size_t n, float scale) {
     scaled_encode(dst, src, n, scale, &e5m2_sat);
+}
+
+/* Specialised on the three ways of taking multipliers. */
+static inline __attribute__((always_inline)) void encode_stats_fmt(uint8_t *dst, const float *src, size_t n, float scale,
+                                                                   const float *scales, size_t block, int64_t counts[2],
+                                                                   const fp8_format *fmt) {
+    if (!scales) encode_stats(dst, src, n, scale, NULL, 1, counts, fmt);
+    else if (block == 1) encode_stats(dst, src, n, scale, scales, 1, counts, fmt);
+    else encode_stats(dst, src, n, scale, scales, block, counts, fmt);
+}
+static void encode_stats_e4m3(uint8_t *dst, const float *src, size_t n, float scale, const float *scales, size_t block,
+                              int64_t counts[2]) {
+    encode_stats_fmt(dst, src, n, scale, scales, block, counts, &e4m3_sat);
+}
+static void encode_stats_e5m2(uint8_t *dst, const float *src, size_t n, float scale, const float *scales, size_t block,
+                              int64_t counts[2]) {
+    encode_stats_fmt(dst, src, n, scale, scales, block, counts, &e5m2_sat);
+}
+
+/* Column maxima 16 columns at a time down the rows; VMAXPS(a, m) skips a NaN a as fmaxf does. */
+static void col_amax_avx512(float *amax, const float *src, size_t rows, size_t cols, size_t ld) {
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+    for (size_t j = 0; j < cols; j += 16) {
+        const __mmask16 m = tail_mask(cols - j);
+        __m512 acc = _mm512_maskz_loadu_ps(m, amax + j);
+        for (size_t r = 0; r < rows; r++)
+            acc = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_maskz_loadu_epi32(m, src + r * ld + j), abs_mask)),
+                                acc);
+        _mm512_mask_storeu_ps(amax + j, m, acc);
+    }
 }
 
 void amp_fp8_kernels_avx512(amp_fp8_kernels *k) {
@@ -368,4 +451,7 @@ void amp_fp8_kernels_avx512(amp_fp8_kernels *k) {
     k->block_amax = block_amax_avx512;
     k->scaled_encode[AMP_F8E4M3] = encode_e4m3;
     k->scaled_encode[AMP_F8E5M2] = encode_e5m2;
+    k->encode_stats[AMP_F8E4M3] = encode_stats_e4m3;
+    k->encode_stats[AMP_F8E5M2] = encode_stats_e5m2;
+    k->col_amax = col_amax_avx512;
 }
