@@ -324,6 +324,7 @@ TEST(fp8_linear, fp8_linear_weights_reload)
 TEST(fp8_linear, fp8_linear_layer_hook)
 TEST(fp8_train, fp8_train_recipes)
 TEST(fp8_train, fp8_train_resume)
+TEST(fp8_train, fp8_train_recompute)
 TEST(fp8_train, fp8_train_amax_allreduce)
 /* misuse of the library (stale tensors, a second backward, the scaler's and autocast's state,
  * element access, unallocated parameters, NULLs), each in a child process: a clear error, no
