@@ -267,6 +267,10 @@ typedef struct amp_train_config {
      * as buffers named fp8.<layer>.<x|w|dy>.{amax_history,scale} (fixed size: the history's length),
      * so a resumed run continues bit for bit; a checkpoint of another precision is refused. */
     bool fp8_all_layers;
+    /* mxfp8: the OCP spec's FLOOR rule for the E8M0 block scales instead of RCEIL (the default;
+     * amp_fp8_linear_set_mx_scale). A checkpoint records it with the precision, so resuming under the
+     * other rule is refused as another precision is; AMP_ERR_INVALID_ARGUMENT with another preset. */
+    bool fp8_mx_floor;
 } amp_train_config;
 
 #define AMP_TRAIN_BUCKET_BYTES ((size_t)1 << 20)

@@ -51,19 +51,19 @@ static int quantize_tensorwise(amp_fp8_linear *s, amp_fp8_tensor_role role, cons
 enum { MX_PANEL = 16 }; /* stored rows staged at a time where k must be padded */
 
 /* MXFP8: stored rows of k values (src's rows, or its columns when transposed), zero-padded to
- * q->cols (a multiple of 32); E8M0 scales (RCEIL) kept as fp32 scale_inv. src's rows unpadded are
+ * q->cols (a multiple of 32); E8M0 scales (by `mode`) kept as fp32 scale_inv. src's rows unpadded are
  * quantized in place; padded ones MX_PANEL at a time through tmp ([MX_PANEL, q->cols] fp32); src's
  * columns by the column-wise kernel (fp8_internal.h). The statistics count the padding's zeros among
  * the values (never saturated nor flushed). */
-static int quantize_mx(const float *src, int64_t rows, int64_t cols, bool transpose, amp_fp8_qmat *q, float *tmp,
-                       amp_fp8_cast_tally *t, float *amax) {
+static int quantize_mx(const float *src, int64_t rows, int64_t cols, bool transpose, amp_mx_scale_mode mode,
+                       amp_fp8_qmat *q, float *tmp, amp_fp8_cast_tally *t, float *amax) {
     const int64_t kp = q->cols, k = transpose ? rows : cols;
     uint8_t *out = q->data;
     if (transpose)
         return amp_mx_quantize_columns_tally(out, (size_t)kp, q->scale_inv, (size_t)q->ld_scale, src, (size_t)rows,
-                                             (size_t)cols, AMP_F8E4M3, AMP_MX_RCEIL, t, amax);
+                                             (size_t)cols, AMP_F8E4M3, mode, t, amax);
     if (!tmp) {
-        amp_mx_quantize_tally(out, NULL, q->scale_inv, src, (size_t)(q->rows * kp), AMP_F8E4M3, AMP_MX_RCEIL, t, amax);
+        amp_mx_quantize_tally(out, NULL, q->scale_inv, src, (size_t)(q->rows * kp), AMP_F8E4M3, mode, t, amax);
         return AMP_OK;
     }
     for (int64_t i0 = 0; i0 < q->rows; i0 += MX_PANEL) {
@@ -74,7 +74,7 @@ static int quantize_mx(const float *src, int64_t rows, int64_t cols, bool transp
             for (int64_t j = k; j < kp; j++) row[j] = 0.0f;
         }
         amp_mx_quantize_tally(out + i0 * kp, NULL, q->scale_inv + i0 * (kp / AMP_MX_BLOCK), tmp, (size_t)(pr * kp),
-                              AMP_F8E4M3, AMP_MX_RCEIL, t, amax);
+                              AMP_F8E4M3, mode, t, amax);
     }
     return AMP_OK;
 }
@@ -99,7 +99,7 @@ int amp_fp8_linear_quantize(amp_fp8_linear *s, amp_fp8_tensor_role role, const f
         const bool staged = !k_along_rows && kp != k;
         if (staged) tmp = amp_malloc((size_t)(MX_PANEL * kp) * sizeof(float));
         if (!q.data || !q.scale_inv || (staged && !tmp)) st = AMP_ERR_OUT_OF_MEMORY;
-        if (st == AMP_OK) st = quantize_mx(src, rows, cols, k_along_rows, &q, tmp, &t, &amax);
+        if (st == AMP_OK) st = quantize_mx(src, rows, cols, k_along_rows, s->mx_scale, &q, tmp, &t, &amax);
         break;
     }
     case AMP_FP8_RECIPE_BLOCK: {
