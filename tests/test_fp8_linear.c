@@ -199,8 +199,9 @@ void test_fp8_linear_recipes(void) {
     const uint64_t seed = harness_seed();
     harness_note("seed %llu", (unsigned long long)seed);
     test_rng rng = {seed};
-    /* partial 32-blocks and 128-tiles along every dimension; and aligned ones */
-    const case_shape shapes[] = {{70, 96, 40}, {160, 200, 136}, {128, 128, 64}};
+    /* partial 32-blocks and 128-tiles along every dimension; and aligned ones; odd sizes (no multiple
+     * of 8 or 16 anywhere: the kernels' tails) */
+    const case_shape shapes[] = {{70, 96, 40}, {160, 200, 136}, {128, 128, 64}, {33, 45, 27}};
     for (int r = 0; r < AMP_FP8_RECIPE_COUNT; r++)
         for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) check_recipe((amp_fp8_recipe)r, shapes[k], &rng);
 }

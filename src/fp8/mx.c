@@ -120,6 +120,39 @@ static void quantize_column_block(uint8_t *out, float *inv, const float *src, si
     amp_mx_quantize_tally(out, NULL, inv, v, AMP_MX_BLOCK, elem, mode, t, amax);
 }
 
+/* Eight words of 8 bytes each as an 8x8 byte matrix (word i = row i, byte c = column c, little
+ * endian) transposed in place: the off-diagonal 4x4, 2x2 and 1x1 blocks swapped in turn. */
+static void transpose8x8_bytes(uint64_t w[8]) {
+    static const uint64_t lo32 = 0x00000000FFFFFFFFull, lo16 = 0x0000FFFF0000FFFFull, lo8 = 0x00FF00FF00FF00FFull;
+    for (int i = 0; i < 4; i++) {
+        const uint64_t a = w[i], b = w[i + 4];
+        w[i] = (a & lo32) | (b << 32), w[i + 4] = (a >> 32) | (b & ~lo32);
+    }
+    for (int i = 0; i < 8; i += (i % 4 == 1) ? 3 : 1) { /* pairs (0,2) (1,3) (4,6) (5,7) */
+        const uint64_t a = w[i], b = w[i + 2];
+        w[i] = (a & lo16) | ((b & lo16) << 16), w[i + 2] = ((a >> 16) & lo16) | (b & ~lo16);
+    }
+    for (int i = 0; i < 8; i += 2) {
+        const uint64_t a = w[i], b = w[i + 1];
+        w[i] = (a & lo8) | ((b & lo8) << 8), w[i + 1] = ((a >> 8) & lo8) | (b & ~lo8);
+    }
+}
+
+/* out[j * ld_out + r] = bytes[r * cols + j] for r < 32, j < cols: 8x8 tiles through 64-bit words,
+ * the last cols % 8 columns one byte at a time. */
+static void transpose_band(uint8_t *out, size_t ld_out, const uint8_t *bytes, size_t cols) {
+    size_t j0 = 0;
+    for (; j0 + 8 <= cols; j0 += 8)
+        for (size_t r0 = 0; r0 < AMP_MX_BLOCK; r0 += 8) {
+            uint64_t w[8];
+            for (size_t i = 0; i < 8; i++) memcpy(&w[i], bytes + (r0 + i) * cols + j0, 8);
+            transpose8x8_bytes(w);
+            for (size_t c = 0; c < 8; c++) memcpy(out + (j0 + c) * ld_out + r0, &w[c], 8);
+        }
+    for (; j0 < cols; j0++)
+        for (size_t r = 0; r < AMP_MX_BLOCK; r++) out[j0 * ld_out + r] = bytes[r * cols + j0];
+}
+
 int amp_mx_quantize_columns_tally(uint8_t *out, size_t ld_out, float *scale_inv, size_t ld_scale, const float *src,
                                   size_t rows, size_t cols, amp_dtype elem, amp_mx_scale_mode mode,
                                   amp_fp8_cast_tally *t, float *amax) {
@@ -154,8 +187,7 @@ int amp_mx_quantize_columns_tally(uint8_t *out, size_t ld_out, float *scale_inv,
             if (r < h) fk->encode_stats[elem](bytes + r * cols, x + r * cols, cols, 0.0f, mult, 1, t->counts);
             else memset(bytes + r * cols, 0, cols); /* the padding: fp8 zeros */
         }
-        for (size_t j = 0; j < cols; j++) /* the band's bytes transposed: column j's block of stored row j */
-            for (size_t r = 0; r < AMP_MX_BLOCK; r++) out[j * ld_out + r0 + r] = bytes[r * cols + j];
+        transpose_band(out + r0, ld_out, bytes, cols);
     }
     amp_free(mult), amp_free(bytes);
     *amax = m;
