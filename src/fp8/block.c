@@ -74,13 +74,15 @@ static float quantize_panel_columns(uint8_t *dst, float *inv, float *scale, cons
     const float maxf = amp_fp8_max_finite(fp8);
     for (size_t j = 0; j < tw; j++) scale[j] = 0.0f;
     fk->col_amax(scale, src, th, tw, ld); /* the amaxes, replaced by the scales below */
-    float amax = 0.0f;
+    float amax = 0.0f, smin = t->scale_min, smax = t->scale_max;
     for (size_t j = 0; j < tw; j++) {
         if (scale[j] > amax) amax = scale[j];
-        scale[j] = tile_scale(scale[j], maxf);
+        scale[j] = tile_scale(scale[j], maxf); /* never NaN: plain comparisons are fminf's and fmaxf's */
         inv[j] = 1.0f / scale[j];
-        t->scale_min = fminf(t->scale_min, scale[j]), t->scale_max = fmaxf(t->scale_max, scale[j]);
+        if (scale[j] < smin) smin = scale[j];
+        if (scale[j] > smax) smax = scale[j];
     }
+    t->scale_min = smin, t->scale_max = smax;
     for (size_t r = 0; r < th; r++) fk->encode_stats[fp8](dst + r * ld, src + r * ld, tw, 0.0f, scale, 1, t->counts);
     return amax;
 }

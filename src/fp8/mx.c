@@ -90,8 +90,9 @@ void amp_mx_quantize_tally(void *dst, uint8_t *scales_e8m0, float *scale_inv, co
                                     : byte[b] == 0      ? amp_f32_from_bits(0x00400000u)
                                                         : amp_f32_from_bits((uint32_t)byte[b] << 23);
             if (byte[b] == E8M0_NAN) continue;
-            mult[b] = inverse_scale(byte[b]);
-            t->scale_min = fminf(t->scale_min, mult[b]), t->scale_max = fmaxf(t->scale_max, mult[b]);
+            mult[b] = inverse_scale(byte[b]); /* not NaN: plain comparisons are fminf's and fmaxf's */
+            if (mult[b] < t->scale_min) t->scale_min = mult[b];
+            if (mult[b] > t->scale_max) t->scale_max = mult[b];
             if (bmax[b] > m) m = bmax[b];
         }
         for (size_t b = 0; b < nb;) { /* runs of blocks with finite scales through the fused encode */
@@ -138,59 +139,78 @@ static void transpose8x8_bytes(uint64_t w[8]) {
     }
 }
 
-/* out[j * ld_out + r] = bytes[r * cols + j] for r < 32, j < cols: 8x8 tiles through 64-bit words,
- * the last cols % 8 columns one byte at a time. */
-static void transpose_band(uint8_t *out, size_t ld_out, const uint8_t *bytes, size_t cols) {
+/* out[j * ld_out + r] = bytes[r * cols + j] for r < nrows (a multiple of 8), j < cols: 8x8 tiles
+ * through 64-bit words, the last cols % 8 columns one byte at a time. */
+static void transpose_rows(uint8_t *out, size_t ld_out, const uint8_t *bytes, size_t cols, size_t nrows) {
     size_t j0 = 0;
     for (; j0 + 8 <= cols; j0 += 8)
-        for (size_t r0 = 0; r0 < AMP_MX_BLOCK; r0 += 8) {
+        for (size_t r0 = 0; r0 < nrows; r0 += 8) {
             uint64_t w[8];
             for (size_t i = 0; i < 8; i++) memcpy(&w[i], bytes + (r0 + i) * cols + j0, 8);
             transpose8x8_bytes(w);
             for (size_t c = 0; c < 8; c++) memcpy(out + (j0 + c) * ld_out + r0, &w[c], 8);
         }
     for (; j0 < cols; j0++)
-        for (size_t r = 0; r < AMP_MX_BLOCK; r++) out[j0 * ld_out + r] = bytes[r * cols + j0];
+        for (size_t r = 0; r < nrows; r++) out[j0 * ld_out + r] = bytes[r * cols + j0];
 }
 
+/* Column-wise MX of one band of h <= 32 source rows (x, row stride cols), block b of every stored
+ * row: the payloads into bytes ([32, cols], padded with fp8 zeros) for the caller to transpose, and
+ * true; or, where the band holds a NaN, each column block quantized the plain way straight into out
+ * (stored rows of ld_out, this band's block at out + r0) and false. mult: cols floats of room. */
+static bool quantize_band(uint8_t *bytes, uint8_t *out, size_t ld_out, size_t r0, float *scale_inv, size_t ld_scale,
+                          size_t b, const float *x, size_t h, size_t cols, float *mult, amp_dtype elem,
+                          amp_mx_scale_mode mode, amp_fp8_cast_tally *t, float *amax) {
+    const amp_fp8_kernels *fk = amp_fp8_kernels_active();
+    bool nan = false;
+    const float band_max = fk->amax(x, h * cols, &nan);
+    if (nan) { /* NaN blocks have their own payloads and amax */
+        for (size_t j = 0; j < cols; j++)
+            quantize_column_block(out + j * ld_out + r0, scale_inv + j * ld_scale + b, x + j, h, cols, elem, mode, t, amax);
+        return false;
+    }
+    if (band_max > *amax) *amax = band_max;
+    for (size_t j = 0; j < cols; j++) mult[j] = 0.0f;
+    fk->col_amax(mult, x, h, cols, cols); /* each column block's amax, then its multiplier */
+    float smin = t->scale_min, smax = t->scale_max;
+    for (size_t j = 0; j < cols; j++) {
+        const uint8_t byte = scale_byte(mult[j], elem, mode);
+        scale_inv[j * ld_scale + b] = byte == 0 ? amp_f32_from_bits(0x00400000u) : amp_f32_from_bits((uint32_t)byte << 23);
+        mult[j] = inverse_scale(byte); /* never NaN here: plain comparisons are fminf's and fmaxf's */
+        if (mult[j] < smin) smin = mult[j];
+        if (mult[j] > smax) smax = mult[j];
+    }
+    t->scale_min = smin, t->scale_max = smax;
+    for (size_t r = 0; r < AMP_MX_BLOCK; r++) {
+        if (r < h) fk->encode_stats[elem](bytes + r * cols, x + r * cols, cols, 0.0f, mult, 1, t->counts);
+        else memset(bytes + r * cols, 0, cols); /* the padding: fp8 zeros */
+    }
+    return true;
+}
+
+/* Two bands at a time, so that each stored row gets 64 contiguous bytes (a cache line) per pass. */
 int amp_mx_quantize_columns_tally(uint8_t *out, size_t ld_out, float *scale_inv, size_t ld_scale, const float *src,
                                   size_t rows, size_t cols, amp_dtype elem, amp_mx_scale_mode mode,
                                   amp_fp8_cast_tally *t, float *amax) {
     float *mult = amp_malloc(cols * sizeof(float));
-    uint8_t *bytes = amp_malloc(AMP_MX_BLOCK * cols);
+    uint8_t *bytes = amp_malloc(2 * AMP_MX_BLOCK * cols);
     if (!mult || !bytes) {
         amp_free(mult), amp_free(bytes);
         return AMP_ERR_OUT_OF_MEMORY;
     }
-    const amp_fp8_kernels *fk = amp_fp8_kernels_active();
-    float m = *amax;
-    for (size_t r0 = 0, b = 0; r0 < rows; r0 += AMP_MX_BLOCK, b++) {
-        const size_t h = rows - r0 < AMP_MX_BLOCK ? rows - r0 : AMP_MX_BLOCK;
-        const float *x = src + r0 * cols;
-        bool nan = false;
-        const float band_max = fk->amax(x, h * cols, &nan);
-        if (nan) { /* NaN blocks have their own payloads and amax: each column block the plain way */
-            for (size_t j = 0; j < cols; j++)
-                quantize_column_block(out + j * ld_out + r0, scale_inv + j * ld_scale + b, x + j, h, cols, elem, mode, t, &m);
-            continue;
+    for (size_t r0 = 0; r0 < rows; r0 += 2 * AMP_MX_BLOCK) {
+        bool ok[2] = {false, false};
+        for (size_t k = 0; k < 2 && r0 + k * AMP_MX_BLOCK < rows; k++) {
+            const size_t rb = r0 + k * AMP_MX_BLOCK, h = rows - rb < AMP_MX_BLOCK ? rows - rb : AMP_MX_BLOCK;
+            ok[k] = quantize_band(bytes + k * AMP_MX_BLOCK * cols, out, ld_out, rb, scale_inv, ld_scale, rb / AMP_MX_BLOCK,
+                                  src + rb * cols, h, cols, mult, elem, mode, t, amax);
         }
-        if (band_max > m) m = band_max;
-        for (size_t j = 0; j < cols; j++) mult[j] = 0.0f;
-        fk->col_amax(mult, x, h, cols, cols); /* each column block's amax, then its multiplier */
-        for (size_t j = 0; j < cols; j++) {
-            const uint8_t byte = scale_byte(mult[j], elem, mode);
-            scale_inv[j * ld_scale + b] = byte == 0 ? amp_f32_from_bits(0x00400000u) : amp_f32_from_bits((uint32_t)byte << 23);
-            mult[j] = inverse_scale(byte);
-            t->scale_min = fminf(t->scale_min, mult[j]), t->scale_max = fmaxf(t->scale_max, mult[j]);
-        }
-        for (size_t r = 0; r < AMP_MX_BLOCK; r++) {
-            if (r < h) fk->encode_stats[elem](bytes + r * cols, x + r * cols, cols, 0.0f, mult, 1, t->counts);
-            else memset(bytes + r * cols, 0, cols); /* the padding: fp8 zeros */
-        }
-        transpose_band(out + r0, ld_out, bytes, cols);
+        if (ok[0] && ok[1]) transpose_rows(out + r0, ld_out, bytes, cols, 2 * AMP_MX_BLOCK);
+        else
+            for (size_t k = 0; k < 2; k++)
+                if (ok[k]) transpose_rows(out + r0 + k * AMP_MX_BLOCK, ld_out, bytes + k * AMP_MX_BLOCK * cols, cols, AMP_MX_BLOCK);
     }
     amp_free(mult), amp_free(bytes);
-    *amax = m;
     return AMP_OK;
 }
 
