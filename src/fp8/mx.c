@@ -121,22 +121,28 @@ static void quantize_column_block(uint8_t *out, float *inv, const float *src, si
     amp_mx_quantize_tally(out, NULL, inv, v, AMP_MX_BLOCK, elem, mode, t, amax);
 }
 
-/* Eight words of 8 bytes each as an 8x8 byte matrix (word i = row i, byte c = column c, little
- * endian) transposed in place: the off-diagonal 4x4, 2x2 and 1x1 blocks swapped in turn. */
-static void transpose8x8_bytes(uint64_t w[8]) {
-    static const uint64_t lo32 = 0x00000000FFFFFFFFull, lo16 = 0x0000FFFF0000FFFFull, lo8 = 0x00FF00FF00FF00FFull;
-    for (int i = 0; i < 4; i++) {
-        const uint64_t a = w[i], b = w[i + 4];
-        w[i] = (a & lo32) | (b << 32), w[i + 4] = (a >> 32) | (b & ~lo32);
-    }
-    for (int i = 0; i < 8; i += (i % 4 == 1) ? 3 : 1) { /* pairs (0,2) (1,3) (4,6) (5,7) */
-        const uint64_t a = w[i], b = w[i + 2];
-        w[i] = (a & lo16) | ((b & lo16) << 16), w[i + 2] = ((a >> 16) & lo16) | (b & ~lo16);
-    }
-    for (int i = 0; i < 8; i += 2) {
-        const uint64_t a = w[i], b = w[i + 1];
-        w[i] = (a & lo8) | ((b & lo8) << 8), w[i + 1] = ((a >> 8) & lo8) | (b & ~lo8);
-    }
+/* One round of the byte transpose on a pair of rows: with lo the low half of each 2s-byte group, a
+ * keeps its low halves and takes b's below-halves above them; b keeps its high halves and takes a's
+ * below them. */
+static inline void swap_halves(uint64_t *a, uint64_t *b, int s, uint64_t lo) {
+    const uint64_t x = *a, y = *b;
+    *a = (x & lo) | ((y & lo) << s);
+    *b = ((x >> s) & lo) | (y & ~lo);
+}
+
+/* out[c * ld_out] .. + 8 = column c of the 8x8 byte matrix whose row i is the 8 bytes at in + i *
+ * ld_in (little endian words; rows and columns swapped by three rounds of block swaps: 4x4, 2x2,
+ * 1x1). Named words rather than an array keep it in registers. */
+static void transpose8x8_bytes(uint8_t *out, size_t ld_out, const uint8_t *in, size_t ld_in) {
+    uint64_t w0, w1, w2, w3, w4, w5, w6, w7;
+    memcpy(&w0, in, 8), memcpy(&w1, in + ld_in, 8), memcpy(&w2, in + 2 * ld_in, 8), memcpy(&w3, in + 3 * ld_in, 8);
+    memcpy(&w4, in + 4 * ld_in, 8), memcpy(&w5, in + 5 * ld_in, 8), memcpy(&w6, in + 6 * ld_in, 8), memcpy(&w7, in + 7 * ld_in, 8);
+    const uint64_t lo32 = 0x00000000FFFFFFFFull, lo16 = 0x0000FFFF0000FFFFull, lo8 = 0x00FF00FF00FF00FFull;
+    swap_halves(&w0, &w4, 32, lo32); swap_halves(&w1, &w5, 32, lo32); swap_halves(&w2, &w6, 32, lo32); swap_halves(&w3, &w7, 32, lo32);
+    swap_halves(&w0, &w2, 16, lo16); swap_halves(&w1, &w3, 16, lo16); swap_halves(&w4, &w6, 16, lo16); swap_halves(&w5, &w7, 16, lo16);
+    swap_halves(&w0, &w1, 8, lo8); swap_halves(&w2, &w3, 8, lo8); swap_halves(&w4, &w5, 8, lo8); swap_halves(&w6, &w7, 8, lo8);
+    memcpy(out, &w0, 8), memcpy(out + ld_out, &w1, 8), memcpy(out + 2 * ld_out, &w2, 8), memcpy(out + 3 * ld_out, &w3, 8);
+    memcpy(out + 4 * ld_out, &w4, 8), memcpy(out + 5 * ld_out, &w5, 8), memcpy(out + 6 * ld_out, &w6, 8), memcpy(out + 7 * ld_out, &w7, 8);
 }
 
 /* out[j * ld_out + r] = bytes[r * cols + j] for r < nrows (a multiple of 8), j < cols: 8x8 tiles
@@ -144,12 +150,7 @@ static void transpose8x8_bytes(uint64_t w[8]) {
 static void transpose_rows(uint8_t *out, size_t ld_out, const uint8_t *bytes, size_t cols, size_t nrows) {
     size_t j0 = 0;
     for (; j0 + 8 <= cols; j0 += 8)
-        for (size_t r0 = 0; r0 < nrows; r0 += 8) {
-            uint64_t w[8];
-            for (size_t i = 0; i < 8; i++) memcpy(&w[i], bytes + (r0 + i) * cols + j0, 8);
-            transpose8x8_bytes(w);
-            for (size_t c = 0; c < 8; c++) memcpy(out + (j0 + c) * ld_out + r0, &w[c], 8);
-        }
+        for (size_t r0 = 0; r0 < nrows; r0 += 8) transpose8x8_bytes(out + j0 * ld_out + r0, ld_out, bytes + r0 * cols + j0, cols);
     for (; j0 < cols; j0++)
         for (size_t r = 0; r < nrows; r++) out[j0 * ld_out + r] = bytes[r * cols + j0];
 }
