@@ -2,7 +2,7 @@
  * double-precision reference that quantizes with amp/fp8.h's own functions (amp_fp8_quantize,
  * amp_mx_quantize, amp_fp8_block_quantize and their dequantize twins) and multiplies in double;
  * delayed scaling's history roll and scale update over several steps against a closed-form replay;
- * fp8-noscale's saturation and flushing; a weight reload's reset of the weight's delayed state; the
+ * fp8-noscale's saturation and flushing; MXFP8's FLOOR and RCEIL scale rules on a block where they differ; a weight reload's reset of the weight's delayed state; the
  * layer hook (amp_linear_layer.fp8) in a transformer block. */
 #include <float.h>
 #include <math.h>
@@ -199,8 +199,9 @@ void test_fp8_linear_recipes(void) {
     const uint64_t seed = harness_seed();
     harness_note("seed %llu", (unsigned long long)seed);
     test_rng rng = {seed};
-    /* partial 32-blocks and 128-tiles along every dimension; and aligned ones */
-    const case_shape shapes[] = {{70, 96, 40}, {160, 200, 136}, {128, 128, 64}};
+    /* partial 32-blocks and 128-tiles along every dimension; and aligned ones; odd sizes (no multiple
+     * of 8 or 16 anywhere: the kernels' tails) */
+    const case_shape shapes[] = {{70, 96, 40}, {160, 200, 136}, {128, 128, 64}, {33, 45, 27}};
     for (int r = 0; r < AMP_FP8_RECIPE_COUNT; r++)
         for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) check_recipe((amp_fp8_recipe)r, shapes[k], &rng);
 }
@@ -311,6 +312,58 @@ void test_fp8_linear_noscale_saturation(void) {
 out:
     amp_fp8_linear_free(s);
     amp_ctx_free(ctx);
+}
+
+/* ---- MXFP8's scale rule: RCEIL (default) or FLOOR -------------------------------------------------- */
+
+/* One row x = [500, 3, 0, ...] (32 values, one block) times W = ones: RCEIL's scale is 500 / 448
+ * rounded up, 2, so 500 -> 250 -> e4m3 256 (x 2 = 512) and 3 -> 1.5 (x 2 = 3): y = 515, nothing
+ * saturated; FLOOR's is 2^(E(500) - 8) = 1, so 500 saturates to 448: y = 451, one value saturated.
+ * The rule can be set on MXFP8 only, to FLOOR or RCEIL. */
+static float mx_rule_run(amp_mx_scale_mode mode, int64_t *saturated) {
+    enum { I = 32 };
+    amp_ctx *ctx = NULL;
+    amp_fp8_linear *s = NULL;
+    float got = NAN;
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK) || !CHECK(amp_fp8_linear_create(&s, AMP_FP8_RECIPE_MXFP8, NULL) == AMP_OK))
+        goto out;
+    if (mode != AMP_MX_RCEIL) CHECK(amp_fp8_linear_set_mx_scale(s, mode) == AMP_OK);
+    CHECK(amp_fp8_linear_mx_scale(s) == mode);
+    float xv[I] = {500.0f, 3.0f}, wv[I];
+    for (int i = 0; i < I; i++) wv[i] = 1.0f;
+    amp_tensor *x = amp_tensor_from(ctx, AMP_F32, 2, (const int64_t[]){1, I}, xv, AMP_F32);
+    amp_tensor *w = amp_tensor_from(ctx, AMP_F32, 2, (const int64_t[]){1, I}, wv, AMP_F32);
+    amp_tensor *y = amp_linear_fp8(ctx, x, w, NULL, s);
+    if (!CHECK_MSG(y != NULL, "%s", amp_ctx_error(ctx))) goto out;
+    amp_tensor_read(y, &got, AMP_F32);
+    amp_fp8_cast_stats st;
+    amp_fp8_linear_step(s);
+    amp_fp8_linear_stats(s, AMP_FP8_X, &st, NULL);
+    *saturated = st.saturated;
+out:
+    amp_fp8_linear_free(s);
+    amp_ctx_free(ctx);
+    return got;
+}
+
+void test_fp8_linear_mx_scale_rule(void) {
+    int64_t sat_rceil = -1, sat_floor = -1;
+    const float rceil = mx_rule_run(AMP_MX_RCEIL, &sat_rceil), floor_ = mx_rule_run(AMP_MX_FLOOR, &sat_floor);
+    CHECK_MSG(rceil == 515.0f && sat_rceil == 0, "RCEIL: y %g (want 515), %lld saturated (want 0)", (double)rceil,
+              (long long)sat_rceil);
+    CHECK_MSG(floor_ == 451.0f && sat_floor == 1, "FLOOR: y %g (want 451), %lld saturated (want 1)", (double)floor_,
+              (long long)sat_floor);
+    amp_fp8_linear *s = NULL;
+    if (CHECK(amp_fp8_linear_create(&s, AMP_FP8_RECIPE_MXFP8, NULL) == AMP_OK)) {
+        CHECK(amp_fp8_linear_set_mx_scale(s, AMP_MX_CEIL) == AMP_ERR_INVALID_ARGUMENT);
+        CHECK(amp_fp8_linear_mx_scale(s) == AMP_MX_RCEIL);
+        amp_fp8_linear_free(s);
+    }
+    if (CHECK(amp_fp8_linear_create(&s, AMP_FP8_RECIPE_BLOCK, NULL) == AMP_OK)) {
+        CHECK(amp_fp8_linear_set_mx_scale(s, AMP_MX_FLOOR) == AMP_ERR_INVALID_ARGUMENT);
+        amp_fp8_linear_free(s);
+    }
+    CHECK(amp_fp8_linear_set_mx_scale(NULL, AMP_MX_FLOOR) == AMP_ERR_NULL_POINTER);
 }
 
 /* ---- loading weights resets the weight's delayed state (TE PR #567) ------------------------------- */

@@ -1,7 +1,8 @@
 /* MXFP8 (amp_mx_quantize / amp_mx_dequantize) against torchao 0.18's to_mx, bit for bit, from
  * tests/fixtures/mx_torchao.txt (written by tests/fixtures/gen_fp8_fixtures.py, whose docstring gives
  * the format and the flags of the documented differences), on every SIMD path; the dequantization
- * against its closed form in double; the arguments. */
+ * against its closed form in double; the arguments; the training's column-wise quantization (with its
+ * statistics) against amp_mx_quantize of the gathered columns. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "reference_formats.h"
 #include "test_util.h"
 #include "tests.h"
+#include "../src/fp8/fp8_internal.h"
 
 enum { MAX_BLOCKS = 256, N_MODES = 8 };
 
@@ -266,4 +268,68 @@ void test_mx_arguments(void) {
     CHECK_EQ_INT(amp_mx_dequantize(out, q, NULL, 64, AMP_F8E4M3), AMP_ERR_NULL_POINTER);
     CHECK_EQ_INT(amp_mx_dequantize(out, q, s, 64, AMP_F8E4M3), AMP_OK);
     CHECK(out[0] == 0.0f && out[63] == 0.0f);
+}
+
+/* The column-wise MX quantization (src/fp8: bands of 32 source rows, column maxima, a scaled encode
+ * per row, the bytes transposed) against amp_mx_quantize of each column gathered and zero-padded by
+ * hand: the same payloads, scales (as fp32 2^(byte-127), NaN for 0xFF), saturated and flushed
+ * counts (taken from the gathered rows' bytes), scale range and amax, in FLOOR and RCEIL, on odd
+ * shapes with NaN, inf, zeros and subnormals in some bands. */
+void test_mx_columns(void) {
+    const uint64_t seed = harness_seed();
+    harness_note("seed %llu", (unsigned long long)seed);
+    test_rng rng = {seed ^ 0xC011u};
+    for (int round = 0; round < 24; round++) {
+        const size_t rows = 1 + test_rng_below(&rng, 100), cols = 1 + test_rng_below(&rng, 50);
+        const size_t kp = (rows + 31) / 32 * 32, nb = kp / 32;
+        const amp_mx_scale_mode mode = round % 2 ? AMP_MX_FLOOR : AMP_MX_RCEIL;
+        float *src = malloc(rows * cols * sizeof(float)), *col = malloc(kp * sizeof(float));
+        float *inv = malloc(cols * nb * sizeof(float));
+        uint8_t *got = malloc(cols * kp), *want = malloc(cols * kp), *e8 = malloc(nb);
+        if (!CHECK(src && col && inv && got && want && e8)) goto next;
+        for (size_t i = 0; i < rows * cols; i++) {
+            const uint32_t r = test_rng_below(&rng, 1000);
+            const float v = ldexpf(1.0f + (float)test_rng_below(&rng, 1 << 20) * 0x1p-20f, (int)test_rng_below(&rng, 60) - 40);
+            src[i] = round % 3 == 0 && r < 3    ? NAN
+                     : round % 3 == 0 && r < 6  ? -INFINITY
+                     : r < 60                   ? 0.0f
+                     : r < 70                   ? 1e-40f
+                                                : (r % 2 ? v : -v);
+        }
+        amp_fp8_cast_tally t = AMP_FP8_CAST_TALLY_INIT;
+        float amax = 0.0f;
+        if (!CHECK(amp_mx_quantize_columns_tally(got, kp, inv, nb, src, rows, cols, AMP_F8E4M3, mode, &t, &amax) == AMP_OK))
+            goto next;
+        int64_t sat = 0, flush = 0;
+        float smin = INFINITY, smax = 0.0f, want_amax = 0.0f;
+        for (size_t j = 0; j < cols; j++) {
+            for (size_t r = 0; r < kp; r++) col[r] = r < rows ? src[r * cols + j] : 0.0f;
+            CHECK(amp_mx_quantize(want + j * kp, e8, col, kp, AMP_F8E4M3, mode) == AMP_OK);
+            for (size_t b = 0; b < nb; b++) {
+                const float s = e8[b] == 0xFF ? NAN : ldexpf(1.0f, (int)e8[b] - 127);
+                CHECK_MSG(f32_bits(inv[j * nb + b]) == f32_bits(s) || (isnan(s) && isnan(inv[j * nb + b])),
+                          "round %d column %zu block %zu: scale_inv %a, want %a", round, j, b, (double)inv[j * nb + b], (double)s);
+                if (e8[b] != 0xFF) smin = fminf(smin, 1.0f / s), smax = fmaxf(smax, 1.0f / s);
+                for (size_t r = b * 32; r < b * 32 + 32; r++) {
+                    const float x = col[r];
+                    if (!isnan(x) && fabsf(x) > want_amax) want_amax = fabsf(x);
+                    if (!isfinite(x) || x == 0.0f) continue;
+                    sat += e8[b] != 0xFF && fabsf(x * (1.0f / s)) > 448.0f;
+                    flush += (want[j * kp + r] & 0x7F) == 0;
+                }
+            }
+        }
+        int bad = 0;
+        for (size_t i = 0; i < cols * kp && bad < 3; i++)
+            if (!CHECK_MSG(got[i] == want[i], "round %d (%zux%zu) stored row %zu value %zu: 0x%02X, want 0x%02X", round, rows,
+                           cols, i / kp, i % kp, got[i], want[i]))
+                bad++;
+        CHECK_MSG(t.counts[0] == sat && t.counts[1] == flush && f32_bits(amax) == f32_bits(want_amax) &&
+                      t.scale_min == smin && t.scale_max == smax,
+                  "round %d: saturated %lld (want %lld), flushed %lld (%lld), amax %g (%g), scales %g..%g (%g..%g)", round,
+                  (long long)t.counts[0], (long long)sat, (long long)t.counts[1], (long long)flush, (double)amax,
+                  (double)want_amax, (double)t.scale_min, (double)t.scale_max, (double)smin, (double)smax);
+    next:
+        free(src), free(col), free(inv), free(got), free(want), free(e8);
+    }
 }

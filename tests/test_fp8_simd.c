@@ -2,7 +2,9 @@
  * for bit: the decode into the GEMM's packing (every fp8 pattern, bf16 and fp32 values, with and
  * without block factors, fp32 and bf16 output), amax and block amax (NaN, inf, subnormals, -0), and
  * the saturating scaled encode (a strided sweep over every fp32 bit pattern, plus random values times
- * random scales, overflow and underflow included). The reference kernels are themselves the library's
+ * random scales, overflow and underflow included), the encode with statistics (the same bytes and
+ * the saturated and flushed counts taken from them, one scale or one per value or block) and the
+ * column maxima. The reference kernels are themselves the library's
  * scalar codecs (core/float_bits.h), which test_decode.c and test_encode_edges.c check against
  * independent oracles; the threaded amax and cast (src/fp8/cast.c) are checked against them at 1, 2
  * and 3 threads. */
@@ -205,6 +207,98 @@ static void check_encode(const float *x, size_t n, float scale, const char *what
         }
     }
     free(want), free(got);
+}
+
+/* encode_stats (bytes with the saturated and flushed counts) of every path, including the reference,
+ * against the reference's scaled_encode value by value and counts taken from its bytes: one scale,
+ * a multiplier per value (block 1) and one per 16 and 32 values (multipliers: scale times a power of
+ * 2 from a small random set). */
+static void check_encode_stats(const float *x, size_t n, float scale, test_rng *rng, const char *what) {
+    amp_isa isas[AMP_ISA_COUNT];
+    const int n_isas = test_supported_isas(isas);
+    const amp_fp8_kernels *ref = amp_fp8_kernels_for(AMP_ISA_REF);
+    uint8_t *want = malloc(n + 1), *got = malloc(n + 1);
+    float *mult = malloc((n + 1) * sizeof(float));
+    if (!CHECK(want && got && mult)) {
+        free(want), free(got), free(mult);
+        return;
+    }
+    const size_t blocks[] = {0, 1, 16, 32}; /* 0: the one scale */
+    for (size_t bi = 0; bi < 4; bi++) {
+        const size_t block = blocks[bi] ? blocks[bi] : 1;
+        for (size_t i = 0; i < n; i++) mult[i] = ldexpf(scale, (int)test_rng_below(rng, 9) - 4);
+        for (int dt = AMP_F8E4M3; dt <= AMP_F8E5M2; dt++) {
+            const float maxf = dt == AMP_F8E4M3 ? 448.0f : 57344.0f;
+            int64_t want_c[2] = {0, 0};
+            for (size_t i = 0; i < n; i++) {
+                const float m = blocks[bi] ? mult[i / block] : scale;
+                ref->scaled_encode[dt](want + i, x + i, 1, m);
+                if (!isfinite(x[i]) || x[i] == 0.0f) continue;
+                want_c[0] += fabsf(x[i] * m) > maxf;
+                want_c[1] += (want[i] & 0x7F) == 0;
+            }
+            for (int k = 0; k < n_isas; k++) {
+                int64_t c[2] = {5, 7}; /* added to */
+                got[n] = 0xA5;
+                amp_fp8_kernels_for(isas[k])->encode_stats[dt](got, x, n, scale, blocks[bi] ? mult : NULL, block, c);
+                int bad = 0;
+                for (size_t i = 0; i < n && bad < 3; i++)
+                    if (!CHECK_MSG(got[i] == want[i], "%s %s encode_stats %s block %zu x = 0x%08X: got 0x%02X want 0x%02X",
+                                   amp_isa_name(isas[k]), amp_dtype_name((amp_dtype)dt), what, blocks[bi], f32_bits(x[i]),
+                                   got[i], want[i]))
+                        bad++;
+                CHECK_MSG(got[n] == 0xA5, "%s encode_stats wrote past n = %zu", amp_isa_name(isas[k]), n);
+                CHECK_MSG(c[0] == 5 + want_c[0] && c[1] == 7 + want_c[1],
+                          "%s %s encode_stats %s block %zu n %zu: counts %lld %lld, want %lld %lld", amp_isa_name(isas[k]),
+                          amp_dtype_name((amp_dtype)dt), what, blocks[bi], n, (long long)c[0] - 5, (long long)c[1] - 7,
+                          (long long)want_c[0], (long long)want_c[1]);
+            }
+        }
+    }
+    free(want), free(got), free(mult);
+}
+
+void test_fp8_encode_stats_paths(void) {
+    const uint64_t seed = harness_seed();
+    harness_note("seed %llu", (unsigned long long)seed);
+    test_rng rng = {seed ^ 0x57A7u};
+    enum { N = 3000 };
+    float *x = malloc(N * sizeof(float));
+    if (!CHECK(x)) return;
+    for (int round = 0; round < (harness_quick() ? 60 : 200); round++) {
+        const size_t len = round < 70 ? (size_t)round : test_rng_below(&rng, N);
+        /* random specials, or values near the saturation and flush edges of a scale of 1 */
+        for (size_t i = 0; i < len; i++)
+            x[i] = round % 2 ? random_special(&rng)
+                             : ldexpf(1.0f + (float)test_rng_below(&rng, 1 << 20) * 0x1p-20f, (int)test_rng_below(&rng, 40) - 24) *
+                                   (test_rng_below(&rng, 2) ? 1.0f : -1.0f);
+        const float scale = ldexpf(1.0f + (float)test_rng_below(&rng, 1000) / 1000.0f, (int)test_rng_below(&rng, 20) - 10);
+        check_encode_stats(x, len, scale, &rng, round % 2 ? "specials" : "edges");
+    }
+    /* the column maxima (block scaling's 128x1 tiles): every path against a scalar loop */
+    amp_isa isas[AMP_ISA_COUNT];
+    const int n_isas = test_supported_isas(isas);
+    for (int round = 0; round < 40; round++) {
+        const size_t rows = 1 + test_rng_below(&rng, 20), cols = 1 + test_rng_below(&rng, 70), ld = cols + test_rng_below(&rng, 5);
+        for (size_t i = 0; i < rows * ld; i++) x[i] = random_special(&rng);
+        float want[80], got[80];
+        for (size_t j = 0; j < cols; j++) {
+            want[j] = j % 3 ? 0.0f : 0.5f; /* a starting value kept where larger */
+            for (size_t r = 0; r < rows; r++) {
+                const float a = fabsf(x[r * ld + j]);
+                if (!isnan(a) && a > want[j]) want[j] = a;
+            }
+        }
+        for (int k = 0; k < n_isas; k++) {
+            for (size_t j = 0; j < cols + 1; j++) got[j] = j % 3 ? 0.0f : 0.5f;
+            amp_fp8_kernels_for(isas[k])->col_amax(got, x, rows, cols, ld);
+            for (size_t j = 0; j < cols; j++)
+                CHECK_EQ_BITS(f32_bits(got[j]), f32_bits(want[j]), "%s col_amax rows %zu cols %zu column %zu",
+                              amp_isa_name(isas[k]), rows, cols, j);
+            CHECK_MSG(got[cols] == (cols % 3 ? 0.0f : 0.5f), "%s col_amax wrote past its columns", amp_isa_name(isas[k]));
+        }
+    }
+    free(x);
 }
 
 void test_fp8_encode_paths(void) {

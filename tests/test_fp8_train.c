@@ -3,7 +3,8 @@
  * bit for bit (2N steps == N steps + a resumed N, checkpoints identical: the amax histories and
  * scales are restored, Transformer Engine's #982); a checkpoint of one recipe is refused under
  * another with a one-line reason; the checkpoint's size does not grow with the steps (TE #231); data
- * parallel, the amaxes are all-reduced with MAX before the scale update. */
+ * parallel, the amaxes are all-reduced with MAX before the scale update; --recompute's second forward
+ * of each block records no statistics. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +74,35 @@ void test_fp8_train_recipes(void) {
             if (CHECK_MSG(amp_train_run(&c, NULL, &r, err, sizeof err) == AMP_OK, "%s all layers: %s", name, err))
                 CHECK_MSG(r.fp8_layers == 9 && strcmp(r.fp8[8].name, "lm_head") == 0, "all layers: %d", r.fp8_layers);
         }
+    }
+    test_remove_tree(dir);
+}
+
+/* --recompute runs each block's forward again in backward: the fp8 casts there record nothing, so
+ * every recipe's statistics (counts, saturated, flushed, amax, scales, casts) and the delayed amax
+ * histories (hence the loss) are the plain run's. */
+void test_fp8_train_recompute(void) {
+    char dir[64], path[128], err[ERR_SIZE];
+    if (!make_text(dir, sizeof dir, path, sizeof path)) return;
+    for (int p = AMP_PRECISION_FP8_DELAYED; p <= AMP_PRECISION_FP8_NOSCALE; p++) {
+        const char *name = amp_precision_get_info((amp_precision)p)->name;
+        amp_train_config c = small_gpt(path, (amp_precision)p);
+        c.steps = 3, c.eval = false;
+        amp_train_result a, b;
+        if (!CHECK_MSG(amp_train_run(&c, NULL, &a, err, sizeof err) == AMP_OK, "%s: %s", name, err)) continue;
+        c.model.recompute = true;
+        if (!CHECK_MSG(amp_train_run(&c, NULL, &b, err, sizeof err) == AMP_OK, "%s recompute: %s", name, err)) continue;
+        CHECK_MSG(a.train_loss == b.train_loss, "%s: loss %.17g, recomputed %.17g", name, a.train_loss, b.train_loss);
+        for (int k = 0; k < a.fp8_layers; k++)
+            for (int role = 0; role < AMP_FP8_ROLES; role++) {
+                const amp_fp8_cast_stats *x = &a.fp8[k].total[role], *y = &b.fp8[k].total[role];
+                CHECK_MSG(x->count == y->count && x->casts == y->casts && x->saturated == y->saturated &&
+                              x->flushed == y->flushed && x->amax == y->amax && x->scale_min == y->scale_min &&
+                              x->scale_max == y->scale_max,
+                          "%s %s %s: %lld values in %lld casts (recomputed: %lld in %lld), flushed %lld (%lld)", name,
+                          a.fp8[k].name, amp_fp8_tensor_role_name(role), (long long)x->count, (long long)x->casts,
+                          (long long)y->count, (long long)y->casts, (long long)x->flushed, (long long)y->flushed);
+            }
     }
     test_remove_tree(dir);
 }

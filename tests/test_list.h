@@ -308,6 +308,7 @@ TEST(fp8_mx, mx_torchao)
 TEST(fp8_mx, mx_closed_form)
 TEST(fp8_mx, mx_dequantize)
 TEST(fp8_mx, mx_arguments)
+TEST(fp8_mx, mx_columns)
 TEST(fp8_block, fp8_block_scaling)
 /* the fp8 kernels (decode into the GEMM's packing, amax, block amax, scaled encode) of every path
  * against the reference kernels bit for bit; the threaded amax and cast */
@@ -315,6 +316,7 @@ TEST(fp8_simd, fp8_decode_row_paths)
 TEST(fp8_simd, fp8_decode_pairs_paths)
 TEST(fp8_simd, fp8_amax_paths)
 TEST(fp8_simd, fp8_encode_paths)
+TEST(fp8_simd, fp8_encode_stats_paths)
 TEST(fp8_simd, fp8_cast_threads)
 /* amp_gemm_fp8 on every path and bf16 method against a double oracle, its reference twin and
  * amp_gemm bit for bit; its edge cases, non-finite inputs and statuses */
@@ -329,10 +331,12 @@ TEST(gemm_fp8, gemm_fp8_vs_oracle)
 TEST(fp8_linear, fp8_linear_recipes)
 TEST(fp8_linear, fp8_linear_delayed_replay)
 TEST(fp8_linear, fp8_linear_noscale_saturation)
+TEST(fp8_linear, fp8_linear_mx_scale_rule)
 TEST(fp8_linear, fp8_linear_weights_reload)
 TEST(fp8_linear, fp8_linear_layer_hook)
 TEST(fp8_train, fp8_train_recipes)
 TEST(fp8_train, fp8_train_resume)
+TEST(fp8_train, fp8_train_recompute)
 TEST(fp8_train, fp8_train_amax_allreduce)
 /* misuse of the library (stale tensors, a second backward, the scaler's and autocast's state,
  * element access, unallocated parameters, NULLs), each in a child process: a clear error, no

@@ -199,7 +199,7 @@ int amp_fp8_block_dequantize(float *dst, const void *src, const float *scale_inv
  *            pow2), HYBRID
  *   MXFP8    TE MXFP8BlockScaling: blocks of 32 along each GEMM's k dimension, E8M0 scales by RCEIL
  *            (TE's and the hardware's rule: a block's scaled amax never exceeds 448, so nothing
- *            saturates), e4m3 payloads for all three tensors; each GEMM's copy (row-wise or
+ *            saturates; or the OCP spec's FLOOR, amp_fp8_linear_set_mx_scale), e4m3 payloads for all three tensors; each GEMM's copy (row-wise or
  *            column-wise) is quantized from the high-precision source; k is zero-padded to a
  *            multiple of 32 where it is not one (zeros change neither a block's amax nor a product)
  *   BLOCK    DeepSeek-V3 / TE Float8BlockScaling: 1x128 tiles along k for x and dY (so 128x1 tiles
@@ -245,6 +245,14 @@ void amp_fp8_linear_free(amp_fp8_linear *s); /* NULL is fine */
 amp_fp8_recipe amp_fp8_linear_recipe(const amp_fp8_linear *s); /* AMP_FP8_RECIPE_COUNT for NULL */
 /* DELAYED's state of a role (NULL for the other recipes): read its scale and history, or load one. */
 amp_fp8_delayed *amp_fp8_linear_delayed(amp_fp8_linear *s, amp_fp8_tensor_role role);
+
+/* MXFP8: how the E8M0 block scales are chosen (amp_mx_scale_mode): AMP_MX_RCEIL (the default: TE's
+ * and the hardware's rule; a block's scaled amax never exceeds 448) or AMP_MX_FLOOR (the OCP spec's
+ * rule and torchao's default: the block's largest values may saturate). AMP_ERR_INVALID_ARGUMENT for
+ * another mode or another recipe. Set it before the first cast; a run keeps one mode. */
+int amp_fp8_linear_set_mx_scale(amp_fp8_linear *s, amp_mx_scale_mode mode);
+/* The MXFP8 scale mode (AMP_MX_RCEIL for the other recipes and NULL). */
+amp_mx_scale_mode amp_fp8_linear_mx_scale(const amp_fp8_linear *s);
 
 /* The end of an optimizer step (after the optimizer's update, once per step however many
  * micro-batches recorded amaxes): DELAYED updates each role's scale from its history and rolls it

@@ -288,6 +288,10 @@ typedef struct amp_train_config {
      * own baseline (code, data) aside. skip_memory_check (false), or AMP_MEMORY_CHECK=0 in the
      * environment, trains anyway. */
     bool skip_memory_check;
+    /* mxfp8: the OCP spec's FLOOR rule for the E8M0 block scales instead of RCEIL (the default;
+     * amp_fp8_linear_set_mx_scale). A checkpoint records it with the precision, so resuming under the
+     * other rule is refused as another precision is; AMP_ERR_INVALID_ARGUMENT with another preset. */
+    bool fp8_mx_floor;
 } amp_train_config;
 
 #define AMP_TRAIN_BUCKET_BYTES ((size_t)1 << 20)

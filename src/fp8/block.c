@@ -2,19 +2,22 @@
  * 128x1 tile or 128x128 block of a row-major matrix. A tile's amax skips NaNs (TE's block kernels
  * take fmaxf); tiles at the right and bottom edges hold fewer values and their amax is over those.
  *
- * The matrix is walked in bands of tile-height rows and chunks of 128 columns: a chunk holds one
- * tile (1x128, 128x128) or 128 of them (128x1, one per column). A chunk with one scale goes through
- * the fused scaled encode (fp8_internal.h); a 128x1 chunk multiplies each value by its column's scale
- * in an L1 stage before the saturating encode kernel. */
+ * The matrix is walked in bands of tile-height rows: 1x128 and 128x128 tiles one at a time (the
+ * amax of its rows, one scale, its rows through the fused encode with statistics); 128x1 tiles in
+ * panels of 512 columns (the column maxima down the band, a scale per column, each row segment
+ * through the fused encode with the per-column multipliers). */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 
 #include "amp/fp8.h"
 #include "amp/status.h"
+#include "../core/float_bits.h"
 #include "../kernels/convert_kernels.h"
+#include "../kernels/fp8_kernels.h"
 #include "fp8_internal.h"
 
-enum { TILE = AMP_FP8_BLOCK_TILE };
+enum { TILE = AMP_FP8_BLOCK_TILE, PANEL = 4 * AMP_FP8_BLOCK_TILE /* 128x1: columns per pass */ };
 
 static size_t tiles(size_t len) { return len / TILE + (len % TILE != 0); }
 static size_t tile_rows(amp_fp8_block_shape s) { return s == AMP_FP8_BLOCK_1X128 ? 1 : TILE; }
@@ -37,57 +40,81 @@ static int check_block(const void *a, const void *b, const void *c, size_t rows,
     return AMP_OK;
 }
 
-/* The amaxes of the chunk (rows r0 .. r0+th, columns c0 .. c0+tw): one per column for 128x1, else
- * one, copied to every column. */
-static void chunk_amax(float amax[TILE], const float *src, size_t cols, size_t r0, size_t th, size_t c0,
-                       size_t tw, amp_fp8_block_shape shape) {
-    for (size_t j = 0; j < tw; j++) amax[j] = 0.0f;
-    for (size_t r = r0; r < r0 + th; r++) {
-        const float *x = src + r * cols + c0;
-        if (shape == AMP_FP8_BLOCK_128X1) {
-            for (size_t j = 0; j < tw; j++) {
-                const float a = fabsf(x[j]);
-                if (a > amax[j]) amax[j] = a; /* false for NaN: skipped */
-            }
-        } else {
-            const float a = amp_fp8_amax_skip_nan(x, tw, NULL);
-            if (a > amax[0]) amax[0] = a;
+/* amp_fp8_current_scale(amax, fp8, 0, true) for an amax that is not NaN (a tile's, NaNs skipped):
+ * max / amax rounded down to a power of 2, FLT_MAX's for an infinite quotient, 1 for 0 or inf. */
+static inline float tile_scale(float amax, float maxf) {
+    if (amax == 0.0f || isinf(amax)) return 1.0f;
+    float scale = maxf / amax;
+    if (isinf(scale)) scale = FLT_MAX;
+    return amp_f32_from_bits(amp_f32_bits(scale) & 0xFF800000u);
+}
+
+/* 1x128 and 128x128: one scale per chunk of th rows by tw columns; its rows go through the fused
+ * encode. Returns the chunk's amax. */
+static float quantize_tile(uint8_t *dst, float *inv, const float *src, size_t cols, size_t th, size_t tw,
+                           amp_dtype fp8, amp_fp8_cast_tally *t) {
+    const amp_fp8_kernels *fk = amp_fp8_kernels_active();
+    float amax = 0.0f;
+    for (size_t r = 0; r < th; r++) {
+        const float a = fk->amax(src + r * cols, tw, NULL);
+        if (a > amax) amax = a;
+    }
+    const float scale = tile_scale(amax, amp_fp8_max_finite(fp8));
+    *inv = 1.0f / scale; /* exact: scale is a power of 2 in [2^-126, 2^127] */
+    t->scale_min = fminf(t->scale_min, scale), t->scale_max = fmaxf(t->scale_max, scale);
+    for (size_t r = 0; r < th; r++) fk->encode_stats[fp8](dst + r * cols, src + r * cols, tw, scale, NULL, 1, t->counts);
+    return amax;
+}
+
+/* 128x1: a panel of th rows by tw columns (row stride ld), one scale per column (scale: tw floats of
+ * room); each row segment is encoded with its columns' scales. Returns the panel's amax. */
+static float quantize_panel_columns(uint8_t *dst, float *inv, float *scale, const float *src, size_t ld, size_t th,
+                                    size_t tw, amp_dtype fp8, amp_fp8_cast_tally *t) {
+    const amp_fp8_kernels *fk = amp_fp8_kernels_active();
+    const float maxf = amp_fp8_max_finite(fp8);
+    for (size_t j = 0; j < tw; j++) scale[j] = 0.0f;
+    fk->col_amax(scale, src, th, tw, ld); /* the amaxes, replaced by the scales below */
+    float amax = 0.0f, smin = t->scale_min, smax = t->scale_max;
+    for (size_t j = 0; j < tw; j++) {
+        if (scale[j] > amax) amax = scale[j];
+        scale[j] = tile_scale(scale[j], maxf); /* never NaN: plain comparisons are fminf's and fmaxf's */
+        inv[j] = 1.0f / scale[j];
+        if (scale[j] < smin) smin = scale[j];
+        if (scale[j] > smax) smax = scale[j];
+    }
+    t->scale_min = smin, t->scale_max = smax;
+    for (size_t r = 0; r < th; r++) fk->encode_stats[fp8](dst + r * ld, src + r * ld, tw, 0.0f, scale, 1, t->counts);
+    return amax;
+}
+
+void amp_fp8_block_quantize_tally(void *dst, float *scale_inv, const float *src, size_t rows, size_t cols,
+                                  amp_dtype fp8, amp_fp8_block_shape shape, amp_fp8_cast_tally *t, float *amax) {
+    const size_t th_full = tile_rows(shape), per_row = shape == AMP_FP8_BLOCK_128X1 ? cols : tiles(cols);
+    float m = 0.0f, scale[PANEL];
+    for (size_t r0 = 0; r0 < rows; r0 += th_full) {
+        const size_t th = rows - r0 < th_full ? rows - r0 : th_full;
+        float *inv = scale_inv + (r0 / th_full) * per_row;
+        uint8_t *d = (uint8_t *)dst + r0 * cols;
+        const float *x = src + r0 * cols;
+        const size_t step = shape == AMP_FP8_BLOCK_128X1 ? PANEL : TILE;
+        for (size_t c0 = 0; c0 < cols; c0 += step) {
+            const size_t tw = cols - c0 < step ? cols - c0 : step;
+            const float a = shape == AMP_FP8_BLOCK_128X1
+                                ? quantize_panel_columns(d + c0, inv + c0, scale, x + c0, cols, th, tw, fp8, t)
+                                : quantize_tile(d + c0, inv + c0 / TILE, x + c0, cols, th, tw, fp8, t);
+            if (a > m) m = a;
         }
     }
-    if (shape != AMP_FP8_BLOCK_128X1)
-        for (size_t j = 1; j < tw; j++) amax[j] = amax[0];
+    *amax = m;
 }
 
 int amp_fp8_block_quantize(void *dst, float *scale_inv, const float *src, size_t rows, size_t cols,
                            amp_dtype fp8, amp_fp8_block_shape shape) {
     const int st = check_block(dst, scale_inv, src, rows, cols, fp8, shape);
     if (st != AMP_OK || rows * cols == 0) return st;
-    const amp_encode_kernel encode = amp_convert_kernels_for(amp_isa_active())->encode[fp8][1];
-    const size_t th_full = tile_rows(shape), per_row = shape == AMP_FP8_BLOCK_128X1 ? cols : tiles(cols);
-    float amax[TILE], scale[TILE], stage[TILE];
-    for (size_t r0 = 0; r0 < rows; r0 += th_full) {
-        const size_t th = rows - r0 < th_full ? rows - r0 : th_full;
-        for (size_t c0 = 0; c0 < cols; c0 += TILE) {
-            const size_t tw = cols - c0 < TILE ? cols - c0 : TILE;
-            chunk_amax(amax, src, cols, r0, th, c0, tw, shape);
-            for (size_t j = 0; j < tw; j++) scale[j] = amp_fp8_current_scale(amax[j], fp8, 0.0f, true);
-            /* 1 / scale is exact: scale is a power of 2 in [2^-126, 2^127] */
-            float *inv = scale_inv + (r0 / th_full) * per_row;
-            if (shape == AMP_FP8_BLOCK_128X1)
-                for (size_t j = 0; j < tw; j++) inv[c0 + j] = 1.0f / scale[j];
-            else
-                inv[c0 / TILE] = 1.0f / scale[0];
-            for (size_t r = r0; r < r0 + th; r++) {
-                const float *x = src + r * cols + c0;
-                if (shape != AMP_FP8_BLOCK_128X1) { /* one scale for the chunk: the fused kernel */
-                    amp_fp8_scaled_encode((uint8_t *)dst + r * cols + c0, fp8, x, tw, scale[0]);
-                    continue;
-                }
-                for (size_t j = 0; j < tw; j++) stage[j] = x[j] * scale[j];
-                encode((uint8_t *)dst + r * cols + c0, stage, tw);
-            }
-        }
-    }
+    amp_fp8_cast_tally t = AMP_FP8_CAST_TALLY_INIT;
+    float amax;
+    amp_fp8_block_quantize_tally(dst, scale_inv, src, rows, cols, fp8, shape, &t, &amax);
     return AMP_OK;
 }
 

@@ -5,6 +5,7 @@
 #include "amp/fp8.h"
 #include "amp/status.h"
 #include "amp/threads.h"
+#include "../core/alloc_internal.h"
 #include "../core/parallel.h"
 #include "../kernels/convert_kernels.h"
 #include "../kernels/fp8_kernels.h"
@@ -22,6 +23,7 @@ typedef struct cast_job {
     float scale;
     float amax[AMP_MAX_THREADS];
     bool nan[AMP_MAX_THREADS];
+    int64_t counts[AMP_MAX_THREADS][2];
 } cast_job;
 
 static void encode_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
@@ -40,6 +42,30 @@ void amp_fp8_scaled_encode(void *dst, amp_dtype fp8, const float *src, size_t n,
     }
     cast_job j = {.src = src, .dst = dst, .fp8 = fp8, .scale = scale};
     amp_parallel_range((int64_t)n, PAR_MIN, 64, encode_range, &j);
+}
+
+static void encode_tally_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
+    cast_job *j = arg;
+    amp_fp8_kernels_active()->encode_stats[j->fp8](j->dst + i0, j->src + i0, (size_t)(i1 - i0), j->scale, NULL, 1,
+                                                   j->counts[thread_id]);
+}
+
+void amp_fp8_scaled_encode_tally(void *dst, amp_dtype fp8, const float *src, size_t n, float scale,
+                                 amp_fp8_cast_tally *t) {
+    t->scale_min = fminf(t->scale_min, scale), t->scale_max = fmaxf(t->scale_max, scale);
+    if (n < 2 * (size_t)PAR_MIN) {
+        amp_fp8_kernels_active()->encode_stats[fp8](dst, src, n, scale, NULL, 1, t->counts);
+        return;
+    }
+    cast_job *j = amp_calloc(1, sizeof *j); /* every count 0: a thread without a range adds nothing */
+    if (!j) { /* one thread then: the same bytes and counts */
+        amp_fp8_kernels_active()->encode_stats[fp8](dst, src, n, scale, NULL, 1, t->counts);
+        return;
+    }
+    j->src = src, j->dst = dst, j->fp8 = fp8, j->scale = scale;
+    amp_parallel_range((int64_t)n, PAR_MIN, 64, encode_tally_range, j);
+    for (int i = 0; i < AMP_MAX_THREADS; i++) t->counts[0] += j->counts[i][0], t->counts[1] += j->counts[i][1];
+    amp_free(j);
 }
 
 static void amax_range(void *arg, int64_t i0, int64_t i1, int thread_id) {

@@ -7,10 +7,13 @@
 #ifndef AMP_FP8_INTERNAL_H
 #define AMP_FP8_INTERNAL_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "amp/dtype.h"
+#include "amp/fp8.h"
 
 static inline bool amp_fp8_dtype_ok(amp_dtype d) { return d == AMP_F8E4M3 || d == AMP_F8E5M2; }
 
@@ -19,6 +22,35 @@ static inline float amp_fp8_max_finite(amp_dtype d) { return d == AMP_F8E4M3 ? 4
 
 /* dst[i] = saturating fp8(src[i] * scale), the product one fp32 multiplication. */
 void amp_fp8_scaled_encode(void *dst, amp_dtype fp8, const float *src, size_t n, float scale);
+/* What casts add to a tensor's statistics (amp_fp8_cast_stats): the saturated and flushed counts
+ * (fp8_kernels.h encode_stats: counts[0], counts[1]) and the smallest and largest scale used (start at
+ * INFINITY and 0; a NaN scale, MXFP8's NaN block, is skipped). */
+typedef struct amp_fp8_cast_tally {
+    int64_t counts[2];
+    float scale_min, scale_max;
+} amp_fp8_cast_tally;
+#define AMP_FP8_CAST_TALLY_INIT {{0, 0}, INFINITY, 0.0f}
+
+/* amp_fp8_scaled_encode with the statistics of the one scale (long arrays split between threads). */
+void amp_fp8_scaled_encode_tally(void *dst, amp_dtype fp8, const float *src, size_t n, float scale,
+                                 amp_fp8_cast_tally *t);
+/* amp_fp8_block_quantize (arguments checked by the caller) adding its counts and block scales to t,
+ * and returning the largest |value| (NaNs skipped) in *amax. */
+void amp_fp8_block_quantize_tally(void *dst, float *scale_inv, const float *src, size_t rows, size_t cols,
+                                  amp_dtype fp8, amp_fp8_block_shape shape, amp_fp8_cast_tally *t, float *amax);
+/* amp_mx_quantize (arguments checked by the caller) writing the scales as E8M0 bytes (scales_e8m0, or
+ * NULL) and/or as fp32 scale_inv (2^(byte-127), NaN for byte 0xFF; or NULL), adding its counts and
+ * block scales to t, the largest |value| (NaNs skipped) into *amax (kept where larger). */
+void amp_mx_quantize_tally(void *dst, uint8_t *scales_e8m0, float *scale_inv, const float *src, size_t n,
+                           amp_dtype elem, amp_mx_scale_mode mode, amp_fp8_cast_tally *t, float *amax);
+/* The same for the columns of src (row-major [rows, cols]) as stored rows: stored row j (out + j *
+ * ld_out, ld_out >= rows rounded up to 32) holds column j, zero-padded; its block b's fp32 scale_inv
+ * at scale_inv[j * ld_scale + b]. Bands of 32 source rows at a time: column maxima, one scaled encode
+ * per source row, the bytes transposed. AMP_OK or AMP_ERR_OUT_OF_MEMORY. */
+int amp_mx_quantize_columns_tally(uint8_t *out, size_t ld_out, float *scale_inv, size_t ld_scale, const float *src,
+                                  size_t rows, size_t cols, amp_dtype elem, amp_mx_scale_mode mode,
+                                  amp_fp8_cast_tally *t, float *amax);
+
 /* dst[i] = decode(src[i]) * scale_inv in fp32. */
 void amp_fp8_scaled_decode(float *dst, amp_dtype fp8, const void *src, size_t n, float scale_inv);
 /* The largest |src[i]|, NaNs skipped (fmaxf); *saw_nan set when one was seen. 0 for n == 0. */

@@ -17,47 +17,19 @@ static amp_dtype role_dtype(amp_fp8_recipe recipe, amp_fp8_tensor_role role) {
     return role == AMP_FP8_DY ? AMP_F8E5M2 : AMP_F8E4M3;
 }
 
-/* Counts, in the n values of src cast with `scale` into b, the finite nonzero ones that saturated
- * (|x * scale| above the format's largest finite value) or flushed to zero. */
-static void count_cast(const float *src, const uint8_t *b, int64_t n, float scale, float maxf, int64_t *sat,
-                       int64_t *flush) {
-    int64_t s = 0, f = 0;
-    for (int64_t j = 0; j < n; j++) {
-        const float x = src[j];
-        if (!isfinite(x) || x == 0.0f) continue;
-        s += fabsf(x * scale) > maxf;
-        f += (b[j] & 0x7F) == 0;
-    }
-    *sat += s, *flush += f;
-}
-
-/* Adds one cast to the step's statistics: q (row-major [rows, cols] fp8) from src (the same layout
- * in fp32), element (i, j) cast with q->scale (per tensor) or 1 / scale_inv of its block (a power of
- * 2: exact). Walks each row a block's width at a time, so the block's scale is looked up once. */
-static void record_cast(amp_fp8_cast_stats *st, const float *src, const amp_fp8_qmat *q, float amax) {
-    const float maxf = amp_fp8_max_finite(q->dtype);
-    const uint8_t *b = q->data;
-    int64_t sat = 0, flush = 0;
-    float smin = INFINITY, smax = 0.0f;
-    const int64_t width = q->block_rows ? q->block_cols : q->cols;
-    for (int64_t i = 0; i < q->rows; i++)
-        for (int64_t j0 = 0; j0 < q->cols; j0 += width) {
-            const float scale =
-                q->block_rows ? 1.0f / q->scale_inv[(i / q->block_rows) * q->ld_scale + j0 / q->block_cols] : q->scale;
-            smin = fminf(smin, scale), smax = fmaxf(smax, scale);
-            const int64_t n = q->cols - j0 < width ? q->cols - j0 : width;
-            count_cast(src + i * q->cols + j0, b + i * q->cols + j0, n, scale, maxf, &sat, &flush);
-        }
-    if (st->casts == 0) st->scale_min = smin, st->scale_max = smax;
-    else st->scale_min = fminf(st->scale_min, smin), st->scale_max = fmaxf(st->scale_max, smax);
+/* Adds one cast of q (its element count, the tally of its counts and scales, the amax) to the step's
+ * statistics. */
+static void record_cast(amp_fp8_cast_stats *st, const amp_fp8_qmat *q, float amax, const amp_fp8_cast_tally *t) {
+    if (st->casts == 0) st->scale_min = t->scale_min, st->scale_max = t->scale_max;
+    else st->scale_min = fminf(st->scale_min, t->scale_min), st->scale_max = fmaxf(st->scale_max, t->scale_max);
     st->amax = fmaxf(st->amax, amax);
-    st->count += q->rows * q->cols, st->saturated += sat, st->flushed += flush;
+    st->count += q->rows * q->cols, st->saturated += t->counts[0], st->flushed += t->counts[1];
     st->casts++;
 }
 
 /* Per-tensor recipes: one scale for the whole matrix. */
 static int quantize_tensorwise(amp_fp8_linear *s, amp_fp8_tensor_role role, const float *src, float amax,
-                               amp_fp8_qmat *q) {
+                               amp_fp8_qmat *q, amp_fp8_cast_tally *t) {
     float scale = 1.0f;
     if (s->recipe == AMP_FP8_RECIPE_DELAYED) {
         scale = amp_fp8_delayed_scale(s->delayed[role]);
@@ -66,28 +38,45 @@ static int quantize_tensorwise(amp_fp8_linear *s, amp_fp8_tensor_role role, cons
     } else if (s->recipe == AMP_FP8_RECIPE_CURRENT) {
         scale = amp_fp8_current_scale(amax, q->dtype, 0.0f, false);
     }
-    /* a scale of 0 (delayed, margin near 127) casts every value to 0: kept out of the encoder's way */
+    if (isinf(scale)) return AMP_ERR_INVALID_ARGUMENT; /* the cast's check (amp_fp8_quantize) */
+    /* a scale of 0 (delayed, margin near 127) casts every value to 0: kept out of the encoder's way
+     * (FLT_MIN saturates nothing and flushes what 0 would: the statistics are those of 0 too) */
     q->scale_inv[0] = scale > 0.0f ? 1.0f / scale : 1.0f;
     q->scale = scale;
-    return amp_fp8_quantize(q->data, q->dtype, src, (size_t)(q->rows * q->cols), scale > 0.0f ? scale : FLT_MIN);
+    amp_fp8_scaled_encode_tally(q->data, q->dtype, src, (size_t)(q->rows * q->cols), scale > 0.0f ? scale : FLT_MIN, t);
+    t->scale_min = t->scale_max = scale;
+    return AMP_OK;
 }
 
-/* MXFP8: rows of `cols` values, k along the columns, zero-padded to a multiple of 32; scales E8M0
- * (RCEIL), returned as fp32 scale_inv. tmp: [rows, cols padded] fp32 staging. */
-static int quantize_mx(const float *src, int64_t rows, int64_t cols, bool transpose, amp_fp8_qmat *q, float *tmp) {
+enum { MX_PANEL = 16 }; /* stored rows staged at a time where k must be padded */
+
+/* MXFP8: stored rows of k values (src's rows, or its columns when transposed), zero-padded to
+ * q->cols (a multiple of 32); E8M0 scales (by `mode`) kept as fp32 scale_inv. src's rows unpadded are
+ * quantized in place; padded ones MX_PANEL at a time through tmp ([MX_PANEL, q->cols] fp32); src's
+ * columns by the column-wise kernel (fp8_internal.h). The statistics count the padding's zeros among
+ * the values (never saturated nor flushed). */
+static int quantize_mx(const float *src, int64_t rows, int64_t cols, bool transpose, amp_mx_scale_mode mode,
+                       amp_fp8_qmat *q, float *tmp, amp_fp8_cast_tally *t, float *amax) {
     const int64_t kp = q->cols, k = transpose ? rows : cols;
-    for (int64_t i = 0; i < q->rows; i++) { /* stored row i: src's row i, or its column i */
-        float *row = tmp + i * kp;
-        for (int64_t j = 0; j < k; j++) row[j] = transpose ? src[j * cols + i] : src[i * cols + j];
-        for (int64_t j = k; j < kp; j++) row[j] = 0.0f;
+    uint8_t *out = q->data;
+    if (transpose)
+        return amp_mx_quantize_columns_tally(out, (size_t)kp, q->scale_inv, (size_t)q->ld_scale, src, (size_t)rows,
+                                             (size_t)cols, AMP_F8E4M3, mode, t, amax);
+    if (!tmp) {
+        amp_mx_quantize_tally(out, NULL, q->scale_inv, src, (size_t)(q->rows * kp), AMP_F8E4M3, mode, t, amax);
+        return AMP_OK;
     }
-    uint8_t *e8 = amp_malloc((size_t)(q->rows * kp / AMP_MX_BLOCK));
-    if (!e8) return AMP_ERR_OUT_OF_MEMORY;
-    int st = amp_mx_quantize(q->data, e8, tmp, (size_t)(q->rows * kp), AMP_F8E4M3, AMP_MX_RCEIL);
-    for (int64_t b = 0; st == AMP_OK && b < q->rows * kp / AMP_MX_BLOCK; b++)
-        q->scale_inv[b] = e8[b] == 0xFF ? NAN : ldexpf(1.0f, (int)e8[b] - 127);
-    amp_free(e8);
-    return st;
+    for (int64_t i0 = 0; i0 < q->rows; i0 += MX_PANEL) {
+        const int64_t pr = q->rows - i0 < MX_PANEL ? q->rows - i0 : MX_PANEL;
+        for (int64_t i = 0; i < pr; i++) {
+            float *row = tmp + i * kp;
+            memcpy(row, src + (i0 + i) * cols, (size_t)k * sizeof(float));
+            for (int64_t j = k; j < kp; j++) row[j] = 0.0f;
+        }
+        amp_mx_quantize_tally(out + i0 * kp, NULL, q->scale_inv + i0 * (kp / AMP_MX_BLOCK), tmp, (size_t)(pr * kp),
+                              AMP_F8E4M3, mode, t, amax);
+    }
+    return AMP_OK;
 }
 
 int amp_fp8_linear_quantize(amp_fp8_linear *s, amp_fp8_tensor_role role, const float *src, int64_t rows,
@@ -96,10 +85,9 @@ int amp_fp8_linear_quantize(amp_fp8_linear *s, amp_fp8_tensor_role role, const f
     if ((unsigned)role >= AMP_FP8_ROLES || rows < 1 || cols < 1) return AMP_ERR_INVALID_ARGUMENT;
     const size_t n = (size_t)(rows * cols);
     float amax = 0.0f;
-    int st = amp_fp8_amax(&amax, NULL, src, n);
-    if (st != AMP_OK) return st;
+    int st = AMP_OK;
+    amp_fp8_cast_tally t = AMP_FP8_CAST_TALLY_INIT;
     amp_fp8_qmat q = {.dtype = role_dtype(s->recipe, role), .rows = rows, .cols = cols};
-    const float *stats_src = src;
     float *tmp = NULL;
     switch (s->recipe) {
     case AMP_FP8_RECIPE_MXFP8: {
@@ -108,10 +96,10 @@ int amp_fp8_linear_quantize(amp_fp8_linear *s, amp_fp8_tensor_role role, const f
         q.block_rows = 1, q.block_cols = AMP_MX_BLOCK, q.ld_scale = kp / AMP_MX_BLOCK;
         q.data = alloc(user, (size_t)(q.rows * kp));
         q.scale_inv = alloc(user, (size_t)(q.rows * q.ld_scale) * sizeof(float));
-        tmp = amp_malloc((size_t)(q.rows * kp) * sizeof(float));
-        if (!q.data || !q.scale_inv || !tmp) st = AMP_ERR_OUT_OF_MEMORY;
-        if (st == AMP_OK) st = quantize_mx(src, rows, cols, k_along_rows, &q, tmp);
-        stats_src = tmp;
+        const bool staged = !k_along_rows && kp != k;
+        if (staged) tmp = amp_malloc((size_t)(MX_PANEL * kp) * sizeof(float));
+        if (!q.data || !q.scale_inv || (staged && !tmp)) st = AMP_ERR_OUT_OF_MEMORY;
+        if (st == AMP_OK) st = quantize_mx(src, rows, cols, k_along_rows, s->mx_scale, &q, tmp, &t, &amax);
         break;
     }
     case AMP_FP8_RECIPE_BLOCK: {
@@ -124,17 +112,19 @@ int amp_fp8_linear_quantize(amp_fp8_linear *s, amp_fp8_tensor_role role, const f
         q.data = alloc(user, n);
         q.scale_inv = alloc(user, amp_fp8_block_scale_count((size_t)rows, (size_t)cols, shape) * sizeof(float));
         if (!q.data || !q.scale_inv) st = AMP_ERR_OUT_OF_MEMORY;
-        if (st == AMP_OK) st = amp_fp8_block_quantize(q.data, q.scale_inv, src, (size_t)rows, (size_t)cols, q.dtype, shape);
+        if (st == AMP_OK)
+            amp_fp8_block_quantize_tally(q.data, q.scale_inv, src, (size_t)rows, (size_t)cols, q.dtype, shape, &t, &amax);
         break;
     }
     default:
         q.data = alloc(user, n);
         q.scale_inv = alloc(user, sizeof(float));
         if (!q.data || !q.scale_inv) st = AMP_ERR_OUT_OF_MEMORY;
-        if (st == AMP_OK) st = quantize_tensorwise(s, role, src, amax, &q);
+        if (st == AMP_OK) amax = amp_fp8_amax_skip_nan(src, n, NULL);
+        if (st == AMP_OK) st = quantize_tensorwise(s, role, src, amax, &q, &t);
         break;
     }
-    if (st == AMP_OK && !s->paused) record_cast(&s->step[role], stats_src, &q, amax);
+    if (st == AMP_OK && !s->paused) record_cast(&s->step[role], &q, amax, &t);
     amp_free(tmp);
     if (st == AMP_OK) *out = q;
     return st;

@@ -40,6 +40,7 @@ int amp_fp8_linear_create(amp_fp8_linear **out, amp_fp8_recipe recipe, const amp
     amp_fp8_linear *s = amp_calloc(1, sizeof *s);
     if (!s) return AMP_ERR_OUT_OF_MEMORY;
     s->recipe = recipe;
+    s->mx_scale = AMP_MX_RCEIL;
     for (int r = 0; r < AMP_FP8_ROLES && recipe == AMP_FP8_RECIPE_DELAYED; r++) {
         const int st = amp_fp8_delayed_create(&s->delayed[r], dc, r == AMP_FP8_DY ? AMP_FP8_GRADIENT : AMP_FP8_FORWARD);
         if (st != AMP_OK) {
@@ -58,6 +59,15 @@ void amp_fp8_linear_free(amp_fp8_linear *s) {
 }
 
 amp_fp8_recipe amp_fp8_linear_recipe(const amp_fp8_linear *s) { return s ? s->recipe : AMP_FP8_RECIPE_COUNT; }
+
+int amp_fp8_linear_set_mx_scale(amp_fp8_linear *s, amp_mx_scale_mode mode) {
+    if (!s) return AMP_ERR_NULL_POINTER;
+    if (s->recipe != AMP_FP8_RECIPE_MXFP8 || (mode != AMP_MX_RCEIL && mode != AMP_MX_FLOOR)) return AMP_ERR_INVALID_ARGUMENT;
+    s->mx_scale = mode;
+    return AMP_OK;
+}
+
+amp_mx_scale_mode amp_fp8_linear_mx_scale(const amp_fp8_linear *s) { return s ? s->mx_scale : AMP_MX_RCEIL; }
 
 amp_fp8_delayed *amp_fp8_linear_delayed(amp_fp8_linear *s, amp_fp8_tensor_role role) {
     return s && (unsigned)role < AMP_FP8_ROLES ? s->delayed[role] : NULL;

@@ -45,12 +45,26 @@ typedef void (*amp_fp8_scaled_encode_fn)(uint8_t *dst, const float *src, size_t 
  * NaN (torch.amax's rule, which MXFP8's scale follows): out[b] for src[b * block .. (b + 1) * block). */
 typedef void (*amp_fp8_block_amax_fn)(float *out, const float *src, size_t nblocks, size_t block);
 
+/* scaled_encode's bytes with the cast's statistics, in one pass: dst[i] = the saturating fp8 encoding
+ * of src[i] * m_i, where m_i = scale (scales NULL) or scales[i / block] (one fp32 multiplication
+ * either way; block is 1 or a multiple of 16), and counts[0] += the finite nonzero src[i] with
+ * |src[i] * m_i| > the dtype's largest finite value (saturated), counts[1] += the finite nonzero
+ * src[i] whose byte is +-0 (flushed). */
+typedef void (*amp_fp8_encode_stats_fn)(uint8_t *dst, const float *src, size_t n, float scale, const float *scales,
+                                        size_t block, int64_t counts[2]);
+
+/* amax[j] = the largest of amax[j] and |src[r * ld + j]| for r < rows, NaNs skipped (fmaxf), j < cols:
+ * the column maxima of a row-major panel (block scaling's 128x1 tiles). */
+typedef void (*amp_fp8_col_amax_fn)(float *amax, const float *src, size_t rows, size_t cols, size_t ld);
+
 typedef struct amp_fp8_kernels {
     amp_fp8_decode_row_fn decode_row[AMP_DTYPE_COUNT][2]; /* [AMP_F32, AMP_BF16, AMP_F8E4M3, AMP_F8E5M2][out] */
     amp_fp8_decode_pairs_fn decode_pairs[AMP_DTYPE_COUNT]; /* [AMP_F8E4M3, AMP_F8E5M2] */
     amp_fp8_amax_fn amax;
     amp_fp8_scaled_encode_fn scaled_encode[AMP_DTYPE_COUNT]; /* [AMP_F8E4M3, AMP_F8E5M2] */
     amp_fp8_block_amax_fn block_amax;
+    amp_fp8_encode_stats_fn encode_stats[AMP_DTYPE_COUNT]; /* [AMP_F8E4M3, AMP_F8E5M2] */
+    amp_fp8_col_amax_fn col_amax;
 } amp_fp8_kernels;
 
 void amp_fp8_kernels_ref(amp_fp8_kernels *k);

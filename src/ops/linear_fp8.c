@@ -19,6 +19,7 @@
 #include "amp/fp8.h"
 #include "amp/gemm.h"
 #include "../fp8/fp8_linear.h"
+#include "../kernels/elem_kernels.h"
 #include "op_util.h"
 
 /* What forward keeps for backward (in the arena). */
@@ -100,9 +101,9 @@ static void linear_fp8_backward(amp_ctx *ctx, amp_node *node) {
     if (bias && bias->requires_grad) {
         float *db = amp_f32_scratch(ctx, out_f);
         if (!db) return;
+        const amp_elem_kernels *ek = amp_elem_active(); /* acc: db[j] += row[j], rows in order */
         for (int64_t j = 0; j < out_f; j++) db[j] = 0.0f;
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t j = 0; j < out_f; j++) db[j] += g[r * out_f + j];
+        for (int64_t r = 0; r < rows; r++) ek->acc(db, g + r * out_f, (size_t)out_f);
         amp_grad_accumulate(ctx, bias, db);
     }
 }
@@ -152,6 +153,10 @@ amp_tensor *amp_linear_fp8(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_
     float *c = w32 ? amp_f32_scratch(ctx, rows * out_f) : NULL;
     const bool pt = per_tensor(amp_fp8_linear_recipe(s)), mx = amp_fp8_linear_recipe(s) == AMP_FP8_RECIPE_MXFP8;
     int st = c && (!bias || b32) ? AMP_OK : AMP_ERR_OUT_OF_MEMORY;
+    /* a recomputed region's second forward casts what the first cast (the same values, the same
+     * scales: they change only between steps) and records nothing: amaxes and statistics once */
+    const bool was_paused = s->paused;
+    if (ctx->replaying) s->paused = true;
     if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_X, x32, rows, in_f, false, keep, &sv->x);
     if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_W, w32, out_f, in_f, false, keep, &sv->w);
     if (st == AMP_OK) st = fp8_gemm(ctx, rows, out_f, operand_of(&sv->x, true), operand_of(&sv->w, false), c);
@@ -161,9 +166,9 @@ amp_tensor *amp_linear_fp8(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_
     if (st == AMP_OK && keep && x->requires_grad && mx)
         st = quantize(ctx, s, AMP_FP8_W, w32, out_f, in_f, true, true, &sv->w_k_rows);
     else sv->w_k_rows = sv->w;
-    if (st == AMP_OK && b32)
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t j = 0; j < out_f; j++) c[r * out_f + j] += b32[j];
+    if (st == AMP_OK && b32) /* add: c[j] + b[j], the one IEEE add per value */
+        for (int64_t r = 0; r < rows; r++) amp_elem_active()->add(c + r * out_f, c + r * out_f, b32, (size_t)out_f);
+    s->paused = was_paused;
     if (st == AMP_OK) st = amp_store_f32(ctx, out, c);
     amp_scratch_release(ctx, mk);
     if (st != AMP_OK) {

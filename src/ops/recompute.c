@@ -117,7 +117,9 @@ static void recompute_backward(amp_ctx *ctx, amp_node *node) {
         memcpy(ctx->rng, rng_now, sizeof rng_now);
         return;
     }
+    ctx->replaying++;
     amp_tensor *y = s->fn(ctx, node->in, node->n_in, s->user);
+    ctx->replaying--;
     amp_node *tape = region_exit(ctx, &rs, true);
     memcpy(ctx->rng, rng_now, sizeof rng_now);
     if (y && (y->dtype != out->dtype || !amp_same_shape(y, out)))

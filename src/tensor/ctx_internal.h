@@ -81,6 +81,9 @@ struct amp_ctx {
      * arena tensor keeps the value it was made under (amp_tensor_stale), and autocast's cache keys on it */
     uint64_t generation;
     bool retain_graph;       /* amp_set_retain_graph */
+    /* > 0 while backward runs a recomputed region's forward again (ops/recompute.c): an op that
+     * records statistics of its forward (the fp8 linear's casts) counts them at the first run only */
+    int replaying;
     uint64_t backward_serial; /* backward calls since creation (amp_node.reach) */
 
     amp_param_slot *params, *buffers;

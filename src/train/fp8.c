@@ -26,7 +26,13 @@ static void layer_name(char *buf, size_t size, const amp_linear_layer *l) {
     snprintf(buf, size, "%.*s", (int)(n < size ? n : size - 1), w);
 }
 
+const char *amp_train_fp8_precision_word(const amp_train_run_state *r) {
+    return r->cfg.fp8_mx_floor && r->prec->fp8_recipe == AMP_FP8_RECIPE_MXFP8 ? "mxfp8 with FLOOR scales" : r->prec->name;
+}
+
 int amp_train_fp8_setup(amp_train_run_state *r) {
+    if (r->cfg.fp8_mx_floor && !(r->prec->fp8 && r->prec->fp8_recipe == AMP_FP8_RECIPE_MXFP8))
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "fp8: FLOOR MX scales apply to mxfp8 only, not %s", r->prec->name);
     if (!r->prec->fp8) return AMP_OK;
     const size_t n = amp_model_num_linears(r->model);
     r->fp8 = amp_calloc(n ? n : 1, sizeof *r->fp8);
@@ -44,6 +50,8 @@ int amp_train_fp8_setup(amp_train_run_state *r) {
         const size_t k = r->n_fp8;
         int st = amp_fp8_linear_create(&r->fp8[k], r->prec->fp8_recipe, &dc);
         if (st != AMP_OK) return amp_train_fail(r, st, "fp8: cannot create a layer's state: %s", amp_status_str(st));
+        if (r->cfg.fp8_mx_floor) st = amp_fp8_linear_set_mx_scale(r->fp8[k], AMP_MX_FLOOR);
+        if (st != AMP_OK) return amp_train_fail(r, st, "fp8: cannot set the MX scale rule: %s", amp_status_str(st));
         r->fp8_layers[k] = l;
         l->fp8 = r->fp8[k];
         r->n_fp8++;

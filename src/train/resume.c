@@ -118,7 +118,7 @@ int amp_train_save_checkpoint(amp_train_run_state *r) {
     }
     const amp_st_meta user[] = {
         {K_MODEL, amp_model_kind_name(c->model.kind)},
-        {K_PRECISION, r->prec->name},
+        {K_PRECISION, amp_train_fp8_precision_word(r)},
         {K_SCALER, scaler_word(c->scaler)},
         {K_BATCH, batch},
         {K_ACCUM, accum},
@@ -156,10 +156,10 @@ static int read_run_meta(amp_train_run_state *r, amp_st_file *f, const char *pat
     if (strcmp(model, want) != 0)
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "cannot resume from %s: it is a %.40s checkpoint, this run trains %s",
                               path, model, want);
-    const char *v = amp_safetensors_meta_get(f, K_PRECISION);
-    if (!v || strcmp(v, r->prec->name) != 0)
+    const char *v = amp_safetensors_meta_get(f, K_PRECISION), *prec = amp_train_fp8_precision_word(r);
+    if (!v || strcmp(v, prec) != 0)
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "cannot resume from %s: it was trained in %.40s, this run uses %s",
-                              path, v ? v : "(unknown)", r->prec->name);
+                              path, v ? v : "(unknown)", prec);
     v = amp_safetensors_meta_get(f, K_SCALER);
     if (!v || strcmp(v, scaler_word(c->scaler)) != 0)
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "cannot resume from %s: its loss scaler was %.40s, this run's is %s",

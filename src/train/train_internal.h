@@ -192,6 +192,8 @@ void amp_train_update_stats_end(amp_train_run_state *r);
  * optimizer's step. recording: off around evaluation. to_buffers: before a checkpoint is written;
  * from_buffers: after one is loaded. report: the per-layer statistics into the result. */
 int amp_train_fp8_setup(amp_train_run_state *r);
+/* The precision as checkpoints record it: the preset's name, or "mxfp8 with FLOOR scales". */
+const char *amp_train_fp8_precision_word(const amp_train_run_state *r);
 void amp_train_fp8_free(amp_train_run_state *r);
 int amp_train_fp8_step(amp_train_run_state *r);
 void amp_train_fp8_recording(amp_train_run_state *r, bool on);

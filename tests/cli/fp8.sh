@@ -1,7 +1,8 @@
 # Golden tests of the fp8 presets on the command line: `amp train --precision fp8-*` on the mlp and
 # the gpt (JSON keys, the per-layer table, --fp8-all-layers), checkpoints and resume of fp8-delayed,
-# the refusal of another recipe's checkpoint, `amp compare` over the recipes (its fp8 summary lines
-# and report), two data-parallel ranks under mpirun, and the usage errors. Keep it fast (a few seconds).
+# the refusal of another recipe's checkpoint, mxfp8's --mx-scale floor (and the refusal of its
+# checkpoint under the default rule), `amp compare` over the recipes (its fp8 summary lines and
+# report), two data-parallel ranks under mpirun, and the usage errors. Keep it fast (a few seconds).
 . "$(dirname "$0")/lib.sh"
 
 mkdir -p "$TMP/idx"
@@ -40,6 +41,25 @@ gpt --steps 6 --precision fp8-current --quiet --no-eval --resume "$TMP/half.st"
 expect_rc 2 "another recipe's checkpoint"
 expect_err_has "it was trained in fp8-delayed, this run uses fp8-current" "the refusal names both"
 expect_err_lines 1 "one line"
+
+# mxfp8's FLOOR scale rule: recorded with the precision, so the default (RCEIL) refuses its
+# checkpoint and FLOOR resumes it; the flag's usage errors
+gpt --steps 2 --precision mxfp8 --mx-scale floor --quiet --no-eval --json --checkpoint "$TMP/floor.st"
+expect_rc 0 "mxfp8 --mx-scale floor"
+expect_json_eq '[.fp8[] | .x[4]] | add > 0' 'true' "FLOOR saturates the largest values of some blocks"
+gpt --steps 2 --precision mxfp8 --quiet --no-eval --json
+expect_json_eq '[.fp8[] | .x[4], .w[4], .dy[4]] | add' '0' "RCEIL saturates nothing"
+gpt --steps 4 --precision mxfp8 --quiet --no-eval --resume "$TMP/floor.st"
+expect_rc 2 "an RCEIL run refuses a FLOOR checkpoint"
+expect_err_has "it was trained in mxfp8 with FLOOR scales, this run uses mxfp8" "the refusal names both rules"
+gpt --steps 4 --precision mxfp8 --mx-scale floor --quiet --no-eval --resume "$TMP/floor.st"
+expect_rc 0 "FLOOR resumes FLOOR"
+gpt --steps 2 --precision fp8-block --mx-scale floor
+expect_rc 2 "--mx-scale floor on another preset"
+expect_err_has "--mx-scale floor needs --precision mxfp8" "names the preset it needs"
+gpt --steps 2 --precision mxfp8 --mx-scale nearest
+expect_rc 2 "--mx-scale nearest"
+expect_err_has "--mx-scale wants floor or rceil" "lists the rules"
 
 run "$AMP" compare --model gpt --data "$TMP/text.txt" --layers 1 --hidden 32 --heads 2 --context 16 --batch 4 \
     --eval-batches 2 --threads 2 --steps 3 --runs amp-bf16,fp8-delayed,fp8-block --quiet --report "$TMP/rep"

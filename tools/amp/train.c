@@ -54,6 +54,8 @@ static void print_help(void) {
            "                     fp8-delayed, fp8-current, mxfp8, fp8-block, fp8-noscale (amp-bf16 with the\n"
            "                     Linear layers' GEMMs in fp8; see docs/fp8.md)\n"
            "  --fp8-all-layers   fp8 presets: the first and last Linear layers too (default: they stay bf16)\n"
+           "  --mx-scale R       mxfp8: the E8M0 block scales' rule, rceil (default: TE's and the hardware's)\n"
+           "                     or floor (the OCP spec's; a checkpoint keeps it, another rule is refused)\n"
            "  --scaler MODE      dynamic | off | static:S (default: dynamic for amp-fp16 and fp16-master,\n"
            "                     off for the others)\n"
            "  --optimizer O      sgd (image default, momentum 0.9), adam, adamw (text default, weight decay 0.01)\n"
@@ -349,6 +351,10 @@ static int parse_value(const char *a, const char *v, train_options *o) {
     } else if (strcmp(a, "--sample-tokens") == 0) {
         NEED_LONG(0, 1L << 20);
         cfg->sample_tokens = n;
+    } else if (strcmp(a, "--mx-scale") == 0) {
+        if (strcmp(v, "floor") == 0) cfg->fp8_mx_floor = true;
+        else if (strcmp(v, "rceil") == 0) cfg->fp8_mx_floor = false;
+        else return amp_usage_error("train", "--mx-scale wants floor or rceil, not '%s'", v);
     } else if (strcmp(a, "--param-dtype") == 0) {
         if (strcmp(v, "fp32") == 0) cfg->param_dtype_override = AMP_F32;
         else if (strcmp(v, "bf16") == 0) cfg->param_dtype_override = AMP_BF16;
@@ -389,7 +395,7 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
                                                  "--inject-nonfinite", "--inject-rank", "--allreduce-dtype",
                                                  "--check-replicas", "--bucket-kb", "--size", "--beta1", "--beta2",
                                                  "--eps", "--init-from", "--save-llmc", "--save-llmc-version",
-                                                 "--save-hf", "--sample-tokens", "--zero", "--param-dtype"};
+                                                 "--save-hf", "--sample-tokens", "--zero", "--param-dtype", "--mx-scale"};
         bool known = amp_train_is_shared_flag(a);
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
         if (!known) return amp_usage_error("train", "unknown option '%s'", a);
@@ -412,6 +418,9 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
         return amp_usage_error("train", "--momentum applies to sgd only");
     if (cfg->model.recompute && cfg->model.kind != AMP_MODEL_GPT && cfg->model.kind != AMP_MODEL_GPT2)
         return amp_usage_error("train", "--recompute applies to --model gpt and gpt2 only");
+    if (cfg->fp8_mx_floor && cfg->precision != AMP_PRECISION_MXFP8)
+        return amp_usage_error("train", "--mx-scale floor needs --precision mxfp8, not %s",
+                               amp_precision_get_info(cfg->precision)->name);
     if (cfg->param_dtype_override == AMP_BF16 && cfg->precision != AMP_PRECISION_AMP_BF16)
         return amp_usage_error("train", "--param-dtype bf16 needs --precision amp-bf16, not %s",
                                amp_precision_get_info(cfg->precision)->name);

@@ -118,6 +118,40 @@ static void encode_e5m2_ref(uint8_t *dst, const float *src, size_t n, float scal
     for (size_t i = 0; i < n; i++) dst[i] = amp_f8e5m2_encode(amp_f32_bits(src[i] * scale), AMP_OVERFLOW_SATURATE);
 }
 
+/* The staged definition: each product, its encoding, then the two tests on the source value. */
+static inline void encode_stats_ref(amp_dtype dt, uint8_t *dst, const float *src, size_t n, float scale,
+                                    const float *scales, size_t block, int64_t counts[2]) {
+    const float maxf = dt == AMP_F8E4M3 ? 448.0f : 57344.0f;
+    int64_t sat = 0, flush = 0;
+    for (size_t i = 0; i < n; i++) {
+        const float x = src[i], p = x * (scales ? scales[i / block] : scale);
+        dst[i] = dt == AMP_F8E4M3 ? amp_f8e4m3_encode(amp_f32_bits(p), AMP_OVERFLOW_SATURATE)
+                                  : amp_f8e5m2_encode(amp_f32_bits(p), AMP_OVERFLOW_SATURATE);
+        if (!isfinite(x) || x == 0.0f) continue;
+        sat += fabsf(p) > maxf;
+        flush += (dst[i] & 0x7F) == 0;
+    }
+    counts[0] += sat, counts[1] += flush;
+}
+
+static void encode_stats_e4m3_ref(uint8_t *dst, const float *src, size_t n, float scale, const float *scales,
+                                  size_t block, int64_t counts[2]) {
+    encode_stats_ref(AMP_F8E4M3, dst, src, n, scale, scales, block, counts);
+}
+
+static void encode_stats_e5m2_ref(uint8_t *dst, const float *src, size_t n, float scale, const float *scales,
+                                  size_t block, int64_t counts[2]) {
+    encode_stats_ref(AMP_F8E5M2, dst, src, n, scale, scales, block, counts);
+}
+
+static void col_amax_ref(float *amax, const float *src, size_t rows, size_t cols, size_t ld) {
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < cols; j++) {
+            const float a = fabsf(src[r * ld + j]);
+            if (a > amax[j]) amax[j] = a; /* false for NaN: skipped */
+        }
+}
+
 void amp_fp8_kernels_ref(amp_fp8_kernels *k) {
     k->decode_row[AMP_F32][0] = decode_f32_f32;
     k->decode_row[AMP_F32][1] = decode_f32_bf16;
@@ -133,4 +167,7 @@ void amp_fp8_kernels_ref(amp_fp8_kernels *k) {
     k->block_amax = block_amax_ref;
     k->scaled_encode[AMP_F8E4M3] = encode_e4m3_ref;
     k->scaled_encode[AMP_F8E5M2] = encode_e5m2_ref;
+    k->encode_stats[AMP_F8E4M3] = encode_stats_e4m3_ref;
+    k->encode_stats[AMP_F8E5M2] = encode_stats_e5m2_ref;
+    k->col_amax = col_amax_ref;
 }

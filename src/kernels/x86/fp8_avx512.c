@@ -221,7 +221,7 @@ DECODE_ROW_FN(decode_e5m2_bf16, AMP_F8E5M2, true)
 
 /* VMAXPS returns its second operand when either is NaN: max(|x|, m) skips a NaN x, as fmaxf does. Four
  * accumulators hide the latency; the max of maxes is the same value in any order (no rounding). */
-static float amax_avx512(const float *src, size_t n, bool *saw_nan) {
+static float amax_nan_avx512(const float *src, size_t n, bool *saw_nan) {
     const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
     __m512 m0 = _mm512_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
     __mmask16 nan = 0;
@@ -247,6 +247,29 @@ static float amax_avx512(const float *src, size_t n, bool *saw_nan) {
     }
     const float m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
     if (saw_nan) *saw_nan = nan != 0;
+    return m;
+}
+
+/* The magnitudes' bit patterns order as the values do (infinity above every finite, NaNs above it):
+ * an unsigned integer max over them is the amax while no NaN is among them, found in one pass of two
+ * operations per vector. A NaN (the max above 0x7F800000) sends the array to the NaN-skipping pass. */
+static float amax_avx512(const float *src, size_t n, bool *saw_nan) {
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+    __m512i m0 = _mm512_setzero_si512(), m1 = m0, m2 = m0, m3 = m0;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_loadu_si512(src + i), abs_mask));
+        m1 = _mm512_max_epu32(m1, _mm512_and_si512(_mm512_loadu_si512(src + i + 16), abs_mask));
+        m2 = _mm512_max_epu32(m2, _mm512_and_si512(_mm512_loadu_si512(src + i + 32), abs_mask));
+        m3 = _mm512_max_epu32(m3, _mm512_and_si512(_mm512_loadu_si512(src + i + 48), abs_mask));
+    }
+    for (; i < n; i += 16)
+        m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_maskz_loadu_epi32(tail_mask(n - i), src + i), abs_mask));
+    const uint32_t bits = _mm512_reduce_max_epu32(_mm512_max_epu32(_mm512_max_epu32(m0, m1), _mm512_max_epu32(m2, m3)));
+    if (bits > 0x7F800000u) return amax_nan_avx512(src, n, saw_nan);
+    if (saw_nan) *saw_nan = false;
+    float m;
+    memcpy(&m, &bits, sizeof m);
     return m;
 }
 
@@ -290,67 +313,163 @@ static void block_amax_avx512(float *out, const float *src, size_t nblocks, size
 /* ---- scaled encode ----
  *
  * Rounding by the FPU: for a = |x| with exponent e, c = 2^(e + 23 - M) has an ulp of 2^(e - M), the
- * spacing of the fp8 values next to a, so (a + c) - c is a rounded to nearest even at the fp8's
- * precision (one rounding, in the addition; the subtraction is exact). Below the fp8's smallest
- * normal the spacing is fixed (2^-9 in e4m3, 2^-16 in e5m2): c is raised to that spacing times 2^23.
- * a is first clamped below the first power of 2 past the fp8's range (so c cannot overflow), and the
- * rounded value then saturated to the largest finite. The result is an fp8 value, so its fp16 (after
- * a division by 2^8 for e4m3, whose exponent range is then fp16's) is exact, and the fp8 bits are the
- * top of the fp16's. NaN gets the canonical NaN with its sign. The reference's integer rounding gives
- * the same bits (checked on every fp32 pattern; tests/test_fp8_simd.c checks a strided sweep). */
+ * spacing of the fp8 values next to a, so a + c is a rounded to nearest even at the fp8's precision
+ * (one rounding, in the addition). Below the fp8's smallest normal the spacing is fixed (2^-9 in
+ * e4m3, 2^-16 in e5m2): c is raised to that spacing times 2^23. a is first clamped to the largest
+ * finite (saturation: anything above it rounds to it or past it). The sum has c's exponent, so its
+ * low bits are q = a / spacing (2^M .. 2^(M+1) for a normal a, 0 .. 2^M below), and the fp8's
+ * magnitude bits are q + 2^M (E(c) - E(c_min)), E the biased exponent: bits(a + c) + (bits(c) >>
+ * (23 - M)) - bits(c) - k_off, all in 32-bit integer lanes. A NaN (VMINPS returns its second operand,
+ * |x|, when one is NaN) gives a difference above every finite fp8's, which an unsigned min with the
+ * canonical NaN pattern turns into that NaN; x's sign is then or-ed in. The reference's integer
+ * rounding gives the same bits (checked on every fp32 pattern; tests/test_fp8_simd.c checks a
+ * strided sweep and every rounding boundary). */
 
 typedef struct {
-    float clamp, max_finite, to_f16; /* the clamp, the largest finite, the factor to fp16 */
-    int32_t c_shift, c_min;          /* (23 - M) << 23 added to a's exponent bits; c's smallest bits */
-    int drop;                        /* fp16 bits below the fp8's: 7 (e4m3), 8 (e5m2) */
-    uint16_t nan_bits;               /* the canonical NaN, also the largest fp8 magnitude pattern + 1 */
+    float max_finite;       /* the largest finite */
+    int32_t c_shift, c_min; /* (23 - M) << 23 added to a's exponent bits; c's smallest bits */
+    int32_t nan_bits;       /* the canonical NaN, also the largest fp8 magnitude pattern + 1 */
+    int mbits;              /* M, the fp8's mantissa bits */
+    int32_t k_off;          /* 2^M times the biased exponent of c_min */
 } fp8_format;
 
-/* The operand orders keep a NaN x a NaN through min and the rounding (VMINPS returns its second
- * operand when one is NaN), and the fp16 of a NaN has the all-ones exponent, which puts its magnitude
- * bits above every finite fp8's: an unsigned min with the canonical NaN pattern then gives that NaN,
- * and leaves every finite value (at most nan_bits - 1) as it is. */
-static inline __attribute__((always_inline)) __m128i fp8_sat_from_f32x16(__m512 x, const fp8_format *fmt) {
-    const __m512i sign_bit = _mm512_set1_epi32((int)0x80000000u);
-    const __m512 a = _mm512_min_ps(_mm512_set1_ps(fmt->clamp), _mm512_abs_ps(x));
+/* The fp8 bytes of x, one in each 32-bit lane, and their magnitudes (sign bit clear) in *mag. */
+static inline __attribute__((always_inline)) __m512i fp8_bytes_from_f32x16(__m512 x, const fp8_format *fmt, __m512i *mag) {
+    const __m512 a = _mm512_min_ps(_mm512_set1_ps(fmt->max_finite), _mm512_abs_ps(x));
     const __m512i cb = _mm512_max_epi32(_mm512_add_epi32(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7F800000)),
                                                          _mm512_set1_epi32(fmt->c_shift)),
                                         _mm512_set1_epi32(fmt->c_min));
-    const __m512 c = _mm512_castsi512_ps(cb);
-    const __m512 r = _mm512_min_ps(_mm512_set1_ps(fmt->max_finite), _mm512_sub_ps(_mm512_add_ps(a, c), c));
-    /* r with x's sign: bits of r where sign_bit is 0, of x where it is 1 */
-    const __m512i rs = _mm512_ternarylogic_epi32(_mm512_castps_si512(r), _mm512_castps_si512(x), sign_bit, 0xD8);
-    const __m256i h = _mm512_cvtps_ph(_mm512_mul_ps(_mm512_castsi512_ps(rs), _mm512_set1_ps(fmt->to_f16)),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m256i mag = _mm256_min_epu16(_mm256_srli_epi16(_mm256_slli_epi16(h, 1), fmt->drop + 1),
-                                         _mm256_set1_epi16((short)fmt->nan_bits));
-    /* mag | (h >> 8 & 0x80): the sign */
-    const __m256i b = _mm256_ternarylogic_epi32(mag, _mm256_srli_epi16(h, 8), _mm256_set1_epi16(0x80), 0xF8);
-    return _mm256_cvtepi16_epi8(b);
+    const __m512i sum = _mm512_castps_si512(_mm512_add_ps(a, _mm512_castsi512_ps(cb)));
+    const __m512i off = _mm512_sub_epi32(_mm512_srli_epi32(cb, 23 - fmt->mbits), _mm512_add_epi32(cb, _mm512_set1_epi32(fmt->k_off)));
+    *mag = _mm512_min_epu32(_mm512_add_epi32(sum, off), _mm512_set1_epi32(fmt->nan_bits));
+    return _mm512_ternarylogic_epi32(*mag, _mm512_srli_epi32(_mm512_castps_si512(x), 24), _mm512_set1_epi32(0x80), 0xF8);
+}
+
+/* 64 bytes from four vectors of one byte per lane: two packs (in-lane, so each 128-bit lane holds
+ * dword j of the four inputs in turn), then the dwords back in order. */
+static inline __attribute__((always_inline)) void store_bytes64(uint8_t *dst, __m512i b0, __m512i b1, __m512i b2, __m512i b3) {
+    const __m512i w = _mm512_packus_epi16(_mm512_packus_epi32(b0, b1), _mm512_packus_epi32(b2, b3));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm512_storeu_si512(dst, _mm512_permutexvar_epi32(order, w));
 }
 
 static inline __attribute__((always_inline)) void scaled_encode(uint8_t *dst, const float *src, size_t n, float scale,
                                                                 const fp8_format *fmt) {
     const __m512 s = _mm512_set1_ps(scale);
+    __m512i mag;
     size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        const __m128i lo = fp8_sat_from_f32x16(_mm512_mul_ps(_mm512_loadu_ps(src + i), s), fmt);
-        const __m128i hi = fp8_sat_from_f32x16(_mm512_mul_ps(_mm512_loadu_ps(src + i + 16), s), fmt);
-        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
-    }
+    for (; i + 64 <= n; i += 64)
+        store_bytes64(dst + i, fp8_bytes_from_f32x16(_mm512_mul_ps(_mm512_loadu_ps(src + i), s), fmt, &mag),
+                      fp8_bytes_from_f32x16(_mm512_mul_ps(_mm512_loadu_ps(src + i + 16), s), fmt, &mag),
+                      fp8_bytes_from_f32x16(_mm512_mul_ps(_mm512_loadu_ps(src + i + 32), s), fmt, &mag),
+                      fp8_bytes_from_f32x16(_mm512_mul_ps(_mm512_loadu_ps(src + i + 48), s), fmt, &mag));
     for (; i < n; i += 16) {
         const __mmask16 m = tail_mask(n - i);
-        _mm_mask_storeu_epi8(dst + i, m, fp8_sat_from_f32x16(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, src + i), s), fmt));
+        _mm512_mask_cvtepi32_storeu_epi8(dst + i, m, fp8_bytes_from_f32x16(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, src + i), s), fmt, &mag));
     }
 }
 
-static const fp8_format e4m3_sat = {480.0f, 448.0f, 0x1p-8f, 20 << 23, (14 + 127) << 23, 7, 0x7F};
-static const fp8_format e5m2_sat = {65536.0f, 57344.0f, 1.0f, 21 << 23, (7 + 127) << 23, 8, 0x7E};
+/* encode_stats (fp8_kernels.h) on 16 values (mask m): the bytes stored, and per lane the counters
+ * raised where the source is finite and nonzero (its magnitude bits minus 1 below 0x7F7FFFFF, unsigned)
+ * and the product's magnitude exceeds the largest finite (saturated) or the byte's magnitude is 0
+ * (flushed). The counters are int32 lanes: the caller folds them every STATS_FOLD vectors. */
+static inline __attribute__((always_inline)) void encode_stats16(uint8_t *dst, __m512 x, __m512 mult, __mmask16 m,
+                                                                 const fp8_format *fmt, __m512i *sat, __m512i *flush) {
+    const __m512 p = _mm512_mul_ps(x, mult);
+    __m512i w;
+    _mm512_mask_cvtepi32_storeu_epi8(dst, m, fp8_bytes_from_f32x16(p, fmt, &w));
+    const __m512i mag = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7FFFFFFF));
+    const __mmask16 live = _mm512_mask_cmplt_epu32_mask(m, _mm512_sub_epi32(mag, _mm512_set1_epi32(1)),
+                                                        _mm512_set1_epi32(0x7F7FFFFF));
+    const __mmask16 over = _mm512_mask_cmp_ps_mask(live, _mm512_abs_ps(p), _mm512_set1_ps(fmt->max_finite), _CMP_GT_OQ);
+    const __mmask16 zero = _mm512_mask_testn_epi32_mask(live, w, w);
+    *sat = _mm512_mask_sub_epi32(*sat, over, *sat, _mm512_set1_epi32(-1));
+    *flush = _mm512_mask_sub_epi32(*flush, zero, *flush, _mm512_set1_epi32(-1));
+}
+
+enum { STATS_FOLD = 1 << 20 };
+
+/* The multipliers of values i .. i+15: s (scales NULL), scales[i ..] (block 1), or the one of their
+ * block (block a multiple of 16). */
+static inline __attribute__((always_inline)) __m512 mult(const float *scales, size_t block, __m512 s, size_t i,
+                                                         __mmask16 m) {
+    if (!scales) return s;
+    if (block == 1) return _mm512_maskz_loadu_ps(m, scales + i);
+    return _mm512_set1_ps(scales[i / block]);
+}
+
+static inline __attribute__((always_inline)) void encode_stats(uint8_t *dst, const float *src, size_t n, float scale,
+                                                               const float *scales, size_t block,
+                                                               int64_t counts[2], const fp8_format *fmt) {
+    const __m512 s = _mm512_set1_ps(scale);
+    for (size_t i0 = 0; i0 < n; i0 += (size_t)16 * STATS_FOLD) {
+        const size_t i1 = n - i0 < (size_t)16 * STATS_FOLD ? n : i0 + (size_t)16 * STATS_FOLD;
+        __m512i sat = _mm512_setzero_si512(), flush = sat;
+        size_t i = i0;
+        for (; i + 16 <= i1; i += 16)
+            encode_stats16(dst + i, _mm512_loadu_ps(src + i), mult(scales, block, s, i, 0xFFFF), 0xFFFF, fmt, &sat,
+                           &flush);
+        if (i < i1) {
+            const __mmask16 m = tail_mask(i1 - i);
+            encode_stats16(dst + i, _mm512_maskz_loadu_ps(m, src + i), mult(scales, block, s, i, m), m, fmt, &sat, &flush);
+        }
+        counts[0] += _mm512_reduce_add_epi32(sat);
+        counts[1] += _mm512_reduce_add_epi32(flush);
+    }
+}
+
+static const fp8_format e4m3_sat = {448.0f, 20 << 23, (14 + 127) << 23, 0x7F, 3, 8 * (14 + 127)};
+static const fp8_format e5m2_sat = {57344.0f, 21 << 23, (7 + 127) << 23, 0x7E, 2, 4 * (7 + 127)};
 static void encode_e4m3(uint8_t *dst, const float *src, size_t n, float scale) {
     scaled_encode(dst, src, n, scale, &e4m3_sat);
 }
 static void encode_e5m2(uint8_t *dst, const float *src, size_t n, float scale) {
     scaled_encode(dst, src, n, scale, &e5m2_sat);
+}
+
+/* Specialised on the three ways of taking multipliers. */
+static inline __attribute__((always_inline)) void encode_stats_fmt(uint8_t *dst, const float *src, size_t n, float scale,
+                                                                   const float *scales, size_t block, int64_t counts[2],
+                                                                   const fp8_format *fmt) {
+    if (!scales) encode_stats(dst, src, n, scale, NULL, 1, counts, fmt);
+    else if (block == 1) encode_stats(dst, src, n, scale, scales, 1, counts, fmt);
+    else encode_stats(dst, src, n, scale, scales, block, counts, fmt);
+}
+static void encode_stats_e4m3(uint8_t *dst, const float *src, size_t n, float scale, const float *scales, size_t block,
+                              int64_t counts[2]) {
+    encode_stats_fmt(dst, src, n, scale, scales, block, counts, &e4m3_sat);
+}
+static void encode_stats_e5m2(uint8_t *dst, const float *src, size_t n, float scale, const float *scales, size_t block,
+                              int64_t counts[2]) {
+    encode_stats_fmt(dst, src, n, scale, scales, block, counts, &e5m2_sat);
+}
+
+/* Column maxima down the rows, 64 columns (four independent accumulators) at a time, then 16 at a
+ * time; VMAXPS(a, m) skips a NaN a as fmaxf does. */
+static void col_amax_avx512(float *amax, const float *src, size_t rows, size_t cols, size_t ld) {
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+#define ABS_AT(p) _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512(p), abs_mask))
+    size_t j = 0;
+    for (; j + 64 <= cols; j += 64) {
+        __m512 a0 = _mm512_loadu_ps(amax + j), a1 = _mm512_loadu_ps(amax + j + 16);
+        __m512 a2 = _mm512_loadu_ps(amax + j + 32), a3 = _mm512_loadu_ps(amax + j + 48);
+        for (size_t r = 0; r < rows; r++) {
+            const float *x = src + r * ld + j;
+            a0 = _mm512_max_ps(ABS_AT(x), a0), a1 = _mm512_max_ps(ABS_AT(x + 16), a1);
+            a2 = _mm512_max_ps(ABS_AT(x + 32), a2), a3 = _mm512_max_ps(ABS_AT(x + 48), a3);
+        }
+        _mm512_storeu_ps(amax + j, a0), _mm512_storeu_ps(amax + j + 16, a1);
+        _mm512_storeu_ps(amax + j + 32, a2), _mm512_storeu_ps(amax + j + 48, a3);
+    }
+#undef ABS_AT
+    for (; j < cols; j += 16) {
+        const __mmask16 m = tail_mask(cols - j);
+        __m512 acc = _mm512_maskz_loadu_ps(m, amax + j);
+        for (size_t r = 0; r < rows; r++)
+            acc = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_maskz_loadu_epi32(m, src + r * ld + j), abs_mask)),
+                                acc);
+        _mm512_mask_storeu_ps(amax + j, m, acc);
+    }
 }
 
 void amp_fp8_kernels_avx512(amp_fp8_kernels *k) {
@@ -368,4 +487,7 @@ void amp_fp8_kernels_avx512(amp_fp8_kernels *k) {
     k->block_amax = block_amax_avx512;
     k->scaled_encode[AMP_F8E4M3] = encode_e4m3;
     k->scaled_encode[AMP_F8E5M2] = encode_e5m2;
+    k->encode_stats[AMP_F8E4M3] = encode_stats_e4m3;
+    k->encode_stats[AMP_F8E5M2] = encode_stats_e5m2;
+    k->col_amax = col_amax_avx512;
 }
