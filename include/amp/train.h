@@ -292,8 +292,19 @@ typedef struct amp_train_config {
      * amp_fp8_linear_set_mx_scale). A checkpoint records it with the precision, so resuming under the
      * other rule is refused as another precision is; AMP_ERR_INVALID_ARGUMENT with another preset. */
     bool fp8_mx_floor;
+    /* fp8-delayed: TE DelayedScaling's settings (amp_fp8_delayed_config; the format stays HYBRID):
+     * the amax history's length (0: TE's 1024; at most AMP_TRAIN_FP8_MAX_HISTORY), the amax taken from
+     * it (AMP_FP8_AMAX_MAX, TE's default, or AMP_FP8_AMAX_MOST_RECENT) and the margin (in [-127, 127],
+     * TE's default 0: scale = fp8_max * 2^-margin / amax, so a margin of m leaves 2^m of headroom for
+     * an amax that grows before the scale follows). A checkpoint records non-default settings with the
+     * precision, so resuming under other settings is refused as another precision is (the history's
+     * length also fixes its buffers); AMP_ERR_INVALID_ARGUMENT with another preset or out of range. */
+    int fp8_history_len;
+    amp_fp8_amax_algo fp8_amax_algo;
+    int fp8_margin;
 } amp_train_config;
 
+#define AMP_TRAIN_FP8_MAX_HISTORY 65536
 #define AMP_TRAIN_BUCKET_BYTES ((size_t)1 << 20)
 
 /* The defaults for `kind` (see the fields). */

@@ -27,12 +27,43 @@ static void layer_name(char *buf, size_t size, const amp_linear_layer *l) {
 }
 
 const char *amp_train_fp8_precision_word(const amp_train_run_state *r) {
+    if (r->fp8_word[0]) return r->fp8_word;
     return r->cfg.fp8_mx_floor && r->prec->fp8_recipe == AMP_FP8_RECIPE_MXFP8 ? "mxfp8 with FLOOR scales" : r->prec->name;
+}
+
+/* The delayed-scaling settings of the configuration (TE's defaults where unset), checked. */
+static int delayed_config(amp_train_run_state *r, amp_fp8_delayed_config *dc) {
+    const amp_train_config *c = &r->cfg;
+    const amp_fp8_delayed_config def = AMP_FP8_DELAYED_CONFIG_DEFAULT;
+    *dc = def;
+    const bool set = (c->fp8_history_len != 0 && c->fp8_history_len != def.history_len) || c->fp8_amax_algo != def.algo ||
+                     c->fp8_margin != def.margin;
+    if (!set) return AMP_OK;
+    if (!(r->prec->fp8 && r->prec->fp8_recipe == AMP_FP8_RECIPE_DELAYED))
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT,
+                              "fp8: the amax history, its algorithm and the margin apply to fp8-delayed only, not %s",
+                              r->prec->name);
+    if (c->fp8_history_len < 0 || c->fp8_history_len > AMP_TRAIN_FP8_MAX_HISTORY)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "fp8: the amax history's length %d is outside [1, %d]",
+                              c->fp8_history_len, AMP_TRAIN_FP8_MAX_HISTORY);
+    if (c->fp8_amax_algo != AMP_FP8_AMAX_MAX && c->fp8_amax_algo != AMP_FP8_AMAX_MOST_RECENT)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "fp8: unknown amax algorithm %d", (int)c->fp8_amax_algo);
+    if (c->fp8_margin < -127 || c->fp8_margin > 127)
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "fp8: the margin %d is outside [-127, 127]", c->fp8_margin);
+    if (c->fp8_history_len) dc->history_len = c->fp8_history_len;
+    dc->algo = c->fp8_amax_algo;
+    dc->margin = c->fp8_margin;
+    snprintf(r->fp8_word, sizeof r->fp8_word, "%s (history %d, %s, margin %d)", r->prec->name, dc->history_len,
+             dc->algo == AMP_FP8_AMAX_MAX ? "max" : "most recent", dc->margin);
+    return AMP_OK;
 }
 
 int amp_train_fp8_setup(amp_train_run_state *r) {
     if (r->cfg.fp8_mx_floor && !(r->prec->fp8 && r->prec->fp8_recipe == AMP_FP8_RECIPE_MXFP8))
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "fp8: FLOOR MX scales apply to mxfp8 only, not %s", r->prec->name);
+    amp_fp8_delayed_config dc;
+    const int cst = delayed_config(r, &dc);
+    if (cst != AMP_OK) return cst;
     if (!r->prec->fp8) return AMP_OK;
     const size_t n = amp_model_num_linears(r->model);
     r->fp8 = amp_calloc(n ? n : 1, sizeof *r->fp8);
@@ -41,7 +72,6 @@ int amp_train_fp8_setup(amp_train_run_state *r) {
     r->fp8_stats = amp_calloc(n ? n : 1, sizeof *r->fp8_stats);
     if (!r->fp8 || !r->fp8_layers || !r->fp8_buf || !r->fp8_stats)
         return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "fp8: out of memory");
-    const amp_fp8_delayed_config dc = AMP_FP8_DELAYED_CONFIG_DEFAULT;
     for (size_t i = 0; i < n; i++) {
         /* the first and the last Linear in execution order stay in bf16 unless asked (Megatron's
          * --first-last-layers-bf16, torchtitan's skipped output layer) */

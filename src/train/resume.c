@@ -158,7 +158,7 @@ static int read_run_meta(amp_train_run_state *r, amp_st_file *f, const char *pat
                               path, model, want);
     const char *v = amp_safetensors_meta_get(f, K_PRECISION), *prec = amp_train_fp8_precision_word(r);
     if (!v || strcmp(v, prec) != 0)
-        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "cannot resume from %s: it was trained in %.40s, this run uses %s",
+        return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "cannot resume from %s: it was trained in %.80s, this run uses %s",
                               path, v ? v : "(unknown)", prec);
     v = amp_safetensors_meta_get(f, K_SCALER);
     if (!v || strcmp(v, scaler_word(c->scaler)) != 0)

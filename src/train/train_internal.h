@@ -94,6 +94,7 @@ typedef struct amp_train_run_state {
     amp_linear_layer **fp8_layers;
     amp_tensor **fp8_buf; /* [(layer * roles + role) * 2 + {0: history, 1: scale}] */
     size_t n_fp8;
+    char fp8_word[96]; /* the precision as checkpoints record it (amp_train_fp8_precision_word) */
     amp_train_fp8_layer *fp8_stats; /* [n_fp8]: the progress callback's view, refreshed every step */
 } amp_train_run_state;
 
@@ -192,7 +193,8 @@ void amp_train_update_stats_end(amp_train_run_state *r);
  * optimizer's step. recording: off around evaluation. to_buffers: before a checkpoint is written;
  * from_buffers: after one is loaded. report: the per-layer statistics into the result. */
 int amp_train_fp8_setup(amp_train_run_state *r);
-/* The precision as checkpoints record it: the preset's name, or "mxfp8 with FLOOR scales". */
+/* The precision as checkpoints record it: the preset's name, "mxfp8 with FLOOR scales", or
+ * fp8-delayed with its non-default settings ("fp8-delayed (history 16, most recent, margin 2)"). */
 const char *amp_train_fp8_precision_word(const amp_train_run_state *r);
 void amp_train_fp8_free(amp_train_run_state *r);
 int amp_train_fp8_step(amp_train_run_state *r);

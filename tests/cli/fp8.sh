@@ -2,7 +2,8 @@
 # the gpt (JSON keys, the per-layer table, --fp8-all-layers), checkpoints and resume of fp8-delayed,
 # the refusal of another recipe's checkpoint, mxfp8's --mx-scale floor (and the refusal of its
 # checkpoint under the default rule), `amp compare` over the recipes (its fp8 summary lines and
-# report), two data-parallel ranks under mpirun, and the usage errors. Keep it fast (a few seconds).
+# report), fp8-delayed's history, amax algorithm and margin (the scale, the checkpoint, the refusal),
+# two data-parallel ranks under mpirun, and the usage errors. Keep it fast (a few seconds).
 . "$(dirname "$0")/lib.sh"
 
 mkdir -p "$TMP/idx"
@@ -60,6 +61,33 @@ expect_err_has "--mx-scale floor needs --precision mxfp8" "names the preset it n
 gpt --steps 2 --precision mxfp8 --mx-scale nearest
 expect_rc 2 "--mx-scale nearest"
 expect_err_has "--mx-scale wants floor or rceil" "lists the rules"
+
+# fp8-delayed's settings: the margin divides every scale by 2^M (TE's rule), a checkpoint keeps the
+# settings (another history is refused), and they apply to fp8-delayed only
+gpt --steps 3 --precision fp8-delayed --quiet --no-eval --json
+expect_rc 0 "fp8-delayed, TE's defaults"
+cp "$TMP/out" "$TMP/default.json"
+gpt --steps 3 --precision fp8-delayed --fp8-margin 2 --quiet --no-eval --json
+expect_rc 0 "--fp8-margin 2"
+ratio=$(tail -n 1 "$TMP/default.json" | jq '.fp8[0].x[3]')
+ratio=$(tail -n 1 "$TMP/out" | jq --argjson d "$ratio" '$d / .fp8[0].x[3]')
+if [ "$ratio" = "4" ]; then pass; else fail "a margin of 2 gives the scale over 4, got a ratio of $ratio"; fi
+gpt --steps 3 --precision fp8-delayed --fp8-history 16 --fp8-amax most_recent --quiet --no-eval --checkpoint "$TMP/h16.st"
+expect_rc 0 "--fp8-history 16 --fp8-amax most_recent"
+gpt --steps 4 --precision fp8-delayed --quiet --no-eval --resume "$TMP/h16.st"
+expect_rc 2 "TE's defaults refuse a history-16 checkpoint"
+expect_err_has "it was trained in fp8-delayed (history 16, most recent, margin 0), this run uses fp8-delayed" "names both settings"
+gpt --steps 4 --precision fp8-delayed --fp8-history 16 --fp8-amax most_recent --quiet --no-eval --resume "$TMP/h16.st"
+expect_rc 0 "the same settings resume"
+gpt --steps 4 --precision fp8-delayed --fp8-history 1024 --quiet --no-eval --resume "$TMP/half.st"
+expect_rc 0 "an explicit 1024 is TE's default and resumes a default checkpoint"
+gpt --steps 2 --precision fp8-current --fp8-margin 1
+expect_rc 2 "--fp8-margin on another preset"
+expect_err_has "need --precision fp8-delayed" "names the preset"
+gpt --steps 2 --precision fp8-delayed --fp8-amax mean
+expect_rc 2 "--fp8-amax mean"
+gpt --steps 2 --precision fp8-delayed --fp8-margin 128
+expect_rc 2 "--fp8-margin 128"
 
 run "$AMP" compare --model gpt --data "$TMP/text.txt" --layers 1 --hidden 32 --heads 2 --context 16 --batch 4 \
     --eval-batches 2 --threads 2 --steps 3 --runs amp-bf16,fp8-delayed,fp8-block --quiet --report "$TMP/rep"

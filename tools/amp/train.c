@@ -56,6 +56,10 @@ static void print_help(void) {
            "  --fp8-all-layers   fp8 presets: the first and last Linear layers too (default: they stay bf16)\n"
            "  --mx-scale R       mxfp8: the E8M0 block scales' rule, rceil (default: TE's and the hardware's)\n"
            "                     or floor (the OCP spec's; a checkpoint keeps it, another rule is refused)\n"
+           "  --fp8-history N    fp8-delayed: the amax history's length (default 1024, TE's)\n"
+           "  --fp8-amax A       fp8-delayed: the scale's amax, max over the history (default) or most_recent\n"
+           "  --fp8-margin M     fp8-delayed: scale = fp8 max * 2^-M / amax, headroom for growing amaxes\n"
+           "                     (default 0; a checkpoint keeps these three, other settings are refused)\n"
            "  --scaler MODE      dynamic | off | static:S (default: dynamic for amp-fp16 and fp16-master,\n"
            "                     off for the others)\n"
            "  --optimizer O      sgd (image default, momentum 0.9), adam, adamw (text default, weight decay 0.01)\n"
@@ -355,6 +359,16 @@ static int parse_value(const char *a, const char *v, train_options *o) {
         if (strcmp(v, "floor") == 0) cfg->fp8_mx_floor = true;
         else if (strcmp(v, "rceil") == 0) cfg->fp8_mx_floor = false;
         else return amp_usage_error("train", "--mx-scale wants floor or rceil, not '%s'", v);
+    } else if (strcmp(a, "--fp8-history") == 0) {
+        NEED_LONG(1, AMP_TRAIN_FP8_MAX_HISTORY);
+        cfg->fp8_history_len = (int)n;
+    } else if (strcmp(a, "--fp8-amax") == 0) {
+        if (strcmp(v, "max") == 0) cfg->fp8_amax_algo = AMP_FP8_AMAX_MAX;
+        else if (strcmp(v, "most_recent") == 0) cfg->fp8_amax_algo = AMP_FP8_AMAX_MOST_RECENT;
+        else return amp_usage_error("train", "--fp8-amax wants max or most_recent, not '%s'", v);
+    } else if (strcmp(a, "--fp8-margin") == 0) {
+        NEED_LONG(-127, 127);
+        cfg->fp8_margin = (int)n;
     } else if (strcmp(a, "--param-dtype") == 0) {
         if (strcmp(v, "fp32") == 0) cfg->param_dtype_override = AMP_F32;
         else if (strcmp(v, "bf16") == 0) cfg->param_dtype_override = AMP_BF16;
@@ -395,7 +409,8 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
                                                  "--inject-nonfinite", "--inject-rank", "--allreduce-dtype",
                                                  "--check-replicas", "--bucket-kb", "--size", "--beta1", "--beta2",
                                                  "--eps", "--init-from", "--save-llmc", "--save-llmc-version",
-                                                 "--save-hf", "--sample-tokens", "--zero", "--param-dtype", "--mx-scale"};
+                                                 "--save-hf", "--sample-tokens", "--zero", "--param-dtype", "--mx-scale",
+                                                 "--fp8-history", "--fp8-amax", "--fp8-margin"};
         bool known = amp_train_is_shared_flag(a);
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
         if (!known) return amp_usage_error("train", "unknown option '%s'", a);
@@ -420,6 +435,10 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
         return amp_usage_error("train", "--recompute applies to --model gpt and gpt2 only");
     if (cfg->fp8_mx_floor && cfg->precision != AMP_PRECISION_MXFP8)
         return amp_usage_error("train", "--mx-scale floor needs --precision mxfp8, not %s",
+                               amp_precision_get_info(cfg->precision)->name);
+    if ((cfg->fp8_history_len || cfg->fp8_amax_algo != AMP_FP8_AMAX_MAX || cfg->fp8_margin) &&
+        cfg->precision != AMP_PRECISION_FP8_DELAYED)
+        return amp_usage_error("train", "--fp8-history, --fp8-amax and --fp8-margin need --precision fp8-delayed, not %s",
                                amp_precision_get_info(cfg->precision)->name);
     if (cfg->param_dtype_override == AMP_BF16 && cfg->precision != AMP_PRECISION_AMP_BF16)
         return amp_usage_error("train", "--param-dtype bf16 needs --precision amp-bf16, not %s",
