@@ -1,8 +1,12 @@
 /* Embedding: a gather of weight rows by index. The forward copies rows bit for bit (no arithmetic,
  * so no rounding: the output has the weight's dtype); the backward scatter-adds the output gradient
- * into an fp32 [V, D] buffer, so repeated indices accumulate in fp32, and rounds once into dweight. */
+ * into an fp32 [V, D] buffer, so repeated indices accumulate in fp32, and rounds once into dweight.
+ * When dweight is an fp16/bf16 gradient already (bf16 parameters), the buffer is a block of rows at
+ * a time instead of all V (the same additions in the same order: the same bits). */
+#include <stdlib.h>
 #include <string.h>
 
+#include "grad_lowp.h"
 #include "op_util.h"
 
 typedef struct {
@@ -10,12 +14,58 @@ typedef struct {
     int64_t count;
 } embedding_saved;
 
+/* A position of the indices with its row: sorted by row, then position, so each row's gradient
+ * takes its positions' rows in position order, as the whole-table pass adds them. */
+typedef struct {
+    int32_t row;
+    int64_t t;
+} embedding_use;
+
+static int embedding_use_cmp(const void *a, const void *b) {
+    const embedding_use *x = a, *y = b;
+    if (x->row != y->row) return x->row < y->row ? -1 : 1;
+    return (x->t > y->t) - (x->t < y->t);
+}
+
+/* dweight (grad: fp16/bf16, [V, D]) += the scatter-add of g by index, a block of rows at a time: each
+ * block's fp32 sums start at 0 and take their positions in order, then go into grad with one
+ * rounding per element (untouched rows add 0, as the whole-table buffer's zeros did). */
+static void embedding_backward_lowp(amp_ctx *ctx, amp_tensor *grad, const embedding_saved *s, const float *g,
+                                    int64_t v, int64_t d) {
+    const int64_t rows = d > 0 && d < AMP_LOWP_GRAD_CHUNK ? AMP_LOWP_GRAD_CHUNK / d : 1;
+    amp_arena_mark m = amp_scratch_mark(ctx);
+    embedding_use *uses = amp_scratch_alloc(ctx, (size_t)(s->count > 0 ? s->count : 1) * sizeof *uses);
+    float *buf = amp_f32_scratch(ctx, rows * d), *acc = amp_f32_scratch(ctx, rows * d);
+    if (!uses || !buf || !acc) {
+        amp_scratch_release(ctx, m);
+        return;
+    }
+    for (int64_t t = 0; t < s->count; t++) uses[t] = (embedding_use){s->indices[t], t};
+    if (s->count > 1) qsort(uses, (size_t)s->count, sizeof *uses, embedding_use_cmp);
+    int64_t u = 0;
+    for (int64_t r0 = 0; r0 < v; r0 += rows) {
+        const int64_t r1 = v - r0 < rows ? v : r0 + rows;
+        memset(buf, 0, (size_t)((r1 - r0) * d) * sizeof *buf);
+        for (; u < s->count && uses[u].row < r1; u++) {
+            float *row = buf + (uses[u].row - r0) * d;
+            const float *gr = g + uses[u].t * d;
+            for (int64_t j = 0; j < d; j++) row[j] += gr[j];
+        }
+        amp_lowp_grad_add(grad, acc, buf, r0 * d, (r1 - r0) * d);
+    }
+    amp_scratch_release(ctx, m);
+}
+
 /* saved i[]: V, D */
 static void embedding_backward(amp_ctx *ctx, amp_node *node) {
-    amp_tensor *w = node->in[0];
+    amp_tensor *w = node->in[0], *grad;
     const embedding_saved *s = node->saved;
     const int64_t v = node->i[0], d = node->i[1];
     const float *g = amp_grad_out(ctx, node);
+    if (g && amp_lowp_grad_open(ctx, w, &grad)) {
+        embedding_backward_lowp(ctx, grad, s, g, v, d);
+        return;
+    }
     float *dw = amp_f32_scratch(ctx, v * d);
     if (!g || !dw) return;
     memset(dw, 0, (size_t)(v * d) * sizeof *dw);
