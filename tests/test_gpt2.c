@@ -161,6 +161,86 @@ void test_narrow_rows(void) {
     amp_ctx_free(ctx);
 }
 
+/* A tied table's two backwards into an fp16/bf16 gradient that exists (bf16 parameters' case: they
+ * add chunk by chunk, src/ops/grad_lowp.h): narrow_rows' view gradient, then an embedding's
+ * scatter-add with repeated indices in several row blocks, then the view again. Each element must
+ * be what one fp32 pass over the whole table gives: its fp32 sum (positions in order, from 0) added
+ * to the decoded gradient and rounded once, -0 + 0 = +0 included, compared bit for bit against that
+ * computed here elementwise. */
+void test_narrow_embedding_lowp(void) {
+    enum { V = 700, D = 48, VN = 650, N = 40 }; /* 33600 values: several 16K chunks */
+    const uint64_t seed = harness_seed();
+    harness_note("seed %llu", (unsigned long long)seed);
+    const amp_dtype dts[2] = {AMP_BF16, AMP_F16};
+    for (int di = 0; di < 2; di++) {
+        const amp_dtype dt = dts[di];
+        uint64_t st = seed + (uint64_t)di;
+        float *gh = malloc(sizeof(float) * VN * D), *gh2 = malloc(sizeof(float) * VN * D);
+        float *ge = malloc(sizeof(float) * N * D), *want = malloc(sizeof(float) * V * D);
+        uint16_t *wbits = malloc(sizeof(uint16_t) * V * D);
+        amp_ctx *ctx = NULL;
+        if (!CHECK(gh && gh2 && ge && want && wbits) || !CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) goto done;
+        for (int i = 0; i < VN * D; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            gh[i] = (float)((int64_t)(st >> 40) - (1 << 23)) / (float)(1 << 20);
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            gh2[i] = (float)((int64_t)(st >> 40) - (1 << 23)) / (float)(1 << 22);
+        }
+        for (int i = 0; i < D; i++) gh[3 * D + i] = gh2[3 * D + i] = -0.0f; /* row 3: no index reads it */
+        for (int i = 0; i < N * D; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            ge[i] = (float)((int64_t)(st >> 40) - (1 << 23)) / (float)(1 << 21);
+        }
+        int32_t ids[N];
+        for (int t = 0; t < N; t++) ids[t] = t % 4 == 0 ? 5 : t % 4 == 1 ? 690 : (int32_t)((t * 97) % V);
+        ids[7] = 3 + 1; /* not row 3 */
+        amp_tensor *w = amp_tensor_zeros(ctx, dt, 2, (const int64_t[]){V, D});
+        amp_tensor_set_requires_grad(w, true);
+        amp_tensor *seed_h = amp_tensor_from(ctx, dt, 2, (const int64_t[]){VN, D}, gh, AMP_F32);
+        amp_tensor *seed_h2 = amp_tensor_from(ctx, dt, 2, (const int64_t[]){VN, D}, gh2, AMP_F32);
+        amp_tensor *seed_e = amp_tensor_from(ctx, AMP_F32, 2, (const int64_t[]){N, D}, ge, AMP_F32);
+        if (!CHECK(w && seed_h && seed_h2 && seed_e)) goto done;
+        CHECK(amp_backward(ctx, amp_narrow_rows(ctx, w, VN), seed_h) == AMP_OK);
+        amp_tensor *e = amp_embedding(ctx, w, ids, 1, (const int64_t[]){N});
+        /* the embedding's output is dt: its gradient arrives rounded to dt */
+        amp_tensor *seed_ed = e ? amp_cast(ctx, seed_e, dt) : NULL;
+        if (!CHECK(seed_ed && amp_backward(ctx, e, seed_ed) == AMP_OK)) goto done;
+        CHECK(amp_backward(ctx, amp_narrow_rows(ctx, w, VN), seed_h2) == AMP_OK);
+        if (!CHECK(w->grad && w->grad->dtype == dt)) goto done;
+        /* the reference, elementwise: the seeds as dt holds them, fp32 sums, one rounding per pass */
+        float *ged = malloc(sizeof(float) * N * D), *h1 = malloc(sizeof(float) * VN * D);
+        float *h2 = malloc(sizeof(float) * VN * D);
+        if (CHECK(ged && h1 && h2) && CHECK(amp_tensor_read(seed_ed, ged, AMP_F32) == AMP_OK) &&
+            CHECK(amp_tensor_read(seed_h, h1, AMP_F32) == AMP_OK) &&
+            CHECK(amp_tensor_read(seed_h2, h2, AMP_F32) == AMP_OK)) {
+            for (int i = 0; i < V * D; i++) want[i] = i < VN * D ? h1[i] : 0.0f;
+            for (int r = 0; r < V; r++)
+                for (int j = 0; j < D; j++) {
+                    float sum = 0.0f;
+                    for (int t = 0; t < N; t++)
+                        if (ids[t] == r) sum += ged[t * D + j];
+                    want[r * D + j] += sum;
+                }
+            amp_convert(wbits, dt, want, AMP_F32, V * D);
+            amp_convert(want, AMP_F32, wbits, dt, V * D);
+            for (int i = 0; i < V * D; i++) want[i] += i < VN * D ? h2[i] : 0.0f;
+            amp_convert(wbits, dt, want, AMP_F32, V * D);
+            const uint16_t *got = w->grad->data;
+            int bad = 0;
+            for (int i = 0; i < V * D; i++)
+                if (got[i] != wbits[i] && bad++ < 5)
+                    CHECK_MSG(false, "%s: gradient %d (row %d) is 0x%04x, want 0x%04x", amp_dtype_name(dt), i, i / D,
+                              got[i], wbits[i]);
+            CHECK_MSG(bad == 0, "%s: %d gradient elements differ", amp_dtype_name(dt), bad);
+            CHECK(got[3 * D] == 0); /* (-0 + 0) + -0 = +0: the embedding's pass added 0 */
+        }
+        free(ged), free(h1), free(h2);
+    done:
+        amp_ctx_free(ctx);
+        free(gh), free(gh2), free(ge), free(want), free(wbits);
+    }
+}
+
 /* ---- the model ---- */
 
 /* gen_gpt2_fixtures.py's TINY */

@@ -141,6 +141,7 @@ TEST(nn, nn_errors_and_dtypes)
 TEST(gpt2, gelu_tanh_pytorch)
 TEST(gpt2, linear_gelu_tanh)
 TEST(gpt2, narrow_rows)
+TEST(gpt2, narrow_embedding_lowp)
 TEST(gpt2, gpt2_tiny_pytorch)
 TEST(gpt2, gpt2_sizes_and_init)
 /* activation recomputation: bit-identical gradients and hook sequences, dropout masks and autocast
