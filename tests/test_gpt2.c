@@ -161,23 +161,23 @@ void test_narrow_rows(void) {
     amp_ctx_free(ctx);
 }
 
-/* A tied table's two backwards into an fp16/bf16 gradient that exists (bf16 parameters' case: they
- * add chunk by chunk, src/ops/grad_lowp.h): narrow_rows' view gradient, then an embedding's
- * scatter-add with repeated indices in several row blocks, then the view again. Each element must
- * be what one fp32 pass over the whole table gives: its fp32 sum (positions in order, from 0) added
- * to the decoded gradient and rounded once, -0 + 0 = +0 included, compared bit for bit against that
+/* A tied table's backwards into a gradient that exists, which add chunk by chunk (src/ops/grad_range.h;
+ * fp16/bf16: bf16 parameters, fp32: the embedding's): narrow_rows' view gradient, then an embedding's
+ * scatter-add with repeated indices in several row blocks, then the view again. Each element must be
+ * what one fp32 pass over the whole table gives: its fp32 sum (positions in order, from 0) added to
+ * the decoded gradient and rounded once, -0 + 0 = +0 included, compared bit for bit against that
  * computed here elementwise. */
 void test_narrow_embedding_lowp(void) {
     enum { V = 700, D = 48, VN = 650, N = 40 }; /* 33600 values: several 16K chunks */
     const uint64_t seed = harness_seed();
     harness_note("seed %llu", (unsigned long long)seed);
-    const amp_dtype dts[2] = {AMP_BF16, AMP_F16};
-    for (int di = 0; di < 2; di++) {
+    const amp_dtype dts[3] = {AMP_BF16, AMP_F16, AMP_F32};
+    for (int di = 0; di < 3; di++) {
         const amp_dtype dt = dts[di];
         uint64_t st = seed + (uint64_t)di;
         float *gh = malloc(sizeof(float) * VN * D), *gh2 = malloc(sizeof(float) * VN * D);
         float *ge = malloc(sizeof(float) * N * D), *want = malloc(sizeof(float) * V * D);
-        uint16_t *wbits = malloc(sizeof(uint16_t) * V * D);
+        uint32_t *wbits = malloc(sizeof(uint32_t) * V * D);
         amp_ctx *ctx = NULL;
         if (!CHECK(gh && gh2 && ge && want && wbits) || !CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) goto done;
         for (int i = 0; i < VN * D; i++) {
@@ -225,14 +225,16 @@ void test_narrow_embedding_lowp(void) {
             amp_convert(want, AMP_F32, wbits, dt, V * D);
             for (int i = 0; i < V * D; i++) want[i] += i < VN * D ? h2[i] : 0.0f;
             amp_convert(wbits, dt, want, AMP_F32, V * D);
-            const uint16_t *got = w->grad->data;
+            const size_t es = amp_dtype_size(dt);
+            const unsigned char *got = w->grad->data, *exp = (const unsigned char *)wbits;
             int bad = 0;
             for (int i = 0; i < V * D; i++)
-                if (got[i] != wbits[i] && bad++ < 5)
-                    CHECK_MSG(false, "%s: gradient %d (row %d) is 0x%04x, want 0x%04x", amp_dtype_name(dt), i, i / D,
-                              got[i], wbits[i]);
+                if (memcmp(got + i * es, exp + i * es, es) && bad++ < 5)
+                    CHECK_MSG(false, "%s: gradient %d (row %d) is %g, want %g", amp_dtype_name(dt), i, i / D,
+                              amp_tensor_get(w->grad, i), want[i]);
             CHECK_MSG(bad == 0, "%s: %d gradient elements differ", amp_dtype_name(dt), bad);
-            CHECK(got[3 * D] == 0); /* (-0 + 0) + -0 = +0: the embedding's pass added 0 */
+            /* (-0 + 0) + -0 = +0: the embedding's pass added 0 */
+            CHECK(!memcmp(got + 3 * D * es, (const unsigned char[4]){0}, es));
         }
         free(ged), free(h1), free(h2);
     done:

@@ -1,12 +1,13 @@
 /* Embedding: a gather of weight rows by index. The forward copies rows bit for bit (no arithmetic,
  * so no rounding: the output has the weight's dtype); the backward scatter-adds the output gradient
  * into an fp32 [V, D] buffer, so repeated indices accumulate in fp32, and rounds once into dweight.
- * When dweight is an fp16/bf16 gradient already (bf16 parameters), the buffer is a block of rows at
- * a time instead of all V (the same additions in the same order: the same bits). */
+ * When dweight exists already (a parameter's gradient, or the tied head's part of it), the buffer
+ * is a block of rows at a time instead of all V (the same additions in the same order: the same
+ * bits; src/ops/grad_range.h). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "grad_lowp.h"
+#include "grad_range.h"
 #include "op_util.h"
 
 typedef struct {
@@ -27,12 +28,12 @@ static int embedding_use_cmp(const void *a, const void *b) {
     return (x->t > y->t) - (x->t < y->t);
 }
 
-/* dweight (grad: fp16/bf16, [V, D]) += the scatter-add of g by index, a block of rows at a time: each
- * block's fp32 sums start at 0 and take their positions in order, then go into grad with one
- * rounding per element (untouched rows add 0, as the whole-table buffer's zeros did). */
-static void embedding_backward_lowp(amp_ctx *ctx, amp_tensor *grad, const embedding_saved *s, const float *g,
+/* dweight (grad: [V, D], any float dtype) += the scatter-add of g by index, a block of rows at a
+ * time: each block's fp32 sums start at 0 and take their positions in order, then are added into
+ * grad (one rounding per element; untouched rows add 0, as the whole-table buffer's zeros did). */
+static void embedding_backward_rows(amp_ctx *ctx, amp_tensor *grad, const embedding_saved *s, const float *g,
                                     int64_t v, int64_t d) {
-    const int64_t rows = d > 0 && d < AMP_LOWP_GRAD_CHUNK ? AMP_LOWP_GRAD_CHUNK / d : 1;
+    const int64_t rows = d > 0 && d < AMP_GRAD_RANGE_CHUNK ? AMP_GRAD_RANGE_CHUNK / d : 1;
     amp_arena_mark m = amp_scratch_mark(ctx);
     embedding_use *uses = amp_scratch_alloc(ctx, (size_t)(s->count > 0 ? s->count : 1) * sizeof *uses);
     float *buf = amp_f32_scratch(ctx, rows * d), *acc = amp_f32_scratch(ctx, rows * d);
@@ -51,7 +52,7 @@ static void embedding_backward_lowp(amp_ctx *ctx, amp_tensor *grad, const embedd
             const float *gr = g + uses[u].t * d;
             for (int64_t j = 0; j < d; j++) row[j] += gr[j];
         }
-        amp_lowp_grad_add(grad, acc, buf, r0 * d, (r1 - r0) * d);
+        amp_grad_range_add(grad, acc, buf, r0 * d, (r1 - r0) * d);
     }
     amp_scratch_release(ctx, m);
 }
@@ -62,8 +63,8 @@ static void embedding_backward(amp_ctx *ctx, amp_node *node) {
     const embedding_saved *s = node->saved;
     const int64_t v = node->i[0], d = node->i[1];
     const float *g = amp_grad_out(ctx, node);
-    if (g && amp_lowp_grad_open(ctx, w, &grad)) {
-        embedding_backward_lowp(ctx, grad, s, g, v, d);
+    if (g && amp_grad_range_open(ctx, w, true, &grad)) {
+        embedding_backward_rows(ctx, grad, s, g, v, d);
         return;
     }
     float *dw = amp_f32_scratch(ctx, v * d);

@@ -3,7 +3,7 @@
  * same elements in the same row-major order, here a prefix of them, and its backward needs no tensor. */
 #include <string.h>
 
-#include "grad_lowp.h"
+#include "grad_range.h"
 #include "grad_sink_gemm.h"
 #include "op_util.h"
 
@@ -24,7 +24,7 @@ enum { NARROW_CHUNK = 16384, NARROW_MIN_PER_THREAD = 65536 };
 /* x's gradient in fp16/bf16 (a tied head over bf16 parameters): the view's gradient g (n values, any
  * dtype, contiguous) then zeros are added into it chunk by chunk, with no fp32 copy of either whole. */
 static void narrow_backward_lowp(amp_ctx *ctx, amp_tensor *grad, const amp_tensor *g, int64_t n) {
-    const int64_t numel = amp_tensor_numel(grad), chunk = AMP_LOWP_GRAD_CHUNK;
+    const int64_t numel = amp_tensor_numel(grad), chunk = AMP_GRAD_RANGE_CHUNK;
     const size_t gs = amp_dtype_size(g->dtype);
     amp_arena_mark m = amp_scratch_mark(ctx);
     float *acc = amp_f32_scratch(ctx, chunk), *add = amp_f32_scratch(ctx, chunk);
@@ -33,7 +33,7 @@ static void narrow_backward_lowp(amp_ctx *ctx, amp_tensor *grad, const amp_tenso
         const int64_t have = at >= n ? 0 : n - at < len ? n - at : len;
         if (have) amp_convert(add, AMP_F32, (const unsigned char *)g->data + (size_t)at * gs, g->dtype, (size_t)have);
         if (have < len) memset(add + have, 0, (size_t)(len - have) * sizeof *add);
-        amp_lowp_grad_add(grad, acc, add, at, len);
+        amp_grad_range_add(grad, acc, add, at, len);
     }
     amp_scratch_release(ctx, m);
 }
@@ -41,7 +41,7 @@ static void narrow_backward_lowp(amp_ctx *ctx, amp_tensor *grad, const amp_tenso
 static void narrow_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0], *grad;
     const amp_tensor *g = node->out->grad;
-    if (g && g->data && amp_tensor_is_contiguous(g) && amp_lowp_grad_open(ctx, x, &grad)) {
+    if (g && g->data && amp_tensor_is_contiguous(g) && amp_grad_range_open(ctx, x, false, &grad)) {
         narrow_backward_lowp(ctx, grad, g, amp_tensor_numel(node->out));
         return;
     }
