@@ -18,33 +18,20 @@
 
 enum { SIDE = 28, N_IMAGES = 256, ERR_SIZE = 1024 };
 
-static void put_be32(FILE *f, uint32_t v) {
-    const unsigned char b[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
-                                (unsigned char)v};
-    fwrite(b, 1, 4, f);
+/* MNIST-sized images, ten classes: image i is labelled i % 10 and its row (i % 10) is brighter. */
+static int image_label(int i, void *user) {
+    (void)user;
+    return i % 10;
 }
 
-/* dir/PREFIX-images-idx3-ubyte and -labels-idx1-ubyte: n MNIST-sized images, ten classes. */
+static int image_pixel(int i, int p, void *user) {
+    (void)user;
+    return (i * 37 + p * 11 + (p / SIDE == i % 10) * 90) % 256;
+}
+
 static bool write_images(const char *dir, const char *prefix, int n) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, prefix);
-    FILE *img = fopen(path, "wb");
-    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, prefix);
-    FILE *lab = fopen(path, "wb");
-    if (!CHECK_MSG(img && lab, "cannot write %s", path)) {
-        if (img) fclose(img);
-        if (lab) fclose(lab);
-        return false;
-    }
-    put_be32(img, 0x803), put_be32(img, (uint32_t)n), put_be32(img, SIDE), put_be32(img, SIDE);
-    put_be32(lab, 0x801), put_be32(lab, (uint32_t)n);
-    for (int i = 0; i < n; i++) {
-        fputc(i % 10, lab);
-        for (int p = 0; p < SIDE * SIDE; p++) fputc((i * 37 + p * 11 + (p / SIDE == i % 10) * 90) % 256, img);
-    }
-    fclose(img);
-    fclose(lab);
-    return true;
+    return CHECK_MSG(test_write_idx_images(dir, prefix, n, SIDE, image_label, image_pixel, NULL),
+                     "cannot write %s/%s-*-ubyte", dir, prefix);
 }
 
 /* A directory with an image set and text.txt (every byte value, so the byte vocabulary is full). */

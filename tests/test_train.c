@@ -16,37 +16,18 @@
 
 enum { N_TRAIN = 64, N_TEST = 32, SIDE = 4, ERR_SIZE = 512, MAX_EVALS = 64 };
 
-static void put_be32(FILE *f, uint32_t v) {
-    const unsigned char b[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
-                                (unsigned char)v};
-    fwrite(b, 1, 4, f);
-}
-
 /* PREFIX-images-idx3-ubyte and PREFIX-labels-idx1-ubyte: image i has label (i + offset) % 4 and that
  * quadrant bright, the rest low noise (the same rule as tests/cli/train.sh). */
+static int quadrant_label(int i, void *user) { return (i + *(const int *)user) % 4; }
+
+static int quadrant_pixel(int i, int p, void *user) {
+    const int offset = *(const int *)user, k = (i + offset) % 4, q = (p / 8) * 2 + (p % 4) / 2;
+    return q == k ? 150 + (i * 37 + p * 11) % 100 : (i * 7 + p * 13 + offset) % 80;
+}
+
 static void write_pair(const char *dir, const char *prefix, int count, int offset) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, prefix);
-    FILE *img = fopen(path, "wb");
-    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, prefix);
-    FILE *lab = fopen(path, "wb");
-    if (!CHECK_MSG(img && lab, "cannot write %s", path)) {
-        if (img) fclose(img);
-        if (lab) fclose(lab);
-        return;
-    }
-    put_be32(img, 0x803), put_be32(img, (uint32_t)count), put_be32(img, SIDE), put_be32(img, SIDE);
-    put_be32(lab, 0x801), put_be32(lab, (uint32_t)count);
-    for (int i = 0; i < count; i++) {
-        const int k = (i + offset) % 4;
-        fputc(k, lab);
-        for (int p = 0; p < SIDE * SIDE; p++) {
-            const int q = (p / 8) * 2 + (p % 4) / 2;
-            fputc(q == k ? 150 + (i * 37 + p * 11) % 100 : (i * 7 + p * 13 + offset) % 80, img);
-        }
-    }
-    fclose(img);
-    fclose(lab);
+    CHECK_MSG(test_write_idx_images(dir, prefix, count, SIDE, quadrant_label, quadrant_pixel, &offset),
+              "cannot write %s/%s-*-ubyte", dir, prefix);
 }
 
 /* A directory with the image set and text.txt; false on failure. */

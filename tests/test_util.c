@@ -168,3 +168,31 @@ bool test_same_file(const char *a, const char *b) {
     free(y);
     return same;
 }
+
+static void put_be32(FILE *f, uint32_t v) {
+    const unsigned char b[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
+                                (unsigned char)v};
+    fwrite(b, 1, 4, f);
+}
+
+bool test_write_idx_images(const char *dir, const char *prefix, int n, int side, int (*label)(int i, void *user),
+                           int (*pixel)(int i, int p, void *user), void *user) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", dir, prefix);
+    FILE *img = fopen(path, "wb");
+    snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", dir, prefix);
+    FILE *lab = fopen(path, "wb");
+    bool ok = img && lab;
+    if (ok) {
+        put_be32(img, 0x803), put_be32(img, (uint32_t)n), put_be32(img, (uint32_t)side), put_be32(img, (uint32_t)side);
+        put_be32(lab, 0x801), put_be32(lab, (uint32_t)n);
+        for (int i = 0; i < n; i++) {
+            fputc(label(i, user), lab);
+            for (int p = 0; p < side * side; p++) fputc(pixel(i, p, user), img);
+        }
+        ok = !ferror(img) && !ferror(lab);
+    }
+    if (img && fclose(img) != 0) ok = false;
+    if (lab && fclose(lab) != 0) ok = false;
+    return ok;
+}

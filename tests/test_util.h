@@ -56,6 +56,11 @@ int test_supported_isas(amp_isa out[AMP_ISA_COUNT]);
 
 /* Writes n bytes to path, gzip-compressed when gz (zlib); false on any failure. */
 bool test_write_file(const char *path, const void *data, size_t n, bool gz);
+/* DIR/PREFIX-images-idx3-ubyte and DIR/PREFIX-labels-idx1-ubyte (MNIST's IDX layout, uncompressed):
+ * n images of side x side bytes, image i labelled label(i, user) with pixel p = pixel(i, p, user).
+ * false on any failure (the files may then be partial). */
+bool test_write_idx_images(const char *dir, const char *prefix, int n, int side, int (*label)(int i, void *user),
+                           int (*pixel)(int i, int p, void *user), void *user);
 /* Removes a directory and the plain files in it (the tests make no deeper trees inside one). */
 void test_remove_tree(const char *dir);
 
