@@ -12,12 +12,10 @@ bool amp_autograd_will_record(const amp_ctx *ctx, amp_tensor *const *in, int n_i
     return false;
 }
 
-amp_node *amp_autograd_record(amp_ctx *ctx, amp_op op, amp_dtype compute_dtype, amp_tensor *out,
-                              amp_tensor *const *in, int n_in, amp_backward_fn backward) {
-    out->op = op;
-    out->compute_dtype = compute_dtype;
-    out->is_leaf = false;
-    if (!amp_autograd_will_record(ctx, in, n_in)) return NULL;
+/* A new node on the tape whose result is `out`: each input's own node gains a use. NULL when the
+ * arena is full (nothing is then linked). */
+static amp_node *push_node(amp_ctx *ctx, amp_op op, amp_tensor *out, amp_tensor *const *in, int n_in,
+                           amp_backward_fn backward) {
     amp_node *node = amp_ctx_alloc(ctx, sizeof *node);
     if (!node) return NULL;
     memset(node, 0, sizeof *node);
@@ -36,6 +34,15 @@ amp_node *amp_autograd_record(amp_ctx *ctx, amp_op op, amp_dtype compute_dtype, 
     return node;
 }
 
+amp_node *amp_autograd_record(amp_ctx *ctx, amp_op op, amp_dtype compute_dtype, amp_tensor *out,
+                              amp_tensor *const *in, int n_in, amp_backward_fn backward) {
+    out->op = op;
+    out->compute_dtype = compute_dtype;
+    out->is_leaf = false;
+    if (!amp_autograd_will_record(ctx, in, n_in)) return NULL;
+    return push_node(ctx, op, out, in, n_in, backward);
+}
+
 amp_node *amp_autograd_record_recompute(amp_ctx *ctx, amp_op op, amp_dtype compute_dtype, amp_tensor *out,
                                         amp_tensor *const *in, int n_in, amp_backward_fn backward,
                                         const int32_t *uses, int32_t n_uses) {
@@ -43,26 +50,14 @@ amp_node *amp_autograd_record_recompute(amp_ctx *ctx, amp_op op, amp_dtype compu
     out->compute_dtype = compute_dtype;
     out->is_leaf = false;
     if (!ctx->grad_enabled || (n_uses == 0 && !amp_autograd_will_record(ctx, in, n_in))) return NULL;
-    amp_node *node = amp_ctx_alloc(ctx, sizeof *node);
     int32_t *copy = n_uses > 0 ? amp_ctx_alloc(ctx, (size_t)n_uses * sizeof *copy) : NULL;
-    if (!node || (n_uses > 0 && !copy)) return NULL;
-    memset(node, 0, sizeof *node);
+    if (n_uses > 0 && !copy) return NULL;
     if (n_uses > 0) memcpy(copy, uses, (size_t)n_uses * sizeof *copy);
-    node->op = op;
-    node->backward = backward;
-    node->out = out;
-    node->n_in = n_in;
+    amp_node *node = push_node(ctx, op, out, in, n_in, backward);
+    if (!node) return NULL;
     node->param_uses = copy;
     node->n_param_uses = n_uses;
     node->recompute = true;
-    for (int i = 0; i < n_in; i++) {
-        node->in[i] = in[i];
-        if (in[i] && in[i]->grad_fn) in[i]->grad_fn->out_uses++;
-    }
-    node->prev = ctx->tape;
-    ctx->tape = node;
-    out->requires_grad = true;
-    out->grad_fn = node;
     return node;
 }
 
