@@ -84,6 +84,24 @@ static bool close_to(float got, double ref, double bound) {
     return fabs((double)got - ref) <= 1e-5 * bound + 1e-30;
 }
 
+/* How many entries of got (rows x cols, row-major) are off their double reference
+ * bias[c] + sum over k of a[r * a_row + k * a_k] * b[c * b_col + k * b_k] (no bias when NULL), each
+ * within close_to's bound from the terms' magnitudes. */
+static int64_t off_product(const float *got, int64_t rows, int64_t cols, int64_t depth, const double *a, int64_t a_row,
+                           int64_t a_k, const double *b, int64_t b_col, int64_t b_k, const float *bias) {
+    int64_t bad = 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            double ref = bias ? bias[c] : 0, bound = bias ? fabs(bias[c]) : 0;
+            for (int64_t k = 0; k < depth; k++) {
+                const double t = a[r * a_row + k * a_k] * b[c * b_col + k * b_k];
+                ref += t, bound += fabs(t);
+            }
+            bad += !close_to(got[r * cols + c], ref, bound);
+        }
+    return bad;
+}
+
 /* ---- one recipe's op against the reference -------------------------------------------------------- */
 
 typedef struct case_shape {
@@ -142,32 +160,14 @@ static void check_recipe(amp_fp8_recipe recipe, case_shape sh, test_rng *rng) {
     ref_quant(recipe, AMP_FP8_DY, g, R, O, false, sg, gq);
     ref_quant(recipe, AMP_FP8_DY, g, R, O, !pt, sg, gq_r);
     float *got = malloc((size_t)((R > O ? R : O) * (I > O ? I : O)) * sizeof *got);
-    int64_t bad = 0;
     amp_tensor_read(y, got, AMP_F32);
-    for (int64_t r = 0; r < R; r++)
-        for (int64_t j = 0; j < O; j++) {
-            double ref = bv[j], bound = fabs(bv[j]);
-            for (int64_t k = 0; k < I; k++) ref += xq[r * I + k] * wq[j * I + k], bound += fabs(xq[r * I + k] * wq[j * I + k]);
-            bad += !close_to(got[r * O + j], ref, bound);
-        }
+    int64_t bad = off_product(got, R, O, I, xq, I, 1, wq, I, 1, bv);
     CHECK_MSG(bad == 0, "%s forward: %lld values off the reference", amp_fp8_recipe_name(recipe), (long long)bad);
-    bad = 0;
     amp_tensor_read(x->grad, got, AMP_F32);
-    for (int64_t r = 0; r < R; r++)
-        for (int64_t i = 0; i < I; i++) {
-            double ref = 0, bound = 0;
-            for (int64_t k = 0; k < O; k++) ref += gq[r * O + k] * wq_r[k * I + i], bound += fabs(gq[r * O + k] * wq_r[k * I + i]);
-            bad += !close_to(got[r * I + i], ref, bound);
-        }
+    bad = off_product(got, R, I, O, gq, O, 1, wq_r, 1, I, NULL);
     CHECK_MSG(bad == 0, "%s dX: %lld values off the reference", amp_fp8_recipe_name(recipe), (long long)bad);
-    bad = 0;
     amp_tensor_read(w->grad, got, AMP_F32);
-    for (int64_t j = 0; j < O; j++)
-        for (int64_t i = 0; i < I; i++) {
-            double ref = 0, bound = 0;
-            for (int64_t k = 0; k < R; k++) ref += gq_r[k * O + j] * xq_r[k * I + i], bound += fabs(gq_r[k * O + j] * xq_r[k * I + i]);
-            bad += !close_to(got[j * I + i], ref, bound);
-        }
+    bad = off_product(got, O, I, R, gq_r, 1, O, xq_r, 1, I, NULL);
     CHECK_MSG(bad == 0, "%s dW: %lld values off the reference", amp_fp8_recipe_name(recipe), (long long)bad);
     bad = 0;
     amp_tensor_read(b->grad, got, AMP_F32);
