@@ -23,11 +23,7 @@ static bool make_text(char *dir, size_t size, char *path, size_t psize) {
     snprintf(dir, size, "/tmp/amp_test_fp8_train_XXXXXX");
     if (!CHECK_MSG(mkdtemp(dir) != NULL, "mkdtemp failed")) return false;
     snprintf(path, psize, "%s/text.txt", dir);
-    FILE *f = fopen(path, "wb");
-    if (!CHECK(f != NULL)) return false;
-    for (int i = 0; i < 60; i++) fprintf(f, "the quick brown fox jumps over the lazy dog %d times. ", i);
-    fclose(f);
-    return true;
+    return CHECK_MSG(test_write_fox_text(path, 60), "cannot write %s", path);
 }
 
 static amp_train_config small_gpt(const char *path, amp_precision p) {

@@ -38,11 +38,7 @@ static bool make_data(char *dir, size_t size) {
     write_pair(dir, "t10k", N_TEST, 1);
     char path[1024];
     snprintf(path, sizeof path, "%s/text.txt", dir);
-    FILE *f = fopen(path, "wb");
-    if (!CHECK(f != NULL)) return false;
-    for (int i = 0; i < 40; i++) fprintf(f, "the quick brown fox jumps over the lazy dog %d times. ", i);
-    fclose(f);
-    return true;
+    return CHECK_MSG(test_write_fox_text(path, 40), "cannot write %s", path);
 }
 
 static amp_train_config small_mlp(const char *dir, amp_precision precision) {

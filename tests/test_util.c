@@ -196,3 +196,11 @@ bool test_write_idx_images(const char *dir, const char *prefix, int n, int side,
     if (lab && fclose(lab) != 0) ok = false;
     return ok;
 }
+
+bool test_write_fox_text(const char *path, int n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return false;
+    for (int i = 0; i < n; i++) fprintf(f, "the quick brown fox jumps over the lazy dog %d times. ", i);
+    const bool ok = !ferror(f);
+    return fclose(f) == 0 && ok;
+}

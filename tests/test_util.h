@@ -56,6 +56,9 @@ int test_supported_isas(amp_isa out[AMP_ISA_COUNT]);
 
 /* Writes n bytes to path, gzip-compressed when gz (zlib); false on any failure. */
 bool test_write_file(const char *path, const void *data, size_t n, bool gz);
+/* A text file for the text models: n sentences "the quick brown fox jumps over the lazy dog I times. "
+ * for I = 0 to n-1 (tests/cli/lib.sh's fox_text). false on any failure. */
+bool test_write_fox_text(const char *path, int n);
 /* DIR/PREFIX-images-idx3-ubyte and DIR/PREFIX-labels-idx1-ubyte (MNIST's IDX layout, uncompressed):
  * n images of side x side bytes, image i labelled label(i, user) with pixel p = pixel(i, p, user).
  * false on any failure (the files may then be partial). */

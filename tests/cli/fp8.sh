@@ -9,8 +9,7 @@
 mkdir -p "$TMP/idx"
 idx_pair train 64 0
 idx_pair t10k 32 1
-i=0
-while [ $i -lt 40 ]; do printf 'the quick brown fox jumps over the lazy dog %d times. ' $i; i=$((i + 1)); done >"$TMP/text.txt"
+fox_text 40 >"$TMP/text.txt"
 
 gpt() { run "$AMP" train --model gpt --data "$TMP/text.txt" --layers 2 --hidden 32 --heads 2 --context 16 --batch 4 \
     --eval-batches 2 --threads 2 "$@"; }

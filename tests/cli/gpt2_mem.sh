@@ -4,11 +4,7 @@
 # bf16 file exactly, and is refused with one line elsewhere; the summary reports the memory.
 . "$(dirname "$0")/lib.sh"
 
-i=0
-while [ $i -lt 200 ]; do
-    echo "line $i: the cat sat on the mat, and the dog ate $((i * 7 % 13)) bones."
-    i=$((i + 1))
-done >"$TMP/text.txt"
+mat_lines 200 >"$TMP/text.txt"
 GPT2="--model gpt2 --layers 2 --hidden 32 --heads 2 --context 16 --batch 2 --eval-batches 2 --threads 1 --sample-tokens 0"
 summary() { sed -n '1,2p' "$TMP/out"; } # the run and its losses (not the timing or memory lines)
 

@@ -33,6 +33,20 @@ finish() {
     [ "$FAILED" = 0 ]
 }
 
+# Text for the text models, on stdout. fox_text N: N sentences on one line, numbered 0 to N-1;
+# mat_lines N: N numbered lines.
+fox_text() {
+    _k=0
+    while [ $_k -lt "$1" ]; do printf 'the quick brown fox jumps over the lazy dog %d times. ' $_k; _k=$((_k + 1)); done
+}
+mat_lines() {
+    _k=0
+    while [ $_k -lt "$1" ]; do
+        echo "line $_k: the cat sat on the mat, and the dog ate $((_k * 7 % 13)) bones."
+        _k=$((_k + 1))
+    done
+}
+
 # A tiny IDX image dataset for the training CLI tests (written with printf, no other tools).
 # be32 N: four big-endian bytes.
 be32() { printf "\\$(printf %o $(($1 >> 24 & 255)))\\$(printf %o $(($1 >> 16 & 255)))\\$(printf %o $(($1 >> 8 & 255)))\\$(printf %o $(($1 & 255)))"; }

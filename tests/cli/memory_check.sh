@@ -5,11 +5,7 @@
 # process's baseline) within 0.75x to 1.35x.
 . "$(dirname "$0")/lib.sh"
 
-i=0
-while [ $i -lt 400 ]; do
-    echo "line $i: the cat sat on the mat, and the dog ate $((i * 7 % 13)) bones."
-    i=$((i + 1))
-done >"$TMP/text.txt"
+mat_lines 400 >"$TMP/text.txt"
 
 # GPT-2 1558M at batch 64 x 1024 under a faked 16 GiB, with a checkpoint and llm.c file asked for:
 # refused before its 6 GiB of parameters (the process's peak RSS stays under 256 MiB, where GNU time

@@ -5,8 +5,7 @@
 # sample, a prompt the vocabulary cannot spell). Keep it fast.
 . "$(dirname "$0")/lib.sh"
 
-i=0
-while [ $i -lt 40 ]; do printf 'the quick brown fox jumps over the lazy dog %d times. ' $i; i=$((i + 1)); done >"$TMP/text.txt"
+fox_text 40 >"$TMP/text.txt"
 CK="$TMP/gpt.safetensors"
 
 # refused LABEL TEXT ARGS...: `amp sample ARGS...` exits 2 with one line on stderr naming TEXT, nothing on stdout

@@ -7,8 +7,7 @@ mkdir -p "$TMP/idx"
 idx_pair train 64 0
 idx_pair t10k 32 1
 
-i=0
-while [ $i -lt 40 ]; do printf 'the quick brown fox jumps over the lazy dog %d times. ' $i; i=$((i + 1)); done >"$TMP/text.txt"
+fox_text 40 >"$TMP/text.txt"
 
 # train ARGS...: an mlp run on the tiny set with small layers, JSON out.
 train() { run "$AMP" train --model mlp --data "$TMP/idx" --steps 30 --batch 16 --hidden 32 --threads 2 --json "$@"; }

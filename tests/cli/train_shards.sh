@@ -10,11 +10,7 @@ export AMP_CACHE_DIR="$TMP/cache"
 GPT="--model gpt --layers 1 --hidden 16 --heads 2 --context 8 --batch 2 --eval-batches 2 --threads 1 --precision fp32"
 
 # The text: numbered lines, in two files.
-i=0
-while [ $i -lt 120 ]; do
-    echo "line $i: the cat sat on the mat, and the dog ate $((i * 7 % 13)) bones."
-    i=$((i + 1))
-done >"$TMP/all.txt"
+mat_lines 120 >"$TMP/all.txt"
 head -n 60 "$TMP/all.txt" >"$TMP/a.txt"
 tail -n +61 "$TMP/all.txt" >"$TMP/b.txt"
 run "$AMP" tokenizer train --vocab 300 --pattern gpt2 "$TMP/all.txt" -o "$TMP/r.tiktoken"
