@@ -27,8 +27,7 @@ static void layer_name(char *buf, size_t size, const amp_linear_layer *l) {
 }
 
 const char *amp_train_fp8_precision_word(const amp_train_run_state *r) {
-    if (r->fp8_word[0]) return r->fp8_word;
-    return r->cfg.fp8_mx_floor && r->prec->fp8_recipe == AMP_FP8_RECIPE_MXFP8 ? "mxfp8 with FLOOR scales" : r->prec->name;
+    return r->fp8_word[0] ? r->fp8_word : r->prec->name;
 }
 
 /* The delayed-scaling settings of the configuration (TE's defaults where unset), checked. */
@@ -61,6 +60,7 @@ static int delayed_config(amp_train_run_state *r, amp_fp8_delayed_config *dc) {
 int amp_train_fp8_setup(amp_train_run_state *r) {
     if (r->cfg.fp8_mx_floor && !(r->prec->fp8 && r->prec->fp8_recipe == AMP_FP8_RECIPE_MXFP8))
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "fp8: FLOOR MX scales apply to mxfp8 only, not %s", r->prec->name);
+    if (r->cfg.fp8_mx_floor) snprintf(r->fp8_word, sizeof r->fp8_word, "mxfp8 with FLOOR scales");
     amp_fp8_delayed_config dc;
     const int cst = delayed_config(r, &dc);
     if (cst != AMP_OK) return cst;

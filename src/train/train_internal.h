@@ -94,7 +94,8 @@ typedef struct amp_train_run_state {
     amp_linear_layer **fp8_layers;
     amp_tensor **fp8_buf; /* [(layer * roles + role) * 2 + {0: history, 1: scale}] */
     size_t n_fp8;
-    char fp8_word[96]; /* the precision as checkpoints record it (amp_train_fp8_precision_word) */
+    char fp8_word[96]; /* the precision as checkpoints record it where not the preset's name (set up by
+                          amp_train_fp8_setup; amp_train_fp8_precision_word) */
     amp_train_fp8_layer *fp8_stats; /* [n_fp8]: the progress callback's view, refreshed every step */
 } amp_train_run_state;
 
