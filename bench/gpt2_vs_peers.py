@@ -36,7 +36,8 @@ larger of VDPBF16PS's and the FMA's).
 
     python3 bench/gpt2_vs_peers.py [--threads N] [--configs 4x64,8x1024] [--steps 4] [--warmup 2]
                                    [--trainers llmc,torch-fp32,...] [--llmc-dir DIR] [--rounds N] [--json [FILE]]
---rounds N runs the trainers in turn N times (so that load on a shared machine hits all alike) and
+--steps, --warmup and --rounds take one value, or one per configuration (--configs 4x64,8x1024
+--rounds 3,1: a B=8 T=1024 step takes 10-50 s here). --rounds N runs the trainers in turn N times (so that load on a shared machine hits all alike) and
 pools their timed steps. --json FILE writes the results to FILE; --json alone prints them as one JSON
 object on the last line, which `bench/write_benchmarks_md.py record` saves for docs/benchmarks.md:
 
@@ -379,24 +380,28 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--configs", default="4x64", help="BxT,... (e.g. 4x64,8x1024)")
-    ap.add_argument("--steps", type=int, default=4, help="timed steps per trainer")
-    ap.add_argument("--warmup", type=int, default=2, help="untimed steps before them (>= 1)")
+    ap.add_argument("--steps", default="4", help="timed steps per trainer (N, or N,M,... per configuration)")
+    ap.add_argument("--warmup", default="2", help="untimed steps before them, >= 1 (N, or one per configuration)")
     ap.add_argument("--trainers", default=",".join(ALL_TRAINERS))
     ap.add_argument("--llmc-dir", default=os.environ.get("LLMC_DIR", ""))
     ap.add_argument("--llmc-cflags", default=LLMC_CFLAGS)
     ap.add_argument("--json", nargs="?", const="-", help="write the results to this file (alone: to stdout, last line)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--rounds", type=int, default=1, help="run every trainer this many times, interleaved")
+    ap.add_argument("--rounds", default="1", help="run every trainer this many times, interleaved (N, or one per "
+                    "configuration)")
     ap.add_argument("--torch-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     configs = [tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]
+    # per configuration: a list shorter than --configs repeats its last value
+    per = {k: [int(x) for x in getattr(args, k).split(",")] for k in ("steps", "warmup", "rounds")}
+    plan = {c: {k: v[min(i, len(v) - 1)] for k, v in per.items()} for i, c in enumerate(configs)}
     if args.torch_worker:
         b, t = configs[0]
-        torch_worker(args.torch_worker, args.threads, b, t, args.warmup, args.steps, args.seed)
+        torch_worker(args.torch_worker, args.threads, b, t, plan[(b, t)]["warmup"], plan[(b, t)]["steps"], args.seed)
         return
     trainers = args.trainers.split(",")
     bad = [k for k in trainers if k not in ALL_TRAINERS]
-    if bad or args.warmup < 1 or args.steps < 1:
+    if bad or min(per["warmup"]) < 1 or min(per["steps"]) < 1 or min(per["rounds"]) < 1:
         sys.exit(f"error: unknown trainers {bad} (known: {','.join(ALL_TRAINERS)}), or --steps/--warmup < 1")
     if not os.access(AMP, os.X_OK):
         sys.exit(f"error: {AMP} not found (run make)")
@@ -416,15 +421,17 @@ def main():
         print("note: llm.c skipped (set LLMC_DIR or --llmc-dir to a checkout of karpathy/llm.c)")
     results = dict(bench="gpt2_vs_peers", date=time.strftime("%Y-%m-%d", time.gmtime()), cpu=cpu.get("model name"),
                    cpu_id=cpu, cpu_kind=kind, threads=args.threads, peak_gflops_per_core=peak, n_params=N_PARAMS,
-                   llmc_cflags=args.llmc_cflags, warmup=args.warmup, steps=args.steps, rounds=args.rounds, configs={})
+                   llmc_cflags=args.llmc_cflags, configs={},
+                   plan={f"{b}x{t}": p for (b, t), p in plan.items()})
     with tempfile.TemporaryDirectory(prefix="gpt2-vs-peers-") as tmp:
-        need = max((args.warmup + args.steps + 2) * b * t + 1 for b, t in configs)
+        need = max((plan[c]["warmup"] + plan[c]["steps"] + 2) * c[0] * c[1] + 1 for c in configs)
         shard = os.path.join(tmp, "tokens.bin")
         write_shard(shard, max(need, 1 << 16), args.seed)
         ckpt = make_checkpoint(tmp, shard, args.threads)
         for b, t in configs:
             rows = {}
-            for rnd in range(args.rounds):
+            warmup, steps = plan[(b, t)]["warmup"], plan[(b, t)]["steps"]
+            for rnd in range(plan[(b, t)]["rounds"]):
                 for k in trainers:
                     t0 = time.perf_counter()
                     if k == "llmc":
@@ -435,12 +442,12 @@ def main():
                                                 f"{available_bytes() / 2**30:.1f} GiB available")
                             continue
                         if rnd == 0:
-                            llmc_build, err = build_llmc(args.llmc_dir, tmp, b, t, args.warmup + args.steps, args.llmc_cflags)
-                        r = run_llmc(llmc_build, args.threads, args.warmup, ckpt, shard) if llmc_build else dict(error=err)
+                            llmc_build, err = build_llmc(args.llmc_dir, tmp, b, t, warmup + steps, args.llmc_cflags)
+                        r = run_llmc(llmc_build, args.threads, warmup, ckpt, shard) if llmc_build else dict(error=err)
                     elif k.startswith("torch"):
-                        r = run_torch(k.split("-")[1], args.threads, b, t, args.warmup, args.steps)
+                        r = run_torch(k.split("-")[1], args.threads, b, t, warmup, steps)
                     else:
-                        r = run_amp(k, args.threads, b, t, args.warmup, args.steps, ckpt, shard)
+                        r = run_amp(k, args.threads, b, t, warmup, steps, ckpt, shard)
                     rows[k] = merge(rows.get(k), r)
                     print(f"  round {rnd + 1}: ran {k} B={b} T={t} in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
                     measure_peak(args.threads, peak, 2)

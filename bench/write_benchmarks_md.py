@@ -410,8 +410,9 @@ def gpt2_section(e):
         rows = [[name] + gpt2_cells(x) + [num(x.get("s_per_step"), ".3f")] for name, x in gpt2_rows(cfg_rows)]
         out += table(["trainer", "tokens/s", "vs llm.c", "% of peak", "peak RSS", "s/step"], rows, "lrrrrr")
         rounds = max((len(x.get("round_medians", [])) for x in cfg_rows.values()), default=0)
-        notes = [f"tokens/s: B x T over the median step time of {r.get('steps', '?')} timed steps (after "
-                 f"{r.get('warmup', '?')} untimed ones) per trainer and round, {rounds} round{'s' if rounds != 1 else ''}, "
+        plan = (r.get("plan") or {}).get(cfg) or r  # per configuration; older results have one plan for all
+        notes = [f"tokens/s: B x T over the median step time of {plan.get('steps', '?')} timed steps (after "
+                 f"{plan.get('warmup', '?')} untimed ones) per trainer and round, {rounds} round{'s' if rounds != 1 else ''}, "
                  "the trainers in turn; peak RSS: each trainer's process",
                  "% of peak: llm.c's FLOP count, (6 N + 6 L C T) per token, over the threads x one core's FMA peak; "
                  "bf16 rows over the bf16 peak (the larger of VDPBF16PS's and the FMA's); AVX2 rows over the ymm FMA's",
