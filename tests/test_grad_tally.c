@@ -82,7 +82,9 @@ static void check_values(const char *what, const float *v, int64_t n, double inv
 static const double inv_scales[] = {
     1.0, 0x1p-16, 0x1p-24, 0x1p16, 1.0 / 3.0, 1.0 / 65537.0, 1.0 / 1000.0, 1.0 / (double)0.99999994f,
     1.0 / 1.00000012, 1.0 / (double)FLT_MAX, 1.0 / (double)0x1p-149f, 1.0 / (double)FLT_MIN, 0x1p-200, 0x1p200,
-    0x1.fffffffffffffp-201, 0x1.0000000000001p200, 0.0, 0x1p-1074, 0x1p-600, 0x1p600, 0x1p-1022};
+    0x1.fffffffffffffp-201, 0x1.0000000000001p200, 0.0, 0x1p-1074, 0x1p-600, 0x1p600, 0x1p-1022,
+    /* powers of two where 2^-25 / inv_scale is a subnormal fp32, the largest binade's, or beyond */
+    0x1p102, 0x1p110, 0x1p124, 0x1p125, 0x1p-127, 0x1p-128, 0x1p-152, 0x1p-153};
 enum { N_INV = sizeof inv_scales / sizeof inv_scales[0] };
 
 /* Zeros, the smallest subnormals, the largest subnormal, every power of two from 2^-149 to 2^127 with
@@ -109,14 +111,23 @@ void test_grad_tally_edges(void) {
     if (!CHECK(v)) return;
     const int64_t n = edge_values(v, CAP);
     const int one[] = {1}, all[] = {CAP}, mixed[] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7};
+    float *rot = malloc(CAP * sizeof *rot);
+    if (!CHECK(rot)) goto done;
     for (int s = 0; s < N_INV; s++) {
-        check_values("edge values, one call", v, n, inv_scales[s], all, 1);
+        /* long calls go through whole blocks (of a fixed count, 1024 at the time of writing) where the
+         * scale is a power of two: every value in the first 512, 1024 or 1536 of a call */
+        for (int64_t start = 0; start < n; start += 512) {
+            for (int64_t i = 0; i < n; i++) rot[i] = v[(start + i) % n];
+            check_values("edge values, one call", rot, n, inv_scales[s], all, 1);
+        }
         check_values("edge values, one value per call", v, n, inv_scales[s], one, 1);
         check_values("edge values, calls of 3, 1, 4, ...", v, n, inv_scales[s], mixed, 14);
     }
     /* every scale's g lands in the bins it should: one value per call, each alone */
     for (int s = 0; s < N_INV; s++)
         for (int64_t i = 0; i < n; i++) check_values("one edge value", v + i, 1, inv_scales[s], one, 1);
+done:
+    free(rot);
     free(v);
 }
 

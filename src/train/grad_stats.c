@@ -88,6 +88,88 @@ static inline int64_t tally_one(uint32_t bits, double inv_scale, int64_t *uu, in
     return u == 0 ? AMP_TRAIN_TALLY_ZERO : u >= F32_INF_BITS ? AMP_TRAIN_TALLY_NONFINITE : k;
 }
 
+/* Any inv_scale in [2^-200, 2^200], one value at a time. */
+static void tally_general(amp_train_tally *t, const float *v, int64_t n, double inv_scale) {
+    int64_t uu = 0, us = 0, os = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, v + i, sizeof b);
+        t->slot[i % AMP_TRAIN_TALLY_WAYS][tally_one(b, inv_scale, &uu, &us, &os)]++;
+    }
+    t->under_unscaled += uu;
+    t->under_scaled += us;
+    t->over_scaled += os;
+}
+
+_Static_assert(AMP_TRAIN_TALLY_WAYS == 4, "tally_pow2 spells out four ways");
+
+/* Values per block of the power-of-two path: a fixed count, so that the compiler vectorizes its
+ * first loop. */
+enum { TALLY_BLOCK = 1024 };
+
+/* The bin of a nonzero subnormal |x| (bits u < 2^23, x = u * 2^-149) at inv_scale = 2^s:
+ * floor(log2 u) - 149 + s, floor(log2 u) read from u converted to fp32 (exact below 2^24). */
+static int64_t bin_of_subnormal(uint32_t u, int32_t s) {
+    const float f = (float)(int32_t)u;
+    uint32_t fb;
+    memcpy(&fb, &f, sizeof fb);
+    const int64_t k = (int64_t)(fb >> 23) - 127 - 149 + s - AMP_GRAD_HIST_MIN_EXP;
+    return k < 0 ? 0 : k >= AMP_GRAD_HIST_BINS ? AMP_GRAD_HIST_BINS - 1 : k;
+}
+
+/* inv_scale = 2^s (-200 <= s <= 200): g = |x| * 2^s is exact, so floor(log2 g) is floor(log2 |x|) + s,
+ * read from the fp32 exponent field for normal x, and g <= 2^-25 is |x| <= 2^(-25 - s), whose bits
+ * are uu_max (0 when no fp32 is that small, the largest finite when every one is). Whole blocks:
+ * first every value's slot (normal values; zeros and non-finite ones; subnormals, marked, get theirs
+ * after) and the counts, on the bits without branches; then the histogram. */
+static void tally_pow2(amp_train_tally *t, const float *v, int64_t blocks, int32_t s, uint32_t uu_max) {
+    const int32_t off = s - 127 - AMP_GRAD_HIST_MIN_EXP; /* bin = exponent field + off */
+    uint32_t slot[TALLY_BLOCK];
+    for (int64_t b = 0; b < blocks; b++) {
+        const float *x = v + b * TALLY_BLOCK;
+        uint32_t uu = 0, us = 0, os = 0, subnormals = 0;
+        for (int j = 0; j < TALLY_BLOCK; j++) {
+            uint32_t u;
+            memcpy(&u, x + j, sizeof u);
+            u &= 0x7FFFFFFFu;
+            uu += u - 1u < uu_max; /* 0 < |x| <= 2^(-25 - s) */
+            us += u - 1u < F32_UNDERFLOW_MAX_BITS;
+            os += u >= F32_OVERFLOW_MIN_BITS;
+            subnormals |= u - 1u < 0x007FFFFFu;
+            int32_t k = (int32_t)(u >> 23) + off;
+            k = k < 0 ? 0 : k;
+            k = k > AMP_GRAD_HIST_BINS - 1 ? AMP_GRAD_HIST_BINS - 1 : k;
+            k = u >= F32_INF_BITS ? AMP_TRAIN_TALLY_NONFINITE : k;
+            slot[j] = (uint32_t)(u == 0 ? AMP_TRAIN_TALLY_ZERO : k);
+        }
+        if (subnormals)
+            for (int j = 0; j < TALLY_BLOCK; j++) {
+                uint32_t u;
+                memcpy(&u, x + j, sizeof u);
+                u &= 0x7FFFFFFFu;
+                if (u - 1u < 0x007FFFFFu) slot[j] = (uint32_t)bin_of_subnormal(u, s);
+            }
+        for (int j = 0; j < TALLY_BLOCK; j += 4) { /* AMP_TRAIN_TALLY_WAYS, spelled out */
+            t->slot[0][slot[j]]++;
+            t->slot[1][slot[j + 1]]++;
+            t->slot[2][slot[j + 2]]++;
+            t->slot[3][slot[j + 3]]++;
+        }
+        t->under_unscaled += uu;
+        t->under_scaled += us;
+        t->over_scaled += os;
+    }
+}
+
+/* The bits of the largest fp32 |x| <= 2^p, for `u - 1 < bits` (0 < u <= bits): 0 when 2^p is below
+ * the smallest subnormal (no value), the largest finite when 2^p is above it (every finite value). */
+static uint32_t f32_pow2_floor_bits(int32_t p) {
+    if (p < -149) return 0;
+    if (p < -126) return 1u << (p + 149);
+    if (p > 127) return 0x7F7FFFFFu;
+    return (uint32_t)(p + 127) << 23;
+}
+
 void amp_train_tally_add(amp_train_tally *t, const float *v, int64_t n, double inv_scale) {
     /* With 2^-200 <= inv_scale <= 2^200, g of a nonzero finite fp32 (2^-149 <= |x| < 2^128) lies in
      * [2^-349, 2^328], always a normal double. (1/S of a finite fp32 scale S > 0 is in
@@ -96,21 +178,15 @@ void amp_train_tally_add(amp_train_tally *t, const float *v, int64_t n, double i
         tally_any(t, v, n, inv_scale);
         return;
     }
-    int64_t uu = 0, us = 0, os = 0;
-    int64_t i = 0;
-    for (; i + AMP_TRAIN_TALLY_WAYS <= n; i += AMP_TRAIN_TALLY_WAYS) {
-        uint32_t b[AMP_TRAIN_TALLY_WAYS];
-        memcpy(b, v + i, sizeof b);
-        for (int w = 0; w < AMP_TRAIN_TALLY_WAYS; w++) t->slot[w][tally_one(b[w], inv_scale, &uu, &us, &os)]++;
+    uint64_t ib;
+    memcpy(&ib, &inv_scale, sizeof ib);
+    int64_t done = 0;
+    if ((ib & 0x000FFFFFFFFFFFFFull) == 0) { /* 2^s: the scaler off, or dynamic scaling */
+        const int32_t s = (int32_t)(ib >> 52) - 1023;
+        done = n / TALLY_BLOCK * TALLY_BLOCK;
+        tally_pow2(t, v, n / TALLY_BLOCK, s, f32_pow2_floor_bits(-25 - s));
     }
-    for (; i < n; i++) {
-        uint32_t b;
-        memcpy(&b, v + i, sizeof b);
-        t->slot[0][tally_one(b, inv_scale, &uu, &us, &os)]++;
-    }
-    t->under_unscaled += uu;
-    t->under_scaled += us;
-    t->over_scaled += os;
+    tally_general(t, v + done, n - done, inv_scale);
 }
 
 int64_t amp_train_tally_slot(const amp_train_tally *t, int slot) {
