@@ -166,6 +166,10 @@ TEST(generate, generate_sampler)
 TEST(generate, generate_errors)
 TEST(generate, generate_vocab)
 TEST(generate, generate_alloc_fail)
+/* the gradient statistics' counting pass against the definition (frexp, double compares) on edge
+ * values and random ones, at power-of-two scales and others */
+TEST(grad_tally, grad_tally_edges)
+TEST(grad_tally, grad_tally_random)
 /* amp_train_run on generated data: learning, determinism, presets and scaler modes, fp16-pure's
  * vanishing updates, accumulation, text models, errors and --detect-anomaly */
 TEST(train, train_learns_and_is_deterministic)

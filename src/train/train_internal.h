@@ -9,6 +9,28 @@
 #include "amp.h"
 #include "amp/train.h"
 
+/* The counting pass of the gradient statistics (grad_stats.c): amp_train_tally_add counts n fp32
+ * values x (a gradient times the loss scale S) with inv_scale = 1/S (exact or rounded, in double):
+ * each nonzero finite x into the histogram bin of floor(log2 g), g = |x| * inv_scale in double, with
+ * amp_grad_stats' binning; zeros and non-finite values into slots of their own; and the fp16 counts.
+ * The slots are kept in AMP_TRAIN_TALLY_WAYS interleaved copies (value i goes to copy i % WAYS) so
+ * that runs of one bin do not wait on each other's increments; amp_train_tally_slot sums them. The
+ * counts add up over calls; zero the struct to start. */
+enum {
+    AMP_TRAIN_TALLY_ZERO = AMP_GRAD_HIST_BINS, /* the slot of x == 0 */
+    AMP_TRAIN_TALLY_NONFINITE,                 /* the slot of inf and NaN */
+    AMP_TRAIN_TALLY_SLOTS,
+    AMP_TRAIN_TALLY_WAYS = 4
+};
+typedef struct amp_train_tally {
+    int64_t slot[AMP_TRAIN_TALLY_WAYS][AMP_TRAIN_TALLY_SLOTS];
+    int64_t under_unscaled; /* nonzero finite, g <= 2^-25 */
+    int64_t under_scaled;   /* nonzero, |x| <= 2^-25 */
+    int64_t over_scaled;    /* |x| >= 65520, or x not finite */
+} amp_train_tally;
+void amp_train_tally_add(amp_train_tally *t, const float *x, int64_t n, double inv_scale);
+int64_t amp_train_tally_slot(const amp_train_tally *t, int slot);
+
 typedef struct amp_train_run_state {
     amp_train_config cfg; /* resolved: model sizes from the data, scaler mode never DEFAULT */
     const amp_precision_info *prec; /* the preset's, or prec_override when cfg.param_dtype_override is set */
@@ -68,6 +90,7 @@ typedef struct amp_train_run_state {
     /* Activation-gradient statistics of the sampled step being computed (the hook's target), and the
        sum of their fractions over the samples. */
     amp_grad_stats act;
+    amp_train_tally act_tally; /* the hook's counts, folded into act's bins when it is removed */
     float act_scale;
     bool act_oom;
     double act_sum;

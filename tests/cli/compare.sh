@@ -99,6 +99,16 @@ expect_err_lines 1 "--report FILE is one line"
 run "$AMP" train --model mlp --data "$TMP/idx" --steps 2 --batch 16 --hidden 16 --report "$TMP/file/sub"
 expect_rc 1 "train --report under a file"
 expect_err_lines 1 "train --report under a file is one line"
+# a directory that cannot be written in is refused before anything is trained (the report directory
+# itself is made only when the run has started; root writes anywhere)
+if [ "$(id -u)" != 0 ]; then
+    mkdir -p "$TMP/ro" && chmod 555 "$TMP/ro"
+    run "$AMP" train --model mlp --data "$TMP/idx" --steps 2 --batch 16 --hidden 16 --report "$TMP/ro/sub"
+    expect_rc 1 "train --report in a read-only directory"
+    expect_err_lines 1 "train --report in a read-only directory is one line"
+    expect_err_has "cannot create the report directory" "train --report in a read-only directory says why"
+    chmod 755 "$TMP/ro"
+fi
 compare --data "$TMP/nowhere"
 expect_rc 2 "missing data"
 expect_err_lines 2 "missing data: the run line and one error line"

@@ -1,8 +1,8 @@
 # Golden tests of the memory check of `amp train` and `amp compare`: a run that does not fit is refused
 # at once, in one line naming what it needs, what there is and the flags that lower it, having
-# allocated and written nothing; --no-memory-check and AMP_MEMORY_CHECK=0 train anyway; and the
-# estimate the refusal prints follows the process's measured peak RSS (less a small run's, the
-# process's baseline) within 0.75x to 1.35x.
+# allocated and written nothing (no --report directory, an earlier report left as it was);
+# --no-memory-check and AMP_MEMORY_CHECK=0 train anyway; and the estimate the refusal prints follows
+# the process's measured peak RSS (less a small run's, the process's baseline) within 0.75x to 1.35x.
 . "$(dirname "$0")/lib.sh"
 
 mat_lines 400 >"$TMP/text.txt"
@@ -14,7 +14,7 @@ BIG="--model gpt2 --size 1558m --batch 64 --context 1024 --steps 1 --data $TMP/t
 TIME=""
 if /usr/bin/time -f %M true >/dev/null 2>&1; then TIME="/usr/bin/time -o $TMP/rss -f %M"; fi
 run env AMP_MEMORY_AVAILABLE=16G $TIME "$AMP" train $BIG --precision amp-bf16 --checkpoint "$TMP/ck.safetensors" \
-    --save-llmc "$TMP/model.bin"
+    --save-llmc "$TMP/model.bin" --report "$TMP/rep/refused"
 expect_rc 1 "gpt2 1558m at batch 64 x 1024 is refused"
 expect_err_lines 1 "the refusal is one line"
 for want in "gpt2 1558m at batch 64 x context 1024 needs about" "16.0 GiB is available" "--batch" "--context" \
@@ -22,16 +22,26 @@ for want in "gpt2 1558m at batch 64 x context 1024 needs about" "16.0 GiB is ava
     expect_err_has "$want" "the refusal names '$want'"
 done
 if [ ! -e "$TMP/ck.safetensors" ] && [ ! -e "$TMP/model.bin" ]; then pass; else fail "the refused run wrote a file"; fi
+if [ ! -e "$TMP/rep" ]; then pass; else fail "the refused run created its --report directory"; fi
+# an earlier report in the --report directory is left as it was
+mkdir -p "$TMP/old"
+echo '{"type": "summary"}' >"$TMP/old/metrics.jsonl"
+run env AMP_MEMORY_AVAILABLE=16G "$AMP" train $BIG --precision amp-bf16 --report "$TMP/old"
+expect_rc 1 "refused with an earlier report in --report"
+if [ "$(cat "$TMP/old/metrics.jsonl")" = '{"type": "summary"}' ] && [ "$(ls "$TMP/old")" = metrics.jsonl ]; then pass; else
+    fail "the refused run changed the earlier report"
+fi
 if [ -n "$TIME" ]; then
     rss=$(tail -n 1 "$TMP/rss")
     if [ "$rss" -lt 262144 ]; then pass; else fail "the refused run's peak RSS is $rss KiB"; fi
 fi
 
 # the same from amp compare, which trains one configuration after another
-run env AMP_MEMORY_AVAILABLE=16G "$AMP" compare $BIG --runs fp32,amp-bf16 --quiet
+run env AMP_MEMORY_AVAILABLE=16G "$AMP" compare $BIG --runs fp32,amp-bf16 --quiet --report "$TMP/rep/compare"
 expect_rc 1 "compare refuses gpt2 1558m"
 expect_err_has "needs about" "compare's refusal says what it needs"
 expect_err_lines 1 "compare's refusal is one line"
+if [ ! -e "$TMP/rep" ]; then pass; else fail "compare's refused run created its --report directory"; fi
 
 # a small run under a faked 64 KiB: refused, then trained with the check off either way
 SMALL="--model gpt2 --layers 1 --hidden 32 --heads 2 --context 16 --batch 2 --steps 1 --no-eval --threads 1 --sample-tokens 0 --data $TMP/text.txt --quiet"

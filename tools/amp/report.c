@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define LABEL_MAX 64
 #define MAX_RUNS 16
@@ -34,7 +35,9 @@ typedef struct run_series {
 
 struct amp_report {
     char *dir;
-    FILE *metrics;
+    FILE *metrics;      /* NULL until the first thing recorded (report_start) */
+    bool start_failed;  /* report_start could not create the directory or metrics.jsonl */
+    char start_err[512];
     bool write_failed;
     bool oom;
     int n_runs;
@@ -81,6 +84,40 @@ static int make_dirs(const char *path) {
     return 0;
 }
 
+/* What make_dirs(path) would meet, creating nothing: 0 when every prefix of path that exists is a
+ * directory and the deepest one can be written in and searched, else -1 with errno (ENOTDIR, EACCES,
+ * ...). */
+static int check_dirs(const char *path) {
+    char buf[4096];
+    const size_t len = strlen(path);
+    if (len == 0 || len >= sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buf, path, len + 1);
+    size_t exists = 0; /* length of the deepest prefix that exists (0: none, the start directory) */
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        const char c = buf[i];
+        buf[i] = '\0';
+        struct stat st;
+        const int found = stat(buf, &st);
+        buf[i] = c;
+        if (found != 0) {
+            if (errno == ENOENT) break; /* this one and those below it would be created */
+            return -1;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            errno = ENOTDIR;
+            return -1;
+        }
+        exists = i;
+    }
+    if (exists == 0) return access(path[0] == '/' ? "/" : ".", W_OK | X_OK);
+    buf[exists] = '\0';
+    return access(buf, W_OK | X_OK);
+}
+
 static char *join(const char *dir, const char *name) {
     const size_t n = strlen(dir) + strlen(name) + 2;
     char *p = malloc(n);
@@ -111,30 +148,42 @@ int amp_report_open(const char *dir, amp_report **out, char *err, size_t err_siz
         set_err(err, err_size, "--report: '%s' exists and is not a directory", dir);
         return AMP_REPORT_BAD_PATH;
     }
-    if (make_dirs(dir) != 0) {
+    if (check_dirs(dir) != 0) {
         set_err(err, err_size, "cannot create the report directory '%s': %s", dir, strerror(errno));
         return AMP_REPORT_FAILED;
     }
     amp_report *rep = calloc(1, sizeof *rep);
-    char *path = join(dir, "metrics.jsonl");
-    if (!rep || !path || !(rep->dir = strdup(dir))) {
-        free(path);
-        if (rep) free(rep->dir);
+    if (!rep || !(rep->dir = strdup(dir))) {
         free(rep);
         set_err(err, err_size, "out of memory");
         return AMP_REPORT_FAILED;
     }
-    rep->metrics = fopen(path, "w");
-    if (!rep->metrics) {
-        set_err(err, err_size, "cannot write '%s': %s", path, strerror(errno));
-        free(path);
-        free(rep->dir);
-        free(rep);
-        return AMP_REPORT_FAILED;
-    }
-    free(path);
     *out = rep;
     return AMP_REPORT_OK;
+}
+
+/* Creates the directory and metrics.jsonl when the first thing is recorded, so that a run refused
+ * before it starts (the memory check, bad data) leaves no directory and truncates no earlier
+ * report. false, with the message kept for amp_report_finish, when that fails. */
+static bool report_start(amp_report *rep) {
+    if (rep->metrics) return true;
+    if (rep->start_failed) return false;
+    rep->start_failed = true;
+    if (make_dirs(rep->dir) != 0) {
+        set_err(rep->start_err, sizeof rep->start_err, "cannot create the report directory '%s': %s", rep->dir,
+                strerror(errno));
+        return false;
+    }
+    char *path = join(rep->dir, "metrics.jsonl");
+    if (!path) {
+        set_err(rep->start_err, sizeof rep->start_err, "out of memory");
+        return false;
+    }
+    rep->metrics = fopen(path, "w");
+    if (!rep->metrics) set_err(rep->start_err, sizeof rep->start_err, "cannot write '%s': %s", path, strerror(errno));
+    free(path);
+    rep->start_failed = !rep->metrics;
+    return rep->metrics != NULL;
 }
 
 static void free_series(run_series *s) {
@@ -355,7 +404,7 @@ static void record_hist(amp_report *rep, run_series *s, const amp_grad_stats *g)
 static void on_progress(const amp_train_progress *p, void *user) {
     amp_report *rep = user;
     run_series *s = rep->cur;
-    if (s) {
+    if (s && report_start(rep)) {
         if (p->is_eval)
             record_eval(rep, s, p);
         else {
@@ -392,7 +441,7 @@ int amp_report_begin_run(amp_report *rep, const char *label, const amp_train_cal
 
 int amp_report_end_run(amp_report *rep, const amp_train_config *cfg, const amp_train_result *r) {
     run_series *s = rep->cur;
-    if (!s) return AMP_REPORT_FAILED;
+    if (!s || !report_start(rep)) return AMP_REPORT_FAILED;
     s->result = *r;
     s->done = true;
     s->text = amp_model_is_text(r->model);
@@ -765,6 +814,9 @@ int amp_report_finish(amp_report *rep, char *err, size_t err_size) {
     int rc = AMP_REPORT_OK;
     if (rep->oom) {
         set_err(err, err_size, "out of memory while recording the report");
+        rc = AMP_REPORT_FAILED;
+    } else if (!report_start(rep)) {
+        set_err(err, err_size, "%s", rep->start_err);
         rc = AMP_REPORT_FAILED;
     }
     if (rc == AMP_REPORT_OK) {

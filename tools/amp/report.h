@@ -26,9 +26,13 @@ typedef struct amp_report amp_report;
 
 enum { AMP_REPORT_OK = 0, AMP_REPORT_FAILED = 1, AMP_REPORT_BAD_PATH = 2 };
 
-/* Creates DIR (and missing parents) and opens DIR/metrics.jsonl. Returns AMP_REPORT_OK,
- * AMP_REPORT_BAD_PATH (empty path, or it names something that is not a directory) or
- * AMP_REPORT_FAILED (cannot create or write), with a one-line message in err. */
+/* Checks that DIR can be made (each part of the path that exists is a directory, the deepest one
+ * writable) and creates nothing yet: DIR (and missing parents) and DIR/metrics.jsonl are created when
+ * the first step, evaluation or run end is recorded, so that a run refused before it trains (the
+ * memory check, bad data) leaves no directory behind and no earlier report truncated. Returns
+ * AMP_REPORT_OK, AMP_REPORT_BAD_PATH (empty path, or it names something that is not a directory) or
+ * AMP_REPORT_FAILED (cannot be created), with a one-line message in err; a failure to create it later
+ * is amp_report_end_run's and amp_report_finish's. */
 int amp_report_open(const char *dir, amp_report **out, char *err, size_t err_size);
 
 /* Starts recording a run called `label`; *out becomes callbacks for amp_train_run that record each
