@@ -57,7 +57,7 @@ typedef struct mem_case {
 } mem_case;
 
 /* The estimate for the configuration c as amp_train_run resolves it (the byte vocabulary of 256). */
-static int64_t estimate_of(const amp_train_config *c, int64_t num_params) {
+static amp_train_memory_need estimate_of(const amp_train_config *c, int64_t num_params) {
     amp_precision_info prec = *amp_precision_get_info(c->precision);
     if (c->param_dtype_override == AMP_BF16) prec.param_dtype = AMP_BF16, prec.master_weights = true;
     amp_model_config m = c->model;
@@ -65,8 +65,8 @@ static int64_t estimate_of(const amp_train_config *c, int64_t num_params) {
     if (amp_model_is_text(m.kind)) m.vocab = 256;
     else m.in_channels = 1, m.image_rows = SIDE, m.image_cols = SIDE, m.classes = 10;
     amp_train_memory_need need;
-    amp_train_memory_estimate(&m, num_params, &prec, &c->optim, c->batch, 1, 0, &need);
-    return need.total;
+    amp_train_memory_estimate(&m, num_params, &prec, &c->optim, c->batch, c->threads, 1, 0, &need);
+    return need;
 }
 
 void test_memory_estimate(void) {
@@ -105,8 +105,12 @@ void test_memory_estimate(void) {
         if (!CHECK_MSG(st == AMP_OK, "%s: %s", k->name, err)) continue;
         const double measured = (double)r.arena_peak_bytes + (double)r.scratch_peak_bytes + 2.0 * (double)r.param_bytes +
                                 (double)r.optimizer_state_bytes;
-        const double ratio = (double)estimate_of(&c, r.num_params) / measured;
-        harness_note("%-34s measured %7.1f MiB, estimate / measured %.3f", k->name, measured / 1048576.0, ratio);
+        const amp_train_memory_need need = estimate_of(&c, r.num_params);
+        const double ratio = (double)need.total / measured, M = 1048576.0;
+        harness_note("%-34s measured %7.1f MiB (arena %.1f, scratch %.1f), estimate / measured %.3f (arena %.1f, "
+                     "scratch %.1f)",
+                     k->name, measured / M, (double)r.arena_peak_bytes / M, (double)r.scratch_peak_bytes / M, ratio,
+                     (double)(need.casts + need.activations) / M, (double)need.scratch / M);
         CHECK_MSG(ratio >= 0.8 && ratio <= 1.25, "%s: the estimate is %.3f x the measured %.0f bytes (0.8 to 1.25)",
                   k->name, ratio, measured);
     }
@@ -124,25 +128,30 @@ void test_memory_estimate_settings(void) {
     bf16_params.param_dtype = AMP_BF16, bf16_params.master_weights = true;
     const int64_t n = 1557611200; /* GPT-2 1558M's parameters at 1024 positions and 50304 rows */
     amp_train_memory_need base, rec, half, zero, small;
-    amp_train_memory_estimate(&m, n, bf16, &adamw, 64, 1, 0, &base);
-    /* fp32 parameters and gradients, two fp32 moments, bf16 copies of the weights */
+    amp_train_memory_estimate(&m, n, bf16, &adamw, 64, 2, 1, 0, &base);
+    /* fp32 parameters and gradients, two fp32 moments, bf16 copies of the weights the linears read:
+     * each block's four weights and biases (12 C^2 + 9 C) and the head's rows of wte (V x C) */
+    const int64_t C = 1600, block_weights = 12 * C * C + 9 * C, head_weight = 50257 * C;
     CHECK_EQ_INT(base.params, 4 * n);
     CHECK_EQ_INT(base.grads, 4 * n);
     CHECK_EQ_INT(base.optimizer, 8 * n);
-    CHECK_EQ_INT(base.casts, 2 * n);
+    CHECK_EQ_INT(base.casts, 2 * (48 * block_weights + head_weight));
     CHECK(base.total == base.params + base.grads + base.optimizer + base.casts + base.activations + base.scratch);
+    /* recompute: each block keeps its fp32 input (4 of the 36 bytes per token-channel it keeps
+     * otherwise); the logits and their gradient stay; one block's weights are cast at a time */
     m.recompute = true;
-    amp_train_memory_estimate(&m, n, bf16, &adamw, 64, 1, 0, &rec);
-    CHECK_MSG(rec.activations * 10 < base.activations, "recompute keeps %lld of %lld bytes of activations",
+    amp_train_memory_estimate(&m, n, bf16, &adamw, 64, 2, 1, 0, &rec);
+    CHECK_MSG(rec.activations * 4 < base.activations, "recompute keeps %lld of %lld bytes of activations",
               (long long)rec.activations, (long long)base.activations);
+    CHECK_EQ_INT(rec.casts, 2 * (block_weights + head_weight));
     m.recompute = false;
-    amp_train_memory_estimate(&m, n, &bf16_params, &adamw, 64, 1, 0, &half);
+    amp_train_memory_estimate(&m, n, &bf16_params, &adamw, 64, 2, 1, 0, &half);
     CHECK_EQ_INT(half.params, 2 * n);
     CHECK_EQ_INT(half.optimizer, 12 * n); /* the masters join the moments */
     CHECK_EQ_INT(half.casts, 0);
-    amp_train_memory_estimate(&m, n, bf16, &adamw, 64, 4, 1, &zero);
+    amp_train_memory_estimate(&m, n, bf16, &adamw, 64, 2, 4, 1, &zero);
     CHECK_EQ_INT(zero.optimizer, 2 * n);
-    amp_train_memory_estimate(&m, n, bf16, &adamw, 8, 1, 0, &small);
+    amp_train_memory_estimate(&m, n, bf16, &adamw, 8, 2, 1, 0, &small);
     CHECK(small.activations * 7 < base.activations);
 }
 
