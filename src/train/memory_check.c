@@ -51,14 +51,16 @@ typedef struct tf_rates {
     double grad_block;  /* a block's gradients alive at once in backward (measured) */
     double grad_region; /* the same for a recomputed block (measured) */
     double cast;        /* autocast's copies, per cast weight element */
-    double tied;        /* the head's weight gradient, per element of vocabulary x width (gpt2) */
+    double tied;        /* gpt2: the head's weight gradient, per element of vocabulary x width */
+    double tied_view;   /* gpt2 under autocast: the fp32 gradient of wte's rows, made from the 16-bit
+                           one once the logits' gradient is dropped (in its memory where that is larger) */
     double scratch;     /* the ops' fp32 staging per token-channel (measured) */
 } tf_rates;
 
 /* fp32 parameters without autocast; fp32 parameters under 16-bit autocast; 16-bit parameters */
-static const tf_rates TF_FP32 = {64, 4, 12, 4, 44, 28, 0, 4, 16};
-static const tf_rates TF_AUTOCAST = {36, 4, 10, 2, 34, 26, 2, 6, 32};
-static const tf_rates TF_PARAM16 = {44, 2, 10, 2, 38, 22, 0, 2, 32};
+static const tf_rates TF_FP32 = {64, 4, 12, 4, 44, 28, 0, 4, 0, 16};
+static const tf_rates TF_AUTOCAST = {36, 4, 10, 2, 34, 26, 2, 2, 4, 32};
+static const tf_rates TF_PARAM16 = {44, 2, 10, 2, 38, 22, 0, 2, 0, 32};
 
 static const tf_rates *tf_rates_of(const amp_precision_info *prec) {
     if (prec->param_dtype != AMP_F32) return &TF_PARAM16;
@@ -77,18 +79,24 @@ static void transformer_bytes(const amp_model_config *m, int64_t batch, int thre
     const double block = BT * (C * k->block + 16);
     const double kept = m->recompute ? L * BT * C * k->stream + block : L * block;
     const double trunk = BT * (C * k->trunk + 8 + 12);
-    const double head_grads = BT * (V + C) * k->act + (gpt2 ? V * C * k->tied : 0);
+    const double logits_grad = BT * V * k->act, view = V * C * k->tied_view;
+    const double head_grads = logits_grad + BT * C * k->act + (gpt2 ? V * C * k->tied + (view > logits_grad ? view : 0) : 0);
     const double block_grads = BT * C * (m->recompute ? k->grad_region : k->grad_block);
     *act = kept + trunk + BT * V * k->act + max2(head_grads, block_grads);
     const double block_weights = 12 * C * C + 9 * C, head_weight = V * C;
     *casts = k->cast * ((m->recompute ? 1 : L) * block_weights + head_weight);
+    /* the scratch's needs, the largest two: its peak, and the block it grew through to reach it in the
+     * first step (resident too; later steps have one block of their sum) */
     const bool narrow = prec->autocast_dtype != AMP_F32 || prec->param_dtype != AMP_F32;
-    const double es = narrow ? 2 : 4;
     const double th = threads > 1 ? (double)threads : 1;
-    const double attention = th * T * T * (8 + es) + T * 3 * C * 4;
-    double peak = max2(BT * C * k->scratch, attention);
-    if (narrow) peak = max2(peak, 4 * max2(BT * V, V * C)); /* the head's fp32 product, its weight's gradient's */
-    *scratch = peak;
+    double need[4] = {BT * C * k->scratch, th * T * T * (narrow ? 10 : 8) + T * 3 * C * 4, 0, 0};
+    if (narrow) need[2] = 4 * BT * V, need[3] = 4 * V * C; /* the head's fp32 product, its weight gradient's */
+    double first = 0, second = 0;
+    for (int i = 0; i < 4; i++) {
+        if (need[i] > first) second = first, first = need[i];
+        else if (need[i] > second) second = need[i];
+    }
+    *scratch = first + second;
 }
 
 /* The image and recurrent models: measured the same way, per sample (or token) and per parameter.
