@@ -69,9 +69,10 @@ static const tf_rates *tf_rates_of(const amp_precision_info *prec) {
 
 static double max2(double a, double b) { return a > b ? a : b; }
 
-/* gpt, gpt2: autocast's copies, the arena's other peak and the scratch's. */
+/* gpt, gpt2: autocast's copies, the arena's other peak, the scratch's, and what the first step leaves
+ * resident beside them. */
 static void transformer_bytes(const amp_model_config *m, int64_t batch, int threads, const amp_precision_info *prec,
-                              double *casts, double *act, double *scratch) {
+                              double *casts, double *act, double *scratch, double *first_step) {
     const tf_rates *k = tf_rates_of(prec);
     const double B = (double)batch, T = (double)m->context, C = (double)m->hidden, L = (double)m->layers;
     const double BT = B * T, V = (double)m->vocab; /* gpt2's head reads the vocabulary's rows of wte */
@@ -85,8 +86,10 @@ static void transformer_bytes(const amp_model_config *m, int64_t batch, int thre
     *act = kept + trunk + BT * V * k->act + max2(head_grads, block_grads);
     const double block_weights = 12 * C * C + 9 * C, head_weight = V * C;
     *casts = k->cast * ((m->recompute ? 1 : L) * block_weights + head_weight);
-    /* the scratch's needs, the largest two: its peak, and the block it grew through to reach it in the
-     * first step (resident too; later steps have one block of their sum) */
+    /* the scratch's needs: the largest is its peak; in the first step it grew through a block for the
+     * second largest, resident too (later steps have one block of their sum). With recompute the
+     * arena's first step too leaves up to a block's activations resident past its peak: the tail of a
+     * block of the arena that released regions used, skipped by an allocation too large for it. */
     const bool narrow = prec->autocast_dtype != AMP_F32 || prec->param_dtype != AMP_F32;
     const double th = threads > 1 ? (double)threads : 1;
     double need[4] = {BT * C * k->scratch, th * T * T * (narrow ? 10 : 8) + T * 3 * C * 4, 0, 0};
@@ -96,7 +99,8 @@ static void transformer_bytes(const amp_model_config *m, int64_t batch, int thre
         if (need[i] > first) second = first, first = need[i];
         else if (need[i] > second) second = need[i];
     }
-    *scratch = first + second;
+    *scratch = first;
+    *first_step = second + (m->recompute ? block : 0);
 }
 
 /* The image and recurrent models: measured the same way, per sample (or token) and per parameter.
@@ -151,10 +155,10 @@ void amp_train_memory_estimate(const amp_model_config *m, int64_t num_params, co
     double state = n * 4.0 * (moments + (masters ? 1 : 0));
     if (zero_stage == 1 && ranks > 1) state /= ranks;
     out->optimizer = (int64_t)state;
-    double casts = 0, act = 0, scratch = 0;
+    double casts = 0, act = 0, scratch = 0, first_step = 0;
     switch (m->kind) {
     case AMP_MODEL_GPT:
-    case AMP_MODEL_GPT2: transformer_bytes(m, batch, threads, prec, &casts, &act, &scratch); break;
+    case AMP_MODEL_GPT2: transformer_bytes(m, batch, threads, prec, &casts, &act, &scratch, &first_step); break;
     case AMP_MODEL_MLP: mlp_bytes(m, batch, prec, n, &act, &scratch); break;
     case AMP_MODEL_CNN: cnn_bytes(m, batch, prec, n, &act, &scratch); break;
     case AMP_MODEL_LSTM: lstm_bytes(m, batch, prec, n, &act, &scratch); break;
@@ -163,7 +167,9 @@ void amp_train_memory_estimate(const amp_model_config *m, int64_t num_params, co
     out->casts = (int64_t)casts;
     out->activations = (int64_t)act;
     out->scratch = (int64_t)scratch;
-    out->total = out->params + out->grads + out->optimizer + out->casts + out->activations + out->scratch;
+    out->first_step = (int64_t)first_step;
+    out->total =
+        out->params + out->grads + out->optimizer + out->casts + out->activations + out->scratch + out->first_step;
 }
 
 /* ---- the memory there is ------------------------------------------------------------------------ */
@@ -288,6 +294,6 @@ int amp_train_memory_check(amp_train_run_state *r) {
                           "available; %s (AMP_MEMORY_CHECK=0 trains anyway)",
                           what, human(need.total, total, sizeof total),
                           human(need.params + need.grads + need.optimizer + need.casts, state, sizeof state),
-                          human(need.activations + need.scratch, acts, sizeof acts), human(avail, have, sizeof have),
+                          human(need.activations + need.scratch + need.first_step, acts, sizeof acts), human(avail, have, sizeof have),
                           fix);
 }

@@ -19,6 +19,8 @@ typedef struct amp_train_memory_need {
                             recompute, each block's input and one block at a time) and backward's
                             gradients */
     int64_t scratch;     /* the ops' temporary fp32 staging */
+    int64_t first_step;  /* what the first step leaves resident beyond the arena's and the scratch's peaks
+                            (the blocks they grew through), which the process's peak RSS holds */
     int64_t total;       /* the sum */
 } amp_train_memory_need;
 
