@@ -15,32 +15,37 @@
  * token-channel (one of batch x context x width) unless said otherwise.
  *
  * Each block keeps for backward, in fp32: ln_1's output (4), c_attn's q, k, v (12), attention's
- * output (4; attention keeps no probabilities: backward recomputes them, src/ops/attention.c),
- * c_proj's output with the residual added (4), ln_2's output (4), c_fc's GELU output and GELU's
- * derivative (16 + 16) and the second residual sum (4): 64, and per token the two norms' mean and
- * rstd (16 bytes). Under 16-bit autocast the linears' and the norms' outputs are 16-bit and GELU is an
- * op of its own keeping its input (2 + 6 + 2 + 2 + 8 + 8), the residual sums stay fp32 (4 + 4): 36.
- * With 16-bit parameters the residual stream is 16-bit and each sum is an add after its projection
- * (2 + 2 twice): 38. With recompute a block keeps only its input (the stream's 4 or 2 bytes) and one
- * block's activations exist at a time, while backward recomputes it.
+ * output (4; attention keeps no probabilities: backward recomputes them in a T x T scratch per
+ * thread, src/ops/attention.c), c_proj's output with the residual added (4), ln_2's output (4), c_fc's
+ * GELU output and GELU's derivative (16 + 16) and the second residual sum (4): 64, and per token the
+ * two norms' mean and rstd (16 bytes). Under 16-bit autocast the linears' and the norms' outputs are
+ * 16-bit and GELU is an op of its own keeping its input (2 + 6 + 2 + 2 + 8 + 8), the residual sums stay
+ * fp32 (4 + 4): 36. With 16-bit parameters the residual stream is 16-bit, each sum is an add after its
+ * projection (2 + 2 twice) and the norms (fp32 under autocast) keep fp32 copies of their 16-bit inputs:
+ * 44, measured. With recompute a block keeps only its input (the stream: 4 or 2) and one block's
+ * activations exist at a time, while backward recomputes it.
  *
  * The trunk keeps the token embedding's output, its sum with the positions' and the final norm's
  * output; the head the logits (batch x context x vocabulary, in the compute dtype) and the loss's
  * per-token target and statistics (12 bytes per token). Backward adds, at its peak, either the head's
- * gradients (the logits', the final norm's output's and, for gpt2, the tied weight's rows: fp32, or
- * 16-bit and the fp32 view's beside it) or one block's gradients alive at once (grad_block: the reuse
- * pool of src/tensor/autograd.c gives a dropped gradient's memory to the next), whichever is larger.
- * Autocast's 16-bit copies of the weights live in the arena for the step (with recompute: only the
- * head's and one block's, made again in each region).
+ * gradients (the logits', the final norm's output's and, for gpt2, that of the tied head's rows of
+ * wte: fp32, or 16-bit and then under autocast an fp32 one, which lands in the logits' dropped gradient
+ * where that is larger) or one block's gradients alive at once (the reuse pool of src/tensor/autograd.c
+ * gives a dropped gradient's memory to the next; measured), whichever is larger. The embeddings' and
+ * the head's gradients reach wte's a block of rows at a time (src/ops/grad_range.h): no full fp32
+ * copy. Autocast's 16-bit copies of the weights the linears read stay in the arena for the step (with
+ * recompute: the head's and one block's, made again in each region).
  *
- * The scratch (ops' temporary fp32 memory, reused from op to op) peaks at the largest of: a 16-bit
- * linear's fp32 product before its rounding (c_fc's 4 x width, or the head's vocabulary, per token),
- * the head weight's fp32 gradient product (vocabulary x width) where the weight is 16-bit, and
- * attention's backward (per thread two fp32 T x T blocks and one in the compute dtype; one batch
- * element's fp32 q, k, v gradient).
+ * The scratch (the ops' temporary fp32 memory, reused from op to op) peaks at the largest of: what a
+ * block's ops stage per token-channel (a 16-bit linear's fp32 product, GELU's gradient; measured),
+ * under 16-bit compute the head's fp32 product (vocabulary per token) and its weight gradient's
+ * (vocabulary x width), and attention's (per thread two fp32 T x T blocks and one in the compute
+ * dtype, one batch element's fp32 q, k, v gradient).
  *
- * Measured (tests/gpt2/memory.sh's runs: GPT-2 124M, random tokens, 2 steps, 2 threads; MiB of peak
- * RSS, and the estimate over it):
+ * The process's peak RSS holds besides what the first step grew through (first_step): the scratch's
+ * block for its second largest need, and with recompute up to a block's activations in the arena.
+ * Measured peak RSS (MiB; tests/gpt2/memory.sh's runs with 2 steps, 2 threads: GPT-2 124M on random
+ * tokens) and the estimate over it:
  * MEASURED_TABLE
  */
 typedef struct tf_rates {
@@ -87,9 +92,9 @@ static void transformer_bytes(const amp_model_config *m, int64_t batch, int thre
     const double block_weights = 12 * C * C + 9 * C, head_weight = V * C;
     *casts = k->cast * ((m->recompute ? 1 : L) * block_weights + head_weight);
     /* the scratch's needs: the largest is its peak; in the first step it grew through a block for the
-     * second largest, resident too (later steps have one block of their sum). With recompute the
-     * arena's first step too leaves up to a block's activations resident past its peak: the tail of a
-     * block of the arena that released regions used, skipped by an allocation too large for it. */
+     * second largest, resident too (later steps have one block of their sum, src/tensor/arena.c). With
+     * recompute the arena's first step too leaves up to a block's activations resident past its peak:
+     * the tail of an arena block that released regions used, skipped by an allocation too large for it. */
     const bool narrow = prec->autocast_dtype != AMP_F32 || prec->param_dtype != AMP_F32;
     const double th = threads > 1 ? (double)threads : 1;
     double need[4] = {BT * C * k->scratch, th * T * T * (narrow ? 10 : 8) + T * 3 * C * 4, 0, 0};
