@@ -43,7 +43,7 @@
  * dtype, one batch element's fp32 q, k, v gradient).
  *
  * The process's peak RSS holds besides what the first step grew through (first_step): the scratch's
- * block for its second largest need, and with recompute up to a block's activations in the arena.
+ * blocks for its smaller needs, and with recompute up to a block's activations in the arena.
  * Measured peak RSS (MiB; tests/gpt2/memory.sh's runs with 2 steps, 2 threads: GPT-2 124M on random
  * tokens) and the estimate over it:
  * MEASURED_TABLE
@@ -91,21 +91,18 @@ static void transformer_bytes(const amp_model_config *m, int64_t batch, int thre
     *act = kept + trunk + BT * V * k->act + max2(head_grads, block_grads);
     const double block_weights = 12 * C * C + 9 * C, head_weight = V * C;
     *casts = k->cast * ((m->recompute ? 1 : L) * block_weights + head_weight);
-    /* the scratch's needs: the largest is its peak; in the first step it grew through a block for the
-     * second largest, resident too (later steps have one block of their sum, src/tensor/arena.c). With
+    /* the scratch's needs: the largest is its peak; in the first step it grew through blocks for the
+     * others, resident too (later steps have one block of their sum, src/tensor/arena.c). With
      * recompute the arena's first step too leaves up to a block's activations resident past its peak:
      * the tail of an arena block that released regions used, skipped by an allocation too large for it. */
     const bool narrow = prec->autocast_dtype != AMP_F32 || prec->param_dtype != AMP_F32;
     const double th = threads > 1 ? (double)threads : 1;
     double need[4] = {BT * C * k->scratch, th * T * T * (narrow ? 10 : 8) + T * 3 * C * 4, 0, 0};
     if (narrow) need[2] = 4 * BT * V, need[3] = 4 * V * C; /* the head's fp32 product, its weight gradient's */
-    double first = 0, second = 0;
-    for (int i = 0; i < 4; i++) {
-        if (need[i] > first) second = first, first = need[i];
-        else if (need[i] > second) second = need[i];
-    }
-    *scratch = first;
-    *first_step = second + (m->recompute ? block : 0);
+    double largest = 0, sum = 0;
+    for (int i = 0; i < 4; i++) largest = max2(largest, need[i]), sum += need[i];
+    *scratch = largest;
+    *first_step = sum - largest + (m->recompute ? block : 0);
 }
 
 /* The image and recurrent models: measured the same way, per sample (or token) and per parameter.
