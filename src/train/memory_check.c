@@ -38,9 +38,9 @@
  *
  * The scratch (the ops' temporary fp32 memory, reused from op to op) peaks at the largest of: what a
  * block's ops stage per token-channel (a 16-bit linear's fp32 product, GELU's gradient; measured),
- * under 16-bit compute the head's fp32 product (vocabulary per token) and its weight gradient's
- * (vocabulary x width), and attention's (per thread two fp32 T x T blocks and one in the compute
- * dtype, one batch element's fp32 q, k, v gradient).
+ * under 16-bit compute the head's fp32 product (vocabulary per token), its weight gradient's
+ * (vocabulary x width) and c_fc's product alone in forward (16), and attention's (per thread two fp32
+ * T x T blocks and one in the compute dtype, one batch element's fp32 q, k, v gradient).
  *
  * The process's peak RSS holds besides what the first step grew through (first_step): the scratch's
  * blocks for its smaller needs, and with recompute up to a block's activations in the arena.
@@ -97,10 +97,11 @@ static void transformer_bytes(const amp_model_config *m, int64_t batch, int thre
      * the tail of an arena block that released regions used, skipped by an allocation too large for it. */
     const bool narrow = prec->autocast_dtype != AMP_F32 || prec->param_dtype != AMP_F32;
     const double th = threads > 1 ? (double)threads : 1;
-    double need[4] = {BT * C * k->scratch, th * T * T * (narrow ? 10 : 8) + T * 3 * C * 4, 0, 0};
-    if (narrow) need[2] = 4 * BT * V, need[3] = 4 * V * C; /* the head's fp32 product, its weight gradient's */
+    double need[5] = {BT * C * k->scratch, th * T * T * (narrow ? 10 : 8) + T * 3 * C * 4, 0, 0, 0};
+    if (narrow) /* the head's fp32 product, its weight gradient's, c_fc's product (forward, alone) */
+        need[2] = 4 * BT * V, need[3] = 4 * V * C, need[4] = 16 * BT * C;
     double largest = 0, sum = 0;
-    for (int i = 0; i < 4; i++) largest = max2(largest, need[i]), sum += need[i];
+    for (int i = 0; i < 5; i++) largest = max2(largest, need[i]), sum += need[i];
     *scratch = largest;
     *first_step = sum - largest + (m->recompute ? block : 0);
 }
