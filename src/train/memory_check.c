@@ -10,52 +10,106 @@
 
 /* ---- the estimate ------------------------------------------------------------------------------- */
 
-/* What the arena of one step holds per unit of a shape, in bytes, for the transformers (gpt, gpt2).
- * The units: a token-channel (batch x context x width), an attention score (batch x heads x context
- * x context, per layer), a token-logit (batch x context x the head's rows). The figures are the
- * arena's measured growth per unit (amp_ctx_arena_peak over runs that vary one size at a time), so
- * they count what forward keeps and what backward adds; tests/test_memory_check.c holds the estimate
- * to the measured peaks. */
-typedef struct act_rates {
-    double per_layer;    /* each block's kept activations and their gradients, per token-channel */
-    double per_score;    /* each block's attention probabilities */
-    double trunk;        /* embeddings, the final norm, the head's input and their gradients */
-    double head;         /* the logits, the loss's probabilities and their gradient, per token-logit */
-    double kept;         /* with recompute: each block's input, per token-channel */
-    double cast;         /* autocast's 16-bit weight copies, per parameter */
-    double tied;         /* gpt2: the tied token embedding's gradient from the head, per element */
-    double scratch_ch;   /* the ops' fp32 staging, per token x 4 x width (the MLP's widest product) */
-    double scratch_head; /* the same per token-logit */
-    double scratch_emb;  /* the same per element of the token embedding (its gradient's staging) */
-} act_rates;
+/* ---- gpt, gpt2 ----
+ * What a step holds, from what the ops keep (src/nn/layers_seq.c's block over src/ops), in bytes per
+ * token-channel (one of batch x context x width) unless said otherwise.
+ *
+ * Each block keeps for backward, in fp32: ln_1's output (4), c_attn's q, k, v (12), attention's
+ * output (4; attention keeps no probabilities: backward recomputes them in a T x T scratch per
+ * thread, src/ops/attention.c), c_proj's output with the residual added (4), ln_2's output (4), c_fc's
+ * GELU output and GELU's derivative (16 + 16) and the second residual sum (4): 64, and per token the
+ * two norms' mean and rstd (16 bytes). Under 16-bit autocast the linears' and the norms' outputs are
+ * 16-bit and GELU is an op of its own keeping its input (2 + 6 + 2 + 2 + 8 + 8), the residual sums stay
+ * fp32 (4 + 4): 36. With 16-bit parameters the residual stream is 16-bit, each sum is an add after its
+ * projection (2 + 2 twice) and the norms (fp32 under autocast) keep fp32 copies of their 16-bit inputs:
+ * 44, measured. With recompute a block keeps only its input (the stream: 4 or 2) and one block's
+ * activations exist at a time, while backward recomputes it.
+ *
+ * The trunk keeps the token embedding's output, its sum with the positions' and the final norm's
+ * output; the head the logits (batch x context x vocabulary, in the compute dtype) and the loss's
+ * per-token target and statistics (12 bytes per token). Backward adds, at its peak, either the head's
+ * gradients (the logits', the final norm's output's and, for gpt2, that of the tied head's rows of
+ * wte: fp32, or 16-bit and then under autocast an fp32 one, which lands in the logits' dropped gradient
+ * where that is larger) or one block's gradients alive at once (the reuse pool of src/tensor/autograd.c
+ * gives a dropped gradient's memory to the next; measured), whichever is larger. The embeddings' and
+ * the head's gradients reach wte's a block of rows at a time (src/ops/grad_range.h): no full fp32
+ * copy. Autocast's 16-bit copies of the weights the linears read stay in the arena for the step (with
+ * recompute: the head's and one block's, made again in each region).
+ *
+ * The scratch (the ops' temporary fp32 memory, reused from op to op) peaks at the largest of: what a
+ * block's ops stage per token-channel (a 16-bit linear's fp32 product, GELU's gradient; measured),
+ * under 16-bit compute the head's fp32 product (vocabulary per token), its weight gradient's
+ * (vocabulary x width) and c_fc's product alone in forward (16), and attention's (per thread two fp32
+ * T x T blocks and one in the compute dtype, one batch element's fp32 q, k, v gradient).
+ *
+ * The process's peak RSS holds besides what the first step grew through (first_step): the scratch's
+ * blocks for its smaller needs, and with recompute up to a block's activations in the arena.
+ * Measured peak RSS of GPT-2 124M (MiB; tests/gpt2/memory.sh with STEPS=2, 2 threads, SHAPES and RUNS
+ * naming these) and the estimate over it: 0.99x to 1.07x (the process's own few tens of MiB are left
+ * out).
+ *   B x T             fp32      amp-bf16      amp-fp16   bf16 params  fp32 recomp.  bf16 recomp.
+ *   4 x 64       2308 0.99     2707 0.99     2712 0.99     2340 0.99     2181 1.00     2512 0.99
+ *   8 x 256      4057 0.99     3739 1.04        -          3651 1.04     3156 0.99     3073 1.06
+ *   2 x 1024     4076 1.00     3752 1.04        -          3660 1.04     3171 1.00     3082 1.07
+ *   8 x 1024    10032 1.00     8411 1.01     8419 1.01     8731 1.01     6455 1.00     6313 1.02
+ */
+typedef struct tf_rates {
+    double block;       /* each block's kept activations */
+    double stream;      /* the residual stream (with recompute, each block's input) */
+    double trunk;       /* the embeddings' outputs, their sum, the final norm's output */
+    double act;         /* bytes of a linear's output element: the logits and their gradient */
+    double grad_block;  /* a block's gradients alive at once in backward (measured) */
+    double grad_region; /* the same for a recomputed block (measured) */
+    double cast;        /* autocast's copies, per cast weight element */
+    double tied;        /* gpt2: the head's weight gradient, per element of vocabulary x width */
+    double tied_view;   /* gpt2 under autocast: the fp32 gradient of wte's rows, made from the 16-bit
+                           one once the logits' gradient is dropped (in its memory where that is larger) */
+    double scratch;     /* the ops' fp32 staging per token-channel (measured) */
+} tf_rates;
 
 /* fp32 parameters without autocast; fp32 parameters under 16-bit autocast; 16-bit parameters */
-static const act_rates RATES_FP32 = {76, 4, 14, 8, 4, 0, 4, 4, 2, 4};
-static const act_rates RATES_AUTOCAST = {44, 2.5, 14, 4, 3, 2, 6, 8.5, 4, 4};
-static const act_rates RATES_PARAM16 = {57, 1, 12, 4, 2, 0, 2, 8.5, 4, 8};
+static const tf_rates TF_FP32 = {64, 4, 12, 4, 44, 28, 0, 4, 0, 16};
+static const tf_rates TF_AUTOCAST = {36, 4, 10, 2, 34, 26, 2, 2, 4, 32};
+static const tf_rates TF_PARAM16 = {44, 2, 10, 2, 38, 22, 0, 2, 0, 32};
 
-static const act_rates *rates_of(const amp_precision_info *prec) {
-    if (prec->param_dtype != AMP_F32) return &RATES_PARAM16;
-    return prec->autocast_dtype == AMP_F32 ? &RATES_FP32 : &RATES_AUTOCAST;
+static const tf_rates *tf_rates_of(const amp_precision_info *prec) {
+    if (prec->param_dtype != AMP_F32) return &TF_PARAM16;
+    return prec->autocast_dtype == AMP_F32 ? &TF_FP32 : &TF_AUTOCAST;
 }
 
 static double max2(double a, double b) { return a > b ? a : b; }
 
-/* gpt, gpt2: the arena's activations (casts apart) and the scratch. */
-static void transformer_bytes(const amp_model_config *m, int64_t batch, const act_rates *k, double *act, double *scratch) {
+/* gpt, gpt2: autocast's copies, the arena's other peak, the scratch's, and what the first step leaves
+ * resident beside them. */
+static void transformer_bytes(const amp_model_config *m, int64_t batch, int threads, const amp_precision_info *prec,
+                              double *casts, double *act, double *scratch, double *first_step) {
+    const tf_rates *k = tf_rates_of(prec);
     const double B = (double)batch, T = (double)m->context, C = (double)m->hidden, L = (double)m->layers;
-    const double NH = (double)m->heads, BT = B * T;
+    const double BT = B * T, V = (double)m->vocab; /* gpt2's head reads the vocabulary's rows of wte */
     const bool gpt2 = m->kind == AMP_MODEL_GPT2;
-    const double V = gpt2 ? (double)amp_model_padded_vocab(m) : (double)m->vocab;
-    const double scores = B * NH * T * T;
-    const double head = BT * V * k->head + (gpt2 ? V * C * k->tied : 0);
-    if (m->recompute) /* every block's input, and one block's activations while it is recomputed */
-        *act = BT * C * (L * k->kept + k->per_layer + k->trunk) + scores * k->per_score + head;
-    else
-        *act = BT * C * (L * k->per_layer + k->trunk) + L * scores * k->per_score + head;
-    /* gpt's head has its own weight; gpt2's 16-bit tied embedding stages its two gradients */
-    const double emb_stage = V * C * (gpt2 ? k->scratch_emb : 4);
-    *scratch = max2(max2(BT * 4 * C * k->scratch_ch, BT * V * k->scratch_head), emb_stage);
+    const double block = BT * (C * k->block + 16);
+    const double kept = m->recompute ? L * BT * C * k->stream + block : L * block;
+    const double trunk = BT * (C * k->trunk + 8 + 12);
+    const double logits_grad = BT * V * k->act, view = V * C * k->tied_view;
+    const double tied = gpt2 ? V * C * k->tied + (view > logits_grad ? view : 0) : 0;
+    const double head_grads = logits_grad + BT * C * k->act + tied;
+    const double block_grads = BT * C * (m->recompute ? k->grad_region : k->grad_block);
+    *act = kept + trunk + BT * V * k->act + max2(head_grads, block_grads);
+    const double block_weights = 12 * C * C + 9 * C, head_weight = V * C;
+    *casts = k->cast * ((m->recompute ? 1 : L) * block_weights + head_weight);
+    /* the scratch's needs: the largest is its peak; in the first step it grew through blocks for the
+     * others, resident too (later steps have one block of their sum, src/tensor/arena.c). With
+     * recompute the arena's first step too leaves up to a block's activations resident past its peak:
+     * the tail of an arena block that released regions used, skipped by an allocation too large for it. */
+    const bool narrow = prec->autocast_dtype != AMP_F32 || prec->param_dtype != AMP_F32;
+    const double th = threads > 1 ? (double)threads : 1;
+    double need[5] = {BT * C * k->scratch, th * T * T * (narrow ? 10 : 8) + T * 3 * C * 4, 0, 0, 0};
+    if (narrow) /* the head's fp32 product, its weight gradient's, c_fc's product (forward, alone) */
+        need[2] = 4 * BT * V, need[3] = 4 * V * C, need[4] = 16 * BT * C;
+    double largest = 0, sum = 0;
+    for (int i = 0; i < 5; i++) largest = max2(largest, need[i]), sum += need[i];
+    *scratch = largest;
+    *first_step = sum - largest + (m->recompute ? block : 0);
 }
 
 /* The image and recurrent models: measured the same way, per sample (or token) and per parameter.
@@ -95,7 +149,7 @@ static void lstm_bytes(const amp_model_config *m, int64_t batch, const amp_preci
 }
 
 void amp_train_memory_estimate(const amp_model_config *m, int64_t num_params, const amp_precision_info *prec,
-                               const amp_optim_config *optim, int64_t batch, int ranks, int zero_stage,
+                               const amp_optim_config *optim, int64_t batch, int threads, int ranks, int zero_stage,
                                amp_train_memory_need *out) {
     memset(out, 0, sizeof *out);
     if (!m || !prec || !optim || num_params < 0 || batch < 1) return;
@@ -110,22 +164,21 @@ void amp_train_memory_estimate(const amp_model_config *m, int64_t num_params, co
     double state = n * 4.0 * (moments + (masters ? 1 : 0));
     if (zero_stage == 1 && ranks > 1) state /= ranks;
     out->optimizer = (int64_t)state;
-    const act_rates *k = rates_of(prec);
-    double act = 0, scratch = 0;
+    double casts = 0, act = 0, scratch = 0, first_step = 0;
     switch (m->kind) {
     case AMP_MODEL_GPT:
-    case AMP_MODEL_GPT2:
-        transformer_bytes(m, batch, k, &act, &scratch);
-        out->casts = (int64_t)(k->cast * n);
-        break;
+    case AMP_MODEL_GPT2: transformer_bytes(m, batch, threads, prec, &casts, &act, &scratch, &first_step); break;
     case AMP_MODEL_MLP: mlp_bytes(m, batch, prec, n, &act, &scratch); break;
     case AMP_MODEL_CNN: cnn_bytes(m, batch, prec, n, &act, &scratch); break;
     case AMP_MODEL_LSTM: lstm_bytes(m, batch, prec, n, &act, &scratch); break;
     default: break;
     }
+    out->casts = (int64_t)casts;
     out->activations = (int64_t)act;
     out->scratch = (int64_t)scratch;
-    out->total = out->params + out->grads + out->optimizer + out->casts + out->activations + out->scratch;
+    out->first_step = (int64_t)first_step;
+    out->total =
+        out->params + out->grads + out->optimizer + out->casts + out->activations + out->scratch + out->first_step;
 }
 
 /* ---- the memory there is ------------------------------------------------------------------------ */
@@ -239,8 +292,8 @@ int amp_train_memory_check(amp_train_run_state *r) {
     const int ranks = c->comm && c->comm->size > 0 ? c->comm->size : 1;
     const int64_t batch = c->batch / ranks > 0 ? c->batch / ranks : 1;
     amp_train_memory_need need;
-    amp_train_memory_estimate(&c->model, amp_model_num_params(r->model), r->prec, &c->optim, batch, ranks,
-                              c->zero_stage, &need);
+    amp_train_memory_estimate(&c->model, amp_model_num_params(r->model), r->prec, &c->optim, batch,
+                              amp_get_num_threads(), ranks, c->zero_stage, &need);
     if (need.total <= avail) return AMP_OK;
     char what[128], total[32], state[32], acts[32], have[32], fix[256];
     describe(r, batch, what, sizeof what);
@@ -250,6 +303,7 @@ int amp_train_memory_check(amp_train_run_state *r) {
                           "available; %s (AMP_MEMORY_CHECK=0 trains anyway)",
                           what, human(need.total, total, sizeof total),
                           human(need.params + need.grads + need.optimizer + need.casts, state, sizeof state),
-                          human(need.activations + need.scratch, acts, sizeof acts), human(avail, have, sizeof have),
+                          human(need.activations + need.scratch + need.first_step, acts, sizeof acts),
+                          human(avail, have, sizeof have),
                           fix);
 }

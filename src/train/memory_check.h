@@ -19,14 +19,17 @@ typedef struct amp_train_memory_need {
                             recompute, each block's input and one block at a time) and backward's
                             gradients */
     int64_t scratch;     /* the ops' temporary fp32 staging */
+    int64_t first_step;  /* what the first step leaves resident beyond the arena's and the scratch's peaks
+                            (the blocks they grew through), which the process's peak RSS holds */
     int64_t total;       /* the sum */
 } amp_train_memory_need;
 
 /* The estimate for model m (its sizes final: vocabulary and context from the data, an llm.c file's
  * shapes) with num_params parameters, trained in preset prec with the optimizer `optim` on `batch`
- * samples per rank, over `ranks` ranks with ZeRO stage zero_stage. Models outside the table: zeros. */
+ * samples per rank and `threads` threads (attention's scratch is per thread), over `ranks` ranks with
+ * ZeRO stage zero_stage. Models outside the table: zeros. */
 void amp_train_memory_estimate(const amp_model_config *m, int64_t num_params, const amp_precision_info *prec,
-                               const amp_optim_config *optim, int64_t batch, int ranks, int zero_stage,
+                               const amp_optim_config *optim, int64_t batch, int threads, int ranks, int zero_stage,
                                amp_train_memory_need *out);
 
 /* The bytes this process may still allocate: AMP_MEMORY_AVAILABLE when set (bytes, or with a K, M,

@@ -1,14 +1,16 @@
 #!/bin/sh
 # Memory and speed of GPT-2 124M training in amp's precision options: fp32, amp-bf16, amp-bf16 with
-# bf16 parameters (--param-dtype bf16) and amp-bf16 with block recomputation (--recompute), each
-# for STEPS steps (default 4) at B=4, T=64 and at B=2, T=512, THREADS threads (default 2), on random
-# GPT-2 token ids (memory and speed do not depend on the text). Prints one line per run: peak RSS,
-# arena peak, parameter and optimizer bytes (MiB), and seconds per step (from the JSON result's
-# samples/s). REPEATS rounds (default 2) run the four back to back (compare ratios within a round).
-# Given several CLIs (two builds to compare), each round runs every option with each CLI in turn,
-# and each line names its CLI (amp=PATH).
+# bf16 parameters (--param-dtype bf16) and amp-bf16 with block recomputation (--recompute) by default,
+# fp32 with --recompute and amp-fp16 when RUNS names them; each for STEPS steps (default 4) at B=4,
+# T=64 and at B=2, T=512, THREADS threads (default 2), on random GPT-2 token ids (memory and speed do
+# not depend on the text). Prints one line per run: peak RSS, arena and scratch peaks, parameter and
+# optimizer bytes (MiB), and seconds per step (from the JSON result's samples/s). REPEATS rounds
+# (default 2) run the options back to back (compare ratios within a round). Given several CLIs (two
+# builds to compare), each round runs every option with each CLI in turn, and each line names its CLI
+# (amp=PATH).
 # Usage: tests/gpt2/memory.sh [AMP...]   (AMP: the CLI, default build/amp; SHAPES="BxT ..." other
-# shapes; RUNS="fp32 amp-bf16 amp-bf16+param-bf16 amp-bf16+recompute" a subset of the options)
+# shapes; RUNS="fp32 amp-bf16 ..." the options, of fp32, amp-bf16, amp-bf16+param-bf16,
+# amp-bf16+recompute, fp32+recompute, amp-fp16)
 set -eu
 [ $# -gt 0 ] || set -- build/amp
 STEPS=${STEPS:-4}
@@ -32,7 +34,10 @@ run() { # cli, label, batch, context
     amp-bf16) flags="--precision amp-bf16" ;;
     amp-bf16+param-bf16) flags="--precision amp-bf16 --param-dtype bf16" ;;
     amp-bf16+recompute) flags="--precision amp-bf16 --recompute" ;;
-    *) echo "unknown run $label (RUNS: fp32 amp-bf16 amp-bf16+param-bf16 amp-bf16+recompute)" >&2; exit 2 ;;
+    fp32+recompute) flags="--precision fp32 --recompute" ;;
+    amp-fp16) flags="--precision amp-fp16" ;;
+    *) echo "unknown run $label (RUNS: fp32 amp-bf16 amp-bf16+param-bf16 amp-bf16+recompute fp32+recompute amp-fp16)" >&2
+        exit 2 ;;
     esac
     # shellcheck disable=SC2086
     "$amp" train --model gpt2 --size 124m --batch "$b" --context "$t" --data "$TMP/train.bin" --val-data "$TMP/val.bin" \
