@@ -16,9 +16,10 @@
  *     rows at the same column, and the decode_pairs kernel writes each pair of stored rows into every
  *     panel at once (blocks an even number of rows high, such as MX's 32 x 1 and DeepSeek's 128 x 1
  *     and 128 x 128);
- *   - where k runs along the stored rows, the decode_panel kernel decodes a panel's rows and
- *     transposes them into it in registers (blocks of whole 32-value chunks along k: MX's 1 x 32,
- *     DeepSeek's 1 x 128 and 128 x 128). */
+ *   - where k runs along the stored rows and the operand has block factors, the decode_panel kernel
+ *     decodes a panel's rows and transposes them into it in registers (blocks of whole 32-value
+ *     chunks along k: MX's 1 x 32, DeepSeek's 1 x 128 and 128 x 128), where the stage would decode
+ *     a short run per factor. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -69,9 +70,9 @@ typedef struct pack_arg {
     amp_fp8_decode_pairs_fn pairs; /* or, for bf16 pairs from fp8 with M stored transposed and no
                                     * factors or blocks an even number of rows high: two stored rows
                                     * straight into the panels' pairs (pack_pairs) */
-    amp_fp8_decode_panel_fn panel; /* or, for bf16 pairs from fp8 with M stored by rows and no factors or
-                                    * blocks of whole 32-value chunks along k: each panel's rows straight
-                                    * into it (pack_panel) */
+    amp_fp8_decode_panel_fn panel; /* or, for bf16 pairs from fp8 with M stored by rows and blocks of
+                                    * whole 32-value chunks along k: each panel's rows straight into it
+                                    * (pack_panel) */
     amp_fp8_decode_row_fn decode; /* else: stored rows to the kernel's source dtype, then kern->pack */
     size_t es, os;               /* bytes per stored and per staged element */
 } pack_arg;
@@ -251,7 +252,8 @@ static pack_arg make_pack_arg(const amp_gemm_fp8_operand *x, bool m_trans, bool 
         .pairs = bf16 && fp8 && m_trans && (no_blocks || x->block_rows % 2 == 0)
                      ? amp_fp8_kernels_active()->decode_pairs[x->dtype]
                      : NULL,
-        .panel = bf16 && fp8 && !m_trans ? amp_fp8_kernels_active()->decode_panel[x->dtype] : NULL,
+        /* without block factors the stage is as fast (a run of one row per decode call) */
+        .panel = bf16 && fp8 && !m_trans && !no_blocks ? amp_fp8_kernels_active()->decode_panel[x->dtype] : NULL,
         .decode = amp_fp8_kernels_active()->decode_row[x->dtype][bf16],
         .es = amp_dtype_size(x->dtype),
         .os = amp_dtype_size(kdt),
