@@ -1,10 +1,11 @@
 /* The fp8 kernels (src/kernels/fp8_kernels.h) of every SIMD path against the reference kernels, bit
  * for bit: the decode into the GEMM's packing (every fp8 pattern, bf16 and fp32 values, with and
- * without block factors, fp32 and bf16 output), amax and block amax (NaN, inf, subnormals, -0), and
+ * without block factors, fp32 and bf16 output; pairs and whole panels of bf16 pairs with exponent
+ * adds), amax and block amax (NaN, inf, subnormals, -0), and
  * the saturating scaled encode (a strided sweep over every fp32 bit pattern, plus random values times
  * random scales, overflow and underflow included), the encode with statistics (the same bytes and
  * the saturated and flushed counts taken from them, one scale or one per value or block) and the
- * column maxima. The reference kernels are themselves the library's
+ * column maxima with their NaN flag. The reference kernels are themselves the library's
  * scalar codecs (core/float_bits.h), which test_decode.c and test_encode_edges.c check against
  * independent oracles; the threaded amax and cast (src/fp8/cast.c) are checked against them at 1, 2
  * and 3 threads. */
