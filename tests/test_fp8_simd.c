@@ -1,10 +1,11 @@
 /* The fp8 kernels (src/kernels/fp8_kernels.h) of every SIMD path against the reference kernels, bit
  * for bit: the decode into the GEMM's packing (every fp8 pattern, bf16 and fp32 values, with and
- * without block factors, fp32 and bf16 output), amax and block amax (NaN, inf, subnormals, -0), and
+ * without block factors, fp32 and bf16 output; pairs and whole panels of bf16 pairs with exponent
+ * adds), amax and block amax (NaN, inf, subnormals, -0), and
  * the saturating scaled encode (a strided sweep over every fp32 bit pattern, plus random values times
  * random scales, overflow and underflow included), the encode with statistics (the same bytes and
  * the saturated and flushed counts taken from them, one scale or one per value or block) and the
- * column maxima. The reference kernels are themselves the library's
+ * column maxima with their NaN flag. The reference kernels are themselves the library's
  * scalar codecs (core/float_bits.h), which test_decode.c and test_encode_edges.c check against
  * independent oracles; the threaded amax and cast (src/fp8/cast.c) are checked against them at 1, 2
  * and 3 threads. */
@@ -140,6 +141,56 @@ void test_fp8_decode_pairs_paths(void) {
                             }
                     }
                 }
+}
+
+/* decode_panel: every fp8 pattern, each panel height the kernels use, partial panels (fewer rows
+ * than the height), k odd and short of a 32-value chunk, exponent adds per row and chunk at the ends
+ * of their range; the whole panel is compared (its zero rows and pad included) and nothing may be
+ * written past it. */
+void test_fp8_decode_panel_paths(void) {
+    enum { ROWS = 32, K = 300, LD = 320, CHUNKS = (K + 31) / 32 };
+    static uint8_t src[ROWS * LD];
+    int16_t adds[ROWS * CHUNKS];
+    for (int i = 0; i < ROWS * LD; i++) src[i] = (uint8_t)(i * 7 + i / LD);
+    const amp_fp8_kernels *ref = amp_fp8_kernels_for(AMP_ISA_REF);
+    amp_isa isas[AMP_ISA_COUNT];
+    const int n_isas = test_supported_isas(isas);
+    const int heights[] = {4, 8, 12, 16, 32};
+    const size_t lens[] = {0, 1, 2, 31, 32, 33, 64, 100, K};
+    enum { WORDS = ROWS * (K + 1) + 64 };
+    static uint16_t want[WORDS], got[WORDS];
+    for (int dt = AMP_F8E4M3; dt <= AMP_F8E5M2; dt++) {
+        const int lo = dt == AMP_F8E4M3 ? -117 : -110, hi = dt == AMP_F8E4M3 ? 119 : 111;
+        for (int i = 0; i < ROWS * CHUNKS; i++) adds[i] = (int16_t)((i % 3 == 0 ? lo : i % 3 == 1 ? hi : i % 17 - 8) * 128);
+        for (int h = 0; h < 5; h++)
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+                for (int mode = 0; mode < 4; mode++) { /* bit 0: exponent adds; bit 1: a partial panel */
+                    const int r = heights[h];
+                    const size_t kc = lens[li], ri = mode & 2 ? (size_t)(r * 2 / 3) : (size_t)r;
+                    const size_t words = (size_t)r * ((kc + 1) / 2 * 2);
+                    const int16_t *ad = mode & 1 ? adds : NULL;
+                    memset(want, 0x5A, sizeof want);
+                    ref->decode_panel[dt](want, src, LD, ad, CHUNKS, ri, kc, r);
+                    for (int k = 1; k < n_isas; k++) {
+                        memset(got, 0x5A, sizeof got);
+                        amp_fp8_kernels_for(isas[k])->decode_panel[dt](got, src, LD, ad, CHUNKS, ri, kc, r);
+                        int bad = 0;
+                        for (size_t j = 0; j < words + 64 && bad < 3; j++) {
+                            const uint16_t g = got[j], w = want[j];
+                            const bool nan = (g & 0x7F80) == 0x7F80 && (g & 0x7F) && (w & 0x7F80) == 0x7F80 && (w & 0x7F);
+                            if (!CHECK_MSG(g == w || nan, "%s %s panel r %d rows %zu kc %zu adds %d: word %zu: 0x%04X, want 0x%04X",
+                                           amp_isa_name(isas[k]), amp_dtype_name((amp_dtype)dt), r, ri, kc, mode & 1, j, g, w))
+                                bad++;
+                        }
+                    }
+                    /* the reference writes exactly the panel's words (0x5A5A is no decoded fp8 value: its
+                     * low mantissa bits are not zero) */
+                    size_t written = 0;
+                    for (size_t j = 0; j < words + 64; j++) written += want[j] != 0x5A5A;
+                    CHECK_MSG(written == words && want[words] == 0x5A5A, "reference panel r %d kc %zu: %zu words written, want %zu",
+                              r, kc, written, words);
+                }
+    }
 }
 
 void test_fp8_amax_paths(void) {
@@ -280,18 +331,26 @@ void test_fp8_encode_stats_paths(void) {
     const int n_isas = test_supported_isas(isas);
     for (int round = 0; round < 40; round++) {
         const size_t rows = 1 + test_rng_below(&rng, 20), cols = 1 + test_rng_below(&rng, 70), ld = cols + test_rng_below(&rng, 5);
-        for (size_t i = 0; i < rows * ld; i++) x[i] = random_special(&rng);
+        /* odd rounds: NaNs only in the gaps between the rows' columns (ld > cols), which must not count */
+        for (size_t i = 0; i < rows * ld; i++) {
+            const float v = random_special(&rng);
+            x[i] = round % 2 && isnan(v) && i % ld < cols ? 1.0f : v;
+        }
         float want[80], got[80];
+        bool want_nan = false;
         for (size_t j = 0; j < cols; j++) {
             want[j] = j % 3 ? 0.0f : 0.5f; /* a starting value kept where larger */
             for (size_t r = 0; r < rows; r++) {
                 const float a = fabsf(x[r * ld + j]);
+                want_nan |= isnan(a);
                 if (!isnan(a) && a > want[j]) want[j] = a;
             }
         }
         for (int k = 0; k < n_isas; k++) {
             for (size_t j = 0; j < cols + 1; j++) got[j] = j % 3 ? 0.0f : 0.5f;
-            amp_fp8_kernels_for(isas[k])->col_amax(got, x, rows, cols, ld);
+            const bool nan = amp_fp8_kernels_for(isas[k])->col_amax(got, x, rows, cols, ld);
+            CHECK_MSG(nan == want_nan, "%s col_amax rows %zu cols %zu: NaN seen %d, want %d", amp_isa_name(isas[k]), rows,
+                      cols, nan, want_nan);
             for (size_t j = 0; j < cols; j++)
                 CHECK_EQ_BITS(f32_bits(got[j]), f32_bits(want[j]), "%s col_amax rows %zu cols %zu column %zu",
                               amp_isa_name(isas[k]), rows, cols, j);

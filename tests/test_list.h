@@ -319,6 +319,7 @@ TEST(fp8_block, fp8_block_scaling)
  * against the reference kernels bit for bit; the threaded amax and cast */
 TEST(fp8_simd, fp8_decode_row_paths)
 TEST(fp8_simd, fp8_decode_pairs_paths)
+TEST(fp8_simd, fp8_decode_panel_paths)
 TEST(fp8_simd, fp8_amax_paths)
 TEST(fp8_simd, fp8_encode_paths)
 TEST(fp8_simd, fp8_encode_stats_paths)

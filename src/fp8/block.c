@@ -5,7 +5,8 @@
  * The matrix is walked in bands of tile-height rows: 1x128 and 128x128 tiles one at a time (the
  * amax of its rows, one scale, its rows through the fused encode with statistics); 128x1 tiles in
  * panels of 512 columns (the column maxima down the band, a scale per column, each row segment
- * through the fused encode with the per-column multipliers). */
+ * through the fused encode with the per-column multipliers). 1x128 tiles of rows that are whole
+ * tiles are one run of tiles: their maxima and scales a chunk at a time, one encode per chunk. */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -73,7 +74,7 @@ static float quantize_panel_columns(uint8_t *dst, float *inv, float *scale, cons
     const amp_fp8_kernels *fk = amp_fp8_kernels_active();
     const float maxf = amp_fp8_max_finite(fp8);
     for (size_t j = 0; j < tw; j++) scale[j] = 0.0f;
-    fk->col_amax(scale, src, th, tw, ld); /* the amaxes, replaced by the scales below */
+    (void)fk->col_amax(scale, src, th, tw, ld); /* the amaxes (NaNs skipped), replaced by the scales below */
     float amax = 0.0f, smin = t->scale_min, smax = t->scale_max;
     for (size_t j = 0; j < tw; j++) {
         if (scale[j] > amax) amax = scale[j];
@@ -87,8 +88,41 @@ static float quantize_panel_columns(uint8_t *dst, float *inv, float *scale, cons
     return amax;
 }
 
+enum { ROW_CHUNK = 64 }; /* 1x128: tiles per pass */
+
+/* 1x128 over whole rows (cols a multiple of 128: the tiles are consecutive runs of 128 values): the
+ * tiles' maxima ROW_CHUNK at a time (block_amax propagates a NaN: such a tile's amax is taken again,
+ * NaNs skipped), a scale per tile, and the run through one fused encode with the per-tile
+ * multipliers. The same scales, bytes and statistics as a tile at a time. Returns the amax. */
+static float quantize_rows_1x128(uint8_t *dst, float *inv, const float *src, size_t tiles_total, amp_dtype fp8,
+                                 amp_fp8_cast_tally *t) {
+    const amp_fp8_kernels *fk = amp_fp8_kernels_active();
+    const float maxf = amp_fp8_max_finite(fp8);
+    float bmax[ROW_CHUNK], scale[ROW_CHUNK], amax = 0.0f, smin = t->scale_min, smax = t->scale_max;
+    for (size_t t0 = 0; t0 < tiles_total; t0 += ROW_CHUNK) {
+        const size_t nt = tiles_total - t0 < ROW_CHUNK ? tiles_total - t0 : ROW_CHUNK;
+        const float *x = src + t0 * TILE;
+        fk->block_amax(bmax, x, nt, TILE);
+        for (size_t b = 0; b < nt; b++) {
+            if (isnan(bmax[b])) bmax[b] = fk->amax(x + b * TILE, TILE, NULL);
+            if (bmax[b] > amax) amax = bmax[b];
+            scale[b] = tile_scale(bmax[b], maxf); /* never NaN: plain comparisons are fminf's and fmaxf's */
+            inv[t0 + b] = 1.0f / scale[b];
+            if (scale[b] < smin) smin = scale[b];
+            if (scale[b] > smax) smax = scale[b];
+        }
+        fk->encode_stats[fp8](dst + t0 * TILE, x, nt * TILE, 0.0f, scale, TILE, t->counts);
+    }
+    t->scale_min = smin, t->scale_max = smax;
+    return amax;
+}
+
 void amp_fp8_block_quantize_tally(void *dst, float *scale_inv, const float *src, size_t rows, size_t cols,
                                   amp_dtype fp8, amp_fp8_block_shape shape, amp_fp8_cast_tally *t, float *amax) {
+    if (shape == AMP_FP8_BLOCK_1X128 && cols % TILE == 0) {
+        *amax = quantize_rows_1x128(dst, scale_inv, src, rows * (cols / TILE), fp8, t);
+        return;
+    }
     const size_t th_full = tile_rows(shape), per_row = shape == AMP_FP8_BLOCK_128X1 ? cols : tiles(cols);
     float m = 0.0f, scale[PANEL];
     for (size_t r0 = 0; r0 < rows; r0 += th_full) {

@@ -43,13 +43,13 @@ void amp_fp8_block_quantize_tally(void *dst, float *scale_inv, const float *src,
  * block scales to t, the largest |value| (NaNs skipped) into *amax (kept where larger). */
 void amp_mx_quantize_tally(void *dst, uint8_t *scales_e8m0, float *scale_inv, const float *src, size_t n,
                            amp_dtype elem, amp_mx_scale_mode mode, amp_fp8_cast_tally *t, float *amax);
-/* The same for the columns of src (row-major [rows, cols]) as stored rows: stored row j (out + j *
- * ld_out, ld_out >= rows rounded up to 32) holds column j, zero-padded; its block b's fp32 scale_inv
- * at scale_inv[j * ld_scale + b]. Bands of 32 source rows at a time: column maxima, one scaled encode
- * per source row, the bytes transposed. AMP_OK or AMP_ERR_OUT_OF_MEMORY. */
-int amp_mx_quantize_columns_tally(uint8_t *out, size_t ld_out, float *scale_inv, size_t ld_scale, const float *src,
-                                  size_t rows, size_t cols, amp_dtype elem, amp_mx_scale_mode mode,
-                                  amp_fp8_cast_tally *t, float *amax);
+/* The same for the columns of src (row-major [rows, cols]), blocks of 32 values down each column, kept
+ * in src's layout: out holds rows rounded up to 32 rows of cols bytes (the padding rows are fp8
+ * zeros, or a NaN block's payloads of 0 in a column's NaN block), scale_inv[b * cols + j] the fp32 scale_inv of
+ * column j's block b. Panels of 32 source rows by up to 256 columns: column maxima, a multiplier per
+ * column, each row through the fused encode. */
+void amp_mx_quantize_columns_tally(uint8_t *out, float *scale_inv, const float *src, size_t rows, size_t cols,
+                                   amp_dtype elem, amp_mx_scale_mode mode, amp_fp8_cast_tally *t, float *amax);
 
 /* dst[i] = decode(src[i]) * scale_inv in fp32. */
 void amp_fp8_scaled_decode(float *dst, amp_dtype fp8, const void *src, size_t n, float scale_inv);

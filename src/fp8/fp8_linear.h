@@ -18,18 +18,17 @@ struct amp_fp8_linear {
     amp_fp8_cast_stats total[AMP_FP8_ROLES]; /* every finished step */
 };
 
-/* A quantized matrix as a GEMM operand: the stored matrix is row-major [rows, cols] fp8 (ld cols).
- * Scales: block_rows == block_cols == 0: one factor scale_inv[0] for the whole matrix (applied to
- * the product after accumulation); else scale_inv[(i / block_rows) * ld_scale + j / block_cols]
- * multiplies element (i, j) at decode. transposed: the stored matrix is the source's transpose (an
- * MXFP8 copy whose k runs along the source's rows); k_pad: the stored k dimension, zero-padded. */
+/* A quantized matrix as a GEMM operand: the stored matrix is row-major [rows, cols] fp8 (ld cols), in
+ * the layout of its source, with k along its rows or its columns (zero-padded under MXFP8: rows or
+ * cols is then the source's rounded up to 32). Scales: block_rows == block_cols == 0: one factor
+ * scale_inv[0] for the whole matrix (applied to the product after accumulation); else
+ * scale_inv[(i / block_rows) * ld_scale + j / block_cols] multiplies element (i, j) at decode. */
 typedef struct amp_fp8_qmat {
     amp_dtype dtype;
     void *data;
     int64_t rows, cols;
     float *scale_inv;
     int64_t block_rows, block_cols, ld_scale;
-    bool transposed;
     float scale; /* per-tensor: the scale the cast multiplied by (scale_inv[0] is 1 / scale) */
 } amp_fp8_qmat;
 
@@ -38,9 +37,9 @@ typedef void *(*amp_fp8_alloc_fn)(void *user, size_t bytes);
 
 /* Quantizes src (row-major [rows, cols] fp32) as tensor `role` of s's recipe for a GEMM whose k
  * dimension runs along src's columns (k_along_rows false) or rows (true), records the cast's amax
- * (DELAYED: into the role's history) and statistics into s->step[role]. MXFP8 with k along rows
- * stores the transpose ([cols, k padded]); MXFP8 pads k to a multiple of 32 with zeros; the other
- * recipes store src's layout. AMP_OK or an error status (AMP_ERR_OUT_OF_MEMORY). */
+ * (DELAYED: into the role's history) and statistics into s->step[role]. Every recipe stores src's
+ * layout; MXFP8 pads k to a multiple of 32 with zeros (32 x 1 blocks with k along rows, 1 x 32
+ * along columns). AMP_OK or an error status (AMP_ERR_OUT_OF_MEMORY). */
 int amp_fp8_linear_quantize(amp_fp8_linear *s, amp_fp8_tensor_role role, const float *src, int64_t rows,
                             int64_t cols, bool k_along_rows, amp_fp8_alloc_fn alloc, void *user, amp_fp8_qmat *out);
 

@@ -50,21 +50,22 @@ static int quantize_tensorwise(amp_fp8_linear *s, amp_fp8_tensor_role role, cons
 
 enum { MX_PANEL = 16 }; /* stored rows staged at a time where k must be padded */
 
-/* MXFP8: stored rows of k values (src's rows, or its columns when transposed), zero-padded to
- * q->cols (a multiple of 32); E8M0 scales (by `mode`) kept as fp32 scale_inv. src's rows unpadded are
- * quantized in place; padded ones MX_PANEL at a time through tmp ([MX_PANEL, q->cols] fp32); src's
- * columns by the column-wise kernel (fp8_internal.h). The statistics count the padding's zeros among
- * the values (never saturated nor flushed). */
-static int quantize_mx(const float *src, int64_t rows, int64_t cols, bool transpose, amp_mx_scale_mode mode,
+/* MXFP8: E8M0 scales (by `mode`) kept as fp32 scale_inv, blocks of 32 along k. k along src's columns:
+ * src's rows zero-padded to q->cols (a multiple of 32), unpadded ones quantized in place, padded ones
+ * MX_PANEL at a time through tmp ([MX_PANEL, q->cols] fp32). k along src's rows: the column-wise
+ * kernel (fp8_internal.h), in src's layout with q->rows (a multiple of 32) rows. The statistics count
+ * the padding's zeros among the values (never saturated nor flushed). */
+static void quantize_mx(const float *src, int64_t rows, int64_t cols, bool k_along_rows, amp_mx_scale_mode mode,
                        amp_fp8_qmat *q, float *tmp, amp_fp8_cast_tally *t, float *amax) {
-    const int64_t kp = q->cols, k = transpose ? rows : cols;
+    const int64_t kp = q->cols, k = cols;
     uint8_t *out = q->data;
-    if (transpose)
-        return amp_mx_quantize_columns_tally(out, (size_t)kp, q->scale_inv, (size_t)q->ld_scale, src, (size_t)rows,
-                                             (size_t)cols, AMP_F8E4M3, mode, t, amax);
+    if (k_along_rows) {
+        amp_mx_quantize_columns_tally(out, q->scale_inv, src, (size_t)rows, (size_t)cols, AMP_F8E4M3, mode, t, amax);
+        return;
+    }
     if (!tmp) {
         amp_mx_quantize_tally(out, NULL, q->scale_inv, src, (size_t)(q->rows * kp), AMP_F8E4M3, mode, t, amax);
-        return AMP_OK;
+        return;
     }
     for (int64_t i0 = 0; i0 < q->rows; i0 += MX_PANEL) {
         const int64_t pr = q->rows - i0 < MX_PANEL ? q->rows - i0 : MX_PANEL;
@@ -76,7 +77,6 @@ static int quantize_mx(const float *src, int64_t rows, int64_t cols, bool transp
         amp_mx_quantize_tally(out + i0 * kp, NULL, q->scale_inv + i0 * (kp / AMP_MX_BLOCK), tmp, (size_t)(pr * kp),
                               AMP_F8E4M3, mode, t, amax);
     }
-    return AMP_OK;
 }
 
 int amp_fp8_linear_quantize(amp_fp8_linear *s, amp_fp8_tensor_role role, const float *src, int64_t rows,
@@ -92,14 +92,16 @@ int amp_fp8_linear_quantize(amp_fp8_linear *s, amp_fp8_tensor_role role, const f
     switch (s->recipe) {
     case AMP_FP8_RECIPE_MXFP8: {
         const int64_t k = k_along_rows ? rows : cols, kp = (k + AMP_MX_BLOCK - 1) / AMP_MX_BLOCK * AMP_MX_BLOCK;
-        q.rows = k_along_rows ? cols : rows, q.cols = kp, q.transposed = k_along_rows;
-        q.block_rows = 1, q.block_cols = AMP_MX_BLOCK, q.ld_scale = kp / AMP_MX_BLOCK;
-        q.data = alloc(user, (size_t)(q.rows * kp));
-        q.scale_inv = alloc(user, (size_t)(q.rows * q.ld_scale) * sizeof(float));
+        if (k_along_rows) /* [kp, cols]: 32 x 1 blocks */
+            q.rows = kp, q.block_rows = AMP_MX_BLOCK, q.block_cols = 1, q.ld_scale = cols;
+        else /* [rows, kp]: 1 x 32 blocks */
+            q.cols = kp, q.block_rows = 1, q.block_cols = AMP_MX_BLOCK, q.ld_scale = kp / AMP_MX_BLOCK;
+        q.data = alloc(user, (size_t)(q.rows * q.cols));
+        q.scale_inv = alloc(user, (size_t)(q.rows / q.block_rows * q.ld_scale) * sizeof(float));
         const bool staged = !k_along_rows && kp != k;
         if (staged) tmp = amp_malloc((size_t)(MX_PANEL * kp) * sizeof(float));
         if (!q.data || !q.scale_inv || (staged && !tmp)) st = AMP_ERR_OUT_OF_MEMORY;
-        if (st == AMP_OK) st = quantize_mx(src, rows, cols, k_along_rows, s->mx_scale, &q, tmp, &t, &amax);
+        if (st == AMP_OK) quantize_mx(src, rows, cols, k_along_rows, s->mx_scale, &q, tmp, &t, &amax);
         break;
     }
     case AMP_FP8_RECIPE_BLOCK: {

@@ -7,7 +7,6 @@
 
 #include "amp/fp8.h"
 #include "amp/status.h"
-#include "../core/alloc_internal.h"
 #include "../core/float_bits.h"
 #include "../kernels/fp8_kernels.h"
 #include "fp8_internal.h"
@@ -113,106 +112,57 @@ void amp_mx_quantize_tally(void *dst, uint8_t *scales_e8m0, float *scale_inv, co
     *amax = m;
 }
 
-/* Column i's 32-row block of a band the plain way: gathered, zero-padded, quantized as one block. */
-static void quantize_column_block(uint8_t *out, float *inv, const float *src, size_t h, size_t cols, amp_dtype elem,
-                                  amp_mx_scale_mode mode, amp_fp8_cast_tally *t, float *amax) {
+/* Column j's 32-row block of a panel the plain way: gathered, zero-padded, quantized as one block,
+ * its 32 payloads (the padding's too) scattered down the column (out, row stride ld). */
+static void quantize_column_block(uint8_t *out, size_t ld, float *inv, const float *src, size_t h, size_t cols,
+                                  amp_dtype elem, amp_mx_scale_mode mode, amp_fp8_cast_tally *t, float *amax) {
     float v[AMP_MX_BLOCK];
+    uint8_t q[AMP_MX_BLOCK];
     for (size_t r = 0; r < AMP_MX_BLOCK; r++) v[r] = r < h ? src[r * cols] : 0.0f;
-    amp_mx_quantize_tally(out, NULL, inv, v, AMP_MX_BLOCK, elem, mode, t, amax);
+    amp_mx_quantize_tally(q, NULL, inv, v, AMP_MX_BLOCK, elem, mode, t, amax);
+    for (size_t r = 0; r < AMP_MX_BLOCK; r++) out[r * ld] = q[r];
 }
 
-/* One round of the byte transpose on a pair of rows: with lo the low half of each 2s-byte group, a
- * keeps its low halves and takes b's below-halves above them; b keeps its high halves and takes a's
- * below them. */
-static inline void swap_halves(uint64_t *a, uint64_t *b, int s, uint64_t lo) {
-    const uint64_t x = *a, y = *b;
-    *a = (x & lo) | ((y & lo) << s);
-    *b = ((x >> s) & lo) | (y & ~lo);
-}
+enum { COL_PANEL = 256 }; /* columns per pass: a band's 32 rows of them (32 KiB of fp32) stay in L1 */
 
-/* out[c * ld_out] .. + 8 = column c of the 8x8 byte matrix whose row i is the 8 bytes at in + i *
- * ld_in (little endian words; rows and columns swapped by three rounds of block swaps: 4x4, 2x2,
- * 1x1). Named words rather than an array keep it in registers. */
-static void transpose8x8_bytes(uint8_t *out, size_t ld_out, const uint8_t *in, size_t ld_in) {
-    uint64_t w0, w1, w2, w3, w4, w5, w6, w7;
-    memcpy(&w0, in, 8), memcpy(&w1, in + ld_in, 8), memcpy(&w2, in + 2 * ld_in, 8), memcpy(&w3, in + 3 * ld_in, 8);
-    memcpy(&w4, in + 4 * ld_in, 8), memcpy(&w5, in + 5 * ld_in, 8), memcpy(&w6, in + 6 * ld_in, 8), memcpy(&w7, in + 7 * ld_in, 8);
-    const uint64_t lo32 = 0x00000000FFFFFFFFull, lo16 = 0x0000FFFF0000FFFFull, lo8 = 0x00FF00FF00FF00FFull;
-    swap_halves(&w0, &w4, 32, lo32); swap_halves(&w1, &w5, 32, lo32); swap_halves(&w2, &w6, 32, lo32); swap_halves(&w3, &w7, 32, lo32);
-    swap_halves(&w0, &w2, 16, lo16); swap_halves(&w1, &w3, 16, lo16); swap_halves(&w4, &w6, 16, lo16); swap_halves(&w5, &w7, 16, lo16);
-    swap_halves(&w0, &w1, 8, lo8); swap_halves(&w2, &w3, 8, lo8); swap_halves(&w4, &w5, 8, lo8); swap_halves(&w6, &w7, 8, lo8);
-    memcpy(out, &w0, 8), memcpy(out + ld_out, &w1, 8), memcpy(out + 2 * ld_out, &w2, 8), memcpy(out + 3 * ld_out, &w3, 8);
-    memcpy(out + 4 * ld_out, &w4, 8), memcpy(out + 5 * ld_out, &w5, 8), memcpy(out + 6 * ld_out, &w6, 8), memcpy(out + 7 * ld_out, &w7, 8);
-}
-
-/* out[j * ld_out + r] = bytes[r * cols + j] for r < nrows (a multiple of 8), j < cols: 8x8 tiles
- * through 64-bit words, the last cols % 8 columns one byte at a time. */
-static void transpose_rows(uint8_t *out, size_t ld_out, const uint8_t *bytes, size_t cols, size_t nrows) {
-    size_t j0 = 0;
-    for (; j0 + 8 <= cols; j0 += 8)
-        for (size_t r0 = 0; r0 < nrows; r0 += 8) transpose8x8_bytes(out + j0 * ld_out + r0, ld_out, bytes + r0 * cols + j0, cols);
-    for (; j0 < cols; j0++)
-        for (size_t r = 0; r < nrows; r++) out[j0 * ld_out + r] = bytes[r * cols + j0];
-}
-
-/* Column-wise MX of one band of h <= 32 source rows (x, row stride cols), block b of every stored
- * row: the payloads into bytes ([32, cols], padded with fp8 zeros) for the caller to transpose, and
- * true; or, where the band holds a NaN, each column block quantized the plain way straight into out
- * (stored rows of ld_out, this band's block at out + r0) and false. mult: cols floats of room. */
-static bool quantize_band(uint8_t *bytes, uint8_t *out, size_t ld_out, size_t r0, float *scale_inv, size_t ld_scale,
-                          size_t b, const float *x, size_t h, size_t cols, float *mult, amp_dtype elem,
-                          amp_mx_scale_mode mode, amp_fp8_cast_tally *t, float *amax) {
+/* Column-wise MX of one panel: h <= 32 source rows by w <= COL_PANEL columns at x (row stride ld),
+ * into the stored rows at out (row stride ld; rows h..31, the padding, fp8 zeros) and the block row's
+ * scale_inv at inv (w floats). A panel holding a NaN is quantized column by column the plain way (its
+ * NaN blocks have their own payloads and amax); else the column maxima, a multiplier per column, and
+ * each row through the fused encode. */
+static void quantize_panel(uint8_t *out, float *inv, const float *x, size_t h, size_t w, size_t ld, amp_dtype elem,
+                           amp_mx_scale_mode mode, amp_fp8_cast_tally *t, float *amax) {
     const amp_fp8_kernels *fk = amp_fp8_kernels_active();
-    bool nan = false;
-    const float band_max = fk->amax(x, h * cols, &nan);
-    if (nan) { /* NaN blocks have their own payloads and amax */
-        for (size_t j = 0; j < cols; j++)
-            quantize_column_block(out + j * ld_out + r0, scale_inv + j * ld_scale + b, x + j, h, cols, elem, mode, t, amax);
-        return false;
+    float mult[COL_PANEL];
+    for (size_t j = 0; j < w; j++) mult[j] = 0.0f;
+    if (fk->col_amax(mult, x, h, w, ld)) { /* each column block's amax (then its multiplier), or a NaN */
+        for (size_t j = 0; j < w; j++) quantize_column_block(out + j, ld, inv + j, x + j, h, ld, elem, mode, t, amax);
+        return;
     }
-    if (band_max > *amax) *amax = band_max;
-    for (size_t j = 0; j < cols; j++) mult[j] = 0.0f;
-    fk->col_amax(mult, x, h, cols, cols); /* each column block's amax, then its multiplier */
-    float smin = t->scale_min, smax = t->scale_max;
-    for (size_t j = 0; j < cols; j++) {
+    float smin = t->scale_min, smax = t->scale_max, m = *amax;
+    for (size_t j = 0; j < w; j++) {
+        if (mult[j] > m) m = mult[j];
         const uint8_t byte = scale_byte(mult[j], elem, mode);
-        scale_inv[j * ld_scale + b] = byte == 0 ? amp_f32_from_bits(0x00400000u) : amp_f32_from_bits((uint32_t)byte << 23);
+        inv[j] = byte == 0 ? amp_f32_from_bits(0x00400000u) : amp_f32_from_bits((uint32_t)byte << 23);
         mult[j] = inverse_scale(byte); /* never NaN here: plain comparisons are fminf's and fmaxf's */
         if (mult[j] < smin) smin = mult[j];
         if (mult[j] > smax) smax = mult[j];
     }
-    t->scale_min = smin, t->scale_max = smax;
-    for (size_t r = 0; r < AMP_MX_BLOCK; r++) {
-        if (r < h) fk->encode_stats[elem](bytes + r * cols, x + r * cols, cols, 0.0f, mult, 1, t->counts);
-        else memset(bytes + r * cols, 0, cols); /* the padding: fp8 zeros */
-    }
-    return true;
+    t->scale_min = smin, t->scale_max = smax, *amax = m;
+    for (size_t r = 0; r < h; r++) fk->encode_stats[elem](out + r * ld, x + r * ld, w, 0.0f, mult, 1, t->counts);
+    for (size_t r = h; r < AMP_MX_BLOCK; r++) memset(out + r * ld, 0, w); /* the padding: fp8 zeros */
 }
 
-/* Two bands at a time, so that each stored row gets 64 contiguous bytes (a cache line) per pass. */
-int amp_mx_quantize_columns_tally(uint8_t *out, size_t ld_out, float *scale_inv, size_t ld_scale, const float *src,
-                                  size_t rows, size_t cols, amp_dtype elem, amp_mx_scale_mode mode,
-                                  amp_fp8_cast_tally *t, float *amax) {
-    float *mult = amp_malloc(cols * sizeof(float));
-    uint8_t *bytes = amp_malloc(2 * AMP_MX_BLOCK * cols);
-    if (!mult || !bytes) {
-        amp_free(mult), amp_free(bytes);
-        return AMP_ERR_OUT_OF_MEMORY;
-    }
-    for (size_t r0 = 0; r0 < rows; r0 += 2 * AMP_MX_BLOCK) {
-        bool ok[2] = {false, false};
-        for (size_t k = 0; k < 2 && r0 + k * AMP_MX_BLOCK < rows; k++) {
-            const size_t rb = r0 + k * AMP_MX_BLOCK, h = rows - rb < AMP_MX_BLOCK ? rows - rb : AMP_MX_BLOCK;
-            ok[k] = quantize_band(bytes + k * AMP_MX_BLOCK * cols, out, ld_out, rb, scale_inv, ld_scale, rb / AMP_MX_BLOCK,
-                                  src + rb * cols, h, cols, mult, elem, mode, t, amax);
+void amp_mx_quantize_columns_tally(uint8_t *out, float *scale_inv, const float *src, size_t rows, size_t cols,
+                                   amp_dtype elem, amp_mx_scale_mode mode, amp_fp8_cast_tally *t, float *amax) {
+    for (size_t r0 = 0; r0 < rows; r0 += AMP_MX_BLOCK) {
+        const size_t h = rows - r0 < AMP_MX_BLOCK ? rows - r0 : AMP_MX_BLOCK;
+        for (size_t c0 = 0; c0 < cols; c0 += COL_PANEL) {
+            const size_t w = cols - c0 < COL_PANEL ? cols - c0 : COL_PANEL;
+            quantize_panel(out + r0 * cols + c0, scale_inv + (r0 / AMP_MX_BLOCK) * cols + c0, src + r0 * cols + c0, h, w,
+                           cols, elem, mode, t, amax);
         }
-        if (ok[0] && ok[1]) transpose_rows(out + r0, ld_out, bytes, cols, 2 * AMP_MX_BLOCK);
-        else
-            for (size_t k = 0; k < 2; k++)
-                if (ok[k]) transpose_rows(out + r0 + k * AMP_MX_BLOCK, ld_out, bytes + k * AMP_MX_BLOCK * cols, cols, AMP_MX_BLOCK);
     }
-    amp_free(mult), amp_free(bytes);
-    return AMP_OK;
 }
 
 int amp_mx_quantize(void *dst, uint8_t *scales_e8m0, const float *src, size_t n, amp_dtype elem,

@@ -10,11 +10,16 @@
  * as a byte. The driver then runs the same loops and micro-kernels as amp_gemm
  * on those packed values, which is why the bits are those of amp_gemm on the decoded operands.
  *
- * One case skips the stage: bf16 pairs from an fp8 matrix whose k runs down the stored columns (M
- * stored transposed). A pair is then two neighbouring stored rows at the same column, and the
- * decode_pairs kernel writes each pair of stored rows into every panel at once, power-of-2 block
- * factors (blocks an even number of rows high, such as DeepSeek's 128 x 1 and 128 x 128) added to the
- * exponents where every product stays a normal bf16. */
+ * Bf16 pairs from fp8 skip the stage, power-of-2 block factors added to the exponents where every
+ * product stays a normal bf16:
+ *   - where k runs down the stored columns (M stored transposed), a pair is two neighbouring stored
+ *     rows at the same column, and the decode_pairs kernel writes each pair of stored rows into every
+ *     panel at once (blocks an even number of rows high, such as MX's 32 x 1 and DeepSeek's 128 x 1
+ *     and 128 x 128);
+ *   - where k runs along the stored rows and the operand has block factors, the decode_panel kernel
+ *     decodes a panel's rows and transposes them into it in registers (blocks of whole 32-value
+ *     chunks along k: MX's 1 x 32, DeepSeek's 1 x 128 and 128 x 128), where the stage would decode
+ *     a short run per factor. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -65,6 +70,9 @@ typedef struct pack_arg {
     amp_fp8_decode_pairs_fn pairs; /* or, for bf16 pairs from fp8 with M stored transposed and no
                                     * factors or blocks an even number of rows high: two stored rows
                                     * straight into the panels' pairs (pack_pairs) */
+    amp_fp8_decode_panel_fn panel; /* or, for bf16 pairs from fp8 with M stored by rows and blocks of
+                                    * whole 32-value chunks along k: each panel's rows straight into it
+                                    * (pack_panel) */
     amp_fp8_decode_row_fn decode; /* else: stored rows to the kernel's source dtype, then kern->pack */
     size_t es, os;               /* bytes per stored and per staged element */
 } pack_arg;
@@ -81,39 +89,48 @@ static void decode_stored(const pack_arg *pa, void *dst, int64_t row, int64_t co
     pa->decode(dst, src, (size_t)cols, f, (size_t)(x->block_cols - col0 % x->block_cols), (size_t)x->block_cols);
 }
 
-/* e << 7 for a factor f = 2^e that keeps every value of fp8 dtype dt times it a normal bf16 (so the
- * product is exact and adding e to the exponent gives it); false for any other f */
-static bool pow2_add(amp_dtype dt, float f, int16_t *add) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    const int e = (int)(u >> 23) - 127; /* a negative f gives e >= 129: refused */
-    if ((u & 0x7FFFFFu) != 0 || e < (dt == AMP_F8E4M3 ? -117 : -110) || e > (dt == AMP_F8E4M3 ? 119 : 111)) return false;
-    *add = (int16_t)(e * 128);
-    return true;
+/* adds[j] = e << 7 for each factor f[j] = 2^e (j < n) that keeps every value of fp8 dtype dt times it
+ * a normal bf16 (so the product is exact and adding e to the exponent gives it); false where a factor
+ * is not one (adds[] then holds garbage). No branches in the loop: it vectorizes. */
+static bool adds_of(amp_dtype dt, const float *f, int64_t n, int16_t *adds) {
+    const int lo = dt == AMP_F8E4M3 ? -117 : -110, hi = dt == AMP_F8E4M3 ? 119 : 111;
+    uint32_t bad = 0;
+    for (int64_t j = 0; j < n; j++) {
+        uint32_t u;
+        memcpy(&u, &f[j], sizeof u);
+        const int e = (int)(u >> 23) - 127; /* a negative f gives e >= 129: refused */
+        bad |= (u & 0x7FFFFFu) | (uint32_t)(e < lo) | (uint32_t)(e > hi);
+        adds[j] = (int16_t)(uint16_t)((unsigned)e << 7);
+    }
+    return bad == 0;
 }
 
 /* adds[j] for stored row `row`, columns i0 + j (j < n); false where a factor has no exponent add */
 static bool fill_adds(const amp_gemm_fp8_operand *x, int16_t *adds, int64_t row, int64_t i0, int64_t n) {
     const float *f = x->scale_inv + (row / x->block_rows) * x->ld_scale;
-    for (int64_t j = 0; j < n; j++)
-        if (!pow2_add(x->dtype, f[(i0 + j) / x->block_cols], &adds[j])) return false;
+    if (x->block_cols == 1) return adds_of(x->dtype, f + i0, n, adds);
+    for (int64_t j = 0, b = i0 / x->block_cols; j < n; b++) { /* a run of columns per factor */
+        const int64_t end = (b + 1) * x->block_cols - i0, len = (end < n ? end : n) - j;
+        if (!adds_of(x->dtype, f + b, 1, adds + j)) return false;
+        for (int64_t c = 1; c < len; c++) adds[j + c] = adds[j];
+        j += len;
+    }
     return true;
 }
 
 enum { ADDS_MAX = 2048 }; /* columns of M per pack call (the largest cache block, nc) */
 enum { PREFETCH_ROWS = 8 }; /* stored rows ahead that pack_pairs asks the cache for */
 
-/* The decode_pairs route (see the top of this file): false, having written nothing, where the block
- * factors of the region are not all exponent adds (the caller then stages). Pair q of M's row i is
- * (stored[p0 + 2q][i], stored[p0 + 2q + 1][i]); p0 is even (k blocks are whole pairs) and blocks are
- * an even number of rows high (make_pack_arg), so both rows of a pair share their factors. */
+/* The decode_pairs route (see the top of this file): false where the block factors of the region are
+ * not all exponent adds (the caller then stages the whole region, over what this wrote). Pair q of
+ * M's row i is (stored[p0 + 2q][i], stored[p0 + 2q + 1][i]); p0 is even (k blocks are whole pairs)
+ * and blocks are an even number of rows high (make_pack_arg), so both rows of a pair share their
+ * factors. */
 static bool pack_pairs(const pack_arg *pa, void *dst, int64_t i0, int64_t rows, int64_t p0, int64_t kc, int r) {
     const amp_gemm_fp8_operand *x = pa->x;
     const bool blocks = x->scale_inv && x->block_rows > 0;
     int16_t adds[ADDS_MAX];
     if (blocks && rows > ADDS_MAX) return false;
-    for (int64_t row = p0 - p0 % (blocks ? x->block_rows : 1); blocks && row < p0 + kc; row += x->block_rows)
-        if (!fill_adds(x, adds, row, i0, rows)) return false;
     const int64_t kq = (kc + 1) / 2;
     const uint8_t *base = (const uint8_t *)x->data + p0 * x->ld + i0;
     int64_t filled = -1; /* the block row adds[] holds */
@@ -121,7 +138,7 @@ static bool pack_pairs(const pack_arg *pa, void *dst, int64_t i0, int64_t rows, 
         const int64_t row = p0 + 2 * q;
         if (blocks && row / x->block_rows != filled) {
             filled = row / x->block_rows;
-            fill_adds(x, adds, row, i0, rows);
+            if (!fill_adds(x, adds, row, i0, rows)) return false;
         }
         const uint8_t *s0 = base + 2 * q * x->ld;
         if (2 * q + PREFETCH_ROWS + 1 < kc) /* the rows a few pairs on: their loads are what the kernel waits for */
@@ -132,6 +149,42 @@ static bool pack_pairs(const pack_arg *pa, void *dst, int64_t i0, int64_t rows, 
         pa->pairs((uint16_t *)dst + 2 * q * r, (size_t)(2 * r * kq), s0, 2 * q + 1 < kc ? s0 + x->ld : NULL,
                   blocks ? adds : NULL, (size_t)rows, r);
     }
+    return true;
+}
+
+enum { PANEL_CHUNK = 32, PANEL_CHUNKS = 32 }; /* decode_panel: values per exponent add; adds per row */
+
+/* The decode_panel route for one panel of M's rows (stored rows i0 .. i0 + ri - 1, k from p0, kc
+ * values): false, having written nothing, where a block factor is not an exponent add or blocks do
+ * not start at whole 32-value chunks of the panel's k (the caller then stages). */
+static bool pack_panel(const pack_arg *pa, void *dst, int64_t i0, int64_t ri, int64_t p0, int64_t kc, int r) {
+    const amp_gemm_fp8_operand *x = pa->x;
+    const bool blocks = x->scale_inv && x->block_rows > 0;
+    const int64_t chunks = (kc + PANEL_CHUNK - 1) / PANEL_CHUNK;
+    int16_t adds[AMP_GEMM_MAX_TILE * PANEL_CHUNKS];
+    if (blocks) {
+        if (p0 % PANEL_CHUNK != 0 || x->block_cols % PANEL_CHUNK != 0 || chunks > PANEL_CHUNKS) return false;
+        const int64_t per = x->block_cols / PANEL_CHUNK, b0 = p0 / x->block_cols, c0 = p0 % x->block_cols / PANEL_CHUNK;
+        for (int64_t i = 0; i < ri; i++) {
+            const float *f = x->scale_inv + ((i0 + i) / x->block_rows) * x->ld_scale + b0;
+            int16_t *a = adds + i * chunks;
+            if (per == 1) { /* a factor per chunk */
+                if (!adds_of(x->dtype, f, chunks, a)) return false;
+                continue;
+            }
+            if (!adds_of(x->dtype, f, 1, a)) return false;
+            for (int64_t c = 1, b = 0, left = per - c0; c < chunks; c++) { /* left: chunks of block b from c - 1 on */
+                if (--left > 0) {
+                    a[c] = a[c - 1];
+                    continue;
+                }
+                b++, left = per;
+                if (!adds_of(x->dtype, f + b, 1, a + c)) return false;
+            }
+        }
+    }
+    pa->panel(dst, (const uint8_t *)x->data + i0 * x->ld + p0, (size_t)x->ld, blocks ? adds : NULL, (size_t)chunks,
+              (size_t)ri, (size_t)kc, r);
     return true;
 }
 
@@ -154,6 +207,7 @@ static void pack_operand(const void *arg, const amp_gemm_kernel *kern, void *dst
         for (int64_t ib = 0; ib < rows; ib += r) {
             const int64_t ri = rows - ib < r ? rows - ib : r;
             char *panel = (char *)dst + (size_t)(ib * kc_pad) * ps;
+            if (pa->panel && pack_panel(pa, panel, i0 + ib, ri, p0, kc, r)) continue;
             for (int64_t pc = 0; pc < kc; pc += chunk) {
                 const int64_t ch = kc - pc < chunk ? kc - pc : chunk;
                 for (int64_t i = 0; i < ri; i++) {
@@ -198,6 +252,8 @@ static pack_arg make_pack_arg(const amp_gemm_fp8_operand *x, bool m_trans, bool 
         .pairs = bf16 && fp8 && m_trans && (no_blocks || x->block_rows % 2 == 0)
                      ? amp_fp8_kernels_active()->decode_pairs[x->dtype]
                      : NULL,
+        /* without block factors the stage is as fast (a run of one row per decode call) */
+        .panel = bf16 && fp8 && !m_trans && !no_blocks ? amp_fp8_kernels_active()->decode_panel[x->dtype] : NULL,
         .decode = amp_fp8_kernels_active()->decode_row[x->dtype][bf16],
         .es = amp_dtype_size(x->dtype),
         .os = amp_dtype_size(kdt),

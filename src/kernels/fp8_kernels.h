@@ -33,6 +33,14 @@ typedef void (*amp_fp8_decode_row_fn)(void *dst, const void *src, size_t n, cons
 typedef void (*amp_fp8_decode_pairs_fn)(uint16_t *dst, size_t panel_stride, const uint8_t *src0, const uint8_t *src1,
                                         const int16_t *adds, size_t n, int r);
 
+/* One bf16-pairs panel (gemm_kernels.h) of an fp8 matrix M whose rows are stored rows: row i < ri of
+ * M is the kc values at src + i * ld; dst[(p / 2) * 2r + 2i + p % 2] = the decoded value of M[i, p],
+ * 0 for the rows ri..r-1 (r <= 32) and the pad of an odd kc. adds: NULL, or adds[i * ld_adds + p / 32]
+ * = e << 7 for the factor 2^e of values p / 32 * 32 .. + 31 of row i (the range of decode_pairs'
+ * adds), multiplied in. The results are exact; a NaN is a NaN. */
+typedef void (*amp_fp8_decode_panel_fn)(uint16_t *dst, const uint8_t *src, size_t ld, const int16_t *adds,
+                                        size_t ld_adds, size_t ri, size_t kc, int r);
+
 /* The largest |src[i]|, NaNs skipped (fmaxf), 0 for n == 0; *saw_nan (not NULL) says whether there
  * was a NaN. amp_fp8_amax's definition (amp/fp8.h). */
 typedef float (*amp_fp8_amax_fn)(const float *src, size_t n, bool *saw_nan);
@@ -54,12 +62,14 @@ typedef void (*amp_fp8_encode_stats_fn)(uint8_t *dst, const float *src, size_t n
                                         size_t block, int64_t counts[2]);
 
 /* amax[j] = the largest of amax[j] and |src[r * ld + j]| for r < rows, NaNs skipped (fmaxf), j < cols:
- * the column maxima of a row-major panel (block scaling's 128x1 tiles). */
-typedef void (*amp_fp8_col_amax_fn)(float *amax, const float *src, size_t rows, size_t cols, size_t ld);
+ * the column maxima of a row-major panel (block scaling's 128x1 tiles, MX's 32x1 blocks). Returns
+ * whether one of those values was a NaN. */
+typedef bool (*amp_fp8_col_amax_fn)(float *amax, const float *src, size_t rows, size_t cols, size_t ld);
 
 typedef struct amp_fp8_kernels {
     amp_fp8_decode_row_fn decode_row[AMP_DTYPE_COUNT][2]; /* [AMP_F32, AMP_BF16, AMP_F8E4M3, AMP_F8E5M2][out] */
     amp_fp8_decode_pairs_fn decode_pairs[AMP_DTYPE_COUNT]; /* [AMP_F8E4M3, AMP_F8E5M2] */
+    amp_fp8_decode_panel_fn decode_panel[AMP_DTYPE_COUNT]; /* [AMP_F8E4M3, AMP_F8E5M2] */
     amp_fp8_amax_fn amax;
     amp_fp8_scaled_encode_fn scaled_encode[AMP_DTYPE_COUNT]; /* [AMP_F8E4M3, AMP_F8E5M2] */
     amp_fp8_block_amax_fn block_amax;

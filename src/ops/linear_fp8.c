@@ -33,15 +33,15 @@ typedef struct fp8_saved {
 static void *arena_alloc(void *user, size_t bytes) { return amp_ctx_alloc(user, bytes ? bytes : 1); }
 static void *scratch_alloc(void *user, size_t bytes) { return amp_scratch_alloc(user, bytes ? bytes : 1); }
 
-/* One GEMM operand: a quantized matrix read as the logical [r, c] operand, where the matrix was
- * quantized from a source of layout [r, c] (source_is_logical) or [c, r]. */
+/* One GEMM operand: a quantized matrix (stored in its source's layout) read as the logical [r, c]
+ * operand, where the source's layout is [r, c] (source_is_logical) or [c, r]. */
 typedef struct fp8_operand {
     const amp_fp8_qmat *q;
     bool trans;
 } fp8_operand;
 
 static fp8_operand operand_of(const amp_fp8_qmat *q, bool source_is_logical) {
-    return (fp8_operand){q, source_is_logical ? q->transposed : !q->transposed};
+    return (fp8_operand){q, !source_is_logical};
 }
 
 /* The operand as amp_gemm_fp8 takes it. */

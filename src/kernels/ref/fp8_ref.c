@@ -82,6 +82,29 @@ static void decode_pairs_e5m2(uint16_t *dst, size_t panel_stride, const uint8_t 
     decode_pairs(AMP_F8E5M2, dst, panel_stride, src0, src1, adds, n, r);
 }
 
+static inline void decode_panel(amp_dtype dt, uint16_t *dst, const uint8_t *src, size_t ld, const int16_t *adds,
+                                size_t ld_adds, size_t ri, size_t kc, int r) {
+    for (size_t p = 0; p < (kc + 1) / 2 * 2; p++)
+        for (size_t i = 0; i < (size_t)r; i++) {
+            float v = 0.0f;
+            if (i < ri && p < kc) {
+                v = decode_one(dt, src + i * ld, p);
+                if (adds) v *= ldexpf(1.0f, adds[i * ld_adds + p / 32] / 128);
+            }
+            dst[(p / 2) * 2 * (size_t)r + 2 * i + p % 2] = (uint16_t)(amp_f32_bits(v) >> 16);
+        }
+}
+
+static void decode_panel_e4m3(uint16_t *dst, const uint8_t *src, size_t ld, const int16_t *adds, size_t ld_adds,
+                              size_t ri, size_t kc, int r) {
+    decode_panel(AMP_F8E4M3, dst, src, ld, adds, ld_adds, ri, kc, r);
+}
+
+static void decode_panel_e5m2(uint16_t *dst, const uint8_t *src, size_t ld, const int16_t *adds, size_t ld_adds,
+                              size_t ri, size_t kc, int r) {
+    decode_panel(AMP_F8E5M2, dst, src, ld, adds, ld_adds, ri, kc, r);
+}
+
 static float amax_ref(const float *src, size_t n, bool *saw_nan) {
     float m = 0.0f;
     bool nan = false;
@@ -144,12 +167,15 @@ static void encode_stats_e5m2_ref(uint8_t *dst, const float *src, size_t n, floa
     encode_stats_ref(AMP_F8E5M2, dst, src, n, scale, scales, block, counts);
 }
 
-static void col_amax_ref(float *amax, const float *src, size_t rows, size_t cols, size_t ld) {
+static bool col_amax_ref(float *amax, const float *src, size_t rows, size_t cols, size_t ld) {
+    bool nan = false;
     for (size_t r = 0; r < rows; r++)
         for (size_t j = 0; j < cols; j++) {
             const float a = fabsf(src[r * ld + j]);
             if (a > amax[j]) amax[j] = a; /* false for NaN: skipped */
+            nan |= a != a;
         }
+    return nan;
 }
 
 void amp_fp8_kernels_ref(amp_fp8_kernels *k) {
@@ -163,6 +189,8 @@ void amp_fp8_kernels_ref(amp_fp8_kernels *k) {
     k->decode_row[AMP_F8E5M2][1] = decode_e5m2_bf16;
     k->decode_pairs[AMP_F8E4M3] = decode_pairs_e4m3;
     k->decode_pairs[AMP_F8E5M2] = decode_pairs_e5m2;
+    k->decode_panel[AMP_F8E4M3] = decode_panel_e4m3;
+    k->decode_panel[AMP_F8E5M2] = decode_panel_e5m2;
     k->amax = amax_ref;
     k->block_amax = block_amax_ref;
     k->scaled_encode[AMP_F8E4M3] = encode_e4m3_ref;

@@ -15,6 +15,7 @@
 
 #include "../../core/float_bits.h"
 #include "../fp8_kernels.h"
+#include "tile_avx512.h"
 
 static inline __mmask16 tail_mask(size_t left) {
     return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
@@ -162,6 +163,54 @@ static void decode_pairs_e4m3(uint16_t *dst, size_t panel_stride, const uint8_t 
 static void decode_pairs_e5m2(uint16_t *dst, size_t panel_stride, const uint8_t *src0, const uint8_t *src1,
                               const int16_t *adds, size_t n, int r) {
     decode_pairs(AMP_F8E5M2, dst, panel_stride, src0, src1, adds, n, r);
+}
+
+enum { PANEL_PREFETCH = 256 };
+
+/* A panel: 16 rows at a time, 16 pairs (32 values) of each decoded into one vector (its exponent add
+ * broadcast), the 16 x 16 words transposed in registers (as the bf16 pack does), one vector per pair
+ * index stored to the panel. */
+static inline __attribute__((always_inline)) void decode_panel(amp_dtype dt, uint16_t *dst, const uint8_t *src,
+                                                               size_t ld, const int16_t *adds, size_t ld_adds,
+                                                               size_t ri, size_t kc, int r) {
+    const size_t kq = (kc + 1) / 2;
+    for (int row0 = 0; row0 < r; row0 += 16) {
+        const int nr = (int)ri - row0 <= 0 ? 0 : (int)ri - row0 < 16 ? (int)ri - row0 : 16;
+        const __mmask16 store_mask = mask16(r - row0 < 16 ? r - row0 : 16);
+        const uint8_t *s = src + (size_t)row0 * ld;
+        const int16_t *a = adds ? adds + (size_t)row0 * ld_adds : NULL;
+        for (size_t q = 0; q < kq; q += 16) {
+            const size_t nq = kq - q < 16 ? kq - q : 16, nelem = kc - 2 * q < 32 ? kc - 2 * q : 32;
+            const __mmask32 k = nelem >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << nelem) - 1u);
+            __m512 v[16];
+            UNROLL_ALL
+            for (int i = 0; i < 16; i++) {
+                if (i >= nr) {
+                    v[i] = _mm512_setzero_ps();
+                    continue;
+                }
+                if ((q & 31) == 0) /* once per 64 bytes of the row: the line PANEL_PREFETCH bytes on */
+                    _mm_prefetch((const char *)(s + (size_t)i * ld + 2 * q + PANEL_PREFETCH), _MM_HINT_T0);
+                const __m256i b = _mm256_maskz_loadu_epi8(k, s + (size_t)i * ld + 2 * q);
+                v[i] = _mm512_castsi512_ps(a ? bf16_from_fp8x32_scaled(dt, b, _mm512_set1_epi16(a[(size_t)i * ld_adds + q / 16]))
+                                             : bf16_from_fp8x32(dt, b));
+            }
+            transpose16(v);
+            UNROLL_ALL
+            for (int c = 0; c < 16; c++)
+                if ((size_t)c < nq) _mm512_mask_storeu_ps((float *)(void *)(dst + 2 * ((q + (size_t)c) * (size_t)r + (size_t)row0)), store_mask, v[c]);
+        }
+    }
+}
+
+static void decode_panel_e4m3(uint16_t *dst, const uint8_t *src, size_t ld, const int16_t *adds, size_t ld_adds,
+                              size_t ri, size_t kc, int r) {
+    decode_panel(AMP_F8E4M3, dst, src, ld, adds, ld_adds, ri, kc, r);
+}
+
+static void decode_panel_e5m2(uint16_t *dst, const uint8_t *src, size_t ld, const int16_t *adds, size_t ld_adds,
+                              size_t ri, size_t kc, int r) {
+    decode_panel(AMP_F8E5M2, dst, src, ld, adds, ld_adds, ri, kc, r);
 }
 
 /* Whether a factor f is 2^e with every fp8 value times it normal in bf16 (and finite): e in [-117, 119]
@@ -369,22 +418,22 @@ static inline __attribute__((always_inline)) void scaled_encode(uint8_t *dst, co
     }
 }
 
-/* encode_stats (fp8_kernels.h) on 16 values (mask m): the bytes stored, and per lane the counters
- * raised where the source is finite and nonzero (its magnitude bits minus 1 below 0x7F7FFFFF, unsigned)
- * and the product's magnitude exceeds the largest finite (saturated) or the byte's magnitude is 0
- * (flushed). The counters are int32 lanes: the caller folds them every STATS_FOLD vectors. */
-static inline __attribute__((always_inline)) void encode_stats16(uint8_t *dst, __m512 x, __m512 mult, __mmask16 m,
-                                                                 const fp8_format *fmt, __m512i *sat, __m512i *flush) {
+/* encode_stats (fp8_kernels.h) on 16 values (mask m): their bytes, one per 32-bit lane, returned, and
+ * per lane the counters raised where the source is finite and nonzero (VFPCLASSPS: not a NaN, a zero
+ * or an infinity) and the product's magnitude exceeds the largest finite (saturated) or the byte's
+ * magnitude is 0 (flushed). The counters are int32 lanes: the caller folds them every STATS_FOLD
+ * vectors. */
+static inline __attribute__((always_inline)) __m512i encode_stats16(__m512 x, __m512 mult, __mmask16 m,
+                                                                    const fp8_format *fmt, __m512i *sat, __m512i *flush) {
     const __m512 p = _mm512_mul_ps(x, mult);
     __m512i w;
-    _mm512_mask_cvtepi32_storeu_epi8(dst, m, fp8_bytes_from_f32x16(p, fmt, &w));
-    const __m512i mag = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7FFFFFFF));
-    const __mmask16 live = _mm512_mask_cmplt_epu32_mask(m, _mm512_sub_epi32(mag, _mm512_set1_epi32(1)),
-                                                        _mm512_set1_epi32(0x7F7FFFFF));
+    const __m512i bytes = fp8_bytes_from_f32x16(p, fmt, &w);
+    const __mmask16 live = _kandn_mask16(_mm512_fpclass_ps_mask(x, 0x9F), m); /* 0x9F: NaN, +-0, +-inf */
     const __mmask16 over = _mm512_mask_cmp_ps_mask(live, _mm512_abs_ps(p), _mm512_set1_ps(fmt->max_finite), _CMP_GT_OQ);
     const __mmask16 zero = _mm512_mask_testn_epi32_mask(live, w, w);
     *sat = _mm512_mask_sub_epi32(*sat, over, *sat, _mm512_set1_epi32(-1));
     *flush = _mm512_mask_sub_epi32(*flush, zero, *flush, _mm512_set1_epi32(-1));
+    return bytes;
 }
 
 enum { STATS_FOLD = 1 << 20 };
@@ -398,6 +447,7 @@ static inline __attribute__((always_inline)) __m512 mult(const float *scales, si
     return _mm512_set1_ps(scales[i / block]);
 }
 
+/* 64 values at a time (their bytes packed into one store, as scaled_encode's), then 16 at a time. */
 static inline __attribute__((always_inline)) void encode_stats(uint8_t *dst, const float *src, size_t n, float scale,
                                                                const float *scales, size_t block,
                                                                int64_t counts[2], const fp8_format *fmt) {
@@ -406,12 +456,16 @@ static inline __attribute__((always_inline)) void encode_stats(uint8_t *dst, con
         const size_t i1 = n - i0 < (size_t)16 * STATS_FOLD ? n : i0 + (size_t)16 * STATS_FOLD;
         __m512i sat = _mm512_setzero_si512(), flush = sat;
         size_t i = i0;
-        for (; i + 16 <= i1; i += 16)
-            encode_stats16(dst + i, _mm512_loadu_ps(src + i), mult(scales, block, s, i, 0xFFFF), 0xFFFF, fmt, &sat,
-                           &flush);
-        if (i < i1) {
+#define STATS16(off) encode_stats16(_mm512_loadu_ps(src + i + (off)), mult(scales, block, s, i + (off), 0xFFFF), 0xFFFF, fmt, &sat, &flush)
+        for (; i + 64 <= i1; i += 64) {
+            const __m512i b0 = STATS16(0), b1 = STATS16(16), b2 = STATS16(32), b3 = STATS16(48);
+            store_bytes64(dst + i, b0, b1, b2, b3);
+        }
+#undef STATS16
+        for (; i < i1; i += 16) {
             const __mmask16 m = tail_mask(i1 - i);
-            encode_stats16(dst + i, _mm512_maskz_loadu_ps(m, src + i), mult(scales, block, s, i, m), m, fmt, &sat, &flush);
+            const __m512i b = encode_stats16(_mm512_maskz_loadu_ps(m, src + i), mult(scales, block, s, i, m), m, fmt, &sat, &flush);
+            _mm512_mask_cvtepi32_storeu_epi8(dst + i, m, b);
         }
         counts[0] += _mm512_reduce_add_epi32(sat);
         counts[1] += _mm512_reduce_add_epi32(flush);
@@ -445,31 +499,45 @@ static void encode_stats_e5m2(uint8_t *dst, const float *src, size_t n, float sc
 }
 
 /* Column maxima down the rows, 64 columns (four independent accumulators) at a time, then 16 at a
- * time; VMAXPS(a, m) skips a NaN a as fmaxf does. */
-static void col_amax_avx512(float *amax, const float *src, size_t rows, size_t cols, size_t ld) {
+ * time; VMAXPS(a, m) skips a NaN a as fmaxf does. A NaN shows as a magnitude past infinity's bits: an
+ * unsigned max of the magnitudes' bits beside the float max finds one. */
+static bool col_amax_avx512(float *amax, const float *src, size_t rows, size_t cols, size_t ld) {
     const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
-#define ABS_AT(p) _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512(p), abs_mask))
+    __m512i bits = _mm512_setzero_si512();
+#define ABS_AT(p) _mm512_and_si512(_mm512_loadu_si512(p), abs_mask)
+#define MAX_AT(acc, p)                                                    \
+    do {                                                                  \
+        const __m512i a_ = ABS_AT(p);                                     \
+        bits = _mm512_max_epu32(bits, a_);                                \
+        acc = _mm512_max_ps(_mm512_castsi512_ps(a_), acc);                \
+    } while (0)
     size_t j = 0;
     for (; j + 64 <= cols; j += 64) {
         __m512 a0 = _mm512_loadu_ps(amax + j), a1 = _mm512_loadu_ps(amax + j + 16);
         __m512 a2 = _mm512_loadu_ps(amax + j + 32), a3 = _mm512_loadu_ps(amax + j + 48);
         for (size_t r = 0; r < rows; r++) {
             const float *x = src + r * ld + j;
-            a0 = _mm512_max_ps(ABS_AT(x), a0), a1 = _mm512_max_ps(ABS_AT(x + 16), a1);
-            a2 = _mm512_max_ps(ABS_AT(x + 32), a2), a3 = _mm512_max_ps(ABS_AT(x + 48), a3);
+            MAX_AT(a0, x);
+            MAX_AT(a1, x + 16);
+            MAX_AT(a2, x + 32);
+            MAX_AT(a3, x + 48);
         }
         _mm512_storeu_ps(amax + j, a0), _mm512_storeu_ps(amax + j + 16, a1);
         _mm512_storeu_ps(amax + j + 32, a2), _mm512_storeu_ps(amax + j + 48, a3);
     }
+#undef MAX_AT
 #undef ABS_AT
     for (; j < cols; j += 16) {
         const __mmask16 m = tail_mask(cols - j);
         __m512 acc = _mm512_maskz_loadu_ps(m, amax + j);
-        for (size_t r = 0; r < rows; r++)
-            acc = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_maskz_loadu_epi32(m, src + r * ld + j), abs_mask)),
-                                acc);
+        for (size_t r = 0; r < rows; r++) {
+            const __m512i a = _mm512_and_si512(_mm512_maskz_loadu_epi32(m, src + r * ld + j), abs_mask);
+            bits = _mm512_max_epu32(bits, a);
+            acc = _mm512_max_ps(_mm512_castsi512_ps(a), acc);
+        }
         _mm512_mask_storeu_ps(amax + j, m, acc);
     }
+    return _mm512_reduce_max_epu32(bits) > 0x7F800000u;
 }
 
 void amp_fp8_kernels_avx512(amp_fp8_kernels *k) {
@@ -483,6 +551,8 @@ void amp_fp8_kernels_avx512(amp_fp8_kernels *k) {
     k->decode_row[AMP_F8E5M2][1] = decode_e5m2_bf16;
     k->decode_pairs[AMP_F8E4M3] = decode_pairs_e4m3;
     k->decode_pairs[AMP_F8E5M2] = decode_pairs_e5m2;
+    k->decode_panel[AMP_F8E4M3] = decode_panel_e4m3;
+    k->decode_panel[AMP_F8E5M2] = decode_panel_e5m2;
     k->amax = amax_avx512;
     k->block_amax = block_amax_avx512;
     k->scaled_encode[AMP_F8E4M3] = encode_e4m3;
