@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "reference_formats.h"
 #include "tests.h"
 #include "amp.h"
 
@@ -290,4 +291,63 @@ void test_autocast_vs_pytorch_cpu(void) {
     harness_note("%d op/dtype cases from %s", cases, path);
     CHECK(cases >= 96);
     amp_ctx_free(ctx);
+}
+
+/* The cast's backward hands a 16-bit gradient to an fp32 input: a new gradient is every element's exact
+ * decode (the reference decoder's bits, infinities, -0 and subnormals included), an existing one takes
+ * the decoded values added in fp32 (IEEE adds done here). Every pattern but the NaNs (the seed's way
+ * in through amp_backward does not keep their payloads), which become -0 or +0. Long enough for the
+ * threads to split the pass. */
+void test_cast_backward_gradients(void) {
+    enum { N = 300007 };
+    const amp_dtype dts[2] = {AMP_F16, AMP_BF16};
+    uint16_t *seed = malloc(N * sizeof *seed), *seed2 = malloc(N * sizeof *seed2);
+    uint32_t *first = malloc(N * sizeof *first);
+    if (!CHECK(seed && seed2 && first)) goto done;
+    for (int d = 0; d < 2; d++) {
+        const amp_dtype dt = dts[d];
+        amp_ctx *ctx = NULL;
+        if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) continue;
+        amp_tensor *x = amp_tensor_zeros(ctx, AMP_F32, 1, (const int64_t[]){N});
+        amp_tensor_set_requires_grad(x, true);
+        for (uint32_t i = 0; i < N; i++) {
+            const uint16_t a = (uint16_t)((i * 2654435761u) >> 16);
+            seed[i] = ref_is_nan(dt, a) ? (uint16_t)(a & 0x8000u) : a; /* a seed's NaN payload is not kept */
+            const uint16_t b = (uint16_t)((i * 40503u + 7u) & 0xffffu);
+            seed2[i] = ref_is_nan(dt, b) ? (uint16_t)(b & 0x8000u) : b;
+        }
+        amp_tensor *y = amp_cast(ctx, x, dt);
+        amp_tensor *s1 = amp_tensor_from(ctx, dt, 1, (const int64_t[]){N}, seed, dt);
+        if (CHECK(y && s1) && CHECK(amp_backward(ctx, y, s1) == AMP_OK) && CHECK(x->grad && x->grad->dtype == AMP_F32)) {
+            memcpy(first, x->grad->data, N * sizeof *first);
+            int bad = 0;
+            for (uint32_t i = 0; i < N && bad < 5; i++)
+                if (first[i] != ref_decode(dt, seed[i]))
+                    bad++, CHECK_MSG(false, "%s: grad[%u] = 0x%08x for 0x%04x, want 0x%08x", amp_dtype_name(dt), i,
+                                     first[i], seed[i], ref_decode(dt, seed[i]));
+        }
+        amp_tensor *y2 = amp_cast(ctx, x, dt);
+        amp_tensor *s2 = amp_tensor_from(ctx, dt, 1, (const int64_t[]){N}, seed2, dt);
+        if (CHECK(y2 && s2) && CHECK(amp_backward(ctx, y2, s2) == AMP_OK)) {
+            const uint32_t *g = x->grad->data;
+            int bad = 0;
+            for (uint32_t i = 0; i < N && bad < 5; i++) {
+                float a, b, sum;
+                const uint32_t db = ref_decode(dt, seed2[i]);
+                memcpy(&a, &first[i], sizeof a);
+                memcpy(&b, &db, sizeof b);
+                sum = a + b;
+                uint32_t want;
+                memcpy(&want, &sum, sizeof want);
+                if (g[i] != want)
+                    bad++, CHECK_MSG(false, "%s: grad[%u] = 0x%08x after adding 0x%04x, want 0x%08x", amp_dtype_name(dt),
+                                     i, g[i], seed2[i], want);
+            }
+        }
+        amp_ctx_free(ctx);
+    }
+done:
+    free(seed);
+    free(seed2);
+    free(first);
 }

@@ -30,6 +30,7 @@ typedef struct gc_rig {
     amp_ctx *ctx;
     amp_optimizer *opt;
     amp_tensor *w1, *b1, *w2, *b2, *unused;
+    bool no_norm; /* step: the fused step told that nothing reads the norm (optim_fused_step) */
 } gc_rig;
 
 static bool rig_init(gc_rig *r, test_rng *rng, bool check) {
@@ -97,6 +98,7 @@ static bool step(gc_rig *r, const float *xv, amp_dtype cast, float scale, float 
     const int st = amp_backward_scaled(c, loss, scale);
     amp_ctx_set_grad_ready_hook(c, NULL, NULL);
     if (!CHECK_MSG(st == AMP_OK, "%s", amp_ctx_error(c)) || !CHECK(!hook || calls > 0)) return false;
+    if (r->no_norm) return CHECK(optim_fused_step(r->opt, inv_scale, max_norm, false, res) == AMP_OK);
     return CHECK(amp_optimizer_fused_step(r->opt, inv_scale, max_norm, res) == AMP_OK);
 }
 
@@ -292,6 +294,31 @@ static void check_dropped_by_writers(const float *xv) {
     }
 }
 
+/* Told that nothing reads the norm (the training loop's amp_scaler_step_fused with no report), the
+ * fused step updates the same bits and leaves the norm out (NaN) where the notes replaced the first pass;
+ * with clipping it needs the norm and reports it. */
+static void check_no_norm(const float *xv) {
+    for (int clip = 0; clip < 2; clip++) {
+        gc_rig a, b;
+        test_rng ra_rng = {harness_seed() ^ 0x5Eu}, rb_rng = ra_rng;
+        const bool ok = rig_init(&a, &ra_rng, true) && rig_init(&b, &rb_rng, true);
+        b.no_norm = true;
+        amp_fused_result ra, rb;
+        const float max_norm = clip ? 0.5f : 0.0f;
+        if (CHECK(ok) && step(&a, xv, AMP_F16, 16.0f, 1.0f / 16.0f, max_norm, false, false, &ra) &&
+            step(&b, xv, AMP_F16, 16.0f, 1.0f / 16.0f, max_norm, false, false, &rb)) {
+            CHECK_MSG(same_params(&a, &b), "clip %d: parameters or gradients differ without the norm", clip);
+            CHECK(!ra.found_inf && !rb.found_inf && ra.clip_coef == rb.clip_coef && !isnan(ra.grad_norm));
+            if (clip) CHECK_MSG(same_result(&ra, &rb), "with clipping: norm %g and %g", ra.grad_norm, rb.grad_norm);
+            else
+                CHECK_MSG(isnan(rb.grad_norm) && b.opt->noted_numel >= weights_numel, "norm %g, %lld noted",
+                          rb.grad_norm, (long long)b.opt->noted_numel);
+        }
+        rig_free(&a);
+        rig_free(&b);
+    }
+}
+
 static void check_cases(void) {
     test_rng rng = {harness_seed() ^ 0xC4u};
     static float xv[ROWS * IN];
@@ -311,6 +338,7 @@ static void check_cases(void) {
     check_unscale_then_fused(xv);
     check_note_arithmetic(xv);
     check_dropped_by_writers(xv);
+    check_no_norm(xv);
     xv[3 * IN + 11] = NAN;
     compare("a NaN input", xv, AMP_F32, 1.0f, 1.0f, 0.0f, false, false, true, true);
 }

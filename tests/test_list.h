@@ -86,6 +86,7 @@ TEST(golden_pytorch, golden_pytorch)
 TEST(autocast, autocast_regions)
 TEST(autocast, autocast_policies_and_dtypes)
 TEST(autocast, autocast_cast_cache)
+TEST(autocast, cast_backward_gradients)
 TEST(autocast, precision_presets)
 TEST(autocast, autocast_vs_pytorch_cpu)
 /* the GradScaler's kernels (every path vs the reference, and vs PyTorch), training loops replayed

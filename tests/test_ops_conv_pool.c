@@ -1193,6 +1193,60 @@ static void ref_embedding(const double *const *in, double *out, const void *user
         for (int j = 0; j < EMB_D; j++) out[t * EMB_D + j] = in[0][emb_ids[t] * EMB_D + j];
 }
 
+/* An fp32 table gradient that exists already takes the scatter-add of a second embedding's backward
+ * as an add of 0 to every element no index reads: checked bit for bit against the IEEE adds done
+ * here, with a -0, a signalling NaN, a quiet NaN and ordinary values in the rows no index reads
+ * (which the backward only reads unless a bit would change) and in a row one does. Several blocks of
+ * rows (src/ops/embedding.c works on 16384 values at a time). */
+static void embedding_existing_f32_grad(void) {
+    enum { V = 12289, D = 4 };
+    amp_ctx *ctx = NULL;
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return;
+    amp_tensor *w = amp_tensor_zeros(ctx, AMP_F32, 2, (const int64_t[]){V, D});
+    if (!CHECK(w != NULL)) {
+        amp_ctx_free(ctx);
+        return;
+    }
+    amp_tensor_set_requires_grad(w, true);
+    const int32_t ids[3] = {4100, 7, 4100};
+    amp_tensor *y = amp_embedding(ctx, w, ids, 1, (const int64_t[]){3});
+    if (!CHECK(y != NULL) || !CHECK(amp_backward(ctx, amp_sum_all(ctx, y), NULL) == AMP_OK) || !CHECK(w->grad != NULL)) {
+        amp_ctx_free(ctx);
+        return;
+    }
+    /* the gradient as the second backward finds it: specials in untouched rows 3, 5000 and V - 1 and in
+     * read row 7 */
+    uint32_t *gb = w->grad->data;
+    const size_t n = (size_t)V * D;
+    for (size_t i = 0; i < n; i++) gb[i] = amp_f32_bits((float)((int)(i % 7) - 3) * 0.25f);
+    const uint32_t specials[4] = {0x80000000u, 0x7f800001u, 0x7fc00005u, 0xff800000u};
+    const int64_t rows[4] = {3, 5000, V - 1, 7};
+    for (int r = 0; r < 4; r++)
+        for (int j = 0; j < D; j++) gb[rows[r] * D + j] = specials[(r + j) % 4];
+    uint32_t *before = malloc(n * sizeof *before);
+    if (!CHECK(before != NULL)) {
+        amp_ctx_free(ctx);
+        return;
+    }
+    memcpy(before, gb, n * sizeof *before);
+    const int32_t ids2[2] = {7, 9000};
+    amp_tensor *y2 = amp_embedding(ctx, w, ids2, 1, (const int64_t[]){2});
+    if (CHECK(y2 != NULL) && CHECK(amp_backward(ctx, amp_sum_all(ctx, y2), NULL) == AMP_OK)) {
+        int bad = 0;
+        for (size_t i = 0; i < n && bad < 5; i++) {
+            const int64_t row = (int64_t)i / D;
+            volatile float add = row == 7 || row == 9000 ? 1.0f : 0.0f;
+            const uint32_t want = amp_f32_bits(amp_f32_from_bits(before[i]) + add);
+            if (gb[i] != want) {
+                bad++;
+                CHECK_MSG(false, "dw[%zu] = 0x%08x, want 0x%08x (before 0x%08x)", i, gb[i], want, before[i]);
+            }
+        }
+    }
+    free(before);
+    amp_ctx_free(ctx);
+}
+
 void test_ops_embedding(void) {
     gradcheck c = {.name = "embedding",
                    .n_inputs = 1,
@@ -1235,4 +1289,5 @@ void test_ops_embedding(void) {
     y = amp_embedding(ctx, w, &one, 0, NULL);
     if (CHECK(y != NULL)) CHECK(y->ndim == 1 && y->shape[0] == 2 && amp_tensor_get(y, 1) == 4.0f);
     amp_ctx_free(ctx);
+    embedding_existing_f32_grad();
 }

@@ -224,7 +224,9 @@ int amp_scaler_step(amp_scaler *s, amp_optimizer *opt, amp_step_report *report);
  * the same pass with inv_scale 1 (or no call when inf/NaN was found). Disabled: the fused pass with
  * inv_scale 1. With amp_ctx_set_backward_grad_check on (amp/tensor.h) and no clipping, the check of
  * the weight gradients backward noted comes from the notes, and those gradients are read once, by the
- * update. */
+ * update. report may be NULL: the global norm is then not computed where nothing but the report needs
+ * it (no clipping and backward's notes: the noted gradients' sum of squares is left out of the update's
+ * pass); what is updated is the same. */
 int amp_scaler_step_fused(amp_scaler *s, amp_optimizer *opt, float max_norm, amp_step_report *report);
 
 /* update: the new scale from this iteration's found_inf (amp_update_scale, then the extras), and

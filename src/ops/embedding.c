@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/parallel.h"
+#include "../kernels/elem_kernels.h"
 #include "grad_range.h"
 #include "op_util.h"
 
@@ -28,24 +30,81 @@ static int embedding_use_cmp(const void *a, const void *b) {
     return (x->t > y->t) - (x->t < y->t);
 }
 
+/* An fp32 dweight's block of rows [r0, r1) that no index reads: the whole-table pass added +0 to each of
+ * its elements, which changes only a -0 (to +0) or a signalling NaN (quieted); the block is read to
+ * find either (and a NaN of any kind, to be safe), and only then gets the adds. GPT-2's table is 38M
+ * values of which a batch touches a few hundred rows: one read instead of a read and a write of
+ * 154 MB per step. Returns the block's absmax_bits after (kernels/elem_kernels.h). */
+static uint32_t untouched_rows(const amp_elem_kernels *ek, float *g, float *zeros, int64_t n) {
+    uint32_t special = 0;
+    const uint32_t *u = (const uint32_t *)(const void *)g;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) /* blocks of 16 with a fixed count: what gcc's -O2 vectorizer takes */
+        for (int q = 0; q < 16; q++) special |= u[i + q] == 0x80000000u;
+    for (; i < n; i++) special |= u[i] == 0x80000000u;
+    const uint32_t m = n > 0 ? ek->absmax_bits(g, (size_t)n) : 0;
+    if (!special && m <= 0x7f800000u) return m;
+    memset(zeros, 0, (size_t)n * sizeof *zeros);
+    amp_acc_f32(g, zeros, n, false);
+    return n > 0 ? ek->absmax_bits(g, (size_t)n) : 0;
+}
+
+typedef struct untouched_job {
+    const amp_elem_kernels *ek;
+    float *grad;       /* [V, D] fp32 */
+    const bool *used;  /* per block: some index reads it */
+    float *zeros;      /* per thread: rows * d floats */
+    uint32_t *absmax;  /* per thread */
+    int64_t rows, v, d;
+} untouched_job;
+
+static void untouched_range(void *arg, int64_t b0, int64_t b1, int thread_id) {
+    const untouched_job *j = arg;
+    uint32_t m = j->absmax[thread_id];
+    for (int64_t b = b0; b < b1; b++) {
+        if (j->used[b]) continue;
+        const int64_t r0 = b * j->rows, r1 = j->v - r0 < j->rows ? j->v : r0 + j->rows;
+        const uint32_t bm = untouched_rows(j->ek, j->grad + r0 * j->d, j->zeros + thread_id * j->rows * j->d,
+                                           (r1 - r0) * j->d);
+        m = bm > m ? bm : m;
+    }
+    j->absmax[thread_id] = m;
+}
+
 /* dweight (grad: [V, D], any float dtype) += the scatter-add of g by index, a block of rows at a
  * time: each block's fp32 sums start at 0 and take their positions in order, then are added into
- * grad (one rounding per element; untouched rows add 0, as the whole-table buffer's zeros did). */
+ * grad (one rounding per element; untouched rows add 0, as the whole-table buffer's zeros did; fp32
+ * ones only where that changes a bit: untouched_rows). An fp32 dweight's largest |value| comes out
+ * of the same passes, so with the backward check on (amp/tensor.h) the parameter's gradient is noted
+ * as checked (slot k >= 0), and the optimizer's fused step need not read the table again. */
 static void embedding_backward_rows(amp_ctx *ctx, amp_tensor *grad, const embedding_saved *s, const float *g,
-                                    int64_t v, int64_t d) {
+                                    int64_t v, int64_t d, int64_t k) {
     const int64_t rows = d > 0 && d < AMP_GRAD_RANGE_CHUNK ? AMP_GRAD_RANGE_CHUNK / d : 1;
+    const int64_t blocks = (v + rows - 1) / rows;
+    const bool f32 = grad->dtype == AMP_F32;
+    const int threads = amp_parallel_max_threads();
     amp_arena_mark m = amp_scratch_mark(ctx);
     embedding_use *uses = amp_scratch_alloc(ctx, (size_t)(s->count > 0 ? s->count : 1) * sizeof *uses);
     float *buf = amp_f32_scratch(ctx, rows * d), *acc = amp_f32_scratch(ctx, rows * d);
-    if (!uses || !buf || !acc) {
+    bool *used = f32 ? amp_scratch_alloc(ctx, (size_t)(blocks > 0 ? blocks : 1)) : NULL;
+    float *zeros = f32 ? amp_f32_scratch(ctx, threads * rows * d) : NULL;
+    uint32_t *absmax = f32 ? amp_scratch_alloc(ctx, (size_t)threads * sizeof *absmax) : NULL;
+    if (!uses || !buf || !acc || (f32 && (!used || !zeros || !absmax))) {
         amp_scratch_release(ctx, m);
         return;
     }
+    if (f32) {
+        memset(used, 0, (size_t)blocks);
+        memset(absmax, 0, (size_t)threads * sizeof *absmax);
+    }
     for (int64_t t = 0; t < s->count; t++) uses[t] = (embedding_use){s->indices[t], t};
     if (s->count > 1) qsort(uses, (size_t)s->count, sizeof *uses, embedding_use_cmp);
+    const amp_elem_kernels *ek = amp_elem_active();
+    uint32_t touched_max = 0;
     int64_t u = 0;
     for (int64_t r0 = 0; r0 < v; r0 += rows) {
         const int64_t r1 = v - r0 < rows ? v : r0 + rows;
+        if (f32 && (u == s->count || uses[u].row >= r1)) continue; /* untouched: below */
         memset(buf, 0, (size_t)((r1 - r0) * d) * sizeof *buf);
         for (; u < s->count && uses[u].row < r1; u++) {
             float *row = buf + (uses[u].row - r0) * d;
@@ -53,6 +112,17 @@ static void embedding_backward_rows(amp_ctx *ctx, amp_tensor *grad, const embedd
             for (int64_t j = 0; j < d; j++) row[j] += gr[j];
         }
         amp_grad_range_add(grad, acc, buf, r0 * d, (r1 - r0) * d);
+        if (f32) {
+            used[r0 / rows] = true;
+            const uint32_t bm = ek->absmax_bits((const float *)grad->data + r0 * d, (size_t)((r1 - r0) * d));
+            touched_max = bm > touched_max ? bm : touched_max;
+        }
+    }
+    if (f32) {
+        untouched_job job = {ek, grad->data, used, zeros, absmax, rows, v, d};
+        amp_parallel_range(blocks, 1, 1, untouched_range, &job);
+        for (int t = 0; t < threads; t++) touched_max = absmax[t] > touched_max ? absmax[t] : touched_max;
+        if (k >= 0 && d > 0) amp_ctx_grad_note(ctx, k, touched_max); /* every element's value seen above */
     }
     amp_scratch_release(ctx, m);
 }
@@ -64,7 +134,7 @@ static void embedding_backward(amp_ctx *ctx, amp_node *node) {
     const int64_t v = node->i[0], d = node->i[1];
     const float *g = amp_grad_out(ctx, node);
     if (g && amp_grad_range_open(ctx, w, true, &grad)) {
-        embedding_backward_rows(ctx, grad, s, g, v, d);
+        embedding_backward_rows(ctx, grad, s, g, v, d, amp_ctx_param_index(ctx, w));
         return;
     }
     float *dw = amp_f32_scratch(ctx, v * d);

@@ -304,7 +304,7 @@ static bool notes_finite(const amp_optimizer *opt, float inv_scale, bool *nan) {
     return finite;
 }
 
-int amp_optimizer_fused_step(amp_optimizer *opt, float inv_scale, float max_norm, amp_fused_result *result) {
+int optim_fused_step(amp_optimizer *opt, float inv_scale, float max_norm, bool want_norm, amp_fused_result *result) {
     if (result) *result = (amp_fused_result){.found_inf = false, .grad_norm = 0.0, .clip_coef = 1.0f};
     if (!opt) return AMP_ERR_NULL_POINTER;
     if (isnan(max_norm)) return AMP_ERR_INVALID_ARGUMENT;
@@ -337,9 +337,17 @@ int amp_optimizer_fused_step(amp_optimizer *opt, float inv_scale, float max_norm
     if (given && !noted) sum = given_sum; /* sharded: the norm over every rank's slice */
     const float coef = noted ? 1.0f : clip_coef(sqrt(sum), max_norm);
     const bool scale = inv_scale != 1.0f || coef != 1.0f; /* (g * 1) * 1 is g: nothing to store */
-    apply(opt, !noted, noted, scale, inv_scale, coef);
-    if (noted) sum = partials_sum(opt);
+    /* the noted gradients' share of the norm only where someone reads the norm: without clipping it
+     * decides nothing (the check is the notes'), and it is a sum of squares over most of the gradients */
+    const bool norm_noted = noted && want_norm;
+    apply(opt, !noted, norm_noted, scale, inv_scale, coef);
+    if (norm_noted) sum = partials_sum(opt);
     if (scale) amp_ctx_grads_changed(opt->ctx);
-    if (result) *result = (amp_fused_result){.found_inf = false, .grad_norm = sqrt(sum), .clip_coef = coef};
+    const double norm = noted && !want_norm ? (double)NAN : sqrt(sum);
+    if (result) *result = (amp_fused_result){.found_inf = false, .grad_norm = norm, .clip_coef = coef};
     return AMP_OK;
+}
+
+int amp_optimizer_fused_step(amp_optimizer *opt, float inv_scale, float max_norm, amp_fused_result *result) {
+    return optim_fused_step(opt, inv_scale, max_norm, result != NULL, result);
 }

@@ -74,6 +74,12 @@ struct amp_optimizer {
  * reads them: every sweep of the optimizer, and the scaler's unscale. */
 void optim_settle_grads(const amp_optimizer *opt);
 
+/* amp_optimizer_fused_step, with want_norm false where the caller will not read result->grad_norm:
+ * then, where the backward check's notes replace the first pass (no clipping), the update's pass does
+ * not add up the noted gradients' squares either, and grad_norm is NaN. Everything else, the update
+ * and found_inf included, is the same. */
+int optim_fused_step(amp_optimizer *opt, float inv_scale, float max_norm, bool want_norm, amp_fused_result *result);
+
 /* ---- per-step scalars, fixed for one update (kernels/update_kernels.h; computed once, as torch
  * computes them) ---- */
 

@@ -349,7 +349,7 @@ int amp_scaler_step_fused(amp_scaler *s, amp_optimizer *opt, float max_norm, amp
     if (!s || !opt) return AMP_ERR_NULL_POINTER;
     amp_fused_result res = {.found_inf = false, .grad_norm = NAN, .clip_coef = 1.0f};
     if (!s->enabled) {
-        const int code = amp_optimizer_fused_step(opt, 1.0f, max_norm, &res);
+        const int code = optim_fused_step(opt, 1.0f, max_norm, report != NULL, &res);
         if (code != AMP_OK) return code;
         r.fused = true;
         r.grad_norm = res.grad_norm;
@@ -376,7 +376,7 @@ int amp_scaler_step_fused(amp_scaler *s, amp_optimizer *opt, float max_norm, amp
         const int count = validate_grads(s, fn, opt);
         if (count < 0) return count;
         if (count == 0 && amp_optimizer_num_params(opt) > 0) return fail(s, fn, AMP_ERR_STATE, MSG_NO_CHECKS_OPT);
-        code = amp_optimizer_fused_step(opt, r.inv_scale, max_norm, &res);
+        code = optim_fused_step(opt, r.inv_scale, max_norm, report != NULL, &res);
         if (code != AMP_OK) return fail(s, fn, code, "the optimizer's fused step failed: %s", amp_status_str(code));
         r.fused = true;
         st->has_checks = count > 0;
@@ -397,7 +397,7 @@ int amp_scaler_step_fused(amp_scaler *s, amp_optimizer *opt, float max_norm, amp
             r.skipped = true;
             r.reason = AMP_SKIP_NONFINITE_AFTER_UNSCALE;
         } else {
-            code = amp_optimizer_fused_step(opt, 1.0f, max_norm, &res);
+            code = optim_fused_step(opt, 1.0f, max_norm, report != NULL, &res);
             if (code != AMP_OK) return fail(s, fn, code, "the optimizer's fused step failed: %s", amp_status_str(code));
             r.fused = true;
             if (res.found_inf) { /* non-finite after the unscale: a post-unscale overflow or user edits */
