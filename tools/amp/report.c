@@ -59,15 +59,26 @@ static void set_err(char *err, size_t size, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* mkdir -p. 0, or -1 with errno. */
-static int make_dirs(const char *path) {
-    char buf[4096];
+enum { PATH_BUF = 4096 };
+
+/* path into buf (PATH_BUF bytes), for cutting at each '/': its length, or -1 with errno when empty or
+ * too long. */
+static int64_t path_copy(char *buf, const char *path) {
     const size_t len = strlen(path);
-    if (len == 0 || len >= sizeof buf) {
+    if (len == 0 || len >= PATH_BUF) {
         errno = ENAMETOOLONG;
         return -1;
     }
     memcpy(buf, path, len + 1);
+    return (int64_t)len;
+}
+
+/* mkdir -p. 0, or -1 with errno. */
+static int make_dirs(const char *path) {
+    char buf[PATH_BUF];
+    const int64_t n = path_copy(buf, path);
+    if (n < 0) return -1;
+    const size_t len = (size_t)n;
     for (size_t i = 1; i <= len; i++) {
         if (buf[i] != '/' && buf[i] != '\0') continue;
         const char c = buf[i];
@@ -88,13 +99,10 @@ static int make_dirs(const char *path) {
  * directory and the deepest one can be written in and searched, else -1 with errno (ENOTDIR, EACCES,
  * ...). */
 static int check_dirs(const char *path) {
-    char buf[4096];
-    const size_t len = strlen(path);
-    if (len == 0 || len >= sizeof buf) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(buf, path, len + 1);
+    char buf[PATH_BUF];
+    const int64_t n = path_copy(buf, path);
+    if (n < 0) return -1;
+    const size_t len = (size_t)n;
     size_t exists = 0; /* length of the deepest prefix that exists (0: none, the start directory) */
     for (size_t i = 1; i <= len; i++) {
         if (buf[i] != '/' && buf[i] != '\0') continue;
