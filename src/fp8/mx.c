@@ -46,6 +46,14 @@ static float nan_block_value(float x, amp_mx_scale_mode mode) {
     return copysignf(0.0f, x);                            /* x / inf */
 }
 
+/* The scale 2^(byte-127) an E8M0 byte stands for: 2^-127 is the subnormal 0x00400000; 0xFF is NaN (the
+ * OCP definition). */
+static float e8m0_value(uint8_t byte) {
+    return byte == E8M0_NAN ? amp_f32_from_bits(0x7FC00000u)
+           : byte == 0      ? amp_f32_from_bits(0x00400000u)
+                            : amp_f32_from_bits((uint32_t)byte << 23);
+}
+
 /* 2^(127 - byte) for byte in [0, 254]: the exact reciprocal of the scale (2^-127 is subnormal). */
 static float inverse_scale(uint8_t byte) {
     return byte == 254 ? amp_f32_from_bits(0x00400000u) : amp_f32_from_bits((uint32_t)(254 - byte) << 23);
@@ -83,11 +91,7 @@ void amp_mx_quantize_tally(void *dst, uint8_t *scales_e8m0, float *scale_inv, co
         for (size_t b = 0; b < nb; b++) {
             byte[b] = scale_byte(bmax[b], elem, mode);
             if (scales_e8m0) scales_e8m0[b0 + b] = byte[b];
-            /* 2^(byte-127): 2^-127 is the subnormal 0x00400000; 0xFF is NaN (the OCP definition) */
-            if (scale_inv)
-                scale_inv[b0 + b] = byte[b] == E8M0_NAN ? NAN
-                                    : byte[b] == 0      ? amp_f32_from_bits(0x00400000u)
-                                                        : amp_f32_from_bits((uint32_t)byte[b] << 23);
+            if (scale_inv) scale_inv[b0 + b] = e8m0_value(byte[b]);
             if (byte[b] == E8M0_NAN) continue;
             mult[b] = inverse_scale(byte[b]); /* not NaN: plain comparisons are fminf's and fmaxf's */
             if (mult[b] < t->scale_min) t->scale_min = mult[b];
@@ -143,7 +147,7 @@ static void quantize_panel(uint8_t *out, float *inv, const float *x, size_t h, s
     for (size_t j = 0; j < w; j++) {
         if (mult[j] > m) m = mult[j];
         const uint8_t byte = scale_byte(mult[j], elem, mode);
-        inv[j] = byte == 0 ? amp_f32_from_bits(0x00400000u) : amp_f32_from_bits((uint32_t)byte << 23);
+        inv[j] = e8m0_value(byte);
         mult[j] = inverse_scale(byte); /* never NaN here: plain comparisons are fminf's and fmaxf's */
         if (mult[j] < smin) smin = mult[j];
         if (mult[j] > smax) smax = mult[j];
@@ -181,12 +185,8 @@ int amp_mx_dequantize(float *dst, const void *src, const uint8_t *scales_e8m0, s
     if (st != AMP_OK) return st;
     const uint8_t *in = src;
     for (size_t b = 0; b < n / AMP_MX_BLOCK; b++) {
-        const uint8_t byte = scales_e8m0[b];
-        /* 2^(byte-127): 2^-127 is the subnormal 0x00400000; 0xFF is NaN (the OCP definition). */
-        const float s = byte == E8M0_NAN ? amp_f32_from_bits(0x7FC00000u)
-                        : byte == 0      ? amp_f32_from_bits(0x00400000u)
-                                         : amp_f32_from_bits((uint32_t)byte << 23);
-        amp_fp8_scaled_decode(dst + b * AMP_MX_BLOCK, elem, in + b * AMP_MX_BLOCK, AMP_MX_BLOCK, s);
+        amp_fp8_scaled_decode(dst + b * AMP_MX_BLOCK, elem, in + b * AMP_MX_BLOCK, AMP_MX_BLOCK,
+                              e8m0_value(scales_e8m0[b]));
     }
     return AMP_OK;
 }
