@@ -35,7 +35,7 @@ static int embedding_use_cmp(const void *a, const void *b) {
  * find either (and a NaN of any kind, to be safe), and only then gets the adds. GPT-2's table is 38M
  * values of which a batch touches a few hundred rows: one read instead of a read and a write of
  * 154 MB per step. Returns the block's absmax_bits after (kernels/elem_kernels.h). */
-static uint32_t untouched_rows(const amp_elem_kernels *ek, float *g, float *zeros, int64_t n) {
+static uint32_t untouched_rows(const amp_elem_kernels *ek, float *g, int64_t n) {
     uint32_t special = 0;
     const uint32_t *u = (const uint32_t *)(const void *)g;
     int64_t i = 0;
@@ -44,8 +44,7 @@ static uint32_t untouched_rows(const amp_elem_kernels *ek, float *g, float *zero
     for (; i < n; i++) special |= u[i] == 0x80000000u;
     const uint32_t m = n > 0 ? ek->absmax_bits(g, (size_t)n) : 0;
     if (!special && m <= 0x7f800000u) return m;
-    memset(zeros, 0, (size_t)n * sizeof *zeros);
-    amp_acc_f32(g, zeros, n, false);
+    for (int64_t j = 0; j < n; j++) g[j] += 0.0f; /* amp_acc_f32's add of a zero (no -ffast-math: kept) */
     return n > 0 ? ek->absmax_bits(g, (size_t)n) : 0;
 }
 
@@ -53,7 +52,6 @@ typedef struct untouched_job {
     const amp_elem_kernels *ek;
     float *grad;       /* [V, D] fp32 */
     const bool *used;  /* per block: some index reads it */
-    float *zeros;      /* per thread: rows * d floats */
     uint32_t *absmax;  /* per thread */
     int64_t rows, v, d;
 } untouched_job;
@@ -64,8 +62,7 @@ static void untouched_range(void *arg, int64_t b0, int64_t b1, int thread_id) {
     for (int64_t b = b0; b < b1; b++) {
         if (j->used[b]) continue;
         const int64_t r0 = b * j->rows, r1 = j->v - r0 < j->rows ? j->v : r0 + j->rows;
-        const uint32_t bm = untouched_rows(j->ek, j->grad + r0 * j->d, j->zeros + thread_id * j->rows * j->d,
-                                           (r1 - r0) * j->d);
+        const uint32_t bm = untouched_rows(j->ek, j->grad + r0 * j->d, (r1 - r0) * j->d);
         m = bm > m ? bm : m;
     }
     j->absmax[thread_id] = m;
@@ -87,9 +84,8 @@ static void embedding_backward_rows(amp_ctx *ctx, amp_tensor *grad, const embedd
     embedding_use *uses = amp_scratch_alloc(ctx, (size_t)(s->count > 0 ? s->count : 1) * sizeof *uses);
     float *buf = amp_f32_scratch(ctx, rows * d), *acc = amp_f32_scratch(ctx, rows * d);
     bool *used = f32 ? amp_scratch_alloc(ctx, (size_t)(blocks > 0 ? blocks : 1)) : NULL;
-    float *zeros = f32 ? amp_f32_scratch(ctx, threads * rows * d) : NULL;
     uint32_t *absmax = f32 ? amp_scratch_alloc(ctx, (size_t)threads * sizeof *absmax) : NULL;
-    if (!uses || !buf || !acc || (f32 && (!used || !zeros || !absmax))) {
+    if (!uses || !buf || !acc || (f32 && (!used || !absmax))) {
         amp_scratch_release(ctx, m);
         return;
     }
@@ -119,7 +115,7 @@ static void embedding_backward_rows(amp_ctx *ctx, amp_tensor *grad, const embedd
         }
     }
     if (f32) {
-        untouched_job job = {ek, grad->data, used, zeros, absmax, rows, v, d};
+        untouched_job job = {ek, grad->data, used, absmax, rows, v, d};
         amp_parallel_range(blocks, 1, 1, untouched_range, &job);
         for (int t = 0; t < threads; t++) touched_max = absmax[t] > touched_max ? absmax[t] : touched_max;
         if (k >= 0 && d > 0) amp_ctx_grad_note(ctx, k, touched_max); /* every element's value seen above */
