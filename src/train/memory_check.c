@@ -43,15 +43,9 @@
  * T x T blocks and one in the compute dtype, one batch element's fp32 q, k, v gradient).
  *
  * The process's peak RSS holds besides what the first step grew through (first_step): the scratch's
- * blocks for its smaller needs, and with recompute up to a block's activations in the arena.
- * Measured peak RSS of GPT-2 124M (MiB; tests/gpt2/memory.sh with STEPS=2, 2 threads, SHAPES and RUNS
- * naming these) and the estimate over it: 0.99x to 1.07x (the process's own few tens of MiB are left
- * out).
- *   B x T             fp32      amp-bf16      amp-fp16   bf16 params  fp32 recomp.  bf16 recomp.
- *   4 x 64       2308 0.99     2707 0.99     2712 0.99     2340 0.99     2181 1.00     2512 0.99
- *   8 x 256      4057 0.99     3739 1.04        -          3651 1.04     3156 0.99     3073 1.06
- *   2 x 1024     4076 1.00     3752 1.04        -          3660 1.04     3171 1.00     3082 1.07
- *   8 x 1024    10032 1.00     8411 1.01     8419 1.01     8731 1.01     6455 1.00     6313 1.02
+ * blocks for its smaller needs, and with recompute up to a block's activations in the arena. The
+ * estimate against measured GPT-2 124M peaks (the process's own few tens of MiB left out):
+ * docs/design.md, "The up-front check".
  */
 typedef struct tf_rates {
     double block;       /* each block's kept activations */
