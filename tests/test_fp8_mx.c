@@ -14,6 +14,7 @@
 #include "test_util.h"
 #include "tests.h"
 #include "../src/fp8/fp8_internal.h"
+#include "../src/kernels/gemm_kernels.h"
 
 enum { MAX_BLOCKS = 256, N_MODES = 8 };
 
@@ -273,7 +274,7 @@ void test_mx_arguments(void) {
 /* The column-wise MX quantization (src/fp8: panels of 32 source rows, column maxima, a scaled encode
  * per row, kept in the source's layout) against amp_mx_quantize of each column gathered and
  * zero-padded by hand: the same payloads (the padding's included), scales (as fp32 2^(byte-127), NaN
- * for 0xFF), saturated and flushed counts (taken from the gathered rows' bytes), scale range and
+ * for 0xFF, 1 for a block of zeros: the GEMM's factor), saturated and flushed counts (taken from the gathered rows' bytes), scale range and
  * amax, in FLOOR and RCEIL, on odd shapes (up to 300 columns: panels of 256 and a rest) with NaN,
  * inf, zeros and subnormals in some bands. */
 void test_mx_columns(void) {
@@ -307,8 +308,12 @@ void test_mx_columns(void) {
             CHECK(amp_mx_quantize(want + j * kp, e8, col, kp, AMP_F8E4M3, mode) == AMP_OK);
             for (size_t b = 0; b < nb; b++) {
                 const float s = e8[b] == 0xFF ? NAN : ldexpf(1.0f, (int)e8[b] - 127);
-                CHECK_MSG(f32_bits(inv[b * cols + j]) == f32_bits(s) || (isnan(s) && isnan(inv[b * cols + j])),
-                          "round %d column %zu block %zu: scale_inv %a, want %a", round, j, b, (double)inv[b * cols + j], (double)s);
+                bool zeros = true; /* a block of +-0 only: the GEMM factor 1 (byte 0) */
+                for (size_t r = b * 32; r < b * 32 + 32; r++) zeros = zeros && (f32_bits(col[r]) & 0x7FFFFFFFu) == 0;
+                const float f = zeros ? 1.0f : s;
+                CHECK_MSG(!zeros || e8[b] == 0, "round %d column %zu block %zu: zero block byte 0x%02X", round, j, b, e8[b]);
+                CHECK_MSG(f32_bits(inv[b * cols + j]) == f32_bits(f) || (isnan(s) && isnan(inv[b * cols + j])),
+                          "round %d column %zu block %zu: scale_inv %a, want %a", round, j, b, (double)inv[b * cols + j], (double)f);
                 if (e8[b] != 0xFF) smin = fminf(smin, 1.0f / s), smax = fmaxf(smax, 1.0f / s);
                 for (size_t r = b * 32; r < b * 32 + 32; r++) {
                     const float x = col[r];
@@ -332,4 +337,72 @@ void test_mx_columns(void) {
     next:
         free(src), free(col), free(inv), free(got), free(want), free(e8);
     }
+}
+
+/* A value of random sign, 21 significant bits, in [2^-12, 2^4): sums of products that round in fp32. */
+static float spread_value(test_rng *rng) {
+    const float v = ldexpf(1.0f + (float)test_rng_below(rng, 1u << 20) * 0x1p-20f, (int)test_rng_below(rng, 16) - 12);
+    return test_rng_below(rng, 2) ? -v : v;
+}
+
+/* MXFP8's blocks of zeros in the fp8 GEMM: a block whose values are all +-0 gets E8M0 byte 0 (2^-127,
+ * an fp32 subnormal) but the GEMM factor 1 (fp8_internal.h), row-wise and column-wise; its payloads
+ * are +-0, so the operands stand for the values amp_mx_dequantize gives from the bytes, and the product
+ * of two such operands takes the route of factors that are all powers of 2: its bits are amp_gemm's on
+ * those values, in bf16 under the dot method where AVX-512 has it (the bf16 route), else in fp32. */
+void test_mx_zero_blocks(void) {
+    const uint64_t seed = harness_seed();
+    harness_note("seed %llu", (unsigned long long)seed);
+    test_rng rng = {seed ^ 0x2E80u};
+    enum { M = 5, K = 96, N = 7, KB = K / 32 };
+    float a[M * K], b[K * N], ainv[M * KB], binv[KB * N], av[M * K], bv[K * N], col[K], c[M * N], want[M * N];
+    uint8_t aq[M * K], bq[K * N], ae[M * KB], colq[K], ce[KB];
+    for (int i = 0; i < M * K; i++) a[i] = spread_value(&rng);
+    for (int i = 0; i < K * N; i++) b[i] = spread_value(&rng);
+    for (int p = 0; p < K; p++) a[p] = p % 3 ? 0.0f : -0.0f;               /* row 0: three zero blocks */
+    for (int p = 32; p < 64; p++) a[2 * K + p] = p % 2 ? -0.0f : 0.0f;    /* row 2, block 1 */
+    for (int p = 0; p < 32; p++) b[p * N + 3] = p % 5 ? 0.0f : -0.0f;     /* column 3, block 0 */
+    for (int p = 64; p < K; p++) b[p * N + 6] = 0.0f;                     /* column 6, block 2 */
+    amp_fp8_cast_tally t = AMP_FP8_CAST_TALLY_INIT;
+    float amax = 0.0f;
+    amp_mx_quantize_tally(aq, ae, ainv, a, M * K, AMP_F8E4M3, AMP_MX_RCEIL, &t, &amax);
+    amp_mx_quantize_columns_tally(bq, binv, b, K, N, AMP_F8E4M3, AMP_MX_RCEIL, &t, &amax);
+    CHECK(amp_mx_dequantize(av, aq, ae, M * K, AMP_F8E4M3) == AMP_OK);
+    for (int i = 0; i < M * KB; i++) {
+        bool zeros = true;
+        for (int p = 0; p < 32; p++) zeros = zeros && (f32_bits(a[i * 32 + p]) & 0x7FFFFFFFu) == 0;
+        const float f = zeros ? 1.0f : ldexpf(1.0f, (int)ae[i] - 127);
+        CHECK_MSG(f32_bits(ainv[i]) == f32_bits(f) && (!zeros || ae[i] == 0), "A block %d: factor %a, byte %u", i,
+                  (double)ainv[i], ae[i]);
+    }
+    for (int j = 0; j < N; j++) { /* B's columns through amp_mx_quantize: the values and the bytes */
+        for (int p = 0; p < K; p++) col[p] = b[p * N + j];
+        float back[K];
+        CHECK(amp_mx_quantize(colq, ce, col, K, AMP_F8E4M3, AMP_MX_RCEIL) == AMP_OK);
+        CHECK(amp_mx_dequantize(back, colq, ce, K, AMP_F8E4M3) == AMP_OK);
+        for (int p = 0; p < K; p++) bv[p * N + j] = back[p];
+        for (int q = 0; q < KB; q++) {
+            bool zeros = true;
+            for (int p = 0; p < 32; p++) zeros = zeros && (f32_bits(col[q * 32 + p]) & 0x7FFFFFFFu) == 0;
+            const float f = zeros ? 1.0f : ldexpf(1.0f, (int)ce[q] - 127);
+            CHECK_MSG(f32_bits(binv[q * N + j]) == f32_bits(f) && (!zeros || ce[q] == 0),
+                      "B column %d block %d: factor %a, byte %u", j, q, (double)binv[q * N + j], ce[q]);
+        }
+    }
+    const amp_gemm_fp8_operand oa = {AMP_F8E4M3, aq, K, false, ainv, 1, 32, KB};
+    const amp_gemm_fp8_operand ob = {AMP_F8E4M3, bq, N, false, binv, 32, 1, N};
+    CHECK(amp_gemm_fp8(M, N, K, 1.0f, &oa, &ob, 0.0f, c, N) == AMP_OK);
+    const amp_gemm_kernel *kern = amp_gemm_kernel_active(AMP_BF16);
+    const bool bf16 = kern->packed == AMP_GEMM_PACKED_BF16_PAIRS;
+    if (bf16) {
+        uint16_t ab[M * K], bb[K * N];
+        for (int i = 0; i < M * K; i++) ab[i] = (uint16_t)(f32_bits(av[i]) >> 16);
+        for (int i = 0; i < K * N; i++) bb[i] = (uint16_t)(f32_bits(bv[i]) >> 16);
+        CHECK(amp_gemm(AMP_BF16, false, false, M, N, K, 1.0f, ab, K, bb, N, 0.0f, want, N) == AMP_OK);
+    } else {
+        CHECK(amp_gemm(AMP_F32, false, false, M, N, K, 1.0f, av, K, bv, N, 0.0f, want, N) == AMP_OK);
+    }
+    for (int i = 0; i < M * N; i++)
+        CHECK_MSG(f32_bits(c[i]) == f32_bits(want[i]), "C[%d] %a, want %a (%s route)", i, (double)c[i], (double)want[i],
+                  bf16 ? "bf16" : "fp32");
 }

@@ -315,6 +315,7 @@ TEST(fp8_mx, mx_closed_form)
 TEST(fp8_mx, mx_dequantize)
 TEST(fp8_mx, mx_arguments)
 TEST(fp8_mx, mx_columns)
+TEST(fp8_mx, mx_zero_blocks)
 TEST(fp8_block, fp8_block_scaling)
 /* the fp8 kernels (decode into the GEMM's packing, amax, block amax, scaled encode) of every path
  * against the reference kernels bit for bit; the threaded amax and cast */

@@ -39,14 +39,16 @@ void amp_fp8_scaled_encode_tally(void *dst, amp_dtype fp8, const float *src, siz
 void amp_fp8_block_quantize_tally(void *dst, float *scale_inv, const float *src, size_t rows, size_t cols,
                                   amp_dtype fp8, amp_fp8_block_shape shape, amp_fp8_cast_tally *t, float *amax);
 /* amp_mx_quantize (arguments checked by the caller) writing the scales as E8M0 bytes (scales_e8m0, or
- * NULL) and/or as fp32 scale_inv (2^(byte-127), NaN for byte 0xFF; or NULL), adding its counts and
+ * NULL) and/or as the fp32 factors of the fp8 GEMM (scale_inv: 2^(byte-127), NaN for byte 0xFF, 1 for
+ * a block of +-0 values only, whose byte is 0 and whose payloads decode to +-0 either way; or NULL),
+ * adding its counts and
  * block scales to t, the largest |value| (NaNs skipped) into *amax (kept where larger). */
 void amp_mx_quantize_tally(void *dst, uint8_t *scales_e8m0, float *scale_inv, const float *src, size_t n,
                            amp_dtype elem, amp_mx_scale_mode mode, amp_fp8_cast_tally *t, float *amax);
 /* The same for the columns of src (row-major [rows, cols]), blocks of 32 values down each column, kept
  * in src's layout: out holds rows rounded up to 32 rows of cols bytes (the padding rows are fp8
- * zeros, or a NaN block's payloads of 0 in a column's NaN block), scale_inv[b * cols + j] the fp32 scale_inv of
- * column j's block b. Panels of 32 source rows by up to 256 columns: column maxima, a multiplier per
+ * zeros, or a NaN block's payloads of 0 in a column's NaN block), scale_inv[b * cols + j] the GEMM factor
+ * of column j's block b (as amp_mx_quantize_tally's). Panels of 32 source rows by up to 256 columns: column maxima, a multiplier per
  * column, each row through the fused encode. */
 void amp_mx_quantize_columns_tally(uint8_t *out, float *scale_inv, const float *src, size_t rows, size_t cols,
                                    amp_dtype elem, amp_mx_scale_mode mode, amp_fp8_cast_tally *t, float *amax);

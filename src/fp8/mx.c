@@ -54,6 +54,15 @@ static float e8m0_value(uint8_t byte) {
                             : amp_f32_from_bits((uint32_t)byte << 23);
 }
 
+/* The factor the GEMM multiplies a block's payloads by (amp_mx_quantize_tally's scale_inv): the byte's
+ * scale, except 1 for a block whose values are all +-0 (amax 0, no NaN: byte 0, whose scale 2^-127 is
+ * an fp32 subnormal). Such a block's payloads are all +-0 and decode to the same +-0 under either
+ * factor; 1 is a power of 2 that keeps the fp8 GEMM on its bf16 route, where 2^-127 would send the
+ * whole product to the fp32 route (the first token's query gradient is exactly zero). */
+static float gemm_factor(float amax, uint8_t byte) {
+    return (amp_f32_bits(amax) & 0x7FFFFFFFu) == 0 ? 1.0f : e8m0_value(byte); /* bits: whatever the FPU's DAZ */
+}
+
 /* 2^(127 - byte) for byte in [0, 254]: the exact reciprocal of the scale (2^-127 is subnormal). */
 static float inverse_scale(uint8_t byte) {
     return byte == 254 ? amp_f32_from_bits(0x00400000u) : amp_f32_from_bits((uint32_t)(254 - byte) << 23);
@@ -91,7 +100,7 @@ void amp_mx_quantize_tally(void *dst, uint8_t *scales_e8m0, float *scale_inv, co
         for (size_t b = 0; b < nb; b++) {
             byte[b] = scale_byte(bmax[b], elem, mode);
             if (scales_e8m0) scales_e8m0[b0 + b] = byte[b];
-            if (scale_inv) scale_inv[b0 + b] = e8m0_value(byte[b]);
+            if (scale_inv) scale_inv[b0 + b] = gemm_factor(bmax[b], byte[b]);
             if (byte[b] == E8M0_NAN) continue;
             mult[b] = inverse_scale(byte[b]); /* not NaN: plain comparisons are fminf's and fmaxf's */
             if (mult[b] < t->scale_min) t->scale_min = mult[b];
@@ -147,7 +156,7 @@ static void quantize_panel(uint8_t *out, float *inv, const float *x, size_t h, s
     for (size_t j = 0; j < w; j++) {
         if (mult[j] > m) m = mult[j];
         const uint8_t byte = scale_byte(mult[j], elem, mode);
-        inv[j] = e8m0_value(byte);
+        inv[j] = gemm_factor(mult[j], byte);
         mult[j] = inverse_scale(byte); /* never NaN here: plain comparisons are fminf's and fmaxf's */
         if (mult[j] < smin) smin = mult[j];
         if (mult[j] > smax) smax = mult[j];
