@@ -9,6 +9,7 @@
  * scalar codecs (core/float_bits.h), which test_decode.c and test_encode_edges.c check against
  * independent oracles; the threaded amax and cast (src/fp8/cast.c) are checked against them at 1, 2
  * and 3 threads. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -431,4 +432,98 @@ void test_fp8_cast_threads(void) {
     }
     amp_set_num_threads(0);
     free(x), free(want), free(got);
+}
+
+/* MXFP8's scale bookkeeping (mx_scales) of every path against the reference's, which the torchao
+ * fixtures and closed forms of test_fp8_mx.c check through amp_mx_quantize: amaxes of every class
+ * (0, subnormals, the smallest and largest scales' edges, 448 and 57344 times powers of 2 and their
+ * neighbours, inf, NaN), the four rules, both dtypes, tails of every length, in place too; and the
+ * exponent adds (factor_adds) of powers of 2 over the whole range, their range's ends, and factors
+ * that are none (negative, 0, subnormal, inf, NaN, other mantissas), against e << 7 by hand. */
+void test_fp8_block_scales_paths(void) {
+    const uint64_t seed = harness_seed();
+    harness_note("seed %llu", (unsigned long long)seed);
+    test_rng rng = {seed ^ 0x5CA1Eu};
+    const amp_fp8_kernels *ref = amp_fp8_kernels_for(AMP_ISA_REF);
+    amp_isa isas[AMP_ISA_COUNT];
+    const int n_isas = test_supported_isas(isas);
+    enum { N = 80 };
+    float amax[N], mw[N], mg[N], fw[N], fg[N], inplace[N];
+    uint8_t bw[N], bg[N];
+    const amp_dtype dts[] = {AMP_F8E4M3, AMP_F8E5M2};
+    for (int round = 0; round < 400; round++) {
+        const size_t n = (size_t)(round % N) + (round % 7 == 0);
+        for (size_t i = 0; i < n; i++) {
+            const uint64_t r = test_rng_next(&rng);
+            const float p = ldexpf(1.0f, (int)(r >> 8 & 0xFF) - 150);
+            switch (r % 8) {
+            case 0: amax[i] = fabsf(random_special(&rng)); break;
+            case 1: amax[i] = (r >> 20) & 1 ? 448.0f * p : 57344.0f * p; break;
+            case 2: amax[i] = nextafterf((r >> 20) & 1 ? 448.0f * p : 57344.0f * p, (r >> 21) & 1 ? INFINITY : 0.0f); break;
+            case 3: amax[i] = f32_from_bits((uint32_t)(r >> 32) % 0x00C00000u); break; /* 0, subnormals, 2^-127's edges */
+            case 4: amax[i] = (r >> 20) & 1 ? 0.0f : FLT_MAX; break;
+            default: amax[i] = f32_from_bits((uint32_t)(r >> 32) & 0x7FFFFFFFu); break; /* any magnitude, NaN and inf too */
+            }
+        }
+        for (int d = 0; d < 2; d++)
+            for (int mode = AMP_MX_FLOOR; mode <= AMP_MX_EVEN; mode++) {
+                float sw[3] = {INFINITY, 0.0f, (float)(round % 3)}, sg[3];
+                const bool nw = ref->mx_scales(bw, mw, fw, amax, n, dts[d], (amp_mx_scale_mode)mode, sw);
+                for (int k = 0; k < n_isas; k++) {
+                    const amp_fp8_kernels *fk = amp_fp8_kernels_for(isas[k]);
+                    for (int in = 0; in < 2; in++) { /* mult apart, then in place over the amaxes */
+                        memcpy(inplace, amax, sizeof amax);
+                        sg[0] = INFINITY, sg[1] = 0.0f, sg[2] = (float)(round % 3);
+                        float *mult = in ? inplace : mg;
+                        const bool ng = fk->mx_scales(bg, mult, fg, in ? inplace : amax, n, dts[d], (amp_mx_scale_mode)mode, sg);
+                        int bad = 0;
+                        for (size_t b = 0; b < n && bad < 3; b++) {
+                            const bool ok = bg[b] == bw[b] && same_f32(fg[b], fw[b]) &&
+                                            (bw[b] == 0xFF || f32_bits(mult[b]) == f32_bits(mw[b]));
+                            if (!CHECK_MSG(ok, "%s mx_scales %s mode %d%s block %zu amax %a: byte %u (%u) factor %a (%a) mult %a (%a)",
+                                           amp_isa_name(isas[k]), amp_dtype_name(dts[d]), mode, in ? " in place" : "", b,
+                                           (double)amax[b], bg[b], bw[b], (double)fg[b], (double)fw[b], (double)mult[b],
+                                           (double)mw[b]))
+                                bad++;
+                        }
+                        CHECK_MSG(ng == nw && f32_bits(sg[0]) == f32_bits(sw[0]) && f32_bits(sg[1]) == f32_bits(sw[1]) &&
+                                      f32_bits(sg[2]) == f32_bits(sw[2]),
+                                  "%s mx_scales %s mode %d n %zu: nan %d (%d), stats %a %a %a (%a %a %a)",
+                                  amp_isa_name(isas[k]), amp_dtype_name(dts[d]), mode, n, ng, nw, (double)sg[0],
+                                  (double)sg[1], (double)sg[2], (double)sw[0], (double)sw[1], (double)sw[2]);
+                    }
+                }
+            }
+    }
+    /* factor_adds: runs of powers of 2 with one planted refusal (or none) */
+    float f[N];
+    int16_t aw[N], ag[N];
+    for (int round = 0; round < 600; round++) {
+        const size_t n = 1 + (size_t)(round % N);
+        const amp_dtype dt = dts[round % 2];
+        const int lo = dt == AMP_F8E4M3 ? -117 : -110, hi = dt == AMP_F8E4M3 ? 119 : 111;
+        for (size_t i = 0; i < n; i++) {
+            const int e = round % 5 == 0 ? (int)test_rng_below(&rng, 254) - 126 : lo + (int)test_rng_below(&rng, (uint32_t)(hi - lo + 1));
+            f[i] = ldexpf(1.0f, e);
+        }
+        static const float none[] = {-1.0f, 0.0f, -0.0f, 0x1p-127f, 0x1p-149f, INFINITY, NAN, 1.5f, 0x1.000002p0f};
+        if (round % 3 != 0) f[test_rng_below(&rng, (uint32_t)n)] = none[test_rng_below(&rng, 9)];
+        bool want = true;
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t u = f32_bits(f[i]);
+            const int e = (int)(u >> 23) - 127;
+            want = want && (u & 0x7FFFFFu) == 0 && e >= lo && e <= hi;
+        }
+        for (int k = -1; k < n_isas; k++) {
+            const amp_fp8_kernels *fk = k < 0 ? ref : amp_fp8_kernels_for(isas[k]);
+            const bool got = fk->factor_adds(ag, f, n, dt);
+            if (!CHECK_MSG(got == want, "%s factor_adds round %d: %d, want %d", k < 0 ? "ref" : amp_isa_name(isas[k]),
+                           round, got, want) ||
+                !want)
+                continue;
+            for (size_t i = 0; i < n; i++) aw[i] = (int16_t)(((int)(f32_bits(f[i]) >> 23) - 127) * 128);
+            CHECK_MSG(memcmp(ag, aw, n * sizeof *ag) == 0, "%s factor_adds round %d: adds differ",
+                      k < 0 ? "ref" : amp_isa_name(isas[k]), round);
+        }
+    }
 }

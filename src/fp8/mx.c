@@ -11,32 +11,11 @@
 #include "../kernels/fp8_kernels.h"
 #include "fp8_internal.h"
 
-enum { E8M0_NAN = 0xFF, E8M0_INF_RCEIL = 0xFE, AMAX_CHUNK = 64 };
+enum { E8M0_NAN = 0xFF, AMAX_CHUNK = 64 };
 
-/* RCEIL: amax / fp8_max rounded up to a power of 2 in E8M0, saturating at 0xFE (the rounding of
- * cvt.rp.satfinite.ue8m0x2.f32: 2^-127 is the smallest scale, so anything up to it gives byte 0). */
-static uint8_t rceil_byte(float amax, amp_dtype elem) {
-    const uint32_t d = amp_f32_bits(amax / amp_fp8_max_finite(elem));
-    const uint32_t e = d >> 23, m = d & 0x7FFFFFu;
-    if (e == 0xFF) return m ? E8M0_NAN : E8M0_INF_RCEIL;
-    if (e == 0) return m > 0x400000u ? 1 : 0; /* subnormal: above 2^-127 rounds up to 2^-126 */
-    const uint32_t b = e + (m != 0);
-    return (uint8_t)(b > E8M0_INF_RCEIL ? E8M0_INF_RCEIL : b);
-}
-
-static uint8_t scale_byte(float amax, amp_dtype elem, amp_mx_scale_mode mode) {
-    if (isnan(amax)) return E8M0_NAN;
-    if (mode == AMP_MX_RCEIL) return rceil_byte(amax, elem);
-    const int emax = elem == AMP_F8E4M3 ? 8 : 15;   /* log2 of the largest power of 2 in elem */
-    const unsigned mbits = elem == AMP_F8E4M3 ? 3 : 2;
-    uint32_t a = amp_f32_bits(amax);
-    if (mode == AMP_MX_EVEN) a = (a + (1u << (22 - mbits))) & 0xFF800000u;
-    int e = (int)((a >> 23) & 0xFF) - 127;
-    if (mode == AMP_MX_CEIL) e += (a & 0x7FFFFFu) != 0;
-    int u = e - emax;
-    if (u < -127) u = -127;
-    return (uint8_t)(u + 127); /* u <= 128 - 8: no upper clamp needed */
-}
+/* The scale bytes, the encode's multipliers 2^(127 - byte), the GEMM's factors and the tallies of a
+ * run of blocks are the active path's mx_scales kernel (kernels/fp8_kernels.h), which holds the four
+ * rules of amp/fp8.h. */
 
 /* The payload of a NaN block, torchao's bits on x86 (fp8.h); the values are NaN on decode anyway. */
 static float nan_block_value(float x, amp_mx_scale_mode mode) {
@@ -52,20 +31,6 @@ static float e8m0_value(uint8_t byte) {
     return byte == E8M0_NAN ? amp_f32_from_bits(0x7FC00000u)
            : byte == 0      ? amp_f32_from_bits(0x00400000u)
                             : amp_f32_from_bits((uint32_t)byte << 23);
-}
-
-/* The factor the GEMM multiplies a block's payloads by (amp_mx_quantize_tally's scale_inv): the byte's
- * scale, except 1 for a block whose values are all +-0 (amax 0, no NaN: byte 0, whose scale 2^-127 is
- * an fp32 subnormal). Such a block's payloads are all +-0 and decode to the same +-0 under either
- * factor; 1 is a power of 2 that keeps the fp8 GEMM on its bf16 route, where 2^-127 would send the
- * whole product to the fp32 route (the first token's query gradient is exactly zero). */
-static float gemm_factor(float amax, uint8_t byte) {
-    return (amp_f32_bits(amax) & 0x7FFFFFFFu) == 0 ? 1.0f : e8m0_value(byte); /* bits: whatever the FPU's DAZ */
-}
-
-/* 2^(127 - byte) for byte in [0, 254]: the exact reciprocal of the scale (2^-127 is subnormal). */
-static float inverse_scale(uint8_t byte) {
-    return byte == 254 ? amp_f32_from_bits(0x00400000u) : amp_f32_from_bits((uint32_t)(254 - byte) << 23);
 }
 
 static int check_mx(const void *a, const void *b, const void *c, size_t n, amp_dtype elem) {
@@ -97,15 +62,13 @@ void amp_mx_quantize_tally(void *dst, uint8_t *scales_e8m0, float *scale_inv, co
         const size_t nb = nblocks - b0 < AMAX_CHUNK ? nblocks - b0 : AMAX_CHUNK;
         const float *x = src + b0 * AMP_MX_BLOCK;
         fk->block_amax(bmax, x, nb, AMP_MX_BLOCK); /* NaN where a block has one */
-        for (size_t b = 0; b < nb; b++) {
-            byte[b] = scale_byte(bmax[b], elem, mode);
-            if (scales_e8m0) scales_e8m0[b0 + b] = byte[b];
-            if (scale_inv) scale_inv[b0 + b] = gemm_factor(bmax[b], byte[b]);
-            if (byte[b] == E8M0_NAN) continue;
-            mult[b] = inverse_scale(byte[b]); /* not NaN: plain comparisons are fminf's and fmaxf's */
-            if (mult[b] < t->scale_min) t->scale_min = mult[b];
-            if (mult[b] > t->scale_max) t->scale_max = mult[b];
-            if (bmax[b] > m) m = bmax[b];
+        float stats[3] = {t->scale_min, t->scale_max, m};
+        const bool nan = fk->mx_scales(byte, mult, scale_inv ? scale_inv + b0 : NULL, bmax, nb, elem, mode, stats);
+        t->scale_min = stats[0], t->scale_max = stats[1], m = stats[2];
+        if (scales_e8m0) memcpy(scales_e8m0 + b0, byte, nb);
+        if (!nan) {
+            fk->encode_stats[elem](out + b0 * AMP_MX_BLOCK, x, nb * AMP_MX_BLOCK, 0.0f, mult, AMP_MX_BLOCK, t->counts);
+            continue;
         }
         for (size_t b = 0; b < nb;) { /* runs of blocks with finite scales through the fused encode */
             size_t e = b;
@@ -152,16 +115,10 @@ static void quantize_panel(uint8_t *out, float *inv, const float *x, size_t h, s
         for (size_t j = 0; j < w; j++) quantize_column_block(out + j, ld, inv + j, x + j, h, ld, elem, mode, t, amax);
         return;
     }
-    float smin = t->scale_min, smax = t->scale_max, m = *amax;
-    for (size_t j = 0; j < w; j++) {
-        if (mult[j] > m) m = mult[j];
-        const uint8_t byte = scale_byte(mult[j], elem, mode);
-        inv[j] = gemm_factor(mult[j], byte);
-        mult[j] = inverse_scale(byte); /* never NaN here: plain comparisons are fminf's and fmaxf's */
-        if (mult[j] < smin) smin = mult[j];
-        if (mult[j] > smax) smax = mult[j];
-    }
-    t->scale_min = smin, t->scale_max = smax, *amax = m;
+    uint8_t bytes[COL_PANEL];
+    float stats[3] = {t->scale_min, t->scale_max, *amax};
+    fk->mx_scales(bytes, mult, inv, mult, w, elem, mode, stats); /* no NaN here: the maxima become multipliers */
+    t->scale_min = stats[0], t->scale_max = stats[1], *amax = stats[2];
     for (size_t r = 0; r < h; r++) fk->encode_stats[elem](out + r * ld, x + r * ld, w, 0.0f, mult, 1, t->counts);
     for (size_t r = h; r < AMP_MX_BLOCK; r++) memset(out + r * ld, 0, w); /* the padding: fp8 zeros */
 }

@@ -26,6 +26,7 @@
 
 #include "amp/gemm.h"
 #include "amp/status.h"
+#include "../core/alloc_internal.h"
 #include "gemm_fp8.h"
 #include "gemm_implicit.h"
 #include "../kernels/fp8_kernels.h"
@@ -73,6 +74,9 @@ typedef struct pack_arg {
     amp_fp8_decode_panel_fn panel; /* or, for bf16 pairs from fp8 with M stored by rows and blocks of
                                     * whole 32-value chunks along k: each panel's rows straight into it
                                     * (pack_panel) */
+    const int16_t *adds;         /* pairs / panel with block factors: the operand's exponent adds
+                                  * (adds_table), or NULL: those routes then stage */
+    int64_t ld_adds;
     amp_fp8_decode_row_fn decode; /* else: stored rows to the kernel's source dtype, then kern->pack */
     size_t es, os;               /* bytes per stored and per staged element */
 } pack_arg;
@@ -89,57 +93,58 @@ static void decode_stored(const pack_arg *pa, void *dst, int64_t row, int64_t co
     pa->decode(dst, src, (size_t)cols, f, (size_t)(x->block_cols - col0 % x->block_cols), (size_t)x->block_cols);
 }
 
-/* adds[j] = e << 7 for each factor f[j] = 2^e (j < n) that keeps every value of fp8 dtype dt times it
- * a normal bf16 (so the product is exact and adding e to the exponent gives it); false where a factor
- * is not one (adds[] then holds garbage). No branches in the loop: it vectorizes. */
-static bool adds_of(amp_dtype dt, const float *f, int64_t n, int16_t *adds) {
-    const int lo = dt == AMP_F8E4M3 ? -117 : -110, hi = dt == AMP_F8E4M3 ? 119 : 111;
-    uint32_t bad = 0;
-    for (int64_t j = 0; j < n; j++) {
-        uint32_t u;
-        memcpy(&u, &f[j], sizeof u);
-        const int e = (int)(u >> 23) - 127; /* a negative f gives e >= 129: refused */
-        bad |= (u & 0x7FFFFFu) | (uint32_t)(e < lo) | (uint32_t)(e > hi);
-        adds[j] = (int16_t)(uint16_t)((unsigned)e << 7);
+enum { PANEL_CHUNK = 32 }; /* decode_panel: values per exponent add */
+
+/* The exponent adds of an operand with block factors (fp8_kernels.h factor_adds), computed once per
+ * call, in the layout its route reads:
+ *   - decode_pairs (M stored transposed): adds[(i / block_rows) * ld + j] for stored column j;
+ *   - decode_panel (M stored by rows; blocks of whole 32-value chunks along k): adds[i * ld + p / 32]
+ *     for stored row i and its chunk p / 32.
+ * NULL where a factor is not an exponent add, the blocks do not fit the route, or memory is short:
+ * that route then stages (decode_row with the fp32 factors, the same bits). */
+static int16_t *adds_table(const amp_gemm_fp8_operand *x, int64_t sr, int64_t sc, bool m_trans, int64_t *ld) {
+    const amp_fp8_kernels *fk = amp_fp8_kernels_active();
+    const int64_t nbc = (sc + x->block_cols - 1) / x->block_cols, nbr = (sr + x->block_rows - 1) / x->block_rows;
+    if (!m_trans && x->block_cols % PANEL_CHUNK != 0) return NULL;
+    const int64_t per = m_trans ? x->block_cols : x->block_cols / PANEL_CHUNK; /* entries per factor */
+    *ld = m_trans ? sc : (sc + PANEL_CHUNK - 1) / PANEL_CHUNK;
+    const int64_t rows = m_trans ? nbr : sr;
+    int16_t *t = amp_malloc((size_t)(rows * *ld + nbc) * sizeof(int16_t)), *f = t ? t + rows * *ld : NULL;
+    if (!t) return NULL;
+    for (int64_t i = 0; i < rows; i++) {
+        int16_t *row = t + i * *ld;
+        const int64_t br = m_trans ? i : i / x->block_rows;
+        if (!m_trans && i % x->block_rows != 0) { /* the block row's adds, as the row above */
+            memcpy(row, row - *ld, (size_t)*ld * sizeof(int16_t));
+            continue;
+        }
+        if (per == 1) { /* a factor per entry: straight into the row */
+            if (!fk->factor_adds(row, x->scale_inv + br * x->ld_scale, (size_t)nbc, x->dtype)) goto refused;
+            continue;
+        }
+        if (!fk->factor_adds(f, x->scale_inv + br * x->ld_scale, (size_t)nbc, x->dtype)) goto refused;
+        for (int64_t j = 0; j < *ld; j++) row[j] = f[j / per];
     }
-    return bad == 0;
+    return t;
+refused:
+    amp_free(t);
+    return NULL;
 }
 
-/* adds[j] for stored row `row`, columns i0 + j (j < n); false where a factor has no exponent add */
-static bool fill_adds(const amp_gemm_fp8_operand *x, int16_t *adds, int64_t row, int64_t i0, int64_t n) {
-    const float *f = x->scale_inv + (row / x->block_rows) * x->ld_scale;
-    if (x->block_cols == 1) return adds_of(x->dtype, f + i0, n, adds);
-    for (int64_t j = 0, b = i0 / x->block_cols; j < n; b++) { /* a run of columns per factor */
-        const int64_t end = (b + 1) * x->block_cols - i0, len = (end < n ? end : n) - j;
-        if (!adds_of(x->dtype, f + b, 1, adds + j)) return false;
-        for (int64_t c = 1; c < len; c++) adds[j + c] = adds[j];
-        j += len;
-    }
-    return true;
-}
-
-enum { ADDS_MAX = 2048 }; /* columns of M per pack call (the largest cache block, nc) */
 enum { PREFETCH_ROWS = 8 }; /* stored rows ahead that pack_pairs asks the cache for */
 
-/* The decode_pairs route (see the top of this file): false where the block factors of the region are
- * not all exponent adds (the caller then stages the whole region, over what this wrote). Pair q of
- * M's row i is (stored[p0 + 2q][i], stored[p0 + 2q + 1][i]); p0 is even (k blocks are whole pairs)
- * and blocks are an even number of rows high (make_pack_arg), so both rows of a pair share their
- * factors. */
+/* The decode_pairs route (see the top of this file): false where the operand has block factors but no
+ * adds (the caller then stages the region). Pair q of M's row i is (stored[p0 + 2q][i],
+ * stored[p0 + 2q + 1][i]); p0 is even (k blocks are whole pairs) and blocks are an even number of rows
+ * high (make_pack_arg), so both rows of a pair share their factors. */
 static bool pack_pairs(const pack_arg *pa, void *dst, int64_t i0, int64_t rows, int64_t p0, int64_t kc, int r) {
     const amp_gemm_fp8_operand *x = pa->x;
     const bool blocks = x->scale_inv && x->block_rows > 0;
-    int16_t adds[ADDS_MAX];
-    if (blocks && rows > ADDS_MAX) return false;
+    if (blocks && !pa->adds) return false;
     const int64_t kq = (kc + 1) / 2;
     const uint8_t *base = (const uint8_t *)x->data + p0 * x->ld + i0;
-    int64_t filled = -1; /* the block row adds[] holds */
     for (int64_t q = 0; q < kq; q++) {
         const int64_t row = p0 + 2 * q;
-        if (blocks && row / x->block_rows != filled) {
-            filled = row / x->block_rows;
-            if (!fill_adds(x, adds, row, i0, rows)) return false;
-        }
         const uint8_t *s0 = base + 2 * q * x->ld;
         if (2 * q + PREFETCH_ROWS + 1 < kc) /* the rows a few pairs on: their loads are what the kernel waits for */
             for (int64_t c = 0; c < rows; c += 64) {
@@ -147,43 +152,21 @@ static bool pack_pairs(const pack_arg *pa, void *dst, int64_t i0, int64_t rows, 
                 __builtin_prefetch(s0 + (PREFETCH_ROWS + 1) * x->ld + c);
             }
         pa->pairs((uint16_t *)dst + 2 * q * r, (size_t)(2 * r * kq), s0, 2 * q + 1 < kc ? s0 + x->ld : NULL,
-                  blocks ? adds : NULL, (size_t)rows, r);
+                  blocks ? pa->adds + (row / x->block_rows) * pa->ld_adds + i0 : NULL, (size_t)rows, r);
     }
     return true;
 }
 
-enum { PANEL_CHUNK = 32, PANEL_CHUNKS = 32 }; /* decode_panel: values per exponent add; adds per row */
-
 /* The decode_panel route for one panel of M's rows (stored rows i0 .. i0 + ri - 1, k from p0, kc
- * values): false, having written nothing, where a block factor is not an exponent add or blocks do
- * not start at whole 32-value chunks of the panel's k (the caller then stages). */
+ * values): false, having written nothing, where the operand has block factors but no adds or p0 does
+ * not start a 32-value chunk (the caller then stages). */
 static bool pack_panel(const pack_arg *pa, void *dst, int64_t i0, int64_t ri, int64_t p0, int64_t kc, int r) {
     const amp_gemm_fp8_operand *x = pa->x;
     const bool blocks = x->scale_inv && x->block_rows > 0;
     const int64_t chunks = (kc + PANEL_CHUNK - 1) / PANEL_CHUNK;
-    int16_t adds[AMP_GEMM_MAX_TILE * PANEL_CHUNKS];
-    if (blocks) {
-        if (p0 % PANEL_CHUNK != 0 || x->block_cols % PANEL_CHUNK != 0 || chunks > PANEL_CHUNKS) return false;
-        const int64_t per = x->block_cols / PANEL_CHUNK, b0 = p0 / x->block_cols, c0 = p0 % x->block_cols / PANEL_CHUNK;
-        for (int64_t i = 0; i < ri; i++) {
-            const float *f = x->scale_inv + ((i0 + i) / x->block_rows) * x->ld_scale + b0;
-            int16_t *a = adds + i * chunks;
-            if (per == 1) { /* a factor per chunk */
-                if (!adds_of(x->dtype, f, chunks, a)) return false;
-                continue;
-            }
-            if (!adds_of(x->dtype, f, 1, a)) return false;
-            for (int64_t c = 1, b = 0, left = per - c0; c < chunks; c++) { /* left: chunks of block b from c - 1 on */
-                if (--left > 0) {
-                    a[c] = a[c - 1];
-                    continue;
-                }
-                b++, left = per;
-                if (!adds_of(x->dtype, f + b, 1, a + c)) return false;
-            }
-        }
-    }
-    pa->panel(dst, (const uint8_t *)x->data + i0 * x->ld + p0, (size_t)x->ld, blocks ? adds : NULL, (size_t)chunks,
+    if (blocks && (!pa->adds || p0 % PANEL_CHUNK != 0)) return false;
+    pa->panel(dst, (const uint8_t *)x->data + i0 * x->ld + p0, (size_t)x->ld,
+              blocks ? pa->adds + i0 * pa->ld_adds + p0 / PANEL_CHUNK : NULL, blocks ? (size_t)pa->ld_adds : (size_t)chunks,
               (size_t)ri, (size_t)kc, r);
     return true;
 }
@@ -260,6 +243,16 @@ static pack_arg make_pack_arg(const amp_gemm_fp8_operand *x, bool m_trans, bool 
     };
 }
 
+/* The adds table of an fp8 operand with block factors whose bf16-route packing reads one (decode_pairs
+ * for M stored transposed with blocks an even number of rows high, decode_panel for M stored by rows),
+ * else NULL. */
+static int16_t *operand_adds(const amp_gemm_fp8_operand *x, int64_t sr, int64_t sc, bool m_trans, int64_t *ld) {
+    const bool fp8 = x->dtype == AMP_F8E4M3 || x->dtype == AMP_F8E5M2;
+    if (!fp8 || !x->scale_inv || x->block_rows == 0 || sr == 0 || sc == 0) return NULL;
+    if (m_trans && x->block_rows % 2 != 0) return NULL;
+    return adds_table(x, sr, sc, m_trans, ld);
+}
+
 int amp_gemm_fp8(int64_t m, int64_t n, int64_t k, float alpha, const amp_gemm_fp8_operand *a,
                  const amp_gemm_fp8_operand *b, float beta, float *c, int64_t ldc) {
     const int st = amp_gemm_fp8_check(m, n, k, a, b, c, ldc);
@@ -270,9 +263,21 @@ int amp_gemm_fp8(int64_t m, int64_t n, int64_t k, float alpha, const amp_gemm_fp
         amp_gemm_fp8_scale_c(m, n, beta, c, ldc);
         return AMP_OK;
     }
-    const bool bf16 = amp_gemm_fp8_uses_bf16(m, n, k, a, b);
+    /* the route of amp_gemm_fp8_uses_bf16; an operand whose adds table was built has only power-of-2
+     * factors (the table's check is the stricter one), so its factors need no second look */
+    const amp_gemm_kernel *kern = amp_gemm_kernel_active(AMP_BF16);
+    const bool pairs = kern && kern->packed == AMP_GEMM_PACKED_BF16_PAIRS && a->dtype != AMP_F32 && b->dtype != AMP_F32;
+    int64_t ar, ac, br, bc, lda = 0, ldb = 0;
+    amp_gemm_fp8_stored_shape(a, m, k, &ar, &ac);
+    amp_gemm_fp8_stored_shape(b, k, n, &br, &bc);
+    int16_t *ta = pairs ? operand_adds(a, ar, ac, a->trans, &lda) : NULL;
+    int16_t *tb = pairs ? operand_adds(b, br, bc, !b->trans, &ldb) : NULL;
+    const bool bf16 = pairs && (ta || bf16_exact(a, ar, ac)) && (tb || bf16_exact(b, br, bc));
     /* M_a = op(A): A's stored rows when not transposed; M_b = op(B)^T: B's stored rows when transposed */
-    const pack_arg pa = make_pack_arg(a, a->trans, bf16), pb = make_pack_arg(b, !b->trans, bf16);
-    return amp_gemm_implicit_ab(bf16 ? AMP_BF16 : AMP_F32, m, n, k, alpha_eff, pack_operand, &pa, pack_operand, &pb,
-                                beta, c, ldc);
+    pack_arg pa = make_pack_arg(a, a->trans, bf16), pb = make_pack_arg(b, !b->trans, bf16);
+    if (bf16) pa.adds = ta, pa.ld_adds = lda, pb.adds = tb, pb.ld_adds = ldb;
+    const int rc = amp_gemm_implicit_ab(bf16 ? AMP_BF16 : AMP_F32, m, n, k, alpha_eff, pack_operand, &pa, pack_operand,
+                                        &pb, beta, c, ldc);
+    amp_free(ta), amp_free(tb);
+    return rc;
 }

@@ -13,6 +13,7 @@
 
 #include "amp/cpu.h"
 #include "amp/dtype.h"
+#include "amp/fp8.h"
 
 /* Decodes n stored elements of the entry's dtype (src) to fp32 and multiplies each by its factor, one
  * fp32 multiplication: element j's factor is factors[0] for j < lead, then factors[1 + (j - lead) /
@@ -66,6 +67,23 @@ typedef void (*amp_fp8_encode_stats_fn)(uint8_t *dst, const float *src, size_t n
  * whether one of those values was a NaN. */
 typedef bool (*amp_fp8_col_amax_fn)(float *amax, const float *src, size_t rows, size_t cols, size_t ld);
 
+/* adds[j] = e_j << 7 (two's complement in 16 bits) for each factor f[j] = 2^e_j, j < n, where every one
+ * keeps each value of fp8 dtype dt times it a normal bf16: a power of 2 with e_j in [-117, 119] for
+ * e4m3, [-110, 111] for e5m2 (decode_pairs' and decode_panel's adds). Returns false, adds[] then
+ * unspecified, where a factor is not one (not a power of 2, out of that range, negative, 0, inf, NaN). */
+typedef bool (*amp_fp8_factor_adds_fn)(int16_t *adds, const float *f, size_t n, amp_dtype dt);
+
+/* MXFP8's per-block bookkeeping from the n blocks' amaxes (block_amax's or col_amax's: |x| maxima, NaN
+ * for a block holding a NaN), blocks of fp8 dtype elem under scale rule mode (amp/fp8.h):
+ * bytes[b] = the block's E8M0 byte (0xFF for a NaN amax); mult[b] = 2^(127 - byte), the encode's
+ * multiplier (unspecified for 0xFF); factor[b] (factor NULL: not written) = the fp8 GEMM's factor:
+ * 2^(byte - 127), NaN for 0xFF, and 1 for an amax of +-0 (a block of zeros: byte 0, whose 2^-127 would
+ * be an fp32 subnormal; its payloads are +-0 either way). Over the blocks whose byte is not 0xFF,
+ * stats[0] and stats[1] become the smallest and largest of themselves and the mults, stats[2] the
+ * largest of itself and the amaxes. Returns whether a byte is 0xFF. mult may be amax (in place). */
+typedef bool (*amp_fp8_mx_scales_fn)(uint8_t *bytes, float *mult, float *factor, const float *amax, size_t n,
+                                     amp_dtype elem, amp_mx_scale_mode mode, float stats[3]);
+
 typedef struct amp_fp8_kernels {
     amp_fp8_decode_row_fn decode_row[AMP_DTYPE_COUNT][2]; /* [AMP_F32, AMP_BF16, AMP_F8E4M3, AMP_F8E5M2][out] */
     amp_fp8_decode_pairs_fn decode_pairs[AMP_DTYPE_COUNT]; /* [AMP_F8E4M3, AMP_F8E5M2] */
@@ -75,6 +93,8 @@ typedef struct amp_fp8_kernels {
     amp_fp8_block_amax_fn block_amax;
     amp_fp8_encode_stats_fn encode_stats[AMP_DTYPE_COUNT]; /* [AMP_F8E4M3, AMP_F8E5M2] */
     amp_fp8_col_amax_fn col_amax;
+    amp_fp8_factor_adds_fn factor_adds;
+    amp_fp8_mx_scales_fn mx_scales;
 } amp_fp8_kernels;
 
 void amp_fp8_kernels_ref(amp_fp8_kernels *k);

@@ -178,6 +178,70 @@ static bool col_amax_ref(float *amax, const float *src, size_t rows, size_t cols
     return nan;
 }
 
+static bool factor_adds_ref(int16_t *adds, const float *f, size_t n, amp_dtype dt) {
+    const int lo = dt == AMP_F8E4M3 ? -117 : -110, hi = dt == AMP_F8E4M3 ? 119 : 111;
+    for (size_t j = 0; j < n; j++) {
+        const uint32_t u = amp_f32_bits(f[j]);
+        const int e = (int)(u >> 23) - 127; /* a negative f gives e >= 129 */
+        if ((u & 0x7FFFFFu) != 0 || e < lo || e > hi) return false;
+        adds[j] = (int16_t)(e * 128);
+    }
+    return true;
+}
+
+enum { E8M0_NAN = 0xFF, E8M0_TOP = 0xFE };
+
+/* RCEIL: amax / fp8_max rounded up to a power of 2 in E8M0, saturating at 0xFE (the rounding of
+ * cvt.rp.satfinite.ue8m0x2.f32: 2^-127 is the smallest scale, so anything up to it gives byte 0). */
+static uint8_t rceil_byte(float amax, amp_dtype elem) {
+    const uint32_t d = amp_f32_bits(amax / (elem == AMP_F8E4M3 ? 448.0f : 57344.0f));
+    const uint32_t e = d >> 23, m = d & 0x7FFFFFu;
+    if (e == 0xFF) return m ? E8M0_NAN : E8M0_TOP;
+    if (e == 0) return m > 0x400000u ? 1 : 0; /* subnormal: above 2^-127 rounds up to 2^-126 */
+    const uint32_t b = e + (m != 0);
+    return (uint8_t)(b > E8M0_TOP ? E8M0_TOP : b);
+}
+
+/* The E8M0 byte of a block with amax `amax` (amp/fp8.h's four rules, torchao's to_mx). */
+static uint8_t scale_byte(float amax, amp_dtype elem, amp_mx_scale_mode mode) {
+    if (isnan(amax)) return E8M0_NAN;
+    if (mode == AMP_MX_RCEIL) return rceil_byte(amax, elem);
+    const int emax = elem == AMP_F8E4M3 ? 8 : 15; /* log2 of the largest power of 2 in elem */
+    const unsigned mbits = elem == AMP_F8E4M3 ? 3 : 2;
+    uint32_t a = amp_f32_bits(amax);
+    if (mode == AMP_MX_EVEN) a = (a + (1u << (22 - mbits))) & 0xFF800000u;
+    int e = (int)((a >> 23) & 0xFF) - 127;
+    if (mode == AMP_MX_CEIL) e += (a & 0x7FFFFFu) != 0;
+    int u = e - emax;
+    if (u < -127) u = -127;
+    return (uint8_t)(u + 127); /* u <= 128 - 8: no upper clamp needed */
+}
+
+static bool mx_scales_ref(uint8_t *bytes, float *mult, float *factor, const float *amax, size_t n, amp_dtype elem,
+                          amp_mx_scale_mode mode, float stats[3]) {
+    bool nan = false;
+    for (size_t b = 0; b < n; b++) {
+        const float a = amax[b]; /* read before mult[b] is written: they may be the same array */
+        const uint8_t byte = scale_byte(a, elem, mode);
+        bytes[b] = byte;
+        if (factor)
+            factor[b] = byte == E8M0_NAN                        ? bits_to_f32(0x7FC00000u)
+                        : (amp_f32_bits(a) & 0x7FFFFFFFu) == 0 ? 1.0f
+                        : byte == 0                             ? bits_to_f32(0x00400000u)
+                                                                : bits_to_f32((uint32_t)byte << 23);
+        if (byte == E8M0_NAN) {
+            nan = true;
+            continue;
+        }
+        /* 2^(127 - byte): 2^-127 (byte 254) is subnormal */
+        mult[b] = byte == E8M0_TOP ? bits_to_f32(0x00400000u) : bits_to_f32((uint32_t)(254 - byte) << 23);
+        if (mult[b] < stats[0]) stats[0] = mult[b];
+        if (mult[b] > stats[1]) stats[1] = mult[b];
+        if (a > stats[2]) stats[2] = a;
+    }
+    return nan;
+}
+
 void amp_fp8_kernels_ref(amp_fp8_kernels *k) {
     k->decode_row[AMP_F32][0] = decode_f32_f32;
     k->decode_row[AMP_F32][1] = decode_f32_bf16;
@@ -198,4 +262,6 @@ void amp_fp8_kernels_ref(amp_fp8_kernels *k) {
     k->encode_stats[AMP_F8E4M3] = encode_stats_e4m3_ref;
     k->encode_stats[AMP_F8E5M2] = encode_stats_e5m2_ref;
     k->col_amax = col_amax_ref;
+    k->factor_adds = factor_adds_ref;
+    k->mx_scales = mx_scales_ref;
 }

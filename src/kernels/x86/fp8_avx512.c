@@ -540,6 +540,85 @@ static bool col_amax_avx512(float *amax, const float *src, size_t rows, size_t c
     return _mm512_reduce_max_epu32(bits) > 0x7F800000u;
 }
 
+/* ---- block-scale bookkeeping ---- */
+
+/* 16 factors at a time: the exponent field less the bias, refused where the mantissa field is not 0 or
+ * the exponent is out of [lo, hi] (a negative factor's sign bit lands it above hi); the adds are the
+ * low 16 bits of e << 7 (VPMOVDW truncates). */
+static bool factor_adds_avx512(int16_t *adds, const float *f, size_t n, amp_dtype dt) {
+    const __m512i lo = _mm512_set1_epi32(dt == AMP_F8E4M3 ? -117 : -110), hi = _mm512_set1_epi32(dt == AMP_F8E4M3 ? 119 : 111);
+    const __m512i man = _mm512_set1_epi32(0x7FFFFF), bias = _mm512_set1_epi32(127);
+    __mmask16 bad = 0;
+    for (size_t j = 0; j < n; j += 16) {
+        const __mmask16 m = tail_mask(n - j);
+        const __m512i u = _mm512_maskz_loadu_epi32(m, f + j);
+        const __m512i e = _mm512_sub_epi32(_mm512_srli_epi32(u, 23), bias);
+        bad |= _mm512_mask_test_epi32_mask(m, u, man) | _mm512_mask_cmplt_epi32_mask(m, e, lo) |
+               _mm512_mask_cmpgt_epi32_mask(m, e, hi);
+        _mm256_mask_storeu_epi16(adds + j, m, _mm512_cvtepi32_epi16(_mm512_slli_epi32(e, 7)));
+    }
+    return bad == 0;
+}
+
+/* The E8M0 bytes of 16 amaxes (as 32-bit lanes) under the four rules of the reference's scale_byte:
+ * integer operations on the bits, RCEIL after one correctly rounded division (the reference's). */
+static inline __m512i e8m0_bytes16(__m512 a, amp_dtype elem, amp_mx_scale_mode mode) {
+    const __m512i man = _mm512_set1_epi32(0x7FFFFF), top = _mm512_set1_epi32(0xFE), ff = _mm512_set1_epi32(0xFF);
+    const __mmask16 nan = _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+    __m512i byte;
+    if (mode == AMP_MX_RCEIL) {
+        const __m512i d = _mm512_castps_si512(_mm512_div_ps(a, _mm512_set1_ps(elem == AMP_F8E4M3 ? 448.0f : 57344.0f)));
+        const __m512i e = _mm512_srli_epi32(d, 23), m = _mm512_and_si512(d, man);
+        const __mmask16 mnz = _mm512_test_epi32_mask(d, man);
+        byte = _mm512_min_epu32(_mm512_mask_add_epi32(e, mnz, e, _mm512_set1_epi32(1)), top); /* normal: e + (m != 0) */
+        const __mmask16 sub = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
+        byte = _mm512_mask_mov_epi32(byte, sub, _mm512_maskz_mov_epi32(
+                                                    _mm512_cmpgt_epu32_mask(m, _mm512_set1_epi32(0x400000)), _mm512_set1_epi32(1)));
+        byte = _mm512_mask_mov_epi32(byte, _mm512_cmpeq_epi32_mask(e, ff), top); /* inf; NaN below */
+    } else {
+        const int emax = elem == AMP_F8E4M3 ? 8 : 15, mbits = elem == AMP_F8E4M3 ? 3 : 2;
+        __m512i u = _mm512_castps_si512(a);
+        if (mode == AMP_MX_EVEN)
+            u = _mm512_and_si512(_mm512_add_epi32(u, _mm512_set1_epi32(1 << (22 - mbits))), _mm512_set1_epi32((int)0xFF800000u));
+        __m512i e = _mm512_and_si512(_mm512_srli_epi32(u, 23), ff); /* biased: the byte is e - emax, at least 0 */
+        if (mode == AMP_MX_CEIL) e = _mm512_mask_add_epi32(e, _mm512_test_epi32_mask(u, man), e, _mm512_set1_epi32(1));
+        byte = _mm512_max_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(emax)), _mm512_setzero_si512());
+    }
+    return _mm512_mask_mov_epi32(byte, nan, ff);
+}
+
+static bool mx_scales_avx512(uint8_t *bytes, float *mult, float *factor, const float *amax, size_t n, amp_dtype elem,
+                             amp_mx_scale_mode mode, float stats[3]) {
+    const __m512i ff = _mm512_set1_epi32(0xFF), top = _mm512_set1_epi32(0xFE), abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+    const __m512i tiny = _mm512_set1_epi32(0x00400000), one = _mm512_set1_epi32(0x3F800000);
+    __m512 smin = _mm512_set1_ps(stats[0]), smax = _mm512_set1_ps(stats[1]), amx = _mm512_set1_ps(stats[2]);
+    __mmask16 any_nan = 0;
+    for (size_t j = 0; j < n; j += 16) {
+        const __mmask16 m = tail_mask(n - j);
+        const __m512 a = _mm512_maskz_loadu_ps(m, amax + j);
+        const __m512i byte = e8m0_bytes16(a, elem, mode);
+        const __mmask16 nan = _mm512_cmpeq_epi32_mask(byte, ff), ok = m & (__mmask16)~nan;
+        any_nan |= m & nan;
+        _mm_mask_storeu_epi8(bytes + j, m, _mm512_cvtepi32_epi8(byte));
+        /* 2^(127 - byte): (254 - byte) << 23, and 2^-127 (the subnormal) for byte 254 */
+        const __m512 mu = _mm512_castsi512_ps(_mm512_mask_mov_epi32(_mm512_slli_epi32(_mm512_sub_epi32(top, byte), 23),
+                                                                    _mm512_cmpeq_epi32_mask(byte, top), tiny));
+        if (factor) { /* 2^(byte - 127), 2^-127 for byte 0, NaN for 0xFF, 1 for an amax of +-0 */
+            __m512i f = _mm512_slli_epi32(byte, 23);
+            f = _mm512_mask_mov_epi32(f, _mm512_cmpeq_epi32_mask(byte, _mm512_setzero_si512()), tiny);
+            f = _mm512_mask_mov_epi32(f, _mm512_testn_epi32_mask(_mm512_castps_si512(a), abs_mask), one);
+            f = _mm512_mask_mov_epi32(f, nan, _mm512_set1_epi32(0x7FC00000));
+            _mm512_mask_storeu_ps(factor + j, m, _mm512_castsi512_ps(f));
+        }
+        smin = _mm512_mask_min_ps(smin, ok, mu, smin);
+        smax = _mm512_mask_max_ps(smax, ok, mu, smax);
+        amx = _mm512_mask_max_ps(amx, ok, a, amx);
+        _mm512_mask_storeu_ps(mult + j, ok, mu); /* after the load: mult may be amax */
+    }
+    stats[0] = _mm512_reduce_min_ps(smin), stats[1] = _mm512_reduce_max_ps(smax), stats[2] = _mm512_reduce_max_ps(amx);
+    return any_nan != 0;
+}
+
 void amp_fp8_kernels_avx512(amp_fp8_kernels *k) {
     k->decode_row[AMP_F32][0] = decode_f32_f32;
     k->decode_row[AMP_F32][1] = decode_f32_bf16;
@@ -560,4 +639,6 @@ void amp_fp8_kernels_avx512(amp_fp8_kernels *k) {
     k->encode_stats[AMP_F8E4M3] = encode_stats_e4m3;
     k->encode_stats[AMP_F8E5M2] = encode_stats_e5m2;
     k->col_amax = col_amax_avx512;
+    k->factor_adds = factor_adds_avx512;
+    k->mx_scales = mx_scales_avx512;
 }
