@@ -81,7 +81,7 @@ static bool make_operand(opdata *x, const opspec *s, int64_t rows, int64_t cols,
     const size_t es = amp_dtype_size(s->dt);
     x->data = calloc((size_t)(rows * ld) + 1, es);
     x->vals = calloc((size_t)(rows * cols) + 1, sizeof(float));
-    const int64_t sbr = s->br ? (rows + s->br - 1) / s->br : 0, sbc = s->bc ? (cols + s->bc - 1) / s->bc + 1 : 0;
+    const int64_t sbr = s->br ? (rows + s->br - 1) / s->br : 0, sbc = s->bc ? (cols + s->bc - 1) / s->bc + rows % 2 : 0; /* ld_scale: a row of blocks, or one more */
     x->scales = calloc((size_t)(sbr * sbc) + 1, sizeof(float));
     if (!x->data || !x->vals || !x->scales) return false;
     for (int64_t i = 0; i < rows; i++)

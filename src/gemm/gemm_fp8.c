@@ -100,35 +100,42 @@ enum { PANEL_CHUNK = 32 }; /* decode_panel: values per exponent add */
  *   - decode_pairs (M stored transposed): adds[(i / block_rows) * ld + j] for stored column j;
  *   - decode_panel (M stored by rows; blocks of whole 32-value chunks along k): adds[i * ld + p / 32]
  *     for stored row i and its chunk p / 32.
- * NULL where a factor is not an exponent add, the blocks do not fit the route, or memory is short:
- * that route then stages (decode_row with the fp32 factors, the same bits). */
+ * The factors' adds come first (one kernel call where the block rows are contiguous), then, unless they
+ * are that layout already (one entry per factor: MX's 1 x 32 and 32 x 1, DeepSeek's 128 x 1), each
+ * is repeated over its block's entries. Returns the table (to amp_free), or NULL where a factor is not
+ * an exponent add, the blocks do not fit the route, or memory is short: that route then stages
+ * (decode_row with the fp32 factors, the same bits). */
 static int16_t *adds_table(const amp_gemm_fp8_operand *x, int64_t sr, int64_t sc, bool m_trans, int64_t *ld) {
     const amp_fp8_kernels *fk = amp_fp8_kernels_active();
     const int64_t nbc = (sc + x->block_cols - 1) / x->block_cols, nbr = (sr + x->block_rows - 1) / x->block_rows;
     if (!m_trans && x->block_cols % PANEL_CHUNK != 0) return NULL;
     const int64_t per = m_trans ? x->block_cols : x->block_cols / PANEL_CHUNK; /* entries per factor */
     *ld = m_trans ? sc : (sc + PANEL_CHUNK - 1) / PANEL_CHUNK;
-    const int64_t rows = m_trans ? nbr : sr;
-    int16_t *t = amp_malloc((size_t)(rows * *ld + nbc) * sizeof(int16_t)), *f = t ? t + rows * *ld : NULL;
+    const int64_t rows = m_trans ? nbr : sr; /* rows of the table */
+    const bool as_is = per == 1 && (m_trans || x->block_rows == 1);
+    const int64_t size = as_is ? 0 : rows * *ld; /* the table, then the factors' adds (the table if as_is) */
+    int16_t *t = amp_malloc((size_t)(size + nbr * nbc) * sizeof(int16_t)), *f = t ? t + size : NULL;
     if (!t) return NULL;
-    for (int64_t i = 0; i < rows; i++) {
+    bool ok = true;
+    if (x->ld_scale == nbc) ok = fk->factor_adds(f, x->scale_inv, (size_t)(nbr * nbc), x->dtype);
+    else
+        for (int64_t br = 0; br < nbr && ok; br++)
+            ok = fk->factor_adds(f + br * nbc, x->scale_inv + br * x->ld_scale, (size_t)nbc, x->dtype);
+    if (!ok) {
+        amp_free(t);
+        return NULL;
+    }
+    for (int64_t i = 0; i < rows && !as_is; i++) {
         int16_t *row = t + i * *ld;
-        const int64_t br = m_trans ? i : i / x->block_rows;
         if (!m_trans && i % x->block_rows != 0) { /* the block row's adds, as the row above */
             memcpy(row, row - *ld, (size_t)*ld * sizeof(int16_t));
             continue;
         }
-        if (per == 1) { /* a factor per entry: straight into the row */
-            if (!fk->factor_adds(row, x->scale_inv + br * x->ld_scale, (size_t)nbc, x->dtype)) goto refused;
-            continue;
-        }
-        if (!fk->factor_adds(f, x->scale_inv + br * x->ld_scale, (size_t)nbc, x->dtype)) goto refused;
-        for (int64_t j = 0; j < *ld; j++) row[j] = f[j / per];
+        const int16_t *fr = f + (m_trans ? i : i / x->block_rows) * nbc;
+        for (int64_t j = 0, c = 0; j < nbc; j++) /* the last block may be partial */
+            for (int64_t e = 0; e < per && c < *ld; e++) row[c++] = fr[j];
     }
     return t;
-refused:
-    amp_free(t);
-    return NULL;
 }
 
 enum { PREFETCH_ROWS = 8 }; /* stored rows ahead that pack_pairs asks the cache for */
