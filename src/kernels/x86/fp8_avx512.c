@@ -322,40 +322,68 @@ static float amax_avx512(const float *src, size_t n, bool *saw_nan) {
     return m;
 }
 
-/* Blocks of a multiple of 16 values: the vector max, and where a block holds a NaN the reference's
- * answer (the first NaN, its sign cleared), found by a scalar pass over that block only. */
+/* The reference's amax of one block (the first NaN, its sign cleared, where there is one). */
+static float block_amax_scalar(const float *x, size_t block) {
+    float m = 0.0f;
+    for (size_t i = 0; i < block; i++) {
+        const float a = fabsf(x[i]);
+        if (a != a) return a;
+        if (a > m) m = a;
+    }
+    return m;
+}
+
+/* Lane i of the result: the largest dword of v[i], for 16 vectors at once. Four halving steps, each the
+ * max of two shuffles of two vectors, leave vector i's maximum at lane pos[i]; one permute puts the
+ * lanes in order. */
+static inline __attribute__((always_inline)) __m512i hmax16_epu32(const __m512i v[16]) {
+    __m512i c[8], d[4], e[2];
+    UNROLL_ALL
+    for (int i = 0; i < 8; i++) /* 128-bit lanes: v[i]'s two halves folded, then v[i + 8]'s */
+        c[i] = _mm512_max_epu32(_mm512_shuffle_i32x4(v[i], v[i + 8], 0x44), _mm512_shuffle_i32x4(v[i], v[i + 8], 0xEE));
+    UNROLL_ALL
+    for (int i = 0; i < 4; i++) /* lanes: v[i], v[i + 8], v[i + 4], v[i + 12], four dwords each */
+        d[i] = _mm512_max_epu32(_mm512_shuffle_i32x4(c[i], c[i + 4], 0x88), _mm512_shuffle_i32x4(c[i], c[i + 4], 0xDD));
+    UNROLL_ALL
+    for (int i = 0; i < 2; i++) /* in each lane, dwords 0 and 2 from d[i], 1 and 3 from d[i + 2] */
+        e[i] = _mm512_max_epu32(_mm512_unpacklo_epi32(d[i], d[i + 2]), _mm512_unpackhi_epi32(d[i], d[i + 2]));
+    const __m512i f = _mm512_max_epu32(_mm512_unpacklo_epi64(e[0], e[1]), _mm512_unpackhi_epi64(e[0], e[1]));
+    const __m512i pos = _mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15);
+    return _mm512_permutexvar_epi32(pos, f);
+}
+
+/* Blocks of a multiple of 16 values, 16 blocks at a time: the unsigned max of the magnitudes' bits in
+ * each block (the amax while it holds no NaN: the bit patterns order as the values do), the 16 maxima
+ * reduced together; a block whose maximum is a NaN pattern gets the reference's answer from a scalar
+ * pass over that block only. */
 static void block_amax_avx512(float *out, const float *src, size_t nblocks, size_t block) {
     const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
-    for (size_t b = 0; b < nblocks; b++) {
+    if (block % 16 != 0) {
+        for (size_t b = 0; b < nblocks; b++) out[b] = block_amax_scalar(src + b * block, block);
+        return;
+    }
+    size_t b = 0;
+    for (; b + 16 <= nblocks; b += 16) {
+        __m512i v[16];
+        UNROLL_ALL
+        for (int i = 0; i < 16; i++) {
+            const float *x = src + (b + (size_t)i) * block;
+            v[i] = _mm512_and_si512(_mm512_loadu_si512(x), abs_mask);
+            for (size_t k = 16; k < block; k += 16) v[i] = _mm512_max_epu32(v[i], _mm512_and_si512(_mm512_loadu_si512(x + k), abs_mask));
+        }
+        const __m512i m = hmax16_epu32(v);
+        _mm512_storeu_si512(out + b, m);
+        for (unsigned nan = _mm512_cmpgt_epu32_mask(m, _mm512_set1_epi32(0x7F800000)); nan; nan &= nan - 1) {
+            const size_t i = b + (size_t)__builtin_ctz(nan);
+            out[i] = block_amax_scalar(src + i * block, block);
+        }
+    }
+    for (; b < nblocks; b++) {
         const float *x = src + b * block;
-        if (block % 16 != 0) {
-            float m = 0.0f;
-            for (size_t i = 0; i < block; i++) {
-                const float a = fabsf(x[i]);
-                if (a != a) {
-                    m = a;
-                    break;
-                }
-                if (a > m) m = a;
-            }
-            out[b] = m;
-            continue;
-        }
-        __m512 acc = _mm512_setzero_ps();
-        __mmask16 nan = 0;
-        for (size_t i = 0; i < block; i += 16) {
-            const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512(x + i), abs_mask));
-            nan |= _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
-            acc = _mm512_max_ps(a, acc);
-        }
-        float m = _mm512_reduce_max_ps(acc);
-        if (nan)
-            for (size_t i = 0; i < block; i++)
-                if (x[i] != x[i]) {
-                    m = fabsf(x[i]);
-                    break;
-                }
-        out[b] = m;
+        __m512i acc = _mm512_setzero_si512();
+        for (size_t k = 0; k < block; k += 16) acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_loadu_si512(x + k), abs_mask));
+        const uint32_t bits = _mm512_reduce_max_epu32(acc);
+        out[b] = bits > 0x7F800000u ? block_amax_scalar(x, block) : amp_f32_from_bits(bits);
     }
 }
 
@@ -481,12 +509,16 @@ static void encode_e5m2(uint8_t *dst, const float *src, size_t n, float scale) {
     scaled_encode(dst, src, n, scale, &e5m2_sat);
 }
 
-/* Specialised on the three ways of taking multipliers. */
+/* Specialised on the ways of taking multipliers: one, one per value, and one per block, MX's 32 and
+ * block scaling's 128 as constants (the index of a value's block is then a shift, not a division per
+ * vector). */
 static inline __attribute__((always_inline)) void encode_stats_fmt(uint8_t *dst, const float *src, size_t n, float scale,
                                                                    const float *scales, size_t block, int64_t counts[2],
                                                                    const fp8_format *fmt) {
     if (!scales) encode_stats(dst, src, n, scale, NULL, 1, counts, fmt);
     else if (block == 1) encode_stats(dst, src, n, scale, scales, 1, counts, fmt);
+    else if (block == 32) encode_stats(dst, src, n, scale, scales, 32, counts, fmt);
+    else if (block == 128) encode_stats(dst, src, n, scale, scales, 128, counts, fmt);
     else encode_stats(dst, src, n, scale, scales, block, counts, fmt);
 }
 static void encode_stats_e4m3(uint8_t *dst, const float *src, size_t n, float scale, const float *scales, size_t block,
