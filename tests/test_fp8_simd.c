@@ -330,14 +330,16 @@ void test_fp8_encode_stats_paths(void) {
     /* the column maxima (block scaling's 128x1 tiles): every path against a scalar loop */
     amp_isa isas[AMP_ISA_COUNT];
     const int n_isas = test_supported_isas(isas);
-    for (int round = 0; round < 40; round++) {
-        const size_t rows = 1 + test_rng_below(&rng, 20), cols = 1 + test_rng_below(&rng, 70), ld = cols + test_rng_below(&rng, 5);
-        /* odd rounds: NaNs only in the gaps between the rows' columns (ld > cols), which must not count */
+    for (int round = 0; round < 80; round++) {
+        const size_t rows = 1 + test_rng_below(&rng, 20), cols = 1 + test_rng_below(&rng, 140), ld = cols + test_rng_below(&rng, 5);
+        /* rounds 1 mod 4: NaNs only in the gaps between the rows' columns (ld > cols), which must not
+         * count; 3 mod 4: none in the first 64 columns either (one group of 64 without, the rest with) */
         for (size_t i = 0; i < rows * ld; i++) {
             const float v = random_special(&rng);
-            x[i] = round % 2 && isnan(v) && i % ld < cols ? 1.0f : v;
+            const bool keep = round % 4 == 1 ? i % ld >= cols : round % 4 == 3 ? i % ld >= 64 : true;
+            x[i] = isnan(v) && !keep ? 1.0f : v;
         }
-        float want[80], got[80];
+        float want[150], got[150];
         bool want_nan = false;
         for (size_t j = 0; j < cols; j++) {
             want[j] = j % 3 ? 0.0f : 0.5f; /* a starting value kept where larger */

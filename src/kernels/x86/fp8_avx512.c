@@ -447,24 +447,22 @@ static inline __attribute__((always_inline)) void scaled_encode(uint8_t *dst, co
 }
 
 /* encode_stats (fp8_kernels.h) on 16 values (mask m): their bytes, one per 32-bit lane, returned, and
- * per lane the counters raised where the source is finite and nonzero (VFPCLASSPS: not a NaN, a zero
- * or an infinity) and the product's magnitude exceeds the largest finite (saturated) or the byte's
- * magnitude is 0 (flushed). The counters are int32 lanes: the caller folds them every STATS_FOLD
- * vectors. */
+ * the counts raised by the lanes whose source is finite and nonzero (VFPCLASSPS: not a NaN, a zero or
+ * an infinity) and whose product's magnitude exceeds the largest finite (saturated) or whose byte's
+ * magnitude is 0 (flushed): population counts of the masks, in scalar registers, so that the vector
+ * ports only compute the masks. */
 static inline __attribute__((always_inline)) __m512i encode_stats16(__m512 x, __m512 mult, __mmask16 m,
-                                                                    const fp8_format *fmt, __m512i *sat, __m512i *flush) {
+                                                                    const fp8_format *fmt, int64_t *sat, int64_t *flush) {
     const __m512 p = _mm512_mul_ps(x, mult);
     __m512i w;
     const __m512i bytes = fp8_bytes_from_f32x16(p, fmt, &w);
     const __mmask16 live = _kandn_mask16(_mm512_fpclass_ps_mask(x, 0x9F), m); /* 0x9F: NaN, +-0, +-inf */
     const __mmask16 over = _mm512_mask_cmp_ps_mask(live, _mm512_abs_ps(p), _mm512_set1_ps(fmt->max_finite), _CMP_GT_OQ);
     const __mmask16 zero = _mm512_mask_testn_epi32_mask(live, w, w);
-    *sat = _mm512_mask_sub_epi32(*sat, over, *sat, _mm512_set1_epi32(-1));
-    *flush = _mm512_mask_sub_epi32(*flush, zero, *flush, _mm512_set1_epi32(-1));
+    *sat += __builtin_popcount(over);
+    *flush += __builtin_popcount(zero);
     return bytes;
 }
-
-enum { STATS_FOLD = 1 << 20 };
 
 /* The multipliers of values i .. i+15: s (scales NULL), scales[i ..] (block 1), or the one of their
  * block (block a multiple of 16). */
@@ -480,24 +478,20 @@ static inline __attribute__((always_inline)) void encode_stats(uint8_t *dst, con
                                                                const float *scales, size_t block,
                                                                int64_t counts[2], const fp8_format *fmt) {
     const __m512 s = _mm512_set1_ps(scale);
-    for (size_t i0 = 0; i0 < n; i0 += (size_t)16 * STATS_FOLD) {
-        const size_t i1 = n - i0 < (size_t)16 * STATS_FOLD ? n : i0 + (size_t)16 * STATS_FOLD;
-        __m512i sat = _mm512_setzero_si512(), flush = sat;
-        size_t i = i0;
+    int64_t sat = 0, flush = 0;
+    size_t i = 0;
 #define STATS16(off) encode_stats16(_mm512_loadu_ps(src + i + (off)), mult(scales, block, s, i + (off), 0xFFFF), 0xFFFF, fmt, &sat, &flush)
-        for (; i + 64 <= i1; i += 64) {
-            const __m512i b0 = STATS16(0), b1 = STATS16(16), b2 = STATS16(32), b3 = STATS16(48);
-            store_bytes64(dst + i, b0, b1, b2, b3);
-        }
-#undef STATS16
-        for (; i < i1; i += 16) {
-            const __mmask16 m = tail_mask(i1 - i);
-            const __m512i b = encode_stats16(_mm512_maskz_loadu_ps(m, src + i), mult(scales, block, s, i, m), m, fmt, &sat, &flush);
-            _mm512_mask_cvtepi32_storeu_epi8(dst + i, m, b);
-        }
-        counts[0] += _mm512_reduce_add_epi32(sat);
-        counts[1] += _mm512_reduce_add_epi32(flush);
+    for (; i + 64 <= n; i += 64) {
+        const __m512i b0 = STATS16(0), b1 = STATS16(16), b2 = STATS16(32), b3 = STATS16(48);
+        store_bytes64(dst + i, b0, b1, b2, b3);
     }
+#undef STATS16
+    for (; i < n; i += 16) {
+        const __mmask16 m = tail_mask(n - i);
+        const __m512i b = encode_stats16(_mm512_maskz_loadu_ps(m, src + i), mult(scales, block, s, i, m), m, fmt, &sat, &flush);
+        _mm512_mask_cvtepi32_storeu_epi8(dst + i, m, b);
+    }
+    counts[0] += sat, counts[1] += flush;
 }
 
 static const fp8_format e4m3_sat = {448.0f, 20 << 23, (14 + 127) << 23, 0x7F, 3, 8 * (14 + 127)};
@@ -530,46 +524,51 @@ static void encode_stats_e5m2(uint8_t *dst, const float *src, size_t n, float sc
     encode_stats_fmt(dst, src, n, scale, scales, block, counts, &e5m2_sat);
 }
 
-/* Column maxima down the rows, 64 columns (four independent accumulators) at a time, then 16 at a
- * time; VMAXPS(a, m) skips a NaN a as fmaxf does. A NaN shows as a magnitude past infinity's bits: an
- * unsigned max of the magnitudes' bits beside the float max finds one. */
-static bool col_amax_avx512(float *amax, const float *src, size_t rows, size_t cols, size_t ld) {
+/* Column maxima of 16 columns (mask m) down the rows, the float way: VMAXPS(a, m) skips a NaN a as
+ * fmaxf does; *bits gets the unsigned max of the magnitudes' bits (past infinity's: a NaN). */
+static inline __attribute__((always_inline)) void col_amax16_float(float *amax, const float *src, size_t rows,
+                                                                   size_t ld, __mmask16 m, __m512i *bits) {
     const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+    __m512 acc = _mm512_maskz_loadu_ps(m, amax);
+    for (size_t r = 0; r < rows; r++) {
+        const __m512i a = _mm512_and_si512(_mm512_maskz_loadu_epi32(m, src + r * ld), abs_mask);
+        *bits = _mm512_max_epu32(*bits, a);
+        acc = _mm512_max_ps(_mm512_castsi512_ps(a), acc);
+    }
+    _mm512_mask_storeu_ps(amax, m, acc);
+}
+
+/* Column maxima down the rows, 64 columns (four independent accumulators) at a time: an unsigned max
+ * of the magnitudes' bits, started from amax[]'s bits, which is the float max while no bit pattern
+ * passes infinity's (a NaN in src, or an amax[] entry that is negative or NaN); a group where one does
+ * is redone the float way. Then 16 columns at a time the float way. */
+static bool col_amax_avx512(float *amax, const float *src, size_t rows, size_t cols, size_t ld) {
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
     __m512i bits = _mm512_setzero_si512();
-#define ABS_AT(p) _mm512_and_si512(_mm512_loadu_si512(p), abs_mask)
-#define MAX_AT(acc, p)                                                    \
-    do {                                                                  \
-        const __m512i a_ = ABS_AT(p);                                     \
-        bits = _mm512_max_epu32(bits, a_);                                \
-        acc = _mm512_max_ps(_mm512_castsi512_ps(a_), acc);                \
-    } while (0)
+    bool nan = false;
     size_t j = 0;
     for (; j + 64 <= cols; j += 64) {
-        __m512 a0 = _mm512_loadu_ps(amax + j), a1 = _mm512_loadu_ps(amax + j + 16);
-        __m512 a2 = _mm512_loadu_ps(amax + j + 32), a3 = _mm512_loadu_ps(amax + j + 48);
+        __m512i a0 = _mm512_loadu_si512(amax + j), a1 = _mm512_loadu_si512(amax + j + 16);
+        __m512i a2 = _mm512_loadu_si512(amax + j + 32), a3 = _mm512_loadu_si512(amax + j + 48);
         for (size_t r = 0; r < rows; r++) {
             const float *x = src + r * ld + j;
-            MAX_AT(a0, x);
-            MAX_AT(a1, x + 16);
-            MAX_AT(a2, x + 32);
-            MAX_AT(a3, x + 48);
+            a0 = _mm512_max_epu32(a0, _mm512_and_si512(_mm512_loadu_si512(x), abs_mask));
+            a1 = _mm512_max_epu32(a1, _mm512_and_si512(_mm512_loadu_si512(x + 16), abs_mask));
+            a2 = _mm512_max_epu32(a2, _mm512_and_si512(_mm512_loadu_si512(x + 32), abs_mask));
+            a3 = _mm512_max_epu32(a3, _mm512_and_si512(_mm512_loadu_si512(x + 48), abs_mask));
         }
-        _mm512_storeu_ps(amax + j, a0), _mm512_storeu_ps(amax + j + 16, a1);
-        _mm512_storeu_ps(amax + j + 32, a2), _mm512_storeu_ps(amax + j + 48, a3);
-    }
-#undef MAX_AT
-#undef ABS_AT
-    for (; j < cols; j += 16) {
-        const __mmask16 m = tail_mask(cols - j);
-        __m512 acc = _mm512_maskz_loadu_ps(m, amax + j);
-        for (size_t r = 0; r < rows; r++) {
-            const __m512i a = _mm512_and_si512(_mm512_maskz_loadu_epi32(m, src + r * ld + j), abs_mask);
-            bits = _mm512_max_epu32(bits, a);
-            acc = _mm512_max_ps(_mm512_castsi512_ps(a), acc);
+        const __m512i top = _mm512_max_epu32(_mm512_max_epu32(a0, a1), _mm512_max_epu32(a2, a3));
+        if (_mm512_cmpgt_epu32_mask(top, inf)) { /* a NaN somewhere: the float way, which also says whether */
+            __m512i b = _mm512_setzero_si512();
+            for (size_t c = 0; c < 64; c += 16) col_amax16_float(amax + j + c, src + j + c, rows, ld, 0xFFFF, &b);
+            nan |= _mm512_cmpgt_epu32_mask(b, inf) != 0;
+            continue;
         }
-        _mm512_mask_storeu_ps(amax + j, m, acc);
+        _mm512_storeu_si512(amax + j, a0), _mm512_storeu_si512(amax + j + 16, a1);
+        _mm512_storeu_si512(amax + j + 32, a2), _mm512_storeu_si512(amax + j + 48, a3);
     }
-    return _mm512_reduce_max_epu32(bits) > 0x7F800000u;
+    for (; j < cols; j += 16) col_amax16_float(amax + j, src + j, rows, ld, tail_mask(cols - j), &bits);
+    return nan || _mm512_cmpgt_epu32_mask(bits, inf) != 0;
 }
 
 /* ---- block-scale bookkeeping ---- */
