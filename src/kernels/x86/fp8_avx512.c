@@ -75,41 +75,59 @@ static inline __attribute__((always_inline)) void decode_run(amp_dtype dt, bool 
     }
 }
 
-/* fp8 to bf16 without factors, 32 lanes of 16 bits: a normal value's bits are its magnitude bits
- * shifted to bf16's places plus the exponent's rebias; the subnormals (and zero) come from an 8-entry
- * table (VPERMW), the all-ones exponent is set apart (e4m3: NaN; e5m2: inf, NaN), the sign is ORed in. */
-static inline __attribute__((always_inline)) __m512i bf16_from_fp8x32(amp_dtype dt, __m256i bytes) {
-    const __m512i w = _mm512_cvtepu8_epi16(bytes);
-    const __m512i mag = _mm512_and_si512(w, _mm512_set1_epi16(0x7F));
-    const __m512i sign = _mm512_slli_epi16(_mm512_and_si512(w, _mm512_set1_epi16(0x80)), 8);
-    __m512i v;
-    if (dt == AMP_F8E4M3) {
-        /* m * 2^-9 for m = 0..7 */
-        const __m512i sub = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                             0x3C60, 0x3C40, 0x3C20, 0x3C00, 0x3BC0, 0x3B80, 0x3B00, 0);
-        v = _mm512_add_epi16(_mm512_slli_epi16(mag, 4), _mm512_set1_epi16(0x3C00)); /* exponent + 120 */
-        v = _mm512_mask_mov_epi16(v, _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(8)), _mm512_permutexvar_epi16(mag, sub));
-        v = _mm512_mask_mov_epi16(v, _mm512_cmpeq_epi16_mask(mag, _mm512_set1_epi16(0x7F)), _mm512_set1_epi16(0x7FC0));
-    } else {
-        /* m * 2^-16 for m = 0..3 */
-        const __m512i sub = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                             0, 0, 0, 0x3840, 0x3800, 0x3780, 0);
-        v = _mm512_add_epi16(_mm512_slli_epi16(mag, 5), _mm512_set1_epi16(0x3800)); /* exponent + 112 */
-        v = _mm512_mask_mov_epi16(v, _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(4)), _mm512_permutexvar_epi16(mag, sub));
-        v = _mm512_mask_mov_epi16(v, _mm512_cmpge_epu16_mask(mag, _mm512_set1_epi16(0x7D)), _mm512_set1_epi16(0x7FC0));
-        v = _mm512_mask_mov_epi16(v, _mm512_cmpeq_epi16_mask(mag, _mm512_set1_epi16(0x7C)), _mm512_set1_epi16(0x7F80));
-    }
-    return _mm512_or_si512(v, sign);
+/* The bf16 bits of each fp8 magnitude pattern (the sign bit clear): e4m3's m * 2^-9 below 8, then
+ * (1 + (m & 7) / 8) 2^((m >> 3) - 7), its NaN 0x7F as 0x7FC0; e5m2's m * 2^-16 below 4, then
+ * (1 + (m & 3) / 4) 2^((m >> 2) - 15), inf (0x7C) 0x7F80 and NaN 0x7FC0. Every finite one is exact and
+ * normal in bf16. */
+static const uint16_t bf16_of_e4m3[128] __attribute__((aligned(64))) = {
+    0x0000, 0x3B00, 0x3B80, 0x3BC0, 0x3C00, 0x3C20, 0x3C40, 0x3C60, 0x3C80, 0x3C90, 0x3CA0, 0x3CB0, 0x3CC0, 0x3CD0, 0x3CE0, 0x3CF0,
+    0x3D00, 0x3D10, 0x3D20, 0x3D30, 0x3D40, 0x3D50, 0x3D60, 0x3D70, 0x3D80, 0x3D90, 0x3DA0, 0x3DB0, 0x3DC0, 0x3DD0, 0x3DE0, 0x3DF0,
+    0x3E00, 0x3E10, 0x3E20, 0x3E30, 0x3E40, 0x3E50, 0x3E60, 0x3E70, 0x3E80, 0x3E90, 0x3EA0, 0x3EB0, 0x3EC0, 0x3ED0, 0x3EE0, 0x3EF0,
+    0x3F00, 0x3F10, 0x3F20, 0x3F30, 0x3F40, 0x3F50, 0x3F60, 0x3F70, 0x3F80, 0x3F90, 0x3FA0, 0x3FB0, 0x3FC0, 0x3FD0, 0x3FE0, 0x3FF0,
+    0x4000, 0x4010, 0x4020, 0x4030, 0x4040, 0x4050, 0x4060, 0x4070, 0x4080, 0x4090, 0x40A0, 0x40B0, 0x40C0, 0x40D0, 0x40E0, 0x40F0,
+    0x4100, 0x4110, 0x4120, 0x4130, 0x4140, 0x4150, 0x4160, 0x4170, 0x4180, 0x4190, 0x41A0, 0x41B0, 0x41C0, 0x41D0, 0x41E0, 0x41F0,
+    0x4200, 0x4210, 0x4220, 0x4230, 0x4240, 0x4250, 0x4260, 0x4270, 0x4280, 0x4290, 0x42A0, 0x42B0, 0x42C0, 0x42D0, 0x42E0, 0x42F0,
+    0x4300, 0x4310, 0x4320, 0x4330, 0x4340, 0x4350, 0x4360, 0x4370, 0x4380, 0x4390, 0x43A0, 0x43B0, 0x43C0, 0x43D0, 0x43E0, 0x7FC0,
+};
+static const uint16_t bf16_of_e5m2[128] __attribute__((aligned(64))) = {
+    0x0000, 0x3780, 0x3800, 0x3840, 0x3880, 0x38A0, 0x38C0, 0x38E0, 0x3900, 0x3920, 0x3940, 0x3960, 0x3980, 0x39A0, 0x39C0, 0x39E0,
+    0x3A00, 0x3A20, 0x3A40, 0x3A60, 0x3A80, 0x3AA0, 0x3AC0, 0x3AE0, 0x3B00, 0x3B20, 0x3B40, 0x3B60, 0x3B80, 0x3BA0, 0x3BC0, 0x3BE0,
+    0x3C00, 0x3C20, 0x3C40, 0x3C60, 0x3C80, 0x3CA0, 0x3CC0, 0x3CE0, 0x3D00, 0x3D20, 0x3D40, 0x3D60, 0x3D80, 0x3DA0, 0x3DC0, 0x3DE0,
+    0x3E00, 0x3E20, 0x3E40, 0x3E60, 0x3E80, 0x3EA0, 0x3EC0, 0x3EE0, 0x3F00, 0x3F20, 0x3F40, 0x3F60, 0x3F80, 0x3FA0, 0x3FC0, 0x3FE0,
+    0x4000, 0x4020, 0x4040, 0x4060, 0x4080, 0x40A0, 0x40C0, 0x40E0, 0x4100, 0x4120, 0x4140, 0x4160, 0x4180, 0x41A0, 0x41C0, 0x41E0,
+    0x4200, 0x4220, 0x4240, 0x4260, 0x4280, 0x42A0, 0x42C0, 0x42E0, 0x4300, 0x4320, 0x4340, 0x4360, 0x4380, 0x43A0, 0x43C0, 0x43E0,
+    0x4400, 0x4420, 0x4440, 0x4460, 0x4480, 0x44A0, 0x44C0, 0x44E0, 0x4500, 0x4520, 0x4540, 0x4560, 0x4580, 0x45A0, 0x45C0, 0x45E0,
+    0x4600, 0x4620, 0x4640, 0x4660, 0x4680, 0x46A0, 0x46C0, 0x46E0, 0x4700, 0x4720, 0x4740, 0x4760, 0x7F80, 0x7FC0, 0x7FC0, 0x7FC0,
+};
+
+/* The bf16 bits of 32 fp8 magnitudes (the 16-bit lanes of w, the fp8 patterns; the sign bit is not
+ * looked at) from the 128-entry table: two VPERMT2W over 64 entries each, bit 6 choosing between them. */
+static inline __attribute__((always_inline)) __m512i bf16_magnitudes(amp_dtype dt, __m512i w) {
+    const uint16_t *t = dt == AMP_F8E4M3 ? bf16_of_e4m3 : bf16_of_e5m2;
+    const __m512i lo = _mm512_permutex2var_epi16(_mm512_load_si512(t), w, _mm512_load_si512(t + 32));
+    const __m512i hi = _mm512_permutex2var_epi16(_mm512_load_si512(t + 64), w, _mm512_load_si512(t + 96));
+    return _mm512_mask_mov_epi16(lo, _mm512_test_epi16_mask(w, _mm512_set1_epi16(0x40)), hi);
 }
 
-/* ... times 2^e when add = e << 7 is not 0: e is added to the exponent of every finite nonzero value
- * (the caller makes sure the results stay normal: exact, the bits of the fp32 product's top half) */
+/* v | the sign of each fp8 pattern in w (bit 7, moved to bit 15) */
+static inline __attribute__((always_inline)) __m512i with_sign(__m512i v, __m512i w) {
+    return _mm512_ternarylogic_epi32(v, _mm512_slli_epi16(w, 8), _mm512_set1_epi16((short)0x8000), 0xF8);
+}
+
+/* fp8 to bf16 without factors, 32 lanes of 16 bits: the magnitude from the table, the sign ORed in. */
+static inline __attribute__((always_inline)) __m512i bf16_from_fp8x32(amp_dtype dt, __m256i bytes) {
+    const __m512i w = _mm512_cvtepu8_epi16(bytes);
+    return with_sign(bf16_magnitudes(dt, w), w);
+}
+
+/* ... times 2^e when add = e << 7 is not 0: e is added to the exponent of every finite nonzero
+ * magnitude (0 < bits < 0x7F80; the caller makes sure the results stay normal: exact, the bits of the
+ * fp32 product's top half), then the sign ORed in */
 static inline __attribute__((always_inline)) __m512i bf16_from_fp8x32_scaled(amp_dtype dt, __m256i bytes, __m512i add) {
-    const __m512i v = bf16_from_fp8x32(dt, bytes);
-    const __m512i mag = _mm512_and_si512(v, _mm512_set1_epi16(0x7FFF));
-    /* finite and nonzero: 0 < |v| < inf */
+    const __m512i w = _mm512_cvtepu8_epi16(bytes);
+    const __m512i mag = bf16_magnitudes(dt, w);
     const __mmask32 scale = _mm512_cmplt_epu16_mask(_mm512_sub_epi16(mag, _mm512_set1_epi16(1)), _mm512_set1_epi16(0x7F7F));
-    return _mm512_mask_add_epi16(v, scale, v, add);
+    return with_sign(_mm512_mask_add_epi16(mag, scale, mag, add), w);
 }
 
 static inline __attribute__((always_inline)) void decode_fp8_bf16(amp_dtype dt, uint16_t *dst, const uint8_t *src,
