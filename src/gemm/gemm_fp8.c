@@ -93,27 +93,23 @@ static void decode_stored(const pack_arg *pa, void *dst, int64_t row, int64_t co
     pa->decode(dst, src, (size_t)cols, f, (size_t)(x->block_cols - col0 % x->block_cols), (size_t)x->block_cols);
 }
 
-enum { PANEL_CHUNK = 32 }; /* decode_panel: values per exponent add */
+enum { PANEL_CHUNK = 32, PANEL_CHUNKS = 32 }; /* decode_panel: values per exponent add; adds per row */
 
 /* The exponent adds of an operand with block factors (fp8_kernels.h factor_adds), computed once per
- * call, in the layout its route reads:
- *   - decode_pairs (M stored transposed): adds[(i / block_rows) * ld + j] for stored column j;
- *   - decode_panel (M stored by rows; blocks of whole 32-value chunks along k): adds[i * ld + p / 32]
- *     for stored row i and its chunk p / 32.
- * The factors' adds come first (one kernel call where the block rows are contiguous), then, unless they
- * are that layout already (one entry per factor: MX's 1 x 32 and 32 x 1, DeepSeek's 128 x 1), each
- * is repeated over its block's entries. Returns the table (to amp_free), or NULL where a factor is not
- * an exponent add, the blocks do not fit the route, or memory is short: that route then stages
+ * call: for the decode_pairs route (M stored transposed) adds[(i / block_rows) * ld + j] for stored
+ * column j (a factor's add repeated over its block's columns); for decode_panel (M stored by rows;
+ * blocks of whole 32-value chunks along k) one add per factor, adds[(i / block_rows) * ld + j /
+ * block_cols], which pack_panel spreads over each panel's chunks where a block has several. One kernel
+ * call where the block rows are contiguous. Returns the table (to amp_free), or NULL where a factor is
+ * not an exponent add, the blocks do not fit the route, or memory is short: that route then stages
  * (decode_row with the fp32 factors, the same bits). */
 static int16_t *adds_table(const amp_gemm_fp8_operand *x, int64_t sr, int64_t sc, bool m_trans, int64_t *ld) {
     const amp_fp8_kernels *fk = amp_fp8_kernels_active();
     const int64_t nbc = (sc + x->block_cols - 1) / x->block_cols, nbr = (sr + x->block_rows - 1) / x->block_rows;
     if (!m_trans && x->block_cols % PANEL_CHUNK != 0) return NULL;
-    const int64_t per = m_trans ? x->block_cols : x->block_cols / PANEL_CHUNK; /* entries per factor */
-    *ld = m_trans ? sc : (sc + PANEL_CHUNK - 1) / PANEL_CHUNK;
-    const int64_t rows = m_trans ? nbr : sr; /* rows of the table */
-    const bool as_is = per == 1 && (m_trans || x->block_rows == 1);
-    const int64_t size = as_is ? 0 : rows * *ld; /* the table, then the factors' adds (the table if as_is) */
+    const bool spread = m_trans && x->block_cols > 1; /* pairs: a factor's add repeated over its columns */
+    *ld = spread ? sc : nbc;
+    const int64_t size = spread ? nbr * sc : 0; /* the spread table, then the factors' adds */
     int16_t *t = amp_malloc((size_t)(size + nbr * nbc) * sizeof(int16_t)), *f = t ? t + size : NULL;
     if (!t) return NULL;
     bool ok = true;
@@ -125,15 +121,10 @@ static int16_t *adds_table(const amp_gemm_fp8_operand *x, int64_t sr, int64_t sc
         amp_free(t);
         return NULL;
     }
-    for (int64_t i = 0; i < rows && !as_is; i++) {
-        int16_t *row = t + i * *ld;
-        if (!m_trans && i % x->block_rows != 0) { /* the block row's adds, as the row above */
-            memcpy(row, row - *ld, (size_t)*ld * sizeof(int16_t));
-            continue;
-        }
-        const int16_t *fr = f + (m_trans ? i : i / x->block_rows) * nbc;
+    for (int64_t br = 0; br < nbr && spread; br++) {
+        int16_t *row = t + br * sc;
         for (int64_t j = 0, c = 0; j < nbc; j++) /* the last block may be partial */
-            for (int64_t e = 0; e < per && c < *ld; e++) row[c++] = fr[j];
+            for (int64_t e = 0; e < x->block_cols && c < sc; e++) row[c++] = f[br * nbc + j];
     }
     return t;
 }
@@ -166,15 +157,32 @@ static bool pack_pairs(const pack_arg *pa, void *dst, int64_t i0, int64_t rows, 
 
 /* The decode_panel route for one panel of M's rows (stored rows i0 .. i0 + ri - 1, k from p0, kc
  * values): false, having written nothing, where the operand has block factors but no adds or p0 does
- * not start a 32-value chunk (the caller then stages). */
+ * not start a 32-value chunk (the caller then stages). The table is the kernel's adds as it stands
+ * for MX's 1 x 32 blocks; blocks of several chunks or rows get theirs spread over the panel's rows and
+ * chunks here. */
 static bool pack_panel(const pack_arg *pa, void *dst, int64_t i0, int64_t ri, int64_t p0, int64_t kc, int r) {
     const amp_gemm_fp8_operand *x = pa->x;
     const bool blocks = x->scale_inv && x->block_rows > 0;
     const int64_t chunks = (kc + PANEL_CHUNK - 1) / PANEL_CHUNK;
     if (blocks && (!pa->adds || p0 % PANEL_CHUNK != 0)) return false;
-    pa->panel(dst, (const uint8_t *)x->data + i0 * x->ld + p0, (size_t)x->ld,
-              blocks ? pa->adds + i0 * pa->ld_adds + p0 / PANEL_CHUNK : NULL, blocks ? (size_t)pa->ld_adds : (size_t)chunks,
-              (size_t)ri, (size_t)kc, r);
+    const int16_t *adds = NULL;
+    size_t ld_adds = (size_t)chunks;
+    int16_t local[AMP_GEMM_MAX_TILE * PANEL_CHUNKS];
+    if (blocks && x->block_rows == 1 && x->block_cols == PANEL_CHUNK) {
+        adds = pa->adds + i0 * pa->ld_adds + p0 / PANEL_CHUNK, ld_adds = (size_t)pa->ld_adds;
+    } else if (blocks) {
+        if (chunks > PANEL_CHUNKS || ri > AMP_GEMM_MAX_TILE) return false;
+        const int64_t per = x->block_cols / PANEL_CHUNK, c0 = p0 / PANEL_CHUNK;
+        for (int64_t i = 0; i < ri; i++) {
+            const int16_t *f = pa->adds + ((i0 + i) / x->block_rows) * pa->ld_adds;
+            for (int64_t c = 0, b = c0 / per, left = per - c0 % per; c < chunks; c++) { /* left: chunks of block b */
+                local[i * chunks + c] = f[b];
+                if (--left == 0) b++, left = per;
+            }
+        }
+        adds = local;
+    }
+    pa->panel(dst, (const uint8_t *)x->data + i0 * x->ld + p0, (size_t)x->ld, adds, ld_adds, (size_t)ri, (size_t)kc, r);
     return true;
 }
 
