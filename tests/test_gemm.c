@@ -329,8 +329,11 @@ void test_gemm_edge_cases(void) {
 /* Same bits for 1, 2 and 3 threads and for repeated calls, on every path and dtype, for a C
  * computed directly and for a narrow C computed as C^T, and for a wide C of few rows, which the
  * threads split along n into several tasks each, handed out as threads come free (gemm.c's
- * split_finer, for an fp32 A read by rows in place). Each product is large enough (2mnk above
- * 3 x 2^21 flops) that amp_gemm really uses 3 threads when asked. */
+ * split_finer, for an fp32 A read by rows in place), and for C split along one side only, where
+ * the tasks share the other side's packed operand (gemm.c's run_shared: A for the first and third,
+ * B for the last), packed whole or, the last run, in chunks of one k block (or not at all where a
+ * block exceeds the limit the test sets). Each product is large enough (2mnk above 3 x 2^21 flops) that amp_gemm really uses 3
+ * threads when asked. */
 void test_gemm_determinism(void) {
     const bool quick = harness_quick();
     const problem problems[] = {
@@ -338,6 +341,8 @@ void test_gemm_determinism(void) {
          .beta = 0.5f},
         {.m = 520, .n = 9, .k = 700, .trans_a = true, .pad = 2, .alpha = 1.0f, .beta = 0.0f},
         {.m = 36, .n = quick ? 500 : 1000, .k = 700, .pad = 1, .alpha = 1.0f, .beta = 0.25f},
+        /* split along m on every path: the tasks share one packed B over three k blocks (an odd k) */
+        {.m = 600, .n = 40, .k = 1101, .trans_a = true, .pad = 1, .alpha = 1.0f, .beta = 0.0f},
     };
     test_rng rng = {harness_seed() ^ 0xD5u};
     amp_isa isas[AMP_ISA_COUNT];
@@ -359,6 +364,7 @@ void test_gemm_determinism(void) {
                     const int threads[] = {1, 1, 2, 3, 2};
                     for (int t = 0; t < 5; t++) {
                         amp_set_num_threads(threads[t]);
+                        amp_gemm_set_shared_pack_max(t == 4 ? (size_t)128 << 10 : 0);
                         float *out = c[t == 0 ? 0 : 1];
                         memcpy(out, f.c0, bytes);
                         CHECK_EQ_INT(amp_gemm(f.dt, pr->trans_a, pr->trans_b, pr->m, pr->n, pr->k, pr->alpha, f.a,
@@ -377,6 +383,7 @@ void test_gemm_determinism(void) {
             }
             test_isa_end();
             amp_set_num_threads(0);
+            amp_gemm_set_shared_pack_max(0);
             free(c[0]), free(c[1]);
             fixture_free(&f);
         }

@@ -57,6 +57,8 @@
 typedef struct pack_buffers {
     void *a, *b; /* 64-byte aligned */
     size_t a_size, b_size;
+    void *shared; /* an operand packed for every thread of a product this thread runs (run_shared) */
+    size_t shared_size;
 } pack_buffers;
 
 static pthread_key_t buffers_key;
@@ -67,6 +69,7 @@ static void free_buffers(void *p) {
     pack_buffers *pb = p;
     amp_free(pb->a);
     amp_free(pb->b);
+    amp_free(pb->shared);
     amp_free(pb);
 }
 
@@ -128,6 +131,12 @@ typedef struct gemm_job {
     const amp_gemm_epilogue *ep; /* NULL: none (gemm_fused.h) */
     float *a_sums;               /* ep->a_sums when added from the packed A panels (gemm_block), else NULL */
     int grid_m, grid_n; /* P is split into grid_m x grid_n rectangles of whole tiles, one per task */
+    /* The tasks compute the k blocks in [k0, k1) (the whole k, or one chunk of it: run_shared).
+     * a_shared, b_shared not NULL: M_a or M_b packed before the tasks for all of them, k block pc at
+     * offset rows_pad * (pc - k0), its panel of rows [i, i + r) i * kc_pad further (packed elements;
+     * rows_pad = m or n rounded up to the tile) */
+    int64_t k0, k1;
+    const char *a_shared, *b_shared;
     atomic_int status;
 } gemm_job;
 
@@ -357,9 +366,12 @@ static int gemm_block(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int
     const int64_t kc_max = round_up(min64(kern->kc, j->k), kern->k_unit);
     pack_buffers *pb = thread_buffers();
     if (!pb) return AMP_ERR_OUT_OF_MEMORY;
-    char *abuf = grow(&pb->a, &pb->a_size, (size_t)(round_up(min64(kern->mc, m1 - m0), mr) * kc_max) * ps);
-    char *bbuf = grow(&pb->b, &pb->b_size, (size_t)(round_up(min64(kern->nc, n1 - n0), nr) * kc_max) * ps);
-    if (!abuf || !bbuf) return AMP_ERR_OUT_OF_MEMORY;
+    const size_t a_need = j->a_shared ? 0 : (size_t)(round_up(min64(kern->mc, m1 - m0), mr) * kc_max) * ps;
+    const size_t b_need = j->b_shared ? 0 : (size_t)(round_up(min64(kern->nc, n1 - n0), nr) * kc_max) * ps;
+    char *abuf = a_need ? grow(&pb->a, &pb->a_size, a_need) : NULL;
+    char *bbuf = b_need ? grow(&pb->b, &pb->b_size, b_need) : NULL;
+    if ((a_need && !abuf) || (b_need && !bbuf)) return AMP_ERR_OUT_OF_MEMORY;
+    const int64_t m_pad = round_up(j->m, mr), n_pad = round_up(j->n, nr); /* the shared operands' rows */
 
     /* Where the rectangle is one tile wide, each packed A panel meets one B panel: packing it is a copy
      * of A for one use. Where M_a is stored transposed (op(A) = A^T: a panel's k steps are rows of A),
@@ -372,23 +384,26 @@ static int gemm_block(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int
     const bool a_unpacked = a_in_place || j->ukernel_rb;
     for (int64_t jc = n0; jc < n1; jc += kern->nc) {
         const int64_t nc = min64(kern->nc, n1 - jc);
-        for (int64_t pc = 0; pc < j->k; pc += kern->kc) {
+        for (int64_t pc = j->k0; pc < j->k1; pc += kern->kc) {
             const int64_t kc = min64(kern->kc, j->k - pc);
             const int64_t kc_pad = round_up(kc, kern->k_unit);
             const float beta = pc == 0 ? j->beta : 1.0f; /* later k blocks add to what the first wrote */
-            pack(j, &j->b, bbuf, jc, nc, pc, kc, nr);
+            const char *bblock = j->b_shared ? j->b_shared + (size_t)(n_pad * (pc - j->k0) + jc * kc_pad) * ps : bbuf;
+            if (!j->b_shared) pack(j, &j->b, bbuf, jc, nc, pc, kc, nr);
             for (int64_t ic = m0; ic < m1; ic += kern->mc) {
                 const int64_t mc = min64(kern->mc, m1 - ic);
-                if (!a_unpacked) pack(j, &j->a, abuf, ic, mc, pc, kc, mr);
+                const char *ablock =
+                    j->a_shared ? j->a_shared + (size_t)(m_pad * (pc - j->k0) + ic * kc_pad) * ps : abuf;
+                if (!a_unpacked && !j->a_shared) pack(j, &j->a, abuf, ic, mc, pc, kc, mr);
                 /* a_sums once per (ic, pc): by the task whose columns start at 0, on its first column
                  * block; pc goes up, so each row's values are added in order of p */
                 const bool sum_a = j->a_sums && n0 == 0 && jc == 0;
                 for (int64_t ir = 0; ir < mc; ir += mr) {
-                    const char *apanel = abuf + (size_t)(ir * kc_pad) * ps; /* [kc_pad][mr] */
+                    const char *apanel = ablock + (size_t)(ir * kc_pad) * ps; /* [kc_pad][mr] */
                     const int m_tile = (int)min64(mr, mc - ir);
                     if (a_in_place && m_tile == mr) {
                         const float *ap = (const float *)(const void *)j->a.src + pc * j->a.ld + ic + ir;
-                        j->ukernel_ab(kc, ap, j->a.ld, (const float *)(const void *)bbuf, nr,
+                        j->ukernel_ab(kc, ap, j->a.ld, (const float *)(const void *)bblock, nr,
                                       j->c + (ic + ir) * j->c_row + jc * j->c_col, j->ldc, m_tile, (int)min64(nr, nc),
                                       j->alpha, beta);
                         continue;
@@ -396,15 +411,16 @@ static int gemm_block(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int
                     if (j->ukernel_rb && m_tile == mr) {
                         const float *ap = (const float *)(const void *)j->a.src + (ic + ir) * j->a.ld + pc;
                         for (int64_t jr = 0; jr < nc; jr += nr)
-                            j->ukernel_rb(kc, ap, j->a.ld, (const float *)(const void *)(bbuf + (size_t)(jr * kc_pad) * ps),
-                                          nr, j->c + (ic + ir) * j->c_row + (jc + jr) * j->c_col, j->ldc, m_tile,
+                            j->ukernel_rb(kc, ap, j->a.ld,
+                                          (const float *)(const void *)(bblock + (size_t)(jr * kc_pad) * ps), nr,
+                                          j->c + (ic + ir) * j->c_row + (jc + jr) * j->c_col, j->ldc, m_tile,
                                           (int)min64(nr, nc - jr), j->alpha, beta);
                         continue;
                     }
                     if (a_unpacked) pack(j, &j->a, abuf + (size_t)(ir * kc_pad) * ps, ic + ir, m_tile, pc, kc, mr);
                     if (sum_a) sum_packed_panel(j->a_sums + ic + ir, (const float *)(const void *)apanel, m_tile, kc, mr);
                     for (int64_t jr = 0; jr < nc; jr += nr) {
-                        const char *bpanel = bbuf + (size_t)(jr * kc_pad) * ps; /* [kc_pad][nr] */
+                        const char *bpanel = bblock + (size_t)(jr * kc_pad) * ps; /* [kc_pad][nr] */
                         float *ctile = j->c + (ic + ir) * j->c_row + (jc + jr) * j->c_col;
                         j->ukernel(kc, apanel, bpanel, ctile, j->ldc, m_tile, (int)min64(nr, nc - jr), j->alpha, beta);
                     }
@@ -509,6 +525,78 @@ static bool split_finer(gemm_job *j, double flops) {
     if (tasks > by_flops) tasks = by_flops;
     if (tasks <= j->grid_n) return false;
     j->grid_n = (int)tasks;
+    return true;
+}
+
+/* Where the grid splits P along one side only, every task packs all of the other side's operand:
+ * along n (grid 1 x T: the gpt's products at a few hundred rows, X W^T and G W, against a weight
+ * split by columns), each of the T threads packs the whole M_a, T times the packing of one pass;
+ * along m (T x 1: a weight gradient, G^T X), the whole M_b. There the operand is packed once instead,
+ * each thread packing 1/T of its panels (an amp_parallel_for before the tasks'), and the tasks read
+ * their panels from it and pack only their own side. An operand whose panels exceed SHARED_PACK_MAX
+ * (L3-sized: they are read back from there, half of them packed by another core) goes in chunks of
+ * whole k blocks (the lm head's 256 x 50257 gradient against the tied embedding): pack a chunk, run
+ * the tasks on its k blocks, pack the next. Only where the operand is packed anyway (no kernel reads
+ * it in place). The panels are those the tasks would pack (a panel's contents depend on its rows and
+ * k block only), and each element of C still gets its k blocks in increasing order with the beta of
+ * the first, its epilogue after the last: the same bits. */
+#define SHARED_PACK_MAX ((size_t)8 << 20)
+static atomic_size_t shared_pack_max = SHARED_PACK_MAX;
+void amp_gemm_set_shared_pack_max(size_t bytes) {
+    atomic_store_explicit(&shared_pack_max, bytes ? bytes : SHARED_PACK_MAX, memory_order_relaxed);
+}
+
+typedef struct prepack_job {
+    const gemm_job *j;
+    const operand *op;
+    char *dst;
+    int64_t rows, rows_pad; /* M's rows, and rounded up to r */
+    int r;
+    int chunks;             /* tasks per k block */
+} prepack_job;
+
+/* Task t packs chunk t % chunks of the panels of k block t / chunks of [j->k0, j->k1). */
+static void prepack_task(void *arg, int64_t t, int thread_id) {
+    (void)thread_id;
+    const prepack_job *pj = arg;
+    const amp_gemm_kernel *kern = pj->j->kern;
+    const int64_t pc = pj->j->k0 + t / pj->chunks * kern->kc, c = t % pj->chunks;
+    const int64_t kc = min64(kern->kc, pj->j->k - pc), kc_pad = round_up(kc, kern->k_unit);
+    const int64_t panels = pj->rows_pad / pj->r;
+    const int64_t p0 = panels * c / pj->chunks, p1 = panels * (c + 1) / pj->chunks;
+    if (p0 >= p1) return;
+    const int64_t i0 = p0 * pj->r, rows = min64(pj->rows, p1 * pj->r) - i0;
+    pack(pj->j, pj->op, pj->dst + (size_t)(pj->rows_pad * (pc - pj->j->k0) + i0 * kc_pad) * (size_t)kern->packed_size,
+         i0, rows, pc, kc, pj->r);
+}
+
+/* Runs the tasks with the operand the grid does not split packed once for all (see above), in the
+ * calling thread's shared buffer; false, nothing done, where that does not apply or memory is short. */
+static bool run_shared(gemm_job *j) {
+    const amp_gemm_kernel *kern = j->kern;
+    const bool share_a = j->grid_m == 1 && j->grid_n >= 2 && !j->ukernel_ab && !j->ukernel_rb;
+    const bool share_b = j->grid_n == 1 && j->grid_m >= 2;
+    if (!share_a && !share_b) return false;
+    const int r = share_a ? kern->mr : kern->nr;
+    const int64_t rows = share_a ? j->m : j->n, rows_pad = round_up(rows, r);
+    const size_t block_bytes = (size_t)rows_pad * (size_t)kern->kc * (size_t)kern->packed_size; /* a full k block */
+    const int64_t blocks = (j->k + kern->kc - 1) / kern->kc;
+    const size_t max = atomic_load_explicit(&shared_pack_max, memory_order_relaxed);
+    const int64_t per_chunk = min64((int64_t)(max / block_bytes), blocks);
+    pack_buffers *pb = per_chunk > 0 ? thread_buffers() : NULL;
+    char *dst = pb ? grow(&pb->shared, &pb->shared_size, (size_t)per_chunk * block_bytes) : NULL;
+    if (!dst) return false; /* the tasks pack their own */
+    const int threads = j->grid_m * j->grid_n;
+    prepack_job pj = {.j = j, .op = share_a ? &j->a : &j->b, .dst = dst, .rows = rows, .rows_pad = rows_pad, .r = r,
+                      .chunks = threads};
+    if (share_a) j->a_shared = dst;
+    else j->b_shared = dst;
+    for (int64_t b0 = 0; b0 < blocks && atomic_load(&j->status) == AMP_OK; b0 += per_chunk) {
+        j->k0 = b0 * kern->kc;
+        j->k1 = min64(j->k, (b0 + per_chunk) * kern->kc);
+        amp_parallel_for(min64(per_chunk, blocks - b0) * threads, prepack_task, &pj);
+        amp_parallel_for(threads, gemm_task, j);
+    }
     return true;
 }
 
@@ -638,6 +726,8 @@ static int gemm_run(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int6
         .c_col = transposed ? ldc : 1,
         .ep = ep,
         .a_sums = packed_sums,
+        .k0 = 0,
+        .k1 = k,
     };
     atomic_init(&job.status, AMP_OK);
     const double flops = 2.0 * (double)m * (double)n * (double)k;
@@ -646,10 +736,11 @@ static int gemm_run(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int6
     if (threads < 1) threads = 1;
     choose_grid((job.m + kern->mr - 1) / kern->mr, (job.n + kern->nr - 1) / kern->nr, kern->mr, kern->nr, threads,
                 job.n >= job.m, &job.grid_m, &job.grid_n);
-    if (split_finer(&job, flops))
+    if (split_finer(&job, flops)) {
         amp_parallel_for_dynamic((int64_t)job.grid_m * job.grid_n, gemm_task, &job);
-    else
-        amp_parallel_for((int64_t)job.grid_m * job.grid_n, gemm_task, &job);
+    } else {
+        if (!run_shared(&job)) amp_parallel_for((int64_t)job.grid_m * job.grid_n, gemm_task, &job);
+    }
     const int st = atomic_load(&job.status);
     if (st == AMP_OK && ep && ep->a_sums && !packed_sums) sum_rows_plain(ep->a_sums, a, ab_dtype, trans_a, lda, m, k);
     return st;

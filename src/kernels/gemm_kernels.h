@@ -133,6 +133,9 @@ const amp_gemm_kernel *amp_gemm_kernel_rows8(amp_isa isa, amp_dtype dtype);
 /* Lets amp_gemm read A in place where the kernels can (gemm.c; on by default), or makes it pack every
  * panel: for the tests, which compare the two bit for bit. */
 void amp_gemm_set_a_in_place(bool on);
+/* The most bytes of panels amp_gemm packs at once for all threads (gemm.c's run_shared: 8 MiB), or 0
+ * for that default: for the tests, which make it small to check the operand packed in chunks of k. */
+void amp_gemm_set_shared_pack_max(size_t bytes);
 /* The oracle: a naive triple loop, one fp32 accumulator per element of C summed in increasing k,
  * then c = alpha * acc + beta * c (beta == 0: c = alpha * acc; alpha == 0 or k == 0: c = beta * c,
  * or 0 when beta == 0). Arguments must be valid (amp_gemm checks them). Used by the tests. */
