@@ -21,4 +21,9 @@ bool amp_autocast_inputs(amp_ctx *ctx, amp_op op, amp_tensor **in, int n);
  * autocast leaves the op alone. */
 bool amp_autocast_inputs_exact(amp_ctx *ctx, amp_op op, amp_tensor **in, int n, amp_dtype *target);
 
+/* The cast of x (an fp32 parameter) to dtype made from its cast copy (amp_ctx_cast_copy_take: the
+ * same values amp_cast would convert), recorded on the tape as amp_cast records it: a tensor whose
+ * data is the copy. NULL when the context failed. */
+amp_tensor *amp_autocast_cast_from_copy(amp_ctx *ctx, amp_tensor *x, amp_dtype dtype, const void *copy);
+
 #endif
