@@ -104,6 +104,8 @@ static amp_tensor *cast_made(amp_ctx *ctx, amp_tensor *x, amp_dtype to, bool *fr
     return c;
 }
 
+static bool is_low(amp_dtype d) { return d == AMP_F16 || d == AMP_BF16; }
+
 static amp_tensor *cast_to(amp_ctx *ctx, amp_tensor *x, amp_dtype to) {
     if (x->dtype == to) return x;
     if (!cacheable(x, to)) return amp_cast(ctx, x, to);
@@ -134,6 +136,13 @@ static amp_tensor *cast_to(amp_ctx *ctx, amp_tensor *x, amp_dtype to) {
     state.cache[state.n_cache++] = (cache_entry){x, ctx, ctx->generation, to, grad, copy, c};
     state.stores++;
     return c;
+}
+
+amp_tensor *amp_autocast_weight(amp_ctx *ctx, amp_op op, amp_tensor *x) {
+    if (!x || !amp_autocast_enabled() || state.applying || !is_low(amp_autocast_dtype()) || x->dtype != AMP_F32 ||
+        amp_autocast_get_policy(op) != AMP_POLICY_LOWER)
+        return x;
+    return cast_to(ctx, x, amp_autocast_dtype());
 }
 
 static bool is_float(const amp_tensor *t) {

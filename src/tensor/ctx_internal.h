@@ -36,6 +36,9 @@ struct amp_node {
     const int32_t *param_uses;
     int32_t n_param_uses;
     bool recompute;
+    /* out is in[0]'s first numel(out) elements (amp_narrow_rows): backward adds out's gradient into
+     * them and zeros into the rest (autograd.c's master_of may do that for it) */
+    bool prefix_view;
 };
 
 /* A declared parameter or buffer. */
@@ -110,6 +113,7 @@ struct amp_ctx {
     /* During backward: per parameter, the tape nodes still to run that take it as an input
      * (scratch; NULL outside backward). */
     int32_t *backward_pending;
+    const amp_node *running; /* during backward: the node whose backward runs (NULL outside) */
     uint64_t grads_direct; /* weight gradients added straight into a master's (amp_grad_sink_open); tests read it */
     amp_backward_grad_fn backward_grad; /* amp_ctx_set_backward_grad_hook */
     void *backward_grad_user;
