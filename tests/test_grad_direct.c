@@ -5,7 +5,9 @@
  * run the same graph in one binary; every gradient must match bit for bit. The cases are the ones
  * where a shortcut could change the order of the additions into the master's gradient: a copy read
  * twice, a parameter also read directly between its cast and the linear, a gradient accumulated
- * over backward calls, a retained copy, bf16 and fp16, and plain fp32 weights. The unfused side
+ * over backward calls, a retained copy, a tied head reading the first rows of a weight's cast (its
+ * gradient into the weight's first rows, zeros into the rest) with the weight also read before the
+ * cast or between the narrowing and the linear, bf16 and fp16, and plain fp32 weights. The unfused side
  * also zeroes its gradients the old way (a memset), the fused one with amp_zero_grad's lazy zeros,
  * over the last step's garbage; test_grad_lazy_zero checks every reader of those zeros. */
 #include <math.h>
@@ -94,6 +96,19 @@ static bool step(rig *r, int which, amp_dtype cast, int mb, bool unfused, amp_te
         amp_tensor *w2c = y && y->grad_fn ? y->grad_fn->in[1] : NULL;
         if (w2c && w2c != r->w2) amp_tensor_retain_grad(w2c);
         if (copy) *copy = w2c;
+    } else if (which == 4 || which == 5) {
+        /* a tied head: the linear reads the first 17 of wd's 20 rows of its cast (amp_narrow_rows), wd
+         * also read directly, before its cast (an embedding's lookup: it runs after), or (5) between
+         * the narrowing and the linear, where the shortcut would overtake it */
+        amp_autocast_enter_disabled();
+        amp_tensor *direct = which == 4 ? amp_sum_all(c, amp_mul(c, r->wd, r->wd)) : NULL;
+        amp_autocast_exit();
+        amp_tensor *wc = cast != AMP_F32 ? amp_cast(c, r->wd, cast) : r->wd;
+        amp_tensor *head = amp_narrow_rows(c, wc, 17);
+        amp_autocast_enter_disabled();
+        if (which == 5) direct = amp_sum_all(c, amp_mul(c, r->wd, r->wd));
+        amp_autocast_exit();
+        y = amp_add(c, amp_sum_all(c, amp_linear(c, h, head, NULL)), direct);
     } else {
         y = amp_linear(c, h, r->w2, NULL);
     }
@@ -106,14 +121,15 @@ static bool step(rig *r, int which, amp_dtype cast, int mb, bool unfused, amp_te
 }
 
 static const char *case_name(int which) {
-    static const char *names[] = {"plain", "copy read twice", "direct read between cast and linear", "retained copy"};
+    static const char *names[] = {"plain", "copy read twice", "direct read between cast and linear", "retained copy",
+                                  "tied head (rows of a cast)", "tied head, direct read between"};
     return names[which];
 }
 
 void test_grad_direct(void) {
     const amp_dtype casts[] = {AMP_BF16, AMP_F16, AMP_F32};
     for (size_t ci = 0; ci < sizeof casts / sizeof casts[0]; ci++) {
-        for (int which = 0; which < 4; which++) {
+        for (int which = 0; which < 6; which++) {
             rig fused, plain;
             if (!CHECK(rig_make(&fused) && rig_make(&plain))) {
                 amp_ctx_free(fused.ctx), amp_ctx_free(plain.ctx);
@@ -143,8 +159,9 @@ void test_grad_direct(void) {
             }
             const float *u = amp_ctx_param(fused.ctx, 5)->grad->data;
             CHECK(u[0] == 0.0f && u[6] == 0.0f);
-            /* the shortcut is taken where it may be (w1, and w2 unless retained), never on the unfused
-             * path; 3 micro-batches */
+            /* the shortcut is taken where it may be (w1, and w2 unless retained; the tied head's wd
+             * from the linear, or (read between) from the narrowing's backward once the direct read's
+             * has run), never on the unfused path; 3 micro-batches */
             const uint64_t want = casts[ci] == AMP_F32 ? 0 : (which == 3 ? 1 : 2) * 3;
             CHECK_MSG(fused.ctx->grads_direct == want && plain.ctx->grads_direct == 0,
                       "%s, %s: %llu gradients went straight to the master, want %llu", amp_dtype_name(casts[ci]),

@@ -89,6 +89,11 @@ TEST(autocast, autocast_cast_cache)
 TEST(autocast, cast_backward_gradients)
 TEST(autocast, precision_presets)
 TEST(autocast, autocast_vs_pytorch_cpu)
+/* cast copies written by the optimizers: the same bits as casting, taken only while they hold */
+TEST(cast_copy, cast_copy_bits)
+TEST(cast_copy, cast_copy_writes)
+TEST(cast_copy, cast_copy_live_graph)
+TEST(cast_copy, cast_copy_memory)
 /* the GradScaler's kernels (every path vs the reference, and vs PyTorch), training loops replayed
  * against torch.amp.GradScaler, the state machine, saving/loading, the extras */
 TEST(scaler, scaler_kernels_vs_reference)

@@ -135,9 +135,12 @@ void test_memory_estimate(void) {
         char err[ERR_SIZE];
         const int st = amp_train_run(&c, NULL, &r, err, sizeof err);
         if (!CHECK_MSG(st == AMP_OK, "%s: %s", k->name, err)) continue;
-        const double measured = (double)r.arena_peak_bytes + (double)r.scratch_peak_bytes + 2.0 * (double)r.param_bytes +
-                                (double)r.optimizer_state_bytes;
         const amp_train_memory_need need = estimate_of(&c, r.num_params, k->gpt2_vocab ? GPT2_VOCAB : 256);
+        const double measured = (double)r.arena_peak_bytes + (double)r.scratch_peak_bytes + 2.0 * (double)r.param_bytes +
+                                (double)r.optimizer_state_bytes + (double)r.cast_copy_bytes;
+        /* the cast copies: 2 bytes per parameter (each 64-byte aligned), where the estimate keeps them */
+        CHECK_MSG(need.cast_copies <= (int64_t)r.cast_copy_bytes && (int64_t)r.cast_copy_bytes <= need.cast_copies + 64 * 64,
+                  "%s: cast copies of %zu bytes, estimated %lld", k->name, r.cast_copy_bytes, (long long)need.cast_copies);
         const double ratio = (double)(need.total - need.first_step) / measured, M = 1048576.0;
         harness_note("%-34s measured %7.1f MiB (arena %.1f, scratch %.1f), estimate / measured %.3f (arena %.1f, "
                      "scratch %.1f)",
@@ -167,21 +170,32 @@ void test_memory_estimate_settings(void) {
     const int64_t n = 1557611200; /* GPT-2 1558M's parameters at 1024 positions and 50304 rows */
     amp_train_memory_need base, rec, half, zero, small;
     amp_train_memory_estimate(&m, n, bf16, &adamw, 64, 2, 1, 0, &base);
-    /* fp32 parameters and gradients, two fp32 moments, bf16 copies of the weights the linears read:
-     * each block's four weights and biases (12 C^2 + 9 C) and the head's rows of wte (V x C) */
+    /* fp32 parameters and gradients, two fp32 moments, the bf16 cast copies of every parameter (kept
+     * beside them, written by the optimizer; the head reads wte's): no casts in the arena */
     const int64_t C = 1600, block_weights = 12 * C * C + 9 * C, head_weight = 50257 * C;
     CHECK_EQ_INT(base.params, 4 * n);
     CHECK_EQ_INT(base.grads, 4 * n);
     CHECK_EQ_INT(base.optimizer, 8 * n);
-    CHECK_EQ_INT(base.casts, 2 * (48 * block_weights + head_weight));
-    CHECK(base.total ==
-          base.params + base.grads + base.optimizer + base.casts + base.activations + base.scratch + base.first_step);
+    CHECK_EQ_INT(base.cast_copies, 2 * n);
+    CHECK_EQ_INT(base.casts, 0);
+    CHECK(base.total == base.params + base.grads + base.optimizer + base.casts + base.cast_copies + base.activations +
+                            base.scratch + base.first_step);
+    /* without cast copies (an fp8 preset, ZeRO): bf16 casts of the weights the linears read, made each
+     * step: each block's four weights and biases (12 C^2 + 9 C) and the head's rows of wte (V x C) */
+    const amp_precision_info *fp8 = amp_precision_get_info(AMP_PRECISION_FP8_DELAYED);
+    amp_train_memory_need cast;
+    amp_train_memory_estimate(&m, n, fp8, &adamw, 64, 2, 1, 0, &cast);
+    CHECK_EQ_INT(cast.casts, 2 * (48 * block_weights + head_weight));
+    CHECK_EQ_INT(cast.cast_copies, 0);
     /* recompute: each block keeps its fp32 input (4 of the 36 bytes per token-channel it keeps
-     * otherwise); the logits and their gradient stay; one block's weights are cast at a time */
+     * otherwise); the logits and their gradient stay; one block's weights are cast at a time (the
+     * copies are of every parameter all the same) */
     m.recompute = true;
     amp_train_memory_estimate(&m, n, bf16, &adamw, 64, 2, 1, 0, &rec);
     CHECK_MSG(rec.activations * 4 < base.activations, "recompute keeps %lld of %lld bytes of activations",
               (long long)rec.activations, (long long)base.activations);
+    CHECK_EQ_INT(rec.cast_copies, 2 * n);
+    amp_train_memory_estimate(&m, n, fp8, &adamw, 64, 2, 1, 0, &rec);
     CHECK_EQ_INT(rec.casts, 2 * (block_weights + head_weight));
     m.recompute = false;
     amp_train_memory_estimate(&m, n, &bf16_params, &adamw, 64, 2, 1, 0, &half);
@@ -190,6 +204,9 @@ void test_memory_estimate_settings(void) {
     CHECK_EQ_INT(half.casts, 0);
     amp_train_memory_estimate(&m, n, bf16, &adamw, 64, 2, 4, 1, &zero);
     CHECK_EQ_INT(zero.optimizer, 2 * n);
+    CHECK_EQ_INT(zero.cast_copies, 0); /* each rank updates a slice: no copies */
+    CHECK_EQ_INT(zero.casts, 2 * (48 * block_weights + head_weight));
+    CHECK_EQ_INT(half.cast_copies, 0);
     amp_train_memory_estimate(&m, n, bf16, &adamw, 8, 2, 1, 0, &small);
     CHECK(small.activations * 7 < base.activations);
 }

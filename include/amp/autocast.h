@@ -82,8 +82,16 @@ void amp_autocast_clear_cache(void);
 /* Casts served from the cache / made and stored since the thread started (for tests and reports). */
 void amp_autocast_cache_stats(unsigned long long *hits, unsigned long long *stores);
 /* Bytes of the low-precision weight copies in this thread's cast cache now (what autocast holds
- * per step besides activations; read it before the outermost region exits, which empties the cache). */
+ * per step besides activations; read it before the outermost region exits, which empties the cache).
+ * Casts taken from parameters' cast copies (below) hold no arena memory and are not counted: they are
+ * amp_ctx_cast_copy_bytes. */
 size_t amp_autocast_cache_bytes(void);
+/* Cached casts this thread took from a parameter's cast copy (amp_ctx_keep_cast_copies, amp/tensor.h)
+ * as it was, without converting: a cacheable cast (above) of an fp32 parameter whose copy, in the
+ * region's dtype, holds the parameter's current version. (A stale copy is cast into instead, not
+ * counted here.) The tensor returned is a view of the copy either way, recorded on the tape as the
+ * cast (its backward is the cast's). Counted since the thread started. */
+unsigned long long amp_autocast_copy_hits(void);
 
 amp_cast_policy amp_autocast_get_policy(amp_op op);
 /* Changes one op's policy for the whole process (not thread-safe against running ops: set it at

@@ -78,7 +78,8 @@ float amp_optimizer_get_lr(const amp_optimizer *opt);
 /* Sets the lr the next steps use (e.g. amp_lr_at(&schedule, amp_optimizer_step_count(opt))); a
  * negative or non-finite lr is ignored. */
 void amp_optimizer_set_lr(amp_optimizer *opt, float lr);
-/* The fp32 master copy of parameter `index` (its own data when the parameter is F32). */
+/* The fp32 master copy of parameter `index` (its own data when the parameter is F32). Writable: the
+ * parameter's version (amp_tensor.version) is advanced. */
 float *amp_optimizer_master(const amp_optimizer *opt, size_t index);
 
 /* The optimizer's per-element fp32 state. */

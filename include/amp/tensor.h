@@ -69,6 +69,12 @@ struct amp_tensor {
     uint64_t generation;     /* the context's step that made it (amp_ctx_reset starts the next one):
                                 ops refuse a tensor of an earlier step. 0 for parameters, buffers and
                                 tensors not made by a context, which never go stale */
+    uint64_t version;        /* PyTorch's _version: advanced by every write the library makes to the
+                                values (amp_tensor_write, the optimizers' steps, checkpoint and model
+                                loads, amp_ctx_param_memory and amp_optimizer_master handing out
+                                writable memory). Code that writes through data itself calls
+                                amp_tensor_bump_version afterwards: a parameter's cast copy
+                                (amp_ctx_keep_cast_copies) is trusted only at the version it was made at */
 };
 
 /* A caller-replaceable allocator (libuv's idea). alloc returns memory aligned to `align` (a power of
@@ -128,9 +134,28 @@ amp_tensor *amp_buffer_new(amp_ctx *ctx, const char *name, amp_dtype dtype, int 
 int amp_ctx_alloc_params(amp_ctx *ctx);
 size_t amp_ctx_num_params(const amp_ctx *ctx);
 amp_tensor *amp_ctx_param(const amp_ctx *ctx, size_t index);
-/* The parameter and gradient buffers as flat byte ranges (for one-pass optimizers and checkpoints). */
+/* The parameter and gradient buffers as flat byte ranges (for one-pass optimizers and checkpoints).
+ * The parameters' memory is writable: every parameter's version is advanced. */
 void *amp_ctx_param_memory(const amp_ctx *ctx, size_t *bytes);
 void *amp_ctx_grad_memory(const amp_ctx *ctx, size_t *bytes);
+/* Cast copies: a `dtype` (F16 or BF16) copy of each fp32 parameter, kept beside it so that the next
+ * forward's autocast cast of the parameter need not be made again. The optimizers write a parameter's
+ * copy in the pass that updates it (the same rounding as the cast, amp_convert's round to nearest
+ * even, from the new value) once autocast has cast the parameter to `dtype`; autocast's cache
+ * (amp/autocast.h) then takes the copy as the cast, with no conversion and no arena memory, while the
+ * parameter's version (amp_tensor.version) is still the one the copy was written at, and casts into
+ * the copy otherwise (the first step, a write since the update), or into the arena as usual where a
+ * graph of this step took the copy already. An optimizer step that a graph of this step can still read the copy through (a
+ * tape with nodes whose backward has not run, as with amp_set_retain_graph) leaves the copy stale
+ * instead of rewriting it. One allocation of 2 bytes per fp32 parameter element (each copy 64-byte
+ * aligned): amp_ctx_cast_copy_bytes. AMP_F32 frees them (off, the default). After
+ * amp_ctx_alloc_params (AMP_ERR_STATE before); AMP_ERR_UNSUPPORTED_DTYPE for other dtypes;
+ * AMP_ERR_OUT_OF_MEMORY. Same bits with or without: only the work and the memory differ. */
+int amp_ctx_keep_cast_copies(amp_ctx *ctx, amp_dtype dtype);
+/* The cast copies' bytes (0 when off). */
+size_t amp_ctx_cast_copy_bytes(const amp_ctx *ctx);
+/* Advances t's version (amp_tensor.version): for code that wrote t->data directly. NULL is fine. */
+void amp_tensor_bump_version(amp_tensor *t);
 /* Zeroes every parameter gradient. The zeros are not written here: each gradient is marked empty,
  * the next backward's first write into it stores instead of adding, and what the backward does not
  * reach is zeroed when it completes (or, during it, when the grad-ready hook reports the parameter).
@@ -195,7 +220,8 @@ float amp_tensor_get(const amp_tensor *t, int64_t i);
 int amp_tensor_get_checked(const amp_tensor *t, int64_t i, float *out);
 /* Copies the tensor's elements, in row-major logical order, into dst as dst_dtype. */
 int amp_tensor_read(const amp_tensor *t, void *dst, amp_dtype dst_dtype);
-/* Overwrites the tensor's elements from src (numel elements of src_dtype, row-major). */
+/* Overwrites the tensor's elements from src (numel elements of src_dtype, row-major); advances its
+ * version. */
 int amp_tensor_write(amp_tensor *t, const void *src, amp_dtype src_dtype);
 
 /* ---- autograd ---- */

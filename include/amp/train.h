@@ -436,6 +436,9 @@ typedef struct amp_train_result {
        state is optimizer_state_bytes above); peak_rss_bytes: the process's peak resident set at the
        end of the run (getrusage; the whole process's, so the largest of the runs one process made). */
     size_t arena_peak_bytes, scratch_peak_bytes, param_bytes;
+    size_t cast_copy_bytes; /* the parameters' 16-bit cast copies (amp_ctx_keep_cast_copies): kept
+                               under 16-bit autocast with fp32 parameters, outside the fp8 presets
+                               and ZeRO; 0 otherwise */
     int64_t peak_rss_bytes;
     int fp8_layers;             /* Linear layers run in fp8 (0 outside the fp8 presets) */
     amp_train_fp8_layer fp8[AMP_TRAIN_FP8_MAX_LAYERS]; /* the first AMP_TRAIN_FP8_MAX_LAYERS of them */

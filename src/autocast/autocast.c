@@ -15,6 +15,7 @@ typedef struct {
     uint64_t generation; /* the ctx's step: casts live in its arena, which a reset rewinds */
     amp_dtype dtype;
     bool grad;           /* made with grad mode on (so it carries a node back to src) */
+    bool from_copy;      /* the parameter's cast copy: no arena memory */
     amp_tensor *cast;
 } cache_entry;
 
@@ -25,7 +26,7 @@ typedef struct {
     bool cache_off;
     cache_entry *cache;
     size_t n_cache, cap_cache;
-    unsigned long long hits, stores;
+    unsigned long long hits, stores, copy_hits;
     bool applying; /* inside amp_autocast_inputs: the casts it makes are not autocast again */
 } autocast_state;
 
@@ -72,25 +73,44 @@ void amp_autocast_cache_stats(unsigned long long *hits, unsigned long long *stor
     if (stores) *stores = state.stores;
 }
 
+unsigned long long amp_autocast_copy_hits(void) { return state.copy_hits; }
+
 size_t amp_autocast_cache_bytes(void) {
     size_t sum = 0;
     for (size_t i = 0; i < state.n_cache; i++) {
         const cache_entry *e = &state.cache[i];
         /* entries from an earlier step of their context died with its arena */
-        if (e->cast && e->generation == e->ctx->generation)
+        if (e->cast && e->generation == e->ctx->generation && !e->from_copy)
             sum += (size_t)amp_tensor_numel(e->cast) * amp_dtype_size(e->cast->dtype);
     }
     return sum;
 }
 
-/* PyTorch's cacheable rule: casting an fp32 leaf that requires grad down to the region's dtype. */
+/* PyTorch's cacheable rule: casting an fp32 leaf that requires grad down to the region's dtype. The
+ * casts it names are cached (unless the cache is off) and may come from the parameter's cast copy. */
 static bool cacheable(const amp_tensor *x, amp_dtype to) {
-    return !state.cache_off && x->dtype == AMP_F32 && x->is_leaf && x->requires_grad && to == amp_autocast_dtype();
+    return x->dtype == AMP_F32 && x->is_leaf && x->requires_grad && to == amp_autocast_dtype();
 }
+
+/* A cacheable cast made: the parameter's cast copy when it has one (amp_ctx_keep_cast_copies: no
+ * arena memory, and no conversion while the copy holds the parameter's version), else amp_cast. */
+static amp_tensor *cast_made(amp_ctx *ctx, amp_tensor *x, amp_dtype to, bool *from_copy) {
+    bool converted;
+    const void *copy = amp_ctx_cast_copy_take(ctx, x, to, &converted);
+    *from_copy = copy != NULL;
+    if (!copy) return amp_cast(ctx, x, to);
+    amp_tensor *c = amp_autocast_cast_from_copy(ctx, x, to, copy);
+    if (c && !converted) state.copy_hits++;
+    return c;
+}
+
+static bool is_low(amp_dtype d) { return d == AMP_F16 || d == AMP_BF16; }
 
 static amp_tensor *cast_to(amp_ctx *ctx, amp_tensor *x, amp_dtype to) {
     if (x->dtype == to) return x;
     if (!cacheable(x, to)) return amp_cast(ctx, x, to);
+    bool copy;
+    if (state.cache_off) return cast_made(ctx, x, to, &copy); /* (a recomputed region's forward) */
     const bool grad = amp_grad_enabled(ctx);
     for (size_t i = 0; i < state.n_cache; i++) {
         cache_entry *e = &state.cache[i];
@@ -99,7 +119,7 @@ static amp_tensor *cast_to(amp_ctx *ctx, amp_tensor *x, amp_dtype to) {
             return e->cast;
         }
     }
-    amp_tensor *c = amp_cast(ctx, x, to);
+    amp_tensor *c = cast_made(ctx, x, to, &copy);
     if (!c) return NULL;
     /* Drop entries of older steps (their arena memory is gone) before growing. */
     size_t kept = 0;
@@ -113,9 +133,16 @@ static amp_tensor *cast_to(amp_ctx *ctx, amp_tensor *x, amp_dtype to) {
         state.cache = grown;
         state.cap_cache = cap;
     }
-    state.cache[state.n_cache++] = (cache_entry){x, ctx, ctx->generation, to, grad, c};
+    state.cache[state.n_cache++] = (cache_entry){x, ctx, ctx->generation, to, grad, copy, c};
     state.stores++;
     return c;
+}
+
+amp_tensor *amp_autocast_weight(amp_ctx *ctx, amp_op op, amp_tensor *x) {
+    if (!x || !amp_autocast_enabled() || state.applying || !is_low(amp_autocast_dtype()) || x->dtype != AMP_F32 ||
+        amp_autocast_get_policy(op) != AMP_POLICY_LOWER)
+        return x;
+    return cast_to(ctx, x, amp_autocast_dtype());
 }
 
 static bool is_float(const amp_tensor *t) {

@@ -21,4 +21,17 @@ bool amp_autocast_inputs(amp_ctx *ctx, amp_op op, amp_tensor **in, int n);
  * autocast leaves the op alone. */
 bool amp_autocast_inputs_exact(amp_ctx *ctx, amp_op op, amp_tensor **in, int n, amp_dtype *target);
 
+/* fp32 x as this thread's autocast region would hand it to `op` when op's policy casts to the
+ * region's low dtype (AMP_POLICY_LOWER): the cacheable cast of a parameter (cached; the parameter's
+ * cast copy where it has one); x itself otherwise (no 16-bit region, another policy, x not fp32). A
+ * model that narrows a parameter before op reads it (gpt2's tied head: wte's first V rows) casts it
+ * first so: the narrowed values are the same, and the cast is the cached one. NULL when the cast
+ * failed (the error is in ctx). */
+amp_tensor *amp_autocast_weight(amp_ctx *ctx, amp_op op, amp_tensor *x);
+
+/* The cast of x (an fp32 parameter) to dtype made from its cast copy (amp_ctx_cast_copy_take: the
+ * same values amp_cast would convert), recorded on the tape as amp_cast records it: a tensor whose
+ * data is the copy. NULL when the context failed. */
+amp_tensor *amp_autocast_cast_from_copy(amp_ctx *ctx, amp_tensor *x, amp_dtype dtype, const void *copy);
+
 #endif

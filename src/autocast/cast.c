@@ -10,6 +10,8 @@
 #include "../core/accumulate.h"
 #include "../core/parallel.h"
 #include "../tensor/autograd.h"
+#include "../tensor/ctx_internal.h"
+#include "autocast_internal.h"
 
 static bool is_float(amp_dtype dtype) { return dtype == AMP_F32 || dtype == AMP_F16 || dtype == AMP_BF16; }
 
@@ -65,6 +67,14 @@ static void cast_backward(amp_ctx *ctx, amp_node *node) {
     if (amp_grad_hand_over(ctx, node)) return;
     if (!decode_into_grad(ctx, node->in[0], node->out->grad))
         amp_grad_accumulate_grad(ctx, node->in[0], node->out->grad);
+}
+
+amp_tensor *amp_autocast_cast_from_copy(amp_ctx *ctx, amp_tensor *x, amp_dtype dtype, const void *copy) {
+    amp_tensor *out = amp_ctx_new_tensor(ctx, dtype, x->ndim, x->shape, false);
+    if (!out) return NULL;
+    out->data = (void *)copy; /* read only: a cast's result is never written in place */
+    amp_autograd_record(ctx, AMP_OP_CAST, dtype, out, &x, 1, cast_backward);
+    return out;
 }
 
 amp_tensor *amp_cast(amp_ctx *ctx, amp_tensor *x, amp_dtype dtype) {

@@ -294,6 +294,7 @@ int amp_checkpoint_load(const char *path, amp_ctx *ctx, amp_optimizer *opt, amp_
         const size_t count = role == 0 ? ctx->n_params : ctx->n_buffers;
         for (size_t i = 0; i < count && rc == AMP_OK; i++) {
             amp_tensor *t = slots[i].tensor;
+            amp_tensor_bump_version(t); /* new values (a cast copy of the old ones no longer holds) */
             rc = amp_safetensors_read(f, t->name, t->data, t->dtype, t->ndim, t->shape, err, err_size);
         }
     }

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "gpt_internal.h"
+#include "../autocast/autocast_internal.h"
 #include "../core/alloc_internal.h"
 
 static const float GPT2_INIT_STD = 0.02f; /* train_gpt2.py's _init_weights */
@@ -101,8 +102,12 @@ static amp_tensor *gpt2_forward(amp_model *m, amp_ctx *ctx, amp_tensor *x_in, co
     (void)x_in;
     const gpt_layers *L = m->layers;
     amp_tensor *x = gpt_forward_trunk(m, ctx, tokens, batch);
-    amp_tensor *head = amp_narrow_rows(ctx, L->wte.weight, m->cfg.vocab); /* wte[:V], [V, C] */
-    return x && head ? amp_linear(ctx, x, head, NULL) : NULL;             /* [B*T, V] */
+    /* wte[:V], [V, C]: under 16-bit autocast, of wte's cached cast (its cast copy where kept: no cast
+     * each step), whose gradient the head's GEMM then adds straight into wte's (tensor/autograd.c's
+     * master_of); the values are those of wte's narrowed rows cast by the linear */
+    amp_tensor *w = x ? amp_autocast_weight(ctx, AMP_OP_LINEAR, L->wte.weight) : NULL;
+    amp_tensor *head = w ? amp_narrow_rows(ctx, w, m->cfg.vocab) : NULL;
+    return head ? amp_linear(ctx, x, head, NULL) : NULL; /* [B*T, V] */
 }
 
 const nn_model nn_model_gpt2 = {

@@ -65,6 +65,7 @@ amp_tensor *amp_narrow_rows(amp_ctx *ctx, amp_tensor *x, int64_t rows) {
     amp_tensor *out = amp_ctx_new_tensor(ctx, src->dtype, src->ndim, shape, false);
     if (!out) return NULL;
     out->data = src->data; /* a view: the first rows * inner elements */
-    amp_autograd_record(ctx, AMP_OP_RESHAPE, src->dtype, out, &src, 1, narrow_backward);
+    amp_node *node = amp_autograd_record(ctx, AMP_OP_RESHAPE, src->dtype, out, &src, 1, narrow_backward);
+    if (node) node->prefix_view = true;
     return out;
 }

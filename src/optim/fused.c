@@ -154,10 +154,17 @@ typedef struct apply_job {
     uint64_t sr_key;
 } apply_job;
 
-/* F16/BF16 parameters [off, off + n) rewritten from their updated masters p. */
+/* F16/BF16 parameters [off, off + n) rewritten from their updated masters p; for an fp32 parameter
+ * with a cast copy, the copy from the new values (amp_tensor_read's conversion: the cast's bits),
+ * while the block is in cache. */
 static void store_param(const apply_job *job, const optim_param *q, amp_dtype pd, const float *p, int64_t off,
                         int64_t n) {
-    if (pd == AMP_F32) return;
+    if (pd == AMP_F32) {
+        if (q->cast_copy)
+            amp_convert((unsigned char *)q->cast_copy + (size_t)off * amp_dtype_size(q->copy_dtype), q->copy_dtype, p,
+                        AMP_F32, (size_t)n);
+        return;
+    }
     void *dst = (unsigned char *)q->tensor->data + (size_t)off * amp_dtype_size(pd);
     if (job->opt->config.stochastic_rounding)
         optim_sr_write(dst, pd, p, n, job->sr_key, q->first_index + (uint64_t)off);
@@ -222,7 +229,20 @@ static void apply(amp_optimizer *opt, bool after_pass1, bool norm_noted, bool sc
     else
         optim_adam_scalars_init(opt, &job.adam);
     job.sr_key = optim_sr_key(opt->config.seed, (uint64_t)opt->step_count);
+    /* the cast copies to rewrite with the masters (amp_ctx_keep_cast_copies), then every parameter's
+     * version advanced: its values change, and a copy written here holds the new ones */
+    const bool live = opt->ctx->copy_memory && amp_ctx_graph_live(opt->ctx);
+    for (size_t i = 0; i < opt->n_params; i++) {
+        optim_param *q = &opt->params[i];
+        q->cast_copy = q->tensor->dtype == AMP_F32 ? amp_ctx_cast_copy_for_update(opt->ctx, q->tensor, live, &q->copy_dtype)
+                                                   : NULL;
+    }
     for_each_segment(opt, apply_segment, &job);
+    for (size_t i = 0; i < opt->n_params; i++) {
+        optim_param *q = &opt->params[i];
+        amp_ctx_cast_copy_written(opt->ctx, q->tensor, q->cast_copy != NULL);
+        q->cast_copy = NULL;
+    }
     opt->step_count++;
 }
 

@@ -43,6 +43,10 @@ typedef struct optim_param {
      * (amp_ctx_set_backward_grad_check; an fp32 gradient), and its absmax_bits */
     bool grad_noted;
     uint32_t grad_absmax;
+    /* the update's, for one update: the parameter's cast copy to rewrite beside the master
+     * (amp_ctx_keep_cast_copies; an fp32 parameter), or NULL, and its dtype */
+    void *cast_copy;
+    amp_dtype copy_dtype;
 } optim_param;
 
 typedef struct optim_segment {

@@ -227,7 +227,9 @@ void amp_optimizer_set_lr(amp_optimizer *opt, float lr) {
 }
 
 float *amp_optimizer_master(const amp_optimizer *opt, size_t index) {
-    return (opt && index < opt->n_params) ? opt->params[index].master : NULL;
+    if (!opt || index >= opt->n_params) return NULL;
+    amp_tensor_bump_version(opt->params[index].tensor); /* writable: an fp32 parameter's own values */
+    return opt->params[index].master;
 }
 
 float *amp_optimizer_state(const amp_optimizer *opt, amp_optim_state which, size_t index) {

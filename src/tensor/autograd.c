@@ -239,24 +239,56 @@ bool amp_grad_hand_over_to(amp_ctx *ctx, amp_node *node, amp_tensor *t) {
     return true;
 }
 
+static bool lone_output(const amp_tensor *t, const amp_node *node) {
+    return !t->grad && !t->is_leaf && !t->retains_grad && node && node->out == t && node->n_in == 1 &&
+           node->out_uses == 1 && amp_tensor_is_contiguous(t);
+}
+
+/* Whether a tape node recorded between the running node and `cast` (they run between them) takes
+ * parameter slot k as an input: its gradient would then be added before the cast's, which the caller
+ * would overtake. Bounded: a longer stretch counts as yes. */
+static bool param_used_between(const amp_ctx *ctx, const amp_node *cast, int64_t k) {
+    if (!ctx->running) return true;
+    int left = 64;
+    for (const amp_node *n = ctx->running->prev; n != cast; n = n->prev) {
+        if (!n || --left == 0) return true;
+        for (int i = 0; i < n->n_in; i++)
+            if (n->in[i] && param_index(ctx, n->in[i]) == k) return true;
+        for (int32_t u = 0; u < n->n_param_uses; u++)
+            if (n->param_uses[u] == k) return true;
+    }
+    return false;
+}
+
 /* The fp32 gradient of the parameter that t is autocast's (or any cast's) copy of, when t's gradient
  * may skip the copy and go straight into it: t is a cast's output with no gradient yet, read by
  * exactly one tape node (the caller's), not retained, and no hook looks at it; the parameter's
  * gradient is fp32 and no tape node still to run but the cast adds into it. Then the cast's backward
  * would be the only thing to read t's gradient, adding decode(gradient) into the parameter's: the
  * same additions, in the same order, as the caller adding them now. The cast node then finds no
- * gradient and is skipped (the grad-ready hook still counts it). */
-static amp_tensor *master_of(const amp_ctx *ctx, const amp_tensor *t) {
-    const amp_node *cast = t->grad_fn;
-    if (t->grad || t->is_leaf || t->retains_grad || !cast || cast->op != AMP_OP_CAST || cast->out != t ||
-        cast->n_in != 1 || cast->out_uses != 1 || ctx->backward_grad || !ctx->backward_pending ||
-        !amp_tensor_is_contiguous(t))
-        return NULL;
+ * gradient and is skipped (the grad-ready hook still counts it).
+ * The same for t a prefix view (amp_narrow_rows) of such a copy, read by exactly one node (the
+ * caller's), the copy read by the view alone (a tied head: wte's cast, its first V rows): the view's
+ * backward would add its gradient into the copy's first numel(t) elements and zeros into the rest, the
+ * cast's add the copy's gradient into the parameter's. The caller adds into the parameter's first
+ * numel(t) elements what the cast would; *rest: the elements past them, which take the zeros
+ * (amp_grad_sink_open adds them). The parameter may have other uses (the embedding's lookup) where they
+ * run after the cast; none between the caller and the cast. */
+static amp_tensor *master_of(const amp_ctx *ctx, const amp_tensor *t, int64_t *rest) {
+    *rest = 0;
+    if (ctx->backward_grad || !ctx->backward_pending || !t->grad_fn) return NULL;
+    const amp_node *view = t->grad_fn->prefix_view ? t->grad_fn : NULL;
+    if (view && !lone_output(t, view)) return NULL;
+    const amp_tensor *c = view ? view->in[0] : t;
+    const amp_node *cast = c->grad_fn;
+    if (!lone_output(c, cast) || cast->op != AMP_OP_CAST) return NULL;
     const amp_tensor *p = cast->in[0];
     const int64_t k = param_index(ctx, p);
-    if (k < 0 || ctx->backward_pending[k] != 1 || !p->requires_grad || !p->grad || p->grad->dtype != AMP_F32 ||
-        !amp_tensor_is_contiguous(p->grad) || amp_tensor_numel(p->grad) != amp_tensor_numel(t) || !p->grad->data)
+    if (k < 0 || !p->requires_grad || !p->grad || p->grad->dtype != AMP_F32 || !amp_tensor_is_contiguous(p->grad) ||
+        amp_tensor_numel(p->grad) != amp_tensor_numel(c) || !p->grad->data || amp_tensor_numel(t) > amp_tensor_numel(c))
         return NULL;
+    if (view ? (param_used_between(ctx, cast, k)) : ctx->backward_pending[k] != 1) return NULL;
+    *rest = amp_tensor_numel(c) - amp_tensor_numel(t);
     return cast->in[0];
 }
 
@@ -274,12 +306,20 @@ bool amp_grad_sink_open(amp_ctx *ctx, amp_tensor *t, amp_grad_sink *s) {
         if (ctx->backward_grad_check) amp_ctx_grad_note_drop(ctx, s->slot = param_index(ctx, t));
         return true;
     }
-    amp_tensor *master = master_of(ctx, t);
+    int64_t rest;
+    amp_tensor *master = master_of(ctx, t, &rest);
     if (master) {
         s->acc = master->grad->data;
         s->acc_store = claim_empty(ctx, master);
         s->numel = amp_tensor_numel(t);
         if (ctx->backward_grad_check) amp_ctx_grad_note_drop(ctx, s->slot = param_index(ctx, master));
+        /* a prefix view's zeros past it, as amp_acc_f32 adds them (0 + 0 into an empty gradient); the
+         * caller's note covers its elements only: kept where the rest is those zeros */
+        float *tail = s->acc + s->numel;
+        if (s->acc_store) memset(tail, 0, (size_t)rest * sizeof *tail);
+        else
+            for (int64_t i = 0; i < rest; i++) tail[i] += 0.0f;
+        if (rest > 0 && !s->acc_store) s->slot = -1;
         ctx->grads_direct++;
         return true;
     }
@@ -411,7 +451,9 @@ int amp_autograd_run_nodes(amp_ctx *ctx, amp_node *tape) {
         if (out->grad) { /* else no gradient reached this node */
             if (ctx->backward_grad && !node->recompute) ctx->backward_grad(ctx, out, out->grad, ctx->backward_grad_user);
             const amp_arena_mark m = amp_scratch_mark(ctx);
+            ctx->running = node;
             node->backward(ctx, node);
+            ctx->running = NULL;
             amp_scratch_release(ctx, m);
             node->spent = !ctx->retain_graph;
             if (ctx->status != AMP_OK) break;

@@ -61,6 +61,7 @@ int amp_ctx_create(const amp_ctx_config *config, amp_ctx **out) {
     ctx->allocator = cfg.allocator;
     ctx->grad_enabled = true;
     ctx->grad_epoch = 1;
+    ctx->copy_dtype = AMP_F32;
     ctx->generation = 1;
     /* A header is under 256 bytes; a step makes a few thousand at most (each arena grows if not). */
     if (amp_arena_init(&ctx->arena, &ctx->allocator, cfg.arena_bytes) != 0 ||
@@ -93,6 +94,7 @@ void amp_ctx_free(amp_ctx *ctx) {
     ctx->allocator.free(ctx->param_memory, ctx->allocator.user);
     ctx->allocator.free(ctx->grad_memory, ctx->allocator.user);
     ctx->allocator.free(ctx->buffer_memory, ctx->allocator.user);
+    ctx->allocator.free(ctx->copy_memory, ctx->allocator.user);
     destroy(ctx);
 }
 
@@ -352,7 +354,9 @@ amp_tensor *amp_ctx_param(const amp_ctx *ctx, size_t index) {
 }
 void *amp_ctx_param_memory(const amp_ctx *ctx, size_t *bytes) {
     if (bytes) *bytes = ctx ? ctx->param_bytes : 0;
-    return ctx ? ctx->param_memory : NULL;
+    if (!ctx) return NULL;
+    for (size_t i = 0; i < ctx->n_params; i++) amp_tensor_bump_version(ctx->params[i].tensor); /* writable */
+    return ctx->param_memory;
 }
 void *amp_ctx_grad_memory(const amp_ctx *ctx, size_t *bytes) {
     if (bytes) *bytes = ctx ? ctx->param_bytes : 0;

@@ -36,6 +36,9 @@ struct amp_node {
     const int32_t *param_uses;
     int32_t n_param_uses;
     bool recompute;
+    /* out is in[0]'s first numel(out) elements (amp_narrow_rows): backward adds out's gradient into
+     * them and zeros into the rest (autograd.c's master_of may do that for it) */
+    bool prefix_view;
 };
 
 /* A declared parameter or buffer. */
@@ -48,6 +51,13 @@ typedef struct amp_param_slot {
      * values (kernels/elem_kernels.h), valid while grad_note_epoch equals the context's grad_epoch */
     uint32_t grad_absmax;
     uint64_t grad_note_epoch;
+    /* The cast copy (amp_ctx_keep_cast_copies; NULL when off or not fp32): the copy dtype's rounding of
+     * the values at tensor->version == copy_version, when copy_valid. cast_seen: autocast has cast the
+     * parameter to the copy dtype (the optimizers write copies only of those). lent_generation: the
+     * last step whose autocast took the copy as a cast (its graph may read it: cast_copy.c). */
+    void *cast_copy;
+    uint64_t copy_version, lent_generation;
+    bool copy_valid, cast_seen;
 } amp_param_slot;
 
 /* How many dropped gradient blocks a step can hold for reuse (amp_grad_accumulate). */
@@ -92,6 +102,9 @@ struct amp_ctx {
     int declare_status; /* the first failed amp_param_new / amp_buffer_new (AMP_OK: none) */
     void *param_memory, *grad_memory, *buffer_memory;
     size_t param_bytes, buffer_bytes;
+    void *copy_memory;     /* amp_ctx_keep_cast_copies: the slots' cast copies, one allocation */
+    size_t copy_bytes;
+    amp_dtype copy_dtype;  /* AMP_F32: off */
     uint64_t persistent_allocations;
     size_t n_grads_empty; /* slots with grad_empty set */
 
@@ -100,6 +113,7 @@ struct amp_ctx {
     /* During backward: per parameter, the tape nodes still to run that take it as an input
      * (scratch; NULL outside backward). */
     int32_t *backward_pending;
+    const amp_node *running; /* during backward: the node whose backward runs (NULL outside) */
     uint64_t grads_direct; /* weight gradients added straight into a master's (amp_grad_sink_open); tests read it */
     amp_backward_grad_fn backward_grad; /* amp_ctx_set_backward_grad_hook */
     void *backward_grad_user;
@@ -188,6 +202,22 @@ void amp_ctx_arena_release(amp_ctx *ctx, amp_arena_mark m);
 
 /* The parameter slot whose tensor is t, or -1. */
 int64_t amp_ctx_param_index(const amp_ctx *ctx, const amp_tensor *t);
+
+/* Cast copies (amp_ctx_keep_cast_copies; tensor/cast_copy.c). */
+/* t's copy in `dtype` holding t's values now: as it is when valid at t's version, else cast into it
+ * (amp_tensor_read's conversion) unless a graph of this step took it before; NULL then, and when t
+ * has no copy in dtype. *converted: it was cast into. Marks t as cast to dtype (the optimizers keep its copy from then on) and, when
+ * a copy is returned, lent to this step. */
+const void *amp_ctx_cast_copy_take(amp_ctx *ctx, const amp_tensor *t, amp_dtype dtype, bool *converted);
+/* Whether a graph of this step may still read copies lent to it: a tape node other than a cast whose
+ * backward has not run (computed once per optimizer step). */
+bool amp_ctx_graph_live(const amp_ctx *ctx);
+/* For an optimizer about to rewrite t (a parameter slot's tensor): the copy to write beside it (its
+ * values then valid at t's next version, amp_ctx_cast_copy_written), or NULL (none, not cast, or lent
+ * to a live graph: then the copy is marked stale). `live`: amp_ctx_graph_live's answer. */
+void *amp_ctx_cast_copy_for_update(amp_ctx *ctx, const amp_tensor *t, bool live, amp_dtype *dtype);
+/* After the update: t's version advanced; the copy returned for it, when one was, is valid at it. */
+void amp_ctx_cast_copy_written(amp_ctx *ctx, amp_tensor *t, bool copy_written);
 
 /* Checks a dtype and shape (0..AMP_MAX_DIMS dims, no negative size, numel * 16 within int64);
  * records "what: problem" and returns false when they are not acceptable. */

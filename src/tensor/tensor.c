@@ -209,6 +209,7 @@ int amp_tensor_read(const amp_tensor *t, void *dst, amp_dtype dst_dtype) {
 int amp_tensor_write(amp_tensor *t, const void *src, amp_dtype src_dtype) {
     if (!t || !src) return AMP_ERR_NULL_POINTER;
     const int64_t n = amp_tensor_numel(t);
+    t->version++; /* before any element changes: a failure part way has changed some */
     if (amp_tensor_is_contiguous(t)) return amp_convert(t->data, t->dtype, src, src_dtype, (size_t)n);
     const size_t es = amp_dtype_size(t->dtype), ss = amp_dtype_size(src_dtype);
     if (ss == 0) return AMP_ERR_UNSUPPORTED_DTYPE;

@@ -328,15 +328,14 @@ static void count_act(amp_train_run_state *r, amp_op op, const float *v, int64_t
     r->act.act_underflow[op] += t->under_unscaled - under;
 }
 
-static void on_backward_grad(amp_ctx *ctx, const amp_tensor *out, const amp_tensor *grad, void *user) {
-    (void)ctx;
-    amp_train_run_state *r = user;
-    const amp_op op = out->op >= 0 && out->op < AMP_OP_COUNT ? out->op : AMP_OP_NONE;
-    if (!grad->data || !amp_tensor_is_contiguous(grad)) return;
-    /* autocast's low-precision copy of a weight: its gradient is the weight's gradient (counted with
-     * the parameters), not an activation's */
-    if (op == AMP_OP_CAST && out->grad_fn && out->grad_fn->n_in > 0 && out->grad_fn->in[0] && out->grad_fn->in[0]->is_leaf)
-        return;
+/* Whether t is made by a cast of a leaf (autocast's low-precision copy of a weight). */
+static bool cast_of_leaf(const amp_tensor *t) {
+    const amp_node *n = t->grad_fn;
+    return t->op == AMP_OP_CAST && n && n->n_in > 0 && n->in[0] && n->in[0]->is_leaf;
+}
+
+/* grad's values counted as op's activation gradient */
+static void count_grad(amp_train_run_state *r, amp_op op, const amp_tensor *grad) {
     const int64_t n = amp_tensor_numel(grad);
     if (grad->dtype == AMP_F32) {
         count_act(r, op, grad->data, n);
@@ -353,6 +352,22 @@ static void on_backward_grad(amp_ctx *ctx, const amp_tensor *out, const amp_tens
             return;
         count_act(r, op, r->gs_buf, m);
     }
+}
+
+static void on_backward_grad(amp_ctx *ctx, const amp_tensor *out, const amp_tensor *grad, void *user) {
+    (void)ctx;
+    amp_train_run_state *r = user;
+    const amp_op op = out->op >= 0 && out->op < AMP_OP_COUNT ? out->op : AMP_OP_NONE;
+    if (!grad->data || !amp_tensor_is_contiguous(grad)) return;
+    /* autocast's low-precision copy of a weight: its gradient is the weight's gradient (counted with
+     * the parameters), not an activation's */
+    if (cast_of_leaf(out)) return;
+    /* gpt2's tied head, wte's first V rows of wte's cast: these counts have always taken its gradient
+     * as two activations' (when the rows were cast: as the cast's, then as the fp32 rows'), and still
+     * do, the same values under both ops */
+    if (out->grad_fn && out->grad_fn->prefix_view && out->grad_fn->in[0] && cast_of_leaf(out->grad_fn->in[0]))
+        count_grad(r, AMP_OP_CAST, grad);
+    count_grad(r, op, grad);
 }
 
 void amp_train_act_stats_arm(amp_train_run_state *r, float scale) {

@@ -29,12 +29,13 @@
  * output; the head the logits (batch x context x vocabulary, in the compute dtype) and the loss's
  * per-token target and statistics (12 bytes per token). Backward adds, at its peak, either the head's
  * gradients (the logits', the final norm's output's and, for gpt2, that of the tied head's rows of
- * wte: fp32, or 16-bit and then under autocast an fp32 one, which lands in the logits' dropped gradient
- * where that is larger) or one block's gradients alive at once (the reuse pool of src/tensor/autograd.c
+ * wte in the parameters' dtype; under autocast none: the head's GEMM adds it, rounded to 16 bits, into
+ * wte's fp32 gradient) or one block's gradients alive at once (the reuse pool of src/tensor/autograd.c
  * gives a dropped gradient's memory to the next; measured), whichever is larger. The embeddings' and
  * the head's gradients reach wte's a block of rows at a time (src/ops/grad_range.h): no full fp32
- * copy. Autocast's 16-bit copies of the weights the linears read stay in the arena for the step (with
- * recompute: the head's and one block's, made again in each region).
+ * copy. Autocast's 16-bit copies of the weights the linears read (gpt2's head: of wte) stay in the
+ * arena for the step (with recompute: the head's and one block's, made again in each region), or,
+ * with the parameters' cast copies (amp_train_cast_copies_on), are those copies.
  *
  * The scratch (the ops' temporary fp32 memory, reused from op to op) peaks at the largest of: what a
  * block's ops stage per token-channel (a 16-bit linear's fp32 product, GELU's gradient; measured),
@@ -55,15 +56,18 @@ typedef struct tf_rates {
     double grad_block;  /* a block's gradients alive at once in backward (measured) */
     double grad_region; /* the same for a recomputed block (measured) */
     double cast;        /* autocast's copies, per cast weight element */
-    double tied;        /* gpt2: the head's weight gradient, per element of vocabulary x width */
-    double tied_view;   /* gpt2 under autocast: the fp32 gradient of wte's rows, made from the 16-bit
-                           one once the logits' gradient is dropped (in its memory where that is larger) */
+    double tied;        /* gpt2: the head's weight gradient, per element of vocabulary x width (under
+                           autocast made only where a hook reads the gradients, the statistics steps: the
+                           head's GEMM adds it into wte's otherwise, tensor/autograd.c's master_of) */
+    double tied_view;   /* gpt2 under autocast, those steps: the 16-bit gradient of wte's cast (padded
+                           rows), made once the logits' gradient is dropped (in its memory where that is
+                           larger) */
     double scratch;     /* the ops' fp32 staging per token-channel (measured) */
 } tf_rates;
 
 /* fp32 parameters without autocast; fp32 parameters under 16-bit autocast; 16-bit parameters */
 static const tf_rates TF_FP32 = {64, 4, 12, 4, 44, 28, 0, 4, 0, 16};
-static const tf_rates TF_AUTOCAST = {36, 4, 10, 2, 34, 26, 2, 2, 4, 32};
+static const tf_rates TF_AUTOCAST = {36, 4, 10, 2, 34, 26, 2, 2, 2, 32};
 static const tf_rates TF_PARAM16 = {44, 2, 10, 2, 38, 22, 0, 2, 0, 32};
 
 static const tf_rates *tf_rates_of(const amp_precision_info *prec) {
@@ -84,7 +88,8 @@ static void transformer_bytes(const amp_model_config *m, int64_t batch, int thre
     const double block = BT * (C * k->block + 16);
     const double kept = m->recompute ? L * BT * C * k->stream + block : L * block;
     const double trunk = BT * (C * k->trunk + 8 + 12);
-    const double logits_grad = BT * V * k->act, view = V * C * k->tied_view;
+    const double Vp = 128 * ((double)((m->vocab + 127) / 128)); /* wte's padded rows (src/nn/gpt2.c) */
+    const double logits_grad = BT * V * k->act, view = Vp * C * k->tied_view;
     const double tied = gpt2 ? V * C * k->tied + (view > logits_grad ? view : 0) : 0;
     const double head_grads = logits_grad + BT * C * k->act + tied;
     const double block_grads = BT * C * (m->recompute ? k->grad_region : k->grad_block);
@@ -142,6 +147,10 @@ static void lstm_bytes(const amp_model_config *m, int64_t batch, const amp_preci
     else *act = BT * (32 * H + 4 * E), *scratch = BT * 20.5 * H + 8 * weights;
 }
 
+bool amp_train_cast_copies_on(const amp_precision_info *prec, int zero_stage) {
+    return prec->autocast_dtype != AMP_F32 && prec->param_dtype == AMP_F32 && !prec->fp8 && zero_stage == 0;
+}
+
 void amp_train_memory_estimate(const amp_model_config *m, int64_t num_params, const amp_precision_info *prec,
                                const amp_optim_config *optim, int64_t batch, int threads, int ranks, int zero_stage,
                                amp_train_memory_need *out) {
@@ -167,12 +176,20 @@ void amp_train_memory_estimate(const amp_model_config *m, int64_t num_params, co
     case AMP_MODEL_LSTM: lstm_bytes(m, batch, prec, n, &act, &scratch); break;
     default: break;
     }
+    /* Cast copies: 2 bytes per parameter, kept; the arena then holds no casts (the image and recurrent
+     * models' fitted arena figures include 2 bytes per parameter of them, moved to the copies) */
+    if (amp_train_cast_copies_on(prec, zero_stage) && n > 0) {
+        out->cast_copies = (int64_t)(2 * n);
+        if (m->kind == AMP_MODEL_GPT || m->kind == AMP_MODEL_GPT2) casts = 0;
+        else act -= 2 * n;
+    }
     out->casts = (int64_t)casts;
     out->activations = (int64_t)act;
     out->scratch = (int64_t)scratch;
     out->first_step = (int64_t)first_step;
     out->total =
-        out->params + out->grads + out->optimizer + out->casts + out->activations + out->scratch + out->first_step;
+        out->params + out->grads + out->optimizer + out->casts + out->cast_copies + out->activations + out->scratch +
+        out->first_step;
 }
 
 /* ---- the memory there is ------------------------------------------------------------------------ */
@@ -296,7 +313,8 @@ int amp_train_memory_check(amp_train_run_state *r) {
                           "%s needs about %s (parameters, gradients and optimizer state %s, activations %s); %s is "
                           "available; %s (AMP_MEMORY_CHECK=0 trains anyway)",
                           what, human(need.total, total, sizeof total),
-                          human(need.params + need.grads + need.optimizer + need.casts, state, sizeof state),
+                          human(need.params + need.grads + need.optimizer + need.casts + need.cast_copies, state,
+                                sizeof state),
                           human(need.activations + need.scratch + need.first_step, acts, sizeof acts),
                           human(avail, have, sizeof have),
                           fix);

@@ -3,6 +3,7 @@
 #ifndef AMP_TRAIN_MEMORY_CHECK_H
 #define AMP_TRAIN_MEMORY_CHECK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "amp.h"
@@ -15,6 +16,8 @@ typedef struct amp_train_memory_need {
     int64_t optimizer;   /* fp32 masters of 16-bit parameters, momentum or Adam's two moments; divided
                             by the ranks under zero_stage 1 */
     int64_t casts;       /* autocast's 16-bit copies of fp32 weights, made each step (in the arena) */
+    int64_t cast_copies; /* or kept beside the parameters and written by the optimizer
+                            (amp_train_cast_copies_on): 2 bytes per parameter, and then no casts */
     int64_t activations; /* the rest of the arena's peak: what forward keeps for backward (with
                             recompute, each block's input and one block at a time) and backward's
                             gradients */
@@ -31,6 +34,11 @@ typedef struct amp_train_memory_need {
 void amp_train_memory_estimate(const amp_model_config *m, int64_t num_params, const amp_precision_info *prec,
                                const amp_optim_config *optim, int64_t batch, int threads, int ranks, int zero_stage,
                                amp_train_memory_need *out);
+
+/* Whether a run in preset prec keeps its parameters' 16-bit cast copies (amp_ctx_keep_cast_copies):
+ * under 16-bit autocast with fp32 parameters, outside the fp8 presets (whose linears quantize the
+ * masters themselves) and ZeRO (whose ranks each update a slice, then gather the parameters). */
+bool amp_train_cast_copies_on(const amp_precision_info *prec, int zero_stage);
 
 /* The bytes this process may still allocate: AMP_MEMORY_AVAILABLE when set (bytes, or with a K, M,
  * G or T suffix, powers of 1024), else the smaller of /proc/meminfo's MemAvailable and the cgroup's

@@ -440,6 +440,10 @@ static int setup(amp_train_run_state *r) {
     if ((st = amp_train_llmc_load(r)) != AMP_OK) return st;
     st = amp_optimizer_create(r->ctx, &c->optim, &r->opt);
     if (st != AMP_OK) return amp_train_fail(r, st, "optimizer: %s (check lr, momentum, weight decay)", amp_status_str(st));
+    /* the optimizer writes the 16-bit copies the next forward's casts of the weights would make */
+    if (amp_train_cast_copies_on(r->prec, c->zero_stage) &&
+        (st = amp_ctx_keep_cast_copies(r->ctx, r->prec->autocast_dtype)) != AMP_OK)
+        return amp_train_fail(r, st, "cannot keep the weights' cast copies: %s", amp_status_str(st));
 
     amp_scaler_config sc = amp_scaler_default_config();
     if (c->scaler == AMP_SCALER_DEFAULT) c->scaler = r->prec->dynamic_scaling ? AMP_SCALER_DYNAMIC : AMP_SCALER_OFF;
@@ -608,6 +612,7 @@ static void memory_result(const amp_train_run_state *r, amp_train_result *result
     result->arena_peak_bytes = amp_ctx_arena_peak(r->ctx);
     result->scratch_peak_bytes = amp_ctx_scratch_peak(r->ctx);
     amp_ctx_param_memory(r->ctx, &result->param_bytes);
+    result->cast_copy_bytes = amp_ctx_cast_copy_bytes(r->ctx);
     struct rusage ru;
     result->peak_rss_bytes = getrusage(RUSAGE_SELF, &ru) == 0 ? (int64_t)ru.ru_maxrss * 1024 : -1; /* Linux: KiB */
 }
