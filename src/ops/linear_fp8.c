@@ -8,9 +8,9 @@
  *                                 from the high-precision source (forward makes x's, saved for this)
  *
  * The result is written in the autocast dtype where autocast lowers linear (bf16 under amp-bf16),
- * else in the inputs' promoted dtype; the bias is added in fp32 before that single rounding, and its
- * gradient is the column sums of the high-precision dY. The quantization's gradient is
- * straight-through. The forward's quantized x and W are kept in the arena until backward (as TE keeps
+ * else in the inputs' promoted dtype; the bias is added in fp32 before that single rounding, both in
+ * one pass over the GEMM's fp32 result (gemm_fused.h's epilogue), and its gradient is the column sums
+ * of the high-precision dY. The quantization's gradient is straight-through. The forward's quantized x and W are kept in the arena until backward (as TE keeps
  * its fp8 copies): 1 byte per value, or 2 where a column-wise copy is made too. */
 #include <math.h>
 #include <string.h>
@@ -19,6 +19,7 @@
 #include "amp/fp8.h"
 #include "amp/gemm.h"
 #include "../fp8/fp8_linear.h"
+#include "../gemm/gemm_fused.h"
 #include "../kernels/elem_kernels.h"
 #include "op_util.h"
 
@@ -62,10 +63,25 @@ static int fp8_gemm(amp_ctx *ctx, int64_t m, int64_t n, fp8_operand a, fp8_opera
     return st;
 }
 
-static int quantize(amp_ctx *ctx, amp_fp8_linear *s, amp_fp8_tensor_role role, const float *src, int64_t rows,
+/* A quantize's source: a tensor's own contiguous fp32, bf16 or fp16 values (the cast decodes 16-bit ones
+ * a band at a time: no fp32 copy of the whole), or an fp32 copy in scratch. */
+typedef struct fp8_source {
+    const void *data;
+    amp_dtype dtype;
+} fp8_source;
+
+static fp8_source source_of(amp_ctx *ctx, const amp_tensor *t) {
+    if (amp_tensor_is_contiguous(t) && (t->dtype == AMP_F32 || t->dtype == AMP_BF16 || t->dtype == AMP_F16))
+        return (fp8_source){t->data, t->dtype};
+    return (fp8_source){amp_f32_view(ctx, t), AMP_F32};
+}
+
+static fp8_source f32_source(const float *src) { return (fp8_source){src, AMP_F32}; }
+
+static int quantize(amp_ctx *ctx, amp_fp8_linear *s, amp_fp8_tensor_role role, fp8_source src, int64_t rows,
                     int64_t cols, bool k_along_rows, bool keep, amp_fp8_qmat *out) {
-    const int st = amp_fp8_linear_quantize(s, role, src, rows, cols, k_along_rows, keep ? arena_alloc : scratch_alloc,
-                                           ctx, out);
+    const int st = amp_fp8_linear_quantize(s, role, src.data, src.dtype, rows, cols, k_along_rows,
+                                           keep ? arena_alloc : scratch_alloc, ctx, out);
     if (st != AMP_OK && amp_ctx_status(ctx) == AMP_OK)
         amp_ctx_fail(ctx, st, "linear_fp8: cannot quantize %s: %s", amp_fp8_tensor_role_name(role), amp_status_str(st));
     return st;
@@ -85,7 +101,7 @@ static void linear_fp8_backward(amp_ctx *ctx, amp_node *node) {
     amp_fp8_qmat gq, gq_rows;
     bool have_gq = false;
     if (x->requires_grad) { /* dX [rows, in] = dY [rows, out] W [out, in] */
-        if (quantize(ctx, s, AMP_FP8_DY, g, rows, out_f, false, false, &gq)) return;
+        if (quantize(ctx, s, AMP_FP8_DY, f32_source(g), rows, out_f, false, false, &gq)) return;
         have_gq = true;
         float *dx = amp_f32_scratch(ctx, rows * in_f);
         if (!dx || fp8_gemm(ctx, rows, in_f, operand_of(&gq, true), operand_of(&sv->w_k_rows, true), dx)) return;
@@ -93,7 +109,7 @@ static void linear_fp8_backward(amp_ctx *ctx, amp_node *node) {
     }
     if (w->requires_grad) { /* dW [out, in] = dY^T [out, rows] X [rows, in] */
         if (pt && have_gq) gq_rows = gq;
-        else if (quantize(ctx, s, AMP_FP8_DY, g, rows, out_f, true, false, &gq_rows)) return;
+        else if (quantize(ctx, s, AMP_FP8_DY, f32_source(g), rows, out_f, true, false, &gq_rows)) return;
         float *dw = amp_f32_scratch(ctx, out_f * in_f);
         if (!dw || fp8_gemm(ctx, out_f, in_f, operand_of(&gq_rows, false), operand_of(&sv->x_k_rows, true), dw)) return;
         amp_grad_accumulate(ctx, w, dw);
@@ -148,28 +164,32 @@ amp_tensor *amp_linear_fp8(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_
     amp_tensor *out = amp_ctx_new_tensor(ctx, dt, x->ndim, shape, true);
     if (!out) return NULL;
     amp_arena_mark mk = amp_scratch_mark(ctx);
-    const float *x32 = amp_f32_view(ctx, x), *w32 = x32 ? amp_f32_view(ctx, weight) : NULL;
-    const float *b32 = bias && w32 ? amp_f32_view(ctx, bias) : NULL;
-    float *c = w32 ? amp_f32_scratch(ctx, rows * out_f) : NULL;
+    const fp8_source xs = source_of(ctx, x), ws = xs.data ? source_of(ctx, weight) : (fp8_source){0};
+    const float *b32 = bias && ws.data ? amp_f32_view(ctx, bias) : NULL;
+    /* an fp32 output is the GEMM's C itself; else C is scratch, rounded into the output by the epilogue */
+    float *c = !ws.data ? NULL : dt == AMP_F32 ? out->data : amp_f32_scratch(ctx, rows * out_f);
     const bool pt = per_tensor(amp_fp8_linear_recipe(s)), mx = amp_fp8_linear_recipe(s) == AMP_FP8_RECIPE_MXFP8;
     int st = c && (!bias || b32) ? AMP_OK : AMP_ERR_OUT_OF_MEMORY;
     /* a recomputed region's second forward casts what the first cast (the same values, the same
      * scales: they change only between steps) and records nothing: amaxes and statistics once */
     const bool was_paused = s->paused;
     if (ctx->replaying) s->paused = true;
-    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_X, x32, rows, in_f, false, keep, &sv->x);
-    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_W, w32, out_f, in_f, false, keep, &sv->w);
+    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_X, xs, rows, in_f, false, keep, &sv->x);
+    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_W, ws, out_f, in_f, false, keep, &sv->w);
     if (st == AMP_OK) st = fp8_gemm(ctx, rows, out_f, operand_of(&sv->x, true), operand_of(&sv->w, false), c);
     if (st == AMP_OK && keep && weight->requires_grad && !pt)
-        st = quantize(ctx, s, AMP_FP8_X, x32, rows, in_f, true, true, &sv->x_k_rows);
+        st = quantize(ctx, s, AMP_FP8_X, xs, rows, in_f, true, true, &sv->x_k_rows);
     else sv->x_k_rows = sv->x;
     if (st == AMP_OK && keep && x->requires_grad && mx)
-        st = quantize(ctx, s, AMP_FP8_W, w32, out_f, in_f, true, true, &sv->w_k_rows);
+        st = quantize(ctx, s, AMP_FP8_W, ws, out_f, in_f, true, true, &sv->w_k_rows);
     else sv->w_k_rows = sv->w;
-    if (st == AMP_OK && b32) /* add: c[j] + b[j], the one IEEE add per value */
-        for (int64_t r = 0; r < rows; r++) amp_elem_active()->add(c + r * out_f, c + r * out_f, b32, (size_t)out_f);
     s->paused = was_paused;
-    if (st == AMP_OK) st = amp_store_f32(ctx, out, c);
+    if (st == AMP_OK) { /* one pass over C: c[j] + b[j] (the one IEEE add per value), then the single rounding */
+        const bool half = dt == AMP_F16 || dt == AMP_BF16; /* other dtypes: amp_store_f32 (its checks) */
+        const amp_gemm_epilogue ep = {.bias = b32, .out = half ? out->data : NULL, .out_dtype = dt, .ldo = out_f};
+        amp_gemm_epilogue_apply(&ep, c, out_f, rows, out_f);
+        if (!half && dt != AMP_F32) st = amp_store_f32(ctx, out, c);
+    }
     amp_scratch_release(ctx, mk);
     if (st != AMP_OK) {
         if (amp_ctx_status(ctx) == AMP_OK) amp_ctx_fail(ctx, st, "linear_fp8: %s", amp_status_str(st));
