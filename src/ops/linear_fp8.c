@@ -16,11 +16,13 @@
 #include <string.h>
 
 #include "amp/autocast.h"
+#include "amp/formats.h"
 #include "amp/fp8.h"
 #include "amp/gemm.h"
 #include "../fp8/fp8_linear.h"
 #include "../gemm/gemm_fused.h"
 #include "../kernels/elem_kernels.h"
+#include "grad_sink_gemm.h"
 #include "op_util.h"
 
 /* What forward keeps for backward (in the arena). */
@@ -76,7 +78,6 @@ static fp8_source source_of(amp_ctx *ctx, const amp_tensor *t) {
     return (fp8_source){amp_f32_view(ctx, t), AMP_F32};
 }
 
-static fp8_source f32_source(const float *src) { return (fp8_source){src, AMP_F32}; }
 
 static int quantize(amp_ctx *ctx, amp_fp8_linear *s, amp_fp8_tensor_role role, fp8_source src, int64_t rows,
                     int64_t cols, bool k_along_rows, bool keep, amp_fp8_qmat *out) {
@@ -89,38 +90,78 @@ static int quantize(amp_ctx *ctx, amp_fp8_linear *s, amp_fp8_tensor_role role, f
 
 static bool per_tensor(amp_fp8_recipe r) { return r != AMP_FP8_RECIPE_MXFP8 && r != AMP_FP8_RECIPE_BLOCK; }
 
+/* t's gradient += c [m, n] = A B (amp_gemm_fp8): into the gradient's sink (amp_grad_sink: a new
+ * gradient, an fp32 one, or under autocast the master weight's) by one epilogue pass over C, or by the
+ * GEMM itself where the sink is a new fp32 gradient; else through amp_grad_accumulate. The bits are
+ * amp_grad_accumulate's of the same product (grad_sink_gemm.h's amp_gemm_into_grad, whose steps these
+ * are, with the epilogue after the whole product). */
+static int fp8_gemm_into_grad(amp_ctx *ctx, int64_t m, int64_t n, fp8_operand a, fp8_operand b, amp_tensor *t) {
+    amp_grad_sink sink;
+    const bool sunk = amp_grad_sink_open(ctx, t, &sink);
+    float *direct = sunk ? amp_sink_direct(&sink) : NULL;
+    amp_gemm_epilogue ep = sunk && !direct ? amp_sink_epilogue(&sink, 0, n) : (amp_gemm_epilogue){.ldo = 1, .ldacc = 1};
+    /* the backward check's note: a parameter's fp32 gradient (acc), every element of it written here */
+    _Atomic uint32_t absmax = 0;
+    const bool note = sunk && sink.slot >= 0 && sink.acc && m * n == sink.numel;
+    if (note) ep.absmax = &absmax;
+    float *c = direct ? direct : amp_f32_scratch(ctx, m * n);
+    const bool ok = c && fp8_gemm(ctx, m, n, a, b, c) == AMP_OK;
+    if (ok && ((sunk && !direct) || note)) amp_gemm_epilogue_apply(&ep, c, n, m, n);
+    if (ok && note) amp_ctx_grad_note(ctx, sink.slot, atomic_load(&absmax));
+    if (sunk) amp_grad_sink_close(ctx, &sink);
+    else if (ok && ctx->status == AMP_OK) amp_grad_accumulate(ctx, t, c);
+    return ctx->status;
+}
+
+enum { DB_BAND = 128 }; /* rows of a 16-bit dY decoded at a time for the bias gradient */
+
+/* db [out] = the column sums of dY [rows, out] (fp32, bf16 or fp16), rows in order (acc: db[j] +=
+ * row[j]); a 16-bit dY decoded DB_BAND rows at a time. NULL when out of memory. */
+static float *bias_grad(amp_ctx *ctx, fp8_source g, int64_t rows, int64_t out_f) {
+    float *db = amp_f32_scratch(ctx, out_f);
+    const bool f32 = g.dtype == AMP_F32;
+    float *buf = f32 ? NULL : amp_f32_scratch(ctx, (rows < DB_BAND ? rows : DB_BAND) * out_f);
+    if (!db || (!f32 && !buf)) return NULL;
+    const amp_elem_kernels *ek = amp_elem_active();
+    for (int64_t j = 0; j < out_f; j++) db[j] = 0.0f;
+    for (int64_t r0 = 0; r0 < rows; r0 += DB_BAND) {
+        const int64_t n = rows - r0 < DB_BAND ? rows - r0 : DB_BAND;
+        const float *band = (const float *)g.data + r0 * out_f;
+        if (!f32) {
+            amp_convert(buf, AMP_F32, (const char *)g.data + (size_t)(r0 * out_f) * amp_dtype_size(g.dtype), g.dtype,
+                        (size_t)(n * out_f));
+            band = buf;
+        }
+        for (int64_t r = 0; r < n; r++) ek->acc(db, band + r * out_f, (size_t)out_f);
+    }
+    return db;
+}
+
 /* saved i[]: rows, in, out */
 static void linear_fp8_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0], *w = node->in[1], *bias = node->n_in > 2 ? node->in[2] : NULL;
     const int64_t rows = node->i[0], in_f = node->i[1], out_f = node->i[2];
     fp8_saved *sv = node->saved;
-    const float *g = amp_grad_out(ctx, node); /* [rows, out] fp32 */
-    if (!g) return;
+    const fp8_source g = source_of(ctx, node->out->grad); /* [rows, out]: a 16-bit dY is cast as it is */
+    if (!g.data) return;
     amp_fp8_linear *s = sv->state;
     const bool pt = per_tensor(amp_fp8_linear_recipe(s));
     amp_fp8_qmat gq, gq_rows;
     bool have_gq = false;
     if (x->requires_grad) { /* dX [rows, in] = dY [rows, out] W [out, in] */
-        if (quantize(ctx, s, AMP_FP8_DY, f32_source(g), rows, out_f, false, false, &gq)) return;
+        if (quantize(ctx, s, AMP_FP8_DY, g, rows, out_f, false, false, &gq)) return;
         have_gq = true;
-        float *dx = amp_f32_scratch(ctx, rows * in_f);
-        if (!dx || fp8_gemm(ctx, rows, in_f, operand_of(&gq, true), operand_of(&sv->w_k_rows, true), dx)) return;
-        amp_grad_accumulate(ctx, x, dx);
+        if (fp8_gemm_into_grad(ctx, rows, in_f, operand_of(&gq, true), operand_of(&sv->w_k_rows, true), x)) return;
     }
     if (w->requires_grad) { /* dW [out, in] = dY^T [out, rows] X [rows, in] */
         if (pt && have_gq) gq_rows = gq;
-        else if (quantize(ctx, s, AMP_FP8_DY, f32_source(g), rows, out_f, true, false, &gq_rows)) return;
-        float *dw = amp_f32_scratch(ctx, out_f * in_f);
-        if (!dw || fp8_gemm(ctx, out_f, in_f, operand_of(&gq_rows, false), operand_of(&sv->x_k_rows, true), dw)) return;
-        amp_grad_accumulate(ctx, w, dw);
+        else if (quantize(ctx, s, AMP_FP8_DY, g, rows, out_f, true, false, &gq_rows)) return;
+        if (fp8_gemm_into_grad(ctx, out_f, in_f, operand_of(&gq_rows, false), operand_of(&sv->x_k_rows, true), w))
+            return;
     }
     if (bias && bias->requires_grad) {
-        float *db = amp_f32_scratch(ctx, out_f);
-        if (!db) return;
-        const amp_elem_kernels *ek = amp_elem_active(); /* acc: db[j] += row[j], rows in order */
-        for (int64_t j = 0; j < out_f; j++) db[j] = 0.0f;
-        for (int64_t r = 0; r < rows; r++) ek->acc(db, g + r * out_f, (size_t)out_f);
-        amp_grad_accumulate(ctx, bias, db);
+        float *db = bias_grad(ctx, g, rows, out_f);
+        if (db) amp_grad_accumulate(ctx, bias, db);
     }
 }
 
