@@ -90,109 +90,148 @@ static int quantize_tensorwise(amp_fp8_linear *s, amp_fp8_tensor_role role, cons
     return AMP_OK;
 }
 
-enum { MX_PANEL = 16 }; /* stored rows staged at a time where k must be padded or decoded */
+enum { MX_PANEL = 16 }; /* stored rows staged at a time where MXFP8 pads k along the columns */
 
-/* MXFP8: E8M0 scales (by `mode`) kept as fp32 scale_inv, blocks of 32 along k. k along src's columns:
- * src's rows zero-padded to q->cols (a multiple of 32), unpadded fp32 ones quantized in place, others
- * MX_PANEL at a time through src->buf ([MX_PANEL, q->cols] fp32). k along src's rows: the column-wise
- * kernel (fp8_internal.h), in src's layout with q->rows (a multiple of 32) rows, BAND_ROWS source rows
- * at a time. The statistics count the padding's zeros among the values (never saturated nor
- * flushed). */
-static void quantize_mx(const band_src *src, bool k_along_rows, amp_mx_scale_mode mode, amp_fp8_qmat *q,
-                        amp_fp8_cast_tally *t, float *amax) {
-    const int64_t kp = q->cols, k = src->cols, rows = src->rows, cols = src->cols;
+/* How an MXFP8 or block-scaled cast of one matrix goes: k along its rows or columns, the block shape
+ * (block scaling), and its tally and amax. */
+typedef struct local_cast {
+    amp_fp8_qmat q;
+    bool k_along_rows;
+    amp_fp8_block_shape shape;
+    amp_fp8_cast_tally t;
+    float amax;
+} local_cast;
+
+/* Rows [r0, r0 + n) of the source (fp32 in x, row-major with src_cols columns) into c's blocks: MXFP8
+ * (E8M0 scales kept as fp32 scale_inv, blocks of 32 along k) with k along the rows: the column-wise
+ * kernel (fp8_internal.h) in the source's layout, r0 a multiple of 32, q->rows the source's rounded
+ * up to 32; with k along the columns: rows zero-padded to q->cols (a multiple of 32), MX_PANEL rows at
+ * a time through pad ([MX_PANEL, q->cols] fp32) where k is padded. Block scaling: r0 a multiple of
+ * 128, each band's scales at its rows' place. The statistics count MXFP8's padding zeros among the
+ * values (never saturated nor flushed). */
+static void cast_band(local_cast *c, amp_mx_scale_mode mode, const float *x, int64_t r0, int64_t n, int64_t src_cols,
+                      float *pad) {
+    amp_fp8_qmat *q = &c->q;
     uint8_t *out = q->data;
-    if (k_along_rows) {
-        const int64_t band = src->dtype == AMP_F32 ? rows : BAND_ROWS;
-        for (int64_t r0 = 0; r0 < rows; r0 += band) {
-            const int64_t n = rows - r0 < band ? rows - r0 : band;
-            amp_mx_quantize_columns_tally(out + r0 * cols, q->scale_inv + (r0 / AMP_MX_BLOCK) * cols,
-                                          band_rows(src, r0, n), (size_t)n, (size_t)cols, AMP_F8E4M3, mode, t, amax);
+    if (q->block_cols == 0 || q->block_rows == 0) return;
+    if (q->block_rows == AMP_MX_BLOCK && q->block_cols == 1) { /* MXFP8, k along rows */
+        amp_mx_quantize_columns_tally(out + r0 * src_cols, q->scale_inv + (r0 / AMP_MX_BLOCK) * src_cols, x, (size_t)n,
+                                      (size_t)src_cols, AMP_F8E4M3, mode, &c->t, &c->amax);
+        return;
+    }
+    if (q->block_rows == 1 && q->block_cols == AMP_MX_BLOCK) { /* MXFP8, k along columns */
+        const int64_t kp = q->cols, k = src_cols;
+        if (kp == k) {
+            amp_mx_quantize_tally(out + r0 * kp, NULL, q->scale_inv + r0 * (kp / AMP_MX_BLOCK), x, (size_t)(n * kp),
+                                  AMP_F8E4M3, mode, &c->t, &c->amax);
+            return;
+        }
+        for (int64_t i0 = 0; i0 < n; i0 += MX_PANEL) {
+            const int64_t pr = n - i0 < MX_PANEL ? n - i0 : MX_PANEL;
+            for (int64_t i = 0; i < pr; i++) {
+                float *row = pad + i * kp;
+                memcpy(row, x + (i0 + i) * k, (size_t)k * sizeof(float));
+                for (int64_t j = k; j < kp; j++) row[j] = 0.0f;
+            }
+            amp_mx_quantize_tally(out + (r0 + i0) * kp, NULL, q->scale_inv + (r0 + i0) * (kp / AMP_MX_BLOCK), pad,
+                                  (size_t)(pr * kp), AMP_F8E4M3, mode, &c->t, &c->amax);
         }
         return;
     }
-    if (!src->buf) {
-        amp_mx_quantize_tally(out, NULL, q->scale_inv, src->data, (size_t)(q->rows * kp), AMP_F8E4M3, mode, t, amax);
-        return;
-    }
-    const size_t es = amp_dtype_size(src->dtype);
-    for (int64_t i0 = 0; i0 < q->rows; i0 += MX_PANEL) {
-        const int64_t pr = q->rows - i0 < MX_PANEL ? q->rows - i0 : MX_PANEL;
-        for (int64_t i = 0; i < pr; i++) {
-            float *row = src->buf + i * kp;
-            amp_convert(row, AMP_F32, (const char *)src->data + (size_t)((i0 + i) * cols) * es, src->dtype, (size_t)k);
-            for (int64_t j = k; j < kp; j++) row[j] = 0.0f;
-        }
-        amp_mx_quantize_tally(out + i0 * kp, NULL, q->scale_inv + i0 * (kp / AMP_MX_BLOCK), src->buf,
-                              (size_t)(pr * kp), AMP_F8E4M3, mode, t, amax);
-    }
+    float m = 0.0f; /* block scaling */
+    amp_fp8_block_quantize_tally(out + r0 * src_cols, q->scale_inv + (r0 / q->block_rows) * q->ld_scale, x, (size_t)n,
+                                 (size_t)src_cols, q->dtype, c->shape, &c->t, &m);
+    c->amax = fmaxf(c->amax, m);
 }
 
-/* Block scaling: BAND_ROWS rows at a time (whole tiles), each band's scales at its rows' place. */
-static void quantize_block(const band_src *src, amp_fp8_block_shape shape, amp_fp8_qmat *q, amp_fp8_cast_tally *t,
-                           float *amax) {
-    const int64_t band = src->dtype == AMP_F32 ? src->rows : BAND_ROWS, cols = src->cols;
-    for (int64_t r0 = 0; r0 < src->rows; r0 += band) {
-        const int64_t n = src->rows - r0 < band ? src->rows - r0 : band;
-        float m = 0.0f;
-        amp_fp8_block_quantize_tally((uint8_t *)q->data + r0 * cols, q->scale_inv + (r0 / q->block_rows) * q->ld_scale,
-                                     band_rows(src, r0, n), (size_t)n, (size_t)cols, q->dtype, shape, t, &m);
-        *amax = fmaxf(*amax, m);
+/* c's shape, blocks and storage under MXFP8 or block scaling for a source [rows, cols]; false when
+ * memory is short. */
+static bool prepare_local(const amp_fp8_linear *s, amp_fp8_tensor_role role, int64_t rows, int64_t cols,
+                          amp_fp8_alloc_fn alloc, void *user, local_cast *c) {
+    amp_fp8_qmat *q = &c->q;
+    *q = (amp_fp8_qmat){.dtype = role_dtype(s->recipe, role), .rows = rows, .cols = cols};
+    c->t = (amp_fp8_cast_tally)AMP_FP8_CAST_TALLY_INIT, c->amax = 0.0f;
+    if (s->recipe == AMP_FP8_RECIPE_MXFP8) {
+        const int64_t k = c->k_along_rows ? rows : cols, kp = (k + AMP_MX_BLOCK - 1) / AMP_MX_BLOCK * AMP_MX_BLOCK;
+        if (c->k_along_rows) /* [kp, cols]: 32 x 1 blocks */
+            q->rows = kp, q->block_rows = AMP_MX_BLOCK, q->block_cols = 1, q->ld_scale = cols;
+        else /* [rows, kp]: 1 x 32 blocks */
+            q->cols = kp, q->block_rows = 1, q->block_cols = AMP_MX_BLOCK, q->ld_scale = kp / AMP_MX_BLOCK;
+        q->data = alloc(user, (size_t)(q->rows * q->cols));
+        q->scale_inv = alloc(user, (size_t)(q->rows / q->block_rows * q->ld_scale) * sizeof(float));
+        return q->data && q->scale_inv;
     }
+    c->shape = role == AMP_FP8_W ? AMP_FP8_BLOCK_128X128 : c->k_along_rows ? AMP_FP8_BLOCK_128X1 : AMP_FP8_BLOCK_1X128;
+    q->block_rows = c->shape == AMP_FP8_BLOCK_1X128 ? 1 : AMP_FP8_BLOCK_TILE;
+    q->block_cols = c->shape == AMP_FP8_BLOCK_128X1 ? 1 : AMP_FP8_BLOCK_TILE;
+    q->ld_scale = c->shape == AMP_FP8_BLOCK_128X1 ? cols : (cols + AMP_FP8_BLOCK_TILE - 1) / AMP_FP8_BLOCK_TILE;
+    q->data = alloc(user, (size_t)(rows * cols));
+    q->scale_inv = alloc(user, amp_fp8_block_scale_count((size_t)rows, (size_t)cols, c->shape) * sizeof(float));
+    return q->data && q->scale_inv;
+}
+
+/* MXFP8 and block scaling: the n (1 or 2) casts of c from one pass over the source's bands, each band
+ * decoded once for all of them. */
+static int cast_local(const amp_fp8_linear *s, const band_src *src, local_cast *c, int n) {
+    int64_t pad_floats = 0;
+    for (int i = 0; i < n; i++)
+        if (!c[i].k_along_rows && c[i].q.cols != src->cols) pad_floats = MX_PANEL * c[i].q.cols;
+    float *pad = pad_floats ? amp_malloc((size_t)pad_floats * sizeof(float)) : NULL;
+    if (pad_floats && !pad) return AMP_ERR_OUT_OF_MEMORY;
+    const int64_t band = src->dtype == AMP_F32 ? src->rows : BAND_ROWS;
+    for (int64_t r0 = 0; r0 < src->rows; r0 += band) {
+        const int64_t rn = src->rows - r0 < band ? src->rows - r0 : band;
+        const float *x = band_rows(src, r0, rn);
+        for (int i = 0; i < n; i++) cast_band(&c[i], s->mx_scale, x, r0, rn, src->cols, pad);
+    }
+    amp_free(pad);
+    return AMP_OK;
+}
+
+int amp_fp8_linear_quantize2(amp_fp8_linear *s, amp_fp8_tensor_role role, const void *src, amp_dtype src_dtype,
+                             int64_t rows, int64_t cols, amp_fp8_alloc_fn alloc, void *user, amp_fp8_qmat *by_cols,
+                             amp_fp8_qmat *by_rows) {
+    if (!s || !src || !alloc || (!by_cols && !by_rows)) return AMP_ERR_NULL_POINTER;
+    if ((unsigned)role >= AMP_FP8_ROLES || rows < 1 || cols < 1) return AMP_ERR_INVALID_ARGUMENT;
+    if (src_dtype != AMP_F32 && src_dtype != AMP_BF16 && src_dtype != AMP_F16) return AMP_ERR_UNSUPPORTED_DTYPE;
+    band_src b = {.data = src, .dtype = src_dtype, .rows = rows, .cols = cols};
+    const bool local = s->recipe == AMP_FP8_RECIPE_MXFP8 || s->recipe == AMP_FP8_RECIPE_BLOCK;
+    if (src_dtype != AMP_F32) {
+        b.buf = amp_malloc((size_t)((rows < BAND_ROWS ? rows : BAND_ROWS) * cols) * sizeof(float));
+        if (!b.buf) return AMP_ERR_OUT_OF_MEMORY;
+    }
+    int st = AMP_OK;
+    if (local) {
+        local_cast c[2];
+        int n = 0;
+        if (by_cols) c[n++].k_along_rows = false;
+        if (by_rows) c[n++].k_along_rows = true;
+        for (int i = 0; i < n && st == AMP_OK; i++)
+            if (!prepare_local(s, role, rows, cols, alloc, user, &c[i])) st = AMP_ERR_OUT_OF_MEMORY;
+        if (st == AMP_OK) st = cast_local(s, &b, c, n);
+        for (int i = 0; i < n && st == AMP_OK; i++) {
+            if (!s->paused) record_cast(&s->step[role], &c[i].q, c[i].amax, &c[i].t);
+            *(c[i].k_along_rows ? by_rows : by_cols) = c[i].q;
+        }
+    } else { /* per tensor: the one cast serves k along either dimension */
+        amp_fp8_cast_tally t = AMP_FP8_CAST_TALLY_INIT;
+        amp_fp8_qmat q = {.dtype = role_dtype(s->recipe, role), .rows = rows, .cols = cols};
+        float amax = 0.0f;
+        q.data = alloc(user, (size_t)(rows * cols));
+        q.scale_inv = alloc(user, sizeof(float));
+        st = q.data && q.scale_inv ? quantize_tensorwise(s, role, &b, &amax, &q, &t) : AMP_ERR_OUT_OF_MEMORY;
+        if (st == AMP_OK && !s->paused) record_cast(&s->step[role], &q, amax, &t);
+        if (st == AMP_OK && by_cols) *by_cols = q;
+        if (st == AMP_OK && by_rows) *by_rows = q;
+    }
+    amp_free(b.buf);
+    return st;
 }
 
 int amp_fp8_linear_quantize(amp_fp8_linear *s, amp_fp8_tensor_role role, const void *src, amp_dtype src_dtype,
                             int64_t rows, int64_t cols, bool k_along_rows, amp_fp8_alloc_fn alloc, void *user,
                             amp_fp8_qmat *out) {
-    if (!s || !src || !alloc || !out) return AMP_ERR_NULL_POINTER;
-    if ((unsigned)role >= AMP_FP8_ROLES || rows < 1 || cols < 1) return AMP_ERR_INVALID_ARGUMENT;
-    if (src_dtype != AMP_F32 && src_dtype != AMP_BF16 && src_dtype != AMP_F16) return AMP_ERR_UNSUPPORTED_DTYPE;
-    const size_t n = (size_t)(rows * cols);
-    float amax = 0.0f;
-    int st = AMP_OK;
-    amp_fp8_cast_tally t = AMP_FP8_CAST_TALLY_INIT;
-    amp_fp8_qmat q = {.dtype = role_dtype(s->recipe, role), .rows = rows, .cols = cols};
-    band_src b = {.data = src, .dtype = src_dtype, .rows = rows, .cols = cols};
-    size_t buf_floats = src_dtype == AMP_F32 ? 0 : (size_t)((rows < BAND_ROWS ? rows : BAND_ROWS) * cols);
-    switch (s->recipe) {
-    case AMP_FP8_RECIPE_MXFP8: {
-        const int64_t k = k_along_rows ? rows : cols, kp = (k + AMP_MX_BLOCK - 1) / AMP_MX_BLOCK * AMP_MX_BLOCK;
-        if (k_along_rows) /* [kp, cols]: 32 x 1 blocks */
-            q.rows = kp, q.block_rows = AMP_MX_BLOCK, q.block_cols = 1, q.ld_scale = cols;
-        else /* [rows, kp]: 1 x 32 blocks */
-            q.cols = kp, q.block_rows = 1, q.block_cols = AMP_MX_BLOCK, q.ld_scale = kp / AMP_MX_BLOCK;
-        q.data = alloc(user, (size_t)(q.rows * q.cols));
-        q.scale_inv = alloc(user, (size_t)(q.rows / q.block_rows * q.ld_scale) * sizeof(float));
-        if (!k_along_rows && (kp != k || src_dtype != AMP_F32)) buf_floats = (size_t)(MX_PANEL * kp); /* staged */
-        b.buf = buf_floats ? amp_malloc(buf_floats * sizeof(float)) : NULL;
-        if (!q.data || !q.scale_inv || (buf_floats && !b.buf)) st = AMP_ERR_OUT_OF_MEMORY;
-        if (st == AMP_OK) quantize_mx(&b, k_along_rows, s->mx_scale, &q, &t, &amax);
-        break;
-    }
-    case AMP_FP8_RECIPE_BLOCK: {
-        const amp_fp8_block_shape shape = role == AMP_FP8_W ? AMP_FP8_BLOCK_128X128
-                                          : k_along_rows  ? AMP_FP8_BLOCK_128X1
-                                                          : AMP_FP8_BLOCK_1X128;
-        q.block_rows = shape == AMP_FP8_BLOCK_1X128 ? 1 : AMP_FP8_BLOCK_TILE;
-        q.block_cols = shape == AMP_FP8_BLOCK_128X1 ? 1 : AMP_FP8_BLOCK_TILE;
-        q.ld_scale = shape == AMP_FP8_BLOCK_128X1 ? cols : (cols + AMP_FP8_BLOCK_TILE - 1) / AMP_FP8_BLOCK_TILE;
-        q.data = alloc(user, n);
-        q.scale_inv = alloc(user, amp_fp8_block_scale_count((size_t)rows, (size_t)cols, shape) * sizeof(float));
-        b.buf = buf_floats ? amp_malloc(buf_floats * sizeof(float)) : NULL;
-        if (!q.data || !q.scale_inv || (buf_floats && !b.buf)) st = AMP_ERR_OUT_OF_MEMORY;
-        if (st == AMP_OK) quantize_block(&b, shape, &q, &t, &amax);
-        break;
-    }
-    default:
-        q.data = alloc(user, n);
-        q.scale_inv = alloc(user, sizeof(float));
-        b.buf = buf_floats ? amp_malloc(buf_floats * sizeof(float)) : NULL;
-        if (!q.data || !q.scale_inv || (buf_floats && !b.buf)) st = AMP_ERR_OUT_OF_MEMORY;
-        if (st == AMP_OK) st = quantize_tensorwise(s, role, &b, &amax, &q, &t);
-        break;
-    }
-    if (st == AMP_OK && !s->paused) record_cast(&s->step[role], &q, amax, &t);
-    amp_free(b.buf);
-    if (st == AMP_OK) *out = q;
-    return st;
+    if (!out) return AMP_ERR_NULL_POINTER;
+    return amp_fp8_linear_quantize2(s, role, src, src_dtype, rows, cols, alloc, user, k_along_rows ? NULL : out,
+                                    k_along_rows ? out : NULL);
 }

@@ -79,10 +79,12 @@ static fp8_source source_of(amp_ctx *ctx, const amp_tensor *t) {
 }
 
 
+/* src cast for k along its columns into *by_cols and/or along its rows into *by_rows (NULL: not
+ * wanted), in one pass over src (amp_fp8_linear_quantize2). */
 static int quantize(amp_ctx *ctx, amp_fp8_linear *s, amp_fp8_tensor_role role, fp8_source src, int64_t rows,
-                    int64_t cols, bool k_along_rows, bool keep, amp_fp8_qmat *out) {
-    const int st = amp_fp8_linear_quantize(s, role, src.data, src.dtype, rows, cols, k_along_rows,
-                                           keep ? arena_alloc : scratch_alloc, ctx, out);
+                    int64_t cols, bool keep, amp_fp8_qmat *by_cols, amp_fp8_qmat *by_rows) {
+    const int st = amp_fp8_linear_quantize2(s, role, src.data, src.dtype, rows, cols, keep ? arena_alloc : scratch_alloc,
+                                            ctx, by_cols, by_rows);
     if (st != AMP_OK && amp_ctx_status(ctx) == AMP_OK)
         amp_ctx_fail(ctx, st, "linear_fp8: cannot quantize %s: %s", amp_fp8_tensor_role_name(role), amp_status_str(st));
     return st;
@@ -146,19 +148,17 @@ static void linear_fp8_backward(amp_ctx *ctx, amp_node *node) {
     if (!g.data) return;
     amp_fp8_linear *s = sv->state;
     const bool pt = per_tensor(amp_fp8_linear_recipe(s));
-    amp_fp8_qmat gq, gq_rows;
-    bool have_gq = false;
-    if (x->requires_grad) { /* dX [rows, in] = dY [rows, out] W [out, in] */
-        if (quantize(ctx, s, AMP_FP8_DY, g, rows, out_f, false, false, &gq)) return;
-        have_gq = true;
-        if (fp8_gemm_into_grad(ctx, rows, in_f, operand_of(&gq, true), operand_of(&sv->w_k_rows, true), x)) return;
-    }
-    if (w->requires_grad) { /* dW [out, in] = dY^T [out, rows] X [rows, in] */
-        if (pt && have_gq) gq_rows = gq;
-        else if (quantize(ctx, s, AMP_FP8_DY, g, rows, out_f, true, false, &gq_rows)) return;
-        if (fp8_gemm_into_grad(ctx, out_f, in_f, operand_of(&gq_rows, false), operand_of(&sv->x_k_rows, true), w))
-            return;
-    }
+    amp_fp8_qmat gq, gq_rows; /* dY with k along out (dgrad) and along the rows (wgrad): one cast per-tensor */
+    const bool dx = x->requires_grad, dw = w->requires_grad;
+    if ((dx || dw) && quantize(ctx, s, AMP_FP8_DY, g, rows, out_f, false, dx || pt ? &gq : NULL,
+                               dw && !pt ? &gq_rows : NULL))
+        return;
+    if (pt && dw) gq_rows = gq;
+    /* dX [rows, in] = dY [rows, out] W [out, in] */
+    if (dx && fp8_gemm_into_grad(ctx, rows, in_f, operand_of(&gq, true), operand_of(&sv->w_k_rows, true), x)) return;
+    /* dW [out, in] = dY^T [out, rows] X [rows, in] */
+    if (dw && fp8_gemm_into_grad(ctx, out_f, in_f, operand_of(&gq_rows, false), operand_of(&sv->x_k_rows, true), w))
+        return;
     if (bias && bias->requires_grad) {
         float *db = bias_grad(ctx, g, rows, out_f);
         if (db) amp_grad_accumulate(ctx, bias, db);
@@ -215,15 +215,13 @@ amp_tensor *amp_linear_fp8(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_
      * scales: they change only between steps) and records nothing: amaxes and statistics once */
     const bool was_paused = s->paused;
     if (ctx->replaying) s->paused = true;
-    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_X, xs, rows, in_f, false, keep, &sv->x);
-    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_W, ws, out_f, in_f, false, keep, &sv->w);
+    /* the column-wise copies (x for wgrad, MXFP8's W for dgrad) from the same pass as the forward's casts */
+    const bool x_rows = keep && weight->requires_grad && !pt, w_rows = keep && x->requires_grad && mx;
+    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_X, xs, rows, in_f, keep, &sv->x, x_rows ? &sv->x_k_rows : NULL);
+    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_W, ws, out_f, in_f, keep, &sv->w, w_rows ? &sv->w_k_rows : NULL);
     if (st == AMP_OK) st = fp8_gemm(ctx, rows, out_f, operand_of(&sv->x, true), operand_of(&sv->w, false), c);
-    if (st == AMP_OK && keep && weight->requires_grad && !pt)
-        st = quantize(ctx, s, AMP_FP8_X, xs, rows, in_f, true, true, &sv->x_k_rows);
-    else sv->x_k_rows = sv->x;
-    if (st == AMP_OK && keep && x->requires_grad && mx)
-        st = quantize(ctx, s, AMP_FP8_W, ws, out_f, in_f, true, true, &sv->w_k_rows);
-    else sv->w_k_rows = sv->w;
+    if (!x_rows) sv->x_k_rows = sv->x;
+    if (!w_rows) sv->w_k_rows = sv->w;
     s->paused = was_paused;
     if (st == AMP_OK) { /* one pass over C: c[j] + b[j] (the one IEEE add per value), then the single rounding */
         const bool half = dt == AMP_F16 || dt == AMP_BF16; /* other dtypes: amp_store_f32 (its checks) */
