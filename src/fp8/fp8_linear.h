@@ -46,12 +46,17 @@ int amp_fp8_linear_quantize(amp_fp8_linear *s, amp_fp8_tensor_role role, const v
                             int64_t rows, int64_t cols, bool k_along_rows, amp_fp8_alloc_fn alloc, void *user,
                             amp_fp8_qmat *out);
 
+/* Called with each band of the source's rows as fp32 (rows [r0, r0 + n), row-major), bands in order
+ * and each once. */
+typedef void (*amp_fp8_band_fn)(void *arg, const float *rows, int64_t r0, int64_t n);
+
 /* amp_fp8_linear_quantize for k along src's columns into *by_cols and along its rows into *by_rows
- * (either may be NULL, not both), from one pass over src (a 16-bit src's bands decoded once for both):
- * the bits and statistics of the two calls, by_cols's first. Per-tensor recipes make the one cast
- * both serve (recorded once). */
+ * (either may be NULL, not both), from one pass over src (a 16-bit src's bands decoded once for both,
+ * and handed to fn, if not NULL, for whatever else reads src: the bias gradient's column sums): the
+ * bits and statistics of the two calls, by_cols's first. Per-tensor recipes make the one cast both
+ * serve (recorded once). */
 int amp_fp8_linear_quantize2(amp_fp8_linear *s, amp_fp8_tensor_role role, const void *src, amp_dtype src_dtype,
                              int64_t rows, int64_t cols, amp_fp8_alloc_fn alloc, void *user, amp_fp8_qmat *by_cols,
-                             amp_fp8_qmat *by_rows);
+                             amp_fp8_qmat *by_rows, amp_fp8_band_fn fn, void *fn_arg);
 
 #endif

@@ -5,7 +5,7 @@
  * its rows are decoded to fp32 (exact) into a buffer that stays in cache, and each band is cast as
  * it comes. Every recipe's scales are local to a band or need only the whole tensor's amax, so the
  * bits are those of casting the fp32 tensor: MXFP8's blocks and block scaling's tiles lie within
- * bands of 32 or 128 rows (BAND_ROWS); per-tensor scaling uses one scale for every band, which
+ * bands of 32 or 128 rows (band_rows_of); per-tensor scaling uses one scale for every band, which
  * current scaling takes from a first pass of the bands' amaxes and delayed scaling from its history. */
 #include <float.h>
 #include <math.h>
@@ -36,17 +36,20 @@ static void record_cast(amp_fp8_cast_stats *st, const amp_fp8_qmat *q, float ama
 }
 
 /* The source: row-major [rows, cols] in dtype (fp32, or any dtype amp_convert decodes exactly, such
- * as bf16 and fp16), and where it is not fp32 a buffer of BAND_ROWS rows (MX_PANEL rows of k padded
- * for MXFP8 with k along the columns). */
+ * as bf16 and fp16), and where it is not fp32 a buffer of one band's rows. */
 typedef struct band_src {
     const void *data;
     amp_dtype dtype;
     int64_t rows, cols;
+    int64_t band; /* rows per band: all of them for an fp32 source */
     float *buf;
+    amp_fp8_band_fn fn; /* called on each band once (amp_fp8_linear_quantize2), or NULL */
+    void *fn_arg;
 } band_src;
 
-/* A multiple of MXFP8's 32 x 1 blocks and of block scaling's 128-row tiles. */
-enum { BAND_ROWS = 128 };
+/* Rows per band of a 16-bit source: a multiple of MXFP8's 32 x 1 blocks (32: 384 KiB of fp32 at
+ * 3072 columns, in L2) or of block scaling's 128-row tiles. */
+static int64_t band_rows_of(amp_fp8_recipe r) { return r == AMP_FP8_RECIPE_BLOCK ? 128 : 32; }
 
 /* Rows [r0, r0 + n) of the source as fp32: in place where it is fp32, else decoded into buf. */
 static const float *band_rows(const band_src *b, int64_t r0, int64_t n) {
@@ -61,7 +64,7 @@ static const float *band_rows(const band_src *b, int64_t r0, int64_t n) {
 static int quantize_tensorwise(amp_fp8_linear *s, amp_fp8_tensor_role role, const band_src *src, float *amax,
                                amp_fp8_qmat *q, amp_fp8_cast_tally *t) {
     const bool whole = src->dtype == AMP_F32;
-    const int64_t band = whole ? src->rows : BAND_ROWS;
+    const int64_t band = src->band;
     float m = 0.0f, scale = 1.0f;
     if (s->recipe == AMP_FP8_RECIPE_CURRENT || whole) {
         for (int64_t r0 = 0; r0 < src->rows; r0 += band) {
@@ -81,6 +84,7 @@ static int quantize_tensorwise(amp_fp8_linear *s, amp_fp8_tensor_role role, cons
         const int64_t n = src->rows - r0 < band ? src->rows - r0 : band;
         const float *x = band_rows(src, r0, n);
         if (amax_here) m = fmaxf(m, amp_fp8_amax_skip_nan(x, (size_t)(n * src->cols), NULL));
+        if (src->fn) src->fn(src->fn_arg, x, r0, n);
         amp_fp8_scaled_encode_tally((uint8_t *)q->data + r0 * src->cols, q->dtype, x, (size_t)(n * src->cols),
                                     scale > 0.0f ? scale : FLT_MIN, t);
     }
@@ -178,11 +182,12 @@ static int cast_local(const amp_fp8_linear *s, const band_src *src, local_cast *
         if (!c[i].k_along_rows && c[i].q.cols != src->cols) pad_floats = MX_PANEL * c[i].q.cols;
     float *pad = pad_floats ? amp_malloc((size_t)pad_floats * sizeof(float)) : NULL;
     if (pad_floats && !pad) return AMP_ERR_OUT_OF_MEMORY;
-    const int64_t band = src->dtype == AMP_F32 ? src->rows : BAND_ROWS;
+    const int64_t band = src->band;
     for (int64_t r0 = 0; r0 < src->rows; r0 += band) {
         const int64_t rn = src->rows - r0 < band ? src->rows - r0 : band;
         const float *x = band_rows(src, r0, rn);
         for (int i = 0; i < n; i++) cast_band(&c[i], s->mx_scale, x, r0, rn, src->cols, pad);
+        if (src->fn) src->fn(src->fn_arg, x, r0, rn);
     }
     amp_free(pad);
     return AMP_OK;
@@ -190,14 +195,15 @@ static int cast_local(const amp_fp8_linear *s, const band_src *src, local_cast *
 
 int amp_fp8_linear_quantize2(amp_fp8_linear *s, amp_fp8_tensor_role role, const void *src, amp_dtype src_dtype,
                              int64_t rows, int64_t cols, amp_fp8_alloc_fn alloc, void *user, amp_fp8_qmat *by_cols,
-                             amp_fp8_qmat *by_rows) {
+                             amp_fp8_qmat *by_rows, amp_fp8_band_fn fn, void *fn_arg) {
     if (!s || !src || !alloc || (!by_cols && !by_rows)) return AMP_ERR_NULL_POINTER;
     if ((unsigned)role >= AMP_FP8_ROLES || rows < 1 || cols < 1) return AMP_ERR_INVALID_ARGUMENT;
     if (src_dtype != AMP_F32 && src_dtype != AMP_BF16 && src_dtype != AMP_F16) return AMP_ERR_UNSUPPORTED_DTYPE;
-    band_src b = {.data = src, .dtype = src_dtype, .rows = rows, .cols = cols};
+    const int64_t band = src_dtype == AMP_F32 ? rows : band_rows_of(s->recipe);
+    band_src b = {.data = src, .dtype = src_dtype, .rows = rows, .cols = cols, .band = band, .fn = fn, .fn_arg = fn_arg};
     const bool local = s->recipe == AMP_FP8_RECIPE_MXFP8 || s->recipe == AMP_FP8_RECIPE_BLOCK;
     if (src_dtype != AMP_F32) {
-        b.buf = amp_malloc((size_t)((rows < BAND_ROWS ? rows : BAND_ROWS) * cols) * sizeof(float));
+        b.buf = amp_malloc((size_t)((rows < band ? rows : band) * cols) * sizeof(float));
         if (!b.buf) return AMP_ERR_OUT_OF_MEMORY;
     }
     int st = AMP_OK;
@@ -233,5 +239,5 @@ int amp_fp8_linear_quantize(amp_fp8_linear *s, amp_fp8_tensor_role role, const v
                             amp_fp8_qmat *out) {
     if (!out) return AMP_ERR_NULL_POINTER;
     return amp_fp8_linear_quantize2(s, role, src, src_dtype, rows, cols, alloc, user, k_along_rows ? NULL : out,
-                                    k_along_rows ? out : NULL);
+                                    k_along_rows ? out : NULL, NULL, NULL);
 }

@@ -82,9 +82,10 @@ static fp8_source source_of(amp_ctx *ctx, const amp_tensor *t) {
 /* src cast for k along its columns into *by_cols and/or along its rows into *by_rows (NULL: not
  * wanted), in one pass over src (amp_fp8_linear_quantize2). */
 static int quantize(amp_ctx *ctx, amp_fp8_linear *s, amp_fp8_tensor_role role, fp8_source src, int64_t rows,
-                    int64_t cols, bool keep, amp_fp8_qmat *by_cols, amp_fp8_qmat *by_rows) {
+                    int64_t cols, bool keep, amp_fp8_qmat *by_cols, amp_fp8_qmat *by_rows, amp_fp8_band_fn fn,
+                    void *fn_arg) {
     const int st = amp_fp8_linear_quantize2(s, role, src.data, src.dtype, rows, cols, keep ? arena_alloc : scratch_alloc,
-                                            ctx, by_cols, by_rows);
+                                            ctx, by_cols, by_rows, fn, fn_arg);
     if (st != AMP_OK && amp_ctx_status(ctx) == AMP_OK)
         amp_ctx_fail(ctx, st, "linear_fp8: cannot quantize %s: %s", amp_fp8_tensor_role_name(role), amp_status_str(st));
     return st;
@@ -115,28 +116,34 @@ static int fp8_gemm_into_grad(amp_ctx *ctx, int64_t m, int64_t n, fp8_operand a,
     return ctx->status;
 }
 
-enum { DB_BAND = 128 }; /* rows of a 16-bit dY decoded at a time for the bias gradient */
+/* The bias gradient db [out]: the column sums of dY, rows in order (acc: db[j] += row[j]), added a
+ * band of rows at a time as dY's cast decodes them (amp_fp8_band_fn). */
+typedef struct bias_sums {
+    float *db;
+    int64_t cols;
+} bias_sums;
 
-/* db [out] = the column sums of dY [rows, out] (fp32, bf16 or fp16), rows in order (acc: db[j] +=
- * row[j]); a 16-bit dY decoded DB_BAND rows at a time. NULL when out of memory. */
-static float *bias_grad(amp_ctx *ctx, fp8_source g, int64_t rows, int64_t out_f) {
-    float *db = amp_f32_scratch(ctx, out_f);
-    const bool f32 = g.dtype == AMP_F32;
-    float *buf = f32 ? NULL : amp_f32_scratch(ctx, (rows < DB_BAND ? rows : DB_BAND) * out_f);
-    if (!db || (!f32 && !buf)) return NULL;
+static void add_rows(void *arg, const float *rows, int64_t r0, int64_t n) {
+    const bias_sums *b = arg;
     const amp_elem_kernels *ek = amp_elem_active();
-    for (int64_t j = 0; j < out_f; j++) db[j] = 0.0f;
+    (void)r0;
+    for (int64_t r = 0; r < n; r++) ek->acc(b->db, rows + r * b->cols, (size_t)b->cols);
+}
+
+enum { DB_BAND = 32 }; /* rows of a 16-bit dY decoded at a time where no cast reads dY */
+
+/* add_rows over all of dY (fp32, bf16 or fp16) where no cast decodes it; false when out of memory. */
+static bool bias_sums_alone(amp_ctx *ctx, fp8_source g, int64_t rows, bias_sums *b) {
+    if (g.dtype == AMP_F32) return add_rows(b, g.data, 0, rows), true;
+    float *buf = amp_f32_scratch(ctx, (rows < DB_BAND ? rows : DB_BAND) * b->cols);
+    if (!buf) return false;
     for (int64_t r0 = 0; r0 < rows; r0 += DB_BAND) {
         const int64_t n = rows - r0 < DB_BAND ? rows - r0 : DB_BAND;
-        const float *band = (const float *)g.data + r0 * out_f;
-        if (!f32) {
-            amp_convert(buf, AMP_F32, (const char *)g.data + (size_t)(r0 * out_f) * amp_dtype_size(g.dtype), g.dtype,
-                        (size_t)(n * out_f));
-            band = buf;
-        }
-        for (int64_t r = 0; r < n; r++) ek->acc(db, band + r * out_f, (size_t)out_f);
+        amp_convert(buf, AMP_F32, (const char *)g.data + (size_t)(r0 * b->cols) * amp_dtype_size(g.dtype), g.dtype,
+                    (size_t)(n * b->cols));
+        add_rows(b, buf, r0, n);
     }
-    return db;
+    return true;
 }
 
 /* saved i[]: rows, in, out */
@@ -149,9 +156,12 @@ static void linear_fp8_backward(amp_ctx *ctx, amp_node *node) {
     amp_fp8_linear *s = sv->state;
     const bool pt = per_tensor(amp_fp8_linear_recipe(s));
     amp_fp8_qmat gq, gq_rows; /* dY with k along out (dgrad) and along the rows (wgrad): one cast per-tensor */
-    const bool dx = x->requires_grad, dw = w->requires_grad;
+    const bool dx = x->requires_grad, dw = w->requires_grad, dbias = bias && bias->requires_grad;
+    bias_sums bs = {.db = dbias ? amp_f32_scratch(ctx, out_f) : NULL, .cols = out_f};
+    if (dbias && !bs.db) return;
+    for (int64_t j = 0; dbias && j < out_f; j++) bs.db[j] = 0.0f;
     if ((dx || dw) && quantize(ctx, s, AMP_FP8_DY, g, rows, out_f, false, dx || pt ? &gq : NULL,
-                               dw && !pt ? &gq_rows : NULL))
+                               dw && !pt ? &gq_rows : NULL, dbias ? add_rows : NULL, &bs))
         return;
     if (pt && dw) gq_rows = gq;
     /* dX [rows, in] = dY [rows, out] W [out, in] */
@@ -159,10 +169,7 @@ static void linear_fp8_backward(amp_ctx *ctx, amp_node *node) {
     /* dW [out, in] = dY^T [out, rows] X [rows, in] */
     if (dw && fp8_gemm_into_grad(ctx, out_f, in_f, operand_of(&gq_rows, false), operand_of(&sv->x_k_rows, true), w))
         return;
-    if (bias && bias->requires_grad) {
-        float *db = bias_grad(ctx, g, rows, out_f);
-        if (db) amp_grad_accumulate(ctx, bias, db);
-    }
+    if (dbias && (dx || dw || bias_sums_alone(ctx, g, rows, &bs))) amp_grad_accumulate(ctx, bias, bs.db);
 }
 
 /* The forward's checks; the output dtype into *dt. */
@@ -217,8 +224,9 @@ amp_tensor *amp_linear_fp8(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_
     if (ctx->replaying) s->paused = true;
     /* the column-wise copies (x for wgrad, MXFP8's W for dgrad) from the same pass as the forward's casts */
     const bool x_rows = keep && weight->requires_grad && !pt, w_rows = keep && x->requires_grad && mx;
-    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_X, xs, rows, in_f, keep, &sv->x, x_rows ? &sv->x_k_rows : NULL);
-    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_W, ws, out_f, in_f, keep, &sv->w, w_rows ? &sv->w_k_rows : NULL);
+    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_X, xs, rows, in_f, keep, &sv->x, x_rows ? &sv->x_k_rows : NULL, NULL, NULL);
+    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_W, ws, out_f, in_f, keep, &sv->w, w_rows ? &sv->w_k_rows : NULL, NULL,
+                                    NULL);
     if (st == AMP_OK) st = fp8_gemm(ctx, rows, out_f, operand_of(&sv->x, true), operand_of(&sv->w, false), c);
     if (!x_rows) sv->x_k_rows = sv->x;
     if (!w_rows) sv->w_k_rows = sv->w;
