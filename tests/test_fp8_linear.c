@@ -458,3 +458,118 @@ out:
     for (int k = 0; k < 6; k++) amp_fp8_linear_free(st[k]);
     amp_ctx_free(ctx);
 }
+
+/* ---- a 16-bit source ------------------------------------------------------------------------------ */
+
+/* The rounded results of one run: y, dX, dW, db (each rounded to `dt` and decoded) and the cast
+ * statistics of the three roles. */
+typedef struct src_run {
+    float *y, *dx, *dw, *db;
+    amp_fp8_cast_stats st[AMP_FP8_ROLES];
+    bool ok;
+} src_run;
+
+static float *rounded(const amp_tensor *t, amp_dtype dt, size_t n) {
+    float *v = malloc(n * sizeof *v);
+    uint16_t *h = malloc(n * sizeof *h);
+    if (v && h && t) {
+        amp_tensor_read(t, v, AMP_F32);
+        amp_convert(h, dt, v, AMP_F32, n);
+        amp_convert(v, AMP_F32, h, dt, n);
+    }
+    free(h);
+    return v;
+}
+
+/* amp_linear_fp8 on x, W and b in `pdt` (holding the values of xv, wv, bv, which are exact in dt) with
+ * the gradient g (exact in dt too: the output's gradient has the output's dtype); results rounded to
+ * dt. */
+static src_run source_run(amp_fp8_recipe recipe, amp_dtype pdt, amp_dtype dt, case_shape sh, const float *xv,
+                          const float *wv, const float *bv, const float *g, bool bias_only) {
+    src_run r = {0};
+    const int64_t R = sh.rows, I = sh.in, O = sh.out;
+    amp_ctx *ctx = NULL;
+    amp_fp8_linear *s = NULL;
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK)) return r;
+    amp_tensor *x = amp_param_new(ctx, "x", pdt, 2, (const int64_t[]){R, I});
+    amp_tensor *w = amp_param_new(ctx, "w", pdt, 2, (const int64_t[]){O, I});
+    amp_tensor *b = amp_param_new(ctx, "b", pdt, 1, (const int64_t[]){O});
+    if (CHECK(amp_fp8_linear_create(&s, recipe, NULL) == AMP_OK) && CHECK(amp_ctx_alloc_params(ctx) == AMP_OK)) {
+        amp_tensor_write(x, xv, AMP_F32), amp_tensor_write(w, wv, AMP_F32), amp_tensor_write(b, bv, AMP_F32);
+        if (bias_only) x->requires_grad = w->requires_grad = false; /* no cast of dY: the sums alone */
+        amp_tensor *y = amp_linear_fp8(ctx, x, w, b, s);
+        amp_tensor *gt = amp_tensor_from(ctx, AMP_F32, 2, (const int64_t[]){R, O}, g, AMP_F32);
+        amp_tensor *loss = y && gt ? amp_sum_all(ctx, amp_mul(ctx, y, gt)) : NULL;
+        r.ok = CHECK_MSG(loss && amp_backward(ctx, loss, NULL) == AMP_OK, "%s: %s", amp_fp8_recipe_name(recipe),
+                         amp_ctx_error(ctx));
+        if (r.ok) {
+            r.y = rounded(y, dt, (size_t)(R * O)), r.db = rounded(b->grad, dt, (size_t)O);
+            r.dx = bias_only ? NULL : rounded(x->grad, dt, (size_t)(R * I));
+            r.dw = bias_only ? NULL : rounded(w->grad, dt, (size_t)(O * I));
+            amp_fp8_linear_step(s);
+            for (int role = 0; role < AMP_FP8_ROLES; role++) amp_fp8_linear_stats(s, role, &r.st[role], NULL);
+        }
+    }
+    amp_fp8_linear_free(s);
+    amp_ctx_free(ctx);
+    return r;
+}
+
+static bool same_stats(const amp_fp8_cast_stats *a, const amp_fp8_cast_stats *b) {
+    return memcmp(&a->amax, &b->amax, sizeof a->amax) == 0 && a->scale_min == b->scale_min &&
+           a->scale_max == b->scale_max && a->count == b->count && a->saturated == b->saturated &&
+           a->flushed == b->flushed && a->casts == b->casts;
+}
+
+/* x, W and b in bf16 or fp16 (cast a band of rows at a time, never decoded whole; the output rounded
+ * once with the bias in the same pass) give the bits and statistics of the same values in fp32, the
+ * results rounded to the 16-bit dtype: rows spanning several bands and a partial one, for x and W. */
+void test_fp8_linear_16bit_source(void) {
+    const uint64_t seed = harness_seed();
+    harness_note("seed %llu", (unsigned long long)seed);
+    test_rng rng = {seed};
+    const case_shape shapes[] = {{300, 200, 72}, {72, 160, 290}};
+    const amp_dtype dts[] = {AMP_BF16, AMP_F16};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const case_shape sh = shapes[k];
+        const int64_t R = sh.rows, I = sh.in, O = sh.out;
+        float *xv = malloc((size_t)(R * I) * sizeof *xv), *wv = malloc((size_t)(O * I) * sizeof *wv);
+        float *bv = malloc((size_t)O * sizeof *bv), *g = malloc((size_t)(R * O) * sizeof *g);
+        for (size_t d = 0; d < 2; d++) {
+            const amp_dtype dt = dts[d];
+            for (int64_t i = 0; i < R * I; i++) xv[i] = spread(&rng, -6, 2);
+            for (int64_t i = 0; i < O * I; i++) wv[i] = spread(&rng, -9, -3);
+            for (int64_t i = 0; i < O; i++) bv[i] = spread(&rng, -4, 0);
+            for (int64_t i = 0; i < R * O; i++) g[i] = spread(&rng, -12, -6);
+            uint16_t *h = malloc((size_t)(R * (I > O ? I : O) + O * I) * sizeof *h); /* the values exact in dt */
+            amp_convert(h, dt, g, AMP_F32, (size_t)(R * O)), amp_convert(g, AMP_F32, h, dt, (size_t)(R * O));
+            amp_convert(h, dt, xv, AMP_F32, (size_t)(R * I)), amp_convert(xv, AMP_F32, h, dt, (size_t)(R * I));
+            amp_convert(h, dt, wv, AMP_F32, (size_t)(O * I)), amp_convert(wv, AMP_F32, h, dt, (size_t)(O * I));
+            amp_convert(h, dt, bv, AMP_F32, (size_t)O), amp_convert(bv, AMP_F32, h, dt, (size_t)O);
+            free(h);
+            for (int rc = 0; rc < AMP_FP8_RECIPE_COUNT; rc++) {
+                const amp_fp8_recipe recipe = (amp_fp8_recipe)rc;
+                src_run a = source_run(recipe, dt, dt, sh, xv, wv, bv, g, false);
+                src_run b = source_run(recipe, AMP_F32, dt, sh, xv, wv, bv, g, false);
+                if (a.ok && b.ok) {
+                    const char *name = amp_fp8_recipe_name(recipe), *dn = amp_dtype_name(dt);
+                    CHECK_MSG(memcmp(a.y, b.y, (size_t)(R * O) * sizeof(float)) == 0, "%s %s: y differs", name, dn);
+                    CHECK_MSG(memcmp(a.dx, b.dx, (size_t)(R * I) * sizeof(float)) == 0, "%s %s: dX differs", name, dn);
+                    CHECK_MSG(memcmp(a.dw, b.dw, (size_t)(O * I) * sizeof(float)) == 0, "%s %s: dW differs", name, dn);
+                    CHECK_MSG(memcmp(a.db, b.db, (size_t)O * sizeof(float)) == 0, "%s %s: db differs", name, dn);
+                    for (int role = 0; role < AMP_FP8_ROLES; role++)
+                        CHECK_MSG(same_stats(&a.st[role], &b.st[role]), "%s %s: %s's statistics differ", name, dn,
+                                  amp_fp8_tensor_role_name(role));
+                }
+                free(a.y), free(a.dx), free(a.dw), free(a.db), free(b.y), free(b.dx), free(b.dw), free(b.db);
+                a = source_run(recipe, dt, dt, sh, xv, wv, bv, g, true);
+                b = source_run(recipe, AMP_F32, dt, sh, xv, wv, bv, g, true);
+                if (a.ok && b.ok)
+                    CHECK_MSG(memcmp(a.db, b.db, (size_t)O * sizeof(float)) == 0, "%s %s: db alone differs",
+                              amp_fp8_recipe_name(recipe), amp_dtype_name(dt));
+                free(a.y), free(a.dx), free(a.dw), free(a.db), free(b.y), free(b.dx), free(b.dw), free(b.db);
+            }
+        }
+        free(xv), free(wv), free(bv), free(g);
+    }
+}

@@ -35,12 +35,28 @@ typedef struct amp_fp8_qmat {
 /* Memory for a quantized matrix: the caller's (the op's arena); NULL on failure. */
 typedef void *(*amp_fp8_alloc_fn)(void *user, size_t bytes);
 
-/* Quantizes src (row-major [rows, cols] fp32) as tensor `role` of s's recipe for a GEMM whose k
- * dimension runs along src's columns (k_along_rows false) or rows (true), records the cast's amax
- * (DELAYED: into the role's history) and statistics into s->step[role]. Every recipe stores src's
- * layout; MXFP8 pads k to a multiple of 32 with zeros (32 x 1 blocks with k along rows, 1 x 32
- * along columns). AMP_OK or an error status (AMP_ERR_OUT_OF_MEMORY). */
-int amp_fp8_linear_quantize(amp_fp8_linear *s, amp_fp8_tensor_role role, const float *src, int64_t rows,
-                            int64_t cols, bool k_along_rows, amp_fp8_alloc_fn alloc, void *user, amp_fp8_qmat *out);
+/* Quantizes src (row-major [rows, cols] in src_dtype: fp32, bf16 or fp16, every value exact in fp32)
+ * as tensor `role` of s's recipe for a GEMM whose k dimension runs along src's columns (k_along_rows
+ * false) or rows (true), records the cast's amax (DELAYED: into the role's history) and statistics
+ * into s->step[role]. A 16-bit src gives the bits its fp32 decoding would (decoded a band of rows at a
+ * time, never whole). Every recipe stores src's layout; MXFP8 pads k to a multiple of 32 with zeros
+ * (32 x 1 blocks with k along rows, 1 x 32 along columns). AMP_OK or an error status
+ * (AMP_ERR_OUT_OF_MEMORY; AMP_ERR_UNSUPPORTED_DTYPE for another src_dtype). */
+int amp_fp8_linear_quantize(amp_fp8_linear *s, amp_fp8_tensor_role role, const void *src, amp_dtype src_dtype,
+                            int64_t rows, int64_t cols, bool k_along_rows, amp_fp8_alloc_fn alloc, void *user,
+                            amp_fp8_qmat *out);
+
+/* Called with each band of the source's rows as fp32 (rows [r0, r0 + n), row-major), bands in order
+ * and each once. */
+typedef void (*amp_fp8_band_fn)(void *arg, const float *rows, int64_t r0, int64_t n);
+
+/* amp_fp8_linear_quantize for k along src's columns into *by_cols and along its rows into *by_rows
+ * (either may be NULL, not both), from one pass over src (a 16-bit src's bands decoded once for both,
+ * and handed to fn, if not NULL, for whatever else reads src: the bias gradient's column sums): the
+ * bits and statistics of the two calls, by_cols's first. Per-tensor recipes make the one cast both
+ * serve (recorded once). */
+int amp_fp8_linear_quantize2(amp_fp8_linear *s, amp_fp8_tensor_role role, const void *src, amp_dtype src_dtype,
+                             int64_t rows, int64_t cols, amp_fp8_alloc_fn alloc, void *user, amp_fp8_qmat *by_cols,
+                             amp_fp8_qmat *by_rows, amp_fp8_band_fn fn, void *fn_arg);
 
 #endif

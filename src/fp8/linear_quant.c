@@ -1,9 +1,17 @@
 /* One GEMM operand of the fp8 linear quantized under its recipe (fp8_linear.h), with the cast's
- * statistics: amax, the scales used, saturated and flushed values. */
+ * statistics: amax, the scales used, saturated and flushed values.
+ *
+ * A 16-bit source (the bf16 activations and gradients of amp-bf16) is never decoded whole: bands of
+ * its rows are decoded to fp32 (exact) into a buffer that stays in cache, and each band is cast as
+ * it comes. Every recipe's scales are local to a band or need only the whole tensor's amax, so the
+ * bits are those of casting the fp32 tensor: MXFP8's blocks and block scaling's tiles lie within
+ * bands of 32 or 128 rows (band_rows_of); per-tensor scaling uses one scale for every band, which
+ * current scaling takes from a first pass of the bands' amaxes and delayed scaling from its history. */
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
+#include "amp/formats.h"
 #include "amp/status.h"
 #include "../core/alloc_internal.h"
 #include "../core/float_bits.h"
@@ -27,107 +35,209 @@ static void record_cast(amp_fp8_cast_stats *st, const amp_fp8_qmat *q, float ama
     st->casts++;
 }
 
-/* Per-tensor recipes: one scale for the whole matrix. */
-static int quantize_tensorwise(amp_fp8_linear *s, amp_fp8_tensor_role role, const float *src, float amax,
+/* The source: row-major [rows, cols] in dtype (fp32, or any dtype amp_convert decodes exactly, such
+ * as bf16 and fp16), and where it is not fp32 a buffer of one band's rows. */
+typedef struct band_src {
+    const void *data;
+    amp_dtype dtype;
+    int64_t rows, cols;
+    int64_t band; /* rows per band: all of them for an fp32 source */
+    float *buf;
+    amp_fp8_band_fn fn; /* called on each band once (amp_fp8_linear_quantize2), or NULL */
+    void *fn_arg;
+} band_src;
+
+/* Rows per band of a 16-bit source: a multiple of MXFP8's 32 x 1 blocks (32: 384 KiB of fp32 at
+ * 3072 columns, in L2) or of block scaling's 128-row tiles. */
+static int64_t band_rows_of(amp_fp8_recipe r) { return r == AMP_FP8_RECIPE_BLOCK ? 128 : 32; }
+
+/* Rows [r0, r0 + n) of the source as fp32: in place where it is fp32, else decoded into buf. */
+static const float *band_rows(const band_src *b, int64_t r0, int64_t n) {
+    if (b->dtype == AMP_F32) return (const float *)b->data + r0 * b->cols;
+    const char *p = (const char *)b->data + (size_t)(r0 * b->cols) * amp_dtype_size(b->dtype);
+    amp_convert(b->buf, AMP_F32, p, b->dtype, (size_t)(n * b->cols));
+    return b->buf;
+}
+
+/* Per-tensor recipes: one scale for the whole matrix; the bands' amaxes (current scaling's scale
+ * needs them all first) and casts. */
+static int quantize_tensorwise(amp_fp8_linear *s, amp_fp8_tensor_role role, const band_src *src, float *amax,
                                amp_fp8_qmat *q, amp_fp8_cast_tally *t) {
-    float scale = 1.0f;
-    if (s->recipe == AMP_FP8_RECIPE_DELAYED) {
-        scale = amp_fp8_delayed_scale(s->delayed[role]);
-        const int st = s->paused ? AMP_OK : amp_fp8_delayed_record(s->delayed[role], amax);
-        if (st != AMP_OK) return st;
-    } else if (s->recipe == AMP_FP8_RECIPE_CURRENT) {
-        scale = amp_fp8_current_scale(amax, q->dtype, 0.0f, false);
+    const bool whole = src->dtype == AMP_F32;
+    const int64_t band = src->band;
+    float m = 0.0f, scale = 1.0f;
+    if (s->recipe == AMP_FP8_RECIPE_CURRENT || whole) {
+        for (int64_t r0 = 0; r0 < src->rows; r0 += band) {
+            const int64_t n = src->rows - r0 < band ? src->rows - r0 : band;
+            m = fmaxf(m, amp_fp8_amax_skip_nan(band_rows(src, r0, n), (size_t)(n * src->cols), NULL));
+        }
     }
+    if (s->recipe == AMP_FP8_RECIPE_DELAYED) scale = amp_fp8_delayed_scale(s->delayed[role]);
+    else if (s->recipe == AMP_FP8_RECIPE_CURRENT) scale = amp_fp8_current_scale(m, q->dtype, 0.0f, false);
     if (isinf(scale)) return AMP_ERR_INVALID_ARGUMENT; /* the cast's check (amp_fp8_quantize) */
     /* a scale of 0 (delayed, margin near 127) casts every value to 0: kept out of the encoder's way
      * (FLT_MIN saturates nothing and flushes what 0 would: the statistics are those of 0 too) */
     q->scale_inv[0] = scale > 0.0f ? 1.0f / scale : 1.0f;
     q->scale = scale;
-    amp_fp8_scaled_encode_tally(q->data, q->dtype, src, (size_t)(q->rows * q->cols), scale > 0.0f ? scale : FLT_MIN, t);
+    const bool amax_here = s->recipe != AMP_FP8_RECIPE_CURRENT && !whole; /* delayed, noscale: while casting */
+    for (int64_t r0 = 0; r0 < src->rows; r0 += band) {
+        const int64_t n = src->rows - r0 < band ? src->rows - r0 : band;
+        const float *x = band_rows(src, r0, n);
+        if (amax_here) m = fmaxf(m, amp_fp8_amax_skip_nan(x, (size_t)(n * src->cols), NULL));
+        if (src->fn) src->fn(src->fn_arg, x, r0, n);
+        amp_fp8_scaled_encode_tally((uint8_t *)q->data + r0 * src->cols, q->dtype, x, (size_t)(n * src->cols),
+                                    scale > 0.0f ? scale : FLT_MIN, t);
+    }
     t->scale_min = t->scale_max = scale;
+    *amax = m;
+    if (s->recipe == AMP_FP8_RECIPE_DELAYED && !s->paused) return amp_fp8_delayed_record(s->delayed[role], m);
     return AMP_OK;
 }
 
-enum { MX_PANEL = 16 }; /* stored rows staged at a time where k must be padded */
+enum { MX_PANEL = 16 }; /* stored rows staged at a time where MXFP8 pads k along the columns */
 
-/* MXFP8: E8M0 scales (by `mode`) kept as fp32 scale_inv, blocks of 32 along k. k along src's columns:
- * src's rows zero-padded to q->cols (a multiple of 32), unpadded ones quantized in place, padded ones
- * MX_PANEL at a time through tmp ([MX_PANEL, q->cols] fp32). k along src's rows: the column-wise
- * kernel (fp8_internal.h), in src's layout with q->rows (a multiple of 32) rows. The statistics count
- * the padding's zeros among the values (never saturated nor flushed). */
-static void quantize_mx(const float *src, int64_t rows, int64_t cols, bool k_along_rows, amp_mx_scale_mode mode,
-                       amp_fp8_qmat *q, float *tmp, amp_fp8_cast_tally *t, float *amax) {
-    const int64_t kp = q->cols, k = cols;
+/* How an MXFP8 or block-scaled cast of one matrix goes: k along its rows or columns, the block shape
+ * (block scaling), and its tally and amax. */
+typedef struct local_cast {
+    amp_fp8_qmat q;
+    bool k_along_rows;
+    amp_fp8_block_shape shape;
+    amp_fp8_cast_tally t;
+    float amax;
+} local_cast;
+
+/* Rows [r0, r0 + n) of the source (fp32 in x, row-major with src_cols columns) into c's blocks: MXFP8
+ * (E8M0 scales kept as fp32 scale_inv, blocks of 32 along k) with k along the rows: the column-wise
+ * kernel (fp8_internal.h) in the source's layout, r0 a multiple of 32, q->rows the source's rounded
+ * up to 32; with k along the columns: rows zero-padded to q->cols (a multiple of 32), MX_PANEL rows at
+ * a time through pad ([MX_PANEL, q->cols] fp32) where k is padded. Block scaling: r0 a multiple of
+ * 128, each band's scales at its rows' place. The statistics count MXFP8's padding zeros among the
+ * values (never saturated nor flushed). */
+static void cast_band(local_cast *c, amp_mx_scale_mode mode, const float *x, int64_t r0, int64_t n, int64_t src_cols,
+                      float *pad) {
+    amp_fp8_qmat *q = &c->q;
     uint8_t *out = q->data;
-    if (k_along_rows) {
-        amp_mx_quantize_columns_tally(out, q->scale_inv, src, (size_t)rows, (size_t)cols, AMP_F8E4M3, mode, t, amax);
+    if (q->block_cols == 0 || q->block_rows == 0) return;
+    if (q->block_rows == AMP_MX_BLOCK && q->block_cols == 1) { /* MXFP8, k along rows */
+        amp_mx_quantize_columns_tally(out + r0 * src_cols, q->scale_inv + (r0 / AMP_MX_BLOCK) * src_cols, x, (size_t)n,
+                                      (size_t)src_cols, AMP_F8E4M3, mode, &c->t, &c->amax);
         return;
     }
-    if (!tmp) {
-        amp_mx_quantize_tally(out, NULL, q->scale_inv, src, (size_t)(q->rows * kp), AMP_F8E4M3, mode, t, amax);
-        return;
-    }
-    for (int64_t i0 = 0; i0 < q->rows; i0 += MX_PANEL) {
-        const int64_t pr = q->rows - i0 < MX_PANEL ? q->rows - i0 : MX_PANEL;
-        for (int64_t i = 0; i < pr; i++) {
-            float *row = tmp + i * kp;
-            memcpy(row, src + (i0 + i) * cols, (size_t)k * sizeof(float));
-            for (int64_t j = k; j < kp; j++) row[j] = 0.0f;
+    if (q->block_rows == 1 && q->block_cols == AMP_MX_BLOCK) { /* MXFP8, k along columns */
+        const int64_t kp = q->cols, k = src_cols;
+        if (kp == k) {
+            amp_mx_quantize_tally(out + r0 * kp, NULL, q->scale_inv + r0 * (kp / AMP_MX_BLOCK), x, (size_t)(n * kp),
+                                  AMP_F8E4M3, mode, &c->t, &c->amax);
+            return;
         }
-        amp_mx_quantize_tally(out + i0 * kp, NULL, q->scale_inv + i0 * (kp / AMP_MX_BLOCK), tmp, (size_t)(pr * kp),
-                              AMP_F8E4M3, mode, t, amax);
+        for (int64_t i0 = 0; i0 < n; i0 += MX_PANEL) {
+            const int64_t pr = n - i0 < MX_PANEL ? n - i0 : MX_PANEL;
+            for (int64_t i = 0; i < pr; i++) {
+                float *row = pad + i * kp;
+                memcpy(row, x + (i0 + i) * k, (size_t)k * sizeof(float));
+                for (int64_t j = k; j < kp; j++) row[j] = 0.0f;
+            }
+            amp_mx_quantize_tally(out + (r0 + i0) * kp, NULL, q->scale_inv + (r0 + i0) * (kp / AMP_MX_BLOCK), pad,
+                                  (size_t)(pr * kp), AMP_F8E4M3, mode, &c->t, &c->amax);
+        }
+        return;
     }
+    float m = 0.0f; /* block scaling */
+    amp_fp8_block_quantize_tally(out + r0 * src_cols, q->scale_inv + (r0 / q->block_rows) * q->ld_scale, x, (size_t)n,
+                                 (size_t)src_cols, q->dtype, c->shape, &c->t, &m);
+    c->amax = fmaxf(c->amax, m);
 }
 
-int amp_fp8_linear_quantize(amp_fp8_linear *s, amp_fp8_tensor_role role, const float *src, int64_t rows,
-                            int64_t cols, bool k_along_rows, amp_fp8_alloc_fn alloc, void *user, amp_fp8_qmat *out) {
-    if (!s || !src || !alloc || !out) return AMP_ERR_NULL_POINTER;
-    if ((unsigned)role >= AMP_FP8_ROLES || rows < 1 || cols < 1) return AMP_ERR_INVALID_ARGUMENT;
-    const size_t n = (size_t)(rows * cols);
-    float amax = 0.0f;
-    int st = AMP_OK;
-    amp_fp8_cast_tally t = AMP_FP8_CAST_TALLY_INIT;
-    amp_fp8_qmat q = {.dtype = role_dtype(s->recipe, role), .rows = rows, .cols = cols};
-    float *tmp = NULL;
-    switch (s->recipe) {
-    case AMP_FP8_RECIPE_MXFP8: {
-        const int64_t k = k_along_rows ? rows : cols, kp = (k + AMP_MX_BLOCK - 1) / AMP_MX_BLOCK * AMP_MX_BLOCK;
-        if (k_along_rows) /* [kp, cols]: 32 x 1 blocks */
-            q.rows = kp, q.block_rows = AMP_MX_BLOCK, q.block_cols = 1, q.ld_scale = cols;
+/* c's shape, blocks and storage under MXFP8 or block scaling for a source [rows, cols]; false when
+ * memory is short. */
+static bool prepare_local(const amp_fp8_linear *s, amp_fp8_tensor_role role, int64_t rows, int64_t cols,
+                          amp_fp8_alloc_fn alloc, void *user, local_cast *c) {
+    amp_fp8_qmat *q = &c->q;
+    *q = (amp_fp8_qmat){.dtype = role_dtype(s->recipe, role), .rows = rows, .cols = cols};
+    c->t = (amp_fp8_cast_tally)AMP_FP8_CAST_TALLY_INIT, c->amax = 0.0f;
+    if (s->recipe == AMP_FP8_RECIPE_MXFP8) {
+        const int64_t k = c->k_along_rows ? rows : cols, kp = (k + AMP_MX_BLOCK - 1) / AMP_MX_BLOCK * AMP_MX_BLOCK;
+        if (c->k_along_rows) /* [kp, cols]: 32 x 1 blocks */
+            q->rows = kp, q->block_rows = AMP_MX_BLOCK, q->block_cols = 1, q->ld_scale = cols;
         else /* [rows, kp]: 1 x 32 blocks */
-            q.cols = kp, q.block_rows = 1, q.block_cols = AMP_MX_BLOCK, q.ld_scale = kp / AMP_MX_BLOCK;
-        q.data = alloc(user, (size_t)(q.rows * q.cols));
-        q.scale_inv = alloc(user, (size_t)(q.rows / q.block_rows * q.ld_scale) * sizeof(float));
-        const bool staged = !k_along_rows && kp != k;
-        if (staged) tmp = amp_malloc((size_t)(MX_PANEL * kp) * sizeof(float));
-        if (!q.data || !q.scale_inv || (staged && !tmp)) st = AMP_ERR_OUT_OF_MEMORY;
-        if (st == AMP_OK) quantize_mx(src, rows, cols, k_along_rows, s->mx_scale, &q, tmp, &t, &amax);
-        break;
+            q->cols = kp, q->block_rows = 1, q->block_cols = AMP_MX_BLOCK, q->ld_scale = kp / AMP_MX_BLOCK;
+        q->data = alloc(user, (size_t)(q->rows * q->cols));
+        q->scale_inv = alloc(user, (size_t)(q->rows / q->block_rows * q->ld_scale) * sizeof(float));
+        return q->data && q->scale_inv;
     }
-    case AMP_FP8_RECIPE_BLOCK: {
-        const amp_fp8_block_shape shape = role == AMP_FP8_W ? AMP_FP8_BLOCK_128X128
-                                          : k_along_rows  ? AMP_FP8_BLOCK_128X1
-                                                          : AMP_FP8_BLOCK_1X128;
-        q.block_rows = shape == AMP_FP8_BLOCK_1X128 ? 1 : AMP_FP8_BLOCK_TILE;
-        q.block_cols = shape == AMP_FP8_BLOCK_128X1 ? 1 : AMP_FP8_BLOCK_TILE;
-        q.ld_scale = shape == AMP_FP8_BLOCK_128X1 ? cols : (cols + AMP_FP8_BLOCK_TILE - 1) / AMP_FP8_BLOCK_TILE;
-        q.data = alloc(user, n);
-        q.scale_inv = alloc(user, amp_fp8_block_scale_count((size_t)rows, (size_t)cols, shape) * sizeof(float));
-        if (!q.data || !q.scale_inv) st = AMP_ERR_OUT_OF_MEMORY;
-        if (st == AMP_OK)
-            amp_fp8_block_quantize_tally(q.data, q.scale_inv, src, (size_t)rows, (size_t)cols, q.dtype, shape, &t, &amax);
-        break;
+    c->shape = role == AMP_FP8_W ? AMP_FP8_BLOCK_128X128 : c->k_along_rows ? AMP_FP8_BLOCK_128X1 : AMP_FP8_BLOCK_1X128;
+    q->block_rows = c->shape == AMP_FP8_BLOCK_1X128 ? 1 : AMP_FP8_BLOCK_TILE;
+    q->block_cols = c->shape == AMP_FP8_BLOCK_128X1 ? 1 : AMP_FP8_BLOCK_TILE;
+    q->ld_scale = c->shape == AMP_FP8_BLOCK_128X1 ? cols : (cols + AMP_FP8_BLOCK_TILE - 1) / AMP_FP8_BLOCK_TILE;
+    q->data = alloc(user, (size_t)(rows * cols));
+    q->scale_inv = alloc(user, amp_fp8_block_scale_count((size_t)rows, (size_t)cols, c->shape) * sizeof(float));
+    return q->data && q->scale_inv;
+}
+
+/* MXFP8 and block scaling: the n (1 or 2) casts of c from one pass over the source's bands, each band
+ * decoded once for all of them. */
+static int cast_local(const amp_fp8_linear *s, const band_src *src, local_cast *c, int n) {
+    int64_t pad_floats = 0;
+    for (int i = 0; i < n; i++)
+        if (!c[i].k_along_rows && c[i].q.cols != src->cols) pad_floats = MX_PANEL * c[i].q.cols;
+    float *pad = pad_floats ? amp_malloc((size_t)pad_floats * sizeof(float)) : NULL;
+    if (pad_floats && !pad) return AMP_ERR_OUT_OF_MEMORY;
+    const int64_t band = src->band;
+    for (int64_t r0 = 0; r0 < src->rows; r0 += band) {
+        const int64_t rn = src->rows - r0 < band ? src->rows - r0 : band;
+        const float *x = band_rows(src, r0, rn);
+        for (int i = 0; i < n; i++) cast_band(&c[i], s->mx_scale, x, r0, rn, src->cols, pad);
+        if (src->fn) src->fn(src->fn_arg, x, r0, rn);
     }
-    default:
-        q.data = alloc(user, n);
+    amp_free(pad);
+    return AMP_OK;
+}
+
+int amp_fp8_linear_quantize2(amp_fp8_linear *s, amp_fp8_tensor_role role, const void *src, amp_dtype src_dtype,
+                             int64_t rows, int64_t cols, amp_fp8_alloc_fn alloc, void *user, amp_fp8_qmat *by_cols,
+                             amp_fp8_qmat *by_rows, amp_fp8_band_fn fn, void *fn_arg) {
+    if (!s || !src || !alloc || (!by_cols && !by_rows)) return AMP_ERR_NULL_POINTER;
+    if ((unsigned)role >= AMP_FP8_ROLES || rows < 1 || cols < 1) return AMP_ERR_INVALID_ARGUMENT;
+    if (src_dtype != AMP_F32 && src_dtype != AMP_BF16 && src_dtype != AMP_F16) return AMP_ERR_UNSUPPORTED_DTYPE;
+    const int64_t band = src_dtype == AMP_F32 ? rows : band_rows_of(s->recipe);
+    band_src b = {.data = src, .dtype = src_dtype, .rows = rows, .cols = cols, .band = band, .fn = fn, .fn_arg = fn_arg};
+    const bool local = s->recipe == AMP_FP8_RECIPE_MXFP8 || s->recipe == AMP_FP8_RECIPE_BLOCK;
+    if (src_dtype != AMP_F32) {
+        b.buf = amp_malloc((size_t)((rows < band ? rows : band) * cols) * sizeof(float));
+        if (!b.buf) return AMP_ERR_OUT_OF_MEMORY;
+    }
+    int st = AMP_OK;
+    if (local) {
+        local_cast c[2];
+        int n = 0;
+        if (by_cols) c[n++].k_along_rows = false;
+        if (by_rows) c[n++].k_along_rows = true;
+        for (int i = 0; i < n && st == AMP_OK; i++)
+            if (!prepare_local(s, role, rows, cols, alloc, user, &c[i])) st = AMP_ERR_OUT_OF_MEMORY;
+        if (st == AMP_OK) st = cast_local(s, &b, c, n);
+        for (int i = 0; i < n && st == AMP_OK; i++) {
+            if (!s->paused) record_cast(&s->step[role], &c[i].q, c[i].amax, &c[i].t);
+            *(c[i].k_along_rows ? by_rows : by_cols) = c[i].q;
+        }
+    } else { /* per tensor: the one cast serves k along either dimension */
+        amp_fp8_cast_tally t = AMP_FP8_CAST_TALLY_INIT;
+        amp_fp8_qmat q = {.dtype = role_dtype(s->recipe, role), .rows = rows, .cols = cols};
+        float amax = 0.0f;
+        q.data = alloc(user, (size_t)(rows * cols));
         q.scale_inv = alloc(user, sizeof(float));
-        if (!q.data || !q.scale_inv) st = AMP_ERR_OUT_OF_MEMORY;
-        if (st == AMP_OK) amax = amp_fp8_amax_skip_nan(src, n, NULL);
-        if (st == AMP_OK) st = quantize_tensorwise(s, role, src, amax, &q, &t);
-        break;
+        st = q.data && q.scale_inv ? quantize_tensorwise(s, role, &b, &amax, &q, &t) : AMP_ERR_OUT_OF_MEMORY;
+        if (st == AMP_OK && !s->paused) record_cast(&s->step[role], &q, amax, &t);
+        if (st == AMP_OK && by_cols) *by_cols = q;
+        if (st == AMP_OK && by_rows) *by_rows = q;
     }
-    if (st == AMP_OK && !s->paused) record_cast(&s->step[role], &q, amax, &t);
-    amp_free(tmp);
-    if (st == AMP_OK) *out = q;
+    amp_free(b.buf);
     return st;
+}
+
+int amp_fp8_linear_quantize(amp_fp8_linear *s, amp_fp8_tensor_role role, const void *src, amp_dtype src_dtype,
+                            int64_t rows, int64_t cols, bool k_along_rows, amp_fp8_alloc_fn alloc, void *user,
+                            amp_fp8_qmat *out) {
+    if (!out) return AMP_ERR_NULL_POINTER;
+    return amp_fp8_linear_quantize2(s, role, src, src_dtype, rows, cols, alloc, user, k_along_rows ? NULL : out,
+                                    k_along_rows ? out : NULL, NULL, NULL);
 }

@@ -8,18 +8,21 @@
  *                                 from the high-precision source (forward makes x's, saved for this)
  *
  * The result is written in the autocast dtype where autocast lowers linear (bf16 under amp-bf16),
- * else in the inputs' promoted dtype; the bias is added in fp32 before that single rounding, and its
- * gradient is the column sums of the high-precision dY. The quantization's gradient is
- * straight-through. The forward's quantized x and W are kept in the arena until backward (as TE keeps
+ * else in the inputs' promoted dtype; the bias is added in fp32 before that single rounding, both in
+ * one pass over the GEMM's fp32 result (gemm_fused.h's epilogue), and its gradient is the column sums
+ * of the high-precision dY. The quantization's gradient is straight-through. The forward's quantized x and W are kept in the arena until backward (as TE keeps
  * its fp8 copies): 1 byte per value, or 2 where a column-wise copy is made too. */
 #include <math.h>
 #include <string.h>
 
 #include "amp/autocast.h"
+#include "amp/formats.h"
 #include "amp/fp8.h"
 #include "amp/gemm.h"
 #include "../fp8/fp8_linear.h"
+#include "../gemm/gemm_fused.h"
 #include "../kernels/elem_kernels.h"
+#include "grad_sink_gemm.h"
 #include "op_util.h"
 
 /* What forward keeps for backward (in the arena). */
@@ -62,10 +65,27 @@ static int fp8_gemm(amp_ctx *ctx, int64_t m, int64_t n, fp8_operand a, fp8_opera
     return st;
 }
 
-static int quantize(amp_ctx *ctx, amp_fp8_linear *s, amp_fp8_tensor_role role, const float *src, int64_t rows,
-                    int64_t cols, bool k_along_rows, bool keep, amp_fp8_qmat *out) {
-    const int st = amp_fp8_linear_quantize(s, role, src, rows, cols, k_along_rows, keep ? arena_alloc : scratch_alloc,
-                                           ctx, out);
+/* A quantize's source: a tensor's own contiguous fp32, bf16 or fp16 values (the cast decodes 16-bit ones
+ * a band at a time: no fp32 copy of the whole), or an fp32 copy in scratch. */
+typedef struct fp8_source {
+    const void *data;
+    amp_dtype dtype;
+} fp8_source;
+
+static fp8_source source_of(amp_ctx *ctx, const amp_tensor *t) {
+    if (amp_tensor_is_contiguous(t) && (t->dtype == AMP_F32 || t->dtype == AMP_BF16 || t->dtype == AMP_F16))
+        return (fp8_source){t->data, t->dtype};
+    return (fp8_source){amp_f32_view(ctx, t), AMP_F32};
+}
+
+
+/* src cast for k along its columns into *by_cols and/or along its rows into *by_rows (NULL: not
+ * wanted), in one pass over src (amp_fp8_linear_quantize2). */
+static int quantize(amp_ctx *ctx, amp_fp8_linear *s, amp_fp8_tensor_role role, fp8_source src, int64_t rows,
+                    int64_t cols, bool keep, amp_fp8_qmat *by_cols, amp_fp8_qmat *by_rows, amp_fp8_band_fn fn,
+                    void *fn_arg) {
+    const int st = amp_fp8_linear_quantize2(s, role, src.data, src.dtype, rows, cols, keep ? arena_alloc : scratch_alloc,
+                                            ctx, by_cols, by_rows, fn, fn_arg);
     if (st != AMP_OK && amp_ctx_status(ctx) == AMP_OK)
         amp_ctx_fail(ctx, st, "linear_fp8: cannot quantize %s: %s", amp_fp8_tensor_role_name(role), amp_status_str(st));
     return st;
@@ -73,39 +93,83 @@ static int quantize(amp_ctx *ctx, amp_fp8_linear *s, amp_fp8_tensor_role role, c
 
 static bool per_tensor(amp_fp8_recipe r) { return r != AMP_FP8_RECIPE_MXFP8 && r != AMP_FP8_RECIPE_BLOCK; }
 
+/* t's gradient += c [m, n] = A B (amp_gemm_fp8): into the gradient's sink (amp_grad_sink: a new
+ * gradient, an fp32 one, or under autocast the master weight's) by one epilogue pass over C, or by the
+ * GEMM itself where the sink is a new fp32 gradient; else through amp_grad_accumulate. The bits are
+ * amp_grad_accumulate's of the same product (grad_sink_gemm.h's amp_gemm_into_grad, whose steps these
+ * are, with the epilogue after the whole product). */
+static int fp8_gemm_into_grad(amp_ctx *ctx, int64_t m, int64_t n, fp8_operand a, fp8_operand b, amp_tensor *t) {
+    amp_grad_sink sink;
+    const bool sunk = amp_grad_sink_open(ctx, t, &sink);
+    float *direct = sunk ? amp_sink_direct(&sink) : NULL;
+    amp_gemm_epilogue ep = sunk && !direct ? amp_sink_epilogue(&sink, 0, n) : (amp_gemm_epilogue){.ldo = 1, .ldacc = 1};
+    /* the backward check's note: a parameter's fp32 gradient (acc), every element of it written here */
+    _Atomic uint32_t absmax = 0;
+    const bool note = sunk && sink.slot >= 0 && sink.acc && m * n == sink.numel;
+    if (note) ep.absmax = &absmax;
+    float *c = direct ? direct : amp_f32_scratch(ctx, m * n);
+    const bool ok = c && fp8_gemm(ctx, m, n, a, b, c) == AMP_OK;
+    if (ok && ((sunk && !direct) || note)) amp_gemm_epilogue_apply(&ep, c, n, m, n);
+    if (ok && note) amp_ctx_grad_note(ctx, sink.slot, atomic_load(&absmax));
+    if (sunk) amp_grad_sink_close(ctx, &sink);
+    else if (ok && ctx->status == AMP_OK) amp_grad_accumulate(ctx, t, c);
+    return ctx->status;
+}
+
+/* The bias gradient db [out]: the column sums of dY, rows in order (acc: db[j] += row[j]), added a
+ * band of rows at a time as dY's cast decodes them (amp_fp8_band_fn). */
+typedef struct bias_sums {
+    float *db;
+    int64_t cols;
+} bias_sums;
+
+static void add_rows(void *arg, const float *rows, int64_t r0, int64_t n) {
+    const bias_sums *b = arg;
+    const amp_elem_kernels *ek = amp_elem_active();
+    (void)r0;
+    for (int64_t r = 0; r < n; r++) ek->acc(b->db, rows + r * b->cols, (size_t)b->cols);
+}
+
+enum { DB_BAND = 32 }; /* rows of a 16-bit dY decoded at a time where no cast reads dY */
+
+/* add_rows over all of dY (fp32, bf16 or fp16) where no cast decodes it; false when out of memory. */
+static bool bias_sums_alone(amp_ctx *ctx, fp8_source g, int64_t rows, bias_sums *b) {
+    if (g.dtype == AMP_F32) return add_rows(b, g.data, 0, rows), true;
+    float *buf = amp_f32_scratch(ctx, (rows < DB_BAND ? rows : DB_BAND) * b->cols);
+    if (!buf) return false;
+    for (int64_t r0 = 0; r0 < rows; r0 += DB_BAND) {
+        const int64_t n = rows - r0 < DB_BAND ? rows - r0 : DB_BAND;
+        amp_convert(buf, AMP_F32, (const char *)g.data + (size_t)(r0 * b->cols) * amp_dtype_size(g.dtype), g.dtype,
+                    (size_t)(n * b->cols));
+        add_rows(b, buf, r0, n);
+    }
+    return true;
+}
+
 /* saved i[]: rows, in, out */
 static void linear_fp8_backward(amp_ctx *ctx, amp_node *node) {
     amp_tensor *x = node->in[0], *w = node->in[1], *bias = node->n_in > 2 ? node->in[2] : NULL;
     const int64_t rows = node->i[0], in_f = node->i[1], out_f = node->i[2];
     fp8_saved *sv = node->saved;
-    const float *g = amp_grad_out(ctx, node); /* [rows, out] fp32 */
-    if (!g) return;
+    const fp8_source g = source_of(ctx, node->out->grad); /* [rows, out]: a 16-bit dY is cast as it is */
+    if (!g.data) return;
     amp_fp8_linear *s = sv->state;
     const bool pt = per_tensor(amp_fp8_linear_recipe(s));
-    amp_fp8_qmat gq, gq_rows;
-    bool have_gq = false;
-    if (x->requires_grad) { /* dX [rows, in] = dY [rows, out] W [out, in] */
-        if (quantize(ctx, s, AMP_FP8_DY, g, rows, out_f, false, false, &gq)) return;
-        have_gq = true;
-        float *dx = amp_f32_scratch(ctx, rows * in_f);
-        if (!dx || fp8_gemm(ctx, rows, in_f, operand_of(&gq, true), operand_of(&sv->w_k_rows, true), dx)) return;
-        amp_grad_accumulate(ctx, x, dx);
-    }
-    if (w->requires_grad) { /* dW [out, in] = dY^T [out, rows] X [rows, in] */
-        if (pt && have_gq) gq_rows = gq;
-        else if (quantize(ctx, s, AMP_FP8_DY, g, rows, out_f, true, false, &gq_rows)) return;
-        float *dw = amp_f32_scratch(ctx, out_f * in_f);
-        if (!dw || fp8_gemm(ctx, out_f, in_f, operand_of(&gq_rows, false), operand_of(&sv->x_k_rows, true), dw)) return;
-        amp_grad_accumulate(ctx, w, dw);
-    }
-    if (bias && bias->requires_grad) {
-        float *db = amp_f32_scratch(ctx, out_f);
-        if (!db) return;
-        const amp_elem_kernels *ek = amp_elem_active(); /* acc: db[j] += row[j], rows in order */
-        for (int64_t j = 0; j < out_f; j++) db[j] = 0.0f;
-        for (int64_t r = 0; r < rows; r++) ek->acc(db, g + r * out_f, (size_t)out_f);
-        amp_grad_accumulate(ctx, bias, db);
-    }
+    amp_fp8_qmat gq, gq_rows; /* dY with k along out (dgrad) and along the rows (wgrad): one cast per-tensor */
+    const bool dx = x->requires_grad, dw = w->requires_grad, dbias = bias && bias->requires_grad;
+    bias_sums bs = {.db = dbias ? amp_f32_scratch(ctx, out_f) : NULL, .cols = out_f};
+    if (dbias && !bs.db) return;
+    for (int64_t j = 0; dbias && j < out_f; j++) bs.db[j] = 0.0f;
+    if ((dx || dw) && quantize(ctx, s, AMP_FP8_DY, g, rows, out_f, false, dx || pt ? &gq : NULL,
+                               dw && !pt ? &gq_rows : NULL, dbias ? add_rows : NULL, &bs))
+        return;
+    if (pt && dw) gq_rows = gq;
+    /* dX [rows, in] = dY [rows, out] W [out, in] */
+    if (dx && fp8_gemm_into_grad(ctx, rows, in_f, operand_of(&gq, true), operand_of(&sv->w_k_rows, true), x)) return;
+    /* dW [out, in] = dY^T [out, rows] X [rows, in] */
+    if (dw && fp8_gemm_into_grad(ctx, out_f, in_f, operand_of(&gq_rows, false), operand_of(&sv->x_k_rows, true), w))
+        return;
+    if (dbias && (dx || dw || bias_sums_alone(ctx, g, rows, &bs))) amp_grad_accumulate(ctx, bias, bs.db);
 }
 
 /* The forward's checks; the output dtype into *dt. */
@@ -148,28 +212,31 @@ amp_tensor *amp_linear_fp8(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_
     amp_tensor *out = amp_ctx_new_tensor(ctx, dt, x->ndim, shape, true);
     if (!out) return NULL;
     amp_arena_mark mk = amp_scratch_mark(ctx);
-    const float *x32 = amp_f32_view(ctx, x), *w32 = x32 ? amp_f32_view(ctx, weight) : NULL;
-    const float *b32 = bias && w32 ? amp_f32_view(ctx, bias) : NULL;
-    float *c = w32 ? amp_f32_scratch(ctx, rows * out_f) : NULL;
+    const fp8_source xs = source_of(ctx, x), ws = xs.data ? source_of(ctx, weight) : (fp8_source){0};
+    const float *b32 = bias && ws.data ? amp_f32_view(ctx, bias) : NULL;
+    /* an fp32 output is the GEMM's C itself; else C is scratch, rounded into the output by the epilogue */
+    float *c = !ws.data ? NULL : dt == AMP_F32 ? out->data : amp_f32_scratch(ctx, rows * out_f);
     const bool pt = per_tensor(amp_fp8_linear_recipe(s)), mx = amp_fp8_linear_recipe(s) == AMP_FP8_RECIPE_MXFP8;
     int st = c && (!bias || b32) ? AMP_OK : AMP_ERR_OUT_OF_MEMORY;
     /* a recomputed region's second forward casts what the first cast (the same values, the same
      * scales: they change only between steps) and records nothing: amaxes and statistics once */
     const bool was_paused = s->paused;
     if (ctx->replaying) s->paused = true;
-    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_X, x32, rows, in_f, false, keep, &sv->x);
-    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_W, w32, out_f, in_f, false, keep, &sv->w);
+    /* the column-wise copies (x for wgrad, MXFP8's W for dgrad) from the same pass as the forward's casts */
+    const bool x_rows = keep && weight->requires_grad && !pt, w_rows = keep && x->requires_grad && mx;
+    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_X, xs, rows, in_f, keep, &sv->x, x_rows ? &sv->x_k_rows : NULL, NULL, NULL);
+    if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_W, ws, out_f, in_f, keep, &sv->w, w_rows ? &sv->w_k_rows : NULL, NULL,
+                                    NULL);
     if (st == AMP_OK) st = fp8_gemm(ctx, rows, out_f, operand_of(&sv->x, true), operand_of(&sv->w, false), c);
-    if (st == AMP_OK && keep && weight->requires_grad && !pt)
-        st = quantize(ctx, s, AMP_FP8_X, x32, rows, in_f, true, true, &sv->x_k_rows);
-    else sv->x_k_rows = sv->x;
-    if (st == AMP_OK && keep && x->requires_grad && mx)
-        st = quantize(ctx, s, AMP_FP8_W, w32, out_f, in_f, true, true, &sv->w_k_rows);
-    else sv->w_k_rows = sv->w;
-    if (st == AMP_OK && b32) /* add: c[j] + b[j], the one IEEE add per value */
-        for (int64_t r = 0; r < rows; r++) amp_elem_active()->add(c + r * out_f, c + r * out_f, b32, (size_t)out_f);
+    if (!x_rows) sv->x_k_rows = sv->x;
+    if (!w_rows) sv->w_k_rows = sv->w;
     s->paused = was_paused;
-    if (st == AMP_OK) st = amp_store_f32(ctx, out, c);
+    if (st == AMP_OK) { /* one pass over C: c[j] + b[j] (the one IEEE add per value), then the single rounding */
+        const bool half = dt == AMP_F16 || dt == AMP_BF16; /* other dtypes: amp_store_f32 (its checks) */
+        const amp_gemm_epilogue ep = {.bias = b32, .out = half ? out->data : NULL, .out_dtype = dt, .ldo = out_f};
+        amp_gemm_epilogue_apply(&ep, c, out_f, rows, out_f);
+        if (!half && dt != AMP_F32) st = amp_store_f32(ctx, out, c);
+    }
     amp_scratch_release(ctx, mk);
     if (st != AMP_OK) {
         if (amp_ctx_status(ctx) == AMP_OK) amp_ctx_fail(ctx, st, "linear_fp8: %s", amp_status_str(st));
