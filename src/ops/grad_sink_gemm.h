@@ -32,43 +32,70 @@ static inline float *amp_sink_direct(const amp_grad_sink *s) {
     return NULL;
 }
 
-/* Adds C [m, n] = op(A) op(B) (t's elements in row-major order) into t's gradient: where the gradient
- * goes (amp_grad_sink: a new gradient, an fp32 one, or under autocast the master weight's) by the
- * GEMM's epilogue, or by the GEMM itself when that is a new fp32 gradient, so no fp32 copy of the
- * product goes back to memory to be read again; else through fp32 scratch and amp_grad_accumulate.
- * The bits are amp_grad_accumulate's of the same product. a_sums: NULL, or [m] fp32 to which the
- * GEMM adds op(A)'s row sums (gemm_fused.h). relu_mask: NULL, or a contiguous [m, n] relu output
- * whose backward the epilogue applies to the product first; grad_mul: NULL, or [m, n] fp32 that the
- * product is multiplied by first (a stored gelu derivative). The caller has made sure that nothing
- * but that backward reads t's gradient (amp_linear_relu, amp_linear_gelu: src/ops/matmul.c). Returns
- * ctx's status; a failed GEMM is reported as op's. */
+/* A product C [m, n] bound for t's gradient (t's elements in row-major order): amp_grad_gemm_open
+ * gives the fp32 buffer to compute C into (the sink's own storage when amp_sink_direct, else scratch;
+ * NULL: out of memory, the error is in ctx) and the epilogue that takes C to the sink (a new gradient,
+ * an fp32 one, or under autocast the master weight's) with the backward check's note of a parameter's
+ * fp32 gradient; amp_grad_gemm_close notes, closes the sink, or without one sends C through
+ * amp_grad_accumulate. The bits are amp_grad_accumulate's of the same product. The struct must stay
+ * where it is between the two (the epilogue points at its absmax). */
+typedef struct amp_grad_gemm {
+    amp_grad_sink sink;
+    bool sunk, direct, note;
+    amp_gemm_epilogue ep;
+    _Atomic uint32_t absmax;
+} amp_grad_gemm;
+
+static inline float *amp_grad_gemm_open(amp_ctx *ctx, amp_tensor *t, int64_t m, int64_t n, amp_grad_gemm *g) {
+    g->sunk = amp_grad_sink_open(ctx, t, &g->sink);
+    float *direct = g->sunk ? amp_sink_direct(&g->sink) : NULL;
+    g->direct = direct != NULL;
+    g->ep = g->sunk && !direct ? amp_sink_epilogue(&g->sink, 0, n) : (amp_gemm_epilogue){.ldo = 1, .ldacc = 1};
+    /* the backward check's note: a parameter's fp32 gradient (acc), every element of it written here */
+    atomic_init(&g->absmax, 0);
+    g->note = g->sunk && g->sink.slot >= 0 && g->sink.acc && m * n == g->sink.numel;
+    if (g->note) g->ep.absmax = &g->absmax;
+    return direct ? direct : amp_f32_scratch(ctx, m * n);
+}
+
+/* Whether C needs the epilogue (g->ep) on its way to the gradient. */
+static inline bool amp_grad_gemm_epilogue_needed(const amp_grad_gemm *g) {
+    return (g->sunk && !g->direct) || g->note;
+}
+
+/* c: the buffer amp_grad_gemm_open gave, holding C unless c is NULL or ctx failed. */
+static inline int amp_grad_gemm_close(amp_ctx *ctx, amp_tensor *t, amp_grad_gemm *g, float *c) {
+    if (g->note && c && ctx->status == AMP_OK) amp_ctx_grad_note(ctx, g->sink.slot, atomic_load(&g->absmax));
+    if (g->sunk) amp_grad_sink_close(ctx, &g->sink);
+    else if (c && ctx->status == AMP_OK) amp_grad_accumulate(ctx, t, c);
+    return ctx->status;
+}
+
+/* Adds C [m, n] = op(A) op(B) into t's gradient (amp_grad_gemm_open's places) by the GEMM's epilogue,
+ * or by the GEMM itself when that is a new fp32 gradient, so no fp32 copy of the product goes back to
+ * memory to be read again; else through fp32 scratch and amp_grad_accumulate. a_sums: NULL, or [m]
+ * fp32 to which the GEMM adds op(A)'s row sums (gemm_fused.h). relu_mask: NULL, or a contiguous
+ * [m, n] relu output whose backward the epilogue applies to the product first; grad_mul: NULL, or
+ * [m, n] fp32 that the product is multiplied by first (a stored gelu derivative). The caller has made
+ * sure that nothing but that backward reads t's gradient (amp_linear_relu, amp_linear_gelu:
+ * src/ops/matmul.c). Returns ctx's status; a failed GEMM is reported as op's. */
 static inline int amp_gemm_into_grad_masked(amp_ctx *ctx, amp_op op, amp_dtype dt, bool ta, bool tb, int64_t m,
                                             int64_t n, int64_t k, const void *a, int64_t lda, const void *b,
                                             int64_t ldb, amp_tensor *t, float *a_sums, const amp_tensor *relu_mask,
                                             const float *grad_mul) {
-    amp_grad_sink sink;
-    const bool sunk = amp_grad_sink_open(ctx, t, &sink);
-    float *direct = sunk ? amp_sink_direct(&sink) : NULL;
-    amp_gemm_epilogue ep = sunk && !direct ? amp_sink_epilogue(&sink, 0, n) : (amp_gemm_epilogue){.ldo = 1, .ldacc = 1};
-    ep.a_sums = a_sums;
+    amp_grad_gemm g;
+    float *c = amp_grad_gemm_open(ctx, t, m, n, &g);
+    g.ep.a_sums = a_sums;
     if (relu_mask)
-        ep.relu_mask = relu_mask->data, ep.relu_mask_dtype = relu_mask->dtype, ep.ldmask = n > 0 ? n : 1;
-    if (grad_mul) ep.grad_mul = grad_mul, ep.ldmul = n > 0 ? n : 1;
-    /* the backward check's note: a parameter's fp32 gradient (acc), every element of it written here */
-    _Atomic uint32_t absmax = 0;
-    const bool note = sunk && sink.slot >= 0 && sink.acc && m * n == sink.numel;
-    if (note) ep.absmax = &absmax;
-    float *c = direct ? direct : amp_f32_scratch(ctx, m * n);
+        g.ep.relu_mask = relu_mask->data, g.ep.relu_mask_dtype = relu_mask->dtype, g.ep.ldmask = n > 0 ? n : 1;
+    if (grad_mul) g.ep.grad_mul = grad_mul, g.ep.ldmul = n > 0 ? n : 1;
     if (c) {
+        const bool ep = amp_grad_gemm_epilogue_needed(&g) || a_sums || relu_mask || grad_mul;
         const int st = amp_gemm_fused(dt, ta, tb, m, n, k, 1.0f, a, lda > 0 ? lda : 1, b, ldb > 0 ? ldb : 1, 0.0f, c,
-                                      n > 0 ? n : 1,
-                                      (sunk && !direct) || a_sums || relu_mask || grad_mul || note ? &ep : NULL);
+                                      n > 0 ? n : 1, ep ? &g.ep : NULL);
         if (st != AMP_OK) amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(op), amp_status_str(st));
     }
-    if (note && c && ctx->status == AMP_OK) amp_ctx_grad_note(ctx, sink.slot, atomic_load(&absmax));
-    if (sunk) amp_grad_sink_close(ctx, &sink);
-    else if (c && ctx->status == AMP_OK) amp_grad_accumulate(ctx, t, c);
-    return ctx->status;
+    return amp_grad_gemm_close(ctx, t, &g, c);
 }
 
 static inline int amp_gemm_into_grad_sums(amp_ctx *ctx, amp_op op, amp_dtype dt, bool ta, bool tb, int64_t m,

@@ -93,27 +93,15 @@ static int quantize(amp_ctx *ctx, amp_fp8_linear *s, amp_fp8_tensor_role role, f
 
 static bool per_tensor(amp_fp8_recipe r) { return r != AMP_FP8_RECIPE_MXFP8 && r != AMP_FP8_RECIPE_BLOCK; }
 
-/* t's gradient += c [m, n] = A B (amp_gemm_fp8): into the gradient's sink (amp_grad_sink: a new
- * gradient, an fp32 one, or under autocast the master weight's) by one epilogue pass over C, or by the
- * GEMM itself where the sink is a new fp32 gradient; else through amp_grad_accumulate. The bits are
- * amp_grad_accumulate's of the same product (grad_sink_gemm.h's amp_gemm_into_grad, whose steps these
- * are, with the epilogue after the whole product). */
+/* t's gradient += c [m, n] = A B (amp_gemm_fp8), to where amp_grad_gemm_open says (grad_sink_gemm.h):
+ * by one epilogue pass over C after the whole product (amp_gemm_fp8 takes no epilogue), or by the
+ * GEMM itself where the sink is a new fp32 gradient. The bits are amp_grad_accumulate's. */
 static int fp8_gemm_into_grad(amp_ctx *ctx, int64_t m, int64_t n, fp8_operand a, fp8_operand b, amp_tensor *t) {
-    amp_grad_sink sink;
-    const bool sunk = amp_grad_sink_open(ctx, t, &sink);
-    float *direct = sunk ? amp_sink_direct(&sink) : NULL;
-    amp_gemm_epilogue ep = sunk && !direct ? amp_sink_epilogue(&sink, 0, n) : (amp_gemm_epilogue){.ldo = 1, .ldacc = 1};
-    /* the backward check's note: a parameter's fp32 gradient (acc), every element of it written here */
-    _Atomic uint32_t absmax = 0;
-    const bool note = sunk && sink.slot >= 0 && sink.acc && m * n == sink.numel;
-    if (note) ep.absmax = &absmax;
-    float *c = direct ? direct : amp_f32_scratch(ctx, m * n);
-    const bool ok = c && fp8_gemm(ctx, m, n, a, b, c) == AMP_OK;
-    if (ok && ((sunk && !direct) || note)) amp_gemm_epilogue_apply(&ep, c, n, m, n);
-    if (ok && note) amp_ctx_grad_note(ctx, sink.slot, atomic_load(&absmax));
-    if (sunk) amp_grad_sink_close(ctx, &sink);
-    else if (ok && ctx->status == AMP_OK) amp_grad_accumulate(ctx, t, c);
-    return ctx->status;
+    amp_grad_gemm g;
+    float *c = amp_grad_gemm_open(ctx, t, m, n, &g);
+    if (c && fp8_gemm(ctx, m, n, a, b, c) == AMP_OK && amp_grad_gemm_epilogue_needed(&g))
+        amp_gemm_epilogue_apply(&g.ep, c, n, m, n);
+    return amp_grad_gemm_close(ctx, t, &g, c);
 }
 
 /* The bias gradient db [out]: the column sums of dY, rows in order (acc: db[j] += row[j]), added a
