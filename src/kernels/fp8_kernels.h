@@ -73,6 +73,11 @@ typedef bool (*amp_fp8_col_amax_fn)(float *amax, const float *src, size_t rows, 
  * unspecified, where a factor is not one (not a power of 2, out of that range, negative, 0, inf, NaN). */
 typedef bool (*amp_fp8_factor_adds_fn)(int16_t *adds, const float *f, size_t n, amp_dtype dt);
 
+/* The range of e above for fp8 dtype dt: 2^-9 .. 448 (e4m3) and 2^-16 .. 57344 (e5m2) times 2^e stay
+ * normal and finite in bf16. */
+static inline int amp_fp8_add_exp_min(amp_dtype dt) { return dt == AMP_F8E4M3 ? -117 : -110; }
+static inline int amp_fp8_add_exp_max(amp_dtype dt) { return dt == AMP_F8E4M3 ? 119 : 111; }
+
 /* MXFP8's per-block bookkeeping from the n blocks' amaxes (block_amax's or col_amax's: |x| maxima, NaN
  * for a block holding a NaN), blocks of fp8 dtype elem under scale rule mode (amp/fp8.h):
  * bytes[b] = the block's E8M0 byte (0xFF for a NaN amax); mult[b] = 2^(127 - byte), the encode's

@@ -179,7 +179,7 @@ static bool col_amax_ref(float *amax, const float *src, size_t rows, size_t cols
 }
 
 static bool factor_adds_ref(int16_t *adds, const float *f, size_t n, amp_dtype dt) {
-    const int lo = dt == AMP_F8E4M3 ? -117 : -110, hi = dt == AMP_F8E4M3 ? 119 : 111;
+    const int lo = amp_fp8_add_exp_min(dt), hi = amp_fp8_add_exp_max(dt);
     for (size_t j = 0; j < n; j++) {
         const uint32_t u = amp_f32_bits(f[j]);
         const int e = (int)(u >> 23) - 127; /* a negative f gives e >= 129 */

@@ -231,13 +231,13 @@ static void decode_panel_e5m2(uint16_t *dst, const uint8_t *src, size_t ld, cons
     decode_panel(AMP_F8E5M2, dst, src, ld, adds, ld_adds, ri, kc, r);
 }
 
-/* Whether a factor f is 2^e with every fp8 value times it normal in bf16 (and finite): e in [-117, 119]
- * for e4m3 (2^-9 .. 448), [-110, 111] for e5m2 (2^-16 .. 57344); then *add = e << 7. */
+/* Whether a factor f is 2^e with every fp8 value times it normal in bf16 (and finite): e in
+ * [amp_fp8_add_exp_min, amp_fp8_add_exp_max] (fp8_kernels.h); then *add = e << 7. */
 static inline bool pow2_in_range(amp_dtype dt, float f, int *add) {
     uint32_t u;
     memcpy(&u, &f, sizeof u);
     const int e = (int)(u >> 23) - 127; /* the sign bit makes e large: refused below */
-    if ((u & 0x7FFFFFu) != 0 || e < (dt == AMP_F8E4M3 ? -117 : -110) || e > (dt == AMP_F8E4M3 ? 119 : 111)) return false;
+    if ((u & 0x7FFFFFu) != 0 || e < amp_fp8_add_exp_min(dt) || e > amp_fp8_add_exp_max(dt)) return false;
     *add = e * 128;
     return true;
 }
@@ -618,7 +618,7 @@ static bool col_amax_avx512(float *amax, const float *src, size_t rows, size_t c
  * the exponent is out of [lo, hi] (a negative factor's sign bit lands it above hi); the adds are the
  * low 16 bits of e << 7 (VPMOVDW truncates). */
 static bool factor_adds_avx512(int16_t *adds, const float *f, size_t n, amp_dtype dt) {
-    const __m512i lo = _mm512_set1_epi32(dt == AMP_F8E4M3 ? -117 : -110), hi = _mm512_set1_epi32(dt == AMP_F8E4M3 ? 119 : 111);
+    const __m512i lo = _mm512_set1_epi32(amp_fp8_add_exp_min(dt)), hi = _mm512_set1_epi32(amp_fp8_add_exp_max(dt));
     const __m512i man = _mm512_set1_epi32(0x7FFFFF), bias = _mm512_set1_epi32(127);
     __mmask16 bad = 0;
     for (size_t j = 0; j < n; j += 16) {
