@@ -157,7 +157,7 @@ void test_fp8_delayed_history(void) {
 
 /* most_recent with history 1 (early TE's and Megatron's default), HYBRID gradients (e5m2), margin. */
 void test_fp8_delayed_variants(void) {
-    amp_fp8_delayed_config cfg = {1, AMP_FP8_AMAX_MOST_RECENT, 1, AMP_FP8_HYBRID};
+    amp_fp8_delayed_config cfg = {1, AMP_FP8_AMAX_MOST_RECENT, 1, AMP_FP8_HYBRID, false};
     amp_fp8_delayed *s = NULL;
     if (!CHECK(amp_fp8_delayed_create(&s, &cfg, AMP_FP8_GRADIENT) == AMP_OK)) return;
     CHECK_EQ_INT(amp_fp8_delayed_dtype(s), AMP_F8E5M2);
@@ -174,7 +174,7 @@ void test_fp8_delayed_variants(void) {
     }
     amp_fp8_delayed_free(s);
     /* most_recent with a longer history ignores older slots */
-    cfg = (amp_fp8_delayed_config){3, AMP_FP8_AMAX_MOST_RECENT, 0, AMP_FP8_E4M3};
+    cfg = (amp_fp8_delayed_config){3, AMP_FP8_AMAX_MOST_RECENT, 0, AMP_FP8_E4M3, false};
     if (!CHECK(amp_fp8_delayed_create(&s, &cfg, AMP_FP8_GRADIENT) == AMP_OK)) return;
     CHECK_EQ_INT(amp_fp8_delayed_dtype(s), AMP_F8E4M3);
     amp_fp8_delayed_record(s, 64);
@@ -217,9 +217,67 @@ void test_fp8_delayed_variants(void) {
     }
 }
 
+/* torchao's amax init: which states want it, the scale it sets (the delayed rule from the given
+ * amax, margin included; 0, inf and NaN keep 1), and that it happens once, never after an update or
+ * a load, and never without the config's amax_init. */
+void test_fp8_delayed_amax_init(void) {
+    amp_fp8_delayed_config cfg = {4, AMP_FP8_AMAX_MAX, 0, AMP_FP8_HYBRID, true};
+    amp_fp8_delayed *s = NULL;
+    CHECK(!amp_fp8_delayed_needs_init(NULL));
+    CHECK_EQ_INT(amp_fp8_delayed_init(NULL, 1.0f), AMP_ERR_NULL_POINTER);
+    static const struct { int margin; amp_fp8_role role; float amax, scale; } cases[] = {
+        {0, AMP_FP8_FORWARD, 2.0f, 224.0f},
+        {0, AMP_FP8_FORWARD, 3.0f, (float)(448.0 / 3.0)}, /* one correctly rounded division */
+        {1, AMP_FP8_GRADIENT, 2.0f, 57344.0f / 2 / 2},
+        {-2, AMP_FP8_GRADIENT, 0x1p-20f, 57344.0f * 0x1p22f}, /* a margin of -2: 4 times the scale */
+        {0, AMP_FP8_FORWARD, 0.0f, 1.0f},
+        {0, AMP_FP8_FORWARD, INFINITY, 1.0f},
+        {0, AMP_FP8_GRADIENT, NAN, 1.0f},
+        {0, AMP_FP8_FORWARD, 0x1p-149f, FLT_MAX}, /* 448 / 2^-149 overflows: FLT_MAX */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cfg.margin = cases[i].margin;
+        if (!CHECK(amp_fp8_delayed_create(&s, &cfg, cases[i].role) == AMP_OK)) return;
+        CHECK(amp_fp8_delayed_needs_init(s));
+        CHECK_EQ_INT(amp_fp8_delayed_init(s, cases[i].amax), AMP_OK);
+        CHECK_MSG(amp_fp8_delayed_scale(s) == cases[i].scale, "case %zu: scale %g want %g", i,
+                  (double)amp_fp8_delayed_scale(s), (double)cases[i].scale);
+        CHECK(f32_bits(amp_fp8_delayed_scale_inv(s)) == f32_bits(1.0f / cases[i].scale));
+        const float *h;
+        size_t n;
+        amp_fp8_delayed_history(s, &h, &n);
+        CHECK(n == 4 && h[0] == 0.0f && h[1] == 0.0f && h[2] == 0.0f && h[3] == 0.0f); /* history untouched */
+        CHECK(!amp_fp8_delayed_needs_init(s));
+        CHECK_EQ_INT(amp_fp8_delayed_init(s, 1.0f), AMP_ERR_INVALID_ARGUMENT); /* once */
+        CHECK(amp_fp8_delayed_scale(s) == cases[i].scale);
+        amp_fp8_delayed_free(s);
+        s = NULL;
+    }
+    /* an update or a load first: the state is the run's (or the saved run's), no init follows */
+    cfg.margin = 0;
+    if (!CHECK(amp_fp8_delayed_create(&s, &cfg, AMP_FP8_FORWARD) == AMP_OK)) return;
+    amp_fp8_delayed_update(s);
+    CHECK(!amp_fp8_delayed_needs_init(s) && amp_fp8_delayed_scale(s) == 1.0f);
+    amp_fp8_delayed_free(s);
+    const float zeros[4] = {0};
+    if (!CHECK(amp_fp8_delayed_create(&s, &cfg, AMP_FP8_FORWARD) == AMP_OK)) return;
+    CHECK(amp_fp8_delayed_load(s, zeros, 4, 1.0f) == AMP_OK);
+    CHECK(!amp_fp8_delayed_needs_init(s));
+    amp_fp8_delayed_free(s);
+    /* TE's state never wants one */
+    cfg.amax_init = false;
+    if (!CHECK(amp_fp8_delayed_create(&s, &cfg, AMP_FP8_FORWARD) == AMP_OK)) return;
+    CHECK(!amp_fp8_delayed_needs_init(s));
+    CHECK_EQ_INT(amp_fp8_delayed_init(s, 2.0f), AMP_ERR_INVALID_ARGUMENT);
+    CHECK(amp_fp8_delayed_scale(s) == 1.0f);
+    amp_fp8_delayed_free(s);
+    const amp_fp8_delayed_config def = AMP_FP8_DELAYED_CONFIG_DEFAULT;
+    CHECK(!def.amax_init);
+}
+
 /* A state loaded from another's history and scale continues bit-identically (resume). */
 void test_fp8_delayed_load(void) {
-    amp_fp8_delayed_config cfg = {5, AMP_FP8_AMAX_MAX, 0, AMP_FP8_HYBRID};
+    amp_fp8_delayed_config cfg = {5, AMP_FP8_AMAX_MAX, 0, AMP_FP8_HYBRID, false};
     amp_fp8_delayed *a = NULL, *b = NULL;
     if (!CHECK(amp_fp8_delayed_create(&a, &cfg, AMP_FP8_GRADIENT) == AMP_OK) ||
         !CHECK(amp_fp8_delayed_create(&b, &cfg, AMP_FP8_GRADIENT) == AMP_OK))

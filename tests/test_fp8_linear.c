@@ -213,9 +213,9 @@ void test_fp8_linear_recipes(void) {
  * 0; after the step the scale comes from the window's max (this step's included), then the roll. So
  * the scale used at step t is 448 / max(a over steps t-L .. t-1) (1 at step 1), and after step t the
  * history's last slot holds a_t, the one before a_{t-1}, ... */
-void test_fp8_linear_delayed_replay(void) {
+static void delayed_replay(bool amax_init) {
     enum { L = 3, STEPS = 7, N = 4 };
-    const amp_fp8_delayed_config dc = {L, AMP_FP8_AMAX_MAX, 0, AMP_FP8_HYBRID};
+    const amp_fp8_delayed_config dc = {L, AMP_FP8_AMAX_MAX, 0, AMP_FP8_HYBRID, amax_init};
     amp_ctx *ctx = NULL;
     amp_fp8_linear *s = NULL;
     if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK) || !CHECK(amp_fp8_linear_create(&s, AMP_FP8_RECIPE_DELAYED, &dc) == AMP_OK))
@@ -246,7 +246,7 @@ void test_fp8_linear_delayed_replay(void) {
             float m = 0.0f;
             for (int u = t - L; u < t; u++)
                 if (u >= 0 && amax_of[role][u] > m) m = amax_of[role][u];
-            const float want = t == 0 ? 1.0f : fmax[role] / m;
+            const float want = t > 0 ? fmax[role] / m : amax_init ? fmax[role] / amax_of[role][0] : 1.0f;
             amp_fp8_cast_stats st;
             amp_fp8_linear_stats(s, role, &st, NULL);
             CHECK_MSG(st.scale_min == want && st.scale_max == want && st.amax == amax_of[role][t],
@@ -270,12 +270,90 @@ void test_fp8_linear_delayed_replay(void) {
             for (int u = t - L + 1; u <= t; u++)
                 if (u >= 0 && amax_of[role][u] > m) m = amax_of[role][u];
             ok &= amp_fp8_delayed_scale(d) == fmax[role] / m;
-            CHECK_MSG(ok, "step %d role %s: history or scale off the replay", t + 1, amp_fp8_tensor_role_name(role));
+            CHECK_MSG(ok, "step %d role %s: history or scale off the replay (amax init %d)", t + 1,
+                      amp_fp8_tensor_role_name(role), (int)amax_init);
         }
     }
 out:
     amp_fp8_linear_free(s);
     amp_ctx_free(ctx);
+}
+
+/* TE's replay; and torchao's amax init, where step 1 casts with the scales of its own amaxes and
+ * every later step as TE's (the init adds nothing to the history). */
+void test_fp8_linear_delayed_replay(void) {
+    delayed_replay(false);
+    delayed_replay(true);
+}
+
+/* The amax init through the op: an evaluation pass before the first step (recording off) casts with
+ * the scales of its own amaxes and leaves the state fresh; the first training step asks the reduce
+ * hook once per role (a fake group whose amaxes are 4 times this rank's) and casts with the group's
+ * scales; the second step asks nothing and casts with the history's. */
+typedef struct fake_group { int calls; } fake_group;
+static int fake_group_max(void *arg, float *amax) {
+    ((fake_group *)arg)->calls++;
+    *amax *= 4.0f;
+    return AMP_OK;
+}
+
+void test_fp8_linear_amax_init(void) {
+    enum { N = 4 };
+    const amp_fp8_delayed_config dc = {8, AMP_FP8_AMAX_MAX, 0, AMP_FP8_HYBRID, true};
+    amp_ctx *ctx = NULL;
+    amp_fp8_linear *s = NULL;
+    fake_group group = {0};
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK) || !CHECK(amp_fp8_linear_create(&s, AMP_FP8_RECIPE_DELAYED, &dc) == AMP_OK))
+        goto out;
+    CHECK_EQ_INT(amp_fp8_linear_set_amax_reduce(s, fake_group_max, &group), AMP_OK);
+    /* x holds 1e-4 (under e4m3's smallest subnormal 2^-9 at scale 1), W 0.5, dY 2^-20 (under e5m2's 2^-16) */
+    float xv[N * N] = {0}, wv[N * N] = {0}, gv[N * N] = {0};
+    xv[1] = 1e-4f, wv[1] = 0.5f, gv[0] = 0x1p-20f;
+    amp_tensor *x = amp_param_new(ctx, "x", AMP_F32, 2, (const int64_t[]){N, N});
+    amp_tensor *w = amp_param_new(ctx, "w", AMP_F32, 2, (const int64_t[]){N, N});
+    if (!CHECK(amp_ctx_alloc_params(ctx) == AMP_OK)) goto out;
+    memcpy(x->data, xv, sizeof xv);
+    memcpy(w->data, wv, sizeof wv);
+    amp_fp8_linear_set_recording(s, false);
+    amp_tensor *y = amp_linear_fp8(ctx, x, w, NULL, s);
+    if (!CHECK_MSG(y != NULL, "%s", amp_ctx_error(ctx))) goto out;
+    float got[N * N];
+    amp_tensor_read(y, got, AMP_F32);
+    CHECK_MSG(fabsf(got[0] - 5e-5f) < 5e-5f * 0x1p-3f, "evaluation: y[0][0] %g, want about 5e-5 (x not flushed)", (double)got[0]);
+    CHECK(group.calls == 0);
+    for (int role = 0; role < AMP_FP8_ROLES; role++) {
+        amp_fp8_delayed *d = amp_fp8_linear_delayed(s, role);
+        CHECK(amp_fp8_delayed_needs_init(d) && amp_fp8_delayed_scale(d) == 1.0f);
+    }
+    amp_fp8_linear_set_recording(s, true);
+    const float fmax[AMP_FP8_ROLES] = {448.0f, 448.0f, 57344.0f};
+    const float amax[AMP_FP8_ROLES] = {1e-4f, 0.5f, 0x1p-20f};
+    for (int t = 0; t < 2; t++) {
+        amp_ctx_reset(ctx);
+        amp_tensor *gt = amp_tensor_from(ctx, AMP_F32, 2, (const int64_t[]){N, N}, gv, AMP_F32);
+        y = amp_linear_fp8(ctx, x, w, NULL, s);
+        amp_tensor *loss = y ? amp_sum_all(ctx, amp_mul(ctx, y, gt)) : NULL;
+        if (!CHECK_MSG(loss && amp_backward(ctx, loss, NULL) == AMP_OK, "step %d: %s", t + 1, amp_ctx_error(ctx))) break;
+        CHECK_EQ_INT(amp_fp8_linear_step(s), AMP_OK);
+        CHECK_MSG(group.calls == AMP_FP8_ROLES, "step %d: the hook ran %d times", t + 1, group.calls);
+        for (int role = 0; role < AMP_FP8_ROLES; role++) {
+            amp_fp8_cast_stats st;
+            amp_fp8_linear_stats(s, role, &st, NULL);
+            /* step 1: the group's amax (4 times this rank's); step 2: the history's max (the rank's own
+             * amax, recorded by step 1's cast; the group's all-reduce of slot 0 is the training loop's) */
+            const float want = t == 0 ? fmax[role] / (4.0f * amax[role]) : fmax[role] / amax[role];
+            CHECK_MSG(st.scale_min == want && st.scale_max == want && st.flushed == 0,
+                      "step %d role %s: scale %g (want %g), %llu flushed", t + 1, amp_fp8_tensor_role_name(role),
+                      (double)st.scale_min, (double)want, (unsigned long long)st.flushed);
+        }
+    }
+    CHECK_EQ_INT(amp_fp8_linear_set_amax_reduce(NULL, fake_group_max, &group), AMP_ERR_NULL_POINTER);
+out:
+    amp_fp8_linear_free(s);
+    amp_ctx_free(ctx);
+    if (!CHECK(amp_fp8_linear_create(&s, AMP_FP8_RECIPE_CURRENT, NULL) == AMP_OK)) return;
+    CHECK_EQ_INT(amp_fp8_linear_set_amax_reduce(s, fake_group_max, &group), AMP_ERR_INVALID_ARGUMENT);
+    amp_fp8_linear_free(s);
 }
 
 /* ---- no scaling: saturation and flushing ----------------------------------------------------------- */

@@ -175,6 +175,8 @@ typedef struct peer_comm {
     amp_comm base;
     int max_calls;
     size_t max_values;
+    bool single_too; /* also double single values (the amax init's; the inf/NaN flag 0 stays 0) */
+    int single_calls;
 } peer_comm;
 
 static int peer_f64(amp_comm *c, double *buf, size_t n, amp_comm_reduce op) {
@@ -183,6 +185,7 @@ static int peer_f64(amp_comm *c, double *buf, size_t n, amp_comm_reduce op) {
         p->max_calls++, p->max_values = n;
         for (size_t i = 0; i < n; i++) buf[i] *= 2.0;
     }
+    if (op == AMP_COMM_MAX && n == 1 && p->single_too) p->single_calls++, buf[0] *= 2.0;
     return AMP_OK;
 }
 static int peer_u64(amp_comm *c, uint64_t *buf, size_t n, amp_comm_reduce op) {
@@ -247,5 +250,37 @@ void test_fp8_train_amax_allreduce(void) {
     }
     amp_safetensors_close(fa);
     amp_safetensors_close(fg);
+    test_remove_tree(dir);
+}
+
+/* The amax init under data parallel: the first step's every cast takes the group's amax (twice this
+ * rank's here) through one MAX all-reduce per layer and role, so its scale is fp8_max over that. */
+void test_fp8_train_amax_init_allreduce(void) {
+    char dir[64], path[128], err[ERR_SIZE];
+    if (!make_text(dir, sizeof dir, path, sizeof path)) return;
+    static peer_comm peer;
+    memset(&peer, 0, sizeof peer);
+    peer.base = (amp_comm){.rank = 0, .size = 1, .allreduce_f64 = peer_f64, .allreduce_u64 = peer_u64,
+                           .start_grads = peer_start, .progress = peer_progress, .wait_grads = peer_wait,
+                           .error = peer_error};
+    peer.single_too = true;
+    amp_train_config c = small_gpt(path, AMP_PRECISION_FP8_DELAYED);
+    c.eval = false, c.steps = 1, c.fp8_amax_init = true;
+    for (int grouped = 0; grouped < 2; grouped++) {
+        static amp_train_result r;
+        c.comm = grouped ? &peer.base : NULL;
+        if (!CHECK_MSG(amp_train_run(&c, NULL, &r, err, sizeof err) == AMP_OK, "%s: %s", grouped ? "group" : "alone", err))
+            continue;
+        CHECK_EQ_INT(r.fp8_layers, 7);
+        for (int i = 0; i < r.fp8_layers; i++)
+            for (int k = 0; k < AMP_FP8_ROLES; k++) {
+                const amp_fp8_cast_stats *st = &r.fp8[i].last[k];
+                const float fmax = k == AMP_FP8_DY ? 57344.0f : 448.0f, want = fmax / ((float)(1 + grouped) * st->amax);
+                CHECK_MSG(st->amax > 0 && st->scale_min == want && st->scale_max == want,
+                          "%s %s %s: amax %g, scale %g, want %g", grouped ? "group" : "alone", r.fp8[i].name,
+                          amp_fp8_tensor_role_name(k), (double)st->amax, (double)st->scale_min, (double)want);
+            }
+    }
+    CHECK_MSG(peer.single_calls >= 7 * 3, "%d single-value MAX all-reduces, want at least the 21 inits", peer.single_calls);
     test_remove_tree(dir);
 }

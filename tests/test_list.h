@@ -314,6 +314,7 @@ TEST(fp8_cast, fp8_amax)
 TEST(fp8_cast, fp8_quantize_dequantize)
 TEST(fp8_cast, fp8_delayed_history)
 TEST(fp8_cast, fp8_delayed_variants)
+TEST(fp8_cast, fp8_delayed_amax_init)
 TEST(fp8_cast, fp8_delayed_load)
 TEST(fp8_mx, mx_torchao)
 TEST(fp8_mx, mx_closed_form)
@@ -344,6 +345,7 @@ TEST(gemm_fp8, gemm_fp8_vs_oracle)
  * size */
 TEST(fp8_linear, fp8_linear_recipes)
 TEST(fp8_linear, fp8_linear_delayed_replay)
+TEST(fp8_linear, fp8_linear_amax_init)
 TEST(fp8_linear, fp8_linear_noscale_saturation)
 TEST(fp8_linear, fp8_linear_mx_scale_rule)
 TEST(fp8_linear, fp8_linear_weights_reload)
@@ -353,6 +355,7 @@ TEST(fp8_train, fp8_train_recipes)
 TEST(fp8_train, fp8_train_resume)
 TEST(fp8_train, fp8_train_recompute)
 TEST(fp8_train, fp8_train_amax_allreduce)
+TEST(fp8_train, fp8_train_amax_init_allreduce)
 /* misuse of the library (stale tensors, a second backward, the scaler's and autocast's state,
  * element access, unallocated parameters, NULLs), each in a child process: a clear error, no
  * signal, nothing changed */

@@ -81,10 +81,15 @@ typedef struct amp_fp8_delayed_config {
     amp_fp8_amax_algo algo;     /* TE's default AMP_FP8_AMAX_MAX */
     int margin;                 /* in [-127, 127]; TE's default 0 */
     amp_fp8_format format;      /* TE's default AMP_FP8_HYBRID */
+    /* false (TE): a fresh state casts with scale 1 until its first update. true (torchao's delayed
+     * scaling, Float8LinearConfig.enable_amax_init): the first cast of a fresh state measures its own
+     * tensor's amax and takes the scale the rule gives it (amp_fp8_delayed_init), so the first step's
+     * casts are scaled too; small gradients are not flushed at scale 1 in e5m2. */
+    bool amax_init;
 } amp_fp8_delayed_config;
 
-/* TE DelayedScaling's defaults: history 1024, max, margin 0, HYBRID. */
-#define AMP_FP8_DELAYED_CONFIG_DEFAULT {1024, AMP_FP8_AMAX_MAX, 0, AMP_FP8_HYBRID}
+/* TE DelayedScaling's defaults: history 1024, max, margin 0, HYBRID, no amax init. */
+#define AMP_FP8_DELAYED_CONFIG_DEFAULT {1024, AMP_FP8_AMAX_MAX, 0, AMP_FP8_HYBRID, false}
 
 /* One tensor's delayed-scaling state: its amax history, scale and scale_inv (opaque). */
 typedef struct amp_fp8_delayed amp_fp8_delayed;
@@ -120,6 +125,15 @@ int amp_fp8_delayed_history(const amp_fp8_delayed *state, const float **history,
  * state's history_len, every slot be >= 0 (inf allowed, NaN not), scale finite and >= 0
  * (AMP_ERR_INVALID_ARGUMENT otherwise, and the state is unchanged). */
 int amp_fp8_delayed_load(amp_fp8_delayed *state, const float *history, size_t len, float scale);
+
+/* Whether the state still wants its amax init: its config asks for one and it has neither been
+ * initialized, nor updated, nor loaded (a loaded state is the saved run's, calibrated by it). */
+bool amp_fp8_delayed_needs_init(const amp_fp8_delayed *state);
+/* The amax init (config.amax_init): scale = amp_fp8_scale_from_amax(amax, scale, dtype, margin), so
+ * an amax of 0, inf or NaN keeps scale 1; scale_inv = 1 / scale. The history is unchanged: the cast
+ * that follows records its amax as any other. AMP_ERR_INVALID_ARGUMENT where the state does not
+ * need its init (amp_fp8_delayed_needs_init). */
+int amp_fp8_delayed_init(amp_fp8_delayed *state, float amax);
 
 /* ---- MXFP8 ------------------------------------------------------------------------------------ */
 
@@ -268,6 +282,14 @@ int amp_fp8_linear_stats(const amp_fp8_linear *s, amp_fp8_tensor_role role, amp_
  * current scales and leave the state as it is: evaluation passes between training steps (so that
  * they change neither the histories nor the training statistics). */
 void amp_fp8_linear_set_recording(amp_fp8_linear *s, bool on);
+
+/* Data parallel under DELAYED with the amax init: fn(arg, &amax) makes a first cast's amax the
+ * group's (an all-reduce with MAX, NaN counted as inf) before the init takes its scale, so every rank
+ * starts from the same scales. It runs inside the cast, once per role and layer, in the same order
+ * on every rank; not while recording is off (evaluation keeps its rank's own amax and leaves the
+ * state as it is). fn NULL: the rank's own amax. AMP_ERR_INVALID_ARGUMENT for other recipes. */
+typedef int (*amp_fp8_amax_reduce_fn)(void *arg, float *amax);
+int amp_fp8_linear_set_amax_reduce(amp_fp8_linear *s, amp_fp8_amax_reduce_fn fn, void *arg);
 
 /* The layer's weight was replaced (loaded from a file, or set by hand) and is no longer the weight
  * the history describes: DELAYED clears the weight's amax history and sets its scale from the new

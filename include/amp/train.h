@@ -302,6 +302,10 @@ typedef struct amp_train_config {
     int fp8_history_len;
     amp_fp8_amax_algo fp8_amax_algo;
     int fp8_margin;
+    /* fp8-delayed: torchao's amax init (amp_fp8_delayed_config.amax_init): the first step casts with
+     * scales from its tensors' own amaxes (all-reduced with MAX across ranks) instead of TE's 1.
+     * Recorded with the precision like the settings above. */
+    bool fp8_amax_init;
 } amp_train_config;
 
 #define AMP_TRAIN_FP8_MAX_HISTORY 65536

@@ -3,7 +3,9 @@
  * Slot 0 is the current step's: every cast of the step max-es its amax into it. The end-of-step
  * update reads the amax (the window's max, or slot 0) before it rolls the history one slot toward 0,
  * which moves slot 0 to the end and zeroes slot 0 for the next step (TE's amax_and_scale_update
- * kernel, and its PyTorch twin _default_get_amax_and_update_history + _update_amax_history). */
+ * kernel, and its PyTorch twin _default_get_amax_and_update_history + _update_amax_history).
+ * With the amax init (torchao's delayed scaling) a fresh state's first cast takes its scale from its
+ * own tensor's amax instead of TE's initial 1. */
 #include <math.h>
 #include <string.h>
 
@@ -17,6 +19,7 @@ struct amp_fp8_delayed {
     amp_dtype dtype;
     float scale, scale_inv;
     float *history; /* config.history_len slots, slot 0 the current step's */
+    bool calibrated; /* initialized, updated or loaded: no amax init due (config.amax_init) */
 };
 
 int amp_fp8_delayed_create(amp_fp8_delayed **out, const amp_fp8_delayed_config *config, amp_fp8_role role) {
@@ -67,6 +70,7 @@ int amp_fp8_delayed_update(amp_fp8_delayed *state) {
     memmove(h, h + 1, (len - 1) * sizeof *h);
     h[len - 1] = newest;
     h[0] = 0.0f;
+    state->calibrated = true;
     return AMP_OK;
 }
 
@@ -90,5 +94,23 @@ int amp_fp8_delayed_load(amp_fp8_delayed *state, const float *history, size_t le
     memcpy(state->history, history, len * sizeof *history);
     state->scale = scale;
     state->scale_inv = 1.0f / scale;
+    state->calibrated = true;
+    return AMP_OK;
+}
+
+bool amp_fp8_delayed_needs_init(const amp_fp8_delayed *state) {
+    return state && state->config.amax_init && !state->calibrated;
+}
+
+float amp_fp8_delayed_init_scale(const amp_fp8_delayed *state, float amax) {
+    return amp_fp8_scale_from_amax(amax, state->scale, state->dtype, state->config.margin);
+}
+
+int amp_fp8_delayed_init(amp_fp8_delayed *state, float amax) {
+    if (!state) return AMP_ERR_NULL_POINTER;
+    if (!amp_fp8_delayed_needs_init(state)) return AMP_ERR_INVALID_ARGUMENT;
+    state->scale = amp_fp8_delayed_init_scale(state, amax);
+    state->scale_inv = 1.0f / state->scale;
+    state->calibrated = true;
     return AMP_OK;
 }

@@ -58,4 +58,8 @@ void amp_fp8_scaled_decode(float *dst, amp_dtype fp8, const void *src, size_t n,
 /* The largest |src[i]|, NaNs skipped (fmaxf); *saw_nan set when one was seen. 0 for n == 0. */
 float amp_fp8_amax_skip_nan(const float *src, size_t n, bool *saw_nan);
 
+/* The scale the amax init would give the delayed-scaling state from amax (amp_fp8_delayed_init),
+ * the state unchanged: evaluation's casts before the first training step. */
+float amp_fp8_delayed_init_scale(const amp_fp8_delayed *state, float amax);
+
 #endif

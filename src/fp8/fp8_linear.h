@@ -13,6 +13,8 @@ struct amp_fp8_linear {
     bool paused; /* amp_fp8_linear_set_recording(false) */
     amp_mx_scale_mode mx_scale; /* MXFP8's scale rule (AMP_MX_RCEIL unless set) */
     amp_fp8_delayed *delayed[AMP_FP8_ROLES]; /* DELAYED only */
+    amp_fp8_amax_reduce_fn amax_reduce;      /* DELAYED's amax init across ranks, or NULL */
+    void *amax_reduce_arg;
     amp_fp8_cast_stats step[AMP_FP8_ROLES];  /* the step being computed */
     amp_fp8_cast_stats last[AMP_FP8_ROLES];  /* the last finished step */
     amp_fp8_cast_stats total[AMP_FP8_ROLES]; /* every finished step */

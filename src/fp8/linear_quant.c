@@ -65,21 +65,34 @@ static int quantize_tensorwise(amp_fp8_linear *s, amp_fp8_tensor_role role, cons
                                amp_fp8_qmat *q, amp_fp8_cast_tally *t) {
     const bool whole = src->dtype == AMP_F32;
     const int64_t band = src->band;
+    amp_fp8_delayed *d = s->recipe == AMP_FP8_RECIPE_DELAYED ? s->delayed[role] : NULL;
+    const bool init = amp_fp8_delayed_needs_init(d); /* the amax init wants this tensor's amax first */
     float m = 0.0f, scale = 1.0f;
-    if (s->recipe == AMP_FP8_RECIPE_CURRENT || whole) {
+    bool saw_nan = false;
+    if (s->recipe == AMP_FP8_RECIPE_CURRENT || whole || init) {
         for (int64_t r0 = 0; r0 < src->rows; r0 += band) {
             const int64_t n = src->rows - r0 < band ? src->rows - r0 : band;
-            m = fmaxf(m, amp_fp8_amax_skip_nan(band_rows(src, r0, n), (size_t)(n * src->cols), NULL));
+            m = fmaxf(m, amp_fp8_amax_skip_nan(band_rows(src, r0, n), (size_t)(n * src->cols), init ? &saw_nan : NULL));
         }
     }
-    if (s->recipe == AMP_FP8_RECIPE_DELAYED) scale = amp_fp8_delayed_scale(s->delayed[role]);
-    else if (s->recipe == AMP_FP8_RECIPE_CURRENT) scale = amp_fp8_current_scale(m, q->dtype, 0.0f, false);
+    if (init) {
+        float a = saw_nan ? INFINITY : m; /* a NaN keeps scale 1, as an infinite amax does */
+        int st = AMP_OK;
+        if (!s->paused && s->amax_reduce) st = s->amax_reduce(s->amax_reduce_arg, &a);
+        if (st == AMP_OK && !s->paused) st = amp_fp8_delayed_init(d, a);
+        if (st != AMP_OK) return st;
+        scale = s->paused ? amp_fp8_delayed_init_scale(d, a) : amp_fp8_delayed_scale(d);
+    } else if (d) {
+        scale = amp_fp8_delayed_scale(d);
+    } else if (s->recipe == AMP_FP8_RECIPE_CURRENT) {
+        scale = amp_fp8_current_scale(m, q->dtype, 0.0f, false);
+    }
     if (isinf(scale)) return AMP_ERR_INVALID_ARGUMENT; /* the cast's check (amp_fp8_quantize) */
     /* a scale of 0 (delayed, margin near 127) casts every value to 0: kept out of the encoder's way
      * (FLT_MIN saturates nothing and flushes what 0 would: the statistics are those of 0 too) */
     q->scale_inv[0] = scale > 0.0f ? 1.0f / scale : 1.0f;
     q->scale = scale;
-    const bool amax_here = s->recipe != AMP_FP8_RECIPE_CURRENT && !whole; /* delayed, noscale: while casting */
+    const bool amax_here = s->recipe != AMP_FP8_RECIPE_CURRENT && !whole && !init; /* delayed, noscale: while casting */
     for (int64_t r0 = 0; r0 < src->rows; r0 += band) {
         const int64_t n = src->rows - r0 < band ? src->rows - r0 : band;
         const float *x = band_rows(src, r0, n);

@@ -114,6 +114,13 @@ void amp_fp8_linear_set_recording(amp_fp8_linear *s, bool on) {
     if (s) s->paused = !on;
 }
 
+int amp_fp8_linear_set_amax_reduce(amp_fp8_linear *s, amp_fp8_amax_reduce_fn fn, void *arg) {
+    if (!s) return AMP_ERR_NULL_POINTER;
+    if (s->recipe != AMP_FP8_RECIPE_DELAYED) return AMP_ERR_INVALID_ARGUMENT;
+    s->amax_reduce = fn, s->amax_reduce_arg = arg;
+    return AMP_OK;
+}
+
 int amp_fp8_linear_weights_changed(amp_fp8_linear *s, const float *w, size_t n) {
     if (!s || (!w && n)) return AMP_ERR_NULL_POINTER;
     amp_fp8_delayed *d = s->delayed[AMP_FP8_W];

@@ -36,11 +36,11 @@ static int delayed_config(amp_train_run_state *r, amp_fp8_delayed_config *dc) {
     const amp_fp8_delayed_config def = AMP_FP8_DELAYED_CONFIG_DEFAULT;
     *dc = def;
     const bool set = (c->fp8_history_len != 0 && c->fp8_history_len != def.history_len) || c->fp8_amax_algo != def.algo ||
-                     c->fp8_margin != def.margin;
+                     c->fp8_margin != def.margin || c->fp8_amax_init;
     if (!set) return AMP_OK;
     if (!(r->prec->fp8 && r->prec->fp8_recipe == AMP_FP8_RECIPE_DELAYED))
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT,
-                              "fp8: the amax history, its algorithm and the margin apply to fp8-delayed only, not %s",
+                              "fp8: the amax history, its algorithm, the margin and the amax init apply to fp8-delayed only, not %s",
                               r->prec->name);
     if (c->fp8_history_len < 0 || c->fp8_history_len > AMP_TRAIN_FP8_MAX_HISTORY)
         return amp_train_fail(r, AMP_ERR_INVALID_ARGUMENT, "fp8: the amax history's length %d is outside [1, %d]",
@@ -52,9 +52,19 @@ static int delayed_config(amp_train_run_state *r, amp_fp8_delayed_config *dc) {
     if (c->fp8_history_len) dc->history_len = c->fp8_history_len;
     dc->algo = c->fp8_amax_algo;
     dc->margin = c->fp8_margin;
-    snprintf(r->fp8_word, sizeof r->fp8_word, "%s (history %d, %s, margin %d)", r->prec->name, dc->history_len,
-             dc->algo == AMP_FP8_AMAX_MAX ? "max" : "most recent", dc->margin);
+    dc->amax_init = c->fp8_amax_init;
+    snprintf(r->fp8_word, sizeof r->fp8_word, "%s (history %d, %s, margin %d%s)", r->prec->name, dc->history_len,
+             dc->algo == AMP_FP8_AMAX_MAX ? "max" : "most recent", dc->margin, dc->amax_init ? ", amax init" : "");
     return AMP_OK;
+}
+
+/* The amax init across ranks (amp_fp8_linear_set_amax_reduce): the group's MAX, a NaN as +inf. */
+static int reduce_init_amax(void *arg, float *amax) {
+    amp_comm *c = arg;
+    double v = isnan(*amax) ? INFINITY : (double)*amax;
+    const int st = c->allreduce_f64(c, &v, 1, AMP_COMM_MAX);
+    if (st == AMP_OK) *amax = (float)v;
+    return st;
 }
 
 int amp_train_fp8_setup(amp_train_run_state *r) {
@@ -81,6 +91,7 @@ int amp_train_fp8_setup(amp_train_run_state *r) {
         int st = amp_fp8_linear_create(&r->fp8[k], r->prec->fp8_recipe, &dc);
         if (st != AMP_OK) return amp_train_fail(r, st, "fp8: cannot create a layer's state: %s", amp_status_str(st));
         if (r->cfg.fp8_mx_floor) st = amp_fp8_linear_set_mx_scale(r->fp8[k], AMP_MX_FLOOR);
+        if (dc.amax_init && r->cfg.comm) st = amp_fp8_linear_set_amax_reduce(r->fp8[k], reduce_init_amax, r->cfg.comm);
         if (st != AMP_OK) return amp_train_fail(r, st, "fp8: cannot set the MX scale rule: %s", amp_status_str(st));
         r->fp8_layers[k] = l;
         l->fp8 = r->fp8[k];

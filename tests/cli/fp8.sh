@@ -2,8 +2,8 @@
 # the gpt (JSON keys, the per-layer table, --fp8-all-layers), checkpoints and resume of fp8-delayed,
 # the refusal of another recipe's checkpoint, mxfp8's --mx-scale floor (and the refusal of its
 # checkpoint under the default rule), `amp compare` over the recipes (its fp8 summary lines and
-# report), fp8-delayed's history, amax algorithm and margin (the scale, the checkpoint, the refusal),
-# two data-parallel ranks under mpirun, and the usage errors. Keep it fast (a few seconds).
+# report), fp8-delayed's history, amax algorithm, margin and amax init (the scales, the checkpoint,
+# the refusal), two data-parallel ranks under mpirun, and the usage errors. Keep it fast (a few seconds).
 . "$(dirname "$0")/lib.sh"
 
 mkdir -p "$TMP/idx"
@@ -88,6 +88,28 @@ expect_rc 2 "--fp8-amax mean"
 gpt --steps 2 --precision fp8-delayed --fp8-margin 128
 expect_rc 2 "--fp8-margin 128"
 
+# torchao's amax init: the first step casts with the scales of its own amaxes where TE's fresh state
+# casts with 1 (which flushes small values); resume is bit for bit; the checkpoint keeps the setting
+gpt --steps 1 --precision fp8-delayed --quiet --no-eval --json
+expect_json_eq '[.fp8[] | .x[3], .w[3], .dy[3]] | unique' '[1]' "TE's first step: every scale 1"
+expect_json_eq '[.fp8[] | .x[5] + .w[5]] | add > 0' 'true' "TE's first step flushes some small values"
+gpt --steps 1 --precision fp8-delayed --fp8-amax-init --quiet --no-eval --json
+expect_rc 0 "--fp8-amax-init"
+expect_json_eq '[.fp8[] | .x, .w | (.[3] * .[0] / 448 - 1) | fabs < 1e-6] | all' 'true' \
+    "the first step's x and W scales are 448 over their own amaxes"
+expect_json_eq '[.fp8[] | .x[5] + .w[5]] | add' '0' "nothing flushed at the own-amax scales"
+gpt --steps 6 --precision fp8-delayed --fp8-amax-init --quiet --no-eval --checkpoint "$TMP/init-full.st"
+gpt --steps 3 --precision fp8-delayed --fp8-amax-init --quiet --no-eval --checkpoint "$TMP/init-half.st"
+gpt --steps 6 --precision fp8-delayed --fp8-amax-init --quiet --no-eval --resume "$TMP/init-half.st" --checkpoint "$TMP/init-resumed.st"
+expect_rc 0 "--fp8-amax-init resumed"
+if cmp -s "$TMP/init-full.st" "$TMP/init-resumed.st"; then pass; else fail "amax init: 6 steps and 3 + 3 steps differ"; fi
+gpt --steps 6 --precision fp8-delayed --quiet --no-eval --resume "$TMP/init-half.st"
+expect_rc 2 "TE's defaults refuse an amax-init checkpoint"
+expect_err_has "it was trained in fp8-delayed (history 1024, max, margin 0, amax init), this run uses fp8-delayed" "names the setting"
+gpt --steps 2 --precision mxfp8 --fp8-amax-init
+expect_rc 2 "--fp8-amax-init on another preset"
+expect_err_has "--fp8-amax-init need --precision fp8-delayed" "names the preset"
+
 run "$AMP" compare --model gpt --data "$TMP/text.txt" --layers 1 --hidden 32 --heads 2 --context 16 --batch 4 \
     --eval-batches 2 --threads 2 --steps 3 --runs amp-bf16,fp8-delayed,fp8-block --quiet --report "$TMP/rep"
 expect_rc 0 "compare over recipes"
@@ -105,6 +127,11 @@ if "$AMP" info | grep -q '^mpi: yes' && command -v mpirun >/dev/null 2>&1 &&
         --check-replicas 1
     expect_rc 0 "2 ranks of fp8-delayed stay replicas"
     expect_json_eq '[.ranks, (.fp8 | length)]' '[2,1]' "2-rank fp8 JSON"
+    # the amax init all-reduces the first casts' amaxes: the ranks start from the same scales
+    run mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -np 2 "$AMP" train --model mlp \
+        --data "$TMP/idx" --steps 6 --batch 16 --hidden 32 --threads 1 --quiet --json --precision fp8-delayed \
+        --fp8-amax-init --check-replicas 1
+    expect_rc 0 "2 ranks of fp8-delayed with the amax init stay replicas"
 fi
 
 run "$AMP" train --precision fp8

@@ -59,7 +59,9 @@ static void print_help(void) {
            "  --fp8-history N    fp8-delayed: the amax history's length (default 1024, TE's)\n"
            "  --fp8-amax A       fp8-delayed: the scale's amax, max over the history (default) or most_recent\n"
            "  --fp8-margin M     fp8-delayed: scale = fp8 max * 2^-M / amax, headroom for growing amaxes\n"
-           "                     (default 0; a checkpoint keeps these three, other settings are refused)\n"
+           "  --fp8-amax-init    fp8-delayed: the first step's scales from its own tensors' amaxes (torchao's\n"
+           "                     delayed scaling) instead of TE's 1, which flushes small first gradients\n"
+           "                     (a checkpoint keeps these four, other settings are refused)\n"
            "  --scaler MODE      dynamic | off | static:S (default: dynamic for amp-fp16 and fp16-master,\n"
            "                     off for the others)\n"
            "  --optimizer O      sgd (image default, momentum 0.9), adam, adamw (text default, weight decay 0.01)\n"
@@ -396,6 +398,7 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
         if (strcmp(a, "--no-eval") == 0) { cfg->eval = false; continue; }
         if (strcmp(a, "--recompute") == 0) { cfg->model.recompute = true; continue; }
         if (strcmp(a, "--fp8-all-layers") == 0) { cfg->fp8_all_layers = true; continue; }
+        if (strcmp(a, "--fp8-amax-init") == 0) { cfg->fp8_amax_init = true; continue; }
         if (strcmp(a, "--no-memory-check") == 0) { cfg->skip_memory_check = true; continue; }
         if (strcmp(a, "--report") == 0) {
             if (i + 1 >= argc) return amp_usage_error("train", "--report needs a value");
@@ -436,9 +439,10 @@ static int parse_options(int argc, char **argv, amp_model_kind kind, train_optio
     if (cfg->fp8_mx_floor && cfg->precision != AMP_PRECISION_MXFP8)
         return amp_usage_error("train", "--mx-scale floor needs --precision mxfp8, not %s",
                                amp_precision_get_info(cfg->precision)->name);
-    if ((cfg->fp8_history_len || cfg->fp8_amax_algo != AMP_FP8_AMAX_MAX || cfg->fp8_margin) &&
+    if ((cfg->fp8_history_len || cfg->fp8_amax_algo != AMP_FP8_AMAX_MAX || cfg->fp8_margin || cfg->fp8_amax_init) &&
         cfg->precision != AMP_PRECISION_FP8_DELAYED)
-        return amp_usage_error("train", "--fp8-history, --fp8-amax and --fp8-margin need --precision fp8-delayed, not %s",
+        return amp_usage_error("train",
+                               "--fp8-history, --fp8-amax, --fp8-margin and --fp8-amax-init need --precision fp8-delayed, not %s",
                                amp_precision_get_info(cfg->precision)->name);
     if (cfg->param_dtype_override == AMP_BF16 && cfg->precision != AMP_PRECISION_AMP_BF16)
         return amp_usage_error("train", "--param-dtype bf16 needs --precision amp-bf16, not %s",
