@@ -111,9 +111,13 @@ expect_rc 2 "--fp8-amax-init on another preset"
 expect_err_has "--fp8-amax-init need --precision fp8-delayed" "names the preset"
 
 run "$AMP" compare --model gpt --data "$TMP/text.txt" --layers 1 --hidden 32 --heads 2 --context 16 --batch 4 \
-    --eval-batches 2 --threads 2 --steps 3 --runs amp-bf16,fp8-delayed,fp8-block --quiet --report "$TMP/rep"
+    --eval-batches 2 --threads 2 --steps 3 --runs amp-bf16,fp8-delayed,fp8-block,fp8-delayed/amax-init --quiet \
+    --report "$TMP/rep"
 expect_rc 0 "compare over recipes"
 expect_out_has "fp8 3 layers: x sat" "compare's fp8 summary"
+expect_out_has "fp8-delayed/amax-init  fp8 3 layers" "compare runs fp8-delayed with the amax init beside it"
+run "$AMP" compare --model gpt --data "$TMP/text.txt" --steps 2 --runs mxfp8/amax-init
+expect_rc 2 "the amax init on another preset in --runs"
 if grep -q "FP8 casts" "$TMP/rep/index.html" && grep -q '"type": "fp8"' "$TMP/rep/metrics.jsonl"; then pass; else
     fail "the report lacks the fp8 table or records"; fi
 

@@ -21,6 +21,7 @@ typedef struct compare_run {
     amp_precision precision;
     amp_scaler_mode scaler;
     float static_scale;
+    bool fp8_amax_init; /* fp8-delayed/amax-init */
     amp_train_result result;
 } compare_run;
 
@@ -37,7 +38,8 @@ static void print_help(void) {
            "fraction of gradient values that underflow to zero in fp16 at scale 1 and at the scale used, and\n"
            "samples/s.\n\n"
            "  --runs LIST        comma-separated PRECISION[/SCALER] (SCALER: dynamic, off, static:S; default: the\n"
-           "                     preset's), default %s\n"
+           "                     preset's), or fp8-delayed/amax-init (torchao's amax init, as `amp train\n"
+           "                     --fp8-amax-init`), default %s\n"
            "  --json             after the table, one JSON object per run (the keys of `amp train --json`)\n"
            "  --report DIR       metrics.jsonl, loss / loss-scale / gradient-histogram plots (PNG, SVG) of all\n"
            "                     runs overlaid, and index.html\n"
@@ -52,7 +54,7 @@ static void print_help(void) {
            amp_cli_model_names(names, sizeof names, "|", NULL), DEFAULT_RUNS);
 }
 
-/* "PRECISION[/SCALER]" -> run. 0 or -1. */
+/* "PRECISION[/SCALER]" or "fp8-delayed/amax-init" -> run. 0 or -1. */
 static int parse_run(const char *spec, compare_run *run) {
     char buf[64];
     if (strlen(spec) >= sizeof buf || !*spec) return -1;
@@ -62,10 +64,13 @@ static int parse_run(const char *spec, compare_run *run) {
     if (amp_precision_from_name(buf, &run->precision) != AMP_OK) return -1;
     run->scaler = AMP_SCALER_DEFAULT;
     run->static_scale = 0;
+    run->fp8_amax_init = false;
     if (slash) {
         const char *v = slash + 1;
         double d;
-        if (strcmp(v, "dynamic") == 0)
+        if (strcmp(v, "amax-init") == 0 && run->precision == AMP_PRECISION_FP8_DELAYED)
+            run->fp8_amax_init = true;
+        else if (strcmp(v, "dynamic") == 0)
             run->scaler = AMP_SCALER_DYNAMIC;
         else if (strcmp(v, "off") == 0)
             run->scaler = AMP_SCALER_OFF;
@@ -195,7 +200,8 @@ int amp_cmd_compare(int argc, char **argv) {
     int n_runs = 0;
     if (parse_runs(runs_list, runs, &n_runs) != 0)
         return amp_usage_error("compare",
-                               "--runs wants a comma-separated list of PRECISION[/dynamic|/off|/static:S] (at most %d), "
+                               "--runs wants a comma-separated list of PRECISION[/dynamic|/off|/static:S] or "
+                               "fp8-delayed/amax-init (at most %d), "
                                "not '%s'",
                                MAX_COMPARE_RUNS, runs_list);
     if (amp_cli_parse_only) return AMP_EXIT_OK;
@@ -221,6 +227,7 @@ int amp_cmd_compare(int argc, char **argv) {
         c.precision = run->precision;
         c.scaler = run->scaler;
         c.static_scale = run->static_scale;
+        c.fp8_amax_init = run->fp8_amax_init;
         progress_state ps = {.quiet = quiet, .text = text, .label = run->label};
         amp_train_callbacks cb = {.progress = on_progress, .user = &ps};
         if (rep) amp_report_begin_run(rep, run->label, &(amp_train_callbacks){.progress = on_progress, .user = &ps}, &cb);
