@@ -612,6 +612,106 @@ static bool col_amax_avx512(float *amax, const float *src, size_t rows, size_t c
     return nan || _mm512_cmpgt_epu32_mask(bits, inf) != 0;
 }
 
+/* ---- a bf16 band decoded with its block maxima ----
+ *
+ * In 16-row groups by 128-column strips (four vectors of 32 bf16 per row): each vector decoded (its
+ * words in the top halves of dwords) and stored, and its magnitudes' bits (sign cleared) max-ed as 16-bit
+ * words, which order as the values do, a NaN above infinity: into the strip's four column vectors, and
+ * into a tile vector per row and tile (the four vectors' max for 1x128 tiles, each vector for 1x32).
+ * Sixteen tile vectors then reduce together (hmax16_epu32 on their word pairs' maxima); a column
+ * vector goes into cmax after its group. The maxima are the largest magnitude's bf16 bits as fp32:
+ * the amax, or a NaN. */
+
+/* The 32 bf16 of v as fp32 bits, words 0..15 in *lo and 16..31 in *hi: each word in the top half of
+ * its dword (the in-lane unpacks, after a qword permute that keeps the order). */
+static inline __attribute__((always_inline)) void f32_from_bf16x32(__m512i v, __m512i *lo, __m512i *hi) {
+    const __m512i p = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7), v);
+    *lo = _mm512_unpacklo_epi16(_mm512_setzero_si512(), p);
+    *hi = _mm512_unpackhi_epi16(_mm512_setzero_si512(), p);
+}
+
+/* The 16 largest words of tv[i] (16-bit magnitudes' bits), as fp32 at out[i * stride] for i < h. */
+static inline __attribute__((always_inline)) void store_tile_maxima(float *out, size_t stride, const __m512i tv[16],
+                                                                    size_t h) {
+    __m512i f[16];
+    UNROLL_ALL
+    for (int i = 0; i < 16; i++) /* each dword: the larger of its two words */
+        f[i] = _mm512_max_epu32(_mm512_and_si512(tv[i], _mm512_set1_epi32(0xFFFF)), _mm512_srli_epi32(tv[i], 16));
+    float m[16];
+    _mm512_storeu_si512(m, _mm512_slli_epi32(hmax16_epu32(f), 16));
+    for (size_t i = 0; i < h; i++) out[i * stride] = m[i];
+}
+
+/* One strip of h <= 16 rows by nv vectors of 32 bf16 (row stride cols); tmax: the strip's first
+ * tile maxima of its first row (row stride nt); cm: the strip's column maxima as 16-bit words. */
+static inline __attribute__((always_inline)) void decode_band_strip(float *dst, const uint16_t *src, size_t h,
+                                                                    size_t cols, int nv, size_t tile, float *tmax,
+                                                                    size_t nt, __m512i cm[4]) {
+    const __m512i mag = _mm512_set1_epi16(0x7FFF);
+    __m512i tv[4][16];
+    for (size_t i = 0; i < 16; i++) {
+        __m512i m[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                        _mm512_setzero_si512()};
+        UNROLL_ALL
+        for (int k = 0; k < nv && i < h; k++) {
+            const __m512i v = _mm512_loadu_si512(src + i * cols + 32 * (size_t)k);
+            __m512i lo, hi;
+            f32_from_bf16x32(v, &lo, &hi);
+            _mm512_storeu_si512(dst + i * cols + 32 * (size_t)k, lo);
+            _mm512_storeu_si512(dst + i * cols + 32 * (size_t)k + 16, hi);
+            m[k] = _mm512_and_si512(v, mag);
+            cm[k] = _mm512_max_epu16(cm[k], m[k]);
+        }
+        if (tile == 128) {
+            tv[0][i] = _mm512_max_epu16(_mm512_max_epu16(m[0], m[1]), _mm512_max_epu16(m[2], m[3]));
+        } else {
+            UNROLL_ALL
+            for (int k = 0; k < nv; k++) tv[k][i] = m[k];
+        }
+    }
+    if (tile == 128) {
+        store_tile_maxima(tmax, nt, tv[0], h);
+    } else {
+        UNROLL_ALL
+        for (int k = 0; k < nv; k++) store_tile_maxima(tmax + k, nt, tv[k], h);
+    }
+}
+
+static inline __attribute__((always_inline)) void decode_band_tile(float *dst, const uint16_t *src, size_t rows,
+                                                                   size_t cols, size_t tile, float *tmax,
+                                                                   float *cmax) {
+    const size_t nt = cols / tile;
+    for (size_t r0 = 0; r0 < rows; r0 += 16) {
+        const size_t h = rows - r0 < 16 ? rows - r0 : 16;
+        for (size_t s = 0; s < cols; s += 128) {
+            __m512i cm[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                             _mm512_setzero_si512()};
+            const int nv = cols - s >= 128 ? 4 : (int)((cols - s) / 32);
+            const size_t at = r0 * cols + s;
+            float *tm = tmax + r0 * nt + s / tile;
+            if (nv == 4) decode_band_strip(dst + at, src + at, h, cols, 4, tile, tm, nt, cm);
+            else decode_band_strip(dst + at, src + at, h, cols, nv, tile, tm, nt, cm);
+            for (int k = 0; k < nv; k++) { /* the strip's column maxima into cmax's bits */
+                __m512i lo, hi;
+                f32_from_bf16x32(cm[k], &lo, &hi);
+                float *c = cmax + s + 32 * (size_t)k;
+                if (r0 > 0) {
+                    lo = _mm512_max_epu32(lo, _mm512_loadu_si512(c));
+                    hi = _mm512_max_epu32(hi, _mm512_loadu_si512(c + 16));
+                }
+                _mm512_storeu_si512(c, lo);
+                _mm512_storeu_si512(c + 16, hi);
+            }
+        }
+    }
+}
+
+static void decode_band_bf16_avx512(float *dst, const uint16_t *src, size_t rows, size_t cols, size_t tile,
+                                    float *tmax, float *cmax) {
+    if (tile == 128) decode_band_tile(dst, src, rows, cols, 128, tmax, cmax);
+    else decode_band_tile(dst, src, rows, cols, 32, tmax, cmax);
+}
+
 /* ---- block-scale bookkeeping ---- */
 
 /* 16 factors at a time: the exponent field less the bias, refused where the mantissa field is not 0 or
@@ -713,4 +813,5 @@ void amp_fp8_kernels_avx512(amp_fp8_kernels *k) {
     k->col_amax = col_amax_avx512;
     k->factor_adds = factor_adds_avx512;
     k->mx_scales = mx_scales_avx512;
+    k->decode_band_bf16 = decode_band_bf16_avx512;
 }
