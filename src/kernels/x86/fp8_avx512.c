@@ -654,6 +654,7 @@ static inline __attribute__((always_inline)) void decode_band_strip(float *dst, 
                         _mm512_setzero_si512()};
         UNROLL_ALL
         for (int k = 0; k < nv && i < h; k++) {
+            _mm_prefetch((const char *)(src + (i + 16) * cols + 32 * (size_t)k), _MM_HINT_T0);
             const __m512i v = _mm512_loadu_si512(src + i * cols + 32 * (size_t)k);
             __m512i lo, hi;
             f32_from_bf16x32(v, &lo, &hi);
