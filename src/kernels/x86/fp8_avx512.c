@@ -440,69 +440,89 @@ static const int32_t e4m3_off[16] __attribute__((aligned(64))) = {E4M3_ROW(E4M3_
 #undef E4M3_OFF
 #undef E4M3_CB
 
-/* The fp8 bytes of x, one in each 32-bit lane, and their magnitudes (sign bit clear) in *mag. e4m3
- * takes c and the offset from two 16-entry tables (VPERMD) indexed by a's exponent, where e5m2 (31
- * exponents) computes them: 4 vector operations fewer. A NaN a has the exponent 255, index 135 (its low
- * four bits pick some entry): a NaN sum plus any offset stays above the NaN pattern. */
-static inline __attribute__((always_inline)) __m512i fp8_bytes_from_f32x16(__m512 x, const fp8_format *fmt, __m512i *mag) {
+/* The fp8 magnitude patterns of x, one in each 32-bit lane: a finite x's (0 .. the largest finite
+ * pattern), and a positive dword above every fp8 pattern for a NaN, which the callers clamp to the NaN
+ * pattern. e4m3 takes c and the offset from two 16-entry tables (VPERMD) indexed by a's exponent, where
+ * e5m2 (31 exponents) computes them: 4 vector operations fewer. A NaN a has the exponent 255, index 135
+ * (its low four bits pick some entry): a NaN sum (at least 0x7FC00000) plus any offset (above
+ * -2^31 + 2^30) stays above the NaN pattern and positive. */
+static inline __attribute__((always_inline)) __m512i fp8_mag_from_f32x16(__m512 x, const fp8_format *fmt) {
     const __m512 a = _mm512_min_ps(_mm512_set1_ps(fmt->max_finite), _mm512_abs_ps(x));
     if (fmt->mbits == 3) {
         const __m512i idx = _mm512_subs_epu16(_mm512_srli_epi32(_mm512_castps_si512(a), 23), _mm512_set1_epi32(120));
         const __m512i c = _mm512_permutexvar_epi32(idx, _mm512_load_si512(e4m3_cb));
         const __m512i sum = _mm512_castps_si512(_mm512_add_ps(a, _mm512_castsi512_ps(c)));
-        *mag = _mm512_min_epu32(_mm512_add_epi32(sum, _mm512_permutexvar_epi32(idx, _mm512_load_si512(e4m3_off))),
-                                _mm512_set1_epi32(fmt->nan_bits));
-        return _mm512_ternarylogic_epi32(*mag, _mm512_srli_epi32(_mm512_castps_si512(x), 24), _mm512_set1_epi32(0x80), 0xF8);
+        return _mm512_add_epi32(sum, _mm512_permutexvar_epi32(idx, _mm512_load_si512(e4m3_off)));
     }
     const __m512i cb = _mm512_max_epi32(_mm512_add_epi32(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7F800000)),
                                                          _mm512_set1_epi32(fmt->c_shift)),
                                         _mm512_set1_epi32(fmt->c_min));
     const __m512i sum = _mm512_castps_si512(_mm512_add_ps(a, _mm512_castsi512_ps(cb)));
     const __m512i off = _mm512_sub_epi32(_mm512_srli_epi32(cb, 23 - fmt->mbits), _mm512_add_epi32(cb, _mm512_set1_epi32(fmt->k_off)));
-    *mag = _mm512_min_epu32(_mm512_add_epi32(sum, off), _mm512_set1_epi32(fmt->nan_bits));
-    return _mm512_ternarylogic_epi32(*mag, _mm512_srli_epi32(_mm512_castps_si512(x), 24), _mm512_set1_epi32(0x80), 0xF8);
+    return _mm512_add_epi32(sum, off);
 }
 
-/* 64 bytes from four vectors of one byte per lane: two packs (in-lane, so each 128-bit lane holds
- * dword j of the four inputs in turn), then the dwords back in order. */
-static inline __attribute__((always_inline)) void store_bytes64(uint8_t *dst, __m512i b0, __m512i b1, __m512i b2, __m512i b3) {
-    const __m512i w = _mm512_packus_epi16(_mm512_packus_epi32(b0, b1), _mm512_packus_epi32(b2, b3));
+/* The fp8 bytes of x from their magnitudes (fp8_mag_from_f32x16's), one in each 32-bit lane: clamped
+ * to the NaN pattern (an unsigned min), x's sign or-ed in. */
+static inline __attribute__((always_inline)) __m512i fp8_bytes_of_mag(__m512i mag, __m512 x, const fp8_format *fmt) {
+    return _mm512_ternarylogic_epi32(_mm512_min_epu32(mag, _mm512_set1_epi32(fmt->nan_bits)),
+                                     _mm512_srli_epi32(_mm512_castps_si512(x), 24), _mm512_set1_epi32(0x80), 0xF8);
+}
+
+/* 64 bytes from four vectors of magnitudes (fp8_mag_from_f32x16's, one per lane) and the four vectors
+ * of values they came from (their signs): signed-saturating packs take each magnitude to a byte (a
+ * NaN's to 0xFF, which an unsigned byte min with the NaN pattern clamps), the same packs of the values'
+ * bits give bytes whose top bit is the value's sign (a negative dword stays negative), one ternary
+ * logic op merges them; the packs are in-lane, so each 128-bit lane holds dword j of the four inputs
+ * in turn, and one permute puts the dwords back in order. */
+static inline __attribute__((always_inline)) void store_bytes64(uint8_t *dst, const __m512i mag[4], const __m512 x[4],
+                                                                const fp8_format *fmt) {
+    const __m512i m = _mm512_packus_epi16(_mm512_packs_epi32(mag[0], mag[1]), _mm512_packs_epi32(mag[2], mag[3]));
+    const __m512i sg = _mm512_packs_epi16(_mm512_packs_epi32(_mm512_castps_si512(x[0]), _mm512_castps_si512(x[1])),
+                                          _mm512_packs_epi32(_mm512_castps_si512(x[2]), _mm512_castps_si512(x[3])));
+    const __m512i b = _mm512_ternarylogic_epi32(_mm512_min_epu8(m, _mm512_set1_epi8((char)fmt->nan_bits)), sg,
+                                                _mm512_set1_epi8((char)0x80), 0xF8);
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    _mm512_storeu_si512(dst, _mm512_permutexvar_epi32(order, w));
+    _mm512_storeu_si512(dst, _mm512_permutexvar_epi32(order, b));
 }
 
 static inline __attribute__((always_inline)) void scaled_encode(uint8_t *dst, const float *src, size_t n, float scale,
                                                                 const fp8_format *fmt) {
     const __m512 s = _mm512_set1_ps(scale);
-    __m512i mag;
     size_t i = 0;
-    for (; i + 64 <= n; i += 64)
-        store_bytes64(dst + i, fp8_bytes_from_f32x16(_mm512_mul_ps(_mm512_loadu_ps(src + i), s), fmt, &mag),
-                      fp8_bytes_from_f32x16(_mm512_mul_ps(_mm512_loadu_ps(src + i + 16), s), fmt, &mag),
-                      fp8_bytes_from_f32x16(_mm512_mul_ps(_mm512_loadu_ps(src + i + 32), s), fmt, &mag),
-                      fp8_bytes_from_f32x16(_mm512_mul_ps(_mm512_loadu_ps(src + i + 48), s), fmt, &mag));
+    for (; i + 64 <= n; i += 64) {
+        __m512 x[4];
+        __m512i mag[4];
+        UNROLL_ALL
+        for (int k = 0; k < 4; k++) {
+            x[k] = _mm512_mul_ps(_mm512_loadu_ps(src + i + 16 * k), s);
+            mag[k] = fp8_mag_from_f32x16(x[k], fmt);
+        }
+        store_bytes64(dst + i, mag, x, fmt);
+    }
     for (; i < n; i += 16) {
         const __mmask16 m = tail_mask(n - i);
-        _mm512_mask_cvtepi32_storeu_epi8(dst + i, m, fp8_bytes_from_f32x16(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, src + i), s), fmt, &mag));
+        const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, src + i), s);
+        _mm512_mask_cvtepi32_storeu_epi8(dst + i, m, fp8_bytes_of_mag(fp8_mag_from_f32x16(x, fmt), x, fmt));
     }
 }
 
-/* encode_stats (fp8_kernels.h) on 16 values (mask m): their bytes, one per 32-bit lane, returned, and
- * the counts raised by the lanes whose source is finite and nonzero (VFPCLASSPS: not a NaN, a zero or
- * an infinity) and whose product's magnitude exceeds the largest finite (saturated) or whose byte's
- * magnitude is 0 (flushed): population counts of the masks, in scalar registers, so that the vector
- * ports only compute the masks. */
+/* encode_stats (fp8_kernels.h) on 16 values (mask m): their magnitudes (fp8_mag_from_f32x16's) and
+ * products (*p) returned, and the counts raised by the lanes whose source is finite and nonzero
+ * (VFPCLASSPS: not a NaN, a zero or an infinity) and whose product's magnitude exceeds the largest
+ * finite (saturated) or whose magnitude is 0 (flushed): population counts of the masks, in scalar
+ * registers, so that the vector ports only compute the masks. */
 static inline __attribute__((always_inline)) __m512i encode_stats16(__m512 x, __m512 mult, __mmask16 m,
-                                                                    const fp8_format *fmt, int64_t *sat, int64_t *flush) {
-    const __m512 p = _mm512_mul_ps(x, mult);
-    __m512i w;
-    const __m512i bytes = fp8_bytes_from_f32x16(p, fmt, &w);
+                                                                    const fp8_format *fmt, __m512 *p, int64_t *sat,
+                                                                    int64_t *flush) {
+    *p = _mm512_mul_ps(x, mult);
+    const __m512i w = fp8_mag_from_f32x16(*p, fmt);
     const __mmask16 live = _kandn_mask16(_mm512_fpclass_ps_mask(x, 0x9F), m); /* 0x9F: NaN, +-0, +-inf */
-    const __mmask16 over = _mm512_mask_cmp_ps_mask(live, _mm512_abs_ps(p), _mm512_set1_ps(fmt->max_finite), _CMP_GT_OQ);
+    const __mmask16 over = _mm512_mask_cmp_ps_mask(live, _mm512_abs_ps(*p), _mm512_set1_ps(fmt->max_finite), _CMP_GT_OQ);
     const __mmask16 zero = _mm512_mask_testn_epi32_mask(live, w, w);
     *sat += __builtin_popcount(over);
     *flush += __builtin_popcount(zero);
-    return bytes;
+    return w;
 }
 
 /* The multipliers of values i .. i+15: s (scales NULL), scales[i ..] (block 1), or the one of their
@@ -521,16 +541,20 @@ static inline __attribute__((always_inline)) void encode_stats(uint8_t *dst, con
     const __m512 s = _mm512_set1_ps(scale);
     int64_t sat = 0, flush = 0;
     size_t i = 0;
-#define STATS16(off) encode_stats16(_mm512_loadu_ps(src + i + (off)), mult(scales, block, s, i + (off), 0xFFFF), 0xFFFF, fmt, &sat, &flush)
     for (; i + 64 <= n; i += 64) {
-        const __m512i b0 = STATS16(0), b1 = STATS16(16), b2 = STATS16(32), b3 = STATS16(48);
-        store_bytes64(dst + i, b0, b1, b2, b3);
+        __m512 p[4];
+        __m512i mag[4];
+        UNROLL_ALL
+        for (int k = 0; k < 4; k++)
+            mag[k] = encode_stats16(_mm512_loadu_ps(src + i + 16 * k), mult(scales, block, s, i + 16 * (size_t)k, 0xFFFF),
+                                    0xFFFF, fmt, &p[k], &sat, &flush);
+        store_bytes64(dst + i, mag, p, fmt);
     }
-#undef STATS16
     for (; i < n; i += 16) {
         const __mmask16 m = tail_mask(n - i);
-        const __m512i b = encode_stats16(_mm512_maskz_loadu_ps(m, src + i), mult(scales, block, s, i, m), m, fmt, &sat, &flush);
-        _mm512_mask_cvtepi32_storeu_epi8(dst + i, m, b);
+        __m512 p;
+        const __m512i w = encode_stats16(_mm512_maskz_loadu_ps(m, src + i), mult(scales, block, s, i, m), m, fmt, &p, &sat, &flush);
+        _mm512_mask_cvtepi32_storeu_epi8(dst + i, m, fp8_bytes_of_mag(w, p, fmt));
     }
     counts[0] += sat, counts[1] += flush;
 }
