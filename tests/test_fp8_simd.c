@@ -552,6 +552,35 @@ void test_fp8_block_scales_paths(void) {
                     }
                 }
             }
+        /* block scaling's scales (block_scales): against amp_fp8_current_scale(amax, dt, 0, true), the
+         * amaxes' NaNs made 0 (a tile's amax skips them), apart and in place */
+        for (size_t i = 0; i < n; i++)
+            if (isnan(amax[i])) amax[i] = 0.0f;
+        for (int d = 0; d < 2; d++) {
+            float want[3] = {INFINITY, 0.0f, (float)(round % 3)};
+            for (size_t b = 0; b < n; b++) {
+                fw[b] = amp_fp8_current_scale(amax[b], dts[d], 0.0f, true);
+                want[0] = fminf(want[0], fw[b]), want[1] = fmaxf(want[1], fw[b]), want[2] = fmaxf(want[2], amax[b]);
+            }
+            for (int k = 0; k < n_isas; k++)
+                for (int in = 0; in < 2; in++) {
+                    memcpy(inplace, amax, sizeof amax);
+                    float *sc = in ? inplace : mg, got[3] = {INFINITY, 0.0f, (float)(round % 3)};
+                    amp_fp8_kernels_for(isas[k])->block_scales(sc, fg, in ? inplace : amax, n, d ? 57344.0f : 448.0f, got);
+                    int bad = 0;
+                    for (size_t b = 0; b < n && bad < 3; b++)
+                        if (!CHECK_MSG(f32_bits(sc[b]) == f32_bits(fw[b]) && fg[b] == 1.0f / fw[b],
+                                       "%s block_scales %s%s tile %zu amax %a: scale %a (%a), inverse %a",
+                                       amp_isa_name(isas[k]), amp_dtype_name(dts[d]), in ? " in place" : "", b,
+                                       (double)amax[b], (double)sc[b], (double)fw[b], (double)fg[b]))
+                            bad++;
+                    CHECK_MSG(f32_bits(got[0]) == f32_bits(want[0]) && f32_bits(got[1]) == f32_bits(want[1]) &&
+                                  f32_bits(got[2]) == f32_bits(want[2]),
+                              "%s block_scales %s n %zu: stats %a %a %a (%a %a %a)", amp_isa_name(isas[k]),
+                              amp_dtype_name(dts[d]), n, (double)got[0], (double)got[1], (double)got[2], (double)want[0],
+                              (double)want[1], (double)want[2]);
+                }
+        }
     }
     /* factor_adds: runs of powers of 2 with one planted refusal (or none) */
     float f[N];

@@ -67,6 +67,15 @@ typedef void (*amp_fp8_encode_stats_fn)(uint8_t *dst, const float *src, size_t n
  * whether one of those values was a NaN. */
 typedef bool (*amp_fp8_col_amax_fn)(float *amax, const float *src, size_t rows, size_t cols, size_t ld);
 
+/* Block scaling's scales from n tiles' amaxes (none a NaN: NaNs skipped), for an fp8 dtype whose
+ * largest finite value is maxf: scale[b] = amp_fp8_current_scale(amax[b], dtype, 0, true) (maxf /
+ * amax rounded down to a power of 2, 2^127 where the quotient is infinite, 1 for an amax of 0 or
+ * inf), inv[b] = 1 / scale[b] (exact). stats[0] and stats[1] become the smallest and largest of
+ * themselves and the scales, stats[2] the largest of itself and the amaxes. scale may be amax (in
+ * place). */
+typedef void (*amp_fp8_block_scales_fn)(float *scale, float *inv, const float *amax, size_t n, float maxf,
+                                        float stats[3]);
+
 /* A band of a row-major bf16 matrix [rows, cols] decoded to fp32 with the block maxima its MXFP8 or
  * block-scaled casts take, in one pass over src (cols a multiple of tile, tile 32 or 128):
  * dst[r * cols + j] = the fp32 value of src[r * cols + j] (exact); tmax[r * (cols / tile) + t] = the
@@ -111,6 +120,7 @@ typedef struct amp_fp8_kernels {
     amp_fp8_factor_adds_fn factor_adds;
     amp_fp8_mx_scales_fn mx_scales;
     amp_fp8_decode_band_fn decode_band_bf16;
+    amp_fp8_block_scales_fn block_scales;
 } amp_fp8_kernels;
 
 void amp_fp8_kernels_ref(amp_fp8_kernels *k);

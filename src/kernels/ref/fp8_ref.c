@@ -1,4 +1,5 @@
 /* The reference fp8 kernels (fp8_kernels.h): portable C on the library's scalar bit codecs. */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -178,6 +179,22 @@ static bool col_amax_ref(float *amax, const float *src, size_t rows, size_t cols
     return nan;
 }
 
+static void block_scales_ref(float *scale, float *inv, const float *amax, size_t n, float maxf, float stats[3]) {
+    for (size_t b = 0; b < n; b++) {
+        const float a = amax[b]; /* read before scale[b] is written: they may be the same array */
+        float s = 1.0f;
+        if (a != 0.0f && !isinf(a)) {
+            s = maxf / a;
+            if (isinf(s)) s = FLT_MAX;
+            s = bits_to_f32(amp_f32_bits(s) & 0xFF800000u);
+        }
+        scale[b] = s, inv[b] = 1.0f / s;
+        if (s < stats[0]) stats[0] = s;
+        if (s > stats[1]) stats[1] = s;
+        if (a > stats[2]) stats[2] = a;
+    }
+}
+
 /* The decode, then each tile's and column's maximum: a plain max that a NaN, once met, keeps. */
 static void decode_band_bf16_ref(float *dst, const uint16_t *src, size_t rows, size_t cols, size_t tile, float *tmax,
                                  float *cmax) {
@@ -283,4 +300,5 @@ void amp_fp8_kernels_ref(amp_fp8_kernels *k) {
     k->factor_adds = factor_adds_ref;
     k->mx_scales = mx_scales_ref;
     k->decode_band_bf16 = decode_band_bf16_ref;
+    k->block_scales = block_scales_ref;
 }

@@ -7,6 +7,7 @@
  *
  * Encode: x * scale, then the reference's parametric integer rounding to nearest even, saturating
  * (convert_avx512.c's encoder with the multiplication folded in: one pass instead of a staged one). */
+#include <float.h>
 #include <immintrin.h>
 #include <math.h>
 #include <stdbool.h>
@@ -636,6 +637,26 @@ static bool col_amax_avx512(float *amax, const float *src, size_t rows, size_t c
     return nan || _mm512_cmpgt_epu32_mask(bits, inf) != 0;
 }
 
+/* Block scaling's scales 16 tiles at a time: the quotient (VDIVPS), infinity clamped to FLT_MAX by a
+ * min, the mantissa cleared, 1 where the amax is 0 or inf (VFPCLASSPS); the inverse by a division
+ * (exact: a power of 2). */
+static void block_scales_avx512(float *scale, float *inv, const float *amax, size_t n, float maxf, float stats[3]) {
+    const __m512 m = _mm512_set1_ps(maxf), one = _mm512_set1_ps(1.0f);
+    __m512 smin = _mm512_set1_ps(stats[0]), smax = _mm512_set1_ps(stats[1]), amx = _mm512_set1_ps(stats[2]);
+    for (size_t b = 0; b < n; b += 16) {
+        const __mmask16 k = tail_mask(n - b);
+        const __m512 a = _mm512_maskz_loadu_ps(k, amax + b);
+        const __m512 q = _mm512_min_ps(_mm512_div_ps(m, a), _mm512_set1_ps(FLT_MAX));
+        __m512 s = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(q), _mm512_set1_epi32((int)0xFF800000u)));
+        s = _mm512_mask_mov_ps(s, _mm512_fpclass_ps_mask(a, 0x1E), one); /* 0x1E: +-0, +-inf */
+        _mm512_mask_storeu_ps(scale + b, k, s);
+        _mm512_mask_storeu_ps(inv + b, k, _mm512_div_ps(one, s));
+        smin = _mm512_mask_min_ps(smin, k, smin, s), smax = _mm512_mask_max_ps(smax, k, smax, s);
+        amx = _mm512_mask_max_ps(amx, k, amx, a);
+    }
+    stats[0] = _mm512_reduce_min_ps(smin), stats[1] = _mm512_reduce_max_ps(smax), stats[2] = _mm512_reduce_max_ps(amx);
+}
+
 /* ---- a bf16 band decoded with its block maxima ----
  *
  * In 16-row groups by 128-column strips (four vectors of 32 bf16 per row): each vector decoded (its
@@ -839,4 +860,5 @@ void amp_fp8_kernels_avx512(amp_fp8_kernels *k) {
     k->factor_adds = factor_adds_avx512;
     k->mx_scales = mx_scales_avx512;
     k->decode_band_bf16 = decode_band_bf16_avx512;
+    k->block_scales = block_scales_avx512;
 }
