@@ -318,6 +318,15 @@ static float amax_nan_avx512(const float *src, size_t n, bool *saw_nan) {
     return m;
 }
 
+/* amax reads a long array once, two operations per vector, faster than the hardware's prefetchers
+ * bring it from beyond L2: four cache lines (64 floats) this far ahead are fetched into L1 with each
+ * 64 read (about a fifth more GB/s at 4 MiB; the encode, compute-bound, gains nothing from it). */
+enum { PREFETCH_AHEAD = 1024 };
+static inline __attribute__((always_inline)) void prefetch64(const float *p) {
+    UNROLL_ALL
+    for (int k = 0; k < 64; k += 16) _mm_prefetch((const char *)(p + PREFETCH_AHEAD + k), _MM_HINT_T0);
+}
+
 /* The magnitudes' bit patterns order as the values do (infinity above every finite, NaNs above it):
  * an unsigned integer max over them is the amax while no NaN is among them, found in one pass of two
  * operations per vector. A NaN (the max above 0x7F800000) sends the array to the NaN-skipping pass. */
@@ -326,6 +335,7 @@ static float amax_avx512(const float *src, size_t n, bool *saw_nan) {
     __m512i m0 = _mm512_setzero_si512(), m1 = m0, m2 = m0, m3 = m0;
     size_t i = 0;
     for (; i + 64 <= n; i += 64) {
+        prefetch64(src + i);
         m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_loadu_si512(src + i), abs_mask));
         m1 = _mm512_max_epu32(m1, _mm512_and_si512(_mm512_loadu_si512(src + i + 16), abs_mask));
         m2 = _mm512_max_epu32(m2, _mm512_and_si512(_mm512_loadu_si512(src + i + 32), abs_mask));
