@@ -4,8 +4,9 @@
  * adds), amax and block amax (NaN, inf, subnormals, -0), and
  * the saturating scaled encode (a strided sweep over every fp32 bit pattern, plus random values times
  * random scales, overflow and underflow included), the encode with statistics (the same bytes and
- * the saturated and flushed counts taken from them, one scale or one per value or block) and the
- * column maxima with their NaN flag. The reference kernels are themselves the library's
+ * the saturated and flushed counts taken from them, one scale or one per value or block), the
+ * column maxima with their NaN flag, a bf16 band's decode with its tile and column maxima, and block
+ * scaling's scales (against amp_fp8_current_scale). The reference kernels are themselves the library's
  * scalar codecs (core/float_bits.h), which test_decode.c and test_encode_edges.c check against
  * independent oracles; the threaded amax and cast (src/fp8/cast.c) are checked against them at 1, 2
  * and 3 threads. */
