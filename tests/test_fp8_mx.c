@@ -300,7 +300,7 @@ void test_mx_columns(void) {
         }
         amp_fp8_cast_tally t = AMP_FP8_CAST_TALLY_INIT;
         float amax = 0.0f;
-        amp_mx_quantize_columns_tally(got, inv, src, rows, cols, AMP_F8E4M3, mode, &t, &amax);
+        amp_mx_quantize_columns_tally(got, inv, src, rows, cols, AMP_F8E4M3, mode, NULL, &t, &amax);
         int64_t sat = 0, flush = 0;
         float smin = INFINITY, smax = 0.0f, want_amax = 0.0f;
         for (size_t j = 0; j < cols; j++) {
@@ -365,8 +365,8 @@ void test_mx_zero_blocks(void) {
     for (int p = 64; p < K; p++) b[p * N + 6] = 0.0f;                     /* column 6, block 2 */
     amp_fp8_cast_tally t = AMP_FP8_CAST_TALLY_INIT;
     float amax = 0.0f;
-    amp_mx_quantize_tally(aq, ae, ainv, a, M * K, AMP_F8E4M3, AMP_MX_RCEIL, &t, &amax);
-    amp_mx_quantize_columns_tally(bq, binv, b, K, N, AMP_F8E4M3, AMP_MX_RCEIL, &t, &amax);
+    amp_mx_quantize_tally(aq, ae, ainv, a, M * K, AMP_F8E4M3, AMP_MX_RCEIL, NULL, &t, &amax);
+    amp_mx_quantize_columns_tally(bq, binv, b, K, N, AMP_F8E4M3, AMP_MX_RCEIL, NULL, &t, &amax);
     CHECK(amp_mx_dequantize(av, aq, ae, M * K, AMP_F8E4M3) == AMP_OK);
     for (int i = 0; i < M * KB; i++) {
         bool zeros = true;

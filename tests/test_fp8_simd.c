@@ -4,8 +4,9 @@
  * adds), amax and block amax (NaN, inf, subnormals, -0), and
  * the saturating scaled encode (a strided sweep over every fp32 bit pattern, plus random values times
  * random scales, overflow and underflow included), the encode with statistics (the same bytes and
- * the saturated and flushed counts taken from them, one scale or one per value or block) and the
- * column maxima with their NaN flag. The reference kernels are themselves the library's
+ * the saturated and flushed counts taken from them, one scale or one per value or block), the
+ * column maxima with their NaN flag, a bf16 band's decode with its tile and column maxima, and block
+ * scaling's scales (against amp_fp8_current_scale). The reference kernels are themselves the library's
  * scalar codecs (core/float_bits.h), which test_decode.c and test_encode_edges.c check against
  * independent oracles; the threaded amax and cast (src/fp8/cast.c) are checked against them at 1, 2
  * and 3 threads. */
@@ -363,6 +364,62 @@ void test_fp8_encode_stats_paths(void) {
     free(x);
 }
 
+/* A bf16 band decoded with its 1x32 / 1x128 tile maxima and column maxima (decode_band_bf16): every
+ * path against the definition as a scalar loop (exact decode, NaN-propagating maxima), rows past a
+ * 16-row group and column counts past a 128-column strip included. */
+void test_fp8_decode_band_paths(void) {
+    const uint64_t seed = harness_seed();
+    harness_note("seed %llu", (unsigned long long)seed);
+    test_rng rng = {seed ^ 0xBA5Du};
+    amp_isa isas[AMP_ISA_COUNT];
+    const int n_isas = test_supported_isas(isas);
+    enum { R = 40, C = 512 };
+    uint16_t *src = malloc(R * C * sizeof(uint16_t));
+    float *dst = malloc(R * C * sizeof(float)), *want_t = malloc(R * C / 32 * sizeof(float));
+    float *got_t = malloc(R * C / 32 * sizeof(float)), want_c[C], got_c[C];
+    if (!CHECK(src && dst && want_t && got_t)) goto out;
+    for (int round = 0; round < (harness_quick() ? 40 : 120); round++) {
+        const size_t tile = round % 2 ? 32 : 128, rows = 1 + test_rng_below(&rng, R);
+        const size_t cols = tile * (1 + test_rng_below(&rng, C / tile)), nt = cols / tile;
+        const int kind = round / 2 % 3; /* 0: ordinary values, 1: with specials, 2: a NaN in few places */
+        for (size_t i = 0; i < rows * cols; i++) {
+            uint16_t b = (uint16_t)(f32_bits(random_special(&rng)) >> 16);
+            if (kind != 1 && (b & 0x7F80) == 0x7F80) b = (uint16_t)(b & 0xBFFF); /* no inf or NaN */
+            src[i] = b;
+        }
+        if (kind == 2) src[test_rng_below(&rng, rows * cols)] = 0xFFC1;
+        for (size_t j = 0; j < cols; j++) want_c[j] = 0.0f;
+        for (size_t r = 0; r < rows; r++)
+            for (size_t t = 0; t < nt; t++) {
+                float m = 0.0f;
+                for (size_t i = 0; i < tile; i++) {
+                    const size_t j = t * tile + i;
+                    const float a = fabsf(f32_from_bits((uint32_t)src[r * cols + j] << 16));
+                    m = isnan(m) || isnan(a) ? NAN : fmaxf(m, a);
+                    want_c[j] = isnan(want_c[j]) || isnan(a) ? NAN : fmaxf(want_c[j], a);
+                }
+                want_t[r * nt + t] = m;
+            }
+        for (int k = 0; k < n_isas; k++) {
+            for (size_t j = 0; j < C; j++) got_c[j] = -1.0f;
+            amp_fp8_kernels_for(isas[k])->decode_band_bf16(dst, src, rows, cols, tile, got_t, got_c);
+            size_t bad = 0;
+            for (size_t i = 0; i < rows * cols; i++) bad += f32_bits(dst[i]) != (uint32_t)src[i] << 16;
+            CHECK_MSG(bad == 0, "%s decode_band rows %zu cols %zu: %zu values decoded wrong", amp_isa_name(isas[k]), rows,
+                      cols, bad);
+            for (size_t t = 0; t < rows * nt; t++)
+                CHECK_MSG(same_f32(got_t[t], want_t[t]), "%s decode_band rows %zu cols %zu tile %zu: tile %zu max %g, want %g",
+                          amp_isa_name(isas[k]), rows, cols, tile, t, (double)got_t[t], (double)want_t[t]);
+            for (size_t j = 0; j < cols; j++)
+                CHECK_MSG(same_f32(got_c[j], want_c[j]), "%s decode_band rows %zu cols %zu: column %zu max %g, want %g",
+                          amp_isa_name(isas[k]), rows, cols, j, (double)got_c[j], (double)want_c[j]);
+            CHECK_MSG(cols == C || got_c[cols] == -1.0f, "%s decode_band wrote past its columns", amp_isa_name(isas[k]));
+        }
+    }
+out:
+    free(src), free(dst), free(want_t), free(got_t);
+}
+
 void test_fp8_encode_paths(void) {
     const uint64_t seed = harness_seed();
     harness_note("seed %llu", (unsigned long long)seed);
@@ -496,6 +553,35 @@ void test_fp8_block_scales_paths(void) {
                     }
                 }
             }
+        /* block scaling's scales (block_scales): against amp_fp8_current_scale(amax, dt, 0, true), the
+         * amaxes' NaNs made 0 (a tile's amax skips them), apart and in place */
+        for (size_t i = 0; i < n; i++)
+            if (isnan(amax[i])) amax[i] = 0.0f;
+        for (int d = 0; d < 2; d++) {
+            float want[3] = {INFINITY, 0.0f, (float)(round % 3)};
+            for (size_t b = 0; b < n; b++) {
+                fw[b] = amp_fp8_current_scale(amax[b], dts[d], 0.0f, true);
+                want[0] = fminf(want[0], fw[b]), want[1] = fmaxf(want[1], fw[b]), want[2] = fmaxf(want[2], amax[b]);
+            }
+            for (int k = 0; k < n_isas; k++)
+                for (int in = 0; in < 2; in++) {
+                    memcpy(inplace, amax, sizeof amax);
+                    float *sc = in ? inplace : mg, got[3] = {INFINITY, 0.0f, (float)(round % 3)};
+                    amp_fp8_kernels_for(isas[k])->block_scales(sc, fg, in ? inplace : amax, n, d ? 57344.0f : 448.0f, got);
+                    int bad = 0;
+                    for (size_t b = 0; b < n && bad < 3; b++)
+                        if (!CHECK_MSG(f32_bits(sc[b]) == f32_bits(fw[b]) && fg[b] == 1.0f / fw[b],
+                                       "%s block_scales %s%s tile %zu amax %a: scale %a (%a), inverse %a",
+                                       amp_isa_name(isas[k]), amp_dtype_name(dts[d]), in ? " in place" : "", b,
+                                       (double)amax[b], (double)sc[b], (double)fw[b], (double)fg[b]))
+                            bad++;
+                    CHECK_MSG(f32_bits(got[0]) == f32_bits(want[0]) && f32_bits(got[1]) == f32_bits(want[1]) &&
+                                  f32_bits(got[2]) == f32_bits(want[2]),
+                              "%s block_scales %s n %zu: stats %a %a %a (%a %a %a)", amp_isa_name(isas[k]),
+                              amp_dtype_name(dts[d]), n, (double)got[0], (double)got[1], (double)got[2], (double)want[0],
+                              (double)want[1], (double)want[2]);
+                }
+        }
     }
     /* factor_adds: runs of powers of 2 with one planted refusal (or none) */
     float f[N];

@@ -331,6 +331,7 @@ TEST(fp8_simd, fp8_decode_panel_paths)
 TEST(fp8_simd, fp8_amax_paths)
 TEST(fp8_simd, fp8_encode_paths)
 TEST(fp8_simd, fp8_encode_stats_paths)
+TEST(fp8_simd, fp8_decode_band_paths)
 TEST(fp8_simd, fp8_cast_threads)
 TEST(fp8_simd, fp8_block_scales_paths)
 /* amp_gemm_fp8 on every path and bf16 method against a double oracle, its reference twin and

@@ -10,6 +10,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "amp/fp8.h"
 #include "amp/status.h"
@@ -41,51 +42,41 @@ static int check_block(const void *a, const void *b, const void *c, size_t rows,
     return AMP_OK;
 }
 
-/* amp_fp8_current_scale(amax, fp8, 0, true) for an amax that is not NaN (a tile's, NaNs skipped):
- * max / amax rounded down to a power of 2, FLT_MAX's for an infinite quotient, 1 for 0 or inf. */
-static inline float tile_scale(float amax, float maxf) {
-    if (amax == 0.0f || isinf(amax)) return 1.0f;
-    float scale = maxf / amax;
-    if (isinf(scale)) scale = FLT_MAX;
-    return amp_f32_from_bits(amp_f32_bits(scale) & 0xFF800000u);
-}
-
 /* 1x128 and 128x128: one scale per chunk of th rows by tw columns; its rows go through the fused
- * encode. Returns the chunk's amax. */
+ * encode. rmax: NULL, or the rows' maxima over the chunk (rmax[r * ld_rmax], NaN: taken again). Returns
+ * the chunk's amax. */
 static float quantize_tile(uint8_t *dst, float *inv, const float *src, size_t cols, size_t th, size_t tw,
-                           amp_dtype fp8, amp_fp8_cast_tally *t) {
+                           amp_dtype fp8, const float *rmax, size_t ld_rmax, amp_fp8_cast_tally *t) {
     const amp_fp8_kernels *fk = amp_fp8_kernels_active();
     float amax = 0.0f;
     for (size_t r = 0; r < th; r++) {
-        const float a = fk->amax(src + r * cols, tw, NULL);
+        const float a = rmax && !isnan(rmax[r * ld_rmax]) ? rmax[r * ld_rmax] : fk->amax(src + r * cols, tw, NULL);
         if (a > amax) amax = a;
     }
-    const float scale = tile_scale(amax, amp_fp8_max_finite(fp8));
-    *inv = 1.0f / scale; /* exact: scale is a power of 2 in [2^-126, 2^127] */
-    t->scale_min = fminf(t->scale_min, scale), t->scale_max = fmaxf(t->scale_max, scale);
+    float scale, stats[3] = {t->scale_min, t->scale_max, 0.0f};
+    fk->block_scales(&scale, inv, &amax, 1, amp_fp8_max_finite(fp8), stats);
+    t->scale_min = stats[0], t->scale_max = stats[1];
     for (size_t r = 0; r < th; r++) fk->encode_stats[fp8](dst + r * cols, src + r * cols, tw, scale, NULL, 1, t->counts);
     return amax;
 }
 
 /* 128x1: a panel of th rows by tw columns (row stride ld), one scale per column (scale: tw floats of
- * room); each row segment is encoded with its columns' scales. Returns the panel's amax. */
+ * room); each row segment is encoded with its columns' scales. cmax: NULL, or the columns' maxima
+ * (a NaN among them: all taken again). Returns the panel's amax. */
 static float quantize_panel_columns(uint8_t *dst, float *inv, float *scale, const float *src, size_t ld, size_t th,
-                                    size_t tw, amp_dtype fp8, amp_fp8_cast_tally *t) {
+                                    size_t tw, amp_dtype fp8, const float *cmax, amp_fp8_cast_tally *t) {
     const amp_fp8_kernels *fk = amp_fp8_kernels_active();
-    const float maxf = amp_fp8_max_finite(fp8);
-    for (size_t j = 0; j < tw; j++) scale[j] = 0.0f;
-    (void)fk->col_amax(scale, src, th, tw, ld); /* the amaxes (NaNs skipped), replaced by the scales below */
-    float amax = 0.0f, smin = t->scale_min, smax = t->scale_max;
-    for (size_t j = 0; j < tw; j++) {
-        if (scale[j] > amax) amax = scale[j];
-        scale[j] = tile_scale(scale[j], maxf); /* never NaN: plain comparisons are fminf's and fmaxf's */
-        inv[j] = 1.0f / scale[j];
-        if (scale[j] < smin) smin = scale[j];
-        if (scale[j] > smax) smax = scale[j];
+    bool nan = !cmax;
+    for (size_t j = 0; j < tw; j++) scale[j] = cmax ? cmax[j] : 0.0f, nan |= isnan(scale[j]);
+    if (nan) { /* the amaxes (NaNs skipped), replaced by the scales below */
+        for (size_t j = 0; j < tw; j++) scale[j] = 0.0f;
+        (void)fk->col_amax(scale, src, th, tw, ld);
     }
-    t->scale_min = smin, t->scale_max = smax;
+    float stats[3] = {t->scale_min, t->scale_max, 0.0f};
+    fk->block_scales(scale, inv, scale, tw, amp_fp8_max_finite(fp8), stats); /* the amaxes become the scales */
+    t->scale_min = stats[0], t->scale_max = stats[1];
     for (size_t r = 0; r < th; r++) fk->encode_stats[fp8](dst + r * ld, src + r * ld, tw, 0.0f, scale, 1, t->counts);
-    return amax;
+    return stats[2];
 }
 
 enum { ROW_CHUNK = 64 }; /* 1x128: tiles per pass */
@@ -95,34 +86,31 @@ enum { ROW_CHUNK = 64 }; /* 1x128: tiles per pass */
  * NaNs skipped), a scale per tile, and the run through one fused encode with the per-tile
  * multipliers. The same scales, bytes and statistics as a tile at a time. Returns the amax. */
 static float quantize_rows_1x128(uint8_t *dst, float *inv, const float *src, size_t tiles_total, amp_dtype fp8,
-                                 amp_fp8_cast_tally *t) {
+                                 const float *tmax, amp_fp8_cast_tally *t) {
     const amp_fp8_kernels *fk = amp_fp8_kernels_active();
-    const float maxf = amp_fp8_max_finite(fp8);
-    float bmax[ROW_CHUNK], scale[ROW_CHUNK], amax = 0.0f, smin = t->scale_min, smax = t->scale_max;
+    float bmax[ROW_CHUNK], scale[ROW_CHUNK], stats[3] = {t->scale_min, t->scale_max, 0.0f};
     for (size_t t0 = 0; t0 < tiles_total; t0 += ROW_CHUNK) {
         const size_t nt = tiles_total - t0 < ROW_CHUNK ? tiles_total - t0 : ROW_CHUNK;
         const float *x = src + t0 * TILE;
-        fk->block_amax(bmax, x, nt, TILE);
-        for (size_t b = 0; b < nt; b++) {
+        if (tmax) memcpy(bmax, tmax + t0, nt * sizeof(float));
+        else fk->block_amax(bmax, x, nt, TILE);
+        for (size_t b = 0; b < nt; b++)
             if (isnan(bmax[b])) bmax[b] = fk->amax(x + b * TILE, TILE, NULL);
-            if (bmax[b] > amax) amax = bmax[b];
-            scale[b] = tile_scale(bmax[b], maxf); /* never NaN: plain comparisons are fminf's and fmaxf's */
-            inv[t0 + b] = 1.0f / scale[b];
-            if (scale[b] < smin) smin = scale[b];
-            if (scale[b] > smax) smax = scale[b];
-        }
+        fk->block_scales(scale, inv + t0, bmax, nt, amp_fp8_max_finite(fp8), stats);
         fk->encode_stats[fp8](dst + t0 * TILE, x, nt * TILE, 0.0f, scale, TILE, t->counts);
     }
-    t->scale_min = smin, t->scale_max = smax;
-    return amax;
+    t->scale_min = stats[0], t->scale_max = stats[1];
+    return stats[2];
 }
 
 void amp_fp8_block_quantize_tally(void *dst, float *scale_inv, const float *src, size_t rows, size_t cols,
-                                  amp_dtype fp8, amp_fp8_block_shape shape, amp_fp8_cast_tally *t, float *amax) {
+                                  amp_dtype fp8, amp_fp8_block_shape shape, const float *maxima,
+                                  amp_fp8_cast_tally *t, float *amax) {
     if (shape == AMP_FP8_BLOCK_1X128 && cols % TILE == 0) {
-        *amax = quantize_rows_1x128(dst, scale_inv, src, rows * (cols / TILE), fp8, t);
+        *amax = quantize_rows_1x128(dst, scale_inv, src, rows * (cols / TILE), fp8, maxima, t);
         return;
     }
+    const float *rmax = maxima && shape != AMP_FP8_BLOCK_128X1 && cols % TILE == 0 ? maxima : NULL;
     const size_t th_full = tile_rows(shape), per_row = shape == AMP_FP8_BLOCK_128X1 ? cols : tiles(cols);
     float m = 0.0f, scale[PANEL];
     for (size_t r0 = 0; r0 < rows; r0 += th_full) {
@@ -134,8 +122,10 @@ void amp_fp8_block_quantize_tally(void *dst, float *scale_inv, const float *src,
         for (size_t c0 = 0; c0 < cols; c0 += step) {
             const size_t tw = cols - c0 < step ? cols - c0 : step;
             const float a = shape == AMP_FP8_BLOCK_128X1
-                                ? quantize_panel_columns(d + c0, inv + c0, scale, x + c0, cols, th, tw, fp8, t)
-                                : quantize_tile(d + c0, inv + c0 / TILE, x + c0, cols, th, tw, fp8, t);
+                                ? quantize_panel_columns(d + c0, inv + c0, scale, x + c0, cols, th, tw, fp8,
+                                                         maxima && rows <= TILE ? maxima + c0 : NULL, t)
+                                : quantize_tile(d + c0, inv + c0 / TILE, x + c0, cols, th, tw, fp8,
+                                                rmax ? rmax + r0 * (cols / TILE) + c0 / TILE : NULL, cols / TILE, t);
             if (a > m) m = a;
         }
     }
@@ -148,7 +138,7 @@ int amp_fp8_block_quantize(void *dst, float *scale_inv, const float *src, size_t
     if (st != AMP_OK || rows * cols == 0) return st;
     amp_fp8_cast_tally t = AMP_FP8_CAST_TALLY_INIT;
     float amax;
-    amp_fp8_block_quantize_tally(dst, scale_inv, src, rows, cols, fp8, shape, &t, &amax);
+    amp_fp8_block_quantize_tally(dst, scale_inv, src, rows, cols, fp8, shape, NULL, &t, &amax);
     return AMP_OK;
 }
 

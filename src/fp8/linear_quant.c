@@ -15,6 +15,7 @@
 #include "amp/status.h"
 #include "../core/alloc_internal.h"
 #include "../core/float_bits.h"
+#include "../kernels/fp8_kernels.h"
 #include "fp8_internal.h"
 #include "fp8_linear.h"
 
@@ -43,6 +44,11 @@ typedef struct band_src {
     int64_t rows, cols;
     int64_t band; /* rows per band: all of them for an fp32 source */
     float *buf;
+    /* a bf16 source under MXFP8 or block scaling with whole tiles along its rows (cols a multiple of
+     * tile, 32 or 128), else tile 0: each band decoded with its maxima (decode_band_bf16), tmax the rows'
+     * tile maxima and cmax the column maxima, room for a band */
+    int64_t tile;
+    float *tmax, *cmax;
     amp_fp8_band_fn fn; /* called on each band once (amp_fp8_linear_quantize2), or NULL */
     void *fn_arg;
 } band_src;
@@ -124,23 +130,25 @@ typedef struct local_cast {
  * kernel (fp8_internal.h) in the source's layout, r0 a multiple of 32, q->rows the source's rounded
  * up to 32; with k along the columns: rows zero-padded to q->cols (a multiple of 32), MX_PANEL rows at
  * a time through pad ([MX_PANEL, q->cols] fp32) where k is padded. Block scaling: r0 a multiple of
- * 128, each band's scales at its rows' place. The statistics count MXFP8's padding zeros among the
- * values (never saturated nor flushed). */
+ * 128, each band's scales at its rows' place. tmax and cmax: NULL, or the band's maxima
+ * (decode_band_bf16's with MXFP8's 32 or block scaling's 128 as the tile), which the casts take
+ * instead of their own. The statistics count MXFP8's padding zeros among the values (never saturated
+ * nor flushed). */
 static void cast_band(local_cast *c, amp_mx_scale_mode mode, const float *x, int64_t r0, int64_t n, int64_t src_cols,
-                      float *pad) {
+                      float *pad, const float *tmax, const float *cmax) {
     amp_fp8_qmat *q = &c->q;
     uint8_t *out = q->data;
     if (q->block_cols == 0 || q->block_rows == 0) return;
     if (q->block_rows == AMP_MX_BLOCK && q->block_cols == 1) { /* MXFP8, k along rows */
         amp_mx_quantize_columns_tally(out + r0 * src_cols, q->scale_inv + (r0 / AMP_MX_BLOCK) * src_cols, x, (size_t)n,
-                                      (size_t)src_cols, AMP_F8E4M3, mode, &c->t, &c->amax);
+                                      (size_t)src_cols, AMP_F8E4M3, mode, cmax, &c->t, &c->amax);
         return;
     }
     if (q->block_rows == 1 && q->block_cols == AMP_MX_BLOCK) { /* MXFP8, k along columns */
         const int64_t kp = q->cols, k = src_cols;
         if (kp == k) {
             amp_mx_quantize_tally(out + r0 * kp, NULL, q->scale_inv + r0 * (kp / AMP_MX_BLOCK), x, (size_t)(n * kp),
-                                  AMP_F8E4M3, mode, &c->t, &c->amax);
+                                  AMP_F8E4M3, mode, tmax, &c->t, &c->amax);
             return;
         }
         for (int64_t i0 = 0; i0 < n; i0 += MX_PANEL) {
@@ -151,13 +159,14 @@ static void cast_band(local_cast *c, amp_mx_scale_mode mode, const float *x, int
                 for (int64_t j = k; j < kp; j++) row[j] = 0.0f;
             }
             amp_mx_quantize_tally(out + (r0 + i0) * kp, NULL, q->scale_inv + (r0 + i0) * (kp / AMP_MX_BLOCK), pad,
-                                  (size_t)(pr * kp), AMP_F8E4M3, mode, &c->t, &c->amax);
+                                  (size_t)(pr * kp), AMP_F8E4M3, mode, NULL, &c->t, &c->amax);
         }
         return;
     }
     float m = 0.0f; /* block scaling */
     amp_fp8_block_quantize_tally(out + r0 * src_cols, q->scale_inv + (r0 / q->block_rows) * q->ld_scale, x, (size_t)n,
-                                 (size_t)src_cols, q->dtype, c->shape, &c->t, &m);
+                                 (size_t)src_cols, q->dtype, c->shape, c->shape == AMP_FP8_BLOCK_128X1 ? cmax : tmax,
+                                 &c->t, &m);
     c->amax = fmaxf(c->amax, m);
 }
 
@@ -198,8 +207,13 @@ static int cast_local(const amp_fp8_linear *s, const band_src *src, local_cast *
     const int64_t band = src->band;
     for (int64_t r0 = 0; r0 < src->rows; r0 += band) {
         const int64_t rn = src->rows - r0 < band ? src->rows - r0 : band;
-        const float *x = band_rows(src, r0, rn);
-        for (int i = 0; i < n; i++) cast_band(&c[i], s->mx_scale, x, r0, rn, src->cols, pad);
+        const float *x = src->buf;
+        if (src->tile)
+            amp_fp8_kernels_active()->decode_band_bf16(src->buf, (const uint16_t *)src->data + r0 * src->cols, (size_t)rn,
+                                                       (size_t)src->cols, (size_t)src->tile, src->tmax, src->cmax);
+        else
+            x = band_rows(src, r0, rn);
+        for (int i = 0; i < n; i++) cast_band(&c[i], s->mx_scale, x, r0, rn, src->cols, pad, src->tmax, src->cmax);
         if (src->fn) src->fn(src->fn_arg, x, r0, rn);
     }
     amp_free(pad);
@@ -213,11 +227,15 @@ int amp_fp8_linear_quantize2(amp_fp8_linear *s, amp_fp8_tensor_role role, const 
     if ((unsigned)role >= AMP_FP8_ROLES || rows < 1 || cols < 1) return AMP_ERR_INVALID_ARGUMENT;
     if (src_dtype != AMP_F32 && src_dtype != AMP_BF16 && src_dtype != AMP_F16) return AMP_ERR_UNSUPPORTED_DTYPE;
     const int64_t band = src_dtype == AMP_F32 ? rows : band_rows_of(s->recipe);
-    band_src b = {.data = src, .dtype = src_dtype, .rows = rows, .cols = cols, .band = band, .fn = fn, .fn_arg = fn_arg};
     const bool local = s->recipe == AMP_FP8_RECIPE_MXFP8 || s->recipe == AMP_FP8_RECIPE_BLOCK;
+    band_src b = {.data = src, .dtype = src_dtype, .rows = rows, .cols = cols, .band = band, .fn = fn, .fn_arg = fn_arg};
     if (src_dtype != AMP_F32) {
-        b.buf = amp_malloc((size_t)((rows < band ? rows : band) * cols) * sizeof(float));
+        const int64_t tile = s->recipe == AMP_FP8_RECIPE_BLOCK ? AMP_FP8_BLOCK_TILE : AMP_MX_BLOCK;
+        const int64_t band_values = (rows < band ? rows : band) * cols;
+        if (local && src_dtype == AMP_BF16 && cols % tile == 0) b.tile = tile;
+        b.buf = amp_malloc((size_t)(band_values + (b.tile ? band_values / tile + cols : 0)) * sizeof(float));
         if (!b.buf) return AMP_ERR_OUT_OF_MEMORY;
+        if (b.tile) b.tmax = b.buf + band_values, b.cmax = b.tmax + band_values / b.tile;
     }
     int st = AMP_OK;
     if (local) {

@@ -51,7 +51,8 @@ static void quantize_nan_block(uint8_t *out, const float *x, amp_dtype elem, amp
 }
 
 void amp_mx_quantize_tally(void *dst, uint8_t *scales_e8m0, float *scale_inv, const float *src, size_t n,
-                           amp_dtype elem, amp_mx_scale_mode mode, amp_fp8_cast_tally *t, float *amax) {
+                           amp_dtype elem, amp_mx_scale_mode mode, const float *pre, amp_fp8_cast_tally *t,
+                           float *amax) {
     uint8_t *out = dst;
     const amp_fp8_kernels *fk = amp_fp8_kernels_active();
     float bmax[AMAX_CHUNK], mult[AMAX_CHUNK];
@@ -61,7 +62,8 @@ void amp_mx_quantize_tally(void *dst, uint8_t *scales_e8m0, float *scale_inv, co
     for (size_t b0 = 0; b0 < nblocks; b0 += AMAX_CHUNK) { /* AMAX_CHUNK blocks at a time */
         const size_t nb = nblocks - b0 < AMAX_CHUNK ? nblocks - b0 : AMAX_CHUNK;
         const float *x = src + b0 * AMP_MX_BLOCK;
-        fk->block_amax(bmax, x, nb, AMP_MX_BLOCK); /* NaN where a block has one */
+        if (pre) memcpy(bmax, pre + b0, nb * sizeof(float));
+        else fk->block_amax(bmax, x, nb, AMP_MX_BLOCK); /* NaN where a block has one */
         float stats[3] = {t->scale_min, t->scale_max, m};
         const bool nan = fk->mx_scales(byte, mult, scale_inv ? scale_inv + b0 : NULL, bmax, nb, elem, mode, stats);
         t->scale_min = stats[0], t->scale_max = stats[1], m = stats[2];
@@ -95,7 +97,7 @@ static void quantize_column_block(uint8_t *out, size_t ld, float *inv, const flo
     float v[AMP_MX_BLOCK];
     uint8_t q[AMP_MX_BLOCK];
     for (size_t r = 0; r < AMP_MX_BLOCK; r++) v[r] = r < h ? src[r * cols] : 0.0f;
-    amp_mx_quantize_tally(q, NULL, inv, v, AMP_MX_BLOCK, elem, mode, t, amax);
+    amp_mx_quantize_tally(q, NULL, inv, v, AMP_MX_BLOCK, elem, mode, NULL, t, amax);
     for (size_t r = 0; r < AMP_MX_BLOCK; r++) out[r * ld] = q[r];
 }
 
@@ -107,11 +109,13 @@ enum { COL_PANEL = 256 }; /* columns per pass: a band's 32 rows of them (32 KiB 
  * NaN blocks have their own payloads and amax); else the column maxima, a multiplier per column, and
  * each row through the fused encode. */
 static void quantize_panel(uint8_t *out, float *inv, const float *x, size_t h, size_t w, size_t ld, amp_dtype elem,
-                           amp_mx_scale_mode mode, amp_fp8_cast_tally *t, float *amax) {
+                           amp_mx_scale_mode mode, const float *cmax, amp_fp8_cast_tally *t, float *amax) {
     const amp_fp8_kernels *fk = amp_fp8_kernels_active();
     float mult[COL_PANEL];
-    for (size_t j = 0; j < w; j++) mult[j] = 0.0f;
-    if (fk->col_amax(mult, x, h, w, ld)) { /* each column block's amax (then its multiplier), or a NaN */
+    bool nan = false;
+    for (size_t j = 0; j < w; j++) mult[j] = cmax ? cmax[j] : 0.0f, nan |= isnan(mult[j]);
+    if (!cmax) nan = fk->col_amax(mult, x, h, w, ld); /* each column block's amax (then its multiplier), or a NaN */
+    if (nan) {
         for (size_t j = 0; j < w; j++) quantize_column_block(out + j, ld, inv + j, x + j, h, ld, elem, mode, t, amax);
         return;
     }
@@ -124,13 +128,14 @@ static void quantize_panel(uint8_t *out, float *inv, const float *x, size_t h, s
 }
 
 void amp_mx_quantize_columns_tally(uint8_t *out, float *scale_inv, const float *src, size_t rows, size_t cols,
-                                   amp_dtype elem, amp_mx_scale_mode mode, amp_fp8_cast_tally *t, float *amax) {
+                                   amp_dtype elem, amp_mx_scale_mode mode, const float *cmax, amp_fp8_cast_tally *t,
+                                   float *amax) {
     for (size_t r0 = 0; r0 < rows; r0 += AMP_MX_BLOCK) {
         const size_t h = rows - r0 < AMP_MX_BLOCK ? rows - r0 : AMP_MX_BLOCK;
         for (size_t c0 = 0; c0 < cols; c0 += COL_PANEL) {
             const size_t w = cols - c0 < COL_PANEL ? cols - c0 : COL_PANEL;
             quantize_panel(out + r0 * cols + c0, scale_inv + (r0 / AMP_MX_BLOCK) * cols + c0, src + r0 * cols + c0, h, w,
-                           cols, elem, mode, t, amax);
+                           cols, elem, mode, cmax && rows <= AMP_MX_BLOCK ? cmax + c0 : NULL, t, amax);
         }
     }
 }
@@ -142,7 +147,7 @@ int amp_mx_quantize(void *dst, uint8_t *scales_e8m0, const float *src, size_t n,
     if ((unsigned)mode > AMP_MX_EVEN) return AMP_ERR_INVALID_ARGUMENT;
     amp_fp8_cast_tally t = AMP_FP8_CAST_TALLY_INIT;
     float amax = 0.0f;
-    amp_mx_quantize_tally(dst, scales_e8m0, NULL, src, n, elem, mode, &t, &amax);
+    amp_mx_quantize_tally(dst, scales_e8m0, NULL, src, n, elem, mode, NULL, &t, &amax);
     return AMP_OK;
 }
 

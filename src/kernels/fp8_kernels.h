@@ -67,6 +67,25 @@ typedef void (*amp_fp8_encode_stats_fn)(uint8_t *dst, const float *src, size_t n
  * whether one of those values was a NaN. */
 typedef bool (*amp_fp8_col_amax_fn)(float *amax, const float *src, size_t rows, size_t cols, size_t ld);
 
+/* Block scaling's scales from n tiles' amaxes (none a NaN: NaNs skipped), for an fp8 dtype whose
+ * largest finite value is maxf: scale[b] = amp_fp8_current_scale(amax[b], dtype, 0, true) (maxf /
+ * amax rounded down to a power of 2, 2^127 where the quotient is infinite, 1 for an amax of 0 or
+ * inf), inv[b] = 1 / scale[b] (exact). stats[0] and stats[1] become the smallest and largest of
+ * themselves and the scales, stats[2] the largest of itself and the amaxes. scale may be amax (in
+ * place). */
+typedef void (*amp_fp8_block_scales_fn)(float *scale, float *inv, const float *amax, size_t n, float maxf,
+                                        float stats[3]);
+
+/* A band of a row-major bf16 matrix [rows, cols] decoded to fp32 with the block maxima its MXFP8 or
+ * block-scaled casts take, in one pass over src (cols a multiple of tile, tile 32 or 128):
+ * dst[r * cols + j] = the fp32 value of src[r * cols + j] (exact); tmax[r * (cols / tile) + t] = the
+ * largest |x| of row r's values t * tile .. (t + 1) * tile - 1 (MX's 1x32 blocks, block scaling's 1x128
+ * tiles); cmax[j] = the largest |x| of column j down the rows (MX's 32x1 blocks, block scaling's 128x1
+ * tiles, where rows is the block's height). A maximum over values holding a NaN is a NaN (block_amax's
+ * rule; which NaN is unspecified). */
+typedef void (*amp_fp8_decode_band_fn)(float *dst, const uint16_t *src, size_t rows, size_t cols, size_t tile,
+                                       float *tmax, float *cmax);
+
 /* adds[j] = e_j << 7 (two's complement in 16 bits) for each factor f[j] = 2^e_j, j < n, where every one
  * keeps each value of fp8 dtype dt times it a normal bf16: a power of 2 with e_j in [-117, 119] for
  * e4m3, [-110, 111] for e5m2 (decode_pairs' and decode_panel's adds). Returns false, adds[] then
@@ -100,6 +119,8 @@ typedef struct amp_fp8_kernels {
     amp_fp8_col_amax_fn col_amax;
     amp_fp8_factor_adds_fn factor_adds;
     amp_fp8_mx_scales_fn mx_scales;
+    amp_fp8_decode_band_fn decode_band_bf16;
+    amp_fp8_block_scales_fn block_scales;
 } amp_fp8_kernels;
 
 void amp_fp8_kernels_ref(amp_fp8_kernels *k);

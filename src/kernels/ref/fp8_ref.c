@@ -1,4 +1,5 @@
 /* The reference fp8 kernels (fp8_kernels.h): portable C on the library's scalar bit codecs. */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -178,6 +179,40 @@ static bool col_amax_ref(float *amax, const float *src, size_t rows, size_t cols
     return nan;
 }
 
+static void block_scales_ref(float *scale, float *inv, const float *amax, size_t n, float maxf, float stats[3]) {
+    for (size_t b = 0; b < n; b++) {
+        const float a = amax[b]; /* read before scale[b] is written: they may be the same array */
+        float s = 1.0f;
+        if (a != 0.0f && !isinf(a)) {
+            s = maxf / a;
+            if (isinf(s)) s = FLT_MAX;
+            s = bits_to_f32(amp_f32_bits(s) & 0xFF800000u);
+        }
+        scale[b] = s, inv[b] = 1.0f / s;
+        if (s < stats[0]) stats[0] = s;
+        if (s > stats[1]) stats[1] = s;
+        if (a > stats[2]) stats[2] = a;
+    }
+}
+
+/* The decode, then each tile's and column's maximum: a plain max that a NaN, once met, keeps. */
+static void decode_band_bf16_ref(float *dst, const uint16_t *src, size_t rows, size_t cols, size_t tile, float *tmax,
+                                 float *cmax) {
+    for (size_t j = 0; j < cols; j++) cmax[j] = 0.0f;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t t = 0; t < cols / tile; t++) {
+            float m = 0.0f;
+            for (size_t i = 0; i < tile; i++) {
+                const size_t j = t * tile + i;
+                const float v = bits_to_f32(amp_bf16_decode(src[r * cols + j])), a = fabsf(v);
+                dst[r * cols + j] = v;
+                if (a != a || a > m) m = m != m ? m : a;
+                if (a != a || a > cmax[j]) cmax[j] = cmax[j] != cmax[j] ? cmax[j] : a;
+            }
+            tmax[r * (cols / tile) + t] = m;
+        }
+}
+
 static bool factor_adds_ref(int16_t *adds, const float *f, size_t n, amp_dtype dt) {
     const int lo = amp_fp8_add_exp_min(dt), hi = amp_fp8_add_exp_max(dt);
     for (size_t j = 0; j < n; j++) {
@@ -264,4 +299,6 @@ void amp_fp8_kernels_ref(amp_fp8_kernels *k) {
     k->col_amax = col_amax_ref;
     k->factor_adds = factor_adds_ref;
     k->mx_scales = mx_scales_ref;
+    k->decode_band_bf16 = decode_band_bf16_ref;
+    k->block_scales = block_scales_ref;
 }

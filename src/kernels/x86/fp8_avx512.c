@@ -7,6 +7,7 @@
  *
  * Encode: x * scale, then the reference's parametric integer rounding to nearest even, saturating
  * (convert_avx512.c's encoder with the multiplication folded in: one pass instead of a staged one). */
+#include <float.h>
 #include <immintrin.h>
 #include <math.h>
 #include <stdbool.h>
@@ -317,6 +318,15 @@ static float amax_nan_avx512(const float *src, size_t n, bool *saw_nan) {
     return m;
 }
 
+/* amax reads a long array once, two operations per vector, faster than the hardware's prefetchers
+ * bring it from beyond L2: four cache lines (64 floats) this far ahead are fetched into L1 with each
+ * 64 read (about a fifth more GB/s at 4 MiB; the encode, compute-bound, gains nothing from it). */
+enum { PREFETCH_AHEAD = 1024 };
+static inline __attribute__((always_inline)) void prefetch64(const float *p) {
+    UNROLL_ALL
+    for (int k = 0; k < 64; k += 16) _mm_prefetch((const char *)(p + PREFETCH_AHEAD + k), _MM_HINT_T0);
+}
+
 /* The magnitudes' bit patterns order as the values do (infinity above every finite, NaNs above it):
  * an unsigned integer max over them is the amax while no NaN is among them, found in one pass of two
  * operations per vector. A NaN (the max above 0x7F800000) sends the array to the NaN-skipping pass. */
@@ -325,6 +335,7 @@ static float amax_avx512(const float *src, size_t n, bool *saw_nan) {
     __m512i m0 = _mm512_setzero_si512(), m1 = m0, m2 = m0, m3 = m0;
     size_t i = 0;
     for (; i + 64 <= n; i += 64) {
+        prefetch64(src + i);
         m0 = _mm512_max_epu32(m0, _mm512_and_si512(_mm512_loadu_si512(src + i), abs_mask));
         m1 = _mm512_max_epu32(m1, _mm512_and_si512(_mm512_loadu_si512(src + i + 16), abs_mask));
         m2 = _mm512_max_epu32(m2, _mm512_and_si512(_mm512_loadu_si512(src + i + 32), abs_mask));
@@ -440,69 +451,89 @@ static const int32_t e4m3_off[16] __attribute__((aligned(64))) = {E4M3_ROW(E4M3_
 #undef E4M3_OFF
 #undef E4M3_CB
 
-/* The fp8 bytes of x, one in each 32-bit lane, and their magnitudes (sign bit clear) in *mag. e4m3
- * takes c and the offset from two 16-entry tables (VPERMD) indexed by a's exponent, where e5m2 (31
- * exponents) computes them: 4 vector operations fewer. A NaN a has the exponent 255, index 135 (its low
- * four bits pick some entry): a NaN sum plus any offset stays above the NaN pattern. */
-static inline __attribute__((always_inline)) __m512i fp8_bytes_from_f32x16(__m512 x, const fp8_format *fmt, __m512i *mag) {
+/* The fp8 magnitude patterns of x, one in each 32-bit lane: a finite x's (0 .. the largest finite
+ * pattern), and a positive dword above every fp8 pattern for a NaN, which the callers clamp to the NaN
+ * pattern. e4m3 takes c and the offset from two 16-entry tables (VPERMD) indexed by a's exponent, where
+ * e5m2 (31 exponents) computes them: 4 vector operations fewer. A NaN a has the exponent 255, index 135
+ * (its low four bits pick some entry): a NaN sum (at least 0x7FC00000) plus any offset (above
+ * -2^31 + 2^30) stays above the NaN pattern and positive. */
+static inline __attribute__((always_inline)) __m512i fp8_mag_from_f32x16(__m512 x, const fp8_format *fmt) {
     const __m512 a = _mm512_min_ps(_mm512_set1_ps(fmt->max_finite), _mm512_abs_ps(x));
     if (fmt->mbits == 3) {
         const __m512i idx = _mm512_subs_epu16(_mm512_srli_epi32(_mm512_castps_si512(a), 23), _mm512_set1_epi32(120));
         const __m512i c = _mm512_permutexvar_epi32(idx, _mm512_load_si512(e4m3_cb));
         const __m512i sum = _mm512_castps_si512(_mm512_add_ps(a, _mm512_castsi512_ps(c)));
-        *mag = _mm512_min_epu32(_mm512_add_epi32(sum, _mm512_permutexvar_epi32(idx, _mm512_load_si512(e4m3_off))),
-                                _mm512_set1_epi32(fmt->nan_bits));
-        return _mm512_ternarylogic_epi32(*mag, _mm512_srli_epi32(_mm512_castps_si512(x), 24), _mm512_set1_epi32(0x80), 0xF8);
+        return _mm512_add_epi32(sum, _mm512_permutexvar_epi32(idx, _mm512_load_si512(e4m3_off)));
     }
     const __m512i cb = _mm512_max_epi32(_mm512_add_epi32(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7F800000)),
                                                          _mm512_set1_epi32(fmt->c_shift)),
                                         _mm512_set1_epi32(fmt->c_min));
     const __m512i sum = _mm512_castps_si512(_mm512_add_ps(a, _mm512_castsi512_ps(cb)));
     const __m512i off = _mm512_sub_epi32(_mm512_srli_epi32(cb, 23 - fmt->mbits), _mm512_add_epi32(cb, _mm512_set1_epi32(fmt->k_off)));
-    *mag = _mm512_min_epu32(_mm512_add_epi32(sum, off), _mm512_set1_epi32(fmt->nan_bits));
-    return _mm512_ternarylogic_epi32(*mag, _mm512_srli_epi32(_mm512_castps_si512(x), 24), _mm512_set1_epi32(0x80), 0xF8);
+    return _mm512_add_epi32(sum, off);
 }
 
-/* 64 bytes from four vectors of one byte per lane: two packs (in-lane, so each 128-bit lane holds
- * dword j of the four inputs in turn), then the dwords back in order. */
-static inline __attribute__((always_inline)) void store_bytes64(uint8_t *dst, __m512i b0, __m512i b1, __m512i b2, __m512i b3) {
-    const __m512i w = _mm512_packus_epi16(_mm512_packus_epi32(b0, b1), _mm512_packus_epi32(b2, b3));
+/* The fp8 bytes of x from their magnitudes (fp8_mag_from_f32x16's), one in each 32-bit lane: clamped
+ * to the NaN pattern (an unsigned min), x's sign or-ed in. */
+static inline __attribute__((always_inline)) __m512i fp8_bytes_of_mag(__m512i mag, __m512 x, const fp8_format *fmt) {
+    return _mm512_ternarylogic_epi32(_mm512_min_epu32(mag, _mm512_set1_epi32(fmt->nan_bits)),
+                                     _mm512_srli_epi32(_mm512_castps_si512(x), 24), _mm512_set1_epi32(0x80), 0xF8);
+}
+
+/* 64 bytes from four vectors of magnitudes (fp8_mag_from_f32x16's, one per lane) and the four vectors
+ * of values they came from (their signs): signed-saturating packs take each magnitude to a byte (a
+ * NaN's to 0xFF, which an unsigned byte min with the NaN pattern clamps), the same packs of the values'
+ * bits give bytes whose top bit is the value's sign (a negative dword stays negative), one ternary
+ * logic op merges them; the packs are in-lane, so each 128-bit lane holds dword j of the four inputs
+ * in turn, and one permute puts the dwords back in order. */
+static inline __attribute__((always_inline)) void store_bytes64(uint8_t *dst, const __m512i mag[4], const __m512 x[4],
+                                                                const fp8_format *fmt) {
+    const __m512i m = _mm512_packus_epi16(_mm512_packs_epi32(mag[0], mag[1]), _mm512_packs_epi32(mag[2], mag[3]));
+    const __m512i sg = _mm512_packs_epi16(_mm512_packs_epi32(_mm512_castps_si512(x[0]), _mm512_castps_si512(x[1])),
+                                          _mm512_packs_epi32(_mm512_castps_si512(x[2]), _mm512_castps_si512(x[3])));
+    const __m512i b = _mm512_ternarylogic_epi32(_mm512_min_epu8(m, _mm512_set1_epi8((char)fmt->nan_bits)), sg,
+                                                _mm512_set1_epi8((char)0x80), 0xF8);
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    _mm512_storeu_si512(dst, _mm512_permutexvar_epi32(order, w));
+    _mm512_storeu_si512(dst, _mm512_permutexvar_epi32(order, b));
 }
 
 static inline __attribute__((always_inline)) void scaled_encode(uint8_t *dst, const float *src, size_t n, float scale,
                                                                 const fp8_format *fmt) {
     const __m512 s = _mm512_set1_ps(scale);
-    __m512i mag;
     size_t i = 0;
-    for (; i + 64 <= n; i += 64)
-        store_bytes64(dst + i, fp8_bytes_from_f32x16(_mm512_mul_ps(_mm512_loadu_ps(src + i), s), fmt, &mag),
-                      fp8_bytes_from_f32x16(_mm512_mul_ps(_mm512_loadu_ps(src + i + 16), s), fmt, &mag),
-                      fp8_bytes_from_f32x16(_mm512_mul_ps(_mm512_loadu_ps(src + i + 32), s), fmt, &mag),
-                      fp8_bytes_from_f32x16(_mm512_mul_ps(_mm512_loadu_ps(src + i + 48), s), fmt, &mag));
+    for (; i + 64 <= n; i += 64) {
+        __m512 x[4];
+        __m512i mag[4];
+        UNROLL_ALL
+        for (int k = 0; k < 4; k++) {
+            x[k] = _mm512_mul_ps(_mm512_loadu_ps(src + i + 16 * k), s);
+            mag[k] = fp8_mag_from_f32x16(x[k], fmt);
+        }
+        store_bytes64(dst + i, mag, x, fmt);
+    }
     for (; i < n; i += 16) {
         const __mmask16 m = tail_mask(n - i);
-        _mm512_mask_cvtepi32_storeu_epi8(dst + i, m, fp8_bytes_from_f32x16(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, src + i), s), fmt, &mag));
+        const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, src + i), s);
+        _mm512_mask_cvtepi32_storeu_epi8(dst + i, m, fp8_bytes_of_mag(fp8_mag_from_f32x16(x, fmt), x, fmt));
     }
 }
 
-/* encode_stats (fp8_kernels.h) on 16 values (mask m): their bytes, one per 32-bit lane, returned, and
- * the counts raised by the lanes whose source is finite and nonzero (VFPCLASSPS: not a NaN, a zero or
- * an infinity) and whose product's magnitude exceeds the largest finite (saturated) or whose byte's
- * magnitude is 0 (flushed): population counts of the masks, in scalar registers, so that the vector
- * ports only compute the masks. */
+/* encode_stats (fp8_kernels.h) on 16 values (mask m): their magnitudes (fp8_mag_from_f32x16's) and
+ * products (*p) returned, and the counts raised by the lanes whose source is finite and nonzero
+ * (VFPCLASSPS: not a NaN, a zero or an infinity) and whose product's magnitude exceeds the largest
+ * finite (saturated) or whose magnitude is 0 (flushed): population counts of the masks, in scalar
+ * registers, so that the vector ports only compute the masks. */
 static inline __attribute__((always_inline)) __m512i encode_stats16(__m512 x, __m512 mult, __mmask16 m,
-                                                                    const fp8_format *fmt, int64_t *sat, int64_t *flush) {
-    const __m512 p = _mm512_mul_ps(x, mult);
-    __m512i w;
-    const __m512i bytes = fp8_bytes_from_f32x16(p, fmt, &w);
+                                                                    const fp8_format *fmt, __m512 *p, int64_t *sat,
+                                                                    int64_t *flush) {
+    *p = _mm512_mul_ps(x, mult);
+    const __m512i w = fp8_mag_from_f32x16(*p, fmt);
     const __mmask16 live = _kandn_mask16(_mm512_fpclass_ps_mask(x, 0x9F), m); /* 0x9F: NaN, +-0, +-inf */
-    const __mmask16 over = _mm512_mask_cmp_ps_mask(live, _mm512_abs_ps(p), _mm512_set1_ps(fmt->max_finite), _CMP_GT_OQ);
+    const __mmask16 over = _mm512_mask_cmp_ps_mask(live, _mm512_abs_ps(*p), _mm512_set1_ps(fmt->max_finite), _CMP_GT_OQ);
     const __mmask16 zero = _mm512_mask_testn_epi32_mask(live, w, w);
     *sat += __builtin_popcount(over);
     *flush += __builtin_popcount(zero);
-    return bytes;
+    return w;
 }
 
 /* The multipliers of values i .. i+15: s (scales NULL), scales[i ..] (block 1), or the one of their
@@ -521,16 +552,20 @@ static inline __attribute__((always_inline)) void encode_stats(uint8_t *dst, con
     const __m512 s = _mm512_set1_ps(scale);
     int64_t sat = 0, flush = 0;
     size_t i = 0;
-#define STATS16(off) encode_stats16(_mm512_loadu_ps(src + i + (off)), mult(scales, block, s, i + (off), 0xFFFF), 0xFFFF, fmt, &sat, &flush)
     for (; i + 64 <= n; i += 64) {
-        const __m512i b0 = STATS16(0), b1 = STATS16(16), b2 = STATS16(32), b3 = STATS16(48);
-        store_bytes64(dst + i, b0, b1, b2, b3);
+        __m512 p[4];
+        __m512i mag[4];
+        UNROLL_ALL
+        for (int k = 0; k < 4; k++)
+            mag[k] = encode_stats16(_mm512_loadu_ps(src + i + 16 * k), mult(scales, block, s, i + 16 * (size_t)k, 0xFFFF),
+                                    0xFFFF, fmt, &p[k], &sat, &flush);
+        store_bytes64(dst + i, mag, p, fmt);
     }
-#undef STATS16
     for (; i < n; i += 16) {
         const __mmask16 m = tail_mask(n - i);
-        const __m512i b = encode_stats16(_mm512_maskz_loadu_ps(m, src + i), mult(scales, block, s, i, m), m, fmt, &sat, &flush);
-        _mm512_mask_cvtepi32_storeu_epi8(dst + i, m, b);
+        __m512 p;
+        const __m512i w = encode_stats16(_mm512_maskz_loadu_ps(m, src + i), mult(scales, block, s, i, m), m, fmt, &p, &sat, &flush);
+        _mm512_mask_cvtepi32_storeu_epi8(dst + i, m, fp8_bytes_of_mag(w, p, fmt));
     }
     counts[0] += sat, counts[1] += flush;
 }
@@ -610,6 +645,127 @@ static bool col_amax_avx512(float *amax, const float *src, size_t rows, size_t c
     }
     for (; j < cols; j += 16) col_amax16_float(amax + j, src + j, rows, ld, tail_mask(cols - j), &bits);
     return nan || _mm512_cmpgt_epu32_mask(bits, inf) != 0;
+}
+
+/* Block scaling's scales 16 tiles at a time: the quotient (VDIVPS), infinity clamped to FLT_MAX by a
+ * min, the mantissa cleared, 1 where the amax is 0 or inf (VFPCLASSPS); the inverse by a division
+ * (exact: a power of 2). */
+static void block_scales_avx512(float *scale, float *inv, const float *amax, size_t n, float maxf, float stats[3]) {
+    const __m512 m = _mm512_set1_ps(maxf), one = _mm512_set1_ps(1.0f);
+    __m512 smin = _mm512_set1_ps(stats[0]), smax = _mm512_set1_ps(stats[1]), amx = _mm512_set1_ps(stats[2]);
+    for (size_t b = 0; b < n; b += 16) {
+        const __mmask16 k = tail_mask(n - b);
+        const __m512 a = _mm512_maskz_loadu_ps(k, amax + b);
+        const __m512 q = _mm512_min_ps(_mm512_div_ps(m, a), _mm512_set1_ps(FLT_MAX));
+        __m512 s = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(q), _mm512_set1_epi32((int)0xFF800000u)));
+        s = _mm512_mask_mov_ps(s, _mm512_fpclass_ps_mask(a, 0x1E), one); /* 0x1E: +-0, +-inf */
+        _mm512_mask_storeu_ps(scale + b, k, s);
+        _mm512_mask_storeu_ps(inv + b, k, _mm512_div_ps(one, s));
+        smin = _mm512_mask_min_ps(smin, k, smin, s), smax = _mm512_mask_max_ps(smax, k, smax, s);
+        amx = _mm512_mask_max_ps(amx, k, amx, a);
+    }
+    stats[0] = _mm512_reduce_min_ps(smin), stats[1] = _mm512_reduce_max_ps(smax), stats[2] = _mm512_reduce_max_ps(amx);
+}
+
+/* ---- a bf16 band decoded with its block maxima ----
+ *
+ * In 16-row groups by 128-column strips (four vectors of 32 bf16 per row): each vector decoded (its
+ * words in the top halves of dwords) and stored, and its magnitudes' bits (sign cleared) max-ed as 16-bit
+ * words, which order as the values do, a NaN above infinity: into the strip's four column vectors, and
+ * into a tile vector per row and tile (the four vectors' max for 1x128 tiles, each vector for 1x32).
+ * Sixteen tile vectors then reduce together (hmax16_epu32 on their word pairs' maxima); a column
+ * vector goes into cmax after its group. The maxima are the largest magnitude's bf16 bits as fp32:
+ * the amax, or a NaN. */
+
+/* The 32 bf16 of v as fp32 bits, words 0..15 in *lo and 16..31 in *hi: each word in the top half of
+ * its dword (the in-lane unpacks, after a qword permute that keeps the order). */
+static inline __attribute__((always_inline)) void f32_from_bf16x32(__m512i v, __m512i *lo, __m512i *hi) {
+    const __m512i p = _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 4, 1, 5, 2, 6, 3, 7), v);
+    *lo = _mm512_unpacklo_epi16(_mm512_setzero_si512(), p);
+    *hi = _mm512_unpackhi_epi16(_mm512_setzero_si512(), p);
+}
+
+/* The 16 largest words of tv[i] (16-bit magnitudes' bits), as fp32 at out[i * stride] for i < h. */
+static inline __attribute__((always_inline)) void store_tile_maxima(float *out, size_t stride, const __m512i tv[16],
+                                                                    size_t h) {
+    __m512i f[16];
+    UNROLL_ALL
+    for (int i = 0; i < 16; i++) /* each dword: the larger of its two words */
+        f[i] = _mm512_max_epu32(_mm512_and_si512(tv[i], _mm512_set1_epi32(0xFFFF)), _mm512_srli_epi32(tv[i], 16));
+    float m[16];
+    _mm512_storeu_si512(m, _mm512_slli_epi32(hmax16_epu32(f), 16));
+    for (size_t i = 0; i < h; i++) out[i * stride] = m[i];
+}
+
+/* One strip of h <= 16 rows by nv vectors of 32 bf16 (row stride cols); tmax: the strip's first
+ * tile maxima of its first row (row stride nt); cm: the strip's column maxima as 16-bit words. */
+static inline __attribute__((always_inline)) void decode_band_strip(float *dst, const uint16_t *src, size_t h,
+                                                                    size_t cols, int nv, size_t tile, float *tmax,
+                                                                    size_t nt, __m512i cm[4]) {
+    const __m512i mag = _mm512_set1_epi16(0x7FFF);
+    __m512i tv[4][16];
+    for (size_t i = 0; i < 16; i++) {
+        __m512i m[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                        _mm512_setzero_si512()};
+        UNROLL_ALL
+        for (int k = 0; k < nv && i < h; k++) {
+            _mm_prefetch((const char *)(src + (i + 16) * cols + 32 * (size_t)k), _MM_HINT_T0);
+            const __m512i v = _mm512_loadu_si512(src + i * cols + 32 * (size_t)k);
+            __m512i lo, hi;
+            f32_from_bf16x32(v, &lo, &hi);
+            _mm512_storeu_si512(dst + i * cols + 32 * (size_t)k, lo);
+            _mm512_storeu_si512(dst + i * cols + 32 * (size_t)k + 16, hi);
+            m[k] = _mm512_and_si512(v, mag);
+            cm[k] = _mm512_max_epu16(cm[k], m[k]);
+        }
+        if (tile == 128) {
+            tv[0][i] = _mm512_max_epu16(_mm512_max_epu16(m[0], m[1]), _mm512_max_epu16(m[2], m[3]));
+        } else {
+            UNROLL_ALL
+            for (int k = 0; k < nv; k++) tv[k][i] = m[k];
+        }
+    }
+    if (tile == 128) {
+        store_tile_maxima(tmax, nt, tv[0], h);
+    } else {
+        UNROLL_ALL
+        for (int k = 0; k < nv; k++) store_tile_maxima(tmax + k, nt, tv[k], h);
+    }
+}
+
+static inline __attribute__((always_inline)) void decode_band_tile(float *dst, const uint16_t *src, size_t rows,
+                                                                   size_t cols, size_t tile, float *tmax,
+                                                                   float *cmax) {
+    const size_t nt = cols / tile;
+    for (size_t r0 = 0; r0 < rows; r0 += 16) {
+        const size_t h = rows - r0 < 16 ? rows - r0 : 16;
+        for (size_t s = 0; s < cols; s += 128) {
+            __m512i cm[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                             _mm512_setzero_si512()};
+            const int nv = cols - s >= 128 ? 4 : (int)((cols - s) / 32);
+            const size_t at = r0 * cols + s;
+            float *tm = tmax + r0 * nt + s / tile;
+            if (nv == 4) decode_band_strip(dst + at, src + at, h, cols, 4, tile, tm, nt, cm);
+            else decode_band_strip(dst + at, src + at, h, cols, nv, tile, tm, nt, cm);
+            for (int k = 0; k < nv; k++) { /* the strip's column maxima into cmax's bits */
+                __m512i lo, hi;
+                f32_from_bf16x32(cm[k], &lo, &hi);
+                float *c = cmax + s + 32 * (size_t)k;
+                if (r0 > 0) {
+                    lo = _mm512_max_epu32(lo, _mm512_loadu_si512(c));
+                    hi = _mm512_max_epu32(hi, _mm512_loadu_si512(c + 16));
+                }
+                _mm512_storeu_si512(c, lo);
+                _mm512_storeu_si512(c + 16, hi);
+            }
+        }
+    }
+}
+
+static void decode_band_bf16_avx512(float *dst, const uint16_t *src, size_t rows, size_t cols, size_t tile,
+                                    float *tmax, float *cmax) {
+    if (tile == 128) decode_band_tile(dst, src, rows, cols, 128, tmax, cmax);
+    else decode_band_tile(dst, src, rows, cols, 32, tmax, cmax);
 }
 
 /* ---- block-scale bookkeeping ---- */
@@ -713,4 +869,6 @@ void amp_fp8_kernels_avx512(amp_fp8_kernels *k) {
     k->col_amax = col_amax_avx512;
     k->factor_adds = factor_adds_avx512;
     k->mx_scales = mx_scales_avx512;
+    k->decode_band_bf16 = decode_band_bf16_avx512;
+    k->block_scales = block_scales_avx512;
 }
