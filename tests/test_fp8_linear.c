@@ -286,6 +286,61 @@ void test_fp8_linear_delayed_replay(void) {
     delayed_replay(true);
 }
 
+/* TE's update points under gradient accumulation: each forward updates x's and W's scales and each
+ * backward dY's (amp_fp8_linear_update), so a step's second micro-batch casts with the first's amax
+ * and the history holds one slot per micro-batch; amp_fp8_linear_step then updates nothing more.
+ * History 4, two steps of two micro-batches, x's amaxes 2, 0.5, 8, 1: the scales used are 1, 448/2,
+ * 448/2, 448/8, and after the fourth update the history is {0, 0.5, 8, 1} with scale 448/8. */
+void test_fp8_linear_delayed_micro_batches(void) {
+    enum { N = 4, MB = 4 };
+    const amp_fp8_delayed_config dc = {4, AMP_FP8_AMAX_MAX, 0, AMP_FP8_HYBRID, false};
+    amp_ctx *ctx = NULL;
+    amp_fp8_linear *s = NULL;
+    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK) || !CHECK(amp_fp8_linear_create(&s, AMP_FP8_RECIPE_DELAYED, &dc) == AMP_OK))
+        goto out;
+    amp_tensor *x = amp_param_new(ctx, "x", AMP_F32, 2, (const int64_t[]){N, N});
+    amp_tensor *w = amp_param_new(ctx, "w", AMP_F32, 2, (const int64_t[]){N, N});
+    if (!CHECK(amp_ctx_alloc_params(ctx) == AMP_OK)) goto out;
+    const float ax[MB] = {2.0f, 0.5f, 8.0f, 1.0f};
+    const float want_min[2] = {1.0f, 56.0f}, want_max[2] = {224.0f, 224.0f};
+    for (int mb = 0; mb < MB; mb++) {
+        amp_ctx_reset(ctx);
+        memset(x->data, 0, sizeof(float) * N * N);
+        memset(w->data, 0, sizeof(float) * N * N);
+        ((float *)x->data)[2] = ax[mb];
+        ((float *)w->data)[2] = 0.5f;
+        float g[N * N] = {0};
+        g[0] = 1e-3f;
+        amp_tensor *y = amp_linear_fp8(ctx, x, w, NULL, s);
+        if (!CHECK_MSG(y != NULL, "%s", amp_ctx_error(ctx))) break;
+        CHECK_EQ_INT(amp_fp8_linear_update(s, AMP_FP8_PASS_FORWARD), AMP_OK);
+        amp_tensor *gt = amp_tensor_from(ctx, AMP_F32, 2, (const int64_t[]){N, N}, g, AMP_F32);
+        amp_tensor *loss = amp_sum_all(ctx, amp_mul(ctx, y, gt));
+        if (!CHECK_MSG(loss && amp_backward(ctx, loss, NULL) == AMP_OK, "micro-batch %d: %s", mb + 1, amp_ctx_error(ctx)))
+            break;
+        CHECK_EQ_INT(amp_fp8_linear_update(s, AMP_FP8_PASS_BACKWARD), AMP_OK);
+        if (mb % 2 == 0) continue;
+        CHECK_EQ_INT(amp_fp8_linear_step(s), AMP_OK);
+        amp_fp8_cast_stats st;
+        amp_fp8_linear_stats(s, AMP_FP8_X, &st, NULL);
+        CHECK_MSG(st.casts == 2 && st.scale_min == want_min[mb / 2] && st.scale_max == want_max[mb / 2],
+                  "step %d: %lld casts of x, scales %g..%g (want %g..%g)", mb / 2 + 1, (long long)st.casts,
+                  (double)st.scale_min, (double)st.scale_max, (double)want_min[mb / 2], (double)want_max[mb / 2]);
+    }
+    const float *h;
+    size_t len;
+    amp_fp8_delayed *d = amp_fp8_linear_delayed(s, AMP_FP8_X);
+    amp_fp8_delayed_history(d, &h, &len);
+    CHECK_MSG(len == 4 && h[0] == 0.0f && h[1] == 0.5f && h[2] == 8.0f && h[3] == 1.0f && amp_fp8_delayed_scale(d) == 56.0f,
+              "history {%g, %g, %g, %g}, scale %g", (double)h[0], (double)h[1], (double)h[2], (double)h[3],
+              (double)amp_fp8_delayed_scale(d));
+    CHECK_EQ_INT(amp_fp8_linear_update(s, (amp_fp8_pass)2), AMP_ERR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(amp_fp8_linear_update(NULL, AMP_FP8_PASS_FORWARD), AMP_ERR_NULL_POINTER);
+out:
+    amp_fp8_linear_free(s);
+    amp_ctx_free(ctx);
+}
+
 /* The amax init through the op: an evaluation pass before the first step (recording off) casts with
  * the scales of its own amaxes and leaves the state fresh; the first training step asks the reduce
  * hook once per role (a fake group whose amaxes are 4 times this rank's) and casts with the group's

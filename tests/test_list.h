@@ -346,6 +346,7 @@ TEST(gemm_fp8, gemm_fp8_vs_oracle)
  * size */
 TEST(fp8_linear, fp8_linear_recipes)
 TEST(fp8_linear, fp8_linear_delayed_replay)
+TEST(fp8_linear, fp8_linear_delayed_micro_batches)
 TEST(fp8_linear, fp8_linear_amax_init)
 TEST(fp8_linear, fp8_linear_noscale_saturation)
 TEST(fp8_linear, fp8_linear_mx_scale_rule)

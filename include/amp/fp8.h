@@ -99,18 +99,19 @@ typedef struct amp_fp8_delayed amp_fp8_delayed;
 int amp_fp8_delayed_create(amp_fp8_delayed **out, const amp_fp8_delayed_config *config, amp_fp8_role role);
 void amp_fp8_delayed_free(amp_fp8_delayed *state); /* NULL is fine */
 
-/* Records a cast's amax into slot 0, the current step's slot: slot0 = fmaxf(slot0, amax), so several
- * casts in one step keep their maximum (TE's cast kernels atomic-max into history[0]) and a NaN is
+/* Records a cast's amax into slot 0, the current pass's slot: slot0 = fmaxf(slot0, amax), so several
+ * casts in one pass keep their maximum (TE's cast kernels atomic-max into history[0]) and a NaN is
  * ignored. amax must be >= 0 or NaN (AMP_ERR_INVALID_ARGUMENT otherwise); +inf is recorded. */
 int amp_fp8_delayed_record(amp_fp8_delayed *state, float amax);
 
-/* The end-of-step update (TE amax_and_scale_update), in this order:
+/* An update (TE amax_and_scale_update; amp_fp8_linear_update calls it after each pass), in this
+ * order:
  *   1. amax = max over all history_len slots (AMP_FP8_AMAX_MAX) or slot 0 (MOST_RECENT), read BEFORE
- *      the roll, so slot 0 (this step's amax) takes part;
+ *      the roll, so slot 0 (this pass's amax) takes part;
  *   2. scale = amp_fp8_scale_from_amax(amax, scale, dtype, margin); scale_inv = 1 / scale in fp32;
  *   3. the history rolls one slot toward slot 0 (torch.roll(h, -1)): slot i takes slot i+1, the last
- *      slot takes the old slot 0, and slot 0 is then zeroed for the next step. So after the update
- *      the last slot holds the step just finished, the one before it the step before, and slot 1 the
+ *      slot takes the old slot 0, and slot 0 is then zeroed for the next pass. So after the update
+ *      the last slot holds the pass just finished, the one before it the pass before, and slot 1 the
  *      oldest amax still in the window; the old slot 1 (the oldest) has left it. */
 int amp_fp8_delayed_update(amp_fp8_delayed *state);
 
@@ -268,10 +269,17 @@ int amp_fp8_linear_set_mx_scale(amp_fp8_linear *s, amp_mx_scale_mode mode);
 /* The MXFP8 scale mode (AMP_MX_RCEIL for the other recipes and NULL). */
 amp_mx_scale_mode amp_fp8_linear_mx_scale(const amp_fp8_linear *s);
 
-/* The end of an optimizer step (after the optimizer's update, once per step however many
- * micro-batches recorded amaxes): DELAYED updates each role's scale from its history and rolls it
- * (amp_fp8_delayed_update); every recipe moves this step's statistics to the `last` slot and adds
- * them to the run's totals. */
+/* TE's update points for DELAYED: after each forward pass (TE's fp8_autocast exit: x and W) and
+ * after each backward pass (dY), each pass's roles update their scales from their histories and roll
+ * them (amp_fp8_delayed_update), so under gradient accumulation every micro-batch is a history slot,
+ * as in TE. A forward update keeps the scales x and W were cast with, for the recomputed forward
+ * that backward may replay (amp/recompute.h: its casts are then the first forward's, as TE's
+ * recompute copies of the fp8 meta make them). Other recipes: nothing to update. */
+typedef enum amp_fp8_pass { AMP_FP8_PASS_FORWARD = 0, AMP_FP8_PASS_BACKWARD = 1 } amp_fp8_pass;
+int amp_fp8_linear_update(amp_fp8_linear *s, amp_fp8_pass pass);
+/* The end of an optimizer step: DELAYED updates the roles that no amp_fp8_linear_update has updated
+ * since the last step (a caller that never calls it gets one update per optimizer step); every
+ * recipe moves this step's statistics to the `last` slot and adds them to the run's totals. */
 int amp_fp8_linear_step(amp_fp8_linear *s);
 /* The statistics of a role: of the last finished step (last), and over every step so far (total:
  * counts summed, amax the maximum, scales the extremes). Zeros before the first step. */
@@ -307,7 +315,8 @@ int amp_fp8_linear_weights_changed(amp_fp8_linear *s, const float *w, size_t n);
  * Backward quantizes dY (e5m2 under HYBRID) and runs dX = dY W and dW = dY^T X in fp8 the same way;
  * the bias gradient is the column sums of the unquantized dY; the quantizations pass gradients
  * straight through. Every cast records its amax (DELAYED: into the role's history) and statistics
- * in s; call amp_fp8_linear_step once per optimizer step. Returns NULL with the error in ctx, as every
+ * in s; call amp_fp8_linear_update after each pass (TE's points) and amp_fp8_linear_step once per
+ * optimizer step. Returns NULL with the error in ctx, as every
  * op. The GEMMs are amp_gemm_fp8's (amp/gemm.h). */
 amp_tensor *amp_linear_fp8(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_tensor *bias, amp_fp8_linear *s);
 

@@ -270,8 +270,10 @@ typedef struct amp_train_config {
     /* FP8 presets (amp/precision.h): false (default) keeps the model's first and last Linear layer in
      * execution order (gpt: h.0.attn.c_attn and lm_head; cnn: both of its Linear layers) in bf16, as
      * Megatron's --first-last-layers-bf16 and torchtitan do; true runs every Linear in fp8. Each fp8
-     * layer gets its own recipe state; after every optimizer step amp_fp8_linear_step updates it
-     * (delayed scaling: every role's scale from its history, then the roll). Evaluation uses the
+     * layer gets its own recipe state; delayed scaling updates x's and W's scales after each
+     * micro-batch's forward and dY's after its backward (amp_fp8_linear_update, TE's points: each
+     * from its history, then the roll), and after every optimizer step amp_fp8_linear_step moves the
+     * step's statistics. Evaluation uses the
      * current scales without recording. Checkpoints carry delayed scaling's amax histories and scales
      * as buffers named fp8.<layer>.<x|w|dy>.{amax_history,scale} (fixed size: the history's length),
      * so a resumed run continues bit for bit; a checkpoint of another precision is refused. */

@@ -1,8 +1,8 @@
 /* Delayed scaling (TE DelayedScaling): one tensor's amax history, scale and scale_inv.
  *
- * Slot 0 is the current step's: every cast of the step max-es its amax into it. The end-of-step
- * update reads the amax (the window's max, or slot 0) before it rolls the history one slot toward 0,
- * which moves slot 0 to the end and zeroes slot 0 for the next step (TE's amax_and_scale_update
+ * Slot 0 is the current pass's: every cast of the pass max-es its amax into it. Each update reads
+ * the amax (the window's max, or slot 0) before it rolls the history one slot toward 0, which moves
+ * slot 0 to the end and zeroes slot 0 for the next pass (TE's amax_and_scale_update
  * kernel, and its PyTorch twin _default_get_amax_and_update_history + _update_amax_history).
  * With the amax init (torchao's delayed scaling) a fresh state's first cast takes its scale from its
  * own tensor's amax instead of TE's initial 1. */
@@ -18,7 +18,7 @@ struct amp_fp8_delayed {
     amp_fp8_delayed_config config;
     amp_dtype dtype;
     float scale, scale_inv;
-    float *history; /* config.history_len slots, slot 0 the current step's */
+    float *history; /* config.history_len slots, slot 0 the current pass's */
     bool calibrated; /* initialized, updated or loaded: no amax init due (config.amax_init) */
 };
 

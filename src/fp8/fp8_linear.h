@@ -11,6 +11,10 @@
 struct amp_fp8_linear {
     amp_fp8_recipe recipe;
     bool paused; /* amp_fp8_linear_set_recording(false) */
+    bool replaying; /* the cast belongs to a recomputed forward (set by the op with paused) */
+    bool updated[AMP_FP8_ROLES];    /* DELAYED: updated by amp_fp8_linear_update since the last step */
+    bool have_replay;               /* replay_scale holds the last forward's x and W scales */
+    float replay_scale[AMP_FP8_ROLES];
     amp_mx_scale_mode mx_scale; /* MXFP8's scale rule (AMP_MX_RCEIL unless set) */
     amp_fp8_delayed *delayed[AMP_FP8_ROLES]; /* DELAYED only */
     amp_fp8_amax_reduce_fn amax_reduce;      /* DELAYED's amax init across ranks, or NULL */

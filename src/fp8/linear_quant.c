@@ -88,6 +88,8 @@ static int quantize_tensorwise(amp_fp8_linear *s, amp_fp8_tensor_role role, cons
         if (st == AMP_OK && !s->paused) st = amp_fp8_delayed_init(d, a);
         if (st != AMP_OK) return st;
         scale = s->paused ? amp_fp8_delayed_init_scale(d, a) : amp_fp8_delayed_scale(d);
+    } else if (d && s->replaying && s->have_replay && role != AMP_FP8_DY) {
+        scale = s->replay_scale[role]; /* a recomputed forward: the scale its first forward cast with */
     } else if (d) {
         scale = amp_fp8_delayed_scale(d);
     } else if (s->recipe == AMP_FP8_RECIPE_CURRENT) {

@@ -87,13 +87,31 @@ static void stats_add(amp_fp8_cast_stats *total, const amp_fp8_cast_stats *step)
     total->casts += step->casts;
 }
 
+int amp_fp8_linear_update(amp_fp8_linear *s, amp_fp8_pass pass) {
+    if (!s) return AMP_ERR_NULL_POINTER;
+    if (pass != AMP_FP8_PASS_FORWARD && pass != AMP_FP8_PASS_BACKWARD) return AMP_ERR_INVALID_ARGUMENT;
+    if (s->recipe != AMP_FP8_RECIPE_DELAYED) return AMP_OK;
+    const int lo = pass == AMP_FP8_PASS_FORWARD ? AMP_FP8_X : AMP_FP8_DY;
+    const int hi = pass == AMP_FP8_PASS_FORWARD ? AMP_FP8_W : AMP_FP8_DY;
+    for (int r = lo; r <= hi; r++) {
+        if (pass == AMP_FP8_PASS_FORWARD) s->replay_scale[r] = amp_fp8_delayed_scale(s->delayed[r]);
+        const int st = amp_fp8_delayed_update(s->delayed[r]);
+        if (st != AMP_OK) return st;
+        s->updated[r] = true;
+    }
+    if (pass == AMP_FP8_PASS_FORWARD) s->have_replay = true;
+    return AMP_OK;
+}
+
 int amp_fp8_linear_step(amp_fp8_linear *s) {
     if (!s) return AMP_ERR_NULL_POINTER;
     for (int r = 0; r < AMP_FP8_ROLES; r++) {
-        if (s->delayed[r]) {
+        if (s->delayed[r] && !s->updated[r]) {
             const int st = amp_fp8_delayed_update(s->delayed[r]);
             if (st != AMP_OK) return st;
         }
+        s->updated[r] = false;
+        s->have_replay = false;
         s->last[r] = s->step[r];
         stats_add(&s->total[r], &s->step[r]);
         memset(&s->step[r], 0, sizeof s->step[r]);

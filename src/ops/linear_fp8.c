@@ -207,9 +207,10 @@ amp_tensor *amp_linear_fp8(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_
     const bool pt = per_tensor(amp_fp8_linear_recipe(s)), mx = amp_fp8_linear_recipe(s) == AMP_FP8_RECIPE_MXFP8;
     int st = c && (!bias || b32) ? AMP_OK : AMP_ERR_OUT_OF_MEMORY;
     /* a recomputed region's second forward casts what the first cast (the same values, the same
-     * scales: they change only between steps) and records nothing: amaxes and statistics once */
+     * scales: delayed scaling's from before the forward's update) and records nothing: amaxes and
+     * statistics once */
     const bool was_paused = s->paused;
-    if (ctx->replaying) s->paused = true;
+    if (ctx->replaying) s->paused = true, s->replaying = true;
     /* the column-wise copies (x for wgrad, MXFP8's W for dgrad) from the same pass as the forward's casts */
     const bool x_rows = keep && weight->requires_grad && !pt, w_rows = keep && x->requires_grad && mx;
     if (st == AMP_OK) st = quantize(ctx, s, AMP_FP8_X, xs, rows, in_f, keep, &sv->x, x_rows ? &sv->x_k_rows : NULL, NULL, NULL);
@@ -218,7 +219,7 @@ amp_tensor *amp_linear_fp8(amp_ctx *ctx, amp_tensor *x, amp_tensor *weight, amp_
     if (st == AMP_OK) st = fp8_gemm(ctx, rows, out_f, operand_of(&sv->x, true), operand_of(&sv->w, false), c);
     if (!x_rows) sv->x_k_rows = sv->x;
     if (!w_rows) sv->w_k_rows = sv->w;
-    s->paused = was_paused;
+    s->paused = was_paused, s->replaying = false;
     if (st == AMP_OK) { /* one pass over C: c[j] + b[j] (the one IEEE add per value), then the single rounding */
         const bool half = dt == AMP_F16 || dt == AMP_BF16; /* other dtypes: amp_store_f32 (its checks) */
         const amp_gemm_epilogue ep = {.bias = b32, .out = half ? out->data : NULL, .out_dtype = dt, .ldo = out_f};

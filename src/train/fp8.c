@@ -127,37 +127,48 @@ void amp_train_fp8_free(amp_train_run_state *r) {
     r->fp8 = NULL, r->fp8_layers = NULL, r->fp8_buf = NULL, r->n_fp8 = 0;
 }
 
-/* Data parallel, delayed scaling: every rank's slot-0 amaxes (this step's) are all-reduced with MAX
- * before the update, so every rank computes the same scales (TE's reduce_amax over the data-parallel
- * group); a NaN counts as +inf (no finite amax can hide it; the update then keeps the scale, as for
- * any infinite amax). One all-reduce of 3 values per fp8 layer. */
-static int reduce_amaxes(amp_train_run_state *r) {
+/* Data parallel, delayed scaling: every rank's slot-0 amaxes of roles lo..hi (this pass's) are
+ * all-reduced with MAX before the update, so every rank computes the same scales (TE's reduce_amax
+ * over the data-parallel group); a NaN counts as +inf (no finite amax can hide it; the update then
+ * keeps the scale, as for any infinite amax). One all-reduce per pass: 2 values per fp8 layer after
+ * a forward, 1 after a backward. */
+static int reduce_amaxes(amp_train_run_state *r, int lo, int hi) {
     amp_comm *c = r->cfg.comm;
     if (!c || r->n_fp8 == 0 || r->prec->fp8_recipe != AMP_FP8_RECIPE_DELAYED) return AMP_OK;
-    const size_t n = r->n_fp8 * AMP_FP8_ROLES;
+    const size_t per = (size_t)(hi - lo + 1), n = r->n_fp8 * per;
     double *v = amp_malloc(n * sizeof *v);
     if (!v) return amp_train_fail(r, AMP_ERR_OUT_OF_MEMORY, "fp8: out of memory");
     for (size_t k = 0; k < r->n_fp8; k++)
-        for (int role = 0; role < AMP_FP8_ROLES; role++) {
+        for (int role = lo; role <= hi; role++) {
             const float *h;
             size_t len;
             amp_fp8_delayed_history(amp_fp8_linear_delayed(r->fp8[k], role), &h, &len);
-            v[k * AMP_FP8_ROLES + (size_t)role] = isnan(h[0]) ? INFINITY : (double)h[0];
+            v[k * per + (size_t)(role - lo)] = isnan(h[0]) ? INFINITY : (double)h[0];
         }
     int st = c->allreduce_f64(c, v, n, AMP_COMM_MAX);
     for (size_t k = 0; k < r->n_fp8 && st == AMP_OK; k++)
-        for (int role = 0; role < AMP_FP8_ROLES && st == AMP_OK; role++) /* max-ed into slot 0: now the group's */
-            st = amp_fp8_delayed_record(amp_fp8_linear_delayed(r->fp8[k], role),
-                                        (float)v[k * AMP_FP8_ROLES + (size_t)role]);
+        for (int role = lo; role <= hi && st == AMP_OK; role++) /* max-ed into slot 0: now the group's */
+            st = amp_fp8_delayed_record(amp_fp8_linear_delayed(r->fp8[k], role), (float)v[k * per + (size_t)(role - lo)]);
     amp_free(v);
     return st == AMP_OK ? AMP_OK
                         : amp_train_fail(r, st, "fp8: all-reducing the amaxes at step %lld: %s", (long long)r->step + 1,
                                          c->error ? c->error(c) : amp_status_str(st));
 }
 
-int amp_train_fp8_step(amp_train_run_state *r) {
-    const int rst = reduce_amaxes(r);
+int amp_train_fp8_pass(amp_train_run_state *r, amp_fp8_pass pass) {
+    if (r->n_fp8 == 0 || r->prec->fp8_recipe != AMP_FP8_RECIPE_DELAYED) return AMP_OK;
+    const bool fwd = pass == AMP_FP8_PASS_FORWARD;
+    const int rst = reduce_amaxes(r, fwd ? AMP_FP8_X : AMP_FP8_DY, fwd ? AMP_FP8_W : AMP_FP8_DY);
     if (rst != AMP_OK) return rst;
+    for (size_t k = 0; k < r->n_fp8; k++) {
+        const int st = amp_fp8_linear_update(r->fp8[k], pass);
+        if (st != AMP_OK)
+            return amp_train_fail(r, st, "fp8: scale update at step %lld: %s", (long long)r->step + 1, amp_status_str(st));
+    }
+    return AMP_OK;
+}
+
+int amp_train_fp8_step(amp_train_run_state *r) {
     for (size_t k = 0; k < r->n_fp8; k++) {
         const int st = amp_fp8_linear_step(r->fp8[k]);
         if (st != AMP_OK)

@@ -559,6 +559,7 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
         if (st != AMP_OK) return amp_train_fail(r, st, "cannot build batch %lld", (long long)(r->step * c->accum + a));
         amp_tensor *loss = forward_loss(r, r->local_batch, NULL);
         if (!loss) return ctx_failure(r, "forward");
+        if ((st = amp_train_fp8_pass(r, AMP_FP8_PASS_FORWARD)) != AMP_OK) return st;
         sum += amp_tensor_get(loss, 0);
         if (c->detect_anomaly && (st = amp_train_check_forward(r)) != AMP_OK) return st;
         const bool last = a == c->accum - 1;
@@ -568,6 +569,7 @@ static int train_step(amp_train_run_state *r, double *step_loss) {
         if (last && sampled && (st = amp_train_act_stats_done(r)) != AMP_OK) return st;
         if (last && (st = r->zero ? amp_train_zero_reduce(r, sampled) : amp_train_dist_finish(r)) != AMP_OK) return st;
         if (bst != AMP_OK) return ctx_failure(r, "backward");
+        if ((st = amp_train_fp8_pass(r, AMP_FP8_PASS_BACKWARD)) != AMP_OK) return st;
         if (c->detect_anomaly && !scaling && (st = amp_train_check_backward(r)) != AMP_OK) return st;
     }
     double loss_sum = sum / (double)c->accum;

@@ -213,14 +213,16 @@ int amp_train_update_stats_begin(amp_train_run_state *r);
 void amp_train_update_stats_end(amp_train_run_state *r);
 
 /* FP8 (fp8.c), all no-ops for the other presets. setup: after the model is declared, before the
- * parameters are allocated: states for the chosen layers, their checkpoint buffers. step: after the
- * optimizer's step. recording: off around evaluation. to_buffers: before a checkpoint is written;
+ * parameters are allocated: states for the chosen layers, their checkpoint buffers. pass: after each
+ * micro-batch's forward and after its backward (delayed scaling's updates, TE's points). step: after
+ * the optimizer's step. recording: off around evaluation. to_buffers: before a checkpoint is written;
  * from_buffers: after one is loaded. report: the per-layer statistics into the result. */
 int amp_train_fp8_setup(amp_train_run_state *r);
 /* The precision as checkpoints record it: the preset's name, "mxfp8 with FLOOR scales", or
  * fp8-delayed with its non-default settings ("fp8-delayed (history 16, most recent, margin 2)"). */
 const char *amp_train_fp8_precision_word(const amp_train_run_state *r);
 void amp_train_fp8_free(amp_train_run_state *r);
+int amp_train_fp8_pass(amp_train_run_state *r, amp_fp8_pass pass);
 int amp_train_fp8_step(amp_train_run_state *r);
 void amp_train_fp8_recording(amp_train_run_state *r, bool on);
 void amp_train_fp8_to_buffers(amp_train_run_state *r);
