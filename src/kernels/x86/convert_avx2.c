@@ -98,9 +98,18 @@ static inline float rounded_f16_at(float v) {
     return amp_f32_from_bits(amp_f16_decode(amp_f16_encode(amp_f32_bits(v), AMP_OVERFLOW_INF)));
 }
 
+/* AMP_ACC_STREAM: the elements up to acc's next 32-byte boundary by the scalar algorithm, then
+ * aligned vectors by non-temporal stores (then a fence), the rest as AMP_ACC_STORE; each element's
+ * arithmetic is the same either way */
 #define DEFINE_ACC_ROUNDED(name, round, round_at)                                                        \
-    static void name(float *acc, const float *v, size_t n, bool store) {                                \
+    static void name(float *acc, const float *v, size_t n, amp_acc_mode mode) {                         \
+        const bool store = mode != AMP_ACC_ADD;                                                          \
         size_t i = 0;                                                                                    \
+        if (mode == AMP_ACC_STREAM && n >= 16) {                                                         \
+            for (; ((uintptr_t)(acc + i) & 31) != 0; i++) acc[i] = 0.0f + round_at(v[i]);               \
+            for (; i + 8 <= n; i += 8) _mm256_stream_ps(acc + i, _mm256_add_ps(_mm256_setzero_ps(), round(_mm256_loadu_ps(v + i)))); \
+            _mm_sfence();                                                                                \
+        }                                                                                                \
         for (; i + 8 <= n; i += 8) {                                                                     \
             const __m256 a = store ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + i);                     \
             _mm256_storeu_ps(acc + i, _mm256_add_ps(a, round(_mm256_loadu_ps(v + i))));                  \

@@ -134,9 +134,23 @@ static inline __m512 f32_rounded_bf16(__m512 v) {
 
 static inline __m512 f32_rounded_f16(__m512 v) { return f32_from_f16x16(f16_from_f32x16(v, 0)); }
 
+/* AMP_ACC_STREAM: the elements up to acc's next 64-byte boundary by a masked store, whole lines by
+ * non-temporal stores (then a fence), the rest as AMP_ACC_STORE; each element's arithmetic is the
+ * same either way */
 #define DEFINE_ACC_ROUNDED(name, round)                                                                  \
-    static void name(float *acc, const float *v, size_t n, bool store) {                                \
+    static void name(float *acc, const float *v, size_t n, amp_acc_mode mode) {                         \
+        const bool store = mode != AMP_ACC_ADD;                                                          \
         size_t i = 0;                                                                                    \
+        if (mode == AMP_ACC_STREAM && n >= 32) {                                                         \
+            const size_t head = (64 - ((uintptr_t)acc & 63)) % 64 / sizeof(float);                      \
+            if (head) {                                                                                  \
+                const __mmask16 m = tail_mask(head);                                                     \
+                _mm512_mask_storeu_ps(acc, m, acc_add(m, acc, round(_mm512_maskz_loadu_ps(m, v)), true)); \
+            }                                                                                            \
+            for (i = head; i + 16 <= n; i += 16)                                                         \
+                _mm512_stream_ps(acc + i, acc_add(0xFFFF, acc + i, round(_mm512_loadu_ps(v + i)), true)); \
+            _mm_sfence();                                                                                \
+        }                                                                                                \
         for (; i + 16 <= n; i += 16)                                                                     \
             _mm512_storeu_ps(acc + i, acc_add(0xFFFF, acc + i, round(_mm512_loadu_ps(v + i)), store));   \
         if (i < n) {                                                                                     \
