@@ -34,6 +34,11 @@ typedef struct amp_convert_kernels {
     amp_encode_kernel encode[AMP_DTYPE_COUNT][2]; /* [dst dtype][saturate]; AMP_F32 row unused */
     amp_decode_kernel decode[AMP_DTYPE_COUNT];    /* [src dtype]; AMP_F32 unused */
     amp_acc_rounded_kernel acc_rounded[AMP_DTYPE_COUNT]; /* [narrow dtype]; AMP_F32 unused */
+    /* [narrow dtype]: encode[dt][0]'s bits, with non-temporal stores where the path has them (fenced
+     * before the kernel returns), for a destination that nothing reads soon: the optimizer's weight
+     * copies, rewritten every step and read by the next forward only after the whole update, so their
+     * lines are not fetched only to be overwritten. The SIMD paths stream fp16 and bf16. */
+    amp_encode_kernel encode_stream[AMP_DTYPE_COUNT];
 } amp_convert_kernels;
 
 void amp_convert_kernels_ref(amp_convert_kernels *k);

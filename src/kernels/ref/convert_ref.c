@@ -68,4 +68,5 @@ void amp_convert_kernels_ref(amp_convert_kernels *k) {
     k->decode[AMP_BF16] = decode_bf16;
     k->decode[AMP_F8E4M3] = decode_f8e4m3;
     k->decode[AMP_F8E5M2] = decode_f8e5m2;
+    for (int dt = 0; dt < AMP_DTYPE_COUNT; dt++) k->encode_stream[dt] = k->encode[dt][0]; /* plain stores */
 }
