@@ -5,7 +5,8 @@
  * amp_optimizer_master or by a checkpoint load; an optimizer step made before the backward of the
  * graph that took the copy (forward, step, backward); an autocast region open across a step (its
  * cache keeps the cast it made). Each of these, were the copy taken, would give the old values' cast:
- * different bits from the twin. */
+ * different bits from the twin. And a head that reads a prefix view of a padded weight's cast (GPT-2's
+ * tied head) takes the copy every step after the first. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "harness.h"
 #include "tests.h"
 #include "amp.h"
+#include "../src/autocast/autocast_internal.h"
 
 enum { IN = 24, HID = 40, OUT = 8, ROWS = 6 };
 
@@ -228,4 +230,66 @@ void test_cast_copy_memory(void) {
     amp_param_new(bare, "p", AMP_F32, 1, (const int64_t[]){4});
     CHECK_EQ_INT(amp_ctx_keep_cast_copies(bare, AMP_BF16), AMP_ERR_STATE); /* before amp_ctx_alloc_params */
     amp_ctx_free(bare);
+}
+
+/* A head that reads the first OUT rows of a padded weight's cast (amp_narrow_rows of autocast's cast:
+ * GPT-2's tied head): its weight gradient goes straight into the master's, past the view and the
+ * cast, which stay unspent; the optimizer must still write the copy (the view's backward reads no
+ * values), so every step after the first takes it, with the bits of a twin without copies. */
+enum { PAD_ROWS = 4 };
+
+static float narrowed_step(amp_ctx *ctx, amp_optimizer *opt, amp_tensor *w, int k, float *y_out) {
+    float x[ROWS * HID], t[ROWS * OUT];
+    uint64_t s = 313 + (uint64_t)k;
+    for (int i = 0; i < ROWS * HID; i++) x[i] = rnd(&s);
+    for (int i = 0; i < ROWS * OUT; i++) t[i] = rnd(&s);
+    CHECK(amp_ctx_reset(ctx) == AMP_OK);
+    amp_zero_grad(ctx);
+    amp_tensor *xt = amp_tensor_from(ctx, AMP_F32, 2, (const int64_t[]){ROWS, HID}, x, AMP_F32);
+    amp_tensor *tt = amp_tensor_from(ctx, AMP_F32, 2, (const int64_t[]){ROWS, OUT}, t, AMP_F32);
+    CHECK(amp_autocast_enter(AMP_BF16) == AMP_OK);
+    amp_tensor *cast = amp_autocast_weight(ctx, AMP_OP_LINEAR, w);
+    amp_tensor *y = cast ? amp_linear(ctx, xt, amp_narrow_rows(ctx, cast, OUT), NULL) : NULL;
+    amp_tensor *loss = amp_mse_loss(ctx, y, tt);
+    CHECK(amp_autocast_exit() == AMP_OK);
+    if (!CHECK_MSG(loss != NULL, "narrowed head: %s", amp_ctx_error(ctx))) return 0.0f;
+    CHECK(amp_tensor_read(y, y_out, AMP_F32) == AMP_OK);
+    CHECK(amp_backward(ctx, loss, NULL) == AMP_OK);
+    CHECK(amp_optimizer_step(opt) == AMP_OK);
+    return amp_tensor_get(loss, 0);
+}
+
+void test_cast_copy_narrowed_view(void) {
+    amp_ctx *ctx[2] = {NULL, NULL};
+    amp_optimizer *opt[2] = {NULL, NULL};
+    amp_tensor *w[2] = {NULL, NULL};
+    for (int m = 0; m < 2; m++) { /* m = 0 keeps bf16 copies, m = 1 none */
+        amp_ctx_config cfg = amp_ctx_default_config();
+        cfg.arena_bytes = 1 << 20;
+        if (!CHECK(amp_ctx_create(&cfg, &ctx[m]) == AMP_OK)) goto done;
+        w[m] = amp_param_new(ctx[m], "w", AMP_F32, 2, (const int64_t[]){OUT + PAD_ROWS, HID});
+        if (!CHECK(amp_ctx_alloc_params(ctx[m]) == AMP_OK)) goto done;
+        uint64_t s = 17;
+        fill(w[m], &s, 0.5f);
+        amp_optim_config oc = amp_optim_default_config(AMP_OPTIM_ADAMW);
+        oc.lr = 1e-2f;
+        if (!CHECK(amp_optimizer_create(ctx[m], &oc, &opt[m]) == AMP_OK)) goto done;
+        CHECK(amp_ctx_keep_cast_copies(ctx[m], m == 0 ? AMP_BF16 : AMP_F32) == AMP_OK);
+    }
+    for (int k = 0; k < 4; k++) {
+        float y[2][ROWS * OUT];
+        const unsigned long long before = amp_autocast_copy_hits();
+        const float l0 = narrowed_step(ctx[0], opt[0], w[0], k, y[0]);
+        const unsigned long long taken = amp_autocast_copy_hits() - before;
+        const float l1 = narrowed_step(ctx[1], opt[1], w[1], k, y[1]);
+        CHECK_MSG(taken == (k > 0), "step %d: %llu copies taken (%d expected)", k, taken, k > 0);
+        CHECK_MSG(l0 == l1 && !memcmp(y[0], y[1], sizeof y[0]) &&
+                      !memcmp(w[0]->data, w[1]->data, (size_t)amp_tensor_numel(w[0]) * sizeof(float)),
+                  "step %d differs with cast copies", k);
+    }
+done:
+    for (int m = 0; m < 2; m++) {
+        amp_optimizer_free(opt[m]);
+        amp_ctx_free(ctx[m]);
+    }
 }

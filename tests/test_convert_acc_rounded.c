@@ -1,11 +1,12 @@
 /* The convert table's acc_rounded kernels (kernels/convert_kernels.h: acc += v rounded to a narrow
- * dtype and widened back, or acc = 0 + that with store), every path and every narrow dtype, against
+ * dtype and widened back, or acc = 0 + that with store or stream), every path and every narrow dtype, against
  * the independent format reference (reference_formats.h: ref_encode, then ref_decode) and an fp32
  * add written here: bit for bit, any NaN matching any NaN. Values: random magnitudes across each
  * format's range with its subnormals, rounding ties, overflow to inf, NaN, +-inf and signed zeros;
- * acc starting random, at -0 and at +-inf (inf + -inf is NaN); in store mode acc starts as garbage
- * that must not show. Every length to 70 and a few across vector and chunk boundaries, at four
- * alignments of both pointers; guard values around acc must stay untouched. The seed is printed. */
+ * acc starting random, at -0 and at +-inf (inf + -inf is NaN); in store and stream modes acc starts
+ * as garbage that must not show. Every length to 70 and a few across vector and chunk boundaries, at
+ * sixteen alignments of both pointers (acc at every float of a 64-byte line, so every length of the
+ * stream mode's unaligned head); guard values around acc must stay untouched. The seed is printed. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -18,7 +19,7 @@
 #include "test_util.h"
 #include "tests.h"
 
-enum { MAX_N = 4200, PAD = 4, GUARD = 3 };
+enum { MAX_N = 4208, PAD = 16, GUARD = 16 }; /* (MAX_N + PAD + 2 GUARD) floats: whole 64-byte lines */
 
 static bool same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b)); }
 
@@ -65,7 +66,9 @@ void test_convert_acc_rounded(void) {
     harness_note("seed 0x%llx", (unsigned long long)seed);
     static const size_t extra_n[] = {127, 128, 129, 255, 256, 257, 511, 512, 513, 1000, 4099};
     float *v = malloc((MAX_N + PAD) * sizeof *v), *acc0 = malloc((MAX_N + PAD) * sizeof *acc0);
-    float *got = malloc((MAX_N + PAD + 2 * GUARD) * sizeof *got), *want = malloc((MAX_N + PAD) * sizeof *want);
+    /* got 64-byte aligned, and GUARD a line of floats, so acc + off sits at float off of a line */
+    float *got = aligned_alloc(64, (MAX_N + PAD + 2 * GUARD) * sizeof *got);
+    float *want = malloc((MAX_N + PAD) * sizeof *want);
     if (!CHECK(v && acc0 && got && want)) goto done;
     for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
         if (!amp_isa_supported((amp_isa)isa)) continue;
@@ -80,19 +83,20 @@ void test_convert_acc_rounded(void) {
             for (size_t c = 0; c < 71 + sizeof extra_n / sizeof *extra_n; c++) {
                 const size_t n = c < 71 ? c : extra_n[c - 71];
                 for (size_t off = 0; off < PAD; off++) {
-                    const size_t voff = (off * 3) % PAD; /* the two pointers misaligned differently */
+                    const size_t voff = (off * 5) % PAD; /* the two pointers misaligned differently */
                     for (size_t i = 0; i < n; i++) {
                         v[voff + i] = test_value(&s, dt);
                         const uint64_t r = next(&s) % 10;
                         acc0[i] = r == 0 ? -0.0f : r == 1 ? (next(&s) % 2 ? INFINITY : -INFINITY)
                                                          : ldexpf((float)(next(&s) >> 40) - 8388608.0f, -20);
                     }
-                    for (int store = 0; store < 2; store++, cases++) {
+                    for (int mode = AMP_ACC_ADD; mode <= AMP_ACC_STREAM; mode++, cases++) {
+                        const bool store = mode != AMP_ACC_ADD;
                         for (size_t i = 0; i < n; i++) want[i] = (store ? 0.0f : acc0[i]) + rounded_ref(dt, v[voff + i]);
                         float *a = got + GUARD + off;
                         for (size_t i = 0; i < n + PAD + 2 * GUARD; i++) got[i] = bits_to_f32(0xA5A5A5A5u);
                         if (!store) memcpy(a, acc0, n * sizeof *a);
-                        k->acc_rounded[dt](a, v + voff, n, store);
+                        k->acc_rounded[dt](a, v + voff, n, (amp_acc_mode)mode);
                         size_t wrong = 0;
                         for (size_t i = 0; i < n; i++) wrong += !same_bits(a[i], want[i]);
                         for (size_t i = 0; i < GUARD + off; i++) wrong += memcmp(&got[i], &(uint32_t){0xA5A5A5A5u}, 4) != 0;
@@ -101,8 +105,8 @@ void test_convert_acc_rounded(void) {
                         if (wrong && bad++ < 3) {
                             size_t i = 0;
                             while (i < n && same_bits(a[i], want[i])) i++;
-                            CHECK_MSG(false, "acc_rounded[%s] %s n=%zu off=%zu store=%d: %zu wrong%s (v %a acc %a: %a, want %a)",
-                                      amp_isa_name((amp_isa)isa), amp_dtype_name(dt), n, off, store, wrong,
+                            CHECK_MSG(false, "acc_rounded[%s] %s n=%zu off=%zu mode=%d: %zu wrong%s (v %a acc %a: %a, want %a)",
+                                      amp_isa_name((amp_isa)isa), amp_dtype_name(dt), n, off, mode, wrong,
                                       i < n ? "" : " (guards)", i < n ? (double)v[voff + i] : 0.0,
                                       i < n ? (double)acc0[i] : 0.0, i < n ? (double)a[i] : 0.0,
                                       i < n ? (double)want[i] : 0.0);

@@ -94,6 +94,7 @@ TEST(cast_copy, cast_copy_bits)
 TEST(cast_copy, cast_copy_writes)
 TEST(cast_copy, cast_copy_live_graph)
 TEST(cast_copy, cast_copy_memory)
+TEST(cast_copy, cast_copy_narrowed_view)
 /* the GradScaler's kernels (every path vs the reference, and vs PyTorch), training loops replayed
  * against torch.amp.GradScaler, the state machine, saving/loading, the extras */
 TEST(scaler, scaler_kernels_vs_reference)
@@ -259,6 +260,8 @@ TEST(gelu_kernels, gelu_kernels)
 TEST(ce_kernels, ce_kernels)
 /* the convert table's acc_rounded kernels of every path against the format reference */
 TEST(convert_acc_rounded, convert_acc_rounded)
+/* the convert table's encode_stream kernels of every path against the format reference */
+TEST(convert_stream, convert_stream)
 /* dropped non-leaf gradients' arena blocks reused: same gradients, lower peak */
 TEST(grad_reuse, grad_reuse)
 TEST(grad_reuse, grad_hand_over)

@@ -174,7 +174,10 @@ static void acc_row(const amp_gemm_epilogue *ep, const amp_elem_kernels *ek, flo
         return;
     }
     if (!enc) {
-        amp_convert_kernels_for(amp_isa_active())->acc_rounded[dt](acc, row, (size_t)n, ep->acc_store);
+        /* a stored acc that the epilogue does not read back (absmax) goes past the caches: it is a
+         * master gradient, read next by the optimizer (convert_kernels.h's AMP_ACC_STREAM) */
+        const amp_acc_mode mode = !ep->acc_store ? AMP_ACC_ADD : ep->absmax ? AMP_ACC_STORE : AMP_ACC_STREAM;
+        amp_convert_kernels_for(amp_isa_active())->acc_rounded[dt](acc, row, (size_t)n, mode);
         return;
     }
     if (dt == AMP_BF16) {
@@ -398,6 +401,10 @@ static int gemm_block(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int
                 /* a_sums once per (ic, pc): by the task whose columns start at 0, on its first column
                  * block; pc goes up, so each row's values are added in order of p */
                 const bool sum_a = j->a_sums && n0 == 0 && jc == 0;
+                /* the epilogue once this block of C is final: P = C, a panel's mr rows of C right
+                 * after its tiles (mr x nc fp32, 48-96 KiB: still in L2, where the whole block, mc x
+                 * nc, is not); P = C^T, the block's rows of C once (a panel's are mr columns) */
+                const bool ep_final = j->ep && pc + kc >= j->k, ep_panel = ep_final && j->c_col == 1;
                 for (int64_t ir = 0; ir < mc; ir += mr) {
                     const char *apanel = ablock + (size_t)(ir * kc_pad) * ps; /* [kc_pad][mr] */
                     const int m_tile = (int)min64(mr, mc - ir);
@@ -406,6 +413,7 @@ static int gemm_block(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int
                         j->ukernel_ab(kc, ap, j->a.ld, (const float *)(const void *)bblock, nr,
                                       j->c + (ic + ir) * j->c_row + jc * j->c_col, j->ldc, m_tile, (int)min64(nr, nc),
                                       j->alpha, beta);
+                        if (ep_panel) epilogue(j->ep, j->c, j->ldc, ic + ir, ic + ir + m_tile, jc, jc + nc);
                         continue;
                     }
                     if (j->ukernel_rb && m_tile == mr) {
@@ -415,6 +423,7 @@ static int gemm_block(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int
                                           (const float *)(const void *)(bblock + (size_t)(jr * kc_pad) * ps), nr,
                                           j->c + (ic + ir) * j->c_row + (jc + jr) * j->c_col, j->ldc, m_tile,
                                           (int)min64(nr, nc - jr), j->alpha, beta);
+                        if (ep_panel) epilogue(j->ep, j->c, j->ldc, ic + ir, ic + ir + m_tile, jc, jc + nc);
                         continue;
                     }
                     if (a_unpacked) pack(j, &j->a, abuf + (size_t)(ir * kc_pad) * ps, ic + ir, m_tile, pc, kc, mr);
@@ -424,11 +433,9 @@ static int gemm_block(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int
                         float *ctile = j->c + (ic + ir) * j->c_row + (jc + jr) * j->c_col;
                         j->ukernel(kc, apanel, bpanel, ctile, j->ldc, m_tile, (int)min64(nr, nc - jr), j->alpha, beta);
                     }
+                    if (ep_panel) epilogue(j->ep, j->c, j->ldc, ic + ir, ic + ir + m_tile, jc, jc + nc);
                 }
-                if (j->ep && pc + kc >= j->k) { /* this block of C is final and still in cache */
-                    if (j->c_col == 1) epilogue(j->ep, j->c, j->ldc, ic, ic + mc, jc, jc + nc);
-                    else epilogue(j->ep, j->c, j->ldc, jc, jc + nc, ic, ic + mc); /* P = C^T */
-                }
+                if (ep_final && !ep_panel) epilogue(j->ep, j->c, j->ldc, jc, jc + nc, ic, ic + mc); /* P = C^T */
             }
         }
     }

@@ -2,7 +2,8 @@
  *
  * The ops that follow a product with a per-column bias and a rounding to the compute dtype (linear's
  * forward) would otherwise make two more passes over the whole fp32 C after the GEMM, reading it back
- * from memory. The epilogue runs once per block of C, right after that block's last k block:
+ * from memory. The epilogue runs on each panel of C's rows (a block of C where the loops compute C^T),
+ * right after the panel's last k block, while it is in L2:
  *
  *   C[i, j] = +0 where relu_mask[i, j] is not > 0 and not NaN  (when relu_mask is not NULL: relu's
  *                                                                backward, the mask relu's output)
@@ -75,7 +76,9 @@ typedef struct amp_gemm_epilogue {
     int64_t ldo;
     float *acc;          /* m x n fp32, row stride ldacc >= n; or NULL. Overlaps neither C nor out */
     int64_t ldacc;
-    bool acc_store;      /* acc is overwritten with 0 + the rounded value, not read */
+    bool acc_store;      /* acc is overwritten with 0 + the rounded value, not read; with a narrow
+                          * out_dtype, no out and no absmax, by non-temporal stores (a master
+                          * gradient, read next by the optimizer: convert_kernels.h) */
     /* [m] fp32, or NULL: a_sums[i] += op(A)[i, p] for p = 0, 1, ..., k - 1, one fp32 add each in that
      * order (the row sums of op(A), added to what a_sums holds; alpha does not apply). A linear's bias
      * gradient is the column sums of G, the rows of op(A) = G^T in its weight gradient G^T X: the

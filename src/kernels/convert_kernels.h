@@ -15,17 +15,30 @@
 
 typedef void (*amp_encode_kernel)(void *dst, const float *src, size_t n);
 typedef void (*amp_decode_kernel)(float *dst, const void *src, size_t n);
-/* acc[i] += v[i] rounded to the table entry's dtype (the overflowing encode) and widened back, i < n;
- * with store, acc[i] = 0 + that value and acc is not read (core/accumulate.h's two forms). What a
- * weight gradient computed in fp32 for a narrow weight copy does on its way into the fp32 master
- * gradient (the GEMM epilogue's acc step, gemm.c): the bits of encode, then decode, then amp_acc_f32,
- * in one pass without the narrow row in between (a NaN comes out a NaN, its payload unspecified). */
-typedef void (*amp_acc_rounded_kernel)(float *acc, const float *v, size_t n, bool store);
+/* How acc_rounded writes acc: AMP_ACC_ADD, acc[i] += the value; AMP_ACC_STORE, acc[i] = 0 + the
+ * value and acc is not read (core/accumulate.h's two forms); AMP_ACC_STREAM, AMP_ACC_STORE's values
+ * with non-temporal stores where the path has them (fenced before the kernel returns), for an acc
+ * that nothing reads again soon: a parameter's fp32 master gradient, written once by the backward
+ * and read next by the optimizer, hundreds of MB later, so its lines are not fetched only to be
+ * overwritten (an AVX-512 GPT-2 124M step: a third of the acc step's time). */
+typedef enum amp_acc_mode { AMP_ACC_ADD, AMP_ACC_STORE, AMP_ACC_STREAM } amp_acc_mode;
+
+/* acc[i] (+)= v[i] rounded to the table entry's dtype (the overflowing encode) and widened back,
+ * i < n, as `mode` says. What a weight gradient computed in fp32 for a narrow weight copy does on its
+ * way into the fp32 master gradient (the GEMM epilogue's acc step, gemm.c): the bits of encode, then
+ * decode, then amp_acc_f32, in one pass without the narrow row in between (a NaN comes out a NaN, its
+ * payload unspecified). */
+typedef void (*amp_acc_rounded_kernel)(float *acc, const float *v, size_t n, amp_acc_mode mode);
 
 typedef struct amp_convert_kernels {
     amp_encode_kernel encode[AMP_DTYPE_COUNT][2]; /* [dst dtype][saturate]; AMP_F32 row unused */
     amp_decode_kernel decode[AMP_DTYPE_COUNT];    /* [src dtype]; AMP_F32 unused */
     amp_acc_rounded_kernel acc_rounded[AMP_DTYPE_COUNT]; /* [narrow dtype]; AMP_F32 unused */
+    /* [narrow dtype]: encode[dt][0]'s bits, with non-temporal stores where the path has them (fenced
+     * before the kernel returns), for a destination that nothing reads soon: the optimizer's weight
+     * copies, rewritten every step and read by the next forward only after the whole update, so their
+     * lines are not fetched only to be overwritten. The SIMD paths stream fp16 and bf16. */
+    amp_encode_kernel encode_stream[AMP_DTYPE_COUNT];
 } amp_convert_kernels;
 
 void amp_convert_kernels_ref(amp_convert_kernels *k);

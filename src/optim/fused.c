@@ -34,6 +34,7 @@
 #include "amp/status.h"
 #include "optim_internal.h"
 #include "optim_shard.h"
+#include "../kernels/convert_kernels.h"
 #include "../tensor/ctx_internal.h"
 
 #if defined(__clang__)
@@ -145,6 +146,7 @@ static float clip_coef(double norm, float max_norm) {
 typedef struct apply_job {
     amp_optimizer *opt;
     const amp_update_kernels *kernels;
+    const amp_convert_kernels *convert; /* the weight copies' encode_stream */
     bool scale;       /* g' = (g * inv_scale) * coef, stored back as the gradient */
     bool after_pass1; /* the fused step: pass 1 has just read every gradient */
     bool norm_noted;  /* the fused step: the noted gradients' segments' partial sums are computed here */
@@ -156,13 +158,18 @@ typedef struct apply_job {
 
 /* F16/BF16 parameters [off, off + n) rewritten from their updated masters p; for an fp32 parameter
  * with a cast copy, the copy from the new values (amp_tensor_read's conversion: the cast's bits),
- * while the block is in cache. */
+ * while the block is in cache, by the encode that streams past the caches: the next forward reads
+ * the copies only after the whole update (convert_kernels.h's encode_stream). */
 static void store_param(const apply_job *job, const optim_param *q, amp_dtype pd, const float *p, int64_t off,
                         int64_t n) {
     if (pd == AMP_F32) {
-        if (q->cast_copy)
-            amp_convert((unsigned char *)q->cast_copy + (size_t)off * amp_dtype_size(q->copy_dtype), q->copy_dtype, p,
-                        AMP_F32, (size_t)n);
+        if (q->cast_copy) {
+            void *dst = (unsigned char *)q->cast_copy + (size_t)off * amp_dtype_size(q->copy_dtype);
+            if (q->copy_dtype == AMP_F32 || (unsigned)q->copy_dtype >= AMP_DTYPE_COUNT)
+                amp_convert(dst, q->copy_dtype, p, AMP_F32, (size_t)n);
+            else
+                job->convert->encode_stream[q->copy_dtype](dst, p, (size_t)n);
+        }
         return;
     }
     void *dst = (unsigned char *)q->tensor->data + (size_t)off * amp_dtype_size(pd);
@@ -219,6 +226,7 @@ static void apply_segment(void *arg, int64_t task, int thread_id) {
 static void apply(amp_optimizer *opt, bool after_pass1, bool norm_noted, bool scale, float inv_scale, float coef) {
     apply_job job = {.opt = opt,
                      .kernels = amp_update_active(),
+                     .convert = amp_convert_kernels_for(amp_isa_active()),
                      .scale = scale,
                      .after_pass1 = after_pass1,
                      .norm_noted = norm_noted,

@@ -82,12 +82,15 @@ const void *amp_ctx_cast_copy_take(amp_ctx *ctx, const amp_tensor *t, amp_dtype 
     return s->cast_copy;
 }
 
-/* A cast's backward reads its output's gradient, never its output: the nodes that can read a copy
- * are the ops that took the cast (or a view of it). (A cast node is often left unspent: its
- * consumer's backward added the gradient straight into the parameter's, autograd.c's master_of.) */
+/* A cast's backward reads its output's gradient, never its output, and so does a prefix view's
+ * (amp_narrow_rows: it adds its output's gradient into its input's): the nodes that can read a copy
+ * are the ops that took the cast (or a view of it). (Both are often left unspent: the consumer's
+ * backward added the gradient straight into the parameter's, past the view and the cast: autograd.c's
+ * master_of. A view left counting as live kept the optimizer from writing any copy: GPT-2's head
+ * takes its first 50257 rows of the padded tied embedding's cast.) */
 bool amp_ctx_graph_live(const amp_ctx *ctx) {
     for (const amp_node *n = ctx->tape; n; n = n->prev)
-        if (!n->spent && n->op != AMP_OP_CAST) return true;
+        if (!n->spent && n->op != AMP_OP_CAST && !n->prefix_view) return true;
     return false;
 }
 

@@ -209,8 +209,8 @@ int64_t amp_ctx_param_index(const amp_ctx *ctx, const amp_tensor *t);
  * has no copy in dtype. *converted: it was cast into. Marks t as cast to dtype (the optimizers keep its copy from then on) and, when
  * a copy is returned, lent to this step. */
 const void *amp_ctx_cast_copy_take(amp_ctx *ctx, const amp_tensor *t, amp_dtype dtype, bool *converted);
-/* Whether a graph of this step may still read copies lent to it: a tape node other than a cast whose
- * backward has not run (computed once per optimizer step). */
+/* Whether a graph of this step may still read copies lent to it: a tape node other than a cast or a
+ * prefix view (amp_narrow_rows) whose backward has not run (computed once per optimizer step). */
 bool amp_ctx_graph_live(const amp_ctx *ctx);
 /* For an optimizer about to rewrite t (a parameter slot's tensor): the copy to write beside it (its
  * values then valid at t's next version, amp_ctx_cast_copy_written), or NULL (none, not cast, or lent

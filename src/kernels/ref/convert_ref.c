@@ -36,14 +36,14 @@ DEFINE_DECODE(decode_f8e5m2, uint8_t, amp_f8e5m2_decode)
  * (core/accumulate.h), the oracle of the SIMD paths' one-pass kernels */
 enum { ACC_CHUNK = 256 };
 #define DEFINE_ACC_ROUNDED(name, type, encode, decode)                                    \
-    static void name(float *acc, const float *v, size_t n, bool store) {                 \
+    static void name(float *acc, const float *v, size_t n, amp_acc_mode mode) {         \
         float w[ACC_CHUNK];                                                               \
         for (size_t i0 = 0; i0 < n; i0 += ACC_CHUNK) {                                    \
             const size_t len = n - i0 < ACC_CHUNK ? n - i0 : ACC_CHUNK;                   \
             type h[ACC_CHUNK];                                                            \
             encode(h, v + i0, len);                                                       \
             decode(w, h, len);                                                            \
-            amp_acc_f32(acc + i0, w, (int64_t)len, store);                                \
+            amp_acc_f32(acc + i0, w, (int64_t)len, mode != AMP_ACC_ADD);                  \
         }                                                                                 \
     }
 DEFINE_ACC_ROUNDED(acc_rounded_f16, uint16_t, encode_f16, decode_f16)
@@ -68,4 +68,5 @@ void amp_convert_kernels_ref(amp_convert_kernels *k) {
     k->decode[AMP_BF16] = decode_bf16;
     k->decode[AMP_F8E4M3] = decode_f8e4m3;
     k->decode[AMP_F8E5M2] = decode_f8e5m2;
+    for (int dt = 0; dt < AMP_DTYPE_COUNT; dt++) k->encode_stream[dt] = k->encode[dt][0]; /* plain stores */
 }

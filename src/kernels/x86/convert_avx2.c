@@ -81,6 +81,34 @@ static void decode_bf16(float *dst, const void *src, size_t n) {
     for (; i < n; i++) dst[i] = amp_f32_from_bits(amp_bf16_decode(in[i]));
 }
 
+/* ---- encode_stream (convert_kernels.h): the encodes above, non-temporal stores ---- */
+
+/* up to dst's next 32-byte boundary by the scalar algorithm, then 16 elements at a time by
+ * non-temporal stores (fp16: two of 16 bytes) and a fence, the rest by the plain loop: each element
+ * by the same encode */
+#define DEFINE_ENCODE_STREAM(name, scalar, vec16, plain)                                                      \
+    static void name(void *dst, const float *src, size_t n) {                                                 \
+        uint16_t *out = dst;                                                                                  \
+        size_t i = 0;                                                                                         \
+        if (((uintptr_t)out & 1) == 0 && n >= 32) {                                                           \
+            for (; ((uintptr_t)(out + i) & 31) != 0; i++) out[i] = scalar(amp_f32_bits(src[i]), AMP_OVERFLOW_INF); \
+            for (; i + 16 <= n; i += 16) vec16(out + i, src + i);                                             \
+            _mm_sfence();                                                                                     \
+        }                                                                                                     \
+        plain(out + i, src + i, n - i, 0);                                                                    \
+    }
+static inline void bf16_stream16(uint16_t *out, const float *src) {
+    __m256i lo = bf16_from_f32x8(_mm256_loadu_si256((const __m256i *)(const void *)src), 0);
+    __m256i hi = bf16_from_f32x8(_mm256_loadu_si256((const __m256i *)(const void *)(src + 8)), 0);
+    _mm256_stream_si256((__m256i *)(void *)out, _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8));
+}
+static inline void f16_stream16(uint16_t *out, const float *src) {
+    _mm_stream_si128((__m128i *)(void *)out, f16_from_f32x8(_mm256_loadu_ps(src), 0));
+    _mm_stream_si128((__m128i *)(void *)(out + 8), f16_from_f32x8(_mm256_loadu_ps(src + 8), 0));
+}
+DEFINE_ENCODE_STREAM(encode_f16_stream, amp_f16_encode, f16_stream16, encode_f16_impl)
+DEFINE_ENCODE_STREAM(encode_bf16_stream, amp_bf16_encode, bf16_stream16, encode_bf16_impl)
+
 /* ---- acc_rounded: encode, decode and the fp32 add per vector (convert_kernels.h) ---- */
 
 static inline __m256 f32_rounded_bf16(__m256 v) {
@@ -98,9 +126,18 @@ static inline float rounded_f16_at(float v) {
     return amp_f32_from_bits(amp_f16_decode(amp_f16_encode(amp_f32_bits(v), AMP_OVERFLOW_INF)));
 }
 
+/* AMP_ACC_STREAM: the elements up to acc's next 32-byte boundary by the scalar algorithm, then
+ * aligned vectors by non-temporal stores (then a fence), the rest as AMP_ACC_STORE; each element's
+ * arithmetic is the same either way */
 #define DEFINE_ACC_ROUNDED(name, round, round_at)                                                        \
-    static void name(float *acc, const float *v, size_t n, bool store) {                                \
+    static void name(float *acc, const float *v, size_t n, amp_acc_mode mode) {                         \
+        const bool store = mode != AMP_ACC_ADD;                                                          \
         size_t i = 0;                                                                                    \
+        if (mode == AMP_ACC_STREAM && n >= 16) {                                                         \
+            for (; ((uintptr_t)(acc + i) & 31) != 0; i++) acc[i] = 0.0f + round_at(v[i]);               \
+            for (; i + 8 <= n; i += 8) _mm256_stream_ps(acc + i, _mm256_add_ps(_mm256_setzero_ps(), round(_mm256_loadu_ps(v + i)))); \
+            _mm_sfence();                                                                                \
+        }                                                                                                \
         for (; i + 8 <= n; i += 8) {                                                                     \
             const __m256 a = store ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + i);                     \
             _mm256_storeu_ps(acc + i, _mm256_add_ps(a, round(_mm256_loadu_ps(v + i))));                  \
@@ -111,6 +148,8 @@ DEFINE_ACC_ROUNDED(acc_rounded_bf16, f32_rounded_bf16, rounded_bf16_at)
 DEFINE_ACC_ROUNDED(acc_rounded_f16, f32_rounded_f16, rounded_f16_at)
 
 void amp_convert_kernels_avx2(amp_convert_kernels *k) {
+    k->encode_stream[AMP_F16] = encode_f16_stream;
+    k->encode_stream[AMP_BF16] = encode_bf16_stream;
     k->acc_rounded[AMP_F16] = acc_rounded_f16;
     k->acc_rounded[AMP_BF16] = acc_rounded_bf16;
     k->encode[AMP_F16][0] = encode_f16;

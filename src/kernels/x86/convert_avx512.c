@@ -121,6 +121,33 @@ static void decode_bf16(float *dst, const void *src, size_t n) {
     }
 }
 
+/* ---- encode_stream (convert_kernels.h): the encodes above, non-temporal stores ---- */
+
+static inline __m256i f16_encode16(__m512 v) { return f16_from_f32x16(v, 0); }
+static inline __m256i bf16_encode16(__m512 v) { return _mm512_cvtepi32_epi16(bf16_from_f32x16(_mm512_castps_si512(v), 0)); }
+
+/* up to dst's next 32-byte boundary by a masked store, then whole vectors by non-temporal stores and
+ * a fence, the tail masked: each element by the same encode */
+#define DEFINE_ENCODE_STREAM(name, enc16)                                                                     \
+    static void name(void *dst, const float *src, size_t n) {                                                 \
+        uint16_t *out = dst;                                                                                  \
+        size_t i = 0;                                                                                         \
+        if (((uintptr_t)out & 1) == 0 && n >= 32) {                                                           \
+            i = (32 - ((uintptr_t)out & 31)) % 32 / sizeof *out;                                              \
+            if (i) _mm256_mask_storeu_epi16(out, tail_mask(i), enc16(_mm512_maskz_loadu_ps(tail_mask(i), src))); \
+            for (; i + 16 <= n; i += 16)                                                                      \
+                _mm256_stream_si256((__m256i *)(void *)(out + i), enc16(_mm512_loadu_ps(src + i)));           \
+            _mm_sfence();                                                                                     \
+        }                                                                                                     \
+        for (; i + 16 <= n; i += 16) _mm256_storeu_si256((__m256i *)(void *)(out + i), enc16(_mm512_loadu_ps(src + i))); \
+        if (i < n) {                                                                                          \
+            const __mmask16 m = tail_mask(n - i);                                                             \
+            _mm256_mask_storeu_epi16(out + i, m, enc16(_mm512_maskz_loadu_ps(m, src + i)));                   \
+        }                                                                                                     \
+    }
+DEFINE_ENCODE_STREAM(encode_f16_stream, f16_encode16)
+DEFINE_ENCODE_STREAM(encode_bf16_stream, bf16_encode16)
+
 /* ---- acc_rounded: encode, decode and the fp32 add per vector (convert_kernels.h) ---- */
 
 /* acc + v, or 0 + v for store: the reference's adds (core/accumulate.h), per element the same */
@@ -134,9 +161,23 @@ static inline __m512 f32_rounded_bf16(__m512 v) {
 
 static inline __m512 f32_rounded_f16(__m512 v) { return f32_from_f16x16(f16_from_f32x16(v, 0)); }
 
+/* AMP_ACC_STREAM: the elements up to acc's next 64-byte boundary by a masked store, whole lines by
+ * non-temporal stores (then a fence), the rest as AMP_ACC_STORE; each element's arithmetic is the
+ * same either way */
 #define DEFINE_ACC_ROUNDED(name, round)                                                                  \
-    static void name(float *acc, const float *v, size_t n, bool store) {                                \
+    static void name(float *acc, const float *v, size_t n, amp_acc_mode mode) {                         \
+        const bool store = mode != AMP_ACC_ADD;                                                          \
         size_t i = 0;                                                                                    \
+        if (mode == AMP_ACC_STREAM && n >= 32) {                                                         \
+            const size_t head = (64 - ((uintptr_t)acc & 63)) % 64 / sizeof(float);                      \
+            if (head) {                                                                                  \
+                const __mmask16 m = tail_mask(head);                                                     \
+                _mm512_mask_storeu_ps(acc, m, acc_add(m, acc, round(_mm512_maskz_loadu_ps(m, v)), true)); \
+            }                                                                                            \
+            for (i = head; i + 16 <= n; i += 16)                                                         \
+                _mm512_stream_ps(acc + i, acc_add(0xFFFF, acc + i, round(_mm512_loadu_ps(v + i)), true)); \
+            _mm_sfence();                                                                                \
+        }                                                                                                \
         for (; i + 16 <= n; i += 16)                                                                     \
             _mm512_storeu_ps(acc + i, acc_add(0xFFFF, acc + i, round(_mm512_loadu_ps(v + i)), store));   \
         if (i < n) {                                                                                     \
@@ -232,6 +273,8 @@ DEFINE_FP8_DECODE(decode_e5m2, f32_from_e5m2x16)
 DEFINE_FP8_DECODE(decode_e4m3, f32_from_e4m3x16)
 
 void amp_convert_kernels_avx512(amp_convert_kernels *k) {
+    k->encode_stream[AMP_F16] = encode_f16_stream;
+    k->encode_stream[AMP_BF16] = encode_bf16_stream;
     k->encode[AMP_F16][0] = encode_f16;
     k->encode[AMP_F16][1] = encode_f16_sat;
     k->decode[AMP_F16] = decode_f16;
