@@ -174,9 +174,11 @@ static void acc_row(const amp_gemm_epilogue *ep, const amp_elem_kernels *ek, flo
         return;
     }
     if (!enc) {
-        /* a stored acc that the epilogue does not read back (absmax) goes past the caches: it is a
-         * master gradient, read next by the optimizer (convert_kernels.h's AMP_ACC_STREAM) */
-        const amp_acc_mode mode = !ep->acc_store ? AMP_ACC_ADD : ep->absmax ? AMP_ACC_STORE : AMP_ACC_STREAM;
+        /* a stored acc that the epilogue does not read back (absmax) goes past the caches where the
+         * caller says so: a large master gradient, read next by the optimizer (AMP_ACC_STREAM) */
+        const amp_acc_mode mode = !ep->acc_store                 ? AMP_ACC_ADD
+                                  : ep->absmax || !ep->acc_stream ? AMP_ACC_STORE
+                                                                 : AMP_ACC_STREAM;
         amp_convert_kernels_for(amp_isa_active())->acc_rounded[dt](acc, row, (size_t)n, mode);
         return;
     }

@@ -23,6 +23,11 @@ typedef void (*amp_decode_kernel)(float *dst, const void *src, size_t n);
  * overwritten (an AVX-512 GPT-2 124M step: a third of the acc step's time). */
 typedef enum amp_acc_mode { AMP_ACC_ADD, AMP_ACC_STORE, AMP_ACC_STREAM } amp_acc_mode;
 
+/* The smallest destination (a whole gradient, a whole weight copy) written past the caches: a
+ * smaller one, with the rest of a small model, is likely still cached when it is read next, so it
+ * takes plain stores. */
+#define AMP_STREAM_MIN_BYTES ((size_t)1 << 20)
+
 /* acc[i] (+)= v[i] rounded to the table entry's dtype (the overflowing encode) and widened back,
  * i < n, as `mode` says. What a weight gradient computed in fp32 for a narrow weight copy does on its
  * way into the fp32 master gradient (the GEMM epilogue's acc step, gemm.c): the bits of encode, then

@@ -7,10 +7,12 @@
 
 #include "amp/dtype.h"
 #include "../gemm/gemm_fused.h"
+#include "../kernels/convert_kernels.h"
 #include "../tensor/autograd.h"
 #include "../tensor/ctx_internal.h"
 
-/* The epilogue that writes rows of n gradient values starting at element `off` of the sink. */
+/* The epilogue that writes rows of n gradient values starting at element `off` of the sink; a stored
+ * master gradient of AMP_STREAM_MIN_BYTES or more goes past the caches. */
 static inline amp_gemm_epilogue amp_sink_epilogue(const amp_grad_sink *s, int64_t off, int64_t n) {
     const int64_t ld = n > 0 ? n : 1;
     return (amp_gemm_epilogue){.out = s->out ? (char *)s->out + (size_t)off * amp_dtype_size(s->out_dtype) : NULL,
@@ -18,7 +20,8 @@ static inline amp_gemm_epilogue amp_sink_epilogue(const amp_grad_sink *s, int64_
                                .ldo = ld,
                                .acc = s->acc ? s->acc + off : NULL,
                                .ldacc = ld,
-                               .acc_store = s->acc_store};
+                               .acc_store = s->acc_store,
+                               .acc_stream = s->acc_store && (size_t)s->numel * sizeof(float) >= AMP_STREAM_MIN_BYTES};
 }
 
 /* The sink's own storage when all it does is store fp32 values: a new fp32 gradient, or an fp32

@@ -158,14 +158,16 @@ typedef struct apply_job {
 
 /* F16/BF16 parameters [off, off + n) rewritten from their updated masters p; for an fp32 parameter
  * with a cast copy, the copy from the new values (amp_tensor_read's conversion: the cast's bits),
- * while the block is in cache, by the encode that streams past the caches: the next forward reads
- * the copies only after the whole update (convert_kernels.h's encode_stream). */
+ * while the block is in cache; a copy of AMP_STREAM_MIN_BYTES or more by the encode that streams
+ * past the caches: the next forward reads the copies only after the whole update (convert_kernels.h's
+ * encode_stream). */
 static void store_param(const apply_job *job, const optim_param *q, amp_dtype pd, const float *p, int64_t off,
                         int64_t n) {
     if (pd == AMP_F32) {
         if (q->cast_copy) {
             void *dst = (unsigned char *)q->cast_copy + (size_t)off * amp_dtype_size(q->copy_dtype);
-            if (q->copy_dtype == AMP_F32 || (unsigned)q->copy_dtype >= AMP_DTYPE_COUNT)
+            const bool stream = (size_t)q->numel * amp_dtype_size(q->copy_dtype) >= AMP_STREAM_MIN_BYTES;
+            if (!stream || q->copy_dtype == AMP_F32 || (unsigned)q->copy_dtype >= AMP_DTYPE_COUNT)
                 amp_convert(dst, q->copy_dtype, p, AMP_F32, (size_t)n);
             else
                 job->convert->encode_stream[q->copy_dtype](dst, p, (size_t)n);
