@@ -83,7 +83,7 @@ typedef struct amp_fp8_delayed_config {
     amp_fp8_format format;      /* TE's default AMP_FP8_HYBRID */
     /* false (TE): a fresh state casts with scale 1 until its first update. true (torchao's delayed
      * scaling, Float8LinearConfig.enable_amax_init): the first cast of a fresh state measures its own
-     * tensor's amax and takes the scale the rule gives it (amp_fp8_delayed_init), so the first step's
+     * tensor's amax and takes the scale the rule gives it (amp_fp8_delayed_init), so the first pass's
      * casts are scaled too; small gradients are not flushed at scale 1 in e5m2. */
     bool amax_init;
 } amp_fp8_delayed_config;

@@ -304,7 +304,7 @@ typedef struct amp_train_config {
     int fp8_history_len;
     amp_fp8_amax_algo fp8_amax_algo;
     int fp8_margin;
-    /* fp8-delayed: torchao's amax init (amp_fp8_delayed_config.amax_init): the first step casts with
+    /* fp8-delayed: torchao's amax init (amp_fp8_delayed_config.amax_init): the first pass casts with
      * scales from its tensors' own amaxes (all-reduced with MAX across ranks) instead of TE's 1.
      * Recorded with the precision like the settings above. */
     bool fp8_amax_init;

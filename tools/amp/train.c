@@ -59,7 +59,7 @@ static void print_help(void) {
            "  --fp8-history N    fp8-delayed: the amax history's length (default 1024, TE's)\n"
            "  --fp8-amax A       fp8-delayed: the scale's amax, max over the history (default) or most_recent\n"
            "  --fp8-margin M     fp8-delayed: scale = fp8 max * 2^-M / amax, headroom for growing amaxes\n"
-           "  --fp8-amax-init    fp8-delayed: the first step's scales from its own tensors' amaxes (torchao's\n"
+           "  --fp8-amax-init    fp8-delayed: the first pass's scales from its own tensors' amaxes (torchao's\n"
            "                     delayed scaling) instead of TE's 1, which flushes small first gradients\n"
            "                     (a checkpoint keeps these four, other settings are refused)\n"
            "  --scaler MODE      dynamic | off | static:S (default: dynamic for amp-fp16 and fp16-master,\n"
