@@ -213,16 +213,25 @@ void test_fp8_linear_recipes(void) {
  * 0; after the step the scale comes from the window's max (this step's included), then the roll. So
  * the scale used at step t is 448 / max(a over steps t-L .. t-1) (1 at step 1), and after step t the
  * history's last slot holds a_t, the one before a_{t-1}, ... */
+/* A context with parameters x and w [n, n] and a delayed-scaling state of config dc; false (checked)
+ * when one cannot be made. */
+static bool delayed_fixture(const amp_fp8_delayed_config *dc, int64_t n, amp_ctx **ctx, amp_fp8_linear **s,
+                            amp_tensor **x, amp_tensor **w) {
+    *ctx = NULL, *s = NULL;
+    if (!CHECK(amp_ctx_create(NULL, ctx) == AMP_OK) || !CHECK(amp_fp8_linear_create(s, AMP_FP8_RECIPE_DELAYED, dc) == AMP_OK))
+        return false;
+    *x = amp_param_new(*ctx, "x", AMP_F32, 2, (const int64_t[]){n, n});
+    *w = amp_param_new(*ctx, "w", AMP_F32, 2, (const int64_t[]){n, n});
+    return CHECK(amp_ctx_alloc_params(*ctx) == AMP_OK);
+}
+
 static void delayed_replay(bool amax_init) {
     enum { L = 3, STEPS = 7, N = 4 };
     const amp_fp8_delayed_config dc = {L, AMP_FP8_AMAX_MAX, 0, AMP_FP8_HYBRID, amax_init};
-    amp_ctx *ctx = NULL;
-    amp_fp8_linear *s = NULL;
-    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK) || !CHECK(amp_fp8_linear_create(&s, AMP_FP8_RECIPE_DELAYED, &dc) == AMP_OK))
-        goto out;
-    amp_tensor *x = amp_param_new(ctx, "x", AMP_F32, 2, (const int64_t[]){N, N});
-    amp_tensor *w = amp_param_new(ctx, "w", AMP_F32, 2, (const int64_t[]){N, N});
-    if (!CHECK(amp_ctx_alloc_params(ctx) == AMP_OK)) goto out;
+    amp_ctx *ctx;
+    amp_fp8_linear *s;
+    amp_tensor *x, *w;
+    if (!delayed_fixture(&dc, N, &ctx, &s, &x, &w)) goto out;
     const float ax[STEPS] = {2.0f, 0.5f, 8.0f, 0.25f, 0.25f, 0.25f, 3.0f};
     const float aw[STEPS] = {0.01f, 0.02f, 0.015f, 0.03f, 0.001f, 0.001f, 0.001f};
     const float ag[STEPS] = {1e-6f, 3e-5f, 2e-7f, 2e-7f, 2e-7f, 5e-4f, 1e-6f};
@@ -294,13 +303,10 @@ void test_fp8_linear_delayed_replay(void) {
 void test_fp8_linear_delayed_micro_batches(void) {
     enum { N = 4, MB = 4 };
     const amp_fp8_delayed_config dc = {4, AMP_FP8_AMAX_MAX, 0, AMP_FP8_HYBRID, false};
-    amp_ctx *ctx = NULL;
-    amp_fp8_linear *s = NULL;
-    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK) || !CHECK(amp_fp8_linear_create(&s, AMP_FP8_RECIPE_DELAYED, &dc) == AMP_OK))
-        goto out;
-    amp_tensor *x = amp_param_new(ctx, "x", AMP_F32, 2, (const int64_t[]){N, N});
-    amp_tensor *w = amp_param_new(ctx, "w", AMP_F32, 2, (const int64_t[]){N, N});
-    if (!CHECK(amp_ctx_alloc_params(ctx) == AMP_OK)) goto out;
+    amp_ctx *ctx;
+    amp_fp8_linear *s;
+    amp_tensor *x, *w;
+    if (!delayed_fixture(&dc, N, &ctx, &s, &x, &w)) goto out;
     const float ax[MB] = {2.0f, 0.5f, 8.0f, 1.0f};
     const float want_min[2] = {1.0f, 56.0f}, want_max[2] = {224.0f, 224.0f};
     for (int mb = 0; mb < MB; mb++) {
@@ -355,18 +361,15 @@ static int fake_group_max(void *arg, float *amax) {
 void test_fp8_linear_amax_init(void) {
     enum { N = 4 };
     const amp_fp8_delayed_config dc = {8, AMP_FP8_AMAX_MAX, 0, AMP_FP8_HYBRID, true};
-    amp_ctx *ctx = NULL;
-    amp_fp8_linear *s = NULL;
+    amp_ctx *ctx;
+    amp_fp8_linear *s;
+    amp_tensor *x, *w;
     fake_group group = {0};
-    if (!CHECK(amp_ctx_create(NULL, &ctx) == AMP_OK) || !CHECK(amp_fp8_linear_create(&s, AMP_FP8_RECIPE_DELAYED, &dc) == AMP_OK))
-        goto out;
+    if (!delayed_fixture(&dc, N, &ctx, &s, &x, &w)) goto out;
     CHECK_EQ_INT(amp_fp8_linear_set_amax_reduce(s, fake_group_max, &group), AMP_OK);
     /* x holds 1e-4 (under e4m3's smallest subnormal 2^-9 at scale 1), W 0.5, dY 2^-20 (under e5m2's 2^-16) */
     float xv[N * N] = {0}, wv[N * N] = {0}, gv[N * N] = {0};
     xv[1] = 1e-4f, wv[1] = 0.5f, gv[0] = 0x1p-20f;
-    amp_tensor *x = amp_param_new(ctx, "x", AMP_F32, 2, (const int64_t[]){N, N});
-    amp_tensor *w = amp_param_new(ctx, "w", AMP_F32, 2, (const int64_t[]){N, N});
-    if (!CHECK(amp_ctx_alloc_params(ctx) == AMP_OK)) goto out;
     memcpy(x->data, xv, sizeof xv);
     memcpy(w->data, wv, sizeof wv);
     amp_fp8_linear_set_recording(s, false);
