@@ -498,7 +498,8 @@ void test_fp8_cast_threads(void) {
  * (0, subnormals, the smallest and largest scales' edges, 448 and 57344 times powers of 2 and their
  * neighbours, inf, NaN), the four rules, both dtypes, tails of every length, in place too; and the
  * exponent adds (factor_adds) of powers of 2 over the whole range, their range's ends, and factors
- * that are none (negative, 0, subnormal, inf, NaN, other mantissas), against e << 7 by hand. */
+ * that are none (negative, 0, subnormal, inf, NaN, other mantissas), against e << 7 by hand; block
+ * scaling's tile scales and inverses (block_scales) against amp_fp8_current_scale. */
 void test_fp8_block_scales_paths(void) {
     const uint64_t seed = harness_seed();
     harness_note("seed %llu", (unsigned long long)seed);

@@ -105,13 +105,13 @@ int amp_fp8_linear_update(amp_fp8_linear *s, amp_fp8_pass pass) {
 
 int amp_fp8_linear_step(amp_fp8_linear *s) {
     if (!s) return AMP_ERR_NULL_POINTER;
+    s->have_replay = false;
     for (int r = 0; r < AMP_FP8_ROLES; r++) {
         if (s->delayed[r] && !s->updated[r]) {
             const int st = amp_fp8_delayed_update(s->delayed[r]);
             if (st != AMP_OK) return st;
         }
         s->updated[r] = false;
-        s->have_replay = false;
         s->last[r] = s->step[r];
         stats_add(&s->total[r], &s->step[r]);
         memset(&s->step[r], 0, sizeof s->step[r]);

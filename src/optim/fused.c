@@ -166,8 +166,8 @@ static void store_param(const apply_job *job, const optim_param *q, amp_dtype pd
     if (pd == AMP_F32) {
         if (q->cast_copy) {
             void *dst = (unsigned char *)q->cast_copy + (size_t)off * amp_dtype_size(q->copy_dtype);
-            const bool stream = (size_t)q->numel * amp_dtype_size(q->copy_dtype) >= AMP_STREAM_MIN_BYTES;
-            if (!stream || q->copy_dtype == AMP_F32 || (unsigned)q->copy_dtype >= AMP_DTYPE_COUNT)
+            if (q->copy_dtype == AMP_F32 || (unsigned)q->copy_dtype >= AMP_DTYPE_COUNT ||
+                (size_t)q->numel * amp_dtype_size(q->copy_dtype) < AMP_STREAM_MIN_BYTES)
                 amp_convert(dst, q->copy_dtype, p, AMP_F32, (size_t)n);
             else
                 job->convert->encode_stream[q->copy_dtype](dst, p, (size_t)n);
