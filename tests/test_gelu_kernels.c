@@ -1,7 +1,8 @@
-/* The fused gelu kernels (kernels/vecmath.h: gelu, gelu_grad, gelu_deriv) of every path, the
- * reference included, against the composition they replace (amp_vmath_gelu_composed and
- * amp_vmath_gelu_grad_composed on the same table: its erfc and exp with the scalar arithmetic), bit
- * for bit, any NaN matching any NaN (payloads are not compared); gelu_deriv's y against the first and
+/* The fused gelu kernels (kernels/vecmath.h: gelu, gelu_grad, gelu_deriv and the tanh
+ * approximation's gelu_tanh, gelu_tanh_grad, gelu_tanh_deriv) of every path, the reference included,
+ * against the composition they replace (amp_vmath_gelu_composed, amp_vmath_gelu_grad_composed and the
+ * amp_vmath_gelu_tanh_*_composed on the same table: its erfc, exp or tanh with the scalar
+ * arithmetic), bit for bit, any NaN matching any NaN (payloads are not compared); gelu_deriv's y against the first and
  * g times its d against the second: a strided sweep of the fp32 patterns (every 65537th, so every
  * binade of both signs, NaNs and infinities) with gradients from a generator, named edges (+-0,
  * +-inf, NaN, the largest finite, subnormals, where erfc and exp saturate), and lengths 0..70 (tails). */
@@ -33,8 +34,9 @@ static bool same(const float *a, const float *b, size_t n) {
 
 static float y_deriv[CHUNK], d_deriv[CHUNK];
 
-/* how many checks (of four) of the fused kernels differ from the composition: gelu, gelu_grad, and
- * gelu_deriv's y (computed in place over a copy of x) against gelu and g * d against gelu_grad */
+/* how many checks (of nine) of the fused kernels differ from the composition: gelu, gelu_grad, and
+ * gelu_deriv's y (computed in place over a copy of x) against gelu and g * d against gelu_grad; the
+ * same for the tanh approximation, whose deriv's d is also checked against the composed deriv's */
 static int64_t compare(const amp_vmath_kernels *k, const float *x, const float *g, size_t n, float *a, float *b) {
     int64_t bad = 0;
     k->gelu(a, x, n);
@@ -45,6 +47,20 @@ static int64_t compare(const amp_vmath_kernels *k, const float *x, const float *
     bad += !same(y_deriv, b, n);
     k->gelu_grad(a, g, x, n);
     amp_vmath_gelu_grad_composed(k, b, g, x, n);
+    bad += !same(a, b, n);
+    for (size_t i = 0; i < n; i++) d_deriv[i] = g[i] * d_deriv[i];
+    bad += !same(d_deriv, b, n);
+    /* the tanh approximation's three against theirs */
+    k->gelu_tanh(a, x, n);
+    amp_vmath_gelu_tanh_composed(k, b, x, n);
+    bad += !same(a, b, n);
+    memcpy(y_deriv, x, n * sizeof *x);
+    k->gelu_tanh_deriv(y_deriv, d_deriv, y_deriv, n);
+    bad += !same(y_deriv, b, n);
+    amp_vmath_gelu_tanh_deriv_composed(k, b, a, x, n);
+    bad += !same(d_deriv, a, n);
+    k->gelu_tanh_grad(a, g, x, n);
+    amp_vmath_gelu_tanh_grad_composed(k, b, g, x, n);
     bad += !same(a, b, n);
     for (size_t i = 0; i < n; i++) d_deriv[i] = g[i] * d_deriv[i];
     bad += !same(d_deriv, b, n);

@@ -64,6 +64,12 @@ typedef struct amp_vmath_kernels {
      * derivative made in forward, where backward recomputed erfc). The same test checks y against
      * gelu and g * d against gelu_grad. */
     amp_vmath_deriv_kernel gelu_deriv;
+    /* GELU's tanh approximation (below), fused likewise: exactly the bits of amp_vmath_gelu_tanh_composed,
+     * amp_vmath_gelu_tanh_grad_composed and amp_vmath_gelu_tanh_deriv_composed on this table (its own
+     * tanh, the scalar arithmetic below); tests/test_gelu_kernels.c checks the equality. */
+    amp_vmath_kernel gelu_tanh;
+    amp_vmath_grad_kernel gelu_tanh_grad;
+    amp_vmath_deriv_kernel gelu_tanh_deriv;
     /* cross-entropy's two passes over a row (below), fused; NULL on a path without them */
     amp_vmath_ce_stats_fn ce_stats;
     amp_vmath_ce_grad_fn ce_grad;
@@ -93,6 +99,20 @@ void amp_vmath_gelu_grad_composed(const amp_vmath_kernels *k, float *dx, const f
  * reference path's tanh is libm's tanhf; the SIMD paths' is theirs (within AMP_VECMATH_MAX_ULP). */
 #define AMP_VMATH_GELU_TANH_BETA 0.79788456080286535588f
 #define AMP_VMATH_GELU_TANH_KAPPA 0.044715f
+
+/* tanh's argument, BETA * (x + KAPPA * x^3), and d from x and t = tanh of it, in that order of fp32
+ * operations: the one scalar formula of the composition and of the reference path's fused kernels */
+static inline float amp_vmath_gelu_tanh_arg(float v) {
+    const float cube = v * v * v;
+    return AMP_VMATH_GELU_TANH_BETA * (v + AMP_VMATH_GELU_TANH_KAPPA * cube);
+}
+
+static inline float amp_vmath_gelu_tanh_deriv_of(float v, float t) {
+    const float left = 0.5f * v, right = 1.0f + t;
+    const float inner_d = AMP_VMATH_GELU_TANH_BETA * (1.0f + 3.0f * AMP_VMATH_GELU_TANH_KAPPA * (v * v));
+    return 0.5f * right + left * (1.0f - t * t) * inner_d;
+}
+
 void amp_vmath_gelu_tanh_composed(const amp_vmath_kernels *k, float *y, const float *x, size_t n);
 void amp_vmath_gelu_tanh_deriv_composed(const amp_vmath_kernels *k, float *y, float *d, const float *x, size_t n);
 void amp_vmath_gelu_tanh_grad_composed(const amp_vmath_kernels *k, float *dx, const float *g, const float *x,

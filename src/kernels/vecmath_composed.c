@@ -36,10 +36,7 @@ void amp_vmath_gelu_grad_composed(const amp_vmath_kernels *k, float *dx, const f
 
 /* t[i] = tanh(BETA * (x + KAPPA * x^3)) for a chunk, through the table's tanh */
 static void gelu_tanh_inner(const amp_vmath_kernels *k, float *t, const float *x, size_t m) {
-    for (size_t i = 0; i < m; i++) {
-        const float v = x[i], cube = v * v * v;
-        t[i] = AMP_VMATH_GELU_TANH_BETA * (v + AMP_VMATH_GELU_TANH_KAPPA * cube);
-    }
+    for (size_t i = 0; i < m; i++) t[i] = amp_vmath_gelu_tanh_arg(x[i]);
     k->tanh(t, t, m);
 }
 
@@ -52,13 +49,6 @@ void amp_vmath_gelu_tanh_composed(const amp_vmath_kernels *k, float *y, const fl
     }
 }
 
-/* d = 0.5 (1 + t) + 0.5 x (1 - t^2) BETA (1 + 3 KAPPA x^2): PyTorch's GeluBackward with tanh */
-static float gelu_tanh_deriv_of(float v, float t) {
-    const float left = 0.5f * v, right = 1.0f + t;
-    const float inner_d = AMP_VMATH_GELU_TANH_BETA * (1.0f + 3.0f * AMP_VMATH_GELU_TANH_KAPPA * (v * v));
-    return 0.5f * right + left * (1.0f - t * t) * inner_d;
-}
-
 void amp_vmath_gelu_tanh_deriv_composed(const amp_vmath_kernels *k, float *y, float *d, const float *x, size_t n) {
     float t[GELU_CHUNK];
     for (size_t i0 = 0; i0 < n; i0 += GELU_CHUNK) {
@@ -66,7 +56,7 @@ void amp_vmath_gelu_tanh_deriv_composed(const amp_vmath_kernels *k, float *y, fl
         gelu_tanh_inner(k, t, x + i0, m);
         for (size_t i = 0; i < m; i++) {
             const float v = x[i0 + i];
-            d[i0 + i] = gelu_tanh_deriv_of(v, t[i]);
+            d[i0 + i] = amp_vmath_gelu_tanh_deriv_of(v, t[i]);
             y[i0 + i] = (0.5f * v) * (1.0f + t[i]);
         }
     }
@@ -78,7 +68,7 @@ void amp_vmath_gelu_tanh_grad_composed(const amp_vmath_kernels *k, float *dx, co
     for (size_t i0 = 0; i0 < n; i0 += GELU_CHUNK) {
         const size_t m = n - i0 < GELU_CHUNK ? n - i0 : GELU_CHUNK;
         gelu_tanh_inner(k, t, x + i0, m);
-        for (size_t i = 0; i < m; i++) dx[i0 + i] = g[i0 + i] * gelu_tanh_deriv_of(x[i0 + i], t[i]);
+        for (size_t i = 0; i < m; i++) dx[i0 + i] = g[i0 + i] * amp_vmath_gelu_tanh_deriv_of(x[i0 + i], t[i]);
     }
 }
 

@@ -267,8 +267,8 @@ static void gelu_tanh_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
     (void)thread_id;
     const gelu_tanh_job *j = arg;
     const amp_vmath_kernels *k = amp_vmath_active();
-    if (j->d) amp_vmath_gelu_tanh_deriv_composed(k, j->y + i0, j->d + i0, j->y + i0, (size_t)(i1 - i0));
-    else amp_vmath_gelu_tanh_composed(k, j->y + i0, j->y + i0, (size_t)(i1 - i0));
+    if (j->d) k->gelu_tanh_deriv(j->y + i0, j->d + i0, j->y + i0, (size_t)(i1 - i0));
+    else k->gelu_tanh(j->y + i0, j->y + i0, (size_t)(i1 - i0));
 }
 
 static void gelu_tanh_pass(float *y, float *d, int64_t n) {

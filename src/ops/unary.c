@@ -54,7 +54,7 @@ static void unary_grad(const amp_node *node, float *dx, const float *g, const fl
         for (int64_t i = 0; i < n; i++) dx[i] = v[i] <= 0.0f ? 0.0f : g[i];
         break;
     case AMP_OP_GELU: /* d/dx x Phi(x) = Phi(x) + x phi(x); i[0]: the tanh approximation (vecmath.h) */
-        if (node->i[0]) amp_vmath_gelu_tanh_grad_composed(amp_vmath_active(), dx, g, v, (size_t)n);
+        if (node->i[0]) amp_vmath_active()->gelu_tanh_grad(dx, g, v, (size_t)n);
         else amp_vmath_active()->gelu_grad(dx, g, v, (size_t)n);
         break;
     case AMP_OP_TANH: /* 1 - tanh^2 = 4 e/(1+e)^2, e = exp(-2|x|) */
@@ -192,7 +192,7 @@ static void map_range(void *arg, int64_t i0, int64_t i1, int thread_id) {
         for (int64_t i = 0; i < n; i++) y[i] = (xv[i] > 0.0f || isnan(xv[i])) ? xv[i] : 0.0f;
         break;
     case AMP_OP_GELU:
-        if (j->gelu_tanh) amp_vmath_gelu_tanh_composed(amp_vmath_active(), y, xv, (size_t)n);
+        if (j->gelu_tanh) amp_vmath_active()->gelu_tanh(y, xv, (size_t)n);
         else amp_vmath_active()->gelu(y, xv, (size_t)n);
         break;
     case AMP_OP_TANH:

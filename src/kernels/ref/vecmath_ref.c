@@ -43,7 +43,31 @@ static void gelu_deriv_ref(float *y, float *d, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) d[i] = gelu_deriv_one(x[i], &y[i]);
 }
 
+/* GELU's tanh approximation with libm's tanhf, per element (amp_vmath_gelu_tanh_*_composed's formulas) */
+static void gelu_tanh_ref(float *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const float v = src[i];
+        dst[i] = (0.5f * v) * (1.0f + tanhf(amp_vmath_gelu_tanh_arg(v)));
+    }
+}
+
+static void gelu_tanh_grad_ref(float *dx, const float *g, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) dx[i] = g[i] * amp_vmath_gelu_tanh_deriv_of(x[i], tanhf(amp_vmath_gelu_tanh_arg(x[i])));
+}
+
+/* y may be x */
+static void gelu_tanh_deriv_ref(float *y, float *d, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const float v = x[i], t = tanhf(amp_vmath_gelu_tanh_arg(v));
+        d[i] = amp_vmath_gelu_tanh_deriv_of(v, t);
+        y[i] = (0.5f * v) * (1.0f + t);
+    }
+}
+
 void amp_vmath_kernels_ref(amp_vmath_kernels *k) {
+    k->gelu_tanh = gelu_tanh_ref;
+    k->gelu_tanh_grad = gelu_tanh_grad_ref;
+    k->gelu_tanh_deriv = gelu_tanh_deriv_ref;
     k->ce_stats = NULL; /* the op composes (vecmath.h) */
     k->ce_grad = NULL;
     k->gelu = gelu_ref;

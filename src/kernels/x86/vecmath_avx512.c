@@ -140,6 +140,56 @@ static void gelu_grad_avx512(float *dx, const float *g, const float *x, size_t n
     }
 }
 
+/* ---- GELU's tanh approximation, fused: amp_vmath_gelu_tanh_*_composed's arithmetic with tanh_v, no FMA
+ * (vecmath.h: amp_vmath_gelu_tanh_arg and amp_vmath_gelu_tanh_deriv_of, operation for operation) ---- */
+
+static inline __m512 gelu_tanh_t(__m512 v) {
+    const __m512 cube = _mm512_mul_ps(_mm512_mul_ps(v, v), v);
+    return tanh_v(_mm512_mul_ps(set1(AMP_VMATH_GELU_TANH_BETA), _mm512_add_ps(v, _mm512_mul_ps(set1(AMP_VMATH_GELU_TANH_KAPPA), cube))));
+}
+
+static inline __m512 gelu_tanh_y(__m512 v, __m512 t) { return _mm512_mul_ps(_mm512_mul_ps(set1(0.5f), v), _mm512_add_ps(set1(1.0f), t)); }
+
+static inline __m512 gelu_tanh_v(__m512 v) { return gelu_tanh_y(v, gelu_tanh_t(v)); }
+
+static inline __m512 gelu_tanh_d(__m512 v, __m512 t) {
+    const __m512 left = _mm512_mul_ps(set1(0.5f), v), right = _mm512_add_ps(set1(1.0f), t);
+    const __m512 inner_d = _mm512_mul_ps(set1(AMP_VMATH_GELU_TANH_BETA),
+                                     _mm512_add_ps(set1(1.0f), _mm512_mul_ps(set1(3.0f * AMP_VMATH_GELU_TANH_KAPPA), _mm512_mul_ps(v, v))));
+    const __m512 slope = _mm512_mul_ps(_mm512_mul_ps(left, _mm512_sub_ps(set1(1.0f), _mm512_mul_ps(t, t))), inner_d);
+    return _mm512_add_ps(_mm512_mul_ps(set1(0.5f), right), slope);
+}
+
+DEFINE_MAP(gelu_tanh_avx512, gelu_tanh_v)
+
+static void gelu_tanh_deriv_avx512(float *y, float *d, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i), t = gelu_tanh_t(v);
+        _mm512_storeu_ps(d + i, gelu_tanh_d(v, t));
+        _mm512_storeu_ps(y + i, gelu_tanh_y(v, t));
+    }
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + i), t = gelu_tanh_t(v);
+        _mm512_mask_storeu_ps(d + i, m, gelu_tanh_d(v, t));
+        _mm512_mask_storeu_ps(y + i, m, gelu_tanh_y(v, t));
+    }
+}
+
+static void gelu_tanh_grad_avx512(float *dx, const float *g, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(x + i);
+        _mm512_storeu_ps(dx + i, _mm512_mul_ps(_mm512_loadu_ps(g + i), gelu_tanh_d(v, gelu_tanh_t(v))));
+    }
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        _mm512_mask_storeu_ps(dx + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, g + i), gelu_tanh_d(v, gelu_tanh_t(v))));
+    }
+}
+
 /* ---- cross-entropy's row passes, fused: amp_vmath_ce_*_composed with exp_v (vecmath.h) ---- */
 
 /* 16 logits from c (masked lanes 0): fp32, or bf16 patterns widened (exact) */
@@ -183,6 +233,9 @@ static void ce_grad_avx512(float *d, const void *x, bool bf16, size_t C, float m
 }
 
 void amp_vmath_kernels_avx512(amp_vmath_kernels *k) {
+    k->gelu_tanh = gelu_tanh_avx512;
+    k->gelu_tanh_grad = gelu_tanh_grad_avx512;
+    k->gelu_tanh_deriv = gelu_tanh_deriv_avx512;
     k->ce_stats = ce_stats_avx512;
     k->ce_grad = ce_grad_avx512;
     k->gelu = gelu_avx512;
