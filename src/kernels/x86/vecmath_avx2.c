@@ -7,6 +7,8 @@
  *     read nor written), running the same vector code;
  *   - 16-entry VPERMPS: two 8-entry VPERMPS (the table's halves) and a blend on index >= 8. */
 #include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "../vecmath.h"
 #include "../vecmath_coeffs.h"
@@ -240,7 +242,77 @@ static void gelu_tanh_grad_avx2(float *dx, const float *g, const float *x, size_
     }
 }
 
+/* ---- cross-entropy's row passes, fused: amp_vmath_ce_*_composed with exp_v (vecmath.h); the order's
+ * 16 lanes as two vectors, lanes 0-7 and 8-15 ---- */
+
+/* logits c .. c + 7 where c + lane < C: fp32, or bf16 patterns widened (exact); lanes past C are 0 and
+ * not read (a bf16 tail goes through a zeroed buffer: AVX2 has no 16-bit masked load) */
+static inline __m256 ce_load8(const void *x, bool bf16, size_t c, size_t C) {
+    const size_t left = c < C ? C - c : 0;
+    if (!bf16) {
+        const float *f = (const float *)x + c;
+        return left >= 8 ? _mm256_loadu_ps(f) : _mm256_maskload_ps(f, tail_mask(left));
+    }
+    __m128i h;
+    if (left >= 8) {
+        h = _mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)x + c));
+    } else {
+        uint16_t buf[8] = {0};
+        if (left) memcpy(buf, (const uint16_t *)x + c, left * sizeof *buf);
+        h = _mm_loadu_si128((const __m128i *)(const void *)buf);
+    }
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* lanes c + lane < C all ones */
+static inline __m256 ce_lanes8(size_t c, size_t C) {
+    return _mm256_castsi256_ps(tail_mask(c >= C ? 0 : C - c >= 8 ? 8 : C - c));
+}
+
+static void ce_stats_avx2(const void *x, bool bf16, size_t C, float *mx, float *sum) {
+    __m256 m0 = set1(-INFINITY), m1 = m0;
+    for (size_t c = 0; c < C; c += 16) { /* max(v, m) is m where v is NaN or equal */
+        m0 = _mm256_blendv_ps(m0, _mm256_max_ps(ce_load8(x, bf16, c, C), m0), ce_lanes8(c, C));
+        m1 = _mm256_blendv_ps(m1, _mm256_max_ps(ce_load8(x, bf16, c + 8, C), m1), ce_lanes8(c + 8, C));
+    }
+    /* no NaN in the lanes: the order does not matter */
+    const __m256 m8 = _mm256_max_ps(m0, m1);
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float mxs = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+    const __m256 mb = set1(mxs);
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    for (size_t c = 0; c < C; c += 16) { /* a lane past C adds +0: the sum (never -0) keeps its bits */
+        const __m256 e0 = exp_v(_mm256_sub_ps(ce_load8(x, bf16, c, C), mb));
+        const __m256 e1 = exp_v(_mm256_sub_ps(ce_load8(x, bf16, c + 8, C), mb));
+        s0 = _mm256_add_ps(s0, _mm256_and_ps(e0, ce_lanes8(c, C)));
+        s1 = _mm256_add_ps(s1, _mm256_and_ps(e1, ce_lanes8(c + 8, C)));
+    }
+    /* the lanes folded in halves: l += l + 8, l + 4, l + 2, l + 1 */
+    const __m256 s8 = _mm256_add_ps(s0, s1);
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    *mx = mxs, *sum = _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+static void ce_grad_avx2(float *d, const void *x, bool bf16, size_t C, float mx, float logsum, float kk, size_t t) {
+    const __m256 mb = set1(mx), lb = set1(logsum), kb = set1(kk);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (size_t c = 0; c < C; c += 8) {
+        __m256 p = exp_v(_mm256_sub_ps(_mm256_sub_ps(ce_load8(x, bf16, c, C), mb), lb));
+        if (t - c < 8) { /* (p - 1) k at t */
+            const __m256 at = _mm256_castsi256_ps(_mm256_cmpeq_epi32(lane, _mm256_set1_epi32((int)(t - c))));
+            p = _mm256_blendv_ps(p, _mm256_sub_ps(p, set1(1.0f)), at);
+        }
+        const __m256 v = _mm256_mul_ps(p, kb);
+        if (C - c >= 8) _mm256_storeu_ps(d + c, v);
+        else _mm256_maskstore_ps(d + c, tail_mask(C - c), v);
+    }
+}
+
 void amp_vmath_kernels_avx2(amp_vmath_kernels *k) {
+    k->ce_stats = ce_stats_avx2;
+    k->ce_grad = ce_grad_avx2;
     k->gelu_tanh = gelu_tanh_avx2;
     k->gelu_tanh_grad = gelu_tanh_grad_avx2;
     k->gelu_tanh_deriv = gelu_tanh_deriv_avx2;
