@@ -164,27 +164,27 @@ static void pack(const gemm_job *j, const operand *op, void *dst, int64_t i0, in
  * file's baseline-ISA loop; a decode of enc goes a chunk at a time through the stack. An fp32 add
  * into acc is the active path's elementwise add, ek (see epilogue). */
 enum { ACC_CHUNK = 512 };
-static void acc_row(const amp_gemm_epilogue *ep, const amp_elem_kernels *ek, float *acc, const float *row,
-                    const void *enc, int64_t n) {
+/* Returns true with *absmax set (the absmax step's value for the row) where the rounding kernel gave it */
+static bool acc_row(const amp_gemm_epilogue *ep, const amp_elem_kernels *ek, float *acc, const float *row,
+                    const void *enc, int64_t n, uint32_t *absmax) {
     const amp_dtype dt = ep->out_dtype;
     const size_t es = amp_dtype_size(dt);
     if (dt == AMP_F32) {
         if (ep->acc_store) amp_acc_f32(acc, row, n, true);
         else ek->acc(acc, row, (size_t)n);
-        return;
+        return false;
     }
     if (!enc) {
-        /* a stored acc that the epilogue does not read back (absmax) goes past the caches where the
-         * caller says so: a large master gradient, read next by the optimizer (AMP_ACC_STREAM) */
-        const amp_acc_mode mode = !ep->acc_store                 ? AMP_ACC_ADD
-                                  : ep->absmax || !ep->acc_stream ? AMP_ACC_STORE
-                                                                 : AMP_ACC_STREAM;
-        amp_convert_kernels_for(amp_isa_active())->acc_rounded[dt](acc, row, (size_t)n, mode);
-        return;
+        /* a stored acc goes past the caches where the caller says so: a large master gradient, read
+         * next by the optimizer (AMP_ACC_STREAM); the kernel's maximum is the absmax step's, so the
+         * row is not read back */
+        const amp_acc_mode mode = !ep->acc_store ? AMP_ACC_ADD : !ep->acc_stream ? AMP_ACC_STORE : AMP_ACC_STREAM;
+        *absmax = amp_convert_kernels_for(amp_isa_active())->acc_rounded[dt](acc, row, (size_t)n, mode);
+        return true;
     }
     if (dt == AMP_BF16) {
         amp_acc_bf16(acc, enc, n, ep->acc_store);
-        return;
+        return false;
     }
     _Alignas(64) float fbuf[ACC_CHUNK];
     for (int64_t j0 = 0; j0 < n; j0 += ACC_CHUNK) {
@@ -192,6 +192,7 @@ static void acc_row(const amp_gemm_epilogue *ep, const amp_elem_kernels *ek, flo
         amp_convert(fbuf, AMP_F32, (const char *)enc + (size_t)j0 * es, dt, (size_t)len);
         amp_acc_f32(acc + j0, fbuf, len, ep->acc_store);
     }
+    return false;
 }
 
 /* row[j] = +0 where mask[j] (dtype dt, fp32 or 16-bit) is not > 0 and not NaN: relu's backward on
@@ -266,9 +267,10 @@ static void epilogue(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t
             vk->gelu(row + c0, row + c0, (size_t)(c1 - c0));
         if (ep->residual) residual_row(ek, row + c0, ep->residual + r * ep->ldres + c0, ep->res_round, c1 - c0);
         if (out) amp_convert(out, ep->out_dtype, row + c0, AMP_F32, (size_t)(c1 - c0));
-        if (ep->acc) acc_row(ep, ek, ep->acc + r * ep->ldacc + c0, row + c0, out, c1 - c0);
+        uint32_t b = 0;
+        const bool have_b = ep->acc && acc_row(ep, ek, ep->acc + r * ep->ldacc + c0, row + c0, out, c1 - c0, &b);
         if (ep->absmax) {
-            const uint32_t b = ek->absmax_bits(ep->acc ? ep->acc + r * ep->ldacc + c0 : row + c0, (size_t)(c1 - c0));
+            if (!have_b) b = ek->absmax_bits(ep->acc ? ep->acc + r * ep->ldacc + c0 : row + c0, (size_t)(c1 - c0));
             absmax = b > absmax ? b : absmax;
         }
     }

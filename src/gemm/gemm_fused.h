@@ -77,7 +77,7 @@ typedef struct amp_gemm_epilogue {
     float *acc;          /* m x n fp32, row stride ldacc >= n; or NULL. Overlaps neither C nor out */
     int64_t ldacc;
     bool acc_store;      /* acc is overwritten with 0 + the rounded value, not read */
-    bool acc_stream;     /* with acc_store, a narrow out_dtype, no out and no absmax: by non-temporal
+    bool acc_stream;     /* with acc_store, a narrow out_dtype and no out: by non-temporal
                           * stores (a large master gradient, read next by the optimizer:
                           * convert_kernels.h's AMP_ACC_STREAM) */
     /* [m] fp32, or NULL: a_sums[i] += op(A)[i, p] for p = 0, 1, ..., k - 1, one fp32 add each in that

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "amp/cpu.h"
 #include "amp/dtype.h"
@@ -32,8 +33,11 @@ typedef enum amp_acc_mode { AMP_ACC_ADD, AMP_ACC_STORE, AMP_ACC_STREAM } amp_acc
  * i < n, as `mode` says. What a weight gradient computed in fp32 for a narrow weight copy does on its
  * way into the fp32 master gradient (the GEMM epilogue's acc step, gemm.c): the bits of encode, then
  * decode, then amp_acc_f32, in one pass without the narrow row in between (a NaN comes out a NaN, its
- * payload unspecified). */
-typedef void (*amp_acc_rounded_kernel)(float *acc, const float *v, size_t n, amp_acc_mode mode);
+ * payload unspecified). Returns the largest of the values left in acc[0, n) as the elementwise
+ * kernels' absmax_bits gives it (the bits of |x| compared as integers, so a NaN above every number;
+ * 0 for n = 0): the gradient's inf/NaN check in the same pass, where a second one would read the row
+ * back (and rule out the stream mode). */
+typedef uint32_t (*amp_acc_rounded_kernel)(float *acc, const float *v, size_t n, amp_acc_mode mode);
 
 typedef struct amp_convert_kernels {
     amp_encode_kernel encode[AMP_DTYPE_COUNT][2]; /* [dst dtype][saturate]; AMP_F32 row unused */

@@ -36,15 +36,21 @@ DEFINE_DECODE(decode_f8e5m2, uint8_t, amp_f8e5m2_decode)
  * (core/accumulate.h), the oracle of the SIMD paths' one-pass kernels */
 enum { ACC_CHUNK = 256 };
 #define DEFINE_ACC_ROUNDED(name, type, encode, decode)                                    \
-    static void name(float *acc, const float *v, size_t n, amp_acc_mode mode) {         \
+    static uint32_t name(float *acc, const float *v, size_t n, amp_acc_mode mode) {     \
         float w[ACC_CHUNK];                                                               \
+        uint32_t max = 0;                                                                 \
         for (size_t i0 = 0; i0 < n; i0 += ACC_CHUNK) {                                    \
             const size_t len = n - i0 < ACC_CHUNK ? n - i0 : ACC_CHUNK;                   \
             type h[ACC_CHUNK];                                                            \
             encode(h, v + i0, len);                                                       \
             decode(w, h, len);                                                            \
             amp_acc_f32(acc + i0, w, (int64_t)len, mode != AMP_ACC_ADD);                  \
+            for (size_t i = 0; i < len; i++) {                                            \
+                const uint32_t b = amp_f32_bits(acc[i0 + i]) & 0x7FFFFFFFu;               \
+                max = b > max ? b : max;                                                  \
+            }                                                                             \
         }                                                                                 \
+        return max;                                                                       \
     }
 DEFINE_ACC_ROUNDED(acc_rounded_f16, uint16_t, encode_f16, decode_f16)
 DEFINE_ACC_ROUNDED(acc_rounded_bf16, uint16_t, encode_bf16, decode_bf16)

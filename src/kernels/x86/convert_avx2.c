@@ -126,23 +126,50 @@ static inline float rounded_f16_at(float v) {
     return amp_f32_from_bits(amp_f16_decode(amp_f16_encode(amp_f32_bits(v), AMP_OVERFLOW_INF)));
 }
 
+/* |x|'s bits raised into m: absmax_bits's comparison, lane by lane */
+static inline __m256i max_abs_bits(__m256i m, __m256 x) {
+    return _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7FFFFFFF)));
+}
+
+static inline uint32_t max_abs_bit1(uint32_t m, float x) {
+    const uint32_t b = amp_f32_bits(x) & 0x7FFFFFFFu;
+    return b > m ? b : m;
+}
+
+static inline uint32_t fold_max(__m256i m) {
+    __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+    h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0x4E));
+    h = _mm_max_epu32(h, _mm_shuffle_epi32(h, 0xB1));
+    return (uint32_t)_mm_cvtsi128_si32(h);
+}
+
 /* AMP_ACC_STREAM: the elements up to acc's next 32-byte boundary by the scalar algorithm, then
  * aligned vectors by non-temporal stores (then a fence), the rest as AMP_ACC_STORE; each element's
  * arithmetic is the same either way */
 #define DEFINE_ACC_ROUNDED(name, round, round_at)                                                        \
-    static void name(float *acc, const float *v, size_t n, amp_acc_mode mode) {                         \
+    static uint32_t name(float *acc, const float *v, size_t n, amp_acc_mode mode) {                     \
         const bool store = mode != AMP_ACC_ADD;                                                          \
+        __m256i mx = _mm256_setzero_si256();                                                             \
+        uint32_t m1 = 0;                                                                                 \
         size_t i = 0;                                                                                    \
         if (mode == AMP_ACC_STREAM && n >= 16) {                                                         \
-            for (; ((uintptr_t)(acc + i) & 31) != 0; i++) acc[i] = 0.0f + round_at(v[i]);               \
-            for (; i + 8 <= n; i += 8) _mm256_stream_ps(acc + i, _mm256_add_ps(_mm256_setzero_ps(), round(_mm256_loadu_ps(v + i)))); \
+            for (; ((uintptr_t)(acc + i) & 31) != 0; i++) m1 = max_abs_bit1(m1, acc[i] = 0.0f + round_at(v[i])); \
+            for (; i + 8 <= n; i += 8) {                                                                 \
+                const __m256 r = _mm256_add_ps(_mm256_setzero_ps(), round(_mm256_loadu_ps(v + i)));      \
+                _mm256_stream_ps(acc + i, r);                                                            \
+                mx = max_abs_bits(mx, r);                                                                \
+            }                                                                                            \
             _mm_sfence();                                                                                \
         }                                                                                                \
         for (; i + 8 <= n; i += 8) {                                                                     \
             const __m256 a = store ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + i);                     \
-            _mm256_storeu_ps(acc + i, _mm256_add_ps(a, round(_mm256_loadu_ps(v + i))));                  \
+            const __m256 r = _mm256_add_ps(a, round(_mm256_loadu_ps(v + i)));                            \
+            _mm256_storeu_ps(acc + i, r);                                                                \
+            mx = max_abs_bits(mx, r);                                                                    \
         }                                                                                                \
-        for (; i < n; i++) acc[i] = (store ? 0.0f : acc[i]) + round_at(v[i]);                            \
+        for (; i < n; i++) m1 = max_abs_bit1(m1, acc[i] = (store ? 0.0f : acc[i]) + round_at(v[i]));     \
+        const uint32_t mv = fold_max(mx);                                                                \
+        return mv > m1 ? mv : m1;                                                                        \
     }
 DEFINE_ACC_ROUNDED(acc_rounded_bf16, f32_rounded_bf16, rounded_bf16_at)
 DEFINE_ACC_ROUNDED(acc_rounded_f16, f32_rounded_f16, rounded_f16_at)

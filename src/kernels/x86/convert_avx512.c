@@ -161,29 +161,46 @@ static inline __m512 f32_rounded_bf16(__m512 v) {
 
 static inline __m512 f32_rounded_f16(__m512 v) { return f32_from_f16x16(f16_from_f32x16(v, 0)); }
 
+/* |x|'s bits raised into m: absmax_bits's comparison, lane by lane */
+static inline __m512i max_abs_bits(__m512i m, __m512 x) {
+    return _mm512_max_epu32(m, _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7FFFFFFF)));
+}
+
 /* AMP_ACC_STREAM: the elements up to acc's next 64-byte boundary by a masked store, whole lines by
  * non-temporal stores (then a fence), the rest as AMP_ACC_STORE; each element's arithmetic is the
- * same either way */
+ * same either way. Lanes a mask leaves out are +0 in the maximum. */
 #define DEFINE_ACC_ROUNDED(name, round)                                                                  \
-    static void name(float *acc, const float *v, size_t n, amp_acc_mode mode) {                         \
+    static uint32_t name(float *acc, const float *v, size_t n, amp_acc_mode mode) {                     \
         const bool store = mode != AMP_ACC_ADD;                                                          \
+        __m512i mx = _mm512_setzero_si512();                                                             \
         size_t i = 0;                                                                                    \
         if (mode == AMP_ACC_STREAM && n >= 32) {                                                         \
             const size_t head = (64 - ((uintptr_t)acc & 63)) % 64 / sizeof(float);                      \
             if (head) {                                                                                  \
                 const __mmask16 m = tail_mask(head);                                                     \
-                _mm512_mask_storeu_ps(acc, m, acc_add(m, acc, round(_mm512_maskz_loadu_ps(m, v)), true)); \
+                const __m512 r = _mm512_maskz_mov_ps(m, acc_add(m, acc, round(_mm512_maskz_loadu_ps(m, v)), true)); \
+                _mm512_mask_storeu_ps(acc, m, r);                                                        \
+                mx = max_abs_bits(mx, r);                                                                \
             }                                                                                            \
-            for (i = head; i + 16 <= n; i += 16)                                                         \
-                _mm512_stream_ps(acc + i, acc_add(0xFFFF, acc + i, round(_mm512_loadu_ps(v + i)), true)); \
+            for (i = head; i + 16 <= n; i += 16) {                                                       \
+                const __m512 r = acc_add(0xFFFF, acc + i, round(_mm512_loadu_ps(v + i)), true);          \
+                _mm512_stream_ps(acc + i, r);                                                            \
+                mx = max_abs_bits(mx, r);                                                                \
+            }                                                                                            \
             _mm_sfence();                                                                                \
         }                                                                                                \
-        for (; i + 16 <= n; i += 16)                                                                     \
-            _mm512_storeu_ps(acc + i, acc_add(0xFFFF, acc + i, round(_mm512_loadu_ps(v + i)), store));   \
+        for (; i + 16 <= n; i += 16) {                                                                   \
+            const __m512 r = acc_add(0xFFFF, acc + i, round(_mm512_loadu_ps(v + i)), store);             \
+            _mm512_storeu_ps(acc + i, r);                                                                \
+            mx = max_abs_bits(mx, r);                                                                    \
+        }                                                                                                \
         if (i < n) {                                                                                     \
             const __mmask16 m = tail_mask(n - i);                                                        \
-            _mm512_mask_storeu_ps(acc + i, m, acc_add(m, acc + i, round(_mm512_maskz_loadu_ps(m, v + i)), store)); \
+            const __m512 r = _mm512_maskz_mov_ps(m, acc_add(m, acc + i, round(_mm512_maskz_loadu_ps(m, v + i)), store)); \
+            _mm512_mask_storeu_ps(acc + i, m, r);                                                        \
+            mx = max_abs_bits(mx, r);                                                                    \
         }                                                                                                \
+        return (uint32_t)_mm512_reduce_max_epu32(mx);                                                    \
     }
 DEFINE_ACC_ROUNDED(acc_rounded_bf16, f32_rounded_bf16)
 DEFINE_ACC_ROUNDED(acc_rounded_f16, f32_rounded_f16)
