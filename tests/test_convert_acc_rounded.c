@@ -99,6 +99,7 @@ void test_convert_acc_rounded(void) {
                         for (size_t i = 0; i < n + PAD + 2 * GUARD; i++) got[i] = bits_to_f32(0xA5A5A5A5u);
                         if (!store) memcpy(a, acc0, n * sizeof *a);
                         const uint32_t max = k->acc_rounded[dt](a, v + voff, n, (amp_acc_mode)mode);
+                        k->stream_fence();
                         size_t wrong = 0;
                         for (size_t i = 0; i < n; i++) wrong += !same_bits(a[i], want[i]);
                         /* the returned maximum: that of |want|'s bits, or above inf where a value is NaN */

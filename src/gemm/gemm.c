@@ -446,6 +446,12 @@ static int gemm_block(const gemm_job *j, int64_t m0, int64_t m1, int64_t n0, int
     return AMP_OK;
 }
 
+/* After an epilogue that may have streamed acc (AMP_ACC_STREAM), before the task ends: the thread
+ * pool's completion then publishes the streamed values (convert_kernels.h) */
+static void stream_fence_after(const amp_gemm_epilogue *ep) {
+    if (ep && ep->acc_stream) amp_convert_kernels_for(amp_isa_active())->stream_fence();
+}
+
 /* Task t owns rectangle (t / grid_n, t % grid_n) of the grid, in whole tiles. */
 static void gemm_task(void *arg, int64_t task, int thread_id) {
     (void)thread_id;
@@ -459,6 +465,7 @@ static void gemm_task(void *arg, int64_t task, int thread_id) {
     const int64_t n1 = min64(j->n, tiles_n * (tj + 1) / j->grid_n * j->kern->nr);
     if (m0 >= m1 || n0 >= n1) return;
     const int status = gemm_block(j, m0, m1, n0, n1);
+    stream_fence_after(j->ep);
     if (status != AMP_OK) {
         int expected = AMP_OK;
         atomic_compare_exchange_strong(&j->status, &expected, status);
@@ -702,6 +709,7 @@ static int gemm_run(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int6
             }
         }
         if (ep) epilogue(ep, c, ldc, 0, m, 0, n);
+        stream_fence_after(ep);
         if (ep && ep->a_sums) sum_rows_plain(ep->a_sums, a, ab_dtype, trans_a, lda, m, k);
         return AMP_OK;
     }
@@ -787,6 +795,7 @@ int amp_gemm_implicit_ab(amp_dtype ab_dtype, int64_t m, int64_t n, int64_t k, fl
 
 void amp_gemm_epilogue_apply(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t m, int64_t n) {
     if (ep && m > 0 && n > 0) epilogue(ep, c, ldc, 0, m, 0, n);
+    stream_fence_after(ep);
 }
 
 bool amp_gemm_sums_a_fused(amp_dtype ab_dtype, int64_t m, int64_t n, int64_t k) {

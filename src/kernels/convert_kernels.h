@@ -18,10 +18,16 @@ typedef void (*amp_encode_kernel)(void *dst, const float *src, size_t n);
 typedef void (*amp_decode_kernel)(float *dst, const void *src, size_t n);
 /* How acc_rounded writes acc: AMP_ACC_ADD, acc[i] += the value; AMP_ACC_STORE, acc[i] = 0 + the
  * value and acc is not read (core/accumulate.h's two forms); AMP_ACC_STREAM, AMP_ACC_STORE's values
- * with non-temporal stores where the path has them (fenced before the kernel returns), for an acc
- * that nothing reads again soon: a parameter's fp32 master gradient, written once by the backward
- * and read next by the optimizer, hundreds of MB later, so its lines are not fetched only to be
- * overwritten (an AVX-512 GPT-2 124M step: a third of the acc step's time). */
+ * with non-temporal stores where the path has them, for an acc that nothing reads again soon: a
+ * parameter's fp32 master gradient, written once by the backward and read next by the optimizer,
+ * hundreds of MB later, so its lines are not fetched only to be overwritten (an AVX-512 GPT-2 124M
+ * step: a third of the acc step's time).
+ *
+ * Streamed stores are not fenced by the kernel: the writing thread's own loads see them, other
+ * threads only after it calls the table's stream_fence. A caller fences once after its last streaming
+ * call, before its task ends (a GEMM task, an optimizer segment): a fence per call, per row of a
+ * weight gradient or per block of a weight copy, waited for the stores to reach memory each time
+ * (3% of an AVX-512 GPT-2 124M amp-bf16 step at B=4 T=64). */
 typedef enum amp_acc_mode { AMP_ACC_ADD, AMP_ACC_STORE, AMP_ACC_STREAM } amp_acc_mode;
 
 /* The smallest destination (a whole gradient, a whole weight copy) written past the caches: a
@@ -43,11 +49,15 @@ typedef struct amp_convert_kernels {
     amp_encode_kernel encode[AMP_DTYPE_COUNT][2]; /* [dst dtype][saturate]; AMP_F32 row unused */
     amp_decode_kernel decode[AMP_DTYPE_COUNT];    /* [src dtype]; AMP_F32 unused */
     amp_acc_rounded_kernel acc_rounded[AMP_DTYPE_COUNT]; /* [narrow dtype]; AMP_F32 unused */
-    /* [narrow dtype]: encode[dt][0]'s bits, with non-temporal stores where the path has them (fenced
-     * before the kernel returns), for a destination that nothing reads soon: the optimizer's weight
+    /* [narrow dtype]: encode[dt][0]'s bits, with non-temporal stores where the path has them (not
+     * fenced: stream_fence, above), for a destination that nothing reads soon: the optimizer's weight
      * copies, rewritten every step and read by the next forward only after the whole update, so their
      * lines are not fetched only to be overwritten. The SIMD paths stream fp16 and bf16. */
     amp_encode_kernel encode_stream[AMP_DTYPE_COUNT];
+    /* orders this thread's streamed stores (AMP_ACC_STREAM, encode_stream) before its later stores,
+     * so that a thread which sees those (the thread pool's completion) sees the streamed values;
+     * nothing on a path that does not stream */
+    void (*stream_fence)(void);
 } amp_convert_kernels;
 
 void amp_convert_kernels_ref(amp_convert_kernels *k);

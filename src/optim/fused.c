@@ -160,7 +160,7 @@ typedef struct apply_job {
  * with a cast copy, the copy from the new values (amp_tensor_read's conversion: the cast's bits),
  * while the block is in cache; a copy of AMP_STREAM_MIN_BYTES or more by the encode that streams
  * past the caches: the next forward reads the copies only after the whole update (convert_kernels.h's
- * encode_stream). */
+ * encode_stream; apply_segment fences once at its end). */
 static void store_param(const apply_job *job, const optim_param *q, amp_dtype pd, const float *p, int64_t off,
                         int64_t n) {
     if (pd == AMP_F32) {
@@ -223,6 +223,7 @@ static void apply_segment(void *arg, int64_t task, int thread_id) {
         store_param(job, q, pd, p, off, n);
     }
     if (norm_here) opt->partial[si] = fold_lanes(acc);
+    if (q->cast_copy) job->convert->stream_fence(); /* encode_stream's stores, before the segment ends */
 }
 
 static void apply(amp_optimizer *opt, bool after_pass1, bool norm_noted, bool scale, float inv_scale, float coef) {

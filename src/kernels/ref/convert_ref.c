@@ -57,6 +57,9 @@ DEFINE_ACC_ROUNDED(acc_rounded_bf16, uint16_t, encode_bf16, decode_bf16)
 DEFINE_ACC_ROUNDED(acc_rounded_f8e4m3, uint8_t, encode_f8e4m3, decode_f8e4m3)
 DEFINE_ACC_ROUNDED(acc_rounded_f8e5m2, uint8_t, encode_f8e5m2, decode_f8e5m2)
 
+/* the reference path streams nothing */
+static void no_fence(void) {}
+
 void amp_convert_kernels_ref(amp_convert_kernels *k) {
     k->acc_rounded[AMP_F16] = acc_rounded_f16;
     k->acc_rounded[AMP_BF16] = acc_rounded_bf16;
@@ -75,4 +78,5 @@ void amp_convert_kernels_ref(amp_convert_kernels *k) {
     k->decode[AMP_F8E4M3] = decode_f8e4m3;
     k->decode[AMP_F8E5M2] = decode_f8e5m2;
     for (int dt = 0; dt < AMP_DTYPE_COUNT; dt++) k->encode_stream[dt] = k->encode[dt][0]; /* plain stores */
+    k->stream_fence = no_fence;
 }

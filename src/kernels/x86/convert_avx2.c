@@ -84,7 +84,7 @@ static void decode_bf16(float *dst, const void *src, size_t n) {
 /* ---- encode_stream (convert_kernels.h): the encodes above, non-temporal stores ---- */
 
 /* up to dst's next 32-byte boundary by the scalar algorithm, then 16 elements at a time by
- * non-temporal stores (fp16: two of 16 bytes) and a fence, the rest by the plain loop: each element
+ * non-temporal stores (fp16: two of 16 bytes), the rest by the plain loop: each element
  * by the same encode */
 #define DEFINE_ENCODE_STREAM(name, scalar, vec16, plain)                                                      \
     static void name(void *dst, const float *src, size_t n) {                                                 \
@@ -93,7 +93,6 @@ static void decode_bf16(float *dst, const void *src, size_t n) {
         if (((uintptr_t)out & 1) == 0 && n >= 32) {                                                           \
             for (; ((uintptr_t)(out + i) & 31) != 0; i++) out[i] = scalar(amp_f32_bits(src[i]), AMP_OVERFLOW_INF); \
             for (; i + 16 <= n; i += 16) vec16(out + i, src + i);                                             \
-            _mm_sfence();                                                                                     \
         }                                                                                                     \
         plain(out + i, src + i, n - i, 0);                                                                    \
     }
@@ -144,7 +143,7 @@ static inline uint32_t fold_max(__m256i m) {
 }
 
 /* AMP_ACC_STREAM: the elements up to acc's next 32-byte boundary by the scalar algorithm, then
- * aligned vectors by non-temporal stores (then a fence), the rest as AMP_ACC_STORE; each element's
+ * aligned vectors by non-temporal stores, the rest as AMP_ACC_STORE; each element's
  * arithmetic is the same either way */
 #define DEFINE_ACC_ROUNDED(name, round, round_at)                                                        \
     static uint32_t name(float *acc, const float *v, size_t n, amp_acc_mode mode) {                     \
@@ -159,7 +158,6 @@ static inline uint32_t fold_max(__m256i m) {
                 _mm256_stream_ps(acc + i, r);                                                            \
                 mx = max_abs_bits(mx, r);                                                                \
             }                                                                                            \
-            _mm_sfence();                                                                                \
         }                                                                                                \
         for (; i + 8 <= n; i += 8) {                                                                     \
             const __m256 a = store ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + i);                     \
@@ -174,7 +172,11 @@ static inline uint32_t fold_max(__m256i m) {
 DEFINE_ACC_ROUNDED(acc_rounded_bf16, f32_rounded_bf16, rounded_bf16_at)
 DEFINE_ACC_ROUNDED(acc_rounded_f16, f32_rounded_f16, rounded_f16_at)
 
+/* SFENCE: the streamed stores before this thread's later stores (convert_kernels.h) */
+static void stream_fence_avx2(void) { _mm_sfence(); }
+
 void amp_convert_kernels_avx2(amp_convert_kernels *k) {
+    k->stream_fence = stream_fence_avx2;
     k->encode_stream[AMP_F16] = encode_f16_stream;
     k->encode_stream[AMP_BF16] = encode_bf16_stream;
     k->acc_rounded[AMP_F16] = acc_rounded_f16;

@@ -127,7 +127,7 @@ static inline __m256i f16_encode16(__m512 v) { return f16_from_f32x16(v, 0); }
 static inline __m256i bf16_encode16(__m512 v) { return _mm512_cvtepi32_epi16(bf16_from_f32x16(_mm512_castps_si512(v), 0)); }
 
 /* up to dst's next 32-byte boundary by a masked store, then whole vectors by non-temporal stores and
- * a fence, the tail masked: each element by the same encode */
+ * the tail masked: each element by the same encode */
 #define DEFINE_ENCODE_STREAM(name, enc16)                                                                     \
     static void name(void *dst, const float *src, size_t n) {                                                 \
         uint16_t *out = dst;                                                                                  \
@@ -137,7 +137,6 @@ static inline __m256i bf16_encode16(__m512 v) { return _mm512_cvtepi32_epi16(bf1
             if (i) _mm256_mask_storeu_epi16(out, tail_mask(i), enc16(_mm512_maskz_loadu_ps(tail_mask(i), src))); \
             for (; i + 16 <= n; i += 16)                                                                      \
                 _mm256_stream_si256((__m256i *)(void *)(out + i), enc16(_mm512_loadu_ps(src + i)));           \
-            _mm_sfence();                                                                                     \
         }                                                                                                     \
         for (; i + 16 <= n; i += 16) _mm256_storeu_si256((__m256i *)(void *)(out + i), enc16(_mm512_loadu_ps(src + i))); \
         if (i < n) {                                                                                          \
@@ -167,7 +166,7 @@ static inline __m512i max_abs_bits(__m512i m, __m512 x) {
 }
 
 /* AMP_ACC_STREAM: the elements up to acc's next 64-byte boundary by a masked store, whole lines by
- * non-temporal stores (then a fence), the rest as AMP_ACC_STORE; each element's arithmetic is the
+ * non-temporal stores (unfenced: convert_kernels.h), the rest as AMP_ACC_STORE; each element's arithmetic is the
  * same either way. Lanes a mask leaves out are +0 in the maximum. */
 #define DEFINE_ACC_ROUNDED(name, round)                                                                  \
     static uint32_t name(float *acc, const float *v, size_t n, amp_acc_mode mode) {                     \
@@ -187,7 +186,6 @@ static inline __m512i max_abs_bits(__m512i m, __m512 x) {
                 _mm512_stream_ps(acc + i, r);                                                            \
                 mx = max_abs_bits(mx, r);                                                                \
             }                                                                                            \
-            _mm_sfence();                                                                                \
         }                                                                                                \
         for (; i + 16 <= n; i += 16) {                                                                   \
             const __m512 r = acc_add(0xFFFF, acc + i, round(_mm512_loadu_ps(v + i)), store);             \
@@ -289,7 +287,11 @@ static inline __m512 f32_from_e4m3x16(__m128i b) {
 DEFINE_FP8_DECODE(decode_e5m2, f32_from_e5m2x16)
 DEFINE_FP8_DECODE(decode_e4m3, f32_from_e4m3x16)
 
+/* SFENCE: the streamed stores before this thread's later stores (convert_kernels.h) */
+static void stream_fence_avx512(void) { _mm_sfence(); }
+
 void amp_convert_kernels_avx512(amp_convert_kernels *k) {
+    k->stream_fence = stream_fence_avx512;
     k->encode_stream[AMP_F16] = encode_f16_stream;
     k->encode_stream[AMP_BF16] = encode_bf16_stream;
     k->encode[AMP_F16][0] = encode_f16;
