@@ -34,36 +34,45 @@ static bool same(const float *a, const float *b, size_t n) {
 
 static float y_deriv[CHUNK], d_deriv[CHUNK];
 
-/* how many checks (of nine) of the fused kernels differ from the composition: gelu, gelu_grad, and
- * gelu_deriv's y (computed in place over a copy of x) against gelu and g * d against gelu_grad; the
- * same for the tanh approximation, whose deriv's d is also checked against the composed deriv's */
-static int64_t compare(const amp_vmath_kernels *k, const float *x, const float *g, size_t n, float *a, float *b) {
+/* One GELU's fused kernels and the compositions they replace */
+typedef struct gelu_variant {
+    amp_vmath_kernel value;
+    amp_vmath_grad_kernel grad;
+    amp_vmath_deriv_kernel deriv;
+    void (*value_composed)(const amp_vmath_kernels *k, float *y, const float *x, size_t n);
+    void (*grad_composed)(const amp_vmath_kernels *k, float *dx, const float *g, const float *x, size_t n);
+} gelu_variant;
+
+/* how many checks (of four) of one variant's fused kernels differ from the composition: the value,
+ * the gradient, and deriv's y (computed in place over a copy of x) against the value and g * d
+ * against the gradient; d_deriv keeps deriv's d */
+static int64_t compare_variant(const amp_vmath_kernels *k, const gelu_variant *v, const float *x, const float *g,
+                               size_t n, float *a, float *b) {
     int64_t bad = 0;
-    k->gelu(a, x, n);
-    amp_vmath_gelu_composed(k, b, x, n);
+    v->value(a, x, n);
+    v->value_composed(k, b, x, n);
     bad += !same(a, b, n);
     memcpy(y_deriv, x, n * sizeof *x);
-    k->gelu_deriv(y_deriv, d_deriv, y_deriv, n);
+    v->deriv(y_deriv, d_deriv, y_deriv, n);
     bad += !same(y_deriv, b, n);
-    k->gelu_grad(a, g, x, n);
-    amp_vmath_gelu_grad_composed(k, b, g, x, n);
+    v->grad(a, g, x, n);
+    v->grad_composed(k, b, g, x, n);
     bad += !same(a, b, n);
-    for (size_t i = 0; i < n; i++) d_deriv[i] = g[i] * d_deriv[i];
-    bad += !same(d_deriv, b, n);
-    /* the tanh approximation's three against theirs */
-    k->gelu_tanh(a, x, n);
-    amp_vmath_gelu_tanh_composed(k, b, x, n);
+    for (size_t i = 0; i < n; i++) a[i] = g[i] * d_deriv[i];
     bad += !same(a, b, n);
-    memcpy(y_deriv, x, n * sizeof *x);
-    k->gelu_tanh_deriv(y_deriv, d_deriv, y_deriv, n);
-    bad += !same(y_deriv, b, n);
-    amp_vmath_gelu_tanh_deriv_composed(k, b, a, x, n);
+    return bad;
+}
+
+/* how many checks (of nine) differ: both variants, and the tanh approximation's d against its
+ * composed deriv's */
+static int64_t compare(const amp_vmath_kernels *k, const float *x, const float *g, size_t n, float *a, float *b) {
+    const gelu_variant exact = {k->gelu, k->gelu_grad, k->gelu_deriv, amp_vmath_gelu_composed,
+                                amp_vmath_gelu_grad_composed};
+    const gelu_variant tanh_approx = {k->gelu_tanh, k->gelu_tanh_grad, k->gelu_tanh_deriv, amp_vmath_gelu_tanh_composed,
+                                      amp_vmath_gelu_tanh_grad_composed};
+    int64_t bad = compare_variant(k, &exact, x, g, n, a, b) + compare_variant(k, &tanh_approx, x, g, n, a, b);
+    amp_vmath_gelu_tanh_deriv_composed(k, b, a, x, n); /* d_deriv: the tanh deriv's, from the call above */
     bad += !same(d_deriv, a, n);
-    k->gelu_tanh_grad(a, g, x, n);
-    amp_vmath_gelu_tanh_grad_composed(k, b, g, x, n);
-    bad += !same(a, b, n);
-    for (size_t i = 0; i < n; i++) d_deriv[i] = g[i] * d_deriv[i];
-    bad += !same(d_deriv, b, n);
     return bad;
 }
 
