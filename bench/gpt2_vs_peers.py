@@ -451,8 +451,10 @@ def main():
                     rows[k] = merge(rows.get(k), r)
                     print(f"  round {rnd + 1}: ran {k} B={b} T={t} in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
                     measure_peak(args.threads, peak, 2)
-            table((b, t), rows, peak, args.threads)
             results["configs"][f"{b}x{t}"] = rows
+    # the tables once every trainer has run: each fraction over the best peak of the whole run
+    for b, t in configs:
+        table((b, t), results["configs"][f"{b}x{t}"], peak, args.threads)
     print("one core's peak, best of the run, GFLOP/s: " + ", ".join(f"{k} {v:.1f}" for k, v in peak.items()))
     print(f"\nload average {os.getloadavg()[0]:.2f} at the end; llm.c built with {args.llmc_cflags}; "
           f"FLOPs: llm.c's (6 N + 6 L C T) x B T, N = {N_PARAMS}")
