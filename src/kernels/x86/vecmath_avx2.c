@@ -165,82 +165,73 @@ static inline __m256 gelu_grad_v(__m256 g, __m256 v) {
     return _mm256_mul_ps(g, d);
 }
 
+/* deriv and grad kernels from a vector function fn: y and d of x (deriv), g times d (grad); the tail
+ * through the same fn under a mask, as DEFINE_MAP's */
+#define DEFINE_DERIV(name, fn)                                                                      \
+    static void name(float *y, float *d, const float *x, size_t n) {                                \
+        size_t i = 0;                                                                               \
+        __m256 vy, vd;                                                                              \
+        for (; i + 8 <= n; i += 8) {                                                                \
+            fn(_mm256_loadu_ps(x + i), &vy, &vd);                                                   \
+            _mm256_storeu_ps(y + i, vy);                                                            \
+            _mm256_storeu_ps(d + i, vd);                                                            \
+        }                                                                                           \
+        if (i < n) {                                                                                \
+            const __m256i m = tail_mask(n - i);                                                     \
+            fn(_mm256_maskload_ps(x + i, m), &vy, &vd);                                             \
+            _mm256_maskstore_ps(y + i, m, vy);                                                      \
+            _mm256_maskstore_ps(d + i, m, vd);                                                      \
+        }                                                                                           \
+    }
+
+#define DEFINE_GRAD(name, fn)                                                                       \
+    static void name(float *dx, const float *g, const float *x, size_t n) {                         \
+        size_t i = 0;                                                                               \
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dx + i, fn(_mm256_loadu_ps(g + i), _mm256_loadu_ps(x + i))); \
+        if (i < n) {                                                                                \
+            const __m256i m = tail_mask(n - i);                                                     \
+            _mm256_maskstore_ps(dx + i, m, fn(_mm256_maskload_ps(g + i, m), _mm256_maskload_ps(x + i, m))); \
+        }                                                                                           \
+    }
+
 DEFINE_MAP(gelu_avx2, gelu_v)
-
-static void gelu_deriv_avx2(float *y, float *d, const float *x, size_t n) {
-    size_t i = 0;
-    __m256 vy, vd;
-    for (; i + 8 <= n; i += 8) {
-        gelu_deriv_v(_mm256_loadu_ps(x + i), &vy, &vd);
-        _mm256_storeu_ps(y + i, vy);
-        _mm256_storeu_ps(d + i, vd);
-    }
-    if (i < n) {
-        const __m256i m = tail_mask(n - i);
-        gelu_deriv_v(_mm256_maskload_ps(x + i, m), &vy, &vd);
-        _mm256_maskstore_ps(y + i, m, vy);
-        _mm256_maskstore_ps(d + i, m, vd);
-    }
-}
-
-static void gelu_grad_avx2(float *dx, const float *g, const float *x, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dx + i, gelu_grad_v(_mm256_loadu_ps(g + i), _mm256_loadu_ps(x + i)));
-    if (i < n) {
-        const __m256i m = tail_mask(n - i);
-        _mm256_maskstore_ps(dx + i, m, gelu_grad_v(_mm256_maskload_ps(g + i, m), _mm256_maskload_ps(x + i, m)));
-    }
-}
+DEFINE_DERIV(gelu_deriv_avx2, gelu_deriv_v)
+DEFINE_GRAD(gelu_grad_avx2, gelu_grad_v)
 
 /* ---- GELU's tanh approximation, fused: amp_vmath_gelu_tanh_*_composed's arithmetic with tanh_v, no FMA
  * (vecmath.h: amp_vmath_gelu_tanh_arg and amp_vmath_gelu_tanh_deriv_of, operation for operation) ---- */
 
 static inline __m256 gelu_tanh_t(__m256 v) {
     const __m256 cube = _mm256_mul_ps(_mm256_mul_ps(v, v), v);
-    return tanh_v(_mm256_mul_ps(set1(AMP_VMATH_GELU_TANH_BETA), _mm256_add_ps(v, _mm256_mul_ps(set1(AMP_VMATH_GELU_TANH_KAPPA), cube))));
+    const __m256 arg = _mm256_add_ps(v, _mm256_mul_ps(set1(AMP_VMATH_GELU_TANH_KAPPA), cube));
+    return tanh_v(_mm256_mul_ps(set1(AMP_VMATH_GELU_TANH_BETA), arg));
 }
 
-static inline __m256 gelu_tanh_y(__m256 v, __m256 t) { return _mm256_mul_ps(_mm256_mul_ps(set1(0.5f), v), _mm256_add_ps(set1(1.0f), t)); }
-
-static inline __m256 gelu_tanh_v(__m256 v) { return gelu_tanh_y(v, gelu_tanh_t(v)); }
+static inline __m256 gelu_tanh_y(__m256 v, __m256 t) {
+    return _mm256_mul_ps(_mm256_mul_ps(set1(0.5f), v), _mm256_add_ps(set1(1.0f), t));
+}
 
 static inline __m256 gelu_tanh_d(__m256 v, __m256 t) {
     const __m256 left = _mm256_mul_ps(set1(0.5f), v), right = _mm256_add_ps(set1(1.0f), t);
-    const __m256 inner_d = _mm256_mul_ps(set1(AMP_VMATH_GELU_TANH_BETA),
-                                     _mm256_add_ps(set1(1.0f), _mm256_mul_ps(set1(3.0f * AMP_VMATH_GELU_TANH_KAPPA), _mm256_mul_ps(v, v))));
+    const __m256 x2k = _mm256_mul_ps(set1(3.0f * AMP_VMATH_GELU_TANH_KAPPA), _mm256_mul_ps(v, v));
+    const __m256 inner_d = _mm256_mul_ps(set1(AMP_VMATH_GELU_TANH_BETA), _mm256_add_ps(set1(1.0f), x2k));
     const __m256 slope = _mm256_mul_ps(_mm256_mul_ps(left, _mm256_sub_ps(set1(1.0f), _mm256_mul_ps(t, t))), inner_d);
     return _mm256_add_ps(_mm256_mul_ps(set1(0.5f), right), slope);
 }
 
+static inline __m256 gelu_tanh_v(__m256 v) { return gelu_tanh_y(v, gelu_tanh_t(v)); }
+
+static inline void gelu_tanh_deriv_v(__m256 v, __m256 *y, __m256 *d) {
+    const __m256 t = gelu_tanh_t(v);
+    *y = gelu_tanh_y(v, t);
+    *d = gelu_tanh_d(v, t);
+}
+
+static inline __m256 gelu_tanh_grad_v(__m256 g, __m256 v) { return _mm256_mul_ps(g, gelu_tanh_d(v, gelu_tanh_t(v))); }
+
 DEFINE_MAP(gelu_tanh_avx2, gelu_tanh_v)
-
-static void gelu_tanh_deriv_avx2(float *y, float *d, const float *x, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 v = _mm256_loadu_ps(x + i), t = gelu_tanh_t(v);
-        _mm256_storeu_ps(d + i, gelu_tanh_d(v, t));
-        _mm256_storeu_ps(y + i, gelu_tanh_y(v, t));
-    }
-    if (i < n) {
-        const __m256i m = tail_mask(n - i);
-        const __m256 v = _mm256_maskload_ps(x + i, m), t = gelu_tanh_t(v);
-        _mm256_maskstore_ps(d + i, m, gelu_tanh_d(v, t));
-        _mm256_maskstore_ps(y + i, m, gelu_tanh_y(v, t));
-    }
-}
-
-static void gelu_tanh_grad_avx2(float *dx, const float *g, const float *x, size_t n) {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 v = _mm256_loadu_ps(x + i);
-        _mm256_storeu_ps(dx + i, _mm256_mul_ps(_mm256_loadu_ps(g + i), gelu_tanh_d(v, gelu_tanh_t(v))));
-    }
-    if (i < n) {
-        const __m256i m = tail_mask(n - i);
-        const __m256 v = _mm256_maskload_ps(x + i, m);
-        _mm256_maskstore_ps(dx + i, m, _mm256_mul_ps(_mm256_maskload_ps(g + i, m), gelu_tanh_d(v, gelu_tanh_t(v))));
-    }
-}
+DEFINE_DERIV(gelu_tanh_deriv_avx2, gelu_tanh_deriv_v)
+DEFINE_GRAD(gelu_tanh_grad_avx2, gelu_tanh_grad_v)
 
 /* ---- cross-entropy's row passes, fused: amp_vmath_ce_*_composed with exp_v (vecmath.h); the order's
  * 16 lanes as two vectors, lanes 0-7 and 8-15 ---- */

@@ -113,82 +113,73 @@ static inline __m512 gelu_grad_v(__m512 g, __m512 v) {
     return _mm512_mul_ps(g, d);
 }
 
+/* deriv and grad kernels from a vector function fn: y and d of x (deriv), g times d (grad); the tail
+ * through the same fn under a mask, as DEFINE_MAP's */
+#define DEFINE_DERIV(name, fn)                                                                      \
+    static void name(float *y, float *d, const float *x, size_t n) {                                \
+        size_t i = 0;                                                                               \
+        __m512 vy, vd;                                                                              \
+        for (; i + 16 <= n; i += 16) {                                                              \
+            fn(_mm512_loadu_ps(x + i), &vy, &vd);                                                   \
+            _mm512_storeu_ps(y + i, vy);                                                            \
+            _mm512_storeu_ps(d + i, vd);                                                            \
+        }                                                                                           \
+        if (i < n) {                                                                                \
+            const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);                                  \
+            fn(_mm512_maskz_loadu_ps(m, x + i), &vy, &vd);                                          \
+            _mm512_mask_storeu_ps(y + i, m, vy);                                                    \
+            _mm512_mask_storeu_ps(d + i, m, vd);                                                    \
+        }                                                                                           \
+    }
+
+#define DEFINE_GRAD(name, fn)                                                                       \
+    static void name(float *dx, const float *g, const float *x, size_t n) {                         \
+        size_t i = 0;                                                                               \
+        for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dx + i, fn(_mm512_loadu_ps(g + i), _mm512_loadu_ps(x + i))); \
+        if (i < n) {                                                                                \
+            const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);                                  \
+            _mm512_mask_storeu_ps(dx + i, m, fn(_mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, x + i))); \
+        }                                                                                           \
+    }
+
 DEFINE_MAP(gelu_avx512, gelu_v)
-
-static void gelu_deriv_avx512(float *y, float *d, const float *x, size_t n) {
-    size_t i = 0;
-    __m512 vy, vd;
-    for (; i + 16 <= n; i += 16) {
-        gelu_deriv_v(_mm512_loadu_ps(x + i), &vy, &vd);
-        _mm512_storeu_ps(y + i, vy);
-        _mm512_storeu_ps(d + i, vd);
-    }
-    if (i < n) {
-        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-        gelu_deriv_v(_mm512_maskz_loadu_ps(m, x + i), &vy, &vd);
-        _mm512_mask_storeu_ps(y + i, m, vy);
-        _mm512_mask_storeu_ps(d + i, m, vd);
-    }
-}
-
-static void gelu_grad_avx512(float *dx, const float *g, const float *x, size_t n) {
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dx + i, gelu_grad_v(_mm512_loadu_ps(g + i), _mm512_loadu_ps(x + i)));
-    if (i < n) {
-        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-        _mm512_mask_storeu_ps(dx + i, m, gelu_grad_v(_mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, x + i)));
-    }
-}
+DEFINE_DERIV(gelu_deriv_avx512, gelu_deriv_v)
+DEFINE_GRAD(gelu_grad_avx512, gelu_grad_v)
 
 /* ---- GELU's tanh approximation, fused: amp_vmath_gelu_tanh_*_composed's arithmetic with tanh_v, no FMA
  * (vecmath.h: amp_vmath_gelu_tanh_arg and amp_vmath_gelu_tanh_deriv_of, operation for operation) ---- */
 
 static inline __m512 gelu_tanh_t(__m512 v) {
     const __m512 cube = _mm512_mul_ps(_mm512_mul_ps(v, v), v);
-    return tanh_v(_mm512_mul_ps(set1(AMP_VMATH_GELU_TANH_BETA), _mm512_add_ps(v, _mm512_mul_ps(set1(AMP_VMATH_GELU_TANH_KAPPA), cube))));
+    const __m512 arg = _mm512_add_ps(v, _mm512_mul_ps(set1(AMP_VMATH_GELU_TANH_KAPPA), cube));
+    return tanh_v(_mm512_mul_ps(set1(AMP_VMATH_GELU_TANH_BETA), arg));
 }
 
-static inline __m512 gelu_tanh_y(__m512 v, __m512 t) { return _mm512_mul_ps(_mm512_mul_ps(set1(0.5f), v), _mm512_add_ps(set1(1.0f), t)); }
-
-static inline __m512 gelu_tanh_v(__m512 v) { return gelu_tanh_y(v, gelu_tanh_t(v)); }
+static inline __m512 gelu_tanh_y(__m512 v, __m512 t) {
+    return _mm512_mul_ps(_mm512_mul_ps(set1(0.5f), v), _mm512_add_ps(set1(1.0f), t));
+}
 
 static inline __m512 gelu_tanh_d(__m512 v, __m512 t) {
     const __m512 left = _mm512_mul_ps(set1(0.5f), v), right = _mm512_add_ps(set1(1.0f), t);
-    const __m512 inner_d = _mm512_mul_ps(set1(AMP_VMATH_GELU_TANH_BETA),
-                                     _mm512_add_ps(set1(1.0f), _mm512_mul_ps(set1(3.0f * AMP_VMATH_GELU_TANH_KAPPA), _mm512_mul_ps(v, v))));
+    const __m512 x2k = _mm512_mul_ps(set1(3.0f * AMP_VMATH_GELU_TANH_KAPPA), _mm512_mul_ps(v, v));
+    const __m512 inner_d = _mm512_mul_ps(set1(AMP_VMATH_GELU_TANH_BETA), _mm512_add_ps(set1(1.0f), x2k));
     const __m512 slope = _mm512_mul_ps(_mm512_mul_ps(left, _mm512_sub_ps(set1(1.0f), _mm512_mul_ps(t, t))), inner_d);
     return _mm512_add_ps(_mm512_mul_ps(set1(0.5f), right), slope);
 }
 
+static inline __m512 gelu_tanh_v(__m512 v) { return gelu_tanh_y(v, gelu_tanh_t(v)); }
+
+static inline void gelu_tanh_deriv_v(__m512 v, __m512 *y, __m512 *d) {
+    const __m512 t = gelu_tanh_t(v);
+    *y = gelu_tanh_y(v, t);
+    *d = gelu_tanh_d(v, t);
+}
+
+static inline __m512 gelu_tanh_grad_v(__m512 g, __m512 v) { return _mm512_mul_ps(g, gelu_tanh_d(v, gelu_tanh_t(v))); }
+
 DEFINE_MAP(gelu_tanh_avx512, gelu_tanh_v)
-
-static void gelu_tanh_deriv_avx512(float *y, float *d, const float *x, size_t n) {
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m512 v = _mm512_loadu_ps(x + i), t = gelu_tanh_t(v);
-        _mm512_storeu_ps(d + i, gelu_tanh_d(v, t));
-        _mm512_storeu_ps(y + i, gelu_tanh_y(v, t));
-    }
-    if (i < n) {
-        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-        const __m512 v = _mm512_maskz_loadu_ps(m, x + i), t = gelu_tanh_t(v);
-        _mm512_mask_storeu_ps(d + i, m, gelu_tanh_d(v, t));
-        _mm512_mask_storeu_ps(y + i, m, gelu_tanh_y(v, t));
-    }
-}
-
-static void gelu_tanh_grad_avx512(float *dx, const float *g, const float *x, size_t n) {
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m512 v = _mm512_loadu_ps(x + i);
-        _mm512_storeu_ps(dx + i, _mm512_mul_ps(_mm512_loadu_ps(g + i), gelu_tanh_d(v, gelu_tanh_t(v))));
-    }
-    if (i < n) {
-        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-        const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-        _mm512_mask_storeu_ps(dx + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, g + i), gelu_tanh_d(v, gelu_tanh_t(v))));
-    }
-}
+DEFINE_DERIV(gelu_tanh_deriv_avx512, gelu_tanh_deriv_v)
+DEFINE_GRAD(gelu_tanh_grad_avx512, gelu_tanh_grad_v)
 
 /* ---- cross-entropy's row passes, fused: amp_vmath_ce_*_composed with exp_v (vecmath.h) ---- */
 
