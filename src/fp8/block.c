@@ -67,7 +67,7 @@ static float quantize_panel_columns(uint8_t *dst, float *inv, float *scale, cons
                                     size_t tw, amp_dtype fp8, const float *cmax, amp_fp8_cast_tally *t) {
     const amp_fp8_kernels *fk = amp_fp8_kernels_active();
     bool nan = !cmax;
-    for (size_t j = 0; j < tw; j++) scale[j] = cmax ? cmax[j] : 0.0f, nan |= isnan(scale[j]);
+    for (size_t j = 0; cmax && j < tw; j++) scale[j] = cmax[j], nan |= isnan(scale[j]);
     if (nan) { /* the amaxes (NaNs skipped), replaced by the scales below */
         for (size_t j = 0; j < tw; j++) scale[j] = 0.0f;
         (void)fk->col_amax(scale, src, th, tw, ld);
