@@ -43,6 +43,7 @@ ISA_AVX2 := -mavx2 -mfma -mf16c
 ISA_AVX512 := $(ISA_AVX2) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16
 $(BUILD)/obj/src/kernels/x86/%_avx2.o: CFLAGS_ISA := $(ISA_AVX2)
 $(BUILD)/obj/src/kernels/x86/%_avx512.o: CFLAGS_ISA := $(ISA_AVX512)
+$(BUILD)/obj/src/kernels/x86/%_amx.o: CFLAGS_ISA := $(ISA_AVX512) -mamx-tile -mamx-bf16
 
 .PHONY: all lib cli test test-sanitize demo bench fuzz fuzz-replay install uninstall clean deps
 all: lib cli $(BUILD)/amp.pc

@@ -398,7 +398,11 @@ void test_mx_zero_blocks(void) {
         uint16_t ab[M * K], bb[K * N];
         for (int i = 0; i < M * K; i++) ab[i] = (uint16_t)(f32_bits(av[i]) >> 16);
         for (int i = 0; i < K * N; i++) bb[i] = (uint16_t)(f32_bits(bv[i]) >> 16);
+        /* the dot method's bits (amp/gemm.h): under amx, amp_gemm's stored bf16 would take the tiles */
+        const amp_gemm_bf16_method method = amp_gemm_bf16_method_active();
+        if (method == AMP_GEMM_BF16_AMX) CHECK_EQ_INT(amp_gemm_bf16_method_set(AMP_GEMM_BF16_DOT), AMP_OK);
         CHECK(amp_gemm(AMP_BF16, false, false, M, N, K, 1.0f, ab, K, bb, N, 0.0f, want, N) == AMP_OK);
+        amp_gemm_bf16_method_set(method);
     } else {
         CHECK(amp_gemm(AMP_F32, false, false, M, N, K, 1.0f, av, K, bv, N, 0.0f, want, N) == AMP_OK);
     }

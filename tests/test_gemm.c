@@ -586,18 +586,25 @@ void test_gemm_bf16_method(void) {
     const amp_gemm_bf16_method active = amp_gemm_bf16_method_active();
     const double dot = amp_gemm_bf16_dot_speed();
     const bool has_dot = amp_isa_supported(AMP_ISA_AVX512) && amp_cpu_get_features()->avx512_bf16;
-    harness_note("bf16 method %s; VDPBF16PS at %.2fx the FMA's flops", amp_gemm_bf16_method_name(active), dot);
+    /* AMX: the CPU's CPUID and XCR0 (amp_cpu_features), and Linux's permission, which this process
+     * has by now if the method is supported (the method's first use asked for it) */
+    const bool has_amx = has_dot && amp_cpu_get_features()->amx_bf16 &&
+                         amp_gemm_bf16_method_supported(AMP_GEMM_BF16_AMX);
+    harness_note("bf16 method %s; VDPBF16PS at %.2fx the FMA's flops; AMX-BF16 %s", amp_gemm_bf16_method_name(active),
+                 dot, amp_cpu_get_features()->amx_bf16 ? (has_amx ? "usable" : "not permitted") : "absent");
     CHECK_MSG(has_dot ? dot > 0.0 : dot == 0.0, "dot speed %g with AVX512-BF16 %d", dot, has_dot);
-    /* the default: the faster instruction (unless the environment chose) */
+    /* the default: AMX where usable, else the faster instruction (unless the environment chose) */
     const char *env = getenv("AMP_GEMM_BF16");
     if (!env || !*env)
-        CHECK_MSG(active == (dot >= 1.0 ? AMP_GEMM_BF16_DOT : AMP_GEMM_BF16_FMA), "default %s with dot speed %g",
-                  amp_gemm_bf16_method_name(active), dot);
+        CHECK_MSG(active == (has_amx ? AMP_GEMM_BF16_AMX : dot >= 1.0 ? AMP_GEMM_BF16_DOT : AMP_GEMM_BF16_FMA),
+                  "default %s with dot speed %g, AMX %d", amp_gemm_bf16_method_name(active), dot, has_amx);
     CHECK(amp_gemm_bf16_method_supported(AMP_GEMM_BF16_FMA));
     CHECK_EQ_INT(amp_gemm_bf16_method_supported(AMP_GEMM_BF16_DOT), has_dot);
-    CHECK_EQ_INT(amp_gemm_bf16_method_set((amp_gemm_bf16_method)2), AMP_ERR_INVALID_ARGUMENT);
+    CHECK(!amp_gemm_bf16_method_supported(AMP_GEMM_BF16_AMX) || amp_cpu_get_features()->amx_bf16);
+    CHECK_EQ_INT(amp_gemm_bf16_method_set(AMP_GEMM_BF16_METHOD_COUNT), AMP_ERR_INVALID_ARGUMENT);
     CHECK_EQ_INT(amp_gemm_bf16_method_set((amp_gemm_bf16_method)-1), AMP_ERR_INVALID_ARGUMENT);
     if (!has_dot) CHECK_EQ_INT(amp_gemm_bf16_method_set(AMP_GEMM_BF16_DOT), AMP_ERR_UNSUPPORTED_ISA);
+    if (!has_amx) CHECK_EQ_INT(amp_gemm_bf16_method_set(AMP_GEMM_BF16_AMX), AMP_ERR_UNSUPPORTED_ISA);
     CHECK_EQ_INT(amp_gemm_bf16_method_active(), active); /* the failed sets changed nothing */
     amp_gemm_bf16_method parsed = AMP_GEMM_BF16_METHOD_COUNT;
     for (int m = 0; m < AMP_GEMM_BF16_METHOD_COUNT; m++) {
@@ -608,7 +615,8 @@ void test_gemm_bf16_method(void) {
     CHECK_EQ_INT(amp_gemm_bf16_method_from_name("vdpbf16ps", &parsed), AMP_ERR_INVALID_ARGUMENT);
     CHECK_EQ_INT(amp_gemm_bf16_method_from_name(NULL, &parsed), AMP_ERR_NULL_POINTER);
     CHECK(strcmp(amp_gemm_bf16_method_name((amp_gemm_bf16_method)7), "invalid") == 0);
-    /* each method's kernel: the pairs format for dot on AVX-512, fp32 panels everywhere else */
+    /* each method's kernels: the pairs format for dot and amx on AVX-512 (amx's tiles for stored
+     * operands only), fp32 panels everywhere else */
     amp_gemm_bf16_method methods[AMP_GEMM_BF16_METHOD_COUNT];
     const int n = bf16_methods(methods);
     for (int m = 0; m < n; m++) {
@@ -617,11 +625,18 @@ void test_gemm_bf16_method(void) {
         for (int isa = 0; isa < AMP_ISA_COUNT; isa++) {
             if (!amp_isa_supported((amp_isa)isa)) continue;
             const amp_gemm_kernel *k = amp_gemm_kernel_for((amp_isa)isa, AMP_BF16);
-            const bool pairs = isa == AMP_ISA_AVX512 && methods[m] == AMP_GEMM_BF16_DOT;
+            const amp_gemm_kernel *ks = amp_gemm_kernel_stored((amp_isa)isa, AMP_BF16);
+            const bool pairs = isa == AMP_ISA_AVX512 && methods[m] != AMP_GEMM_BF16_FMA;
+            const bool tiles = isa == AMP_ISA_AVX512 && methods[m] == AMP_GEMM_BF16_AMX;
             CHECK_MSG(k && k->packed == (pairs ? AMP_GEMM_PACKED_BF16_PAIRS : AMP_GEMM_PACKED_F32) &&
                           k->k_unit == (pairs ? 2 : 1) && k->kc > 0 && k->mc > 0 && k->nc > 0,
                       "%s bf16 %s: kernel %s", amp_isa_name((amp_isa)isa), amp_gemm_bf16_method_name(methods[m]),
                       k ? k->name : "NULL");
+            CHECK_MSG(tiles ? ks && ks->packed == AMP_GEMM_PACKED_BF16_TILES && ks->pack_a && ks->k_unit == 32 &&
+                                  ks->kc % 32 == 0 && ks->kc > 0 && ks->mc > 0 && ks->nc > 0
+                            : ks == k,
+                      "%s bf16 %s: stored operands' kernel %s", amp_isa_name((amp_isa)isa),
+                      amp_gemm_bf16_method_name(methods[m]), ks ? ks->name : "NULL");
         }
     }
     amp_gemm_bf16_method_set(active);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../src/core/float_bits.h"
+#include "../src/gemm/gemm_implicit.h"
 #include "../src/kernels/gemm_kernels.h"
 #include "../src/kernels/conv_kernels.h"
 #include "../src/kernels/pool_kernels.h"
@@ -545,7 +546,9 @@ static void check_conv_implicit_forward_shape(int N, int C, int H, int W, int O)
         if (CHECK_MSG(out, "%s", amp_ctx_error(ctx))) {
             amp_tensor_read(b, bias, AMP_F32);
             for (int64_t i = 0; i < N; i++) amp_conv_im2col_ref(&g, x->data, es, 0, N, i, col);
-            CHECK(amp_gemm(dt, false, false, O, N * P, KK, 1.0f, w->data, KK, col, N * P, 0.0f, y, N * P) == AMP_OK);
+            /* amp_gemm_untiled: conv's kernel on every route (amp_gemm's but for AMX's tiles) */
+            CHECK(amp_gemm_untiled(dt, false, false, O, N * P, KK, 1.0f, w->data, KK, col, N * P, 0.0f, y, N * P) ==
+                  AMP_OK);
             for (int i = 0; i < N; i++)
                 for (int o = 0; o < O; o++) {
                     for (int e = 0; e < P; e++) row[e] = y[o * N * P + i * P + e] + bias[o];
@@ -566,7 +569,8 @@ static void check_conv_implicit_forward_shape(int N, int C, int H, int W, int O)
                     for (int o = 0; o < O; o++)
                         memcpy(gp + (size_t)(o * N * P + i * P) * es, (const unsigned char *)seed->data +
                                (size_t)((i * O + o) * P) * es, (size_t)P * es);
-                CHECK(amp_gemm(dt, false, true, O, KK, N * P, 1.0f, gp, N * P, col, N * P, 1.0f, dw, KK) == AMP_OK);
+                CHECK(amp_gemm_untiled(dt, false, true, O, KK, N * P, 1.0f, gp, N * P, col, N * P, 1.0f, dw, KK) ==
+                      AMP_OK);
                 const amp_dtype gdt = w2->grad->dtype;
                 float *got = malloc(sizeof(float) * O * KK), *want_dw = malloc(sizeof(float) * O * KK);
                 unsigned char *tmp = malloc(sizeof(float) * O * KK);

@@ -35,6 +35,8 @@ typedef struct amp_cpu_features {
     bool avx512dq;
     bool avx512_bf16;  /* VCVTNEPS2BF16, VDPBF16PS */
     bool avx512_fp16;
+    bool amx_bf16;     /* AMX-TILE and AMX-BF16 (TDPBF16PS), with the OS saving tile state (XCR0); amp asks
+                        * Linux for the permission to use it when a bf16 GEMM first chooses its method */
 } amp_cpu_features;
 
 /* Features of this machine; detected once, thread-safe. Never NULL. */

@@ -50,27 +50,36 @@ int amp_gemm(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t 
              const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
 /* How the AVX-512 path multiplies bf16 (amp_gemm and every product built on it: linear, conv, the
- * LSTM). Both form each product exactly and add in fp32; they differ in speed, which depends on the
+ * LSTM). Each forms the products exactly and adds in fp32; they differ in speed, which depends on the
  * core, and in the order of the adds and the subnormals (so in the last bits):
  *   AMP_GEMM_BF16_FMA  bf16 decoded to fp32 while packing, then the fp32 kernel (VFMADD231PS), one
  *                      k at a time; keeps subnormals. The only method of the ref and AVX2 paths.
  *   AMP_GEMM_BF16_DOT  VDPBF16PS (AVX512-BF16) on pairs of k: half the packed bytes; flushes
  *                      subnormals (see above).
- * The default is the one whose instruction has more flops per second on this core, measured once
- * (about a millisecond) on first use: cores with AVX512-BF16 differ, VDPBF16PS having twice the
- * FMA's flops on some and half on others. The
- * environment variable AMP_GEMM_BF16=fma|dot overrides it (an unknown or unsupported value warns and
- * keeps the default). The choice is process-wide, like amp_isa_set, and must not change while a
- * product or a training step is running. */
+ *   AMP_GEMM_BF16_AMX  AMX's TDPBF16PS on tiles (16 rows x 32 k by 32 k x 16 columns per
+ *                      instruction) for amp_gemm's products of stored matrices, VDPBF16PS for the
+ *                      rest (implicit operands: conv's, the LSTM's packed weights, fp8's decodes);
+ *                      flushes subnormals like DOT. Where the CPU has AMX-BF16 and Linux grants the
+ *                      process its tile registers (amp asks on first use).
+ * The default is AMX where it is usable; else the one of FMA and DOT whose instruction has more flops
+ * per second on this core, measured once (about a millisecond) on first use: cores with AVX512-BF16
+ * differ, VDPBF16PS having twice the FMA's flops on some and half on others. The environment variable
+ * AMP_GEMM_BF16=fma|dot|amx overrides it (an unknown or unsupported value warns and keeps the
+ * default). The choice is process-wide, like amp_isa_set, and must not change while a product or a
+ * training step is running. The AMX kernels configure each thread's tiles once and leave them so: a
+ * program that also runs other AMX code on amp's threads must configure its tiles itself (oneDNN
+ * does, before each of its kernels) and leave them as it found them. */
 typedef enum amp_gemm_bf16_method {
     AMP_GEMM_BF16_FMA = 0,
     AMP_GEMM_BF16_DOT = 1,
+    AMP_GEMM_BF16_AMX = 2,
     AMP_GEMM_BF16_METHOD_COUNT
 } amp_gemm_bf16_method;
 
 /* The method the AVX-512 path uses now. */
 amp_gemm_bf16_method amp_gemm_bf16_method_active(void);
-/* True for AMP_GEMM_BF16_FMA; for AMP_GEMM_BF16_DOT where the CPU has AVX-512 with AVX512-BF16. */
+/* True for AMP_GEMM_BF16_FMA; for AMP_GEMM_BF16_DOT where the CPU has AVX-512 with AVX512-BF16; for
+ * AMP_GEMM_BF16_AMX where it also has AMX-BF16 that this process may use. */
 bool amp_gemm_bf16_method_supported(amp_gemm_bf16_method method);
 /* Returns AMP_OK, AMP_ERR_INVALID_ARGUMENT for a value outside the enum, or AMP_ERR_UNSUPPORTED_ISA
  * (and changes nothing) when this CPU cannot run it. */
@@ -78,7 +87,7 @@ int amp_gemm_bf16_method_set(amp_gemm_bf16_method method);
 /* VDPBF16PS's flops per second over VFMADD231PS's on this core, as measured for the default; 0
  * without AVX512-BF16. */
 double amp_gemm_bf16_dot_speed(void);
-/* "fma", "dot"; "invalid" otherwise. */
+/* "fma", "dot", "amx"; "invalid" otherwise. */
 const char *amp_gemm_bf16_method_name(amp_gemm_bf16_method method);
 /* Parses one of the names above: AMP_OK, AMP_ERR_INVALID_ARGUMENT, or AMP_ERR_NULL_POINTER. */
 int amp_gemm_bf16_method_from_name(const char *name, amp_gemm_bf16_method *out);
@@ -115,7 +124,7 @@ int amp_gemm_bf16_method_from_name(const char *name, amp_gemm_bf16_method *out);
  *
  * Speed. x86 has no fp8 arithmetic: fp8 is decoded while the GEMM packs its panels (amp_gemm's
  * packing, gemm_kernels.h's panel formats). Where the active path multiplies bf16 with VDPBF16PS
- * (AMP_GEMM_BF16_DOT) and every decoded value is exact in bf16 (fp8 and bf16 operands, with no
+ * (AMP_GEMM_BF16_DOT, and AMP_GEMM_BF16_AMX, whose tiles take stored bf16 only) and every decoded value is exact in bf16 (fp8 and bf16 operands, with no
  * factors or with power-of-2 block factors), both operands are decoded to bf16 pairs: half the packed
  * bytes, and the flush of subnormal bf16 values that amp_gemm's dot method does (a decoded value
  * below 2^-126 may become 0). Otherwise (an fp32 operand, a block factor that is not a power of 2,
@@ -126,7 +135,8 @@ int amp_gemm_bf16_method_from_name(const char *name, amp_gemm_bf16_method *out);
  * the bf16 method, the shape and the choice above, so its bits are the same for any thread count.
  * On the fp32 route the bits are exactly those of amp_gemm(AMP_F32, ...) on the decoded (and
  * block-scaled) operands with alpha_eff; on the bf16 route, those of amp_gemm(AMP_BF16, ...) on the
- * same values rounded to bf16 (no rounding happens: they are exact) under the dot method. (A NaN
+ * same values rounded to bf16 (no rounding happens: they are exact) under the dot method (under the amx
+ * method too, which amp_gemm would run on tiles: the same bits as with AMP_GEMM_BF16_DOT). (A NaN
  * element of C is NaN on every route; its payload is not specified.)
  *
  * Threads and memory: amp_gemm's. The packing buffers are per thread and kept between calls.

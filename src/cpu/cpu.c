@@ -2,6 +2,7 @@
  *
  * A feature counts only when both the CPU reports it (CPUID) and the OS saves the registers it needs
  * (XCR0 via XGETBV): BLIS's rule, since a hypervisor or kernel can hide AVX-512 state. */
+#define _DEFAULT_SOURCE /* syscall, for arch_prctl, beside the build's POSIX level */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -10,6 +11,7 @@
 
 #include "amp/cpu.h"
 #include "amp/status.h"
+#include "cpu_internal.h"
 #include "../core/log_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -44,12 +46,35 @@ static void detect(amp_cpu_features *f) {
     f->avx512bw = f->avx512f && ((b >> 30) & 1);
     f->avx512vl = f->avx512f && ((b >> 31) & 1);
     f->avx512_fp16 = f->avx512f && ((d >> 23) & 1);
+    const bool os_tiles = (xcr0 & 0x60000) == 0x60000; /* XTILECFG and XTILEDATA */
+    f->amx_bf16 = f->avx512f && os_tiles && ((d >> 24) & 1) && ((d >> 22) & 1);
     __cpuid_count(7, 1, a, b, c, d);
     f->avx512_bf16 = f->avx512f && ((a >> 5) & 1);
 }
 #else
 #define AMP_X86 0
 static void detect(amp_cpu_features *f) { memset(f, 0, sizeof *f); }
+#endif
+
+/* Linux gives a process AMX's tile registers only once it asks (arch_prctl ARCH_REQ_XCOMP_PERM for
+ * XTILEDATA, since 5.16: the tile state makes every signal frame 8 KiB larger); until then the first
+ * tile instruction faults. Asked once, for the whole process and every thread it starts. */
+#if AMP_X86 && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+static bool tiles_permitted;
+static pthread_once_t tiles_once = PTHREAD_ONCE_INIT;
+static void request_tiles(void) {
+    enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    tiles_permitted = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+}
+bool amp_cpu_amx_usable(void) {
+    if (!amp_cpu_get_features()->amx_bf16) return false;
+    pthread_once(&tiles_once, request_tiles);
+    return tiles_permitted;
+}
+#else
+bool amp_cpu_amx_usable(void) { return false; }
 #endif
 
 static amp_cpu_features features;

@@ -155,7 +155,8 @@ static void pack(const gemm_job *j, const operand *op, void *dst, int64_t i0, in
         return;
     }
     const int64_t off = op->trans ? p0 * op->ld + i0 : i0 * op->ld + p0;
-    j->kern->pack(dst, op->src + (size_t)off * j->esize, op->ld, op->trans, rows, kc, r);
+    const amp_gemm_pack_fn fn = op == &j->a && j->kern->pack_a ? j->kern->pack_a : j->kern->pack;
+    fn(dst, op->src + (size_t)off * j->esize, op->ld, op->trans, rows, kc, r);
 }
 
 /* The acc step on n values of one row: row (fp32 C) rounded to out_dtype, or `enc`, the same values
@@ -691,10 +692,11 @@ static int check_args(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m,
 }
 
 /* The product once the arguments are checked; op_bt is M = op(B)^T, stored or implicit; implicit_a,
- * when not NULL, is M = op(A) packed by a callback (a and lda unused, ep NULL). */
+ * when not NULL, is M = op(A) packed by a callback (a and lda unused, ep NULL). `tiles`: stored
+ * operands may take amp_gemm_kernel_stored's kernel (AMX's tiles), else amp_gemm_kernel_for's. */
 static int gemm_run(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
                     int64_t lda, const operand *implicit_a, operand op_bt, float beta, float *c, int64_t ldc,
-                    const amp_gemm_epilogue *ep) {
+                    const amp_gemm_epilogue *ep, bool tiles) {
     if (m == 0 || n == 0) {
         if (ep && ep->a_sums && m > 0 && k > 0) sum_rows_plain(ep->a_sums, a, ab_dtype, trans_a, lda, m, k);
         return AMP_OK;
@@ -715,7 +717,8 @@ static int gemm_run(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int6
     }
 
     const size_t esize = ab_dtype == AMP_F32 ? 4 : 2;
-    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), ab_dtype);
+    const amp_gemm_kernel *kern = tiles && !implicit_a && !op_bt.cb ? amp_gemm_kernel_stored(amp_isa_active(), ab_dtype)
+                                                                    : amp_gemm_kernel_for(amp_isa_active(), ab_dtype);
     const operand op_a = implicit_a ? *implicit_a : (operand){.src = a, .ld = lda, .trans = trans_a}; /* M = op(A) */
     const bool stored_f32_a = !implicit_a && ab_dtype == AMP_F32;
     const bool transposed = compute_transposed(kern, m, n, k);
@@ -771,7 +774,15 @@ int amp_gemm_fused(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, in
     const int st = check_args(ab_dtype, trans_a, trans_b, m, n, k, a, lda, true, b != NULL, ldb, c, ldc, ep);
     if (st != AMP_OK) return st;
     const operand op_bt = {.src = b, .ld = ldb, .trans = !trans_b}; /* M = op(B)^T */
-    return gemm_run(ab_dtype, trans_a, m, n, k, alpha, a, lda, NULL, op_bt, beta, c, ldc, ep);
+    return gemm_run(ab_dtype, trans_a, m, n, k, alpha, a, lda, NULL, op_bt, beta, c, ldc, ep, true);
+}
+
+int amp_gemm_untiled(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                     const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    const int st = check_args(ab_dtype, trans_a, trans_b, m, n, k, a, lda, true, b != NULL, ldb, c, ldc, NULL);
+    if (st != AMP_OK) return st;
+    const operand op_bt = {.src = b, .ld = ldb, .trans = !trans_b};
+    return gemm_run(ab_dtype, trans_a, m, n, k, alpha, a, lda, NULL, op_bt, beta, c, ldc, NULL, false);
 }
 
 int amp_gemm_implicit_b(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
@@ -780,7 +791,7 @@ int amp_gemm_implicit_b(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, 
     const int st = check_args(ab_dtype, trans_a, false, m, n, k, a, lda, false, pack_b != NULL, 0, c, ldc, ep);
     if (st != AMP_OK) return st;
     const operand op_bt = {.cb = pack_b, .cb_arg = pack_arg};
-    return gemm_run(ab_dtype, trans_a, m, n, k, alpha, a, lda, NULL, op_bt, beta, c, ldc, ep);
+    return gemm_run(ab_dtype, trans_a, m, n, k, alpha, a, lda, NULL, op_bt, beta, c, ldc, ep, false);
 }
 
 int amp_gemm_implicit_ab(amp_dtype ab_dtype, int64_t m, int64_t n, int64_t k, float alpha, amp_gemm_pack_cb pack_a,
@@ -790,7 +801,7 @@ int amp_gemm_implicit_ab(amp_dtype ab_dtype, int64_t m, int64_t n, int64_t k, fl
     if (m < 0 || n < 0 || k < 0 || check_matrix(m, n, ldc, sizeof(float)) != AMP_OK) return AMP_ERR_INVALID_ARGUMENT;
     if (!pack_a || !pack_b || (!c && m > 0 && n > 0)) return AMP_ERR_NULL_POINTER;
     const operand op_a = {.cb = pack_a, .cb_arg = arg_a}, op_bt = {.cb = pack_b, .cb_arg = arg_b};
-    return gemm_run(ab_dtype, false, m, n, k, alpha, NULL, 0, &op_a, op_bt, beta, c, ldc, NULL);
+    return gemm_run(ab_dtype, false, m, n, k, alpha, NULL, 0, &op_a, op_bt, beta, c, ldc, NULL, false);
 }
 
 void amp_gemm_epilogue_apply(const amp_gemm_epilogue *ep, float *c, int64_t ldc, int64_t m, int64_t n) {
@@ -799,12 +810,12 @@ void amp_gemm_epilogue_apply(const amp_gemm_epilogue *ep, float *c, int64_t ldc,
 }
 
 bool amp_gemm_sums_a_fused(amp_dtype ab_dtype, int64_t m, int64_t n, int64_t k) {
-    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), ab_dtype);
+    const amp_gemm_kernel *kern = amp_gemm_kernel_stored(amp_isa_active(), ab_dtype);
     return kern && m > 0 && n > 0 && k > 0 && kern->packed == AMP_GEMM_PACKED_F32 && !compute_transposed(kern, m, n, k);
 }
 
 bool amp_gemm_computes_transposed(amp_dtype ab_dtype, int64_t m, int64_t n, int64_t k) {
-    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), ab_dtype);
+    const amp_gemm_kernel *kern = amp_gemm_kernel_for(amp_isa_active(), ab_dtype); /* an implicit product's */
     return kern && m > 0 && n > 0 && k > 0 && compute_transposed(kern, m, n, k);
 }
 

@@ -11,6 +11,7 @@
 #include "../kernels/gemm_kernels.h"
 #include "../kernels/kernels.h"
 #include "../core/log_internal.h"
+#include "../cpu/cpu_internal.h"
 
 _Static_assert(AMP_F32 == 0 && AMP_F16 == 1 && AMP_BF16 == 2, "gemm tables index by dtype");
 
@@ -20,19 +21,22 @@ static atomic_int bf16_method = -1;
 static double dot_speed;
 static pthread_once_t bf16_once = PTHREAD_ONCE_INIT;
 
-static const char *const method_names[AMP_GEMM_BF16_METHOD_COUNT] = {"fma", "dot"};
+static const char *const method_names[AMP_GEMM_BF16_METHOD_COUNT] = {"fma", "dot", "amx"};
 
 static void choose_bf16_method(void) {
 #if defined(__x86_64__)
     if (amp_isa_supported(AMP_ISA_AVX512)) dot_speed = amp_gemm_avx512_dot_speed();
 #endif
-    /* the instruction with more flops per second; ties to the dot kernel, which also packs half the bytes */
-    amp_gemm_bf16_method chosen = dot_speed >= 1.0 ? AMP_GEMM_BF16_DOT : AMP_GEMM_BF16_FMA;
+    /* AMX's tiles where usable (TDPBF16PS: 1024 flops an instruction); else the instruction with more
+     * flops per second, ties to the dot kernel, which also packs half the bytes */
+    amp_gemm_bf16_method chosen = amp_gemm_bf16_method_supported(AMP_GEMM_BF16_AMX) ? AMP_GEMM_BF16_AMX
+                                  : dot_speed >= 1.0                                ? AMP_GEMM_BF16_DOT
+                                                                                     : AMP_GEMM_BF16_FMA;
     const char *env = getenv("AMP_GEMM_BF16");
     if (env && *env) {
         amp_gemm_bf16_method want;
         if (amp_gemm_bf16_method_from_name(env, &want) != AMP_OK)
-            amp_logf(AMP_LOG_WARN, "AMP_GEMM_BF16=%s is not one of fma, dot; using %s", env, method_names[chosen]);
+            amp_logf(AMP_LOG_WARN, "AMP_GEMM_BF16=%s is not one of fma, dot, amx; using %s", env, method_names[chosen]);
         else if (!amp_gemm_bf16_method_supported(want))
             amp_logf(AMP_LOG_WARN, "AMP_GEMM_BF16=%s is not supported by this CPU; using %s", env,
                      method_names[chosen]);
@@ -50,7 +54,9 @@ amp_gemm_bf16_method amp_gemm_bf16_method_active(void) {
 
 bool amp_gemm_bf16_method_supported(amp_gemm_bf16_method method) {
     if (method == AMP_GEMM_BF16_FMA) return true;
-    return method == AMP_GEMM_BF16_DOT && amp_isa_supported(AMP_ISA_AVX512) && amp_cpu_get_features()->avx512_bf16;
+    const bool dot = amp_isa_supported(AMP_ISA_AVX512) && amp_cpu_get_features()->avx512_bf16;
+    if (method == AMP_GEMM_BF16_DOT) return dot;
+    return method == AMP_GEMM_BF16_AMX && dot && amp_cpu_amx_usable();
 }
 
 int amp_gemm_bf16_method_set(amp_gemm_bf16_method method) {
@@ -84,9 +90,16 @@ int amp_gemm_bf16_method_from_name(const char *name, amp_gemm_bf16_method *out) 
 const amp_gemm_kernel *amp_gemm_kernel_for(amp_isa isa, amp_dtype dtype) {
     if ((unsigned)dtype > AMP_BF16) return NULL;
     const amp_gemm_kernels *t = &amp_kernels_for(isa)->gemm;
-    if (dtype == AMP_BF16 && t->bf16_dot.ukernel && amp_gemm_bf16_method_active() == AMP_GEMM_BF16_DOT)
+    if (dtype == AMP_BF16 && t->bf16_dot.ukernel && amp_gemm_bf16_method_active() != AMP_GEMM_BF16_FMA)
         return &t->bf16_dot;
     return &t->for_dtype[dtype];
+}
+
+const amp_gemm_kernel *amp_gemm_kernel_stored(amp_isa isa, amp_dtype dtype) {
+    const amp_gemm_kernels *t = &amp_kernels_for(isa)->gemm;
+    if (dtype == AMP_BF16 && t->bf16_tiles.ukernel && amp_gemm_bf16_method_active() == AMP_GEMM_BF16_AMX)
+        return &t->bf16_tiles;
+    return amp_gemm_kernel_for(isa, dtype);
 }
 
 const amp_gemm_kernel *amp_gemm_kernel_rows8(amp_isa isa, amp_dtype dtype) {

@@ -8,7 +8,8 @@
  * op(B)[p, j]) into dst exactly as kern->pack would from a stored M: ceil(cols / r) panels of r
  * rows in kern->packed's layout (gemm_kernels.h), missing rows and the pad of an odd kc zero. r is
  * kern->nr, or kern->mr when the driver computes C^T (amp_gemm_computes_transposed). Given the same
- * packed values, every element of C gets the bits amp_gemm gives it on the stored op(B). The
+ * packed values, every element of C gets the bits amp_gemm_untiled gives it on the stored op(B) (and
+ * amp_gemm's, but for the AMX method's tiles, whose panels the callbacks do not make). The
  * callback runs on the GEMM's threads, several at once, on disjoint dst. */
 #ifndef AMP_GEMM_IMPLICIT_H
 #define AMP_GEMM_IMPLICIT_H
@@ -22,6 +23,13 @@
 
 typedef void (*amp_gemm_pack_cb)(const void *arg, const amp_gemm_kernel *kern, void *dst, int64_t j0, int64_t cols,
                                  int64_t p0, int64_t kc, int r);
+
+/* amp_gemm with the kernel implicit products take: never AMX's tiles (amp/gemm.h, AMP_GEMM_BF16_AMX),
+ * which amp_gemm uses for bf16 under that method. For a route whose twin has implicit operands (conv's
+ * im2col beside its implicit GEMM, the LSTM's cell beside its sequence's packed weights), so that both
+ * give the same bits. */
+int amp_gemm_untiled(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                     const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
 /* C = alpha op(A) op(B) + beta C, then the epilogue ep (NULL: none), op(B) as described above; the
  * arguments, checks and return values of amp_gemm_fused, b and ldb aside. */

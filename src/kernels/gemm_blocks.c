@@ -21,22 +21,26 @@ typedef struct blocks {
  * has 6 rows, so kc = 512 keeps it at 12 KiB; the ref path's values only need to be sane. */
 static const blocks block_table[AMP_ISA_COUNT][AMP_GEMM_PACKED_COUNT] = {
     [AMP_ISA_REF] = {[AMP_GEMM_PACKED_F32] = {.mc = 128, .kc = 256, .nc = 2048},
-                     [AMP_GEMM_PACKED_BF16_PAIRS] = {.mc = 128, .kc = 256, .nc = 2048}},
+                     [AMP_GEMM_PACKED_BF16_PAIRS] = {.mc = 128, .kc = 256, .nc = 2048},
+                     [AMP_GEMM_PACKED_BF16_TILES] = {.mc = 128, .kc = 256, .nc = 2048}},
     [AMP_ISA_AVX2] = {[AMP_GEMM_PACKED_F32] = {.mc = 144, .kc = 512, .nc = 2048},
-                      [AMP_GEMM_PACKED_BF16_PAIRS] = {.mc = 144, .kc = 512, .nc = 2048}},
+                      [AMP_GEMM_PACKED_BF16_PAIRS] = {.mc = 144, .kc = 512, .nc = 2048},
+                      [AMP_GEMM_PACKED_BF16_TILES] = {.mc = 144, .kc = 512, .nc = 2048}},
     [AMP_ISA_AVX512] = {[AMP_GEMM_PACKED_F32] = {.mc = 144, .kc = 512, .nc = 2048},
-                        [AMP_GEMM_PACKED_BF16_PAIRS] = {.mc = 144, .kc = 1024, .nc = 2048}},
+                        [AMP_GEMM_PACKED_BF16_PAIRS] = {.mc = 144, .kc = 1024, .nc = 2048},
+                        [AMP_GEMM_PACKED_BF16_TILES] = {.mc = 128, .kc = 512, .nc = 2048}},
 };
 
 static int round_down(int x, int unit) { return x < unit ? unit : x - x % unit; }
 
 void amp_gemm_kernels_set_blocks(amp_gemm_kernels *t, amp_isa isa) {
-    /* for_dtype, then for_dtype8 (AMP_DTYPE_COUNT + dt), then bf16_dot and bf16_dot8 */
-    for (int e = 0; e < 2 * AMP_DTYPE_COUNT + 2; e++) {
-        amp_gemm_kernel *k = e < AMP_DTYPE_COUNT         ? &t->for_dtype[e]
-                             : e < 2 * AMP_DTYPE_COUNT   ? &t->for_dtype8[e - AMP_DTYPE_COUNT]
-                             : e == 2 * AMP_DTYPE_COUNT ? &t->bf16_dot
-                                                         : &t->bf16_dot8;
+    /* for_dtype, then for_dtype8 (AMP_DTYPE_COUNT + dt), then bf16_dot, bf16_dot8 and bf16_tiles */
+    for (int e = 0; e < 2 * AMP_DTYPE_COUNT + 3; e++) {
+        amp_gemm_kernel *k = e < AMP_DTYPE_COUNT             ? &t->for_dtype[e]
+                             : e < 2 * AMP_DTYPE_COUNT       ? &t->for_dtype8[e - AMP_DTYPE_COUNT]
+                             : e == 2 * AMP_DTYPE_COUNT     ? &t->bf16_dot
+                             : e == 2 * AMP_DTYPE_COUNT + 1 ? &t->bf16_dot8
+                                                             : &t->bf16_tiles;
         if (!k->ukernel) continue;
         const blocks *b = &block_table[isa][k->packed];
         k->mc = round_down(b->mc, k->mr);

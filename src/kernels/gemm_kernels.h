@@ -19,6 +19,12 @@
  *                              with zeros; panel element (p, i) is the bf16 at offset
  *                              (p / 2) * 2r + 2i + (p % 2), so one 32-bit word holds the pair
  *                              (M[i, 2q], M[i, 2q+1]) that VDPBF16PS multiplies and sums.
+ *   AMP_GEMM_PACKED_BF16_TILES for AMX's TDPBF16PS, whose two operands differ: kc is padded to a
+ *                              multiple of 32 with zeros, and the B panel is BF16_PAIRS (a tile of
+ *                              16 pairs x 16 columns is 16 rows of the panel), while the A panel is
+ *                              k-major in blocks of 32: element (p, i) at (p / 32) * 32r + 32i + p % 32,
+ *                              so a tile of 16 rows x 32 k is 16 runs of 64 bytes. Its kernel packs
+ *                              A with pack_a; only amp_gemm's stored operands take it (below).
  *
  * Micro-kernel contract (BLIS's): it computes the mr x nr product of two packed panels over kc (or
  * only the rows a partial panel needs: AVX-512's for m <= 4 or 8), then writes only the top-left
@@ -40,6 +46,7 @@
 typedef enum amp_gemm_packed {
     AMP_GEMM_PACKED_F32 = 0,
     AMP_GEMM_PACKED_BF16_PAIRS = 1,
+    AMP_GEMM_PACKED_BF16_TILES = 2,
     AMP_GEMM_PACKED_COUNT
 } amp_gemm_packed;
 
@@ -75,9 +82,10 @@ typedef struct amp_gemm_kernel {
                                      * when n is too narrow for nr (gemm.c) */
     amp_gemm_ukernel_strided_fn ukernel_ab, ukernel_rb; /* NULL, or the fp32 kernel on strided panels (above) */
     amp_gemm_pack_fn pack;       /* from this entry's source dtype to `packed` */
+    amp_gemm_pack_fn pack_a;     /* NULL: pack packs A panels too; else A's own layout (BF16_TILES) */
     amp_gemm_packed packed;
     int mr, nr;                  /* register tile, each at most AMP_GEMM_MAX_TILE */
-    int k_unit;                  /* 1, or 2 for bf16 pairs */
+    int k_unit;                  /* 1, 2 for bf16 pairs, 32 for bf16 tiles */
     int packed_size;             /* bytes per packed element */
     int mc, kc, nc;              /* cache blocks (multiples of mr, k_unit, nr), from the per-path table */
 } amp_gemm_kernel;
@@ -93,6 +101,9 @@ typedef struct amp_gemm_kernels {
     /* for_dtype[dt] with an 8-row tile (ukernel only), where the path has one: the fp32 kernel's, fed
      * by each dtype's pack (fp32, or f16 and bf16 decoded to fp32 while packing) */
     amp_gemm_kernel for_dtype8[AMP_DTYPE_COUNT];
+    /* bf16 on AMX tiles (TDPBF16PS), where the path and CPU have it: amp_gemm_kernel_stored returns it
+     * while the bf16 method is AMP_GEMM_BF16_AMX */
+    amp_gemm_kernel bf16_tiles;
 } amp_gemm_kernels;
 
 /* Fill the entries a path provides (everything but the cache blocks); the kernel table
@@ -104,6 +115,12 @@ void amp_gemm_kernels_avx512(amp_gemm_kernels *k); /* bf16_dot (VDPBF16PS) when 
 /* VDPBF16PS's flops per second over VFMADD231PS's (both zmm) on this core, measured now (about a
  * millisecond); 0 without AVX512-BF16. */
 double amp_gemm_avx512_dot_speed(void);
+/* bf16_tiles (gemm_amx.c), where amp_cpu_amx_usable() */
+void amp_gemm_kernels_amx(amp_gemm_kernels *k);
+/* The AVX-512 BF16_PAIRS pack with panels kq_pad pairs long (kq_pad >= ceil(kc / 2)), the pairs past
+ * ceil(kc / 2) zero: the B panels of the tiles kernel (r = 32). */
+void amp_gemm_avx512_pack_pairs_padded(void *dst, const void *src, int64_t ld, bool trans, int64_t rows, int64_t kc,
+                                       int r, int64_t kq_pad);
 #endif
 
 /* Sets the cache blocks (mc, kc, nc) of every kernel in t from path isa's block table
@@ -124,6 +141,10 @@ const amp_gemm_kernel *amp_gemm_kernel_for(amp_isa isa, amp_dtype dtype);
 static inline const amp_gemm_kernel *amp_gemm_kernel_active(amp_dtype dtype) {
     return amp_gemm_kernel_for(amp_isa_active(), dtype);
 }
+/* The kernel amp_gemm uses for a product of two stored operands: bf16_tiles while the bf16 method is
+ * AMP_GEMM_BF16_AMX (A and B packed in different layouts, which the pack callbacks of implicit
+ * operands and the other drivers' panels do not provide), else amp_gemm_kernel_for's. */
+const amp_gemm_kernel *amp_gemm_kernel_stored(amp_isa isa, amp_dtype dtype);
 /* amp_gemm_kernel_for's kernel with an 8-row tile and the same packed B and per-element sums (its
  * bits), where the path has one (bf16_dot8 while the bf16 method is dot, else for_dtype8[dtype]); else
  * NULL. For products whose A rows are a multiple of 8 but not of the kernel's mr (gemm.c does not use

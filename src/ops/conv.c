@@ -240,8 +240,8 @@ static void task_permute_grad(void *arg, int64_t o, int thread_id) {
 
 static int conv_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
                      int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc) {
-    int st =
-        amp_gemm(dt, ta, tb, m, n, k, 1.0f, a, lda > 0 ? lda : 1, b, ldb > 0 ? ldb : 1, beta, c, ldc > 0 ? ldc : 1);
+    int st = amp_gemm_untiled(dt, ta, tb, m, n, k, 1.0f, a, lda > 0 ? lda : 1, b, ldb > 0 ? ldb : 1, beta, c,
+                              ldc > 0 ? ldc : 1); /* the implicit routes' kernel: the same bits on every route */
     if (st != AMP_OK) amp_ctx_fail(ctx, st, "conv2d: amp_gemm failed: %s", amp_status_str(st));
     return st;
 }

@@ -10,6 +10,7 @@
 
 #include "amp/gemm.h"
 #include "../core/parallel.h"
+#include "../gemm/gemm_implicit.h"
 #include "../gemm/lstm_gemm.h"
 #include "../tensor/ctx_internal.h"
 #include "op_util.h"
@@ -20,7 +21,8 @@ static inline int64_t lstm_ld(int64_t n) { return n > 0 ? n : 1; }
 /* c [m, n] = op(a) op(b) + beta c by amp_gemm; its status, the error recorded as lstm_cell's. */
 static inline int lstm_op_gemm(amp_ctx *ctx, amp_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                                const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c) {
-    int st = amp_gemm(dt, ta, tb, m, n, k, 1.0f, a, lstm_ld(lda), b, lstm_ld(ldb), beta, c, lstm_ld(n));
+    /* the kernel of the sequence's packed products (gemm_implicit.h), so that cells and sequence agree */
+    int st = amp_gemm_untiled(dt, ta, tb, m, n, k, 1.0f, a, lstm_ld(lda), b, lstm_ld(ldb), beta, c, lstm_ld(n));
     if (st != AMP_OK)
         amp_ctx_fail(ctx, st, "%s: amp_gemm failed: %s", amp_op_name(AMP_OP_LSTM_CELL), amp_status_str(st));
     return st;

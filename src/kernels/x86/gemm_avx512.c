@@ -15,6 +15,7 @@
  * on its position in the tile. */
 #include <immintrin.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 #include "amp/cpu.h"
@@ -388,8 +389,12 @@ PACK_F32_FN(pack_bf16_to_f32, AMP_BF16)
  * panel is the fp32 transpose above applied to words (the odd kc's last word is masked to its low
  * half). Contiguous source: rows 2q and 2q+1 are interleaved element by element. */
 static inline __attribute__((always_inline)) void pack_pairs_impl(uint16_t *dst, const uint16_t *src, int64_t ld,
-                                                                   bool trans, int64_t rows, int64_t kc, int r) {
+                                                                   bool trans, int64_t rows, int64_t kc, int r,
+                                                                   int64_t kq_pad) {
     const int64_t kq = (kc + 1) / 2;
+    if (kq_pad > kq) /* the padding pairs of every panel */
+        for (int64_t i0 = 0; i0 < rows; i0 += r)
+            memset(dst + 2 * (i0 * kq_pad + r * kq), 0, (size_t)(2 * r * (kq_pad - kq)) * sizeof *dst);
     if (trans) {
         /* word j of the result: low half from a[j], high half from b[j] (j < 16 per half) */
         const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38,
@@ -400,7 +405,7 @@ static inline __attribute__((always_inline)) void pack_pairs_impl(uint16_t *dst,
             const int64_t q1 = kq - q0 < PACK_ROW_BLOCK / 2 ? kq : q0 + PACK_ROW_BLOCK / 2;
             for (int64_t i0 = 0; i0 < rows; i0 += r) {
                 const int ri = rows - i0 < r ? (int)(rows - i0) : r;
-                uint16_t *panel = dst + 2 * i0 * kq; /* panel i0 / r starts at (i0 / r) * 2r * kq */
+                uint16_t *panel = dst + 2 * i0 * kq_pad; /* panel i0 / r starts at (i0 / r) * 2r * kq_pad */
                 for (int64_t q = q0; q < q1; q++) {
                     const uint16_t *s0 = src + 2 * q * ld + i0, *s1 = s0 + ld;
                     const bool has_odd = 2 * q + 1 < kc;
@@ -430,7 +435,7 @@ static inline __attribute__((always_inline)) void pack_pairs_impl(uint16_t *dst,
         }
         return;
     }
-    for (int64_t i0 = 0; i0 < rows; i0 += r, dst += 2 * (int64_t)r * kq) {
+    for (int64_t i0 = 0; i0 < rows; i0 += r, dst += 2 * (int64_t)r * kq_pad) {
         const int ri = rows - i0 < r ? (int)(rows - i0) : r;
         for (int row0 = 0; row0 < r; row0 += 16) {
             const int n_rows = ri - row0 < 0 ? 0 : ri - row0 < 16 ? ri - row0 : 16;
@@ -461,14 +466,21 @@ static inline __attribute__((always_inline)) void pack_pairs_impl(uint16_t *dst,
 }
 
 static void pack_bf16_pairs(void *dst, const void *src, int64_t ld, bool trans, int64_t rows, int64_t kc, int r) {
+    const int64_t kq = (kc + 1) / 2;
     if (r == MR)
-        pack_pairs_impl(dst, src, ld, trans, rows, kc, MR);
+        pack_pairs_impl(dst, src, ld, trans, rows, kc, MR, kq);
     else if (r == NR)
-        pack_pairs_impl(dst, src, ld, trans, rows, kc, NR);
+        pack_pairs_impl(dst, src, ld, trans, rows, kc, NR, kq);
     else if (r == 8) /* bf16_dot8's A */
-        pack_pairs_impl(dst, src, ld, trans, rows, kc, 8);
+        pack_pairs_impl(dst, src, ld, trans, rows, kc, 8, kq);
     else
         gemm_pack_bf16_pairs_generic(dst, src, ld, trans, rows, kc, r);
+}
+
+void amp_gemm_avx512_pack_pairs_padded(void *dst, const void *src, int64_t ld, bool trans, int64_t rows, int64_t kc,
+                                       int r, int64_t kq_pad) {
+    if (r == NR) pack_pairs_impl(dst, src, ld, trans, rows, kc, NR, kq_pad);
+    else if (r == 16) pack_pairs_impl(dst, src, ld, trans, rows, kc, 16, kq_pad);
 }
 
 void amp_gemm_kernels_avx512(amp_gemm_kernels *k) {

@@ -6,6 +6,7 @@
  * the Makefile builds this file with the path's flags, which is harmless, since amp_kernels_for calls
  * it only on a CPU that runs the path. */
 #include "../kernels.h"
+#include "../../cpu/cpu_internal.h"
 
 void amp_kernels_init_avx512(amp_kernels *k) {
     amp_convert_kernels_avx2(&k->convert); /* (the AVX-512 kernels override each of these) */
@@ -15,6 +16,7 @@ void amp_kernels_init_avx512(amp_kernels *k) {
     amp_unscale_kernels_avx512(&k->unscale);
     amp_lstm_kernels_avx512(&k->lstm); /* its bf16 act16 kernels by AVX512-BF16 (lstm_avx512.c) */
     amp_gemm_kernels_avx512(&k->gemm); /* bf16_dot with AVX512-BF16 (gemm_avx512.c) */
+    if (amp_cpu_amx_usable()) amp_gemm_kernels_amx(&k->gemm); /* bf16_tiles (gemm_amx.c) */
     amp_conv_kernels_avx512(&k->conv);
     amp_pool_kernels_avx512(&k->pool);
     amp_update_kernels_avx2(&k->update); /* the updates are memory-bound: the AVX2 loops */
