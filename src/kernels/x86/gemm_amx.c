@@ -46,14 +46,24 @@ static void configure_tiles(void) {
     configured = true;
 }
 
-/* The k loop on rows 0-15 (and 16-31 unless `half`) of the panels; the sums go to acc. */
+/* The k loop on rows 0-15 (and 16-31 unless `half`) of the panels, added to the 32 x 32 fp32 tile at
+ * acc (row stride ld floats) when `load`, else to zeros; the sums are stored back to acc. */
 static inline __attribute__((always_inline)) void compute(int64_t kc, const uint16_t *a, const uint16_t *b,
-                                                          float acc[MR][NR], const bool half) {
-    _tile_zero(0);
-    _tile_zero(1);
-    if (!half) {
-        _tile_zero(2);
-        _tile_zero(3);
+                                                          float *acc, int64_t ld, bool load, const bool half) {
+    if (load) {
+        _tile_loadd(0, acc, ld * 4);
+        _tile_loadd(1, acc + 16, ld * 4);
+        if (!half) {
+            _tile_loadd(2, acc + 16 * ld, ld * 4);
+            _tile_loadd(3, acc + 16 * ld + 16, ld * 4);
+        }
+    } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        if (!half) {
+            _tile_zero(2);
+            _tile_zero(3);
+        }
     }
     for (int64_t q = 0; q < (kc + KB - 1) / KB; q++, a += KB * MR, b += KB * NR) {
         _tile_loadd(6, b, NR * 4); /* pairs 0-15 of this block, columns 0-15 */
@@ -67,11 +77,11 @@ static inline __attribute__((always_inline)) void compute(int64_t kc, const uint
             _tile_dpbf16ps(3, 5, 7);
         }
     }
-    _tile_stored(0, &acc[0][0], NR * 4);
-    _tile_stored(1, &acc[0][16], NR * 4);
+    _tile_stored(0, acc, ld * 4);
+    _tile_stored(1, acc + 16, ld * 4);
     if (!half) {
-        _tile_stored(2, &acc[16][0], NR * 4);
-        _tile_stored(3, &acc[16][16], NR * 4);
+        _tile_stored(2, acc + 16 * ld, ld * 4);
+        _tile_stored(3, acc + 16 * ld + 16, ld * 4);
     }
 }
 
@@ -95,12 +105,45 @@ static void store(const float acc[MR][NR], float *c, int64_t ldc, int m, int n, 
     }
 }
 
+/* A partial tile of C (rows m, columns n) into the whole tile buffer, zeros around it */
+static void load_corner(float acc[MR][NR], const float *c, int64_t ldc, int m, int n) {
+    const __mmask16 k0 = mask16(n), k1 = mask16(n - 16);
+    for (int i = 0; i < MR; i++) {
+        _mm512_store_ps(acc[i], i < m ? _mm512_maskz_loadu_ps(k0, c + i * ldc) : _mm512_setzero_ps());
+        _mm512_store_ps(acc[i] + 16, i < m ? _mm512_maskz_loadu_ps(k1, c + i * ldc + 16) : _mm512_setzero_ps());
+    }
+}
+
+/* ... and back: only its m x n corner */
+static void store_corner(float *c, int64_t ldc, const float acc[MR][NR], int m, int n) {
+    const __mmask16 k0 = mask16(n), k1 = mask16(n - 16);
+    for (int i = 0; i < m; i++) {
+        _mm512_mask_storeu_ps(c + i * ldc, k0, _mm512_load_ps(acc[i]));
+        _mm512_mask_storeu_ps(c + i * ldc + 16, k1, _mm512_load_ps(acc[i] + 16));
+    }
+}
+
+/* Two arithmetics, chosen by alpha and beta alone (never by the tile's position):
+ *   alpha 1, beta 0 or 1 (every k block of the GEMMs training runs): the tiles start from zero or
+ *       from C and TDPBF16PS adds the products into them; C is loaded and stored by the tile unit
+ *       (a partial tile through a buffer, with the same values);
+ *   otherwise: the products' sums from zero, then C = alpha sum + beta C (store). */
 static void ukernel_tiles(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int m, int n, float alpha,
                           float beta) {
     _Alignas(64) float acc[MR][NR];
     configure_tiles();
-    if (m <= 16) compute(kc, a, b, acc, true); /* a partial panel's lower half is zeros */
-    else compute(kc, a, b, acc, false);
+    if (alpha == 1.0f && (beta == 0.0f || beta == 1.0f)) {
+        const bool full = m == MR && n == NR, load = beta == 1.0f;
+        float *t = full ? c : &acc[0][0];
+        const int64_t ld = full ? ldc : NR;
+        if (!full && load) load_corner(acc, c, ldc, m, n);
+        if (m <= 16) compute(kc, a, b, t, ld, load, true); /* a partial panel's lower half is zeros */
+        else compute(kc, a, b, t, ld, load, false);
+        if (!full) store_corner(c, ldc, (const float (*)[NR])acc, m, n);
+        return;
+    }
+    if (m <= 16) compute(kc, a, b, &acc[0][0], NR, false, true);
+    else compute(kc, a, b, &acc[0][0], NR, false, false);
     store((const float (*)[NR])acc, c, ldc, m, n, alpha, beta);
 }
 
