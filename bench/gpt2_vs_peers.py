@@ -32,7 +32,7 @@ count (gpt2_estimate_mfu in train_gpt2.cu): (6 N + 6 L C T) x B T, N = llm.c's n
 (padded vocabulary 50304, 1024 positions: 124,475,904). The peak: one core's FMA peak as
 `amp bench gemm --json` measures it (peak_gflops_per_core, zmm FMA; ymm for the AMP_ISA=avx2
 runs; best of three), times --threads; the bf16 runs are also rated against the bf16 peak (the
-larger of VDPBF16PS's and the FMA's).
+largest of the FMA's, VDPBF16PS's and AMX's TDPBF16PS's, where amp measures it).
 
     python3 bench/gpt2_vs_peers.py [--threads N] [--configs 4x64,8x1024] [--steps 4] [--warmup 2]
                                    [--trainers llmc,torch-fp32,...] [--llmc-dir DIR] [--rounds N] [--json [FILE]]
@@ -299,7 +299,7 @@ def run_amp(trainer, threads, b, t, warmup, steps, ckpt, shard):
 
 
 def measure_peak(threads, best, tries=3):
-    """One core's FMA (zmm, ymm) and VDPBF16PS peaks in GFLOP/s, the best of `best` and of `tries` short
+    """One core's FMA (zmm, ymm), VDPBF16PS and AMX TDPBF16PS peaks in GFLOP/s, the best of `best` and of `tries` short
     `amp bench gemm` runs (a loaded machine lowers single measurements: the script measures again after
     every trainer and keeps the best)."""
     for _ in range(tries):
@@ -342,7 +342,7 @@ def table(cfg, rows, peak, threads):
         r["gflops"] = fl / r["s_per_step"] / 1e9
     fma = peak.get("fma_zmm", 0.0) * threads
     fma_avx2 = peak.get("fma_ymm", 0.0) * threads
-    bf16 = max(peak.get("vdpbf16ps_zmm", 0.0), peak.get("fma_zmm", 0.0)) * threads
+    bf16 = max(peak.get("vdpbf16ps_zmm", 0.0), peak.get("fma_zmm", 0.0), peak.get("tdpbf16ps", 0.0)) * threads
     torch_best = max((ok[k]["tokens_per_s"] for k in ("torch-fp32", "torch-bf16") if k in ok), default=0)
     llmc = ok.get("llmc", {}).get("tokens_per_s", 0)
     print(f"\n### B={b} T={t} ({b * t} tokens/step, {fl / 1e9:.1f} GFLOP/step by llm.c's count), {threads} threads\n")

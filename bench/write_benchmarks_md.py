@@ -112,7 +112,8 @@ no evaluation), by the same GPT-2 written in PyTorch (fp32 and bf16 autocast) an
 gpt2 --size 124m` in fp32, amp-bf16 and amp-fp16, each in a fresh process, the trainers in turn over
 several rounds, AdamW with the same settings on the same random tokens; llm.c and amp start from the
 same llm.c model file. tokens/s is B x T over the median step; "% of peak" counts llm.c's FLOPs per
-token, (6 N + 6 L C T), against the threads x one core's measured FMA peak (bf16 rows: the bf16 peak);
+token, (6 N + 6 L C T), against the threads x one core's measured FMA peak (bf16 rows: the bf16 peak, the fastest of the FMA,
+VDPBF16PS and AMX's TDPBF16PS);
 peak RSS is each trainer's process's.
 
 **Tokenizer against tiktoken** (`bench/tokenize_vs_tiktoken.py`): the King James Bible (Debian's
@@ -343,11 +344,14 @@ def gemm_section(e):
     out = caption(f"GEMM, {t} thread{'s' if t > 1 else ''}", e)
     p = r.get("peak_gflops_per_core") or {}
     line = (f"One core's measured peak: FMA zmm {p.get('fma_zmm', 0):.1f}, FMA ymm {p.get('fma_ymm', 0):.1f}, "
-            f"VDPBF16PS zmm {p.get('vdpbf16ps_zmm', 0):.1f} GFLOP/s")
+            f"VDPBF16PS zmm {p.get('vdpbf16ps_zmm', 0):.1f}" +
+            (f", AMX TDPBF16PS {p['tdpbf16ps']:.1f}" if p.get("tdpbf16ps") else "") + " GFLOP/s")
     a = r.get("peak_gflops_all_threads") or {}
     if t > 1 and any(a.values()):
         line += (f"; {t} threads at once: FMA zmm {a.get('fma_zmm', 0):.1f}, FMA ymm {a.get('fma_ymm', 0):.1f}, "
-                 f"VDPBF16PS zmm {a.get('vdpbf16ps_zmm', 0):.1f} GFLOP/s (% of peak uses {t} x one core's)")
+                 f"VDPBF16PS zmm {a.get('vdpbf16ps_zmm', 0):.1f}" +
+                 (f", AMX TDPBF16PS {a['tdpbf16ps']:.1f}" if a.get("tdpbf16ps") else "") +
+                 f" GFLOP/s (% of peak uses {t} x one core's)")
     out += [line + ".", ""]
     rows = [[f"{x['m']}x{x['n']}x{x['k']}", x["op"].replace("*", "·"), x["dtype"], num(x["ms"], ".3f"), num(x["gflops"], ".1f"),
              num(100 * x["of_peak"], ".0f", "%"), num(x.get("openblas_gflops") or None, ".1f"),
@@ -406,7 +410,8 @@ def gpt2_section(e):
         out += caption(f"GPT-2 124M training against llm.c and PyTorch, B={b} T={tt}, {t} thread{'s' if t > 1 else ''}", e)
         p = r.get("peak_gflops_per_core") or {}
         out += [f"One core's measured peak (best of the run): FMA zmm {p.get('fma_zmm', 0):.1f}, FMA ymm "
-                f"{p.get('fma_ymm', 0):.1f}, VDPBF16PS zmm {p.get('vdpbf16ps_zmm', 0):.1f} GFLOP/s.", ""]
+                f"{p.get('fma_ymm', 0):.1f}, VDPBF16PS zmm {p.get('vdpbf16ps_zmm', 0):.1f}" +
+                (f", AMX TDPBF16PS {p['tdpbf16ps']:.1f}" if p.get("tdpbf16ps") else "") + " GFLOP/s.", ""]
         rows = [[name] + gpt2_cells(x) + [num(x.get("s_per_step"), ".3f")] for name, x in gpt2_rows(cfg_rows)]
         out += table(["trainer", "tokens/s", "vs llm.c", "% of peak", "peak RSS", "s/step"], rows, "lrrrrr")
         rounds = max((len(x.get("round_medians", [])) for x in cfg_rows.values()), default=0)
@@ -415,7 +420,7 @@ def gpt2_section(e):
                  f"{plan.get('warmup', '?')} untimed ones) per trainer and round, {rounds} round{'s' if rounds != 1 else ''}, "
                  "the trainers in turn; peak RSS: each trainer's process",
                  "% of peak: llm.c's FLOP count, (6 N + 6 L C T) per token, over the threads x one core's FMA peak; "
-                 "bf16 rows over the bf16 peak (the larger of VDPBF16PS's and the FMA's); AVX2 rows over the ymm FMA's",
+                 "bf16 rows over the bf16 peak (the largest of the FMA's, VDPBF16PS's and AMX's TDPBF16PS's); AVX2 rows over the ymm FMA's",
                  f"llm.c: train_gpt2.c built with {r.get('llmc_cflags', '?')}, fp32; llm.c and amp start from the same "
                  "llm.c model file, PyTorch from its own initialisation; all AdamW (lr 1e-4, weight decay 0) on the "
                  "same random tokens"]

@@ -3,8 +3,9 @@
  *
  * Peak. A loop of independent register-only multiply-adds (12 accumulators, more than latency x
  * throughput needs on current cores) gives the FMA peak of one core; a loop of VDPBF16PS gives the
- * bf16 peak, where the CPU has AVX512-BF16. The ratio printed for f32 and f16 is against the FMA
- * peak (both run FMA micro-kernels), for bf16 against the VDPBF16PS peak when amp uses it. With T
+ * bf16 peak, where the CPU has AVX512-BF16, and a loop of AMX's TDPBF16PS the tiles' peak, where amp
+ * may use AMX. The ratio printed for f32 and f16 is against the FMA peak (both run FMA micro-kernels),
+ * for bf16 against the peak of the instruction amp's bf16 method uses (amp/gemm.h). With T
  * threads the ratio is against T times the one-core peak. The loops are inline assembly (this file
  * is built without ISA flags; the target attribute only lets the assembler accept the mnemonics)
  * and run only when amp_cpu_get_features() says the CPU has the instructions.
@@ -73,14 +74,36 @@ __attribute__((target("avx2,fma"))) static void loop_fma_ymm(long iters) { /* AV
 __attribute__((target("avx512f,avx512bf16"))) static void loop_dpbf16_zmm(long iters) {
     __asm__ volatile(PEAK_BODY("vdpbf16ps", "zmm") : "+r"(iters) : : PEAK_CLOBBERS);
 }
+/* AMX: 4 chains of TDPBF16PS (tiles 0-3 += tile 4 x tile 6, 16 x 16 x 32 each) on zero tiles. The
+ * thread's tile configuration is saved and restored around it: amp's kernels configure a thread's
+ * tiles once (amp/gemm.h), and a released configuration would leave them faulting. */
+static void loop_tdpbf16(long iters) {
+    _Alignas(64) unsigned char saved[64] = {0}, cfg[64] = {0};
+    cfg[0] = 1;                                              /* palette 1 */
+    for (int t = 0; t < 8; t++) cfg[16 + 2 * t] = 64, cfg[48 + t] = 16; /* 16 rows x 64 bytes */
+    __asm__ volatile("sttilecfg %0" : "=m"(saved));
+    __asm__ volatile("ldtilecfg %1\n\t"
+                     "tilezero %%tmm0\n\ttilezero %%tmm1\n\ttilezero %%tmm2\n\ttilezero %%tmm3\n\t"
+                     "tilezero %%tmm4\n\ttilezero %%tmm6\n\t"
+                     "1:\n\t"
+                     "tdpbf16ps %%tmm6, %%tmm4, %%tmm0\n\ttdpbf16ps %%tmm6, %%tmm4, %%tmm1\n\t"
+                     "tdpbf16ps %%tmm6, %%tmm4, %%tmm2\n\ttdpbf16ps %%tmm6, %%tmm4, %%tmm3\n\t"
+                     "dec %0\n\tjnz 1b"
+                     : "+r"(iters)
+                     : "m"(cfg)
+                     : "cc");
+    if (saved[0]) __asm__ volatile("ldtilecfg %0" : : "m"(saved));
+    else __asm__ volatile("tilerelease");
+}
 #else
 #define HAVE_PEAK_LOOPS 0
 #endif
 
-typedef enum { PEAK_FMA512, PEAK_FMA256, PEAK_DPBF16, PEAK_KINDS } peak_kind;
-static const char *const peak_names[PEAK_KINDS] = {"fma zmm", "fma ymm", "vdpbf16ps zmm"};
-/* flops per loop iteration: 12 instructions x lanes x (2 per FMA, 4 per VDPBF16PS lane: 2 mul, 2 add) */
-static const double peak_flops_per_iter[PEAK_KINDS] = {12 * 16 * 2, 12 * 8 * 2, 12 * 16 * 4};
+typedef enum { PEAK_FMA512, PEAK_FMA256, PEAK_DPBF16, PEAK_TDPBF16, PEAK_KINDS } peak_kind;
+static const char *const peak_names[PEAK_KINDS] = {"fma zmm", "fma ymm", "vdpbf16ps zmm", "tdpbf16ps"};
+/* flops per loop iteration: 12 instructions x lanes x (2 per FMA, 4 per VDPBF16PS lane: 2 mul, 2 add);
+ * AMX: 4 instructions x 16 x 16 x 32 multiply-adds */
+static const double peak_flops_per_iter[PEAK_KINDS] = {12 * 16 * 2, 12 * 8 * 2, 12 * 16 * 4, 4 * 16 * 16 * 32 * 2};
 
 typedef void (*peak_loop_fn)(long iters);
 
@@ -90,6 +113,8 @@ static peak_loop_fn peak_loop(peak_kind kind) {
     if (kind == PEAK_FMA512 && f->avx512f) return loop_fma_zmm;
     if (kind == PEAK_FMA256 && f->avx2 && f->fma) return loop_fma_ymm;
     if (kind == PEAK_DPBF16 && f->avx512_bf16) return loop_dpbf16_zmm;
+    /* the method's support check is the one that asks Linux for the tiles */
+    if (kind == PEAK_TDPBF16 && amp_gemm_bf16_method_supported(AMP_GEMM_BF16_AMX)) return loop_tdpbf16;
 #else
     (void)kind;
 #endif
@@ -128,8 +153,10 @@ double amp_bench_peak_gflops(int bf16, const char **kind) {
      * fraction of peak and a cap) */
     double fma = measure_peak(PEAK_FMA512);
     if (fma <= 0.0) fma = measure_peak(PEAK_FMA256);
-    const double dot = bf16 ? measure_peak(PEAK_DPBF16) : 0.0;
+    double dot = bf16 ? measure_peak(PEAK_DPBF16) : 0.0;
     *kind = dot > fma ? "vdpbf16ps" : "fma";
+    const double tiles = bf16 && amp_gemm_bf16_method_active() == AMP_GEMM_BF16_AMX ? measure_peak(PEAK_TDPBF16) : 0.0;
+    if (tiles > dot && tiles > fma) dot = tiles, *kind = "tdpbf16ps";
     return dot > fma ? dot : fma;
 }
 
@@ -229,7 +256,7 @@ static int usage(void) {
            "Each shape runs as A*B, A^T*B and A*B^T (same M, N, K; A or B stored transposed), for\n"
            "f32, f16 and bf16 inputs (fp32 accumulation and output). GFLOP/s = 2MNK / median time.\n"
            "'peak' is threads x the one-core peak measured here: an FMA loop for f32 and f16, a\n"
-           "VDPBF16PS loop for bf16 where the CPU has AVX512-BF16. OpenBLAS (cblas_sgemm, f32) is\n"
+           "VDPBF16PS (or AMX TDPBF16PS) loop for bf16 where amp multiplies bf16 with it. OpenBLAS (cblas_sgemm, f32) is\n"
            "loaded at run time when installed.\n",
            amp_get_num_threads());
     return AMP_EXIT_OK;
@@ -356,8 +383,12 @@ static void measure_peaks(peaks *pk, int threads, amp_isa isa) {
         pk->all[p] = measure_peak_threads((peak_kind)p, threads);
     }
     const peak_kind fma_kind = isa == AMP_ISA_AVX512 ? PEAK_FMA512 : PEAK_FMA256;
-    const bool bf16_dot = isa == AMP_ISA_AVX512 && amp_gemm_bf16_method_active() == AMP_GEMM_BF16_DOT;
-    for (int d = 0; d < N_DTYPES; d++) pk->kind_of[d] = dtypes[d] == AMP_BF16 && bf16_dot ? PEAK_DPBF16 : fma_kind;
+    const amp_gemm_bf16_method method = amp_gemm_bf16_method_active();
+    const peak_kind bf16_kind = isa != AMP_ISA_AVX512          ? fma_kind
+                                : method == AMP_GEMM_BF16_DOT ? PEAK_DPBF16
+                                : method == AMP_GEMM_BF16_AMX ? PEAK_TDPBF16
+                                                              : fma_kind;
+    for (int d = 0; d < N_DTYPES; d++) pk->kind_of[d] = dtypes[d] == AMP_BF16 ? bf16_kind : fma_kind;
 }
 
 /* The peak is a constant of the core: measured again after the run, the larger figure is the one
@@ -387,11 +418,12 @@ static int run_shapes(const options *o, const openblas *ob, result (*res)[N_OPS]
 /* The JSON object's opening, up to the results array's "[". */
 static void report_json_head(const options *o, const peaks *pk, amp_isa isa, const openblas *ob, const char *cpu) {
     printf("{\"bench\":\"gemm\",\"version\":\"%s\",\"cpu\":\"%s\",\"isa\":\"%s\",\"threads\":%ld,\"repeats\":%ld,"
-           "\"peak_gflops_per_core\":{\"fma_zmm\":%.1f,\"fma_ymm\":%.1f,\"vdpbf16ps_zmm\":%.1f},"
-           "\"peak_gflops_all_threads\":{\"fma_zmm\":%.1f,\"fma_ymm\":%.1f,\"vdpbf16ps_zmm\":%.1f},"
-           "\"openblas\":%s,\"results\":[",
+           "\"peak_gflops_per_core\":{\"fma_zmm\":%.1f,\"fma_ymm\":%.1f,\"vdpbf16ps_zmm\":%.1f,\"tdpbf16ps\":%.1f},"
+           "\"peak_gflops_all_threads\":{\"fma_zmm\":%.1f,\"fma_ymm\":%.1f,\"vdpbf16ps_zmm\":%.1f,"
+           "\"tdpbf16ps\":%.1f},\"bf16_method\":\"%s\",\"openblas\":%s,\"results\":[",
            amp_version(), cpu, amp_isa_name(isa), o->threads, o->repeats, pk->one[PEAK_FMA512], pk->one[PEAK_FMA256],
-           pk->one[PEAK_DPBF16], pk->all[PEAK_FMA512], pk->all[PEAK_FMA256], pk->all[PEAK_DPBF16],
+           pk->one[PEAK_DPBF16], pk->one[PEAK_TDPBF16], pk->all[PEAK_FMA512], pk->all[PEAK_FMA256],
+           pk->all[PEAK_DPBF16], pk->all[PEAK_TDPBF16], amp_gemm_bf16_method_name(amp_gemm_bf16_method_active()),
            ob->sgemm ? "true" : "false");
 }
 
