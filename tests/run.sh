@@ -39,20 +39,24 @@ rc=0
 cat "$log"
 count "$log" amp_tests "$rc"
 
-# The bf16 products have two methods on AVX-512 with AVX512-BF16 (amp/gemm.h's amp_gemm_bf16_method):
-# the run above used the default, the faster on this CPU (test_gemm.c loops both itself); every test
-# runs again, quick, with the other one, so the ops, LSTM, models and training see both kernels on
-# whichever CPU runs this.
-method=$("$BUILD/amp" info | sed -n 's/^bf16 products (avx512): \([a-z]*\) (VDPBF16PS.*/\1/p')
+# The bf16 products have two methods on AVX-512 with AVX512-BF16, three with AMX too (amp/gemm.h's
+# amp_gemm_bf16_method): the run above used the default (test_gemm.c loops every method itself);
+# every test runs again, quick, with each other method, so the ops, LSTM, models and training see
+# every kernel on whichever CPU runs this.
+info=$("$BUILD/amp" info)
+method=$(printf '%s\n' "$info" | sed -n 's/^bf16 products (avx512): \([a-z]*\) (VDPBF16PS.*/\1/p')
 if [ -n "$method" ]; then
-    other=dot
-    [ "$method" = dot ] && other=fma
-    echo "== unit tests, quick, with AMP_GEMM_BF16=$other (the default here is $method)"
-    rc=0
-    AMP_TEST_QUICK=1 AMP_GEMM_BF16=$other "$BUILD/amp_tests" >"$log" 2>&1 || rc=$?
-    tail -n 1 "$log"
-    grep -v '^ok \|^    note\|^# total\|^[0-9]* passed' "$log" | head -n 40
-    count "$log" "amp_tests (AMP_GEMM_BF16=$other)" "$rc"
+    others="fma dot"
+    printf '%s\n' "$info" | grep -q 'AMX tiles usable' && others="$others amx"
+    for other in $others; do
+        [ "$other" = "$method" ] && continue
+        echo "== unit tests, quick, with AMP_GEMM_BF16=$other (the default here is $method)"
+        rc=0
+        AMP_TEST_QUICK=1 AMP_GEMM_BF16=$other "$BUILD/amp_tests" >"$log" 2>&1 || rc=$?
+        tail -n 1 "$log"
+        grep -v '^ok \|^    note\|^# total\|^[0-9]* passed' "$log" | head -n 40
+        count "$log" "amp_tests (AMP_GEMM_BF16=$other)" "$rc"
+    done
 else
     echo "== no AVX512-BF16 here: bf16 has one method (fma), tested above"
 fi

@@ -645,7 +645,8 @@ static void check_conv_dx_correlation(void) {
                                        (const unsigned char *)w->data + ((size_t)(oi * c + ci) * k * k + k * k - 1 - t) * es,
                                        es);
                     for (int b = 0; b < n; b++) amp_conv_im2col_ref(&gd, seed->data, es, 0, n, b, col);
-                    CHECK(amp_gemm(dt, false, false, c, n * p, kk, 1.0f, wt, kk, col, n * p, 0.0f, y, n * p) == AMP_OK);
+                    CHECK(amp_gemm_untiled(dt, false, false, c, n * p, kk, 1.0f, wt, kk, col, n * p, 0.0f, y, n * p) ==
+                          AMP_OK);
                     for (int b = 0; b < n; b++)
                         for (int ci = 0; ci < c; ci++)
                             memcpy(want + (size_t)(b * c + ci) * p, y + (size_t)ci * n * p + (size_t)b * p,

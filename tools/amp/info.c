@@ -17,9 +17,9 @@ int amp_cmd_info(int argc, char **argv) {
     const amp_cpu_features *f = amp_cpu_get_features();
     printf("amp %s\n", amp_version());
     printf("cpu features: avx=%d avx2=%d fma=%d f16c=%d avx512f=%d avx512bw=%d avx512vl=%d avx512dq=%d "
-           "avx512_bf16=%d avx512_fp16=%d\n",
+           "avx512_bf16=%d avx512_fp16=%d amx_bf16=%d\n",
            f->avx, f->avx2, f->fma, f->f16c, f->avx512f, f->avx512bw, f->avx512vl, f->avx512dq, f->avx512_bf16,
-           f->avx512_fp16);
+           f->avx512_fp16, f->amx_bf16);
     printf("simd paths:");
     for (int i = 0; i < AMP_ISA_COUNT; i++)
         printf(" %s%s", amp_isa_name((amp_isa)i), amp_isa_supported((amp_isa)i) ? "" : "(unsupported)");
@@ -27,7 +27,8 @@ int amp_cmd_info(int argc, char **argv) {
     const double dot = amp_gemm_bf16_dot_speed();
     printf("bf16 products (avx512): %s", amp_gemm_bf16_method_name(amp_gemm_bf16_method_active()));
     if (dot > 0)
-        printf(" (VDPBF16PS measured at %.2fx the FMA's flops; AMP_GEMM_BF16=fma|dot overrides)\n", dot);
+        printf(" (VDPBF16PS measured at %.2fx the FMA's flops; AMX tiles %s; AMP_GEMM_BF16=fma|dot|amx overrides)\n",
+               dot, amp_gemm_bf16_method_supported(AMP_GEMM_BF16_AMX) ? "usable" : "absent");
     else
         printf(" (no AVX512-BF16)\n");
 #ifdef AMP_HAVE_MPI
