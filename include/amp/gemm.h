@@ -57,8 +57,9 @@ int amp_gemm(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t 
  *   AMP_GEMM_BF16_DOT  VDPBF16PS (AVX512-BF16) on pairs of k: half the packed bytes; flushes
  *                      subnormals (see above).
  *   AMP_GEMM_BF16_AMX  AMX's TDPBF16PS on tiles (16 rows x 32 k by 32 k x 16 columns per
- *                      instruction) for amp_gemm's products of stored matrices, VDPBF16PS for the
- *                      rest (implicit operands: conv's, the LSTM's packed weights, fp8's decodes);
+ *                      instruction) for amp_gemm and the ops built on it (linear, matmul, attention),
+ *                      VDPBF16PS as DOT for conv2d, the LSTM and amp_gemm_fp8, whose other routes
+ *                      pack their operands themselves (so each op keeps one kernel on every route);
  *                      flushes subnormals like DOT. Where the CPU has AMX-BF16 and Linux grants the
  *                      process its tile registers (amp asks on first use).
  * The default is AMX where it is usable; else the one of FMA and DOT whose instruction has more flops

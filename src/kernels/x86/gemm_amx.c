@@ -11,10 +11,11 @@
  * is the pairs layout 32 columns wide (a B tile is 16 of its rows, 128 bytes apart), A is k-major in
  * blocks of 32 (an A tile is 16 runs of 64 bytes).
  *
- * The tile registers are configured once per thread (LDTILECFG costs about 300 cycles, a tenth of a
- * 32 x 32 x 512 tile) and left so (amp/gemm.h). C is updated from the tiles through a buffer, by the
- * same masked AVX-512 code for full and edge tiles, so an element's bits do not depend on its
- * position in the tile. */
+ * The tile registers are configured once per thread (LDTILECFG costs about 300 cycles, a fifth of a
+ * 32 x 32 x 512 tile at the unit's peak) and left so (amp/gemm.h). C goes between memory and the
+ * tiles either directly (a full tile) or through a buffer (an edge tile), with the same arithmetic
+ * on the same values, so an element's bits do not depend on its position in the tile
+ * (ukernel_tiles). */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -32,6 +33,7 @@ typedef struct tile_config {
     uint16_t colsb[16];
     uint8_t rows[16];
 } tile_config;
+_Static_assert(sizeof(tile_config) == 64, "LDTILECFG reads 64 bytes");
 
 /* Every tile 16 rows x 64 bytes: C 0-3 (fp32), A 4-5 and B 6-7 (bf16). */
 static void configure_tiles(void) {
