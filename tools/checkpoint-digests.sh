@@ -1,5 +1,5 @@
 #!/bin/sh
-# Trains each built-in model a few steps in fp32, amp-bf16 and amp-fp16 at 1 and 2 threads on every
+# Trains each built-in model (gpt2 at 2 x 64) a few steps in fp32, amp-bf16 and amp-fp16 at 1 and 2 threads on every
 # SIMD path this CPU has, and prints one line per run: the checkpoint's SHA-256 and its settings.
 # A change that must not alter what amp computes (a refactor, a new file layout) keeps this output
 # byte for byte:  sh tools/checkpoint-digests.sh > before.txt; ...; sh tools/checkpoint-digests.sh | diff before.txt -
@@ -14,18 +14,22 @@ PINNED="--lr-schedule constant"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 have=$("$AMP" info | sed -n 's/^simd paths: //p')
-# the AVX-512 path multiplies bf16 two ways where the CPU has AVX512-BF16 (amp/gemm.h): check both
+# the AVX-512 path multiplies bf16 two ways where the CPU has AVX512-BF16, three with AMX (amp/gemm.h):
+# check each
 dot=$("$AMP" info | grep -c '^bf16 products (avx512)' || true)
+amx=$("$AMP" info | grep -c '^bf16 products (avx512).*AMX tiles usable' || true)
 for isa in $ISAS; do
     case " $have " in *" $isa "*) ;; *) echo "# $isa: not on this CPU, skipped"; continue ;; esac
     methods=fma
     [ "$isa" = avx512 ] && [ "$dot" -gt 0 ] && methods="fma dot"
+    [ "$isa" = avx512 ] && [ "$amx" -gt 0 ] && methods="fma dot amx"
     for method in $methods; do
-    for model in mlp cnn lstm gpt; do
+    for model in mlp cnn lstm gpt gpt2; do
         case $model in
         mlp|cnn) size="--batch 32" ;;
         lstm) size="--batch 8 --context 32" ;;
         gpt) size="--batch 8 --context 32" ;;
+        gpt2) size="--layers 2 --hidden 64 --heads 4 --batch 8 --context 32" ;;
         esac
         for precision in fp32 amp-bf16 amp-fp16; do
             for threads in 1 2; do
