@@ -125,8 +125,8 @@ int amp_gemm_bf16_method_from_name(const char *name, amp_gemm_bf16_method *out);
  *
  * Speed. x86 has no fp8 arithmetic: fp8 is decoded while the GEMM packs its panels (amp_gemm's
  * packing, gemm_kernels.h's panel formats). Where the active path multiplies bf16 with VDPBF16PS
- * (AMP_GEMM_BF16_DOT, and AMP_GEMM_BF16_AMX, whose tiles take stored bf16 only) and every decoded value is exact in bf16 (fp8 and bf16 operands, with no
- * factors or with power-of-2 block factors), both operands are decoded to bf16 pairs: half the packed
+ * (AMP_GEMM_BF16_DOT, and AMP_GEMM_BF16_AMX, whose tiles take stored bf16 only) and every decoded
+ * value is exact in bf16 (fp8 and bf16 operands, with no factors or with power-of-2 block factors), both operands are decoded to bf16 pairs: half the packed
  * bytes, and the flush of subnormal bf16 values that amp_gemm's dot method does (a decoded value
  * below 2^-126 may become 0). Otherwise (an fp32 operand, a block factor that is not a power of 2,
  * the AVX2 and reference paths, the fma method) the operands are decoded to fp32 panels for the fp32

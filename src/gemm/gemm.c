@@ -692,8 +692,8 @@ static int check_args(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m,
 }
 
 /* The product once the arguments are checked; op_bt is M = op(B)^T, stored or implicit; implicit_a,
- * when not NULL, is M = op(A) packed by a callback (a and lda unused, ep NULL). `tiles`: stored
- * operands may take amp_gemm_kernel_stored's kernel (AMX's tiles), else amp_gemm_kernel_for's. */
+ * when not NULL, is M = op(A) packed by a callback (a and lda unused, ep NULL). `tiles` (both operands
+ * stored only): amp_gemm_kernel_stored's kernel (AMX's tiles), else amp_gemm_kernel_for's. */
 static int gemm_run(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const void *a,
                     int64_t lda, const operand *implicit_a, operand op_bt, float beta, float *c, int64_t ldc,
                     const amp_gemm_epilogue *ep, bool tiles) {
@@ -717,8 +717,8 @@ static int gemm_run(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int6
     }
 
     const size_t esize = ab_dtype == AMP_F32 ? 4 : 2;
-    const amp_gemm_kernel *kern = tiles && !implicit_a && !op_bt.cb ? amp_gemm_kernel_stored(amp_isa_active(), ab_dtype)
-                                                                    : amp_gemm_kernel_for(amp_isa_active(), ab_dtype);
+    const amp_gemm_kernel *kern =
+        tiles ? amp_gemm_kernel_stored(amp_isa_active(), ab_dtype) : amp_gemm_kernel_for(amp_isa_active(), ab_dtype);
     const operand op_a = implicit_a ? *implicit_a : (operand){.src = a, .ld = lda, .trans = trans_a}; /* M = op(A) */
     const bool stored_f32_a = !implicit_a && ab_dtype == AMP_F32;
     const bool transposed = compute_transposed(kern, m, n, k);
@@ -768,21 +768,25 @@ static int gemm_run(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int6
     return st;
 }
 
-int amp_gemm_fused(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-                   const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc,
-                   const amp_gemm_epilogue *ep) {
+/* The product of two stored operands, checked; `tiles` as gemm_run's */
+static int gemm_stored(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                       const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc,
+                       const amp_gemm_epilogue *ep, bool tiles) {
     const int st = check_args(ab_dtype, trans_a, trans_b, m, n, k, a, lda, true, b != NULL, ldb, c, ldc, ep);
     if (st != AMP_OK) return st;
     const operand op_bt = {.src = b, .ld = ldb, .trans = !trans_b}; /* M = op(B)^T */
-    return gemm_run(ab_dtype, trans_a, m, n, k, alpha, a, lda, NULL, op_bt, beta, c, ldc, ep, true);
+    return gemm_run(ab_dtype, trans_a, m, n, k, alpha, a, lda, NULL, op_bt, beta, c, ldc, ep, tiles);
+}
+
+int amp_gemm_fused(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                   const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc,
+                   const amp_gemm_epilogue *ep) {
+    return gemm_stored(ab_dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, ep, true);
 }
 
 int amp_gemm_untiled(amp_dtype ab_dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                      const void *a, int64_t lda, const void *b, int64_t ldb, float beta, float *c, int64_t ldc) {
-    const int st = check_args(ab_dtype, trans_a, trans_b, m, n, k, a, lda, true, b != NULL, ldb, c, ldc, NULL);
-    if (st != AMP_OK) return st;
-    const operand op_bt = {.src = b, .ld = ldb, .trans = !trans_b};
-    return gemm_run(ab_dtype, trans_a, m, n, k, alpha, a, lda, NULL, op_bt, beta, c, ldc, NULL, false);
+    return gemm_stored(ab_dtype, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL, false);
 }
 
 int amp_gemm_implicit_b(amp_dtype ab_dtype, bool trans_a, int64_t m, int64_t n, int64_t k, float alpha, const void *a,

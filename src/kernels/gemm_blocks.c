@@ -20,8 +20,8 @@ typedef struct blocks {
  * passes over C more often). Each value is rounded down to a multiple of the tile it blocks. The AVX2 kernel's A panel
  * has 6 rows, so kc = 512 keeps it at 12 KiB; the ref path's values only need to be sane.
  * AMX's tiles (32 x 32, 2 KiB of A and of B per 32 k): kc = 512 and nc = 1024 keep the B block at
- * 1 MiB, within a 2 MiB L2, measured on a 2 MiB-L2 Xeon with `amp bench gemm --threads 1` against
- * kc = 256 to 1024 and nc = 256 to 2048 (within 10% of each other, apart from nc = 256). */
+ * 1 MiB, within a 2 MiB L2; chosen with `amp bench gemm --threads 1` and GPT-2's step on such a core
+ * against kc = 256 to 1024 and nc = 256 to 2048. */
 static const blocks block_table[AMP_ISA_COUNT][AMP_GEMM_PACKED_COUNT] = {
     [AMP_ISA_REF] = {[AMP_GEMM_PACKED_F32] = {.mc = 128, .kc = 256, .nc = 2048},
                      [AMP_GEMM_PACKED_BF16_PAIRS] = {.mc = 128, .kc = 256, .nc = 2048},

@@ -115,10 +115,10 @@ void amp_gemm_kernels_avx512(amp_gemm_kernels *k); /* bf16_dot (VDPBF16PS) when 
 /* VDPBF16PS's flops per second over VFMADD231PS's (both zmm) on this core, measured now (about a
  * millisecond); 0 without AVX512-BF16. */
 double amp_gemm_avx512_dot_speed(void);
-/* bf16_tiles (gemm_amx.c), where amp_cpu_amx_usable() */
+/* bf16_tiles (gemm_amx.c), where the CPU has AMX-BF16 (run only once the amx method is usable) */
 void amp_gemm_kernels_amx(amp_gemm_kernels *k);
 /* The AVX-512 BF16_PAIRS pack with panels kq_pad pairs long (kq_pad >= ceil(kc / 2)), the pairs past
- * ceil(kc / 2) zero: the B panels of the tiles kernel (r = 32). */
+ * ceil(kc / 2) zero: the B panels of the tiles kernel (r = 32, specialized; other r through the same code). */
 void amp_gemm_avx512_pack_pairs_padded(void *dst, const void *src, int64_t ld, bool trans, int64_t rows, int64_t kc,
                                        int r, int64_t kq_pad);
 #endif

@@ -153,10 +153,13 @@ double amp_bench_peak_gflops(int bf16, const char **kind) {
      * fraction of peak and a cap) */
     double fma = measure_peak(PEAK_FMA512);
     if (fma <= 0.0) fma = measure_peak(PEAK_FMA256);
-    double dot = bf16 ? measure_peak(PEAK_DPBF16) : 0.0;
-    *kind = dot > fma ? "vdpbf16ps" : "fma";
+    const double dot = bf16 ? measure_peak(PEAK_DPBF16) : 0.0;
     const double tiles = bf16 && amp_gemm_bf16_method_active() == AMP_GEMM_BF16_AMX ? measure_peak(PEAK_TDPBF16) : 0.0;
-    if (tiles > dot && tiles > fma) dot = tiles, *kind = "tdpbf16ps";
+    if (tiles > dot && tiles > fma) {
+        *kind = "tdpbf16ps";
+        return tiles;
+    }
+    *kind = dot > fma ? "vdpbf16ps" : "fma";
     return dot > fma ? dot : fma;
 }
 

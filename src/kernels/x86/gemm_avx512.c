@@ -479,8 +479,8 @@ static void pack_bf16_pairs(void *dst, const void *src, int64_t ld, bool trans, 
 
 void amp_gemm_avx512_pack_pairs_padded(void *dst, const void *src, int64_t ld, bool trans, int64_t rows, int64_t kc,
                                        int r, int64_t kq_pad) {
-    if (r == NR) pack_pairs_impl(dst, src, ld, trans, rows, kc, NR, kq_pad);
-    else if (r == 16) pack_pairs_impl(dst, src, ld, trans, rows, kc, 16, kq_pad);
+    if (r == NR) pack_pairs_impl(dst, src, ld, trans, rows, kc, NR, kq_pad); /* the tiles kernel's B */
+    else pack_pairs_impl(dst, src, ld, trans, rows, kc, r, kq_pad);
 }
 
 void amp_gemm_kernels_avx512(amp_gemm_kernels *k) {

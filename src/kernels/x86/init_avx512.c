@@ -6,7 +6,6 @@
  * the Makefile builds this file with the path's flags, which is harmless, since amp_kernels_for calls
  * it only on a CPU that runs the path. */
 #include "../kernels.h"
-#include "../../cpu/cpu_internal.h"
 
 void amp_kernels_init_avx512(amp_kernels *k) {
     amp_convert_kernels_avx2(&k->convert); /* (the AVX-512 kernels override each of these) */
@@ -16,7 +15,8 @@ void amp_kernels_init_avx512(amp_kernels *k) {
     amp_unscale_kernels_avx512(&k->unscale);
     amp_lstm_kernels_avx512(&k->lstm); /* its bf16 act16 kernels by AVX512-BF16 (lstm_avx512.c) */
     amp_gemm_kernels_avx512(&k->gemm); /* bf16_dot with AVX512-BF16 (gemm_avx512.c) */
-    if (amp_cpu_amx_usable()) amp_gemm_kernels_amx(&k->gemm); /* bf16_tiles (gemm_amx.c) */
+    /* bf16_tiles (gemm_amx.c): only the amx method runs it, which asks Linux for the tiles first */
+    if (amp_cpu_get_features()->amx_bf16) amp_gemm_kernels_amx(&k->gemm);
     amp_conv_kernels_avx512(&k->conv);
     amp_pool_kernels_avx512(&k->pool);
     amp_update_kernels_avx2(&k->update); /* the updates are memory-bound: the AVX2 loops */
